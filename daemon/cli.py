@@ -1,0 +1,318 @@
+"""`clade`: the command line.
+
+Every command takes `--json` (one JSON document on stdout) and `--data-dir`. Exit codes:
+0 success, 2 bad usage or input (nothing written), 1 any other failure. Errors are one
+line on stderr that names the bad value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+from crdt import InvalidValue, Kind
+from crdt.body import Category, Pad, Sensitivity
+from crypto import CryptoError
+
+from . import render
+from .datadir import DataDir
+from .errors import DaemonError, UsageError
+from .grimoire import Episode, NewEntry, wall_clock_ms
+
+__all__ = ["build_parser", "main"]
+
+Handler = Callable[[argparse.Namespace, DataDir], Any]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
+
+
+def _unit(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number (expected 0..1)") from None
+    if not 0.0 <= value <= 1.0:  # also false for nan
+        raise argparse.ArgumentTypeError(f"{text!r} is out of range (expected 0..1)")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
+    return value
+
+
+def _pad(text: str) -> Pad:
+    parts = text.split(",")
+    try:
+        p, a, d = (float(x) for x in parts)
+        return Pad(pleasure=p, arousal=a, dominance=d)
+    except (ValueError, InvalidValue):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not three numbers in -1..1 separated by commas (pleasure,arousal,dominance)"
+        ) from None
+
+
+_KINDS = [k.value for k in Kind]
+_CATEGORIES = [c.value for c in Category]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser (exposed for tests and docs)."""
+    common = _Parser(add_help=False)
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                        help="print one JSON document on stdout")
+    common.add_argument("--data-dir", default=argparse.SUPPRESS,
+                        help="data directory (default: $CLADE_DATA_DIR, else ./.clade)")
+
+    parser = _Parser(prog="clade", description="Peer-to-peer clade sync daemon and Grimoire CLI.")
+    parser.add_argument("--json", action="store_true", default=False, help="print one JSON document on stdout")
+    parser.add_argument("--data-dir", default=None, help="data directory (default: $CLADE_DATA_DIR, else ./.clade)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
+
+    def command(name: str, handler: Handler, help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, parents=[common], help=help, description=help)
+        p.set_defaults(handler=handler)
+        return p
+
+    p = command("init", cmd_init, "create the data directory and a new identity")
+    p.add_argument("--force", action="store_true", help="replace an existing identity (the old key is kept)")
+    command("id", cmd_id, "print this golem's peer id")
+    command("status", cmd_status, "summarise the data directory")
+    command("run", cmd_run, "run the daemon in the foreground")
+
+    p = command("config", cmd_config_show, "configuration")
+    config_sub = p.add_subparsers(dest="config_command", required=True, metavar="SUBCOMMAND", parser_class=_Parser)
+    config_sub.add_parser("show", parents=[common], help="print the effective configuration").set_defaults(
+        handler=cmd_config_show
+    )
+
+    p = command("remember", cmd_remember, "write a knowledge entry; prints its id")
+    p.add_argument("text", metavar="TEXT", help="the content (UTF-8, at most 4 KiB); '-' reads standard input")
+    p.add_argument("--kind", choices=_KINDS, default="insight", metavar="KIND",
+                   help=f"one of: {', '.join(_KINDS)} (default insight)")
+    p.add_argument("--confidence", type=_unit, default=0.7, help="0..1 (default 0.7)")
+    p.add_argument("--importance", type=_unit, default=0.5, help="0..1 (default 0.5)")
+    p.add_argument("--quality", type=_unit, default=0.5, help="0..1 (default 0.5)")
+    p.add_argument("--category", choices=_CATEGORIES, default=None, metavar="CATEGORY",
+                   help=f"one of: {', '.join(_CATEGORIES)}")
+    p.add_argument("--tag", action="append", default=[], help="repeatable")
+    p.add_argument("--protocol", action="append", default=[], help="repeatable")
+    p.add_argument("--token", action="append", default=[], help="repeatable")
+    p.add_argument("--chain", action="append", type=_positive_int, default=[], help="chain id, repeatable")
+    p.add_argument("--strategy-id", default=None)
+    p.add_argument("--sensitivity", choices=[s.value for s in Sensitivity], default="public")
+    p.add_argument("--pad", type=_pad, default=None, metavar="P,A,D", help="PAD vector, each -1..1")
+
+    p = command("show", cmd_show, "print one entry")
+    p.add_argument("id", metavar="ID")
+
+    p = command("list", cmd_list, "list entries, newest first")
+    p.add_argument("--kind", action="append", choices=_KINDS, default=[], metavar="KIND", help="repeatable")
+    p.add_argument("--limit", type=_positive_int, default=50)
+    p.add_argument("--archived", action="store_true", help="include forgotten (archived) entries")
+
+    p = command("forget", cmd_forget, "archive an entry locally (nothing is sent to siblings)")
+    p.add_argument("id", metavar="ID")
+
+    p = command("recall", cmd_recall, "search entries by keywords")
+    p.add_argument("query", metavar="QUERY")
+    p.add_argument("--k", type=_positive_int, default=10, help="how many results (default 10)")
+    p.add_argument("--kind", action="append", choices=_KINDS, default=[], metavar="KIND", help="repeatable")
+    p.add_argument("--min-importance", type=_unit, default=None)
+
+    p = command("episode", cmd_episode_list, "raw local observations")
+    ep_sub = p.add_subparsers(dest="episode_command", required=True, metavar="SUBCOMMAND", parser_class=_Parser)
+    add = ep_sub.add_parser("add", parents=[common], help="append an episode")
+    add.set_defaults(handler=cmd_episode_add)
+    add.add_argument("--summary", required=True)
+    add.add_argument("--protocol", default=None)
+    add.add_argument("--block", type=_non_negative_int, default=None)
+    add.add_argument("--category", choices=_CATEGORIES, default=None, metavar="CATEGORY")
+    add.add_argument("--payload-json", default="null", metavar="JSON")
+    add.add_argument("--curiosity", type=_unit, default=0.0)
+    add.add_argument("--importance", type=_unit, default=0.5)
+    lst = ep_sub.add_parser("list", parents=[common], help="list episodes, newest first")
+    lst.set_defaults(handler=cmd_episode_list)
+    lst.add_argument("--limit", type=_positive_int, default=50)
+    return parser
+
+
+# -- handlers: each returns a JSON-ready document; render.text() prints it for humans --
+
+
+def cmd_init(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    report = data.init(force=args.force)
+    return {
+        "data_dir": str(data.root),
+        "peer_id": report.peer_id,
+        "created": report.created,
+        "replaced_identity": None if report.replaced_identity is None else str(report.replaced_identity),
+    }
+
+
+def cmd_id(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    identity = data.load_identity()
+    return {"peer_id": identity.peer_id, "public_key": identity.public_key.hex(), "data_dir": str(data.root)}
+
+
+def cmd_status(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    identity = data.load_identity()
+    with data.open_store() as store:
+        counts = store.counts()
+        schema = store.schema_version
+    return {
+        "data_dir": str(data.root),
+        "peer_id": identity.peer_id,
+        "schema_version": schema,
+        "entries": counts.entries - counts.archived,
+        "archived": counts.archived,
+        "by_kind": counts.by_kind,
+        "episodes": data.open_episodes().count(),
+    }
+
+
+def cmd_run(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    from .run import run_foreground
+
+    status = cmd_status(args, data)
+    return run_foreground(data, status, json_output=args.json)
+
+
+def cmd_config_show(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    return {"config_file": str(data.config_path), "config": data.load_config().model_dump(mode="json")}
+
+
+def _read_text_arg(text: str) -> str:
+    if text != "-":
+        return text
+    raw = sys.stdin.buffer.read(64 * 1024)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"content: is not valid UTF-8 (byte {exc.start} of standard input)") from None
+
+
+def cmd_remember(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    identity = data.load_identity()
+    new = NewEntry(
+        kind=Kind(args.kind),
+        content=_read_text_arg(args.text),
+        confidence=args.confidence,
+        importance=args.importance,
+        quality=args.quality,
+        category=None if args.category is None else Category(args.category),
+        tokens=tuple(args.token),
+        chains=tuple(args.chain),
+        protocols=tuple(args.protocol),
+        tags=tuple(args.tag),
+        strategy_id=args.strategy_id,
+        sensitivity=Sensitivity(args.sensitivity),
+        pad=args.pad,
+    )
+    with data.open_store() as store:
+        entry = store.remember(new, author=identity.peer_id)
+    return {"id": entry.id, "entry": entry.to_json()}
+
+
+def cmd_show(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    with data.open_store() as store:
+        return store.get(args.id).to_json()
+
+
+def cmd_list(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    with data.open_store() as store:
+        entries = store.list_entries(
+            kinds=[Kind(k) for k in args.kind], limit=args.limit, include_archived=args.archived
+        )
+    return {"entries": [e.to_json() for e in entries]}
+
+
+def cmd_forget(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    with data.open_store() as store:
+        changed = store.forget(args.id)
+    return {"id": args.id, "archived": True, "changed": changed}
+
+
+def cmd_recall(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    with data.open_store() as store:
+        hits = store.recall(
+            args.query, k=args.k, kinds=[Kind(k) for k in args.kind], min_importance=args.min_importance
+        )
+    return {"query": args.query, "results": [{"score": round(h.score, 6), **h.entry.to_json()} for h in hits]}
+
+
+def cmd_episode_add(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    episode = Episode(
+        summary=args.summary,
+        observed_ms=wall_clock_ms(),
+        block_number=args.block,
+        category=None if args.category is None else Category(args.category),
+        protocol=args.protocol,
+        payload_json=args.payload_json,
+        curiosity=args.curiosity,
+        importance=args.importance,
+    )
+    data.open_episodes().append([episode])
+    return {"id": episode.id, "episode": episode.to_json()}
+
+
+def cmd_episode_list(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    return {"episodes": [e.to_json() for e in data.open_episodes().scan(limit=args.limit)]}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `clade` console script; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    data = DataDir.resolve(args.data_dir)
+    try:
+        document = args.handler(args, data)
+        if args.json:
+            print(json.dumps(document, ensure_ascii=False, indent=None))
+        else:
+            render.text(args, document)
+        sys.stdout.flush()
+        return 0
+    except (UsageError, InvalidValue) as exc:
+        return _fail(2, str(exc))
+    except (DaemonError, CryptoError) as exc:
+        return _fail(1, str(exc))
+    except BrokenPipeError:
+        # `clade list | head`: the reader went away; not an error of ours.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+def _fail(code: int, message: str) -> int:
+    print(f"clade: error: {' '.join(message.split())}", file=sys.stderr)
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

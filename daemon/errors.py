@@ -1,0 +1,34 @@
+"""Errors of the `daemon` package.
+
+`UsageError` means the operator or a client gave a bad value (CLI exit code 2, HTTP 4xx);
+every other `DaemonError` is an operational failure (exit code 1). Messages are one line
+that names the bad value and what to do next.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ConfigError", "DaemonError", "NotFound", "StoreError", "UsageError"]
+
+
+class DaemonError(Exception):
+    """Root of the daemon's own errors."""
+
+    exit_code = 1
+
+
+class UsageError(DaemonError):
+    """Bad input from the caller: nothing was written."""
+
+    exit_code = 2
+
+
+class NotFound(UsageError):
+    """The caller named something (an entry id, a file) that does not exist."""
+
+
+class ConfigError(UsageError):
+    """The config file or a CLADE_* variable is invalid; says which and why."""
+
+
+class StoreError(DaemonError):
+    """The Grimoire could not be opened or used (corrupt, newer schema, locked)."""

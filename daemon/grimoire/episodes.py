@@ -1,0 +1,190 @@
+"""Episodes: raw local observations in the LanceDB table `episodes` (never replicated).
+
+Appends are atomic per call (one LanceDB version commit: a crash leaves the table at the
+previous version). LanceDB is imported lazily: it costs over a second of start-up.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from crdt.body import Category, Pad, check_content, check_unit, parse_enum
+
+from ..errors import StoreError, UsageError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["EMBEDDING_DIM", "MAX_PAYLOAD_BYTES", "Episode", "EpisodeLog"]
+
+EMBEDDING_DIM = 384
+MAX_PAYLOAD_BYTES = 64 * 1024
+TABLE = "episodes"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Episode:
+    """One observation. `payload_json` is a JSON document as text (≤ 64 KiB)."""
+
+    summary: str
+    observed_ms: int
+    id: str = ""
+    block_number: int | None = None
+    category: Category | None = None
+    protocol: str | None = None
+    payload_json: str = "null"
+    curiosity: float = 0.0
+    importance: float = 0.5
+    embedding: tuple[float, ...] | None = None
+    pad: Pad | None = None
+    quality_verified: bool = False
+    replay_count: int = 0
+
+    def __post_init__(self) -> None:
+        s = object.__setattr__
+        if not self.id:
+            s(self, "id", secrets.token_hex(16))
+        try:
+            s(self, "summary", check_content(self.summary))
+        except ValueError as exc:
+            raise UsageError(str(exc).replace("content", "summary", 1)) from None
+        if self.category is not None:
+            s(self, "category", _usage(parse_enum, Category, "category", self.category))
+        if self.block_number is not None and (type(self.block_number) is not int or self.block_number < 0):
+            raise UsageError(f"block: must be a non-negative integer, got {self.block_number!r}")
+        if self.protocol is not None and not (0 < len(self.protocol.strip()) <= 48):
+            raise UsageError(f"protocol: must be 1..48 characters, got {self.protocol!r}")
+        size = len(self.payload_json.encode("utf-8", "surrogatepass"))
+        if size > MAX_PAYLOAD_BYTES:
+            raise UsageError(f"payload: must be at most {MAX_PAYLOAD_BYTES} bytes of JSON, got {size}")
+        try:
+            json.loads(self.payload_json)
+        except ValueError as exc:
+            raise UsageError(f"payload: not valid JSON ({exc})") from None
+        s(self, "curiosity", _usage(check_unit, "curiosity", self.curiosity))
+        s(self, "importance", _usage(check_unit, "importance", self.importance))
+        if self.embedding is not None and len(self.embedding) != EMBEDDING_DIM:
+            raise UsageError(f"embedding: must have {EMBEDDING_DIM} dimensions, got {len(self.embedding)}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "observed_ms": self.observed_ms,
+            "block_number": self.block_number,
+            "category": None if self.category is None else self.category.value,
+            "protocol": self.protocol,
+            "summary": self.summary,
+            "payload": json.loads(self.payload_json),
+            "curiosity": self.curiosity,
+            "importance": self.importance,
+            "pad": None if self.pad is None else list(self.pad.as_tuple()),
+            "quality_verified": self.quality_verified,
+            "replay_count": self.replay_count,
+        }
+
+
+def _usage(fn: Any, *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _schema() -> pa.Schema:
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            pa.field("id", pa.string(), nullable=False),
+            pa.field("observed_ms", pa.int64(), nullable=False),
+            pa.field("block_number", pa.int64()),
+            pa.field("category", pa.string()),
+            pa.field("protocol", pa.string()),
+            pa.field("summary", pa.string(), nullable=False),
+            pa.field("payload_json", pa.string(), nullable=False),
+            pa.field("curiosity", pa.float32(), nullable=False),
+            pa.field("importance", pa.float32(), nullable=False),
+            pa.field("embedding", pa.list_(pa.float32(), EMBEDDING_DIM)),
+            pa.field("pad", pa.list_(pa.float32(), 3)),
+            pa.field("quality_verified", pa.bool_(), nullable=False),
+            pa.field("replay_count", pa.int32(), nullable=False),
+        ]
+    )
+
+
+_SCAN_COLUMNS = [  # everything but the embedding, which listing never needs
+    "id", "observed_ms", "block_number", "category", "protocol", "summary", "payload_json",
+    "curiosity", "importance", "pad", "quality_verified", "replay_count",
+]
+
+
+class EpisodeLog:
+    """The `episodes/` LanceDB directory."""
+
+    def __init__(self, path: Path, *, create: bool = False) -> None:
+        import lancedb
+
+        if not create and not path.exists():
+            raise StoreError(f"no episode table at {path}; run `clade init` first")
+        try:
+            self._db = lancedb.connect(str(path))
+            self._table = self._db.create_table(TABLE, schema=_schema(), exist_ok=True)
+        except (OSError, ValueError, RuntimeError) as exc:
+            raise StoreError(f"cannot open episodes at {path}: {exc}") from None
+        self.path = path
+
+    def append(self, episodes: Sequence[Episode]) -> None:
+        """Append all of `episodes` in one atomic commit."""
+        if not episodes:
+            return
+        import pyarrow as pa
+
+        rows = [
+            {
+                "id": e.id, "observed_ms": e.observed_ms, "block_number": e.block_number,
+                "category": None if e.category is None else e.category.value,
+                "protocol": e.protocol, "summary": e.summary, "payload_json": e.payload_json,
+                "curiosity": e.curiosity, "importance": e.importance,
+                "embedding": None if e.embedding is None else list(e.embedding),
+                "pad": None if e.pad is None else list(e.pad.as_tuple()),
+                "quality_verified": e.quality_verified, "replay_count": e.replay_count,
+            }
+            for e in episodes
+        ]
+        self._table.add(pa.Table.from_pylist(rows, schema=_schema()))
+
+    def count(self) -> int:
+        return int(self._table.count_rows())
+
+    def scan(self, *, limit: int | None = 50) -> list[Episode]:
+        """Episodes newest first (by observed time), without their embeddings."""
+        import pyarrow.compute as pc
+
+        table = self._table.search().select(_SCAN_COLUMNS).limit(None).to_arrow()
+        if table.num_rows == 0:
+            return []
+        order = pc.sort_indices(table, sort_keys=[("observed_ms", "descending"), ("id", "ascending")])
+        if limit is not None:
+            order = order[:limit]
+        return [_episode_from_row(r) for r in table.take(order).to_pylist()]
+
+    @property
+    def version(self) -> int:
+        return int(self._table.version)
+
+
+def _episode_from_row(row: dict[str, Any]) -> Episode:
+    pad = row["pad"]
+    return Episode(
+        id=row["id"], observed_ms=row["observed_ms"], block_number=row["block_number"],
+        category=None if row["category"] is None else Category(row["category"]),
+        protocol=row["protocol"], summary=row["summary"], payload_json=row["payload_json"],
+        curiosity=round(row["curiosity"], 6), importance=round(row["importance"], 6),
+        pad=None if pad is None else Pad(pleasure=pad[0], arousal=pad[1], dominance=pad[2]),
+        quality_verified=row["quality_verified"], replay_count=row["replay_count"],
+    )

@@ -1,0 +1,51 @@
+"""PLAYBOOK.md: read, and replace atomically (temp file + fsync + rename + fsync dir)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["DEFAULT_PLAYBOOK", "atomic_write", "read_playbook", "write_playbook"]
+
+DEFAULT_PLAYBOOK = """\
+# PLAYBOOK
+
+The curator rewrites this file every cycle from the Grimoire's active heuristics,
+warnings and insights. Edits made here by hand are replaced on the next cycle.
+"""
+
+
+def atomic_write(path: Path, data: bytes, *, mode: int = 0o644) -> None:
+    """Replace `path` with `data` so that readers see the old or the new file, never a mix,
+    and the new one survives a crash once this returns."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    os.close(fd)
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def read_playbook(path: Path) -> str:
+    """The playbook's text ("" if it does not exist yet)."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return ""
+
+
+def write_playbook(path: Path, text: str) -> None:
+    """Atomically replace the playbook with `text` (UTF-8)."""
+    atomic_write(path, text.encode("utf-8"))

@@ -1,0 +1,120 @@
+"""What the store hands out and takes in: `Entry` (a stored entry) and `NewEntry` (a local write)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from crdt import EntryBody, Kind, Origin, Pad, Sensitivity, Timestamp
+from crdt.body import Category, check_unit
+
+__all__ = ["Entry", "NewEntry", "Provenance", "Status"]
+
+Status = str  # "active" | "retracted"
+Provenance = str  # Origin values: where *this* golem got the entry
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewEntry:
+    """A local write before it has an author and a timestamp; validated when it gets them."""
+
+    kind: Kind
+    content: str
+    confidence: float = 0.7
+    importance: float = 0.5
+    quality: float = 0.5
+    category: Category | None = None
+    tokens: tuple[str, ...] = ()
+    chains: tuple[int, ...] = ()
+    protocols: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    strategy_id: str | None = None
+    sensitivity: Sensitivity = Sensitivity.PUBLIC
+    pad: Pad | None = None
+
+    def body(self, author: str, created: Timestamp) -> EntryBody:
+        """The immutable body; raises `crdt.InvalidValue` naming the first bad field."""
+        check_unit("confidence", self.confidence)
+        return EntryBody(
+            author=author,
+            kind=self.kind,
+            content=self.content,
+            created=created,
+            category=self.category,
+            tokens=tuple(self.tokens),
+            chains=tuple(self.chains),
+            protocols=tuple(self.protocols),
+            tags=tuple(self.tags),
+            strategy_id=self.strategy_id,
+            importance=self.importance,
+            quality=self.quality,
+            sensitivity=self.sensitivity,
+            pad=self.pad,
+            origin=Origin.SELF,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Entry:
+    """A stored entry: its immutable body, its author slot and this golem's local view."""
+
+    body: EntryBody
+    confidence: float
+    status: Status
+    superseded_by: str | None
+    provenance: Provenance
+    local_confidence: float
+    access_count: int
+    last_accessed_ms: int | None
+    archived: bool
+    stored_ms: int
+
+    @property
+    def id(self) -> str:
+        return self.body.id
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (stable keys; the CLI's and the API's shape)."""
+        b = self.body
+        return {
+            "id": b.id,
+            "author": b.author,
+            "kind": b.kind.value,
+            "category": None if b.category is None else b.category.value,
+            "content": b.content,
+            "metadata": {
+                "tokens": list(b.tokens),
+                "chains": list(b.chains),
+                "protocols": list(b.protocols),
+                "strategy_id": b.strategy_id,
+                "tags": list(b.tags),
+            },
+            "confidence": self.confidence,
+            "importance": b.importance,
+            "quality": b.quality,
+            "sensitivity": b.sensitivity.value,
+            "pad": None if b.pad is None else list(b.pad.as_tuple()),
+            "origin": b.origin.value,
+            "generation": b.generation,
+            "bloodstain": b.bloodstain,
+            "created_hlc": str(b.created),
+            "created_at": _iso(b.created.ms),
+            "status": self.status,
+            "superseded_by": self.superseded_by,
+            "provenance": self.provenance,
+            "local_confidence": self.local_confidence,
+            "access_count": self.access_count,
+            "last_accessed_at": None if self.last_accessed_ms is None else _iso(self.last_accessed_ms),
+            "archived": self.archived,
+        }
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def dumps_list(values: tuple[object, ...]) -> str:
+    """Compact JSON for the list columns (also what FTS5 tokenises)."""
+    return json.dumps(list(values), ensure_ascii=False, separators=(",", ":"))

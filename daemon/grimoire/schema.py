@@ -1,0 +1,152 @@
+"""The Grimoire's SQLite schema as an ordered list of forward migrations.
+
+`PRAGMA user_version` is the number of migrations applied. Opening a store applies the
+missing ones, each in its own IMMEDIATE transaction (so two processes opening an old file
+at once migrate it exactly once). A file with a newer version than we know is refused.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "statements"]
+
+_V1_ENTRIES = """
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value ANY
+) STRICT;
+
+-- One row per known entry. Body columns are immutable (the id hashes them); the author
+-- slot (confidence, status, superseded_by) is mutable by the author only; the rest is
+-- local and never replicated.
+CREATE TABLE entries (
+    rid               INTEGER PRIMARY KEY,
+    id                TEXT NOT NULL UNIQUE CHECK (length(id) = 32),
+    author            TEXT NOT NULL,
+    kind              TEXT NOT NULL,
+    category          TEXT,
+    content           TEXT NOT NULL,
+    tokens            TEXT NOT NULL DEFAULT '[]',   -- JSON arrays (sorted, deduplicated)
+    chains            TEXT NOT NULL DEFAULT '[]',
+    protocols         TEXT NOT NULL DEFAULT '[]',
+    tags              TEXT NOT NULL DEFAULT '[]',
+    strategy_id       TEXT,
+    importance        REAL NOT NULL CHECK (importance BETWEEN 0 AND 1),
+    quality           REAL NOT NULL CHECK (quality BETWEEN 0 AND 1),
+    sensitivity       TEXT NOT NULL CHECK (sensitivity IN ('public', 'private', 'sensitive')),
+    pad_pleasure      REAL,
+    pad_arousal       REAL,
+    pad_dominance     REAL,
+    origin            TEXT NOT NULL,
+    generation        INTEGER NOT NULL DEFAULT 0,
+    bloodstain        INTEGER NOT NULL DEFAULT 0,
+    created_hlc       INTEGER NOT NULL,
+    confidence        REAL NOT NULL CHECK (confidence BETWEEN 0 AND 1),
+    status            TEXT NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'retracted')),
+    superseded_by     TEXT,
+    provenance        TEXT NOT NULL,
+    local_confidence  REAL NOT NULL CHECK (local_confidence BETWEEN 0 AND 1),
+    access_count      INTEGER NOT NULL DEFAULT 0,
+    last_accessed_ms  INTEGER,
+    embedding         BLOB,
+    embedding_model   TEXT,
+    embedding_model_version TEXT,
+    embedding_preprocess_hash TEXT,
+    embedding_created_ms INTEGER,
+    archived          INTEGER NOT NULL DEFAULT 0,
+    stored_ms         INTEGER NOT NULL
+) STRICT;
+
+CREATE INDEX entries_by_created ON entries (created_hlc);
+CREATE INDEX entries_by_kind ON entries (kind, created_hlc);
+"""
+
+_V2_FTS = """
+-- Keyword search over content, tags and protocols (external content: no second copy).
+CREATE VIRTUAL TABLE entries_fts USING fts5(
+    content, tags, protocols,
+    content = 'entries', content_rowid = 'rid',
+    tokenize = 'unicode61 remove_diacritics 2'
+);
+
+CREATE TRIGGER entries_fts_insert AFTER INSERT ON entries BEGIN
+    INSERT INTO entries_fts (rowid, content, tags, protocols)
+    VALUES (new.rid, new.content, new.tags, new.protocols);
+END;
+
+CREATE TRIGGER entries_fts_delete AFTER DELETE ON entries BEGIN
+    INSERT INTO entries_fts (entries_fts, rowid, content, tags, protocols)
+    VALUES ('delete', old.rid, old.content, old.tags, old.protocols);
+END;
+
+CREATE TRIGGER entries_fts_update AFTER UPDATE OF content, tags, protocols ON entries BEGIN
+    INSERT INTO entries_fts (entries_fts, rowid, content, tags, protocols)
+    VALUES ('delete', old.rid, old.content, old.tags, old.protocols);
+    INSERT INTO entries_fts (rowid, content, tags, protocols)
+    VALUES (new.rid, new.content, new.tags, new.protocols);
+END;
+
+INSERT INTO entries_fts (entries_fts) VALUES ('rebuild');
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1_ENTRIES, _V2_FTS)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def statements(script: str) -> list[str]:
+    """Split a script into complete SQL statements (trigger bodies stay whole)."""
+    out: list[str] = []
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            if buffer.strip():
+                out.append(buffer.strip())
+            buffer = ""
+    if buffer.strip() and not all(
+        ln.strip().startswith("--") or not ln.strip() for ln in buffer.splitlines()
+    ):
+        raise ValueError(f"incomplete SQL statement in migration: {buffer.strip()[:60]!r}")
+    return out
+
+
+def user_version(conn: sqlite3.Connection) -> int:
+    """The number of migrations applied to the open database."""
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def migrate(conn: sqlite3.Connection, *, target: int = SCHEMA_VERSION) -> tuple[int, int]:
+    """Apply migrations up to `target`; returns (version before, version after).
+
+    `conn` must be in autocommit mode (isolation_level=None). Raises `NewerSchema` if the
+    file was written by a newer clade.
+    """
+    before = user_version(conn)
+    if before > SCHEMA_VERSION:
+        raise NewerSchema(before)
+    while True:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = user_version(conn)  # re-read under the write lock
+            if version >= target:
+                conn.execute("COMMIT")
+                return before, version
+            for stmt in statements(MIGRATIONS[version]):
+                conn.execute(stmt)
+            conn.execute(f"PRAGMA user_version = {version + 1}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+
+class NewerSchema(Exception):
+    """The database was created by a newer clade (its user_version is beyond ours)."""
+
+    def __init__(self, version: int) -> None:
+        super().__init__(
+            f"schema version {version} is newer than this clade supports ({SCHEMA_VERSION}); "
+            "upgrade clade"
+        )
+        self.version = version

@@ -1,0 +1,100 @@
+"""Human-readable output of CLI documents (the `--json` form is the document itself)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+__all__ = ["text"]
+
+
+def _line(entry: dict[str, Any], width: int = 72) -> str:
+    content = " ".join(entry["content"].split())
+    if len(content) > width:
+        content = content[: width - 1] + "…"
+    flag = " [archived]" if entry.get("archived") else ""
+    return f"{entry['id']}  {entry['kind']:<16} c={entry['confidence']:.2f}  {content}{flag}"
+
+
+def _entry_block(entry: dict[str, Any]) -> str:
+    meta = entry["metadata"]
+    rows = [
+        ("id", entry["id"]),
+        ("kind", entry["kind"]),
+        ("category", entry["category"] or "-"),
+        ("author", entry["author"]),
+        ("created", f"{entry['created_at']} (hlc {entry['created_hlc']})"),
+        ("confidence", f"{entry['confidence']:.3f} (local {entry['local_confidence']:.3f})"),
+        ("importance", f"{entry['importance']:.3f}"),
+        ("quality", f"{entry['quality']:.3f}"),
+        ("sensitivity", entry["sensitivity"]),
+        ("status", entry["status"] + (" (archived)" if entry["archived"] else "")),
+        ("provenance", entry["provenance"]),
+        ("tags", ", ".join(meta["tags"]) or "-"),
+        ("protocols", ", ".join(meta["protocols"]) or "-"),
+        ("tokens", ", ".join(meta["tokens"]) or "-"),
+        ("chains", ", ".join(str(c) for c in meta["chains"]) or "-"),
+        ("strategy", meta["strategy_id"] or "-"),
+    ]
+    if entry["pad"] is not None:
+        rows.append(("pad", ", ".join(f"{x:.2f}" for x in entry["pad"])))
+    head = "\n".join(f"{k:<12}{v}" for k, v in rows)
+    return f"{head}\n\n{entry['content']}"
+
+
+def _toml_value(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _config(doc: dict[str, Any]) -> str:
+    out = [f"# effective configuration ({doc['config_file']} + CLADE_* overrides)"]
+    for section, keys in doc["config"].items():
+        out.append(f"\n[{section}]")
+        for key, value in keys.items():
+            out.append(f"# {key} is unset" if value is None else f"{key} = {_toml_value(value)}")
+    return "\n".join(out)
+
+
+def text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    """Print `doc`, the result of `args.command`, for a person at a terminal."""
+    command = args.command
+    if command == "init":
+        print(f"initialised {doc['data_dir']}")
+        print(f"peer id {doc['peer_id']}")
+        if doc["replaced_identity"]:
+            print(f"previous identity kept as {doc['replaced_identity']}")
+    elif command == "id":
+        print(doc["peer_id"])
+    elif command == "run":
+        print(f"clade: stopped by {doc['stopped_by']}")
+    elif command == "status":
+        kinds = ", ".join(f"{k} {n}" for k, n in doc["by_kind"].items()) or "none"
+        print(f"data dir   {doc['data_dir']}")
+        print(f"peer id    {doc['peer_id']}")
+        print(f"entries    {doc['entries']} ({kinds}); archived {doc['archived']}")
+        print(f"episodes   {doc['episodes']}")
+        print(f"schema     v{doc['schema_version']}")
+    elif command == "config":
+        print(_config(doc))
+    elif command == "remember":
+        print(doc["id"])
+    elif command == "show":
+        print(_entry_block(doc))
+    elif command == "list":
+        for entry in doc["entries"]:
+            print(_line(entry))
+    elif command == "forget":
+        print(f"{doc['id']} archived" + ("" if doc["changed"] else " (already)"))
+    elif command == "recall":
+        for hit in doc["results"]:
+            print(f"{hit['score']:7.3f}  {_line(hit)}")
+    elif command == "episode":
+        if "episodes" in doc:
+            for ep in doc["episodes"]:
+                summary = " ".join(ep["summary"].split())[:72]
+                print(f"{ep['id']}  {ep['observed_ms']}  {ep['protocol'] or '-':<12} {summary}")
+        else:
+            print(doc["id"])
+    else:  # pragma: no cover - every command is listed above
+        print(json.dumps(doc, ensure_ascii=False, indent=2))
