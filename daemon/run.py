@@ -1,4 +1,4 @@
-"""`clade run` for now: open the store, print its status and wait for SIGINT/SIGTERM.
+"""`clade run` for now: open the store, announce readiness and wait for SIGINT/SIGTERM.
 
 The daemon-runtime issue replaces this with the supervisor (control API, p2p, curator).
 """
@@ -17,8 +17,18 @@ from .datadir import DataDir
 __all__ = ["run_foreground"]
 
 
-async def _serve(data: DataDir) -> str:
+async def _serve(status: dict[str, Any], json_output: bool) -> str:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        # Announce readiness only once the stop signals are ours: a supervisor that
+        # signals right after "ready" must get a clean stop, not a default-action kill.
+        # The line goes to stderr so stdout stays one document with --json.
+        print(json.dumps({"event": "ready", **status}), file=sys.stderr, flush=True)
+        if not json_output:
+            print(
+                f"clade: running on {status['data_dir']} as {status['peer_id']} "
+                f"({status['entries']} entries, {status['episodes']} episodes); Ctrl-C stops",
+                file=sys.stderr, flush=True,
+            )
         async for signum in signals:
             return signal.Signals(signum).name
     raise AssertionError("signal receiver ended")  # pragma: no cover
@@ -28,15 +38,7 @@ def run_foreground(data: DataDir, status: dict[str, Any], *, json_output: bool) 
     """Hold the store open until a stop signal; returns the final status document."""
     store = data.open_store()
     try:
-        # Readiness goes to stderr (one JSON line) so stdout stays one document with --json.
-        print(json.dumps({"event": "ready", **status}), file=sys.stderr, flush=True)
-        if not json_output:
-            print(
-                f"clade: running on {data.root} as {status['peer_id']} "
-                f"({status['entries']} entries, {status['episodes']} episodes); Ctrl-C stops",
-                file=sys.stderr, flush=True,
-            )
-        stopped_by = trio.run(_serve, data)
+        stopped_by = trio.run(_serve, status, json_output)
         store.checkpoint()
     finally:
         store.close()
