@@ -4,7 +4,7 @@ Pure functions over bytes and files; every primitive comes from PyNaCl (libsodiu
 """
 
 from .errors import BadSignature, CryptoError, InvalidPeerId, KeyFileError, UnsafeKeyFile
-from .identity import Identity, peer_id_of, public_key_of, verify
+from .identity import Identity, peer_id_of, public_key_of, signature_ok, verify
 
 __all__ = [
     "BadSignature",
@@ -15,5 +15,6 @@ __all__ = [
     "UnsafeKeyFile",
     "peer_id_of",
     "public_key_of",
+    "signature_ok",
     "verify",
 ]

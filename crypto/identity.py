@@ -54,6 +54,15 @@ def verify(peer_id: str, message: bytes, signature: bytes) -> None:
         raise BadSignature(f"signature does not verify for {peer_id}") from None
 
 
+def signature_ok(peer_id: str, message: bytes, signature: bytes) -> bool:
+    """`verify` as a predicate (the shape `crdt` takes): False for any bad signature or id."""
+    try:
+        verify(peer_id, message, signature)
+    except (BadSignature, InvalidPeerId):
+        return False
+    return True
+
+
 class Identity:
     """An Ed25519 signing identity (seed kept private; peer id and public key exposed)."""
 

@@ -1,0 +1,346 @@
+"""Replicated Grimoire state: apply ops, join states, extract delta-intervals.
+
+The state is a map slot → op, where a slot is (entry id, slot kind, writer) and every
+slot keeps the op with the highest seq of its single writer (ties between two ops a
+Byzantine writer signed with one seq are broken by their bytes, so join stays a lattice).
+It is a product of max-registers, so join is commutative, associative and idempotent,
+and the causal context is a grow-only set of dots.
+
+Anti-entropy follows the delta-interval protocol (Almeida, Shoker, Baquero 2018, §6): a
+peer sends its context; we answer with every op whose dot it lacks *plus our context for
+the writers covered*, so it can also mark the seqs of ops that were superseded (and will
+never be sent) as seen. Ops are sent bodies first, then the rest, writer by writer in seq
+order; a writer's context travels with the batch that completes it, so a delta cut short
+never makes the receiver claim a dot whose op it lacks.
+
+The algorithms run against `Backend`, a small storage protocol: `MemoryBackend` here (the
+reference, used by the property tests) and the SQLite store in `daemon.grimoire` share
+this one implementation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol
+
+import msgpack
+
+from .body import EntryBody, Kind, Sensitivity
+from .context import CausalContext, Dot
+from .errors import RemoteProtocolError
+from .ops import Op, SlotKind
+
+__all__ = [
+    "NEVER_CROSS",
+    "ApplyReport",
+    "Backend",
+    "Delta",
+    "Gate",
+    "MemoryBackend",
+    "Outcome",
+    "apply_delta",
+    "apply_op",
+    "digest",
+    "extract_deltas",
+    "join",
+    "may_cross",
+    "wins",
+]
+
+MAX_BATCH_OPS = 4096
+MAX_BATCH_BYTES = 1024 * 1024
+
+NEVER_CROSS = frozenset({Kind.PREFERENCE, Kind.STRATEGY_OUTCOME, Kind.EPISODE_SUMMARY})
+
+Gate = Callable[[EntryBody], bool]
+"""Whether an entry's ops may be sent to siblings at all (static: body fields only)."""
+
+
+def may_cross(body: EntryBody) -> bool:
+    """The static part of the promotion gate: public, and of a kind that may ever cross."""
+    return body.sensitivity is Sensitivity.PUBLIC and body.kind not in NEVER_CROSS
+
+
+class Outcome(StrEnum):
+    APPLIED = "applied"          # the op now holds its slot
+    SUPERSEDED = "superseded"    # a newer op of the same writer already holds the slot
+    DUPLICATE = "duplicate"      # the dot was already seen
+
+
+class Backend(Protocol):
+    """Storage the algorithms run against. Calls happen inside one transaction."""
+
+    @property
+    def context(self) -> CausalContext:
+        """The live causal context (mutated in place; the backend persists it)."""
+        ...
+
+    def slot(self, key: tuple[str, int, str]) -> Op | None:
+        """The op holding a slot, if any."""
+        ...
+
+    def op_at(self, dot: Dot) -> Op | None:
+        """The op with this dot, if it still holds its slot."""
+        ...
+
+    def body(self, entry_id: str) -> EntryBody | None:
+        """The entry's body, if known."""
+        ...
+
+    def put(self, op: Op, replaces: Op | None) -> None:
+        """Store `op` in its slot, dropping `replaces` (the op that held it)."""
+        ...
+
+    def ops_after(self, writer: str, seq: int) -> Iterable[Op]:
+        """Slot-holding ops of `writer` with seq > `seq`, ascending by seq."""
+        ...
+
+
+def wins(incoming: Op, current: Op | None) -> bool:
+    """The slot order: higher seq wins; equal seqs (equivocation) by bytes, deterministically."""
+    if current is None:
+        return True
+    if incoming.seq != current.seq:
+        return incoming.seq > current.seq
+    return (incoming.signed, incoming.signature) > (current.signed, current.signature)
+
+
+def check_authority(op: Op, body: EntryBody | None) -> None:
+    """Refuse an op in a slot its signer may not write.
+
+    Raises `RemoteProtocolError` with reason `orphan` (entry unknown: retry after its body
+    arrives) or `forbidden_slot` (the signer is not the slot's single writer).
+    """
+    if op.slot is SlotKind.BODY:
+        return  # open_op/make_op checked body.author == writer and the id
+    if body is None:
+        raise RemoteProtocolError("orphan", f"op {op.dot} for unknown entry {op.entry_id}")
+    if op.slot is SlotKind.AUTHOR and op.writer != body.author:
+        raise RemoteProtocolError(
+            "forbidden_slot", f"{op.writer} wrote the author slot of {op.entry_id}, authored by {body.author}"
+        )
+    if op.slot is SlotKind.ENDORSE and op.writer == body.author:
+        raise RemoteProtocolError("forbidden_slot", f"{op.writer} endorsed its own entry {op.entry_id}")
+
+
+def apply_op(backend: Backend, op: Op) -> Outcome:
+    """Join one verified op into the state. Raises `RemoteProtocolError` (authority,
+    equivocation); then nothing changes."""
+    ctx = backend.context
+    if op.dot in ctx:
+        held = backend.op_at(op.dot)
+        if held is not None and (held.signed, held.signature) != (op.signed, op.signature):
+            raise RemoteProtocolError("equivocation", f"{op.writer} signed two different ops as seq {op.seq}")
+        return Outcome.DUPLICATE
+    check_authority(op, op.value if isinstance(op.value, EntryBody) else backend.body(op.entry_id))
+    current = backend.slot(op.key)
+    ctx.add(op.dot)
+    if wins(op, current):
+        backend.put(op, current)
+        return Outcome.APPLIED
+    return Outcome.SUPERSEDED
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    """A delta-interval: ops plus the context of the writers it covers completely."""
+
+    ops: tuple[Op, ...]
+    context: CausalContext
+
+    def wire_size(self) -> int:
+        return sum(op.wire_size for op in self.ops) + _context_size(self.context)
+
+
+@dataclass(slots=True)
+class ApplyReport:
+    """What joining a delta did; `rejected` counts refusals by reason."""
+
+    applied: int = 0
+    superseded: int = 0
+    duplicate: int = 0
+    rejected: Counter[str] = field(default_factory=Counter)
+    applied_ops: list[Op] = field(default_factory=list, repr=False)
+
+    def add(self, other: ApplyReport) -> None:
+        self.applied += other.applied
+        self.superseded += other.superseded
+        self.duplicate += other.duplicate
+        self.rejected.update(other.rejected)
+        self.applied_ops.extend(other.applied_ops)
+
+
+def apply_delta(backend: Backend, delta: Delta, *, rejected: Counter[str] | None = None) -> ApplyReport:
+    """Join a delta: bodies first, then the other ops, then the covered context.
+
+    A writer's context is merged only if none of its ops in this delta was refused, and
+    only up to the highest seq we have seen signed by that writer: a peer may cover the
+    seqs of superseded or private ops, but cannot make us skip seqs nobody has shown.
+    `rejected` carries refusals that happened before (e.g. bad signatures while decoding).
+    """
+    report = ApplyReport()
+    refused_writers: set[str] = set()
+    if rejected:
+        report.rejected.update(rejected)
+    ordered = sorted(delta.ops, key=lambda o: (o.slot is not SlotKind.BODY, o.writer, o.seq))
+    for op in ordered:
+        try:
+            outcome = apply_op(backend, op)
+        except RemoteProtocolError as exc:
+            report.rejected[exc.reason] += 1
+            refused_writers.add(op.writer)
+            continue
+        if outcome is Outcome.APPLIED:
+            report.applied += 1
+            report.applied_ops.append(op)
+        elif outcome is Outcome.SUPERSEDED:
+            report.superseded += 1
+        else:
+            report.duplicate += 1
+    ctx = backend.context
+    for writer in delta.context.replicas():
+        if writer in refused_writers:
+            continue
+        ctx.merge_replica(delta.context, writer, limit=ctx.top(writer))
+    return report
+
+
+def _context_size(ctx: CausalContext) -> int:
+    return sum(len(r) + 12 + 5 * len(cloud) for r, _, cloud in ctx.to_rows())
+
+
+def extract_deltas(
+    backend: Backend,
+    peer: CausalContext,
+    *,
+    gate: Gate = may_cross,
+    max_ops: int = MAX_BATCH_OPS,
+    max_bytes: int = MAX_BATCH_BYTES,
+) -> Iterator[Delta]:
+    """Every op the peer lacks that passes `gate`, in bounded deltas.
+
+    Yields nothing when the peer is up to date. Ops failing the gate are not sent, but
+    their dots are covered by the context (they will never cross, so the peer may treat
+    them as seen). Each delta holds at most `max_ops` ops and about `max_bytes` bytes.
+    """
+    local = backend.context
+    bodies: dict[str, EntryBody | None] = {}
+
+    def passes(op: Op) -> bool:
+        if op.entry_id not in bodies:
+            bodies[op.entry_id] = backend.body(op.entry_id)
+        body = bodies[op.entry_id]
+        return body is not None and gate(body)
+
+    writers = [w for w in local.replicas() if not _covers(peer, local, w)]
+    if not writers:
+        return
+    batch: list[Op] = []
+    covered: list[str] = []
+    size = 0
+
+    def full(extra: int) -> bool:
+        return len(batch) >= max_ops or (batch != [] and size + extra > max_bytes)
+
+    def flush() -> Delta:
+        nonlocal batch, covered, size
+        delta = Delta(tuple(batch), local.restricted(covered))
+        batch, covered, size = [], [], 0
+        return delta
+
+    for phase_bodies in (True, False):
+        for writer in writers:
+            for op in backend.ops_after(writer, peer.vv(writer)):
+                if (op.slot is SlotKind.BODY) != phase_bodies or op.dot in peer or not passes(op):
+                    continue
+                if full(op.wire_size):
+                    yield flush()
+                batch.append(op)
+                size += op.wire_size
+            if not phase_bodies:
+                extra = _context_size(local.restricted([writer]))
+                if full(extra) and batch:
+                    yield flush()
+                covered.append(writer)
+                size += extra
+    if batch or covered:
+        yield flush()
+
+
+def _covers(peer: CausalContext, local: CausalContext, writer: str) -> bool:
+    """True if the peer has seen every dot of `writer` that we have."""
+    top = local.top(writer)
+    if peer.vv(writer) >= top:
+        return True
+    return all(Dot(writer, s) in peer for s in local.dots(writer))
+
+
+class MemoryBackend:
+    """In-memory state: the reference implementation of `Backend`."""
+
+    def __init__(self) -> None:
+        self._context = CausalContext()
+        self._slots: dict[tuple[str, int, str], Op] = {}
+        self._by_writer: dict[str, dict[int, Op]] = {}
+        self._bodies: dict[str, EntryBody] = {}
+
+    @property
+    def context(self) -> CausalContext:
+        return self._context
+
+    def slot(self, key: tuple[str, int, str]) -> Op | None:
+        return self._slots.get(key)
+
+    def op_at(self, dot: Dot) -> Op | None:
+        return self._by_writer.get(dot.replica, {}).get(dot.seq)
+
+    def body(self, entry_id: str) -> EntryBody | None:
+        return self._bodies.get(entry_id)
+
+    def put(self, op: Op, replaces: Op | None) -> None:
+        if replaces is not None:
+            self._by_writer[replaces.writer].pop(replaces.seq, None)
+        self._slots[op.key] = op
+        self._by_writer.setdefault(op.writer, {})[op.seq] = op
+        if isinstance(op.value, EntryBody):
+            self._bodies[op.entry_id] = op.value
+
+    def ops_after(self, writer: str, seq: int) -> Iterable[Op]:
+        ops = self._by_writer.get(writer, {})
+        return [ops[s] for s in sorted(ops) if s > seq]
+
+    def ops(self) -> list[Op]:
+        """Every slot-holding op, sorted by slot."""
+        return [self._slots[k] for k in sorted(self._slots)]
+
+    def copy(self) -> MemoryBackend:
+        out = MemoryBackend()
+        out._context = self._context.copy()
+        out._slots = dict(self._slots)
+        out._by_writer = {w: dict(ops) for w, ops in self._by_writer.items()}
+        out._bodies = dict(self._bodies)
+        return out
+
+
+def join(a: MemoryBackend, b: MemoryBackend) -> MemoryBackend:
+    """The lattice join of two states (pure: neither argument changes)."""
+    out = a.copy()
+    for op in b.ops():
+        current = out.slot(op.key)
+        if wins(op, current):
+            out.put(op, current)
+    out.context.merge(b.context)
+    return out
+
+
+def digest(ops: Sequence[Op], context: CausalContext) -> str:
+    """A canonical hash of a state: slot-holding ops (exact signed bytes) and the context."""
+    h = hashlib.blake2b(digest_size=16, person=b"clade.state.v1")
+    for op in sorted(ops, key=lambda o: o.key):
+        h.update(msgpack.packb([op.writer, op.signed, op.signature], use_bin_type=True))
+    h.update(msgpack.packb(context.to_rows(), use_bin_type=True))
+    return h.hexdigest()
