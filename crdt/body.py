@@ -118,7 +118,9 @@ def check_unit(name: str, value: object, low: float = 0.0, high: float = 1.0) ->
     """Return `value` as a float if it is a finite number in [low, high], else raise."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidValue(name, f"must be a number in {low:g}..{high:g}, got {value!r}")
-    number = float(value)
+    # `+ 0.0` turns -0.0 into 0.0: SQLite stores -0.0 as 0.0, and the id hashes the
+    # exact float, so a body must never carry a negative zero.
+    number = float(value) + 0.0
     if not math.isfinite(number) or not low <= number <= high:
         raise InvalidValue(name, f"must be a number in {low:g}..{high:g}, got {value!r}")
     return number

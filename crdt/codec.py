@@ -93,7 +93,9 @@ def decode_delta(data: bytes, verify: Verifier) -> tuple[Delta, Counter[str]]:
     if not isinstance(message, list) or len(message) < 1:
         raise RemoteProtocolError("malformed", "a delta is a list")
     if message[0] != DELTA_VERSION or type(message[0]) is not int:
-        raise RemoteProtocolError("unknown_version", f"delta version {message[0]!r} (this clade speaks {DELTA_VERSION})")
+        raise RemoteProtocolError(
+            "unknown_version", f"delta version {message[0]!r} (this clade speaks {DELTA_VERSION})"
+        )
     if len(message) != 3:
         raise RemoteProtocolError("malformed", "a delta is [version, groups, context]")
     _, groups, raw_context = message

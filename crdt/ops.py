@@ -94,7 +94,7 @@ class AuthorValue:
         c = self.confidence
         if isinstance(c, bool) or not isinstance(c, int | float) or not math.isfinite(c) or not 0 <= c <= 1:
             raise InvalidValue("confidence", f"must be a number in 0..1, got {c!r}")
-        object.__setattr__(self, "confidence", float(c))
+        object.__setattr__(self, "confidence", float(c) + 0.0)  # no -0.0 (see body.check_unit)
         object.__setattr__(self, "status", Status(self.status))
         if self.superseded_by is not None:
             object.__setattr__(self, "superseded_by", _check_entry_id("superseded_by", self.superseded_by))

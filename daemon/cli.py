@@ -125,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chain", action="append", type=_positive_int, default=[], help="chain id, repeatable")
     p.add_argument("--strategy-id", default=None)
     p.add_argument("--sensitivity", choices=[s.value for s in Sensitivity], default="public")
-    p.add_argument("--pad", type=_pad, default=None, metavar="P,A,D", help="PAD vector, each -1..1")
+    p.add_argument("--pad", type=_pad, default=None, metavar="P,A,D", help="PAD vector, each -1..1 (write --pad=-0.2,0.5,0 when it starts with a minus)")
 
     p = command("show", cmd_show, "print one entry")
     p.add_argument("id", metavar="ID")

@@ -66,3 +66,10 @@ def test_from_wire_rejects_wrong_shapes() -> None:
     wire[1] = 99
     with pytest.raises(InvalidValue, match="version 99"):
         EntryBody.from_wire(wire)
+
+
+def test_negative_zero_is_normalised() -> None:
+    """SQLite stores -0.0 as 0.0; a body must hash the same before and after a round trip."""
+    b = body(importance=-0.0, quality=-0.0, pad=Pad(pleasure=-0.0, arousal=0.0, dominance=-0.0))
+    assert b.id == body(importance=0.0, quality=0.0, pad=Pad(pleasure=0.0, arousal=0.0, dominance=0.0)).id
+    assert str(b.importance) == "0.0" and str(b.pad.pleasure) == "0.0"  # type: ignore[union-attr]

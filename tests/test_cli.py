@@ -283,3 +283,12 @@ def test_real_console_script_round_trip(data_dir: DataDir) -> None:
     entry_id = json.loads(made.stdout)["id"]
     shown = clade_subprocess(["show", entry_id], env=env)
     assert b"Through the real binary" in shown.stdout
+
+
+def test_negative_zero_values_read_back(cli: CliRunner) -> None:
+    """Regression: -0.0 was stored by SQLite as 0.0 and the row no longer hashed to its id."""
+    made = cli("remember", "zero test", "--importance", "-0.0", "--pad=-0.0,0,-0", "--json")
+    assert made.code == 0, made.err
+    entry_id = made.json()["id"]
+    assert cli("show", entry_id, "--json").json()["importance"] == 0.0
+    assert [h["id"] for h in cli("recall", "zero", "--json").json()["results"]] == [entry_id]
