@@ -28,6 +28,10 @@ class Mutator:
         self._next_seq = next_seq
         self._now = now
 
+    def now(self) -> Timestamp:
+        """A fresh timestamp from the injected clock (for bodies the caller builds)."""
+        return self._now()
+
     def _op(self, entry_id: str, slot: SlotKind, value: EntryBody | AuthorValue | EndorseValue,
             hlc: Timestamp | None = None) -> Op:
         return make_op(writer=self.replica, seq=self._next_seq(), hlc=hlc or self._now(), entry_id=entry_id,

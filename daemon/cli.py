@@ -125,7 +125,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chain", action="append", type=_positive_int, default=[], help="chain id, repeatable")
     p.add_argument("--strategy-id", default=None)
     p.add_argument("--sensitivity", choices=[s.value for s in Sensitivity], default="public")
-    p.add_argument("--pad", type=_pad, default=None, metavar="P,A,D", help="PAD vector, each -1..1 (write --pad=-0.2,0.5,0 when it starts with a minus)")
+    p.add_argument("--pad", type=_pad, default=None, metavar="P,A,D",
+                   help="PAD vector, each -1..1 (write --pad=-0.2,0.5,0 when it starts with a minus)")
+
+    p = command("retract", cmd_retract, "retract an entry you wrote (siblings learn of it)")
+    p.add_argument("id", metavar="ID")
+
+    p = command("endorse", cmd_endorse, "confirm (or --contradict) a sibling's entry")
+    p.add_argument("id", metavar="ID")
+    p.add_argument("--contradict", action="store_true", help="count a contradiction instead of a confirmation")
 
     p = command("show", cmd_show, "print one entry")
     p.add_argument("id", metavar="ID")
@@ -233,9 +241,21 @@ def cmd_remember(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
         sensitivity=Sensitivity(args.sensitivity),
         pad=args.pad,
     )
-    with data.open_store() as store:
-        entry = store.remember(new, author=identity.peer_id)
+    with data.open_store(identity=identity) as store:
+        entry = store.remember(new, identity=identity)
     return {"id": entry.id, "entry": entry.to_json()}
+
+
+def cmd_retract(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    identity = data.load_identity()
+    with data.open_store(identity=identity) as store:
+        return store.retract(args.id, identity=identity).to_json()
+
+
+def cmd_endorse(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    identity = data.load_identity()
+    with data.open_store(identity=identity) as store:
+        return store.endorse(args.id, identity=identity, confirm=not args.contradict).to_json()
 
 
 def cmd_show(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:

@@ -72,9 +72,17 @@ class DataDir:
         """The golem's identity; refuses a key file that group or others can read."""
         return Identity.load(self.identity_path)
 
-    def open_store(self, config: Config | None = None) -> Grimoire:
+    def open_store(self, config: Config | None = None, *, identity: Identity | None = None) -> Grimoire:
+        """Open grimoire.db; with the identity, also sign ops for entries older than schema v3."""
         config = config or self.load_config()
-        return Grimoire.open(self.db_path, busy_timeout_ms=config.store.busy_timeout_ms)
+        store = Grimoire.open(self.db_path, busy_timeout_ms=config.store.busy_timeout_ms)
+        if identity is not None:
+            try:
+                store.backfill_ops(identity)
+            except BaseException:
+                store.close()
+                raise
+        return store
 
     def open_episodes(self) -> EpisodeLog:
         return EpisodeLog(self.episodes_path)

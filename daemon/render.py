@@ -30,6 +30,7 @@ def _entry_block(entry: dict[str, Any]) -> str:
         ("quality", f"{entry['quality']:.3f}"),
         ("sensitivity", entry["sensitivity"]),
         ("status", entry["status"] + (" (archived)" if entry["archived"] else "")),
+        ("endorsed", f"{entry['confirms']} confirm, {entry['contradicts']} contradict"),
         ("provenance", entry["provenance"]),
         ("tags", ", ".join(meta["tags"]) or "-"),
         ("protocols", ", ".join(meta["protocols"]) or "-"),
@@ -79,6 +80,8 @@ def text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
         print(_config(doc))
     elif command == "remember":
         print(doc["id"])
+    elif command in ("retract", "endorse"):
+        print(f"{doc['id']} {doc['status']} (confirms {doc['confirms']}, contradicts {doc['contradicts']})")
     elif command == "show":
         print(_entry_block(doc))
     elif command == "list":

@@ -70,6 +70,8 @@ class Entry:
     last_accessed_ms: int | None
     archived: bool
     stored_ms: int
+    confirms: int = 0
+    contradicts: int = 0
 
     @property
     def id(self) -> str:
@@ -108,6 +110,8 @@ class Entry:
             "access_count": self.access_count,
             "last_accessed_at": None if self.last_accessed_ms is None else _iso(self.last_accessed_ms),
             "archived": self.archived,
+            "confirms": self.confirms,
+            "contradicts": self.contradicts,
         }
 
 

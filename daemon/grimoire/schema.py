@@ -90,7 +90,42 @@ END;
 INSERT INTO entries_fts (entries_fts) VALUES ('rebuild');
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1_ENTRIES, _V2_FTS)
+_V3_OPS = """
+-- The replicated truth: the op holding each slot (entry, slot kind, writer). `signed` is
+-- the op's canonical encoding (seq, hlc, entry id, slot, value) exactly as its writer
+-- signed it; `signature` is the writer's Ed25519 signature over it.
+CREATE TABLE ops (
+    entry_id  TEXT NOT NULL CHECK (length(entry_id) = 32),
+    slot      INTEGER NOT NULL CHECK (slot IN (0, 1, 2)),
+    writer    TEXT NOT NULL,
+    seq       INTEGER NOT NULL CHECK (seq >= 1),
+    hlc       INTEGER NOT NULL,
+    signed    BLOB NOT NULL,
+    signature BLOB NOT NULL CHECK (length(signature) = 64),
+    PRIMARY KEY (entry_id, slot, writer)
+) STRICT, WITHOUT ROWID;
+
+-- "ops of writer r with seq > n" (delta extraction) and "the op with dot (r, n)".
+CREATE UNIQUE INDEX ops_by_writer_seq ON ops (writer, seq);
+
+-- The local causal context: per replica, the contiguous prefix and the seqs above it.
+CREATE TABLE causal_context (
+    replica TEXT PRIMARY KEY,
+    vv      INTEGER NOT NULL CHECK (vv >= 0),
+    cloud   BLOB NOT NULL          -- msgpack list of seqs above vv, ascending
+) STRICT;
+
+-- Tallies of the endorse slots (sum over endorsing replicas), kept in step by the store.
+ALTER TABLE entries ADD COLUMN confirms INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE entries ADD COLUMN contradicts INTEGER NOT NULL DEFAULT 0;
+
+-- Entries written before ops existed get theirs the next time the store is opened with
+-- the identity that wrote them (signing needs the key, which SQL does not have).
+INSERT INTO meta (key, value)
+SELECT 'needs_op_backfill', 1 WHERE EXISTS (SELECT 1 FROM entries);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1_ENTRIES, _V2_FTS, _V3_OPS)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -13,20 +13,41 @@ import json
 import re
 import sqlite3
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from crdt import EntryBody, HybridClock, Kind, Pad, Timestamp
+from crdt import (
+    ApplyReport,
+    AuthorValue,
+    CausalContext,
+    Delta,
+    EndorseValue,
+    EntryBody,
+    HybridClock,
+    Kind,
+    Mutator,
+    Pad,
+    Timestamp,
+    apply_delta,
+    apply_op,
+    digest,
+    extract_deltas,
+    may_cross,
+)
 from crdt.body import Category, Origin, Sensitivity
+from crdt.ops import SlotKind
+from crdt.replica import MAX_BATCH_BYTES, MAX_BATCH_OPS, Gate
 
 from ..errors import NotFound, StoreError, UsageError
-from .records import Entry, NewEntry, dumps_list
-from .schema import NewerSchema, migrate, user_version
+from .records import Entry, NewEntry
+from .replication import SqliteBackend, load_context
+from .schema import SCHEMA_VERSION, NewerSchema, migrate, user_version
 
-__all__ = ["Grimoire", "RecallHit", "StoreCounts", "wall_clock_ms"]
+__all__ = ["Grimoire", "LocalIdentity", "RecallHit", "StoreCounts", "wall_clock_ms"]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _MAX_QUERY_WORDS = 32
@@ -34,8 +55,18 @@ _ENTRY_COLUMNS = (
     "id, author, kind, category, content, tokens, chains, protocols, tags, strategy_id, "
     "importance, quality, sensitivity, pad_pleasure, pad_arousal, pad_dominance, origin, "
     "generation, bloodstain, created_hlc, confidence, status, superseded_by, provenance, "
-    "local_confidence, access_count, last_accessed_ms, archived, stored_ms"
+    "local_confidence, access_count, last_accessed_ms, archived, stored_ms, confirms, contradicts"
 )
+DEFAULT_MAX_SKEW_MS = 60_000
+
+
+class LocalIdentity(Protocol):
+    """What local writes need: the replica id and a signer (a `crypto.Identity`)."""
+
+    @property
+    def peer_id(self) -> str: ...
+
+    def sign(self, message: bytes) -> bytes: ...
 
 
 def wall_clock_ms() -> int:
@@ -82,6 +113,9 @@ class Grimoire:
         """
         if not create and not path.exists():
             raise StoreError(f"no Grimoire at {path}; run `clade init` first")
+        if not create and path.stat().st_size == 0:
+            # SQLite would quietly treat it as a new, empty database: data loss in disguise.
+            raise StoreError(f"{path} is empty (0 bytes): truncated or wiped; restore it from a backup")
         try:
             conn = sqlite3.connect(
                 path, isolation_level=None, timeout=busy_timeout_ms / 1000, check_same_thread=False
@@ -90,18 +124,32 @@ class Grimoire:
             raise StoreError(f"cannot open {path}: {exc}") from None
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if mode != "wal":
-                raise StoreError(f"{path}: cannot switch to WAL journal mode (got {mode})")
+            # Check the version before changing anything: a file from a newer clade is
+            # refused untouched (switching it to WAL would already rewrite its header).
+            version = user_version(conn)
+            if version > SCHEMA_VERSION:
+                raise NewerSchema(version)
+            _enable_wal(conn, path, busy_timeout_ms)
             conn.execute("PRAGMA synchronous = FULL")
             conn.execute("PRAGMA foreign_keys = ON")
             migrate(conn)
         except NewerSchema as exc:
             conn.close()
             raise StoreError(f"{path}: {exc}") from None
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise StoreError(
+                    f"{path} is locked by another writer (waited {busy_timeout_ms} ms); retry, or raise "
+                    "store.busy_timeout_ms"
+                ) from None
+            raise StoreError(f"{path}: {exc} (is it a clade Grimoire? restore it from a backup)") from None
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise StoreError(f"{path}: {exc} (is it a clade Grimoire? restore it from a backup)") from None
+        except BaseException:
+            conn.close()
+            raise
         return cls(conn, path, wall_ms)
 
     def close(self) -> None:
@@ -145,45 +193,183 @@ class Grimoire:
         )
         return stamp
 
-    # -- writes --------------------------------------------------------------------
+    # -- local writes (each through a mutator: every entry has its signed ops) --------
 
-    def remember(self, new: NewEntry, *, author: str) -> Entry:
-        """Write a local entry; returns it once committed. Raises `crdt.InvalidValue`."""
-        return self.remember_many([new], author=author)[0]
+    @contextmanager
+    def _local_write(self, identity: LocalIdentity) -> Iterator[tuple[SqliteBackend, Mutator]]:
+        """One transaction with a backend and a mutator whose seqs are persisted with it.
 
-    def remember_many(self, news: Sequence[NewEntry], *, author: str) -> list[Entry]:
-        """Write several local entries in one transaction (all or none)."""
-        now = wall_clock_ms()
-        entries: list[Entry] = []
+        The next seq is above both the stored counter and any op of ours we have seen
+        (e.g. sent back by a sibling after a restore from an old backup): never reused.
+        """
         with self._write() as conn:
+            backend = SqliteBackend(conn, local_replica=identity.peer_id, stored_ms=wall_clock_ms())
+            row = conn.execute("SELECT value FROM meta WHERE key = 'local_seq'").fetchone()
+            last = [max(0 if row is None else int(row[0]), backend.context.top(identity.peer_id))]
+
+            def next_seq() -> int:
+                last[0] += 1
+                return last[0]
+
+            mutator = Mutator(identity.peer_id, identity.sign, next_seq=next_seq,
+                              now=lambda: self._next_timestamp(conn))
+            yield backend, mutator
+            backend.flush()
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('local_seq', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (last[0],),
+            )
+
+    def remember(self, new: NewEntry, *, identity: LocalIdentity) -> Entry:
+        """Write a local entry; returns it once committed. Raises `crdt.InvalidValue`."""
+        return self.remember_many([new], identity=identity)[0]
+
+    def remember_many(self, news: Sequence[NewEntry], *, identity: LocalIdentity) -> list[Entry]:
+        """Write several local entries in one transaction (all or none)."""
+        ids: list[str] = []
+        with self._local_write(identity) as (backend, mutator):
             for new in news:
-                body = new.body(author, self._next_timestamp(conn))
-                entry = Entry(
-                    body=body, confidence=float(new.confidence), status="active",
-                    superseded_by=None, provenance=Origin.SELF.value,
-                    local_confidence=float(new.confidence), access_count=0,
-                    last_accessed_ms=None, archived=False, stored_ms=now,
-                )
-                self._insert(conn, entry)
-                entries.append(entry)
-        return entries
+                body = new.body(identity.peer_id, mutator.now())
+                for op in mutator.create(body, new.confidence):
+                    apply_op(backend, op)
+                ids.append(body.id)
+        return [self.get(i) for i in ids]
+
+    def _own_entry(self, backend: SqliteBackend, entry_id: str) -> tuple[EntryBody, AuthorValue]:
+        body = backend.body(entry_id)
+        if body is None:
+            raise NotFound(f"no entry with id {entry_id!r}")
+        op = backend.slot((entry_id, int(SlotKind.AUTHOR), body.author))
+        if op is None or not isinstance(op.value, AuthorValue):
+            raise StoreError(f"entry {entry_id} has no author slot (incomplete sync?)")
+        return body, op.value
+
+    def set_confidence(self, entry_id: str, confidence: float, *, identity: LocalIdentity) -> Entry:
+        """The author changes its confidence in its own entry (crosses to siblings)."""
+        with self._local_write(identity) as (backend, mutator):
+            body, current = self._own_entry(backend, entry_id)
+            apply_op(backend, mutator.set_confidence(body, current, confidence))
+        return self.get(entry_id)
+
+    def retract(self, entry_id: str, *, identity: LocalIdentity, superseded_by: str | None = None) -> Entry:
+        """The author retracts its own entry (crosses to siblings, unlike `forget`)."""
+        with self._local_write(identity) as (backend, mutator):
+            body, current = self._own_entry(backend, entry_id)
+            apply_op(backend, mutator.retract(body, current, superseded_by=superseded_by))
+        return self.get(entry_id)
+
+    def endorse(self, entry_id: str, *, identity: LocalIdentity, confirm: bool) -> Entry:
+        """Confirm or contradict a sibling's entry (one more in this golem's tally)."""
+        with self._local_write(identity) as (backend, mutator):
+            body = backend.body(entry_id)
+            if body is None:
+                raise NotFound(f"no entry with id {entry_id!r}")
+            op = backend.slot((entry_id, int(SlotKind.ENDORSE), identity.peer_id))
+            current = op.value if op is not None and isinstance(op.value, EndorseValue) else None
+            apply_op(backend, mutator.endorse(body, current, confirm=confirm))
+        return self.get(entry_id)
+
+    def republish(self, entry_id: str, *, identity: LocalIdentity) -> None:
+        """Re-emit an own entry under fresh dots (when it is promoted to cross)."""
+        with self._local_write(identity) as (backend, mutator):
+            body, current = self._own_entry(backend, entry_id)
+            for op in mutator.republish(body, current):
+                apply_op(backend, op)
+
+    def backfill_ops(self, identity: LocalIdentity) -> int:
+        """Give entries written before schema v3 (no ops yet) their signed ops; returns how many."""
+        flag = self._conn.execute("SELECT value FROM meta WHERE key = 'needs_op_backfill'").fetchone()
+        if flag is None:
+            return 0
+        done = 0
+        with self._local_write(identity) as (backend, mutator):
+            rows = self._conn.execute(
+                f"SELECT {_ENTRY_COLUMNS} FROM entries e WHERE author = ? AND NOT EXISTS "
+                "(SELECT 1 FROM ops o WHERE o.entry_id = e.id AND o.slot = 0) ORDER BY created_hlc",
+                (identity.peer_id,),
+            ).fetchall()
+            for row in rows:
+                entry = _entry_from_row(row)
+                for op in mutator.create(entry.body, entry.confidence):
+                    apply_op(backend, op)
+                done += 1
+            self._conn.execute("DELETE FROM meta WHERE key = 'needs_op_backfill'")
+        return done
+
+    # -- replication -----------------------------------------------------------------
+
+    def apply_delta(
+        self,
+        delta: Delta,
+        *,
+        rejected: Counter[str] | None = None,
+        local_replica: str | None = None,
+        max_skew_ms: int = DEFAULT_MAX_SKEW_MS,
+    ) -> ApplyReport:
+        """Join a verified delta from a sibling in one transaction (all or nothing on crash).
+
+        Ops stamped more than `max_skew_ms` ahead of our clock are refused (`clock_skew`),
+        and so is the context the delta carries for their writers; the local HLC then
+        moves past every accepted op.
+        """
+        now = wall_clock_ms()
+        refused: Counter[str] = Counter(rejected or {})
+        future = {op.writer for op in delta.ops if op.hlc.ms - now > max_skew_ms}
+        if future:
+            kept = tuple(op for op in delta.ops if op.hlc.ms - now <= max_skew_ms)
+            refused["clock_skew"] += len(delta.ops) - len(kept)
+            delta = Delta(kept, delta.context.restricted(r for r in delta.context.replicas() if r not in future))
+        with self._write() as conn:
+            backend = SqliteBackend(conn, local_replica=local_replica, stored_ms=now)
+            report = apply_delta(backend, delta, rejected=refused)
+            backend.flush()
+            if report.applied_ops:
+                self._raise_clock_floor(conn, max(op.hlc for op in report.applied_ops))
+        return report
 
     @staticmethod
-    def _insert(conn: sqlite3.Connection, entry: Entry) -> None:
-        b = entry.body
-        pad = b.pad.as_tuple() if b.pad is not None else (None, None, None)
-        conn.execute(
-            f"INSERT INTO entries ({_ENTRY_COLUMNS}) VALUES ({', '.join('?' * 29)})",
-            (
-                b.id, b.author, b.kind.value, None if b.category is None else b.category.value,
-                b.content, dumps_list(b.tokens), dumps_list(b.chains), dumps_list(b.protocols),
-                dumps_list(b.tags), b.strategy_id, b.importance, b.quality, b.sensitivity.value,
-                *pad, b.origin.value, b.generation, int(b.bloodstain), b.created.pack(),
-                entry.confidence, entry.status, entry.superseded_by, entry.provenance,
-                entry.local_confidence, entry.access_count, entry.last_accessed_ms,
-                int(entry.archived), entry.stored_ms,
-            ),
-        )
+    def _raise_clock_floor(conn: sqlite3.Connection, seen: Timestamp) -> None:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'last_hlc'").fetchone()
+        if row is None or Timestamp.unpack(row[0]) < seen:
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('last_hlc', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (seen.pack(),),
+            )
+
+    def causal_context(self) -> CausalContext:
+        """The local causal context (what this replica has seen)."""
+        return load_context(self._conn)
+
+    def iter_deltas(
+        self,
+        peer: CausalContext,
+        *,
+        gate: Gate = may_cross,
+        max_ops: int = MAX_BATCH_OPS,
+        max_bytes: int = MAX_BATCH_BYTES,
+    ) -> Iterator[Delta]:
+        """The delta-intervals a peer with context `peer` lacks, from one read snapshot.
+
+        Consume it promptly: the snapshot (a read transaction) stays open until the
+        iterator is exhausted or closed.
+        """
+        self._conn.execute("BEGIN")
+        try:
+            backend = SqliteBackend(self._conn, local_replica=None, stored_ms=0)
+            yield from extract_deltas(backend, peer, gate=gate, max_ops=max_ops, max_bytes=max_bytes)
+        finally:
+            self._conn.execute("COMMIT")
+
+    def state_digest(self) -> str:
+        """Canonical hash of ops and context: equal on replicas that have converged."""
+        self._conn.execute("BEGIN")
+        try:
+            backend = SqliteBackend(self._conn, local_replica=None, stored_ms=0)
+            return digest(backend.all_ops(), backend.context)
+        finally:
+            self._conn.execute("COMMIT")
 
     def forget(self, entry_id: str) -> bool:
         """Archive an entry locally (no op crosses). False if it was already archived.
@@ -249,14 +435,19 @@ class Grimoire:
         return [RecallHit(_entry_from_row(r[:-1]), -float(r[-1])) for r in rows]
 
     def counts(self) -> StoreCounts:
-        total, archived = self._conn.execute(
-            "SELECT count(*), coalesce(sum(archived), 0) FROM entries"
-        ).fetchone()
-        by_kind = dict(
-            self._conn.execute(
-                "SELECT kind, count(*) FROM entries WHERE archived = 0 GROUP BY kind ORDER BY kind"
-            ).fetchall()
-        )
+        """Entry totals, all read from one snapshot (so they agree with each other)."""
+        self._conn.execute("BEGIN")
+        try:
+            total, archived = self._conn.execute(
+                "SELECT count(*), coalesce(sum(archived), 0) FROM entries"
+            ).fetchone()
+            by_kind = dict(
+                self._conn.execute(
+                    "SELECT kind, count(*) FROM entries WHERE archived = 0 GROUP BY kind ORDER BY kind"
+                ).fetchall()
+            )
+        finally:
+            self._conn.execute("COMMIT")
         return StoreCounts(entries=int(total), archived=int(archived), by_kind=by_kind)
 
     def integrity_check(self) -> str:
@@ -266,6 +457,25 @@ class Grimoire:
     def checkpoint(self) -> None:
         """Fold the WAL into the main file (on clean shutdown)."""
         self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def _enable_wal(conn: sqlite3.Connection, path: Path, busy_timeout_ms: int) -> None:
+    """Switch to WAL, waiting out other writers for up to the busy timeout.
+
+    SQLite's busy handler does not cover the journal-mode change on a rollback-journal
+    file: it fails at once with "database is locked" while another connection writes.
+    """
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    while True:
+        try:
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            break
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.02)  # blocking by design: the store is synchronous (run in a thread)
+    if mode != "wal":
+        raise StoreError(f"{path}: cannot switch to WAL journal mode (got {mode})")
 
 
 def _prefixed(prefix: str) -> str:
@@ -292,7 +502,7 @@ def _entry_from_row(row: Sequence[Any]) -> Entry:
     (eid, author, kind, category, content, tokens, chains, protocols, tags, strategy_id,
      importance, quality, sensitivity, pp, pa, pd, origin, generation, bloodstain, created,
      confidence, status, superseded_by, provenance, local_confidence, access_count,
-     last_accessed_ms, archived, stored_ms) = row
+     last_accessed_ms, archived, stored_ms, confirms, contradicts) = row
     body = EntryBody(
         author=author, kind=Kind(kind), content=content, created=Timestamp.unpack(created),
         category=None if category is None else Category(category),
@@ -309,4 +519,5 @@ def _entry_from_row(row: Sequence[Any]) -> Entry:
         body=body, confidence=confidence, status=status, superseded_by=superseded_by,
         provenance=provenance, local_confidence=local_confidence, access_count=access_count,
         last_accessed_ms=last_accessed_ms, archived=bool(archived), stored_ms=stored_ms,
+        confirms=confirms, contradicts=contradicts,
     )

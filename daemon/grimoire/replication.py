@@ -1,0 +1,157 @@
+"""The CRDT's storage in SQLite: `SqliteBackend` runs `crdt.replica` against grimoire.db.
+
+Every call happens inside one store transaction. Putting an op also keeps the `entries`
+rows (the materialised view retrieval reads) in step: a body op inserts the row, an
+author op updates confidence and status, an endorse op adjusts the tallies. The causal
+context is loaded once per transaction and the replicas it changed are written back by
+`flush()` before commit.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+
+import msgpack
+
+from crdt import AuthorValue, CausalContext, Dot, EndorseValue, EntryBody, Op, open_op
+from crdt.ops import SlotKind
+
+from .records import dumps_list
+
+__all__ = ["CLADE_LOCAL_CONFIDENCE", "SqliteBackend", "load_context"]
+
+# DESIGN.md: a sibling's entry enters with local confidence 0.4 (it must be re-earned).
+CLADE_LOCAL_CONFIDENCE = 0.4
+_OP_COLUMNS = "writer, seq, signed, signature"
+
+
+def _trusted(writer: str, message: bytes, signature: bytes) -> bool:
+    """Ops in grimoire.db were verified when they arrived; decoding them again needs no check."""
+    return True
+
+
+def _load_op(row: tuple[str, int, bytes, bytes]) -> Op:
+    writer, _, signed, signature = row
+    return open_op(writer, signed, signature, _trusted)
+
+
+def load_context(conn: sqlite3.Connection) -> CausalContext:
+    """The causal context stored in grimoire.db."""
+    rows = conn.execute("SELECT replica, vv, cloud FROM causal_context").fetchall()
+    return CausalContext.from_rows((r, vv, msgpack.unpackb(cloud)) for r, vv, cloud in rows)
+
+
+class SqliteBackend:
+    """`crdt.Backend` over one open transaction of grimoire.db."""
+
+    def __init__(self, conn: sqlite3.Connection, *, local_replica: str | None, stored_ms: int) -> None:
+        self._conn = conn
+        self._local = local_replica
+        self._stored_ms = stored_ms
+        self._context: CausalContext | None = None
+        self._snapshot: dict[str, tuple[int, list[int]]] = {}
+        self._bodies: dict[str, EntryBody | None] = {}
+
+    @property
+    def context(self) -> CausalContext:
+        if self._context is None:
+            self._context = load_context(self._conn)
+            self._snapshot = {r: (vv, cloud) for r, vv, cloud in self._context.to_rows()}
+        return self._context
+
+    def flush(self) -> None:
+        """Write back the context rows that changed."""
+        if self._context is None:
+            return
+        for replica, vv, cloud in self._context.to_rows():
+            if self._snapshot.get(replica) != (vv, cloud):
+                self._conn.execute(
+                    "INSERT INTO causal_context (replica, vv, cloud) VALUES (?, ?, ?) "
+                    "ON CONFLICT (replica) DO UPDATE SET vv = excluded.vv, cloud = excluded.cloud",
+                    (replica, vv, msgpack.packb(cloud)),
+                )
+                self._snapshot[replica] = (vv, cloud)
+
+    def slot(self, key: tuple[str, int, str]) -> Op | None:
+        row = self._conn.execute(
+            f"SELECT {_OP_COLUMNS} FROM ops WHERE entry_id = ? AND slot = ? AND writer = ?", key
+        ).fetchone()
+        return None if row is None else _load_op(row)
+
+    def op_at(self, dot: Dot) -> Op | None:
+        row = self._conn.execute(
+            f"SELECT {_OP_COLUMNS} FROM ops WHERE writer = ? AND seq = ?", (dot.replica, dot.seq)
+        ).fetchone()
+        return None if row is None else _load_op(row)
+
+    def body(self, entry_id: str) -> EntryBody | None:
+        if entry_id not in self._bodies:
+            row = self._conn.execute(
+                f"SELECT {_OP_COLUMNS} FROM ops WHERE entry_id = ? AND slot = 0", (entry_id,)
+            ).fetchone()
+            body = None if row is None else _load_op(row).value
+            self._bodies[entry_id] = body if isinstance(body, EntryBody) else None
+        return self._bodies[entry_id]
+
+    def ops_after(self, writer: str, seq: int) -> Iterator[Op]:
+        cursor = self._conn.execute(
+            f"SELECT {_OP_COLUMNS} FROM ops WHERE writer = ? AND seq > ? ORDER BY seq", (writer, seq)
+        )
+        for row in cursor:
+            yield _load_op(row)
+
+    def put(self, op: Op, replaces: Op | None) -> None:
+        self._conn.execute(
+            "INSERT INTO ops (entry_id, slot, writer, seq, hlc, signed, signature) VALUES (?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (entry_id, slot, writer) DO UPDATE SET seq = excluded.seq, hlc = excluded.hlc, "
+            "signed = excluded.signed, signature = excluded.signature",
+            (op.entry_id, int(op.slot), op.writer, op.seq, op.hlc.pack(), op.signed, op.signature),
+        )
+        value = op.value
+        if isinstance(value, EntryBody):
+            self._bodies[op.entry_id] = value
+            self._insert_entry(value)
+        elif isinstance(value, AuthorValue):
+            self._conn.execute(
+                "UPDATE entries SET confidence = ?, status = ?, superseded_by = ?, "
+                "local_confidence = CASE WHEN provenance = 'self' THEN ? ELSE local_confidence END "
+                "WHERE id = ?",
+                (value.confidence, value.status.label, value.superseded_by, value.confidence, op.entry_id),
+            )
+        elif isinstance(value, EndorseValue):
+            old = replaces.value if replaces is not None and isinstance(replaces.value, EndorseValue) else None
+            self._conn.execute(
+                "UPDATE entries SET confirms = confirms + ?, contradicts = contradicts + ? WHERE id = ?",
+                (value.confirms - (old.confirms if old else 0),
+                 value.contradicts - (old.contradicts if old else 0), op.entry_id),
+            )
+
+    def _insert_entry(self, b: EntryBody) -> None:
+        """The entries row for a body seen for the first time (no-op if the row exists:
+        a re-published body, or an archived entry's late ops, which stay archived)."""
+        own = b.author == self._local
+        pad = b.pad.as_tuple() if b.pad is not None else (None, None, None)
+        self._conn.execute(
+            "INSERT INTO entries (id, author, kind, category, content, tokens, chains, protocols, tags, "
+            "strategy_id, importance, quality, sensitivity, pad_pleasure, pad_arousal, pad_dominance, origin, "
+            "generation, bloodstain, created_hlc, confidence, status, provenance, local_confidence, stored_ms) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 'active', ?, ?, ?) "
+            "ON CONFLICT (id) DO NOTHING",
+            (
+                b.id, b.author, b.kind.value, None if b.category is None else b.category.value, b.content,
+                dumps_list(b.tokens), dumps_list(b.chains), dumps_list(b.protocols), dumps_list(b.tags),
+                b.strategy_id, b.importance, b.quality, b.sensitivity.value, *pad, b.origin.value,
+                b.generation, int(b.bloodstain), b.created.pack(),
+                "self" if own else "clade", 0.0 if own else CLADE_LOCAL_CONFIDENCE, self._stored_ms,
+            ),
+        )
+
+    def all_ops(self) -> list[Op]:
+        """Every slot-holding op (for digests and tests)."""
+        rows = self._conn.execute(f"SELECT {_OP_COLUMNS} FROM ops ORDER BY entry_id, slot, writer").fetchall()
+        return [_load_op(r) for r in rows]
+
+
+def slot_key(entry_id: str, slot: SlotKind, writer: str) -> tuple[str, int, str]:
+    return (entry_id, int(slot), writer)

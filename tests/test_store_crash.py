@@ -1,0 +1,276 @@
+"""Crash safety of the Grimoire: SIGKILL a writer process at random points, then check the file.
+
+The store's contract (daemon/grimoire/store.py): a write returns only after COMMIT, and a
+write is one transaction. So after any kill -9, every write the child acknowledged (printed
+after `remember` returned) is present with its exact content, at most the one transaction
+in flight when the kill landed is also present (wholly: row, FTS index, signed ops, causal
+context and seq counter together), and the file passes SQLite's and FTS5's integrity checks.
+"""
+
+from __future__ import annotations
+
+import queue
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from crdt.ops import SlotKind
+from daemon.datadir import DataDir
+from daemon.grimoire.records import Entry
+from daemon.grimoire.store import Grimoire
+
+REPO = Path(__file__).resolve().parent.parent
+LINE_TIMEOUT = 30.0
+
+# argv: data dir, run number, content template. Prints "ready", then one line per
+# committed entry: "<id> <index>". Writes until killed.
+SINGLE_WRITER = r"""
+import sys
+from pathlib import Path
+from crdt import Kind
+from daemon.datadir import DataDir
+from daemon.grimoire.records import NewEntry
+from daemon.grimoire.store import Grimoire
+
+data, run, template = DataDir(Path(sys.argv[1])), int(sys.argv[2]), sys.argv[3]
+identity = data.load_identity()
+store = Grimoire.open(data.db_path)
+print("ready", flush=True)
+index = 0
+while True:
+    content = template.format(run=run, index=index)
+    entry = store.remember(NewEntry(kind=Kind.INSIGHT, content=content), identity=identity)
+    print(entry.id, index, flush=True)
+    index += 1
+"""
+
+# argv: data dir, run number, batch size, content template. Prints "ready", then one line
+# per committed batch: "<batch> <id> <id> ...". Writes until killed.
+BATCH_WRITER = r"""
+import sys
+from pathlib import Path
+from crdt import Kind
+from daemon.datadir import DataDir
+from daemon.grimoire.records import NewEntry
+from daemon.grimoire.store import Grimoire
+
+data, run, size, template = DataDir(Path(sys.argv[1])), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+identity = data.load_identity()
+store = Grimoire.open(data.db_path)
+print("ready", flush=True)
+batch = 0
+while True:
+    news = [
+        NewEntry(kind=Kind.INSIGHT, content=template.format(run=run, batch=batch, item=item))
+        for item in range(size)
+    ]
+    entries = store.remember_many(news, identity=identity)
+    print(batch, *(e.id for e in entries), flush=True)
+    batch += 1
+"""
+
+SINGLE_TEMPLATE = "crash run{run} entry{index}: thin pools slip above {index} USDC"
+BATCH_TEMPLATE = "batch run{run} b{batch} item{item}: gas spikes after block {batch}"
+
+
+class Child:
+    """A Python child whose complete stdout lines arrive on a queue, read with a timeout."""
+
+    def __init__(self, script: str, *args: str, stderr_path: Path) -> None:
+        self._stderr_path = stderr_path
+        self._stderr = stderr_path.open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", script, *args],
+            cwd=REPO,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+        )
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._pump = threading.Thread(target=self._read, daemon=True)
+        self._pump.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            # A line cut short by the kill was never acknowledged: drop it.
+            if raw.endswith(b"\n"):
+                self._lines.put(raw.decode())
+        self._lines.put(None)
+
+    def stderr(self) -> str:
+        self._stderr.flush()
+        return self._stderr_path.read_text(errors="replace")
+
+    def line(self, timeout: float = LINE_TIMEOUT) -> str:
+        """The next complete stdout line; fails the test on timeout or early exit."""
+        try:
+            item = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"child printed nothing for {timeout}s; stderr:\n{self.stderr()}") from None
+        if item is None:
+            raise AssertionError(f"child exited early (code {self.proc.wait()}); stderr:\n{self.stderr()}")
+        return item.rstrip("\n")
+
+    def kill(self) -> list[str]:
+        """SIGKILL the child; returns the complete lines it printed that were not yet read."""
+        self.proc.kill()
+        code = self.proc.wait(timeout=LINE_TIMEOUT)
+        assert code == -signal.SIGKILL, f"child had already exited with {code}; stderr:\n{self.stderr()}"
+        self._pump.join(timeout=LINE_TIMEOUT)
+        assert not self._pump.is_alive()
+        rest: list[str] = []
+        while (item := self._lines.get_nowait()) is not None:
+            rest.append(item.rstrip("\n"))
+        return rest
+
+    def __enter__(self) -> Child:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=LINE_TIMEOUT)
+        self._pump.join(timeout=LINE_TIMEOUT)
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                pipe.close()
+        self._stderr.close()
+
+
+def run_until_killed(
+    child: Child, rng: random.Random, iteration: int, *, max_lines: int = 200, max_delay: float = 0.15
+) -> list[str]:
+    """Wait for "ready", let the child write, SIGKILL it; returns every acknowledged line.
+
+    Even iterations kill right after a random number of acknowledged lines (the child is
+    then somewhere inside its next transaction); odd ones after a random delay, so the
+    kill lands at an arbitrary point in time.
+    """
+    assert child.line() == "ready"
+    acked: list[str] = []
+    if iteration % 2 == 0:
+        wanted = rng.randint(1, max_lines)
+        while len(acked) < wanted:
+            acked.append(child.line())
+    else:
+        delay = rng.uniform(0.0, max_delay)
+        # Not synchronisation: the random kill point. The child must still be writing.
+        with pytest.raises(subprocess.TimeoutExpired):
+            child.proc.wait(timeout=delay)
+    return acked + child.kill()
+
+
+def check_store(db: Path, author: str, acked: dict[str, str]) -> list[Entry]:
+    """Check the file after a crash; returns all its entries."""
+    with Grimoire.open(db) as store:
+        assert store.integrity_check() == "ok"
+        entries = store.list_entries(limit=10**9, include_archived=True)  # every row round-trips
+        assert len(entries) == store.counts().entries
+        assert len({e.id for e in entries}) == len(entries)
+        for entry_id, content in acked.items():
+            got = store.get(entry_id)
+            assert got.body.content == content
+            assert got.body.author == author
+        context = store.causal_context()
+    with closing(sqlite3.connect(db, isolation_level=None)) as raw:
+        # FTS5 index agrees with the entries table (the trigger ran in the same transaction).
+        raw.execute("INSERT INTO entries_fts (entries_fts, rank) VALUES ('integrity-check', 1)")
+        # The clock floor was committed together with the newest entry.
+        (last_hlc,) = raw.execute("SELECT value FROM meta WHERE key = 'last_hlc'").fetchone()
+        (newest,) = raw.execute("SELECT max(created_hlc) FROM entries").fetchone()
+        assert last_hlc >= newest
+        # Each entry row was committed with its signed ops, and no op without its row.
+        (bare,) = raw.execute(
+            "SELECT count(*) FROM entries e WHERE "
+            "NOT EXISTS (SELECT 1 FROM ops o WHERE o.entry_id = e.id AND o.slot = ?) OR "
+            "NOT EXISTS (SELECT 1 FROM ops o WHERE o.entry_id = e.id AND o.slot = ? AND o.writer = e.author)",
+            (int(SlotKind.BODY), int(SlotKind.AUTHOR)),
+        ).fetchone()
+        assert bare == 0
+        (orphans,) = raw.execute("SELECT count(*) FROM ops WHERE entry_id NOT IN (SELECT id FROM entries)").fetchone()
+        assert orphans == 0
+        # The writer's seqs have no gap, and the causal context and seq counter match them.
+        seqs = [r[0] for r in raw.execute("SELECT seq FROM ops WHERE writer = ? ORDER BY seq", (author,))]
+        assert seqs == list(range(1, len(seqs) + 1))
+        assert (context.vv(author), context.cloud(author)) == (len(seqs), frozenset())
+        row = raw.execute("SELECT value FROM meta WHERE key = 'local_seq'").fetchone()
+        assert (0 if row is None else row[0]) == len(seqs)
+    return entries
+
+
+def count_recalled(db: Path, word: str) -> int:
+    with Grimoire.open(db) as store:
+        return len(store.recall(word, k=10**6))
+
+
+def test_acknowledged_remember_survives_sigkill(tmp_path: Path) -> None:
+    data = DataDir(tmp_path / "data")
+    author = data.init().peer_id
+    rng = random.Random(20240611)
+    acked: dict[str, str] = {}
+    known: set[str] = set()  # every id in the file after the previous check
+    for run in range(20):
+        with Child(
+            SINGLE_WRITER, str(data.root), str(run), SINGLE_TEMPLATE,
+            stderr_path=tmp_path / f"single-{run}.err",
+        ) as child:
+            lines = run_until_killed(child, rng, run)
+        indexes = []
+        for line in lines:
+            entry_id, index = line.split()
+            indexes.append(int(index))
+            acked[entry_id] = SINGLE_TEMPLATE.format(run=run, index=int(index))
+        assert indexes == list(range(len(indexes)))
+
+        entries = check_store(data.db_path, author, acked)
+        new = {e.id: e for e in entries if e.id not in known}
+        assert set(acked) <= {e.id for e in entries}
+        # Beyond what was acknowledged, at most the one write in flight was committed, and
+        # it is the next entry in sequence, whole.
+        unacked = [e for eid, e in new.items() if eid not in acked]
+        assert len(unacked) <= 1
+        for entry in unacked:
+            assert entry.body.content == SINGLE_TEMPLATE.format(run=run, index=len(indexes))
+        assert count_recalled(data.db_path, f"run{run}") == len(new)
+        known = {e.id for e in entries}
+
+
+def test_remember_many_batch_is_all_or_nothing_after_sigkill(tmp_path: Path) -> None:
+    data = DataDir(tmp_path / "data")
+    author = data.init().peer_id
+    rng = random.Random(77)
+    acked: dict[str, str] = {}
+    known: set[str] = set()
+    for run in range(12):
+        size = rng.randint(2, 64)
+        with Child(
+            BATCH_WRITER, str(data.root), str(run), str(size), BATCH_TEMPLATE,
+            stderr_path=tmp_path / f"batch-{run}.err",
+        ) as child:
+            lines = run_until_killed(child, rng, run, max_lines=25, max_delay=0.08)
+        batches = []
+        for line in lines:
+            batch, *ids = line.split()
+            assert len(ids) == size
+            batches.append(int(batch))
+            for item, entry_id in enumerate(ids):
+                acked[entry_id] = BATCH_TEMPLATE.format(run=run, batch=int(batch), item=item)
+        assert batches == list(range(len(batches)))
+
+        entries = check_store(data.db_path, author, acked)
+        assert set(acked) <= {e.id for e in entries}
+        unacked = sorted(e.body.content for e in entries if e.id not in known and e.id not in acked)
+        # The batch in flight at the kill is either wholly absent or wholly present.
+        next_batch = len(batches)
+        whole = sorted(BATCH_TEMPLATE.format(run=run, batch=next_batch, item=i) for i in range(size))
+        assert unacked in ([], whole)
+        assert count_recalled(data.db_path, f"run{run}") == len(batches) * size + len(unacked)
+        known = {e.id for e in entries}
