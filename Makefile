@@ -34,6 +34,7 @@ lint: install
 
 bench: install
 	$(BIN)/python bench/store.py
+	$(BIN)/python bench/crdt.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -273,10 +273,17 @@ def extract_deltas(
 
 def _covers(peer: CausalContext, local: CausalContext, writer: str) -> bool:
     """True if the peer has seen every dot of `writer` that we have."""
-    top = local.top(writer)
-    if peer.vv(writer) >= top:
+    seen = peer.vv(writer)
+    if seen >= local.top(writer):
         return True
-    return all(Dot(writer, s) in peer for s in local.dots(writer))
+    # Only our seqs above the peer's contiguous prefix need checking, against its cloud.
+    cloud = peer.cloud(writer)
+    contiguous = local.vv(writer)
+    if contiguous - seen > len(cloud):
+        return False
+    return all(s in cloud for s in range(seen + 1, contiguous + 1)) and all(
+        s <= seen or s in cloud for s in local.cloud(writer)
+    )
 
 
 class MemoryBackend:

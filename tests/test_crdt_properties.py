@@ -152,3 +152,19 @@ def test_superseded_ops_are_not_sent_but_their_dots_are_covered() -> None:
     assert sent == 2  # the body and the latest author op; 10 superseded ops never travel
     assert b.state.context.vv(a.peer_id) == 12
     assert b.digest() == a.digest()
+
+
+@SETTINGS
+@given(st.data())
+def test_covers_agrees_with_dot_by_dot_check(data: st.DataObject) -> None:
+    from crdt import CausalContext, Dot
+    from crdt.replica import _covers
+
+    seqs = st.sets(st.integers(1, 40), max_size=40)
+    local, peer = CausalContext(), CausalContext()
+    for s in data.draw(seqs):
+        local.add(Dot("w", s))
+    for s in data.draw(seqs):
+        peer.add(Dot("w", s))
+    expected = all(Dot("w", s) in peer for s in local.dots("w"))
+    assert _covers(peer, local, "w") == expected
