@@ -8,15 +8,15 @@ inlined, anyone can verify a signature from the peer id alone.
 
 from __future__ import annotations
 
-import os
-import stat
 from pathlib import Path
 
 import base58
 import nacl.exceptions
+import nacl.public
 import nacl.signing
 
-from .errors import BadSignature, InvalidPeerId, KeyFileError, UnsafeKeyFile
+from .errors import BadSignature, InvalidPeerId, KeyFileError
+from .keyfile import read_secret, write_secret
 
 __all__ = ["SEED_BYTES", "Identity", "peer_id_of", "public_key_of", "verify"]
 
@@ -89,6 +89,10 @@ class Identity:
         """A 64-byte detached Ed25519 signature over `message`."""
         return self._signing_key.sign(message).signature
 
+    def x25519_private_key(self) -> nacl.public.PrivateKey:
+        """The X25519 key derived from this identity (opens what was sealed to the peer id)."""
+        return self._signing_key.to_curve25519_private_key()
+
     def __repr__(self) -> str:
         return f"Identity({self.peer_id})"
 
@@ -99,54 +103,12 @@ class Identity:
         Raises `UnsafeKeyFile` (with the chmod to run) or `KeyFileError`.
         """
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-        except FileNotFoundError:
-            raise KeyFileError(f"{path} does not exist; run `clade init` to create an identity") from None
-        except OSError as exc:
-            raise KeyFileError(f"cannot open {path}: {exc.strerror}") from None
-        try:
-            mode = os.fstat(fd).st_mode
-            if not stat.S_ISREG(mode):
-                raise KeyFileError(f"{path} is not a regular file")
-            if mode & 0o077:
-                raise UnsafeKeyFile(
-                    f"{path} has mode {stat.S_IMODE(mode):04o}: group or others can access the "
-                    f"identity key; fix it with `chmod 600 {path}` and check who may have copied it"
-                )
-            seed = os.read(fd, SEED_BYTES + 1)
-        finally:
-            os.close(fd)
-        if len(seed) != SEED_BYTES:
-            raise KeyFileError(
-                f"{path} holds {len(seed)} bytes, an identity seed has {SEED_BYTES}: "
-                "the file is truncated or not a clade identity"
-            )
-        return cls(seed)
+            return cls(read_secret(path, SEED_BYTES, "identity key"))
+        except KeyFileError as exc:
+            if not path.exists():
+                raise KeyFileError(f"{path} does not exist; run `clade init` to create an identity") from None
+            raise exc from None
 
     def save(self, path: Path, *, overwrite: bool = False) -> None:
-        """Write the seed with mode 0600, durably (temp file, fsync, rename, fsync dir).
-
-        Without `overwrite`, an existing file is never replaced (raises `KeyFileError`).
-        """
-        if path.exists() and not overwrite:
-            raise KeyFileError(f"{path} already exists")
-        tmp = path.with_name(f".{path.name}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        try:
-            os.fchmod(fd, 0o600)
-            os.write(fd, self.seed)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        if overwrite:
-            os.replace(tmp, path)
-        else:
-            try:
-                os.link(tmp, path)  # fails if `path` appeared meanwhile: never clobber
-            finally:
-                os.unlink(tmp)
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        """Write the seed with mode 0600, durably; never replaces a file unless `overwrite`."""
+        write_secret(path, self.seed, overwrite=overwrite)
