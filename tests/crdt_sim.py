@@ -94,10 +94,10 @@ def gossip(ops: list[Op]) -> bytes:
     return encode_delta(Delta(tuple(ops), CausalContext()))
 
 
-def sync(sender: SimReplica, receiver: SimReplica, **limits: int) -> tuple[int, int]:
+def sync(sender: SimReplica, receiver: SimReplica, *, max_ops: int = 4096) -> tuple[int, int]:
     """One anti-entropy pass sender → receiver over the wire codec; returns (ops sent, messages)."""
     sent = messages = 0
-    for delta in extract_deltas(sender.state, receiver.state.context.copy(), **limits):
+    for delta in extract_deltas(sender.state, receiver.state.context.copy(), max_ops=max_ops):
         report = receiver.receive(encode_delta(delta))
         assert not report.rejected, report.rejected
         sent += len(delta.ops)

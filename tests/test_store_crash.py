@@ -201,7 +201,7 @@ def check_store(db: Path, author: str, acked: dict[str, str]) -> list[Entry]:
         seqs = [r[0] for r in raw.execute("SELECT seq FROM ops WHERE writer = ? ORDER BY seq", (author,))]
         assert seqs == list(range(1, len(seqs) + 1))
         assert (context.vv(author), context.cloud(author)) == (len(seqs), frozenset())
-        row = raw.execute("SELECT value FROM meta WHERE key = 'local_seq'").fetchone()
+        row = raw.execute("SELECT value FROM meta WHERE key = ?", (f"local_seq/{author}",)).fetchone()
         assert (0 if row is None else row[0]) == len(seqs)
     return entries
 

@@ -204,7 +204,9 @@ class Grimoire:
         """
         with self._write() as conn:
             backend = SqliteBackend(conn, local_replica=identity.peer_id, stored_ms=wall_clock_ms())
-            row = conn.execute("SELECT value FROM meta WHERE key = 'local_seq'").fetchone()
+            # Keyed by replica: a successor restoring a predecessor's store has its own counter.
+            seq_key = f"local_seq/{identity.peer_id}"
+            row = conn.execute("SELECT value FROM meta WHERE key = ?", (seq_key,)).fetchone()
             last = [max(0 if row is None else int(row[0]), backend.context.top(identity.peer_id))]
 
             def next_seq() -> int:
@@ -216,9 +218,8 @@ class Grimoire:
             yield backend, mutator
             backend.flush()
             conn.execute(
-                "INSERT INTO meta (key, value) VALUES ('local_seq', ?) "
-                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (last[0],),
+                "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (seq_key, last[0]),
             )
 
     def remember(self, new: NewEntry, *, identity: LocalIdentity) -> Entry:
