@@ -16,9 +16,10 @@ from typing import Any, NoReturn
 
 from crdt import InvalidValue, Kind
 from crdt.body import Category, Pad, Sensitivity
-from crypto import CryptoError
+from crypto import CryptoError, MembershipError
+from crypto.vault import VaultError
 
-from . import render
+from . import cli_clade, render
 from .datadir import DataDir
 from .errors import DaemonError, UsageError
 from .grimoire import Episode, NewEntry, wall_clock_ms
@@ -165,6 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
     lst = ep_sub.add_parser("list", parents=[common], help="list episodes, newest first")
     lst.set_defaults(handler=cmd_episode_list)
     lst.add_argument("--limit", type=_positive_int, default=50)
+
+    cli_clade.register(sub, command, common, _Parser)
     return parser
 
 
@@ -316,7 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             render.text(args, document)
         sys.stdout.flush()
         return 0
-    except (UsageError, InvalidValue) as exc:
+    except (UsageError, InvalidValue, MembershipError, VaultError) as exc:
         return _fail(2, str(exc))
     except (DaemonError, CryptoError) as exc:
         return _fail(1, str(exc))

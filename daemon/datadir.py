@@ -13,7 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from crypto import Identity
+from crypto import Identity, Membership
+from crypto.keyfile import read_secret
+from crypto.membership import CLADE_KEY_BYTES
 
 from .config import DEFAULT_CONFIG_TOML, Config, load_config
 from .errors import UsageError
@@ -64,6 +66,33 @@ class DataDir:
     @property
     def playbook_path(self) -> Path:
         return self.root / "PLAYBOOK.md"
+
+    @property
+    def membership_path(self) -> Path:
+        return self.root / "membership.cert"
+
+    @property
+    def clade_key_path(self) -> Path:
+        return self.root / "clade.key"
+
+    @property
+    def revocations_path(self) -> Path:
+        return self.root / "revocations.bin"
+
+    @property
+    def backups_path(self) -> Path:
+        return self.root / "backups"
+
+    @property
+    def run_path(self) -> Path:
+        return self.root / "run.json"
+
+    def load_membership(self) -> tuple[Membership, bytes] | None:
+        """(membership, clade key) if this golem has joined a clade, else None."""
+        if not self.membership_path.exists():
+            return None
+        membership = Membership.from_bytes(self.membership_path.read_bytes())
+        return membership, read_secret(self.clade_key_path, CLADE_KEY_BYTES, "clade key")
 
     def load_config(self) -> Config:
         return load_config(self.config_path)

@@ -67,6 +67,23 @@ def text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
             print(f"previous identity kept as {doc['replaced_identity']}")
     elif command == "id":
         print(doc["peer_id"])
+    elif command == "owner":
+        if "owner_public_key" in doc:
+            print(f"clade {doc['clade']} ({doc['clade_id']}) created in {doc['owner_dir']}")
+            print("keep this directory off the golems; back it up offline")
+        elif "bundle" in doc:
+            print(f"admission bundle for {doc['peer_id']} written to {doc['bundle']}")
+        else:
+            print(f"revocation list v{doc['version']} written to {doc['revocations']} ({len(doc['revoked'])} revoked)")
+    elif command == "join":
+        print(f"joined clade {doc['clade']} ({doc['clade_id']}) as {doc['peer_id']}, generation {doc['generation']}")
+    elif command == "backup":
+        if "ok" in doc:
+            print(f"{doc['file']}: ok ({doc['files']} files, {doc['bytes']} bytes, golem {doc['golem']})")
+        else:
+            print(f"{doc['path']} ({doc['bytes']} bytes, {doc['files']} files; for {', '.join(doc['recipients'])})")
+    elif command == "restore":
+        print(f"restored {doc['files']} files of golem {doc['golem']} into {doc['data_dir']}")
     elif command == "run":
         print(f"clade: stopped by {doc['stopped_by']}")
     elif command == "status":

@@ -1,0 +1,330 @@
+"""Vault backups: a consistent snapshot of the data dir → tar → zstd → `crypto.vault`.
+
+Backup never stops writers: SQLite's online backup API copies a consistent image of
+grimoire.db; the LanceDB table is captured at one version (its manifests are listed
+first; data files are immutable once a manifest names them, so files written after that
+are unreferenced extras); PLAYBOOK.md and config.toml are small files replaced atomically.
+Memory use is bounded by one 64 KiB chunk plus zstd's window, whatever the store's size.
+
+Restore decrypts, decompresses and unpacks into a staging directory next to the target,
+checks everything (every chunk authenticated up to the final one, manifest, SQLite
+integrity), and only then moves it into place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import tarfile
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, BinaryIO, cast
+
+import zstandard
+
+from crypto.vault import DecryptingReader, EncryptingWriter, VaultError, VaultHeader, VaultKeys
+
+from .datadir import DataDir
+from .errors import DaemonError, UsageError
+
+__all__ = ["BackupReport", "RestoreReport", "create_backup", "restore_backup", "verify_backup"]
+
+MANIFEST = "clade-backup.json"
+SUFFIX = ".clade-vault"
+_SECRET_FILES = ("identity.key", "clade.key")
+_PLAIN_FILES = ("PLAYBOOK.md", "config.toml", "membership.cert", "revocations.bin")
+
+
+@dataclass(frozen=True, slots=True)
+class BackupReport:
+    path: Path
+    bytes: int
+    files: int
+    entries_db_bytes: int
+    episodes_version: int | None
+    recipients: list[str]
+    seconds: float
+    pruned: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreReport:
+    golem: str
+    created_ms: int
+    files: int
+    bytes: int
+    target: Path | None
+    kept: list[str] = field(default_factory=list)
+
+
+def _lance_snapshot(episodes: Path) -> tuple[list[Path], int | None]:
+    """Files that make up the episode table at its current version, and that version."""
+    table = episodes / "episodes.lance"
+    versions = table / "_versions"
+    if not versions.is_dir():
+        return [], None
+    manifests = sorted(versions.glob("*.manifest"))  # listed first: this fixes the version
+    if not manifests:
+        return [], None
+    # V2 manifest names count down from u64::MAX; V1 names count up. Either way, decode.
+    numbers = [int(m.stem) for m in manifests]
+    latest = max((2**64 - 1 - n) if n > 2**63 else n for n in numbers)
+    files = [p for p in table.rglob("*") if p.is_file() and p.parent != versions]
+    return files + manifests, latest
+
+
+class _CountingSink:
+    def __init__(self, fh: BinaryIO) -> None:
+        self.fh = fh
+        self.bytes = 0
+
+    def write(self, data: bytes) -> int:
+        self.fh.write(data)
+        self.bytes += len(data)
+        return len(data)
+
+    def flush(self) -> None:
+        self.fh.flush()
+
+
+def create_backup(
+    data: DataDir,
+    *,
+    out: Path | None = None,
+    clade_keys: list[bytes],
+    x25519_recipients: list[bytes],
+    recipient_names: list[str],
+    golem: str,
+    include_identity: bool = False,
+    keep: int | None = None,
+) -> BackupReport:
+    """Write an encrypted backup of `data`; returns where and how big.
+
+    Raises `VaultError` without recipients, `DaemonError` if the store cannot be read.
+    """
+    started = time.monotonic()
+    now_ms = time.time_ns() // 1_000_000
+    if out is None:
+        data.backups_path.mkdir(mode=0o700, exist_ok=True)
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now_ms / 1000))
+        out = data.backups_path / f"backup-{golem[-8:]}-{stamp}-{now_ms % 1000:03d}{SUFFIX}"
+    out = out.resolve()
+    tmp = out.with_name(f".{out.name}.partial")
+    files = 0
+    with tempfile.TemporaryDirectory(dir=data.root, prefix=".backup-") as staging:
+        snapshot_db = Path(staging) / "grimoire.db"
+        try:
+            source = sqlite3.connect(f"file:{data.db_path}?mode=ro", uri=True)
+            target = sqlite3.connect(snapshot_db)
+            with source, target:
+                source.backup(target)  # consistent even while another process writes
+            source.close()
+            target.close()
+        except sqlite3.Error as exc:
+            raise DaemonError(f"cannot snapshot {data.db_path}: {exc}") from None
+        lance_files, lance_version = _lance_snapshot(data.episodes_path)
+        manifest = {
+            "format": 1, "golem": golem, "created_ms": now_ms, "episodes_version": lance_version,
+            "includes_identity": include_identity,
+        }
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            with os.fdopen(fd, "wb") as raw:
+                sink = _CountingSink(raw)
+                vault = EncryptingWriter(cast(BinaryIO, sink), golem=golem, created_ms=now_ms,
+                                         clade_keys=clade_keys, x25519_recipients=x25519_recipients)
+                compressor = zstandard.ZstdCompressor(level=3).stream_writer(cast(IO[bytes], vault), closefd=False)
+                with tarfile.open(fileobj=cast(IO[bytes], compressor), mode="w|", format=tarfile.PAX_FORMAT) as tar:
+                    blob = json.dumps(manifest, indent=2).encode()
+                    info = tarfile.TarInfo(MANIFEST)
+                    info.size, info.mtime, info.mode = len(blob), now_ms // 1000, 0o644
+                    tar.addfile(info, fileobj=_bytes_io(blob))
+                    tar.add(snapshot_db, arcname="grimoire.db")
+                    files += 2
+                    for path in lance_files:
+                        try:
+                            tar.add(path, arcname=str(path.relative_to(data.root)), recursive=False)
+                            files += 1
+                        except FileNotFoundError:
+                            continue  # an unreferenced file removed meanwhile
+                    names = list(_PLAIN_FILES) + (list(_SECRET_FILES) if include_identity else [])
+                    for name in names:
+                        if (data.root / name).exists():
+                            tar.add(data.root / name, arcname=name)
+                            files += 1
+                compressor.flush(zstandard.FLUSH_FRAME)
+                compressor.close()  # type: ignore[no-untyped-call]
+                vault.close()
+                raw.flush()
+                os.fsync(raw.fileno())
+            os.replace(tmp, out)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    pruned = _prune(out.parent, keep) if keep else []
+    return BackupReport(path=out, bytes=sink.bytes, files=files, entries_db_bytes=snapshot_db_size(data),
+                        episodes_version=lance_version, recipients=recipient_names,
+                        seconds=time.monotonic() - started, pruned=pruned)
+
+
+def snapshot_db_size(data: DataDir) -> int:
+    return data.db_path.stat().st_size if data.db_path.exists() else 0
+
+
+def _bytes_io(blob: bytes) -> IO[bytes]:
+    import io
+
+    return io.BytesIO(blob)
+
+
+def _prune(directory: Path, keep: int) -> list[str]:
+    backups = sorted(directory.glob(f"backup-*{SUFFIX}"), key=lambda p: p.stat().st_mtime)
+    removed = []
+    for old in backups[:-keep] if len(backups) > keep else []:
+        old.unlink()
+        removed.append(str(old))
+    return removed
+
+
+@contextmanager
+def _open_plaintext(path: Path, keys: VaultKeys) -> Iterator[tuple[VaultHeader, DecryptingReader, tarfile.TarFile]]:
+    try:
+        fh = path.open("rb")
+    except OSError as exc:
+        raise UsageError(f"cannot read backup {path}: {exc.strerror}") from None
+    with fh:
+        reader = DecryptingReader(fh, keys)
+        decompressor = zstandard.ZstdDecompressor().stream_reader(cast(IO[bytes], reader), read_across_frames=True)
+        try:
+            with tarfile.open(fileobj=cast(IO[bytes], decompressor), mode="r|") as tar:
+                yield reader.header, reader, tar
+        except (tarfile.TarError, zstandard.ZstdError, EOFError) as exc:
+            raise VaultError(f"backup content is not a valid archive ({exc})") from None
+
+
+def _finish(reader: DecryptingReader) -> None:
+    """Authenticate everything up to the final chunk (tar stops reading at its end marker)."""
+    reader.drain()
+
+
+def verify_backup(path: Path, keys: VaultKeys) -> RestoreReport:
+    """Decrypt and check every byte of a backup; writes nothing. Raises `VaultError`."""
+    files = size = 0
+    manifest: dict[str, object] | None = None
+    with _open_plaintext(path, keys) as (header, reader, tar):
+        for member in tar:
+            if member.isfile():
+                extracted = tar.extractfile(member)
+                assert extracted is not None
+                body = extracted.read()
+                size += len(body)
+                files += 1
+                if member.name == MANIFEST:
+                    manifest = json.loads(body)
+        _finish(reader)
+    _check_manifest(manifest, header)
+    return RestoreReport(golem=header.golem, created_ms=header.created_ms, files=files, bytes=size, target=None)
+
+
+def _check_manifest(manifest: dict[str, object] | None, header: VaultHeader) -> None:
+    if manifest is None or manifest.get("golem") != header.golem:
+        raise VaultError("backup has no valid manifest (not a clade backup, or damaged)")
+
+
+def _daemon_holds(data: DataDir) -> int | None:
+    try:
+        pid = int(json.loads(data.run_path.read_text())["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        return pid
+    return pid
+
+
+def restore_backup(path: Path, target: DataDir, keys: VaultKeys, *, force: bool = False) -> RestoreReport:
+    """Verify a backup completely, then move its contents into `target` atomically.
+
+    Refuses a non-empty target without `force`, and a target a running daemon holds.
+    """
+    pid = _daemon_holds(target)
+    if pid is not None:
+        raise UsageError(f"a clade daemon (pid {pid}) is running on {target.root}; stop it before restoring")
+    if target.root.exists() and any(target.root.iterdir()) and not force:
+        raise UsageError(f"{target.root} is not empty; pass --force to replace its contents")
+    root = target.root.resolve()
+    root.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=root.parent, prefix=f".{root.name}.restore-"))
+    try:
+        files = size = 0
+        manifest: dict[str, object] | None = None
+        with _open_plaintext(path, keys) as (header, reader, tar):
+            for member in tar:
+                tar.extract(member, staging, filter="data")
+                if member.isfile():
+                    files += 1
+                    size += member.size
+            _finish(reader)
+        manifest_path = staging / MANIFEST
+        if manifest_path.exists():
+            manifest = json.loads(manifest_path.read_text())
+            manifest_path.unlink()
+        _check_manifest(manifest, header)
+        for name in _SECRET_FILES:
+            if (staging / name).exists():
+                os.chmod(staging / name, 0o600)
+        check = sqlite3.connect(staging / "grimoire.db")
+        try:
+            verdict = check.execute("PRAGMA integrity_check").fetchone()[0]
+        finally:
+            check.close()
+        if verdict != "ok":
+            raise VaultError(f"restored grimoire.db fails its integrity check: {verdict}")
+        kept = _keep_local_identity(staging, root)
+        os.chmod(staging, 0o700)
+        _swap_into_place(staging, root)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return RestoreReport(golem=header.golem, created_ms=header.created_ms, files=files, bytes=size, target=root,
+                         kept=kept)
+
+
+def _keep_local_identity(staging: Path, root: Path) -> list[str]:
+    """Carry the target's own identity and membership over when the backup has none.
+
+    A successor restores its predecessor's knowledge into a data dir it has already
+    initialised and joined: it must stay itself.
+    """
+    kept = []
+    for name in (*_SECRET_FILES, "membership.cert", "revocations.bin", "config.toml"):
+        if (root / name).exists() and not (staging / name).exists():
+            shutil.copy2(root / name, staging / name)
+            kept.append(name)
+    if "identity.key" in kept and (staging / "membership.cert").exists() and "membership.cert" not in kept:
+        # the backup's membership certificate names the predecessor, not this golem
+        os.replace(staging / "membership.cert", staging / "membership.cert.predecessor")
+    return kept
+
+
+def _swap_into_place(staging: Path, root: Path) -> None:
+    if not root.exists():
+        os.rename(staging, root)
+        return
+    old = root.with_name(f".{root.name}.replaced-{int(time.time())}")
+    os.rename(root, old)
+    try:
+        os.rename(staging, root)
+    except BaseException:
+        os.rename(old, root)
+        raise
+    shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,227 @@
+"""CLI commands for clade membership and vault backups (registered by `daemon.cli`).
+
+    clade owner init --owner-dir DIR --clade NAME
+    clade owner admit PEER_ID --owner-dir DIR [--generation N] [--days D] --out BUNDLE
+    clade owner revoke PEER_ID --owner-dir DIR --out REVOCATIONS
+    clade join BUNDLE [--force]
+    clade backup [--out FILE] [--recipient PEER_ID|X25519_HEX]… [--include-identity]
+    clade backup verify FILE [--owner-dir DIR | --clade-key FILE | --identity-key FILE]
+    clade restore FILE [--owner-dir DIR | --clade-key FILE | --identity-key FILE] [--force]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import nacl.signing
+
+from crypto import (
+    AdmissionBundle,
+    Certificate,
+    Identity,
+    InvalidPeerId,
+    MembershipError,
+    OwnerKey,
+    RevocationList,
+    public_key_of,
+)
+from crypto.keyfile import read_secret, write_public, write_secret
+from crypto.membership import CLADE_KEY_BYTES
+from crypto.vault import VaultKeys
+
+from .backup import create_backup, restore_backup, verify_backup
+from .datadir import DataDir
+from .errors import UsageError
+
+__all__ = ["register"]
+
+Handler = Callable[[argparse.Namespace, DataDir], Any]
+# Certificates start a little in the past so a golem whose clock lags still accepts them.
+CLOCK_ALLOWANCE_S = 300
+
+
+def register(sub: Any, command: Callable[[str, Handler, str], argparse.ArgumentParser],
+             common: argparse.ArgumentParser, parser_class: type[argparse.ArgumentParser]) -> None:
+    """Add the membership and backup commands to the `clade` parser."""
+    p = command("owner", cmd_owner_init, "owner tools (run them off the golems)")
+    owner = p.add_subparsers(dest="owner_command", required=True, metavar="SUBCOMMAND", parser_class=parser_class)
+    init = owner.add_parser("init", parents=[common], help="create an owner key and a clade")
+    init.set_defaults(handler=cmd_owner_init)
+    init.add_argument("--owner-dir", required=True, type=Path)
+    init.add_argument("--clade", required=True, help="clade name (1..64 characters)")
+    admit = owner.add_parser("admit", parents=[common], help="admit a golem: write its admission bundle")
+    admit.set_defaults(handler=cmd_owner_admit)
+    admit.add_argument("peer_id", metavar="PEER_ID")
+    admit.add_argument("--owner-dir", required=True, type=Path)
+    admit.add_argument("--generation", type=int, default=0)
+    admit.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
+    admit.add_argument("--out", required=True, type=Path, metavar="BUNDLE")
+    revoke = owner.add_parser("revoke", parents=[common], help="revoke a golem: write a new revocation list")
+    revoke.set_defaults(handler=cmd_owner_revoke)
+    revoke.add_argument("peer_id", metavar="PEER_ID")
+    revoke.add_argument("--owner-dir", required=True, type=Path)
+    revoke.add_argument("--out", required=True, type=Path, metavar="REVOCATIONS")
+
+    p = command("join", cmd_join, "install an admission bundle (membership certificate and clade key)")
+    p.add_argument("bundle", type=Path, metavar="BUNDLE")
+    p.add_argument("--force", action="store_true", help="replace a membership of another clade")
+
+    p = command("backup", cmd_backup, "write an encrypted backup of the data dir")
+    p.add_argument("--out", type=Path, default=None, help="file to write (default: $DATA/backups/…)")
+    p.add_argument("--recipient", action="append", default=[], metavar="PEER_ID|X25519_HEX",
+                   help="also encrypt to this key (repeatable)")
+    p.add_argument("--include-identity", action="store_true", help="include identity.key and clade.key")
+    backup_sub = p.add_subparsers(dest="backup_command", required=False, metavar="SUBCOMMAND",
+                                  parser_class=parser_class)
+    verify = backup_sub.add_parser("verify", parents=[common], help="decrypt and check a backup; write nothing")
+    verify.set_defaults(handler=cmd_backup_verify)
+    verify.add_argument("file", type=Path, metavar="FILE")
+    _key_options(verify)
+
+    p = command("restore", cmd_restore, "restore a backup into the data dir (verifies everything first)")
+    p.add_argument("file", type=Path, metavar="FILE")
+    p.add_argument("--force", action="store_true", help="replace a non-empty data dir")
+    _key_options(p)
+
+
+def _key_options(p: argparse.ArgumentParser) -> None:
+    keys = p.add_mutually_exclusive_group()
+    keys.add_argument("--owner-dir", type=Path, help="decrypt with the owner's key")
+    keys.add_argument("--clade-key", type=Path, help="decrypt with this clade key file")
+    keys.add_argument("--identity-key", type=Path, help="decrypt with this golem identity file (a recipient)")
+
+
+def _now() -> int:
+    return int(time.time())
+
+
+def cmd_owner_init(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    owner = OwnerKey.create(args.owner_dir, args.clade)
+    return {"owner_dir": str(args.owner_dir), "clade": owner.clade_name, "clade_id": owner.clade_id,
+            "owner_public_key": owner.public_key.hex()}
+
+
+def cmd_owner_admit(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    if args.days < 1 or args.generation < 0:
+        raise UsageError("--days must be at least 1 and --generation at least 0")
+    try:
+        public_key_of(args.peer_id)
+    except InvalidPeerId as exc:
+        raise UsageError(f"PEER_ID: {exc} (run `clade id` on the golem)") from None
+    owner = OwnerKey.load(args.owner_dir)
+    now = _now()
+    cert = Certificate.issue(owner, args.peer_id, generation=args.generation,
+                             not_before=now - CLOCK_ALLOWANCE_S, not_after=now + args.days * 86_400)
+    write_secret(args.out, AdmissionBundle.create(owner, cert))
+    return {"bundle": str(args.out), "peer_id": args.peer_id, "clade": owner.clade_name, "clade_id": owner.clade_id,
+            "generation": args.generation, "not_after": cert.not_after}
+
+
+def cmd_owner_revoke(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    owner = OwnerKey.load(args.owner_dir)
+    current_path = args.owner_dir / "revocations.bin"
+    current = None
+    if current_path.exists():
+        current = RevocationList.from_bytes(current_path.read_bytes())
+        current.verify(owner.public_key, owner.clade_id)
+    revoked = set(current.revoked if current else ()) | {args.peer_id}
+    new = RevocationList.issue(owner, version=(current.version if current else 0) + 1, revoked=revoked,
+                               issued_at=_now())
+    write_public(current_path, new.to_bytes(), overwrite=True)
+    write_public(args.out, new.to_bytes(), overwrite=True)
+    return {"revocations": str(args.out), "version": new.version, "revoked": sorted(new.revoked)}
+
+
+def cmd_join(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    identity = data.load_identity()
+    try:
+        bundle = args.bundle.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read bundle {args.bundle}: {exc.strerror}") from None
+    try:
+        membership, clade_key = AdmissionBundle.open(bundle, identity, now=_now())
+    except MembershipError as exc:
+        raise UsageError(f"bundle {args.bundle} refused: {exc}") from None
+    existing = data.load_membership() if data.membership_path.exists() else None
+    if existing is not None and existing[0].clade_id != membership.clade_id and not args.force:
+        raise UsageError(f"this golem already belongs to clade {existing[0].clade_name} ({existing[0].clade_id}); "
+                         "pass --force to switch clades")
+    write_secret(data.clade_key_path, clade_key, overwrite=True)
+    write_public(data.membership_path, membership.to_bytes(), overwrite=True)
+    cert = membership.certificate
+    return {"clade": membership.clade_name, "clade_id": membership.clade_id, "peer_id": cert.peer_id,
+            "generation": cert.generation, "not_after": cert.not_after}
+
+
+def _x25519_recipient(text: str) -> bytes:
+    if text.startswith("12D3KooW"):
+        try:
+            return bytes(nacl.signing.VerifyKey(public_key_of(text)).to_curve25519_public_key())
+        except InvalidPeerId as exc:
+            raise UsageError(f"--recipient: {exc}") from None
+    try:
+        key = bytes.fromhex(text)
+    except ValueError:
+        key = b""
+    if len(key) != 32:
+        raise UsageError(f"--recipient {text!r}: expected a peer id or 64 hex characters (an X25519 public key)")
+    return key
+
+
+def cmd_backup(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    identity = data.load_identity()
+    config = data.load_config()
+    clade_keys: list[bytes] = []
+    publics: list[bytes] = []
+    names: list[str] = []
+    joined = data.load_membership()
+    if joined is not None:
+        membership, clade_key = joined
+        clade_keys.append(clade_key)
+        publics.append(membership.owner_x25519_public_key())
+        names += [f"clade {membership.clade_name}", "owner"]
+    for text in args.recipient:
+        publics.append(_x25519_recipient(text))
+        names.append(text)
+    if not clade_keys and not publics:
+        raise UsageError("this golem has not joined a clade: pass --recipient PEER_ID (or an X25519 key) "
+                         "so that someone can decrypt the backup")
+    report = create_backup(data, out=args.out, clade_keys=clade_keys, x25519_recipients=publics,
+                           recipient_names=names, golem=identity.peer_id, include_identity=args.include_identity,
+                           keep=config.backup.keep if args.out is None else None)
+    return {"path": str(report.path), "bytes": report.bytes, "files": report.files,
+            "episodes_version": report.episodes_version, "recipients": report.recipients,
+            "seconds": round(report.seconds, 3), "pruned": report.pruned}
+
+
+def _vault_keys(args: argparse.Namespace, data: DataDir) -> VaultKeys:
+    if args.owner_dir is not None:
+        owner = OwnerKey.load(args.owner_dir)
+        return VaultKeys(clade_key=owner.clade_key, x25519=owner.x25519_private_key())
+    if args.clade_key is not None:
+        return VaultKeys(clade_key=read_secret(args.clade_key, CLADE_KEY_BYTES, "clade key"))
+    if args.identity_key is not None:
+        return VaultKeys(x25519=Identity.load(args.identity_key).x25519_private_key())
+    clade_key = read_secret(data.clade_key_path, CLADE_KEY_BYTES, "clade key") if data.clade_key_path.exists() \
+        else None
+    x25519 = data.load_identity().x25519_private_key() if data.identity_path.exists() else None
+    if clade_key is None and x25519 is None:
+        raise UsageError("no key to decrypt with: pass --owner-dir, --clade-key or --identity-key")
+    return VaultKeys(clade_key=clade_key, x25519=x25519)
+
+
+def cmd_backup_verify(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    report = verify_backup(args.file, _vault_keys(args, data))
+    return {"file": str(args.file), "ok": True, "golem": report.golem, "created_ms": report.created_ms,
+            "files": report.files, "bytes": report.bytes}
+
+
+def cmd_restore(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    keys = _vault_keys(args, data)
+    report = restore_backup(args.file, data, keys, force=args.force)
+    return {"file": str(args.file), "data_dir": str(report.target), "golem": report.golem,
+            "created_ms": report.created_ms, "files": report.files, "bytes": report.bytes, "kept": report.kept}
