@@ -35,12 +35,19 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from crdt import Kind, Pad
-from crdt.body import Category, Sensitivity
-from daemon.grimoire import Episode, EpisodeLog, Grimoire, NewEntry
-from daemon.grimoire.episodes import EMBEDDING_DIM
+# `python bench/store.py` puts bench/ first on sys.path, where bench/crdt.py would shadow the
+# `crdt` package: drop it and put the repository root there instead.
+_BENCH_DIR = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _BENCH_DIR]
+sys.path.insert(0, str(_BENCH_DIR.parent))
 
-AUTHOR = "12D3KooWBenchGolem0000000000000000000000000000000"
+from crdt import Kind, Pad  # noqa: E402
+from crdt.body import Category, Sensitivity  # noqa: E402
+from crypto import Identity  # noqa: E402
+from daemon.grimoire import Episode, EpisodeLog, Grimoire, NewEntry  # noqa: E402
+from daemon.grimoire.episodes import EMBEDDING_DIM  # noqa: E402
+
+IDENTITY = Identity(bytes(range(32)))  # a fixed key: every write is a signed op pair
 RECALL_QUERIES = 1_000
 RECALL_K = 10
 EPISODE_BATCH = 1_000
@@ -372,7 +379,7 @@ def bench_remember_single(path: Path, news: Sequence[NewEntry]) -> dict[str, Any
     progress(f"[1/4] remember(): {len(news):,} entries, one transaction each -> {path.name}")
     with Grimoire.open(path, create=True) as store:
         t0 = time.perf_counter()
-        calls = (partial(store.remember, n, author=AUTHOR) for n in news)
+        calls = (partial(store.remember, n, identity=IDENTITY) for n in news)
         lat = timed_calls(calls, 5_000, "remember", len(news))
         seconds = time.perf_counter() - t0
         store.checkpoint()
@@ -387,7 +394,7 @@ def bench_remember_many(path: Path, news: Sequence[NewEntry], batch: int) -> dic
     batches = [news[i : i + batch] for i in range(0, len(news), batch)]
     with Grimoire.open(path, create=True) as store:
         t0 = time.perf_counter()
-        calls = (partial(store.remember_many, b, author=AUTHOR) for b in batches)
+        calls = (partial(store.remember_many, b, identity=IDENTITY) for b in batches)
         lat = timed_calls(calls, max(1, len(batches) // 5), f"remember_many({batch})", len(batches))
         seconds = time.perf_counter() - t0
         store.checkpoint()

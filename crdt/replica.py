@@ -95,8 +95,9 @@ class Backend(Protocol):
         """Store `op` in its slot, dropping `replaces` (the op that held it)."""
         ...
 
-    def ops_after(self, writer: str, seq: int) -> Iterable[Op]:
-        """Slot-holding ops of `writer` with seq > `seq`, ascending by seq."""
+    def ops_after(self, writer: str, seq: int, *, bodies: bool) -> Iterable[Op]:
+        """Slot-holding ops of `writer` with seq > `seq`, ascending by seq: only body ops
+        if `bodies`, else only the others."""
         ...
 
 
@@ -153,7 +154,10 @@ class Delta:
     context: CausalContext
 
     def wire_size(self) -> int:
-        return sum(op.wire_size for op in self.ops) + _context_size(self.context)
+        """An upper bound of the encoded size."""
+        writers = {op.writer for op in self.ops}
+        return (DELTA_FRAMING + sum(op.wire_size for op in self.ops) + sum(group_framing(w) for w in writers)
+                + sum(context_row_size(self.context, w) for w in self.context.replicas()))
 
 
 @dataclass(slots=True)
@@ -209,10 +213,6 @@ def apply_delta(backend: Backend, delta: Delta, *, rejected: Counter[str] | None
     return report
 
 
-def _context_size(ctx: CausalContext) -> int:
-    return sum(len(r) + 12 + 5 * len(cloud) for r, _, cloud in ctx.to_rows())
-
-
 def extract_deltas(
     backend: Backend,
     peer: CausalContext,
@@ -225,15 +225,19 @@ def extract_deltas(
 
     Yields nothing when the peer is up to date. Ops failing the gate are not sent, but
     their dots are covered by the context (they will never cross, so the peer may treat
-    them as seen). Each delta holds at most `max_ops` ops and about `max_bytes` bytes.
+    them as seen). Each delta holds at most `max_ops` ops and encodes (`codec`) to at most
+    `max_bytes` bytes: the size is counted with the codec's framing, not estimated.
     """
     local = backend.context
     bodies: dict[str, EntryBody | None] = {}
 
     def passes(op: Op) -> bool:
-        if op.entry_id not in bodies:
-            bodies[op.entry_id] = backend.body(op.entry_id)
-        body = bodies[op.entry_id]
+        if isinstance(op.value, EntryBody):
+            body: EntryBody | None = op.value
+        else:
+            if op.entry_id not in bodies:
+                bodies[op.entry_id] = backend.body(op.entry_id)
+            body = bodies[op.entry_id]
         return body is not None and gate(body)
 
     writers = [w for w in local.replicas() if not _covers(peer, local, w)]
@@ -241,34 +245,52 @@ def extract_deltas(
         return
     batch: list[Op] = []
     covered: list[str] = []
-    size = 0
+    grouped: set[str] = set()
+    size = DELTA_FRAMING
 
-    def full(extra: int) -> bool:
-        return len(batch) >= max_ops or (batch != [] and size + extra > max_bytes)
+    def fits(extra: int) -> bool:
+        return (not batch and not covered) or (len(batch) < max_ops and size + extra <= max_bytes)
 
     def flush() -> Delta:
-        nonlocal batch, covered, size
+        nonlocal batch, covered, grouped, size
         delta = Delta(tuple(batch), local.restricted(covered))
-        batch, covered, size = [], [], 0
+        batch, covered, grouped, size = [], [], set(), DELTA_FRAMING
         return delta
 
     for phase_bodies in (True, False):
         for writer in writers:
-            for op in backend.ops_after(writer, peer.vv(writer)):
-                if (op.slot is SlotKind.BODY) != phase_bodies or op.dot in peer or not passes(op):
+            for op in backend.ops_after(writer, peer.vv(writer), bodies=phase_bodies):
+                if op.dot in peer or not passes(op):
                     continue
-                if full(op.wire_size):
+                cost = op.wire_size + (0 if writer in grouped else group_framing(writer))
+                if not fits(cost):
                     yield flush()
+                    cost = op.wire_size + group_framing(writer)
                 batch.append(op)
-                size += op.wire_size
+                grouped.add(writer)
+                size += cost
             if not phase_bodies:
-                extra = _context_size(local.restricted([writer]))
-                if full(extra) and batch:
+                cost = context_row_size(local, writer)
+                if not fits(cost):
                     yield flush()
                 covered.append(writer)
-                size += extra
+                size += cost
     if batch or covered:
         yield flush()
+
+
+# Encoded sizes of the codec's framing (crdt.codec), counted generously:
+DELTA_FRAMING = 16  # [version, groups, context] and the headers of its two lists
+
+
+def group_framing(writer: str) -> int:
+    """Bytes a writer's op group adds besides its ops: [writer, [ops…]] headers."""
+    return len(writer.encode()) + 8
+
+
+def context_row_size(ctx: CausalContext, writer: str) -> int:
+    """Bytes of one context row [writer, vv, [seq…]] (every int counted as 9 bytes)."""
+    return len(writer.encode()) + 16 + 9 * len(ctx.cloud(writer))
 
 
 def _covers(peer: CausalContext, local: CausalContext, writer: str) -> bool:
@@ -316,9 +338,9 @@ class MemoryBackend:
         if isinstance(op.value, EntryBody):
             self._bodies[op.entry_id] = op.value
 
-    def ops_after(self, writer: str, seq: int) -> Iterable[Op]:
+    def ops_after(self, writer: str, seq: int, *, bodies: bool) -> Iterable[Op]:
         ops = self._by_writer.get(writer, {})
-        return [ops[s] for s in sorted(ops) if s > seq]
+        return [ops[s] for s in sorted(ops) if s > seq and (ops[s].slot is SlotKind.BODY) == bodies]
 
     def ops(self) -> list[Op]:
         """Every slot-holding op, sorted by slot."""

@@ -8,6 +8,7 @@ inlined, anyone can verify a signature from the peer id alone.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import base58
@@ -45,9 +46,15 @@ def public_key_of(peer_id: str) -> bytes:
     return raw[6:]
 
 
+@functools.lru_cache(maxsize=4096)
+def _verify_key(peer_id: str) -> nacl.signing.VerifyKey:
+    # A clade has few writers and every op names one: decode each peer id once.
+    return nacl.signing.VerifyKey(public_key_of(peer_id))
+
+
 def verify(peer_id: str, message: bytes, signature: bytes) -> None:
     """Check `signature` over `message` by `peer_id`; raises `BadSignature` or `InvalidPeerId`."""
-    key = nacl.signing.VerifyKey(public_key_of(peer_id))
+    key = _verify_key(peer_id)
     try:
         key.verify(message, signature)
     except (nacl.exceptions.BadSignatureError, ValueError, TypeError):

@@ -19,7 +19,7 @@ from crdt.body import Category, Pad, Sensitivity
 from crypto import CryptoError, MembershipError
 from crypto.vault import VaultError
 
-from . import cli_clade, render
+from . import cli_clade, cli_memory, render
 from .datadir import DataDir
 from .errors import DaemonError, UsageError
 from .grimoire import Episode, NewEntry, wall_clock_ms
@@ -146,12 +146,6 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("forget", cmd_forget, "archive an entry locally (nothing is sent to siblings)")
     p.add_argument("id", metavar="ID")
 
-    p = command("recall", cmd_recall, "search entries by keywords")
-    p.add_argument("query", metavar="QUERY")
-    p.add_argument("--k", type=_positive_int, default=10, help="how many results (default 10)")
-    p.add_argument("--kind", action="append", choices=_KINDS, default=[], metavar="KIND", help="repeatable")
-    p.add_argument("--min-importance", type=_unit, default=None)
-
     p = command("episode", cmd_episode_list, "raw local observations")
     ep_sub = p.add_subparsers(dest="episode_command", required=True, metavar="SUBCOMMAND", parser_class=_Parser)
     add = ep_sub.add_parser("add", parents=[common], help="append an episode")
@@ -168,6 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
     lst.add_argument("--limit", type=_positive_int, default=50)
 
     cli_clade.register(sub, command, common, _Parser)
+    cli_memory.register(command, kinds=_KINDS, unit=_unit, positive=_positive_int, pad=_pad, parser_class=_Parser,
+                        common=common)
     return parser
 
 
@@ -277,14 +273,6 @@ def cmd_forget(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     with data.open_store() as store:
         changed = store.forget(args.id)
     return {"id": args.id, "archived": True, "changed": changed}
-
-
-def cmd_recall(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
-    with data.open_store() as store:
-        hits = store.recall(
-            args.query, k=args.k, kinds=[Kind(k) for k in args.kind], min_importance=args.min_importance
-        )
-    return {"query": args.query, "results": [{"score": round(h.score, 6), **h.entry.to_json()} for h in hits]}
 
 
 def cmd_episode_add(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:

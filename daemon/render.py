@@ -109,6 +109,17 @@ def text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
     elif command == "recall":
         for hit in doc["results"]:
             print(f"{hit['score']:7.3f}  {_line(hit)}")
+    elif command == "digest":
+        print(doc["document"], end="" if doc["document"].endswith("\n") else "\n")
+    elif command == "feedback":
+        for entry_id, weight in doc["weights"].items():
+            print(f"{entry_id}  weight {weight:.2f}")
+    elif command == "embeddings":
+        if "embedded" in doc:
+            print(f"re-embedded {doc['embedded']} entries with {doc['model']}")
+        else:
+            print(f"{doc['model']} ({doc['model_version']}): {doc['current']} current, "
+                  f"{doc['other_model']} of another model, {doc['missing']} missing")
     elif command == "episode":
         if "episodes" in doc:
             for ep in doc["episodes"]:

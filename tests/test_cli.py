@@ -98,8 +98,12 @@ def test_forget_archives_locally(cli: CliRunner) -> None:
     assert [e["id"] for e in cli("list", "--json").json()["entries"]] == [keep]
     assert {e["id"] for e in cli("list", "--archived", "--json").json()["entries"]} == {keep, gone}
     assert cli("show", gone, "--json").json()["archived"] is True
-    assert [h["id"] for h in cli("recall", "aave", "--json").json()["results"]] == [keep]
+    assert [h["id"] for h in cli("recall", "aave", "--json", "--keyword-only").json()["results"]] == [keep]
     assert "archived" in cli("forget", keep).out
+
+
+def keyword_ids(cli: CliRunner, *args: str) -> list[str]:
+    return [h["id"] for h in cli("recall", *args, "--json", "--keyword-only").json()["results"]]
 
 
 def test_recall_keyword_kind_and_importance(cli: CliRunner) -> None:
@@ -107,18 +111,18 @@ def test_recall_keyword_kind_and_importance(cli: CliRunner) -> None:
     b = cli("remember", "Route large swaps through 1inch to cut slippage", "--importance", "0.2").out.strip()
     c = cli("remember", "MEV sandwich risk rises in volatile blocks", "--kind", "warning").out.strip()
     cli("remember", "Unrelated note about lending", "--protocol", "aave")
-    hits = cli("recall", "sandwich", "--json").json()["results"]
+    hits = cli("recall", "sandwich", "--json", "--keyword-only").json()["results"]
     assert {h["id"] for h in hits} == {a, c}
     assert all(h["score"] > 0 for h in hits)
-    assert [h["id"] for h in cli("recall", "sandwich", "--kind", "warning", "--json").json()["results"]] == [c]
-    assert [h["id"] for h in cli("recall", "swaps", "--min-importance", "0.5", "--json").json()["results"]] == [a]
-    assert len(cli("recall", "swaps sandwich slippage", "--k", "1", "--json").json()["results"]) == 1
-    assert {h["id"] for h in cli("recall", "swaps", "--json").json()["results"]} == {a, b}
+    assert keyword_ids(cli, "sandwich", "--kind", "warning") == [c]
+    assert keyword_ids(cli, "swaps", "--min-importance", "0.5") == [a]
+    assert len(cli("recall", "swaps sandwich slippage", "--k", "1", "--json", "--keyword-only").json()["results"]) == 1
+    assert {h["id"] for h in cli("recall", "swaps", "--json", "--keyword-only").json()["results"]} == {a, b}
     # tags and protocols are indexed too
-    assert len(cli("recall", "aave", "--json").json()["results"]) == 1
+    assert len(cli("recall", "aave", "--json", "--keyword-only").json()["results"]) == 1
     # FTS5 syntax in a query is treated as plain words, never as an expression
-    assert cli("recall", 'sandwich" OR NEAR(*', "--json").code == 0
-    assert b in cli("recall", "slippage").out
+    assert cli("recall", 'sandwich" OR NEAR(*', "--json", "--keyword-only").code == 0
+    assert b in cli("recall", "slippage", "--keyword-only").out
 
 
 def test_episode_add_and_list(cli: CliRunner) -> None:
@@ -224,7 +228,8 @@ BAD_INPUTS = [
     (("forget", "nope"), "nope"),
     (("list", "--limit", "0"), "--limit"),
     (("list", "--kind", "nonsense"), "nonsense"),
-    (("recall", "!!! ???"), "no searchable words"),
+    (("recall", "!!! ???", "--keyword-only"), "no searchable words"),
+    (("recall", "   "), "must not be empty"),
     (("recall", "x", "--k", "-3"), "--k"),
     (("recall", "x", "--min-importance", "7"), "--min-importance"),
     (("episode", "add", "--summary", ""), "summary"),
@@ -291,4 +296,4 @@ def test_negative_zero_values_read_back(cli: CliRunner) -> None:
     assert made.code == 0, made.err
     entry_id = made.json()["id"]
     assert cli("show", entry_id, "--json").json()["importance"] == 0.0
-    assert [h["id"] for h in cli("recall", "zero", "--json").json()["results"]] == [entry_id]
+    assert [h["id"] for h in cli("recall", "zero", "--json", "--keyword-only").json()["results"]] == [entry_id]

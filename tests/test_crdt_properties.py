@@ -168,3 +168,44 @@ def test_covers_agrees_with_dot_by_dot_check(data: st.DataObject) -> None:
         peer.add(Dot("w", s))
     expected = all(Dot("w", s) in peer for s in local.dots("w"))
     assert _covers(peer, local, "w") == expected
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), max_bytes=st.integers(2_000, 20_000), max_ops=st.integers(1, 50))
+def test_every_delta_encodes_within_its_caps(seed: int, max_bytes: int, max_ops: int) -> None:
+    """Sizes are counted with the codec's framing: no delta ever encodes over the cap."""
+    from crdt import encode_delta
+
+    rng = random.Random(seed)
+    writers = [SimReplica(IDENTITIES[i]) for i in range(3)]
+    for i in range(rng.randrange(10, 60)):
+        w = rng.choice(writers)
+        w.create("x" * rng.randrange(1, 1500) + f" {i}", Kind.WARNING)
+        sync(w, writers[0]) if w is not writers[0] else None
+    target = SimReplica(IDENTITIES[4])
+    deltas = list(extract_deltas(writers[0].state, target.state.context.copy(), max_ops=max_ops,
+                                 max_bytes=max_bytes))
+    for delta in deltas:
+        data = encode_delta(delta)
+        assert len(data) <= max_bytes and len(delta.ops) <= max_ops
+        assert len(data) <= delta.wire_size()
+        target.receive(data)
+    assert target.digest() == writers[0].digest()
+
+
+def test_deltas_landing_exactly_on_the_one_mib_cap_still_encode() -> None:
+    """Regression: ~1 KiB body ops used to fill a delta to 1 MiB plus the group framing."""
+    from crdt import encode_delta
+
+    a, b = SimReplica(IDENTITIES[0]), SimReplica(IDENTITIES[1])
+    probe = a.create("p", Kind.FACT)[0]
+    filler = 1024 - probe.wire_size + 1
+    for i in range(1100):
+        a.create("y" * filler + f"{i:05d}", Kind.FACT)
+    sizes = []
+    for delta in extract_deltas(a.state, b.state.context.copy()):
+        data = encode_delta(delta)  # raises if over the 1 MiB cap
+        sizes.append(len(data))
+        b.receive(data)
+    assert max(sizes) > 1024 * 1024 - 2048  # the cap was really approached
+    assert b.digest() == a.digest()

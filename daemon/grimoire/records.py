@@ -72,6 +72,7 @@ class Entry:
     stored_ms: int
     confirms: int = 0
     contradicts: int = 0
+    cite_weight: float = 1.0
 
     @property
     def id(self) -> str:
@@ -112,6 +113,7 @@ class Entry:
             "archived": self.archived,
             "confirms": self.confirms,
             "contradicts": self.contradicts,
+            "cite_weight": self.cite_weight,
         }
 
 

@@ -94,9 +94,10 @@ class SqliteBackend:
             self._bodies[entry_id] = body if isinstance(body, EntryBody) else None
         return self._bodies[entry_id]
 
-    def ops_after(self, writer: str, seq: int) -> Iterator[Op]:
+    def ops_after(self, writer: str, seq: int, *, bodies: bool) -> Iterator[Op]:
         cursor = self._conn.execute(
-            f"SELECT {_OP_COLUMNS} FROM ops WHERE writer = ? AND seq > ? ORDER BY seq", (writer, seq)
+            f"SELECT {_OP_COLUMNS} FROM ops WHERE writer = ? AND seq > ? AND (slot = 0) = ? ORDER BY seq",
+            (writer, seq, bodies),
         )
         for row in cursor:
             yield _load_op(row)

@@ -125,7 +125,15 @@ INSERT INTO meta (key, value)
 SELECT 'needs_op_backfill', 1 WHERE EXISTS (SELECT 1 FROM entries);
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1_ENTRIES, _V2_FTS, _V3_OPS)
+_V4_RETRIEVAL = """
+-- Citation feedback: a local multiplier on retrieval rank, kept within 0.5..1.5.
+ALTER TABLE entries ADD COLUMN cite_weight REAL NOT NULL DEFAULT 1.0
+    CHECK (cite_weight BETWEEN 0.5 AND 1.5);
+-- Vectors written since a time: how an in-memory vector index catches up.
+CREATE INDEX entries_by_embedding_time ON entries (embedding_created_ms);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1_ENTRIES, _V2_FTS, _V3_OPS, _V4_RETRIEVAL)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -15,7 +15,7 @@ import sqlite3
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -55,7 +55,7 @@ _ENTRY_COLUMNS = (
     "id, author, kind, category, content, tokens, chains, protocols, tags, strategy_id, "
     "importance, quality, sensitivity, pad_pleasure, pad_arousal, pad_dominance, origin, "
     "generation, bloodstain, created_hlc, confidence, status, superseded_by, provenance, "
-    "local_confidence, access_count, last_accessed_ms, archived, stored_ms, confirms, contradicts"
+    "local_confidence, access_count, last_accessed_ms, archived, stored_ms, confirms, contradicts, cite_weight"
 )
 DEFAULT_MAX_SKEW_MS = 60_000
 
@@ -164,6 +164,15 @@ class Grimoire:
     @property
     def schema_version(self) -> int:
         return user_version(self._conn)
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The open connection (for the store's own helper modules: vectors, retrieval)."""
+        return self._conn
+
+    def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        """One IMMEDIATE write transaction (commit on success, roll back on error)."""
+        return self._write()
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -397,6 +406,25 @@ class Grimoire:
             raise NotFound(f"no entry with id {entry_id!r}")
         return _entry_from_row(row)
 
+    def get_many(self, entry_ids: Sequence[str]) -> list[Entry]:
+        """The entries with these ids that exist (any order; unknown ids are skipped)."""
+        out: list[Entry] = []
+        for start in range(0, len(entry_ids), 500):
+            chunk = list(entry_ids[start:start + 500])
+            rows = self._conn.execute(
+                f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE id IN ({', '.join('?' * len(chunk))})", chunk
+            ).fetchall()
+            out.extend(_entry_from_row(r) for r in rows)
+        return out
+
+    def touch(self, entry_ids: Sequence[str], now_ms: int) -> None:
+        """Count a retrieval of these entries (local only, never replicated)."""
+        with self._write() as conn:
+            conn.executemany(
+                "UPDATE entries SET access_count = access_count + 1, last_accessed_ms = ? WHERE id = ?",
+                [(now_ms, i) for i in entry_ids],
+            )
+
     def list_entries(
         self, *, kinds: Sequence[Kind] = (), limit: int = 50, include_archived: bool = False
     ) -> list[Entry]:
@@ -503,7 +531,7 @@ def _entry_from_row(row: Sequence[Any]) -> Entry:
     (eid, author, kind, category, content, tokens, chains, protocols, tags, strategy_id,
      importance, quality, sensitivity, pp, pa, pd, origin, generation, bloodstain, created,
      confidence, status, superseded_by, provenance, local_confidence, access_count,
-     last_accessed_ms, archived, stored_ms, confirms, contradicts) = row
+     last_accessed_ms, archived, stored_ms, confirms, contradicts, cite_weight) = row
     body = EntryBody(
         author=author, kind=Kind(kind), content=content, created=Timestamp.unpack(created),
         category=None if category is None else Category(category),
@@ -520,5 +548,5 @@ def _entry_from_row(row: Sequence[Any]) -> Entry:
         body=body, confidence=confidence, status=status, superseded_by=superseded_by,
         provenance=provenance, local_confidence=local_confidence, access_count=access_count,
         last_accessed_ms=last_accessed_ms, archived=bool(archived), stored_ms=stored_ms,
-        confirms=confirms, contradicts=contradicts,
+        confirms=confirms, contradicts=contradicts, cite_weight=cite_weight,
     )

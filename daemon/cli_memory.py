@@ -1,0 +1,139 @@
+"""CLI commands for semantic memory (registered by `daemon.cli`).
+
+    clade recall QUERY [--k N] [--kind K]… [--min-importance X] [--min-confidence X]
+                       [--include-sensitive] [--keyword-only] [--pad P,A,D]
+    clade digest QUERY [--budget-tokens N] [--k N] [--format xml|search-results|json] [--include-sensitive]
+    clade feedback [--cited ID…] [--injected ID…]
+    clade embeddings check | rebuild
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from crdt import Kind
+
+from .datadir import DataDir
+from .errors import UsageError
+from .grimoire import Grimoire
+from .grimoire.digest import DigestItem, render_json, render_search_results, render_xml, tokens
+from .grimoire.embedder import Embedder, get_embedder
+from .grimoire.retrieval import RecallQuery, Retriever, apply_feedback
+from .grimoire.store import wall_clock_ms
+from .grimoire.vectors import vector_report
+
+__all__ = ["register"]
+
+Handler = Callable[[argparse.Namespace, DataDir], Any]
+
+
+def register(command: Callable[[str, Handler, str], argparse.ArgumentParser], *, kinds: list[str],
+             unit: Callable[[str], float], positive: Callable[[str], int], pad: Callable[[str], Any],
+             parser_class: type[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
+    p = command("recall", cmd_recall, "find entries by meaning (and keywords)")
+    p.add_argument("query", metavar="QUERY")
+    p.add_argument("--k", type=positive, default=10, help="how many results (default 10)")
+    p.add_argument("--kind", action="append", choices=kinds, default=[], metavar="KIND", help="repeatable")
+    p.add_argument("--min-importance", type=unit, default=None)
+    p.add_argument("--min-confidence", type=unit, default=None)
+    p.add_argument("--include-sensitive", action="store_true")
+    p.add_argument("--keyword-only", action="store_true", help="FTS5 only; no embedding model needed")
+    p.add_argument("--pad", type=pad, default=None, metavar="P,A,D", help="current PAD state, each -1..1")
+
+    p = command("digest", cmd_digest, "the memory digest for an LLM call, within a token budget")
+    p.add_argument("query", metavar="QUERY")
+    p.add_argument("--budget-tokens", type=positive, default=3000)
+    p.add_argument("--k", type=positive, default=10)
+    p.add_argument("--format", choices=["xml", "search-results", "json"], default="xml")
+    p.add_argument("--include-sensitive", action="store_true")
+
+    p = command("feedback", cmd_feedback, "citation feedback: cited entries gain weight, uncited lose some")
+    p.add_argument("--cited", nargs="+", action="extend", default=[], metavar="ID")
+    p.add_argument("--injected", nargs="+", action="extend", default=[], metavar="ID")
+
+    p = command("embeddings", cmd_embeddings_check, "embedding vectors: check or rebuild")
+    sub = p.add_subparsers(dest="embeddings_command", required=True, metavar="SUBCOMMAND", parser_class=parser_class)
+    sub.add_parser("check", parents=[common], help="count vectors of the current model, of others, missing"
+                   ).set_defaults(handler=cmd_embeddings_check)
+    sub.add_parser("rebuild", parents=[common], help="re-embed every entry with the current model"
+                   ).set_defaults(handler=cmd_embeddings_rebuild)
+
+
+def _embedder(data: DataDir) -> Callable[[], Embedder]:
+    model = data.load_config().embedding.model
+    return lambda: get_embedder(data.root / "embedder", model)
+
+
+def _query(args: argparse.Namespace, **kw: Any) -> RecallQuery:
+    return RecallQuery(text=args.query, k=args.k, kinds=tuple(Kind(k) for k in getattr(args, "kind", [])),
+                       min_importance=getattr(args, "min_importance", None),
+                       min_confidence=getattr(args, "min_confidence", None),
+                       include_sensitive=args.include_sensitive, **kw)
+
+
+def cmd_recall(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    pad = None if args.pad is None else args.pad.as_tuple()
+    with data.open_store() as store:
+        hits = Retriever(store, _embedder(data)).recall(_query(args, pad=pad, keyword_only=args.keyword_only))
+    return {"query": args.query, "results": [
+        {"score": round(h.score, 6), "via": h.via, **h.entry.to_json()} for h in hits]}
+
+
+def _namespace(data: DataDir) -> str:
+    joined = data.load_membership()
+    return joined[0].clade_name if joined else "local"
+
+
+def cmd_digest(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    now = wall_clock_ms()
+    with data.open_store() as store:
+        # Rank more than k: per-kind limits and the budget may skip some.
+        query = _query(args)
+        wide = RecallQuery(text=query.text, k=max(4 * args.k, 40), include_sensitive=query.include_sensitive)
+        hits = Retriever(store, _embedder(data)).recall(wide, now_ms=now, touch=False)
+        items = [DigestItem(h.entry, h.score) for h in hits]
+        options = {"budget_tokens": args.budget_tokens, "k": args.k, "include_sensitive": args.include_sensitive}
+        if args.format == "xml":
+            document = render_xml(items, now_ms=now, **options)
+        elif args.format == "json":
+            document = render_json(items, now_ms=now, **options)
+        else:
+            document = render_search_results(items, namespace=_namespace(data), **options)
+        included = [h.entry.id for h in hits if h.entry.id in document]
+        _touch(store, included, now)
+    return {"format": args.format, "tokens": tokens(document), "budget_tokens": args.budget_tokens,
+            "entries": included, "document": document}
+
+
+def _touch(store: Grimoire, ids: list[str], now: int) -> None:
+    if ids:
+        store.touch(ids, now)
+
+
+def cmd_feedback(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    if not args.cited and not args.injected:
+        raise UsageError("give --cited ID… and/or --injected ID…")
+    with data.open_store() as store:
+        weights = apply_feedback(store, cited=args.cited, injected=args.injected)
+    return {"weights": weights}
+
+
+def cmd_embeddings_check(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    embedder = _embedder(data)()
+    with data.open_store() as store:
+        report = vector_report(store, embedder.info)
+    return {"model": embedder.info.model, "model_version": embedder.info.model_version,
+            "preprocess_hash": embedder.info.preprocess_hash, **report,
+            "ok": report["other_model"] == 0}
+
+
+def cmd_embeddings_rebuild(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    factory = _embedder(data)
+    with data.open_store() as store:
+        with store.transaction() as conn:  # all or none: never vectors of two models
+            conn.execute("UPDATE entries SET embedding = NULL, embedding_model = NULL, embedding_model_version = NULL, "
+                         "embedding_preprocess_hash = NULL, embedding_created_ms = NULL")
+        done = Retriever(store, factory).index_missing()
+    return {"model": factory().info.model, "embedded": done}

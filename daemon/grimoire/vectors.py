@@ -1,0 +1,110 @@
+"""Entry vectors in grimoire.db: which entries need one, writing them, and an in-memory
+index (a float32 matrix) that catches up with new vectors by time watermark.
+
+Measured choice (bench/recall.py): brute-force cosine over a contiguous numpy matrix
+answers a 50,000-entry top-k in a few ms, well under the embedding of the query itself,
+so entries need no ANN index; episodes (up to millions) use LanceDB's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .embedder import EmbeddingInfo
+from .store import Grimoire, wall_clock_ms
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+__all__ = ["VectorIndex", "missing_vectors", "vector_report", "write_vectors"]
+
+
+def _matches(info: EmbeddingInfo) -> tuple[str, tuple[str, str, str]]:
+    return ("embedding_model = ? AND embedding_model_version = ? AND embedding_preprocess_hash = ?",
+            (info.model, info.model_version, info.preprocess_hash))
+
+
+def missing_vectors(store: Grimoire, info: EmbeddingInfo, *, limit: int = 10_000) -> list[tuple[str, str]]:
+    """(id, content) of entries with no vector of this model (archived ones too: they may return)."""
+    clause, params = _matches(info)
+    rows = store.connection.execute(
+        f"SELECT id, content FROM entries WHERE embedding IS NULL OR NOT ({clause}) ORDER BY rid LIMIT ?",
+        (*params, limit),
+    ).fetchall()
+    return [(r[0], r[1]) for r in rows]
+
+
+def write_vectors(store: Grimoire, info: EmbeddingInfo, ids: Sequence[str], vectors: NDArray[np.float32]) -> None:
+    """Store vectors (row i for ids[i]) with their model info, in one transaction."""
+    now = wall_clock_ms()
+    with store.transaction() as conn:
+        conn.executemany(
+            "UPDATE entries SET embedding = ?, embedding_model = ?, embedding_model_version = ?, "
+            "embedding_preprocess_hash = ?, embedding_created_ms = ? WHERE id = ?",
+            [(vectors[i].astype(np.float32).tobytes(), info.model, info.model_version, info.preprocess_hash, now,
+              entry_id) for i, entry_id in enumerate(ids)],
+        )
+
+
+def vector_report(store: Grimoire, info: EmbeddingInfo) -> dict[str, int]:
+    """How many entries have a vector of this model, of another model, or none."""
+    clause, params = _matches(info)
+    current, other, none = store.connection.execute(
+        f"SELECT coalesce(sum(embedding IS NOT NULL AND ({clause})), 0), "
+        f"coalesce(sum(embedding IS NOT NULL AND NOT ({clause})), 0), coalesce(sum(embedding IS NULL), 0) "
+        "FROM entries", (*params, *params)).fetchone()
+    return {"current": int(current), "other_model": int(other), "missing": int(none)}
+
+
+class VectorIndex:
+    """All current-model entry vectors as one matrix, refreshed incrementally."""
+
+    def __init__(self, info: EmbeddingInfo) -> None:
+        self.info = info
+        self._ids: list[str] = []
+        self._row: dict[str, int] = {}
+        self._matrix: NDArray[np.float32] = np.zeros((0, info.dim), dtype=np.float32)
+        self._watermark = -1
+
+    def refresh(self, store: Grimoire) -> None:
+        """Load vectors written since the last refresh (new entries, re-embeddings)."""
+        clause, params = _matches(self.info)
+        rows = store.connection.execute(
+            f"SELECT id, embedding, embedding_created_ms FROM entries WHERE embedding_created_ms >= ? AND {clause} "
+            "ORDER BY embedding_created_ms", (self._watermark, *params)).fetchall()
+        new_ids: list[str] = []
+        new_vecs: list[NDArray[np.float32]] = []
+        for entry_id, blob, created in rows:
+            vec = np.frombuffer(blob, dtype=np.float32)
+            if vec.shape[0] != self.info.dim:
+                continue
+            if entry_id in self._row:
+                self._matrix[self._row[entry_id]] = vec
+            else:
+                self._row[entry_id] = len(self._ids) + len(new_ids)
+                new_ids.append(entry_id)
+                new_vecs.append(vec)
+            self._watermark = max(self._watermark, int(created))
+        if new_ids:
+            self._ids.extend(new_ids)
+            self._matrix = np.vstack([self._matrix, np.stack(new_vecs)])
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def vector(self, entry_id: str) -> NDArray[np.float32] | None:
+        row = self._row.get(entry_id)
+        return None if row is None else self._matrix[row]
+
+    def nearest(self, query: NDArray[np.float32], k: int) -> list[tuple[str, float]]:
+        """Top-k (id, cosine) by brute force; vectors are unit length."""
+        if not self._ids or k <= 0:
+            return []
+        scores = self._matrix @ query
+        k = min(k, len(self._ids))
+        top = np.argpartition(-scores, k - 1)[:k]
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [(self._ids[i], float(scores[i])) for i in top]
