@@ -8,6 +8,7 @@ line on stderr that names the bad value and what is allowed.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -23,6 +24,7 @@ from . import cli_clade, cli_memory, render
 from .datadir import DataDir
 from .errors import DaemonError, UsageError
 from .grimoire import Episode, NewEntry, wall_clock_ms
+from .grimoire.embedder import Embedder, ModelIntegrityError, get_embedder
 
 __all__ = ["build_parser", "main"]
 
@@ -157,6 +159,10 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--payload-json", default="null", metavar="JSON")
     add.add_argument("--curiosity", type=_unit, default=0.0)
     add.add_argument("--importance", type=_unit, default=0.5)
+    found = ep_sub.add_parser("search", parents=[common], help="find episodes by meaning")
+    found.set_defaults(handler=cmd_episode_search)
+    found.add_argument("query", metavar="QUERY")
+    found.add_argument("--k", type=_positive_int, default=10)
     lst = ep_sub.add_parser("list", parents=[common], help="list episodes, newest first")
     lst.set_defaults(handler=cmd_episode_list)
     lst.add_argument("--limit", type=_positive_int, default=50)
@@ -275,8 +281,12 @@ def cmd_forget(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     return {"id": args.id, "archived": True, "changed": changed}
 
 
+def _episode_embedder(data: DataDir) -> Embedder:
+    return get_embedder(data.root / "embedder", data.load_config().embedding.model)
+
+
 def cmd_episode_add(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
-    episode = Episode(
+    draft = Episode(
         summary=args.summary,
         observed_ms=wall_clock_ms(),
         block_number=args.block,
@@ -286,8 +296,21 @@ def cmd_episode_add(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
         curiosity=args.curiosity,
         importance=args.importance,
     )
+    try:
+        vector = _episode_embedder(data).embed([draft.summary])[0]
+        episode = dataclasses.replace(draft, embedding=tuple(float(x) for x in vector))
+    except ModelIntegrityError as exc:
+        # Keep the observation; it is only missing from semantic episode search.
+        print(f"clade: warning: episode stored without an embedding: {exc}", file=sys.stderr)
+        episode = draft
     data.open_episodes().append([episode])
     return {"id": episode.id, "episode": episode.to_json()}
+
+
+def cmd_episode_search(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    vector = _episode_embedder(data).embed([args.query])[0]
+    found = data.open_episodes().search([float(x) for x in vector], k=args.k)
+    return {"query": args.query, "episodes": [{"similarity": round(sim, 6), **e.to_json()} for e, sim in found]}
 
 
 def cmd_episode_list(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:

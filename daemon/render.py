@@ -124,7 +124,8 @@ def text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
         if "episodes" in doc:
             for ep in doc["episodes"]:
                 summary = " ".join(ep["summary"].split())[:72]
-                print(f"{ep['id']}  {ep['observed_ms']}  {ep['protocol'] or '-':<12} {summary}")
+                lead = f"{ep['similarity']:.3f}  " if "similarity" in ep else ""
+                print(f"{lead}{ep['id']}  {ep['observed_ms']}  {ep['protocol'] or '-':<12} {summary}")
         else:
             print(doc["id"])
     else:  # pragma: no cover - every command is listed above

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["EMBEDDING_DIM", "MAX_PAYLOAD_BYTES", "Episode", "EpisodeLog"]
 
 EMBEDDING_DIM = 384
+ANN_THRESHOLD = 100_000
 MAX_PAYLOAD_BYTES = 64 * 1024
 TABLE = "episodes"
 
@@ -176,6 +177,31 @@ class EpisodeLog:
     @property
     def version(self) -> int:
         return int(self._table.version)
+
+    def search(self, vector: Sequence[float], *, k: int = 10) -> list[tuple[Episode, float]]:
+        """Nearest episodes by cosine (ANN once `ensure_index` built one); (episode, similarity)."""
+        builder: Any = self._table.search(list(vector), vector_column_name="embedding")  # a vector query
+        query = (builder.distance_type("cosine").where("embedding IS NOT NULL", prefilter=True)
+                 .select([*_SCAN_COLUMNS, "_distance"]).limit(k))
+        rows = query.to_arrow().to_pylist()
+        return [(_episode_from_row(r), 1.0 - float(r["_distance"])) for r in rows]
+
+    def has_vector_index(self) -> bool:
+        return any("embedding" in getattr(i, "columns", []) for i in self._table.list_indices())
+
+    def ensure_index(self, *, threshold: int = ANN_THRESHOLD) -> bool:
+        """Build an IVF-PQ cosine index once the table passes `threshold` rows; True if built now.
+
+        Below the threshold a flat scan is exact and fast enough; above it, ANN keeps
+        searches in milliseconds (bench/recall.py has the figures).
+        """
+        rows = self.count()
+        if rows < threshold or self.has_vector_index():
+            return False
+        partitions = max(16, int(rows**0.5) // 4)
+        self._table.create_index(metric="cosine", vector_column_name="embedding", num_partitions=partitions,
+                                 num_sub_vectors=48)
+        return True
 
 
 def _episode_from_row(row: dict[str, Any]) -> Episode:

@@ -95,6 +95,7 @@ class Grimoire:
     def __init__(self, conn: sqlite3.Connection, path: Path, wall_ms: Callable[[], int]) -> None:
         self._conn = conn
         self.path = path
+        self._wall_ms = wall_ms
         self._clock = HybridClock(wall_ms)
 
     @classmethod
@@ -212,7 +213,7 @@ class Grimoire:
         (e.g. sent back by a sibling after a restore from an old backup): never reused.
         """
         with self._write() as conn:
-            backend = SqliteBackend(conn, local_replica=identity.peer_id, stored_ms=wall_clock_ms())
+            backend = SqliteBackend(conn, local_replica=identity.peer_id, stored_ms=self._wall_ms())
             # Keyed by replica: a successor restoring a predecessor's store has its own counter.
             seq_key = f"local_seq/{identity.peer_id}"
             row = conn.execute("SELECT value FROM meta WHERE key = ?", (seq_key,)).fetchone()
@@ -323,7 +324,7 @@ class Grimoire:
         and so is the context the delta carries for their writers; the local HLC then
         moves past every accepted op.
         """
-        now = wall_clock_ms()
+        now = self._wall_ms()
         refused: Counter[str] = Counter(rejected or {})
         future = {op.writer for op in delta.ops if op.hlc.ms - now > max_skew_ms}
         if future:

@@ -1,0 +1,236 @@
+"""Ranking (each factor moves the rank the way DESIGN.md says), filters, access bumps,
+citation feedback, model integrity and vectors of another model."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from crdt import EntryBody, Kind, Pad, Sensitivity, Timestamp
+from crdt.body import Origin
+from crypto import Identity
+from daemon.grimoire import Grimoire, NewEntry
+from daemon.grimoire.embedder import EmbeddingInfo, ModelIntegrityError, get_embedder
+from daemon.grimoire.records import Entry
+from daemon.grimoire.retrieval import RecallQuery, Retriever, apply_feedback
+from daemon.grimoire.scoring import Factors, importance, pad_similarity, rank, source_factor, temporal
+from daemon.grimoire.vectors import vector_report, write_vectors
+
+ME = Identity(b"\x21" * 32)
+DAY = 86_400_000
+NOW = 1_800_000_000_000
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("embedder")
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Grimoire]:
+    with Grimoire.open(tmp_path / "g.db", create=True, wall_ms=lambda: NOW) as s:
+        yield s
+
+
+def retriever(store: Grimoire, model_dir: Path) -> Retriever:
+    return Retriever(store, lambda: get_embedder(model_dir))
+
+
+# -- the formulas, factor by factor ---------------------------------------------------------
+
+BASE = Factors(semantic=0.5, temporal=0.5, importance=0.5, pad=0.5, source=1.0, citation=1.0)
+
+
+@pytest.mark.parametrize("field", ["semantic", "temporal", "importance", "pad", "source", "citation"])
+def test_each_factor_raises_the_rank(field: str) -> None:
+    higher = Factors(**{**{f: getattr(BASE, f) for f in BASE.__slots__}, field: getattr(BASE, field) + 0.2})
+    assert rank(higher) > rank(BASE)
+
+
+def test_weights_are_designs() -> None:
+    f = Factors(semantic=1, temporal=0, importance=0, pad=0, source=1, citation=1)
+    assert rank(f) == pytest.approx(0.40)
+    assert rank(Factors(0, 1, 0, 0, 1, 1)) == pytest.approx(0.20)
+    assert rank(Factors(0, 0, 1, 0, 1, 1)) == pytest.approx(0.25)
+    assert rank(Factors(0, 0, 0, 1, 1, 1)) == pytest.approx(0.15)
+
+
+def test_importance_composite() -> None:
+    assert importance(explicit=1.0, access_count=10, days=0) == pytest.approx(1.0)
+    assert importance(explicit=0.0, access_count=0, days=30) == pytest.approx(0.3 * np.exp(-1))
+    assert importance(explicit=0.5, access_count=20, days=0) == pytest.approx(0.3 + 0.3 + 0.2)
+    assert importance(explicit=0.5, access_count=3, days=0) > importance(explicit=0.5, access_count=2, days=0)
+
+
+def test_recency_and_pad() -> None:
+    assert temporal(0) == 1.0 and temporal(7) == pytest.approx(np.exp(-1)) and temporal(1) > temporal(2)
+    assert pad_similarity((1, 0, 0), (1, 0, 0)) == pytest.approx(1.0)
+    assert pad_similarity((1, 0, 0), (-1, 0, 0)) == pytest.approx(0.0)
+    assert pad_similarity(None, (1, 0, 0)) == 0.5 == pad_similarity((0, 0, 0), (1, 0, 0))
+
+
+def test_source_discounts_and_bloodstain() -> None:
+    def sf(provenance: str, origin: str = "self", generation: int = 0, bloodstain: bool = False) -> float:
+        return source_factor(provenance=provenance, origin=origin, generation=generation, bloodstain=bloodstain)
+
+    assert sf("self") == sf("vault") == 1.0
+    assert sf("clade") == pytest.approx(0.80)
+    assert sf("lethe") == pytest.approx(0.50) and sf("marketplace") == pytest.approx(0.60)
+    assert sf("clade", "lethe") == pytest.approx(0.40)  # a sibling passing on lethe knowledge
+    assert sf("self", "inherited", generation=2) == pytest.approx(0.85**2)
+    assert sf("clade", bloodstain=True) == pytest.approx(0.96)
+
+
+# -- the same, through a real store and the real model ----------------------------------------
+
+
+def write(store: Grimoire, content: str, **kw: object) -> str:
+    return store.remember(NewEntry(kind=Kind.INSIGHT, content=content, **kw), identity=ME).id  # type: ignore[arg-type]
+
+
+def ranks(store: Grimoire, model_dir: Path, text: str, **kw: object) -> list[str]:
+    return [h.entry.id for h in retriever(store, model_dir).recall(RecallQuery(text=text, k=10, **kw),  # type: ignore[arg-type]
+                                                                   now_ms=NOW, touch=False)]
+
+
+def test_semantic_similarity_orders_results(store: Grimoire, model_dir: Path) -> None:
+    near = write(store, "Gas fees on Arbitrum spike every weekday afternoon")
+    far = write(store, "Curve gauge votes are bribed through Votium every two weeks")
+    assert ranks(store, model_dir, "transaction costs rise on the L2 after lunch") == [near, far]
+
+
+def test_explicit_importance_orders_equal_matches(store: Grimoire, model_dir: Path) -> None:
+    low = write(store, "Lido withdrawal queue grows during stETH depegs", importance=0.1)
+    high = write(store, "Lido withdrawal queue grows during stETH depegs.", importance=0.9)
+    assert ranks(store, model_dir, "stETH redemption delays") == [high, low]
+
+
+def test_access_count_raises_rank_and_recall_bumps_it(store: Grimoire, model_dir: Path) -> None:
+    a = write(store, "Balancer boosted pools route through Aave for yield")
+    b = write(store, "Balancer boosted pools route through Aave for yield!")
+    before = ranks(store, model_dir, "balancer boosted pool yield source")
+    store.touch([before[1]] * 1, NOW)
+    for _ in range(5):
+        store.touch([before[1]], NOW)
+    after = ranks(store, model_dir, "balancer boosted pool yield source")
+    assert after[0] == before[1] and set(after) == {a, b}
+    r = retriever(store, model_dir)
+    top = r.recall(RecallQuery(text="balancer", k=1), now_ms=NOW)[0].entry
+    assert store.get(top.id).access_count == top.access_count + 1
+    assert store.get(top.id).last_accessed_ms == NOW
+
+
+def test_older_entries_rank_lower(tmp_path: Path, model_dir: Path) -> None:
+    clock = {"now": NOW - 20 * DAY}
+    with Grimoire.open(tmp_path / "t.db", create=True, wall_ms=lambda: clock["now"]) as store:
+        old = write(store, "GMX funding flips negative before big liquidations")
+        clock["now"] = NOW
+        new = write(store, "GMX funding flips negative before big liquidations.")
+        assert ranks(store, model_dir, "perp funding rate turns before liquidation cascades") == [new, old]
+
+
+def test_pad_similarity_orders_results(store: Grimoire, model_dir: Path) -> None:
+    calm = write(store, "Pendle PT yields compress as maturity nears",
+                 pad=Pad(pleasure=0.8, arousal=-0.6, dominance=0.5))
+    tense = write(store, "Pendle PT yields compress as maturity nears.",
+                  pad=Pad(pleasure=-0.8, arousal=0.9, dominance=-0.5))
+    assert ranks(store, model_dir, "fixed yield convergence", pad=(-0.7, 0.8, -0.4)) == [tense, calm]
+    assert ranks(store, model_dir, "fixed yield convergence", pad=(0.7, -0.5, 0.4)) == [calm, tense]
+
+
+_SIBLING_SEQ = iter(range(1, 1_000_000))
+
+
+def _sibling_entry(store: Grimoire, content: str, *, origin: Origin = Origin.SELF, bloodstain: bool = False,
+                   kind: Kind = Kind.INSIGHT) -> str:
+    """An entry received from a sibling (provenance clade), through the real CRDT path."""
+    from crdt import CausalContext, Delta, Mutator
+
+    sib = Identity(b"\x33" * 32)
+    body = EntryBody(author=sib.peer_id, kind=kind, content=content, created=Timestamp(NOW), origin=origin,
+                     bloodstain=bloodstain)
+    ops = Mutator(sib.peer_id, sib.sign, next_seq=lambda: next(_SIBLING_SEQ), now=lambda: Timestamp(NOW)
+                  ).create(body, 0.7)
+    store.apply_delta(Delta(tuple(ops), CausalContext()), local_replica=ME.peer_id)
+    return body.id
+
+
+def test_source_discount_and_bloodstain_through_the_store(store: Grimoire, model_dir: Path) -> None:
+    mine = write(store, "Uniswap v3 range orders fill slowly in chop")
+    theirs = _sibling_entry(store, "Uniswap v3 range orders fill slowly in chop.")
+    assert store.get(theirs).provenance == "clade" and store.get(theirs).local_confidence == 0.4
+    assert ranks(store, model_dir, "concentrated liquidity limit orders in sideways markets") == [mine, theirs]
+    dying = _sibling_entry(store, "Uniswap v3 range orders fill slowly in chop!", bloodstain=True,
+                           kind=Kind.DEATH_REFLECTION)
+    order = ranks(store, model_dir, "concentrated liquidity limit orders in sideways markets")
+    assert order.index(dying) < order.index(theirs)  # ×0.8×1.2 beats ×0.8
+
+
+def test_filters(store: Grimoire, model_dir: Path) -> None:
+    warn = store.remember(NewEntry(kind=Kind.WARNING, content="Oracle manipulation on thin Base pools",
+                                   confidence=0.9), identity=ME).id
+    secret = write(store, "Oracle manipulation on thin Base pools (our exposure)", sensitivity=Sensitivity.SENSITIVE)
+    shaky = write(store, "Oracle manipulation on thin Base pools, maybe", confidence=0.1)
+    gone = write(store, "Oracle manipulation on thin Base pools, again")
+    store.forget(gone)
+    retracted = write(store, "Oracle manipulation on thin Base pools, wrong")
+    store.retract(retracted, identity=ME)
+    got = set(ranks(store, model_dir, "price feed attack"))
+    assert got == {warn, shaky}
+    assert set(ranks(store, model_dir, "price feed attack", include_sensitive=True)) == {warn, shaky, secret}
+    assert ranks(store, model_dir, "price feed attack", kinds=(Kind.WARNING,)) == [warn]
+    assert ranks(store, model_dir, "price feed attack", min_confidence=0.5) == [warn]
+
+
+def test_citation_feedback_is_bounded_and_moves_rank(store: Grimoire, model_dir: Path) -> None:
+    a = write(store, "1inch splits large swaps across many venues")
+    b = write(store, "1inch splits large swaps across many venues.")
+    first, second = ranks(store, model_dir, "aggregator routing of big trades")
+    for _ in range(3):
+        apply_feedback(store, cited=[second], injected=[first, second])
+    assert ranks(store, model_dir, "aggregator routing of big trades") == [second, first]
+    for _ in range(100):
+        apply_feedback(store, cited=[second], injected=[first])
+    assert store.get(second).cite_weight == pytest.approx(1.5)
+    assert store.get(first).cite_weight == pytest.approx(0.5)
+    assert {a, b} == {first, second}
+
+
+def test_corrupted_model_is_refused(tmp_path: Path, model_dir: Path) -> None:
+    get_embedder(model_dir)  # assemble the real files
+    broken = tmp_path / "broken"
+    shutil.copytree(model_dir, broken)
+    data = bytearray((broken / "model.onnx").read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (broken / "model.onnx").write_bytes(bytes(data))
+    with pytest.raises(ModelIntegrityError, match="sha256"):
+        get_embedder(broken)
+
+
+def test_vectors_of_another_model_are_detected_and_rebuilt(store: Grimoire, model_dir: Path) -> None:
+    a = write(store, "Optimism sequencer downtime halts liquidations")
+    r = retriever(store, model_dir)
+    r.recall(RecallQuery(text="x", k=1), now_ms=NOW)
+    info = r.embedder.info
+    assert vector_report(store, info) == {"current": 1, "other_model": 0, "missing": 0}
+    other = EmbeddingInfo(model="nomic-ai/nomic-embed-text-v1.5", model_version="x", preprocess_hash="y", dim=384)
+    write_vectors(store, other, [a], np.ones((1, 384), dtype=np.float32) / np.sqrt(384))
+    assert vector_report(store, info) == {"current": 0, "other_model": 1, "missing": 0}
+    assert r.index_missing() == 1  # re-embedded with the current model, never mixed
+    assert vector_report(store, info)["current"] == 1
+
+
+def test_vector_index_catches_up_with_new_entries(store: Grimoire, model_dir: Path) -> None:
+    r = retriever(store, model_dir)
+    write(store, "first")
+    r.recall(RecallQuery(text="first", k=5), now_ms=NOW)
+    later = write(store, "Morpho vaults rebalance toward the best lending rate")
+    assert r.recall(RecallQuery(text="lending optimizer", k=1), now_ms=NOW)[0].entry.id == later
+
+
+def test_entry_factory_for_typing() -> None:
+    assert Entry is not None
