@@ -6,6 +6,7 @@ The daemon-runtime issue replaces this with the supervisor (control API, p2p, cu
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import trio
 
 from .datadir import DataDir
+from .grimoire import atomic_write
 
 __all__ = ["run_foreground"]
 
@@ -35,11 +37,17 @@ async def _serve(status: dict[str, Any], json_output: bool) -> str:
 
 
 def run_foreground(data: DataDir, status: dict[str, Any], *, json_output: bool) -> dict[str, Any]:
-    """Hold the store open until a stop signal; returns the final status document."""
+    """Hold the store open until a stop signal; returns the final status document.
+
+    `$DATA/run.json` records the pid while running (so `clade restore` and other clients
+    can tell a live daemon holds the data dir) and is removed on a clean exit.
+    """
     store = data.open_store()
+    atomic_write(data.run_path, json.dumps({"pid": os.getpid(), "socket": None}).encode(), mode=0o600)
     try:
         stopped_by = trio.run(_serve, status, json_output)
         store.checkpoint()
     finally:
+        data.run_path.unlink(missing_ok=True)
         store.close()
     return {**status, "stopped_by": stopped_by}

@@ -24,6 +24,7 @@ def test_run_reports_ready_and_stops_on_signal(data_dir: DataDir, signum: signal
         ready = json.loads(proc.stderr.readline())  # blocks until the daemon says it is ready
         assert ready["event"] == "ready"
         assert ready["peer_id"] == data_dir.load_identity().peer_id
+        assert json.loads(data_dir.run_path.read_text())["pid"] == proc.pid
         proc.send_signal(signum)
         out, _ = proc.communicate(timeout=20)
     finally:
@@ -31,6 +32,7 @@ def test_run_reports_ready_and_stops_on_signal(data_dir: DataDir, signum: signal
         proc.wait()
     assert proc.returncode == 0
     assert json.loads(out)["stopped_by"] == signum.name
+    assert not data_dir.run_path.exists()
 
 
 def test_run_refuses_unsafe_identity(data_dir: DataDir) -> None:
