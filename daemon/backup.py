@@ -222,11 +222,14 @@ def verify_backup(path: Path, keys: VaultKeys) -> RestoreReport:
             if member.isfile():
                 extracted = tar.extractfile(member)
                 assert extracted is not None
-                body = extracted.read()
-                size += len(body)
-                files += 1
                 if member.name == MANIFEST:
+                    body = extracted.read(64 * 1024)
                     manifest = json.loads(body)
+                    size += len(body)
+                else:  # stream through in chunks: constant memory whatever the file size
+                    while block := extracted.read(1 << 20):
+                        size += len(block)
+                files += 1
         _finish(reader)
     _check_manifest(manifest, header)
     return RestoreReport(golem=header.golem, created_ms=header.created_ms, files=files, bytes=size, target=None)
@@ -291,6 +294,7 @@ def restore_backup(path: Path, target: DataDir, keys: VaultKeys, *, force: bool 
             raise VaultError(f"restored grimoire.db fails its integrity check: {verdict}")
         kept = _keep_local_identity(staging, root)
         os.chmod(staging, 0o700)
+        _fsync_tree(staging)  # everything durable before the old data dir is replaced
         _swap_into_place(staging, root)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -316,9 +320,26 @@ def _keep_local_identity(staging: Path, root: Path) -> list[str]:
     return kept
 
 
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(root: Path) -> None:
+    """fsync every file and directory under `root` (files first, then their directories)."""
+    for directory, _, names in os.walk(root, topdown=False):
+        for name in names:
+            _fsync_path(Path(directory) / name)
+        _fsync_path(Path(directory))
+
+
 def _swap_into_place(staging: Path, root: Path) -> None:
     if not root.exists():
         os.rename(staging, root)
+        _fsync_path(root.parent)
         return
     old = root.with_name(f".{root.name}.replaced-{int(time.time())}")
     os.rename(root, old)
@@ -327,4 +348,5 @@ def _swap_into_place(staging: Path, root: Path) -> None:
     except BaseException:
         os.rename(old, root)
         raise
+    _fsync_path(root.parent)  # the renames are durable before the old copy goes
     shutil.rmtree(old, ignore_errors=True)

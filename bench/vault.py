@@ -1,0 +1,757 @@
+"""Benchmark vault backups (`daemon.backup`) against raw libsodium, raw zstd and tar | zstd | age.
+
+    .venv/bin/python bench/vault.py [--size-mib N] [--out DIR] [--seed S] [--json-bulk episodes|files]
+
+1. Builds a synthetic store of about N MiB (default 1,024) with `DataDir.init()`: a
+   grimoire.db of 5,000 signed entries (`Grimoire.remember_many`), 10,000 small episodes
+   with 384-d embeddings, then the bulk, half and half (by bytes on disk):
+   - JSON: ~60 KiB payloads of DeFi swap records (fresh random tx hashes, addresses from a
+     pool, amounts, gas), as an agent's raw observations would be; stored as real episodes
+     (`EpisodeLog.append`, 256 per call; LanceDB encodes them, so what zstd sees is Lance's
+     compressed pages) or, with `--json-bulk files`, as plain JSON-lines files of 64 MiB in
+     the table directory (what zstd sees is then raw JSON text);
+   - incompressible: `os.urandom` files of 64 MiB each inside the LanceDB table directory
+     (`episodes/episodes.lance/data/`, which the backup copies whole).
+   The zstd ratio of each part is measured and printed, so the mix is visible.
+2. `create_backup` (to a clade key and an X25519 key), `verify_backup` (clade key) and
+   `restore_backup` (X25519 key) into a fresh directory, each in its own child process: wall
+   time, MB/s of plaintext store bytes, CPU time, and peak RSS (`os.wait4`), plus RSS sampled
+   over the run; a child that only imports the same modules gives the baseline RSS.
+3. On the same machine, in the same run: raw secretstream push and pull of N MiB in 64 KiB
+   chunks (`nacl.bindings`), and raw zstd level 3 (python-zstandard, one thread) over the
+   store's files.
+4. If `age`, `age-keygen`, `zstd` and `tar` are on PATH: `tar | zstd -3 -T1 | age -r` and
+   `age -d | zstd -d | tar -x` on the same data dir (plus an fsync of the output, as
+   `create_backup` does), and their ratio to clade's backup and restore.
+
+MB is 10^6 bytes, MiB 2^20. Every step reads from a warm page cache (the store was just
+written) when RAM is a few times the store's size, as on the machine this was written on.
+Prints a table to stdout (progress to stderr), then one JSON line with every number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import random
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+# `python bench/vault.py` puts bench/ first on sys.path, where bench/crdt.py would shadow the
+# `crdt` package: drop that entry and make sure the repository root comes first.
+_BENCH_DIR = Path(__file__).resolve().parent
+_ROOT = _BENCH_DIR.parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _BENCH_DIR]
+sys.path.insert(0, str(_ROOT))
+
+import nacl  # noqa: E402
+import nacl.bindings as sodium  # noqa: E402
+import nacl.public  # noqa: E402
+import zstandard  # noqa: E402
+
+from crypto.vault import CHUNK_BYTES, VaultKeys  # noqa: E402
+from daemon.backup import create_backup, restore_backup, verify_backup  # noqa: E402
+from daemon.datadir import DataDir  # noqa: E402
+
+ENTRIES = 5_000
+ENTRY_BATCH = 500
+SMALL_EPISODES = 10_000
+SMALL_EPISODE_BATCH = 1_000
+BIG_EPISODE_BATCH = 256
+PAYLOAD_TARGET = 60 * 1024  # under MAX_PAYLOAD_BYTES (64 KiB)
+FILLER_BYTES = 64 * 2**20
+FILLER_PREFIX = "bench-incompressible-"
+JSON_PREFIX = "bench-json-"
+RSS_PERIOD_S = 0.05
+MB = 1e6
+MIB = 2**20
+
+
+def progress(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def load_store_bench() -> ModuleType:
+    """bench/store.py (its data generator and machine info), imported by path."""
+    spec = importlib.util.spec_from_file_location("bench_store", _BENCH_DIR / "store.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def dir_files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file())
+
+
+def dir_size(root: Path) -> int:
+    return sum(p.stat().st_size for p in dir_files(root))
+
+
+# -- synthetic store ------------------------------------------------------------------------------
+
+
+class PayloadMaker:
+    """Seeded DeFi swap records as JSON text: realistic redundancy, fresh tx hashes."""
+
+    def __init__(self, rng: random.Random, sb: ModuleType) -> None:
+        self.rng = rng
+        self.pools = [f"0x{rng.getrandbits(160):040x}" for _ in range(400)]
+        self.wallets = [f"0x{rng.getrandbits(160):040x}" for _ in range(150)]
+        self.protocols: tuple[str, ...] = sb.PROTOCOLS
+        self.tokens: tuple[str, ...] = sb.TOKENS
+        self.errors: tuple[str, ...] = sb.ERRORS
+        self.chains = list(sb.CHAINS)
+        self.block = 19_000_000
+        self.ts = 1_735_689_600
+
+    def record(self) -> str:
+        r = self.rng
+        self.block += r.randint(0, 2)
+        self.ts += r.randint(0, 13)
+        token_in, token_out = r.sample(self.tokens, 2)
+        amount = r.lognormvariate(8, 2)
+        ok = r.random() < 0.93
+        return json.dumps({
+            "tx": f"0x{r.getrandbits(256):064x}", "block": self.block, "ts": self.ts,
+            "chain_id": r.choice(self.chains), "protocol": r.choice(self.protocols), "pool": r.choice(self.pools),
+            "sender": r.choice(self.wallets), "token_in": token_in, "token_out": token_out,
+            "amount_in": round(amount, 6), "amount_out": round(amount * r.uniform(0.2, 5), 6),
+            "gas_used": r.randint(21_000, 900_000), "gas_price_gwei": round(r.lognormvariate(3, 0.8), 3),
+            "slippage_bps": r.randint(0, 300), "status": "ok" if ok else r.choice(self.errors),
+            "route": r.sample(self.protocols, r.randint(1, 3)),
+        }, separators=(",", ":"))
+
+    def payload(self) -> str:
+        parts: list[str] = []
+        size = 0
+        while size < PAYLOAD_TARGET:
+            rec = self.record()
+            parts.append(rec)
+            size += len(rec) + 1
+        return '{"kind":"swap_batch","trades":[' + ",".join(parts) + "]}"
+
+
+def build_store(root: Path, size_bytes: int, seed: int, sb: ModuleType, json_bulk: str) -> dict[str, Any]:
+    from daemon.grimoire import Episode
+
+    t0 = time.perf_counter()
+    data = DataDir(root)
+    report = data.init()
+    identity = data.load_identity()
+    gen = sb.Generator(seed)
+    progress(f"building a ~{size_bytes / MIB:,.0f} MiB store in {root} (golem {report.peer_id})")
+
+    progress(f"  grimoire.db: {ENTRIES:,} entries, remember_many() in transactions of {ENTRY_BATCH}")
+    with data.open_store() as store:
+        for i in range(0, ENTRIES, ENTRY_BATCH):
+            store.remember_many([gen.entry() for _ in range(min(ENTRY_BATCH, ENTRIES - i))], identity=identity)
+        store.checkpoint()
+
+    log = data.open_episodes()
+    observed = [1_735_689_600_000]
+
+    def next_ms() -> int:
+        observed[0] += gen.rng.randint(500, 3_500)
+        return observed[0]
+
+    progress(f"  episodes: {SMALL_EPISODES:,} small ones with embeddings, append() of {SMALL_EPISODE_BATCH:,}")
+    for i in range(0, SMALL_EPISODES, SMALL_EPISODE_BATCH):
+        log.append([gen.episode(next_ms(), True) for _ in range(min(SMALL_EPISODE_BATCH, SMALL_EPISODES - i))])
+    base_bytes = dir_size(root)
+
+    bulk = max(0, size_bytes - base_bytes)
+    table = data.episodes_path / "episodes.lance"
+    json_target = bulk // 2
+    maker = PayloadMaker(random.Random(seed + 1), sb)
+    big_episodes = payload_bytes = json_files = 0
+    gen_s = append_s = 0.0
+    table_start = dir_size(table)
+    if json_bulk == "episodes":
+        progress(f"  JSON half: episodes with ~{PAYLOAD_TARGET // 1024} KiB JSON payloads, append() of "
+                 f"{BIG_EPISODE_BATCH}, until the table grows by {json_target / MIB:,.0f} MiB")
+        while dir_size(table) - table_start < json_target:
+            g0 = time.perf_counter()
+            rows = []
+            for _ in range(BIG_EPISODE_BATCH):
+                f = gen._fields()
+                payload = maker.payload()
+                payload_bytes += len(payload)
+                rows.append(Episode(summary=gen.sentence(0), observed_ms=next_ms(), block_number=int(f["block"]),
+                                    protocol=f["proto"], payload_json=payload,
+                                    curiosity=round(gen.rng.random(), 4), importance=0.5))
+            g1 = time.perf_counter()
+            log.append(rows)
+            append_s += time.perf_counter() - g1
+            gen_s += g1 - g0
+            big_episodes += len(rows)
+            grown = dir_size(table) - table_start
+            progress(f"    {big_episodes:,} episodes ({payload_bytes / MB:,.0f} MB of payload_json), table "
+                     f"+{grown / MIB:,.0f} MiB (generate {gen_s:.1f}s, append {append_s:.1f}s)")
+        json_disk_bytes = dir_size(table) - table_start
+    else:
+        progress(f"  JSON half: {json_target / MIB:,.0f} MiB of plain JSON lines (the same ~{PAYLOAD_TARGET // 1024} "
+                 f"KiB payloads) in {FILLER_BYTES // MIB} MiB files under {table.relative_to(root)}/data/")
+        g0 = time.perf_counter()
+        while payload_bytes < json_target:
+            path = table / "data" / f"{JSON_PREFIX}{json_files:03d}.jsonl"
+            with path.open("w") as fh:
+                size = 0
+                while size < FILLER_BYTES and payload_bytes + size < json_target:
+                    line = maker.payload() + "\n"
+                    fh.write(line)
+                    size += len(line)
+            payload_bytes += size
+            json_files += 1
+            progress(f"    {payload_bytes / MIB:,.0f} MiB of JSON written ({time.perf_counter() - g0:.1f}s)")
+        gen_s = time.perf_counter() - g0
+        json_disk_bytes = payload_bytes
+    episodes_version = log.version
+    episodes_rows = log.count()
+    del log
+
+    filler_target = max(0, size_bytes - dir_size(root))
+    progress(f"  incompressible bulk: {filler_target / MIB:,.0f} MiB of os.urandom in "
+             f"{FILLER_BYTES // MIB} MiB files under {table.relative_to(root)}/data/")
+    filler_files = 0
+    written = 0
+    while written < filler_target:
+        n = min(FILLER_BYTES, filler_target - written)
+        path = table / "data" / f"{FILLER_PREFIX}{filler_files:03d}.bin"
+        with path.open("wb") as out:
+            for off in range(0, n, 8 * MIB):
+                out.write(os.urandom(min(8 * MIB, n - off)))
+        written += n
+        filler_files += 1
+    os.sync()
+    files = dir_files(root)
+    return {
+        "root": str(root),
+        "golem": report.peer_id,
+        "entries": ENTRIES,
+        "small_episodes": SMALL_EPISODES,
+        "json_bulk": json_bulk,
+        "big_episodes": big_episodes,
+        "json_files": json_files,
+        "episode_rows": episodes_rows,
+        "episodes_version": episodes_version,
+        "payload_target_bytes": PAYLOAD_TARGET,
+        "payload_json_bytes": payload_bytes,
+        "grimoire_db_bytes": data.db_path.stat().st_size,
+        "base_bytes": base_bytes,
+        "json_disk_bytes": json_disk_bytes,
+        "incompressible_bytes": written,
+        "incompressible_files": filler_files,
+        "total_bytes": sum(p.stat().st_size for p in files),
+        "files": len(files),
+        "largest_file_bytes": max(p.stat().st_size for p in files),
+        "largest_file": str(max(files, key=lambda p: p.stat().st_size).relative_to(root)),
+        "generate_seconds": round(gen_s, 2),
+        "append_seconds": round(append_s, 2),
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
+
+
+# -- child processes (one per measured step) --------------------------------------------------
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def vm_hwm_bytes() -> int:
+    """This process's peak RSS since exec (VmHWM), a cross-check on wait4's ru_maxrss."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+class RssSampler:
+    """Samples this process's RSS every RSS_PERIOD_S seconds on a thread."""
+
+    def __init__(self) -> None:
+        self.samples: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while True:
+            self.samples.append((time.perf_counter(), rss_bytes()))
+            if self._stop.wait(RSS_PERIOD_S):
+                return
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def profile(self, start: float, end: float) -> dict[str, float]:
+        """RSS (MiB) at 10/25/50/75/90% of [start, end] and its maximum over the samples."""
+        inside = [(t, r) for t, r in self.samples if start <= t <= end] or self.samples
+        out: dict[str, float] = {}
+        for pct in (10, 25, 50, 75, 90):
+            at = start + (end - start) * pct / 100
+            out[f"p{pct}_time_mib"] = round(min(inside, key=lambda s: abs(s[0] - at))[1] / MIB, 1)
+        out["sampled_max_mib"] = round(max(r for _, r in inside) / MIB, 1)
+        out["samples"] = len(inside)
+        return out
+
+
+def child_main(step: str, params_path: Path) -> int:
+    params = json.loads(params_path.read_text())
+    result: dict[str, Any] = {"step": step, "rss_at_start_mib": round(rss_bytes() / MIB, 1)}
+    clade_key = bytes.fromhex(params["clade_key"])
+    x25519 = nacl.public.PrivateKey(bytes.fromhex(params["x25519_secret"]))
+    with RssSampler() as sampler:
+        t0 = time.perf_counter()
+        if step == "backup":
+            rep = create_backup(DataDir(Path(params["data"])), out=Path(params["file"]), clade_keys=[clade_key],
+                                x25519_recipients=[bytes(x25519.public_key)],
+                                recipient_names=["bench clade key", "bench x25519"], golem=params["golem"])
+            result.update(file_bytes=rep.bytes, files=rep.files)
+        elif step == "verify":
+            vrep = verify_backup(Path(params["file"]), VaultKeys(clade_key=clade_key))
+            result.update(plaintext_bytes=vrep.bytes, files=vrep.files)
+        elif step == "restore":
+            rrep = restore_backup(Path(params["file"]), DataDir(Path(params["target"])), VaultKeys(x25519=x25519))
+            result.update(plaintext_bytes=rrep.bytes, files=rrep.files)
+        elif step != "baseline":
+            raise SystemExit(f"unknown step {step!r}")
+        t1 = time.perf_counter()
+    result["seconds"] = t1 - t0
+    result["rss_profile"] = sampler.profile(t0, t1)
+    result["vm_hwm_mib"] = round(vm_hwm_bytes() / MIB, 1)
+    Path(params["result"]).write_text(json.dumps(result))
+    return 0
+
+
+# Linux carries the peak RSS of the pre-exec address space into ru_maxrss at exec (the parent's
+# RSS at fork or posix_spawn time): spawned straight from this ~300 MiB process, every child
+# would report at least that. So a small interpreter (-I -S, a few MiB) spawns the command and
+# reports its wait4 rusage; the command's ru_maxrss then covers it and any process it waits for.
+_LAUNCHER = """
+import json, os, sys, time
+t0 = time.perf_counter()
+pid = os.posix_spawn(sys.argv[2], sys.argv[2:], dict(os.environ))
+_, status, ru = os.wait4(pid, 0)
+wall = time.perf_counter() - t0
+with open(sys.argv[1], "w") as fh:
+    json.dump({"wall": wall, "code": os.waitstatus_to_exitcode(status), "maxrss_kib": ru.ru_maxrss,
+               "utime": ru.ru_utime, "stime": ru.ru_stime}, fh)
+"""
+
+
+def wait_child(argv: Sequence[str], workdir: Path) -> dict[str, Any]:
+    """Run argv (inheriting stderr) under the launcher: wall s, exit code, wait4 rusage."""
+    out = workdir / "launcher.json"
+    subprocess.run([sys.executable, "-I", "-S", "-c", _LAUNCHER, str(out), *argv], check=True)
+    usage: dict[str, Any] = json.loads(out.read_text())
+    out.unlink()
+    return usage
+
+
+def run_step(step: str, params: dict[str, Any], workdir: Path) -> dict[str, Any]:
+    result_path = workdir / f"result-{step}.json"
+    params = {**params, "result": str(result_path)}
+    params_path = workdir / f"params-{step}.json"
+    params_path.write_text(json.dumps(params))
+    argv = [sys.executable, str(Path(__file__).resolve()), "--child", step, "--child-params", str(params_path)]
+    usage = wait_child(argv, workdir)
+    params_path.unlink()
+    if usage["code"] != 0:
+        raise RuntimeError(f"child step {step!r} exited with {usage['code']}")
+    result: dict[str, Any] = json.loads(result_path.read_text())
+    result_path.unlink()
+    result.update(process_wall_s=round(usage["wall"], 3), cpu_user_s=round(usage["utime"], 3),
+                  cpu_sys_s=round(usage["stime"], 3), peak_rss_mib=round(usage["maxrss_kib"] * 1024 / MIB, 1))
+    result["seconds"] = round(result["seconds"], 3)
+    return result
+
+
+# -- raw baselines ------------------------------------------------------------------------------
+
+
+def bench_secretstream(total: int) -> dict[str, Any]:
+    """Push, then pull, `total` bytes as 64 KiB chunks with 32 bytes of associated data, in streams of
+    64 MiB (1,024 chunks). Pushes are timed with their output dropped; the pulled stream is pushed again
+    untimed and kept."""
+    per_stream = 1024
+    chunks = [os.urandom(CHUNK_BYTES) for _ in range(per_stream)]
+    ad = os.urandom(32)  # the vault binds a 32-byte header digest to every chunk
+    n_chunks = max(1, total // CHUNK_BYTES)
+    push_s = pull_s = 0.0
+    done = 0
+    clock = time.perf_counter
+    while done < n_chunks:
+        n = min(per_stream, n_chunks - done)
+        key = sodium.crypto_secretstream_xchacha20poly1305_keygen()
+        state = sodium.crypto_secretstream_xchacha20poly1305_state()
+        header = sodium.crypto_secretstream_xchacha20poly1305_init_push(state, key)
+        push = sodium.crypto_secretstream_xchacha20poly1305_push
+        msg = sodium.crypto_secretstream_xchacha20poly1305_TAG_MESSAGE
+        final = sodium.crypto_secretstream_xchacha20poly1305_TAG_FINAL
+        t0 = clock()
+        for i in range(n):  # like EncryptingWriter: each ciphertext is written out and dropped
+            push(state, chunks[i], ad, final if i == n - 1 else msg)
+        push_s += clock() - t0
+        header = sodium.crypto_secretstream_xchacha20poly1305_init_push(state, key)  # a fresh stream to pull
+        sealed = [push(state, chunks[i], ad, final if i == n - 1 else msg) for i in range(n)]
+        rstate = sodium.crypto_secretstream_xchacha20poly1305_state()
+        sodium.crypto_secretstream_xchacha20poly1305_init_pull(rstate, header, key)
+        pull = sodium.crypto_secretstream_xchacha20poly1305_pull
+        t0 = clock()
+        for c in sealed:
+            pull(rstate, c, ad)
+        pull_s += clock() - t0
+        done += n
+    nbytes = n_chunks * CHUNK_BYTES
+    return {"bytes": nbytes, "chunk_bytes": CHUNK_BYTES, "push_s": round(push_s, 3), "pull_s": round(pull_s, 3),
+            "push_mb_s": round(nbytes / push_s / MB, 1), "pull_mb_s": round(nbytes / pull_s / MB, 1)}
+
+
+class _CountingSink:
+    def __init__(self) -> None:
+        self.bytes = 0
+
+    def write(self, data: bytes) -> int:
+        self.bytes += len(data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+
+def _zstd_files(paths: Sequence[Path]) -> tuple[int, int, float]:
+    """(input bytes, output bytes, seconds incl. reading) for zstd level 3 over the files, one frame."""
+    sink = _CountingSink()
+    t0 = time.perf_counter()
+    writer = zstandard.ZstdCompressor(level=3).stream_writer(sink, closefd=False)  # type: ignore[arg-type]
+    read = 0
+    for path in paths:
+        with path.open("rb") as fh:
+            while block := fh.read(MIB):
+                writer.write(block)
+                read += len(block)
+    writer.flush(zstandard.FLUSH_FRAME)
+    return read, sink.bytes, time.perf_counter() - t0
+
+
+def bench_zstd(root: Path) -> dict[str, Any]:
+    """Raw zstd level 3 (one thread) over the store, per part and overall."""
+    files = dir_files(root)
+    table = root / "episodes" / "episodes.lance"
+    parts = {
+        "grimoire.db": [p for p in files if p.name == "grimoire.db"],
+        "episode table (real rows)": [p for p in files if p.is_relative_to(table)
+                                      and not p.name.startswith((FILLER_PREFIX, JSON_PREFIX))],
+        "plain JSON-lines files": [p for p in files if p.name.startswith(JSON_PREFIX)],
+        "os.urandom filler": [p for p in files if p.name.startswith(FILLER_PREFIX)],
+        "other small files": [p for p in files if p.name != "grimoire.db" and not p.is_relative_to(table)],
+    }
+    out: dict[str, Any] = {"parts": {}}
+    tin = tout = 0
+    tsec = 0.0
+    for name, paths in parts.items():
+        if not paths:
+            continue
+        n_in, n_out, sec = _zstd_files(paths)
+        tin, tout, tsec = tin + n_in, tout + n_out, tsec + sec
+        out["parts"][name] = {"bytes": n_in, "zstd_bytes": n_out, "ratio": round(n_in / max(1, n_out), 3),
+                              "mb_s": round(n_in / sec / MB, 1)}
+    out.update(bytes=tin, zstd_bytes=tout, ratio=round(tin / max(1, tout), 3), seconds=round(tsec, 3),
+               mb_s=round(tin / tsec / MB, 1), version=zstandard.__version__, backend=zstandard.backend)
+    return out
+
+
+# -- tar | zstd | age -----------------------------------------------------------------------------
+
+
+def tool_version(argv: Sequence[str]) -> str:
+    try:
+        out = subprocess.run(list(argv), capture_output=True, text=True, timeout=10, check=False)
+    except OSError:
+        return "?"
+    return (out.stdout or out.stderr).strip().splitlines()[0] if (out.stdout or out.stderr).strip() else "?"
+
+
+def bench_age(data_root: Path, workdir: Path, plaintext_bytes: int) -> dict[str, Any]:
+    tools = {t: shutil.which(t) for t in ("age", "age-keygen", "zstd", "tar", "bash")}
+    missing = [t for t, p in tools.items() if p is None]
+    if missing:
+        return {"skipped": f"not on PATH: {', '.join(missing)} (try: apt-get install -y age zstd)"}
+    key = workdir / "age.key"
+    subprocess.run([str(tools["age-keygen"]), "-o", str(key)], check=True, capture_output=True)
+    recipient = subprocess.run([str(tools["age-keygen"]), "-y", str(key)], check=True, capture_output=True,
+                               text=True).stdout.strip()
+    out = workdir / "backup.tar.zst.age"
+    target = workdir / "age-restore"
+    target.mkdir()
+    q = shlex.quote
+    enc = (f"set -o pipefail; tar -C {q(str(data_root))} -cf - . | zstd -q -3 -T1 -c "
+           f"| age -r {q(recipient)} > {q(str(out))}")
+    dec = f"set -o pipefail; age -d -i {q(str(key))} {q(str(out))} | zstd -q -d -c | tar -xf - -C {q(str(target))}"
+    res: dict[str, Any] = {
+        "versions": {"age": tool_version(["age", "--version"]), "zstd": tool_version(["zstd", "--version"]),
+                     "tar": tool_version(["tar", "--version"])},
+        "backup_command": enc.replace(recipient, "<age1 recipient>"),
+        "restore_command": dec,
+    }
+    for name, script in (("backup", enc), ("restore", dec)):
+        progress(f"  {name}: {script if name == 'restore' else res['backup_command']}")
+        usage = wait_child([str(tools["bash"]), "-c", script], workdir)
+        wall = usage["wall"]
+        if usage["code"] != 0:
+            raise RuntimeError(f"age pipeline {name} exited with {usage['code']}")
+        t0 = time.perf_counter()
+        if name == "backup":  # create_backup fsyncs its output; do the same
+            fd = os.open(out, os.O_RDONLY)
+            os.fsync(fd)
+            os.close(fd)
+        fsync_s = time.perf_counter() - t0
+        res[name] = {"pipeline_s": round(wall, 3), "fsync_s": round(fsync_s, 3), "seconds": round(wall + fsync_s, 3),
+                     "mb_s": round(plaintext_bytes / (wall + fsync_s) / MB, 1),
+                     "cpu_user_s": round(usage["utime"], 3), "cpu_sys_s": round(usage["stime"], 3),
+                     "peak_rss_mib_any_process": round(usage["maxrss_kib"] * 1024 / MIB, 1)}
+    res["file_bytes"] = out.stat().st_size
+    res["restored_bytes"] = dir_size(target)
+    return res
+
+
+# -- machine information --------------------------------------------------------------------------
+
+
+# libsodium is linked statically into PyNaCl's wheel and its version is not exposed at run time;
+# these are the versions PyNaCl's CHANGELOG.rst says each release bundles.
+_BUNDLED_LIBSODIUM = {
+    "1.5.0": "1.0.18-stable", "1.6.0": "1.0.20-stable (2025-08-27 build)",
+    "1.6.1": "1.0.20-stable (2025-08-27 build)", "1.6.2": "1.0.20-stable (2025-12-31 build)",
+}
+
+
+def machine(sb: ModuleType, workdir: Path) -> dict[str, Any]:
+    info: dict[str, Any] = sb.machine_info(workdir)
+    bundled = _BUNDLED_LIBSODIUM.get(nacl.__version__, "unknown")
+    info.update(pynacl=nacl.__version__, libsodium=f"{bundled} (bundled; per PyNaCl's changelog)",
+                zstandard=f"{zstandard.__version__} ({zstandard.backend} backend, libzstd "
+                          f"{'.'.join(str(v) for v in zstandard.ZSTD_VERSION)})")
+    info["mem_total_gib"] = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    return info
+
+
+# -- output ---------------------------------------------------------------------------------------
+
+
+def print_report(res: dict[str, Any]) -> None:
+    m = res["machine"]
+    d = m["disk"]
+    s = res["store"]
+    rows: list[tuple[str, str]] = [
+        ("## machine", ""),
+        ("CPU", f"{m['cpu_model']} ({m['cpu_count']} logical CPUs, {m['cpus_usable']} usable), "
+                f"{m['mem_total_gib']} GiB RAM"),
+        ("kernel / Python", f"{m['kernel']} / {m['python']}"),
+        ("PyNaCl / libsodium", f"{m['pynacl']} / {m['libsodium']}"),
+        ("zstandard", m["zstandard"]),
+        ("SQLite / lancedb / pyarrow", f"{m['sqlite']} / {m['lancedb']} / {m['pyarrow']}"),
+        ("work dir", d["path"]),
+        ("disk", f"{d.get('device', '?')} ({d.get('fstype', '?')}) on {d.get('mount_point', '?')}, "
+                 f"rotational={d.get('rotational', '?')} (as sysfs reports it), model={d.get('model') or '?'}, "
+                 f"{d.get('free_gib', '?')} GiB free"),
+        ("## synthetic store", ""),
+        ("total", f"{s['total_bytes'] / MIB:,.1f} MiB in {s['files']} files (built in {s['seconds']:.0f} s)"),
+        ("grimoire.db", f"{s['grimoire_db_bytes'] / MIB:,.1f} MiB ({s['entries']:,} signed entries)"),
+        ("episode table: small episodes + base files", f"{s['base_bytes'] / MIB:,.1f} MiB with grimoire.db "
+         f"({s['small_episodes']:,} episodes with 384-d embeddings)"),
+        (("JSON half: bulk episodes (LanceDB-encoded)", f"{s['json_disk_bytes'] / MIB:,.1f} MiB on disk for "
+          f"{s['big_episodes']:,} episodes = {s['payload_json_bytes'] / MB:,.1f} MB of payload_json "
+          f"({s['payload_json_bytes'] / max(1, s['big_episodes']) / 1024:,.1f} KiB each)")
+         if s["json_bulk"] == "episodes" else
+         ("JSON half: plain JSON-lines files", f"{s['json_disk_bytes'] / MIB:,.1f} MiB in {s['json_files']} files")),
+        ("os.urandom files in the table dir (incompressible)",
+         f"{s['incompressible_bytes'] / MIB:,.1f} MiB ({s['incompressible_files']} files)"),
+        ("largest file", f"{s['largest_file_bytes'] / MIB:,.1f} MiB ({s['largest_file']})"),
+    ]
+    z = res["zstd_raw"]
+    rows.append(("## zstd level 3 ratio by part (python-zstandard, 1 thread)", ""))
+    for name, p in z["parts"].items():
+        rows.append((f"  {name}", f"{p['bytes'] / MIB:,.1f} MiB -> {p['zstd_bytes'] / MIB:,.1f} MiB, "
+                                  f"ratio {p['ratio']:.2f}, {p['mb_s']:,.0f} MB/s"))
+    rows.append(("  whole store", f"{z['bytes'] / MIB:,.1f} MiB -> {z['zstd_bytes'] / MIB:,.1f} MiB, "
+                                  f"ratio {z['ratio']:.2f}, {z['mb_s']:,.0f} MB/s"))
+    c = res["clade"]
+    base = c["baseline"]["peak_rss_mib"]
+    plain = c["plaintext_bytes"]
+    rows += [
+        (f"## clade vault ({plain / MIB:,.1f} MiB plaintext; one child process per step)", ""),
+        ("baseline child (imports only)", f"peak RSS {base:.1f} MiB"),
+    ]
+    for step in ("backup", "verify", "restore"):
+        r = c[step]
+        rp = r["rss_profile"]
+        rows += [
+            (f"{step}", f"{r['seconds']:.2f} s, {r['mb_s']:,.1f} MB/s, CPU {r['cpu_user_s']:.1f} user + "
+                        f"{r['cpu_sys_s']:.1f} sys s, peak RSS {r['peak_rss_mib']:.1f} MiB "
+                        f"(+{r['peak_rss_mib'] - base:.1f} over baseline)"),
+            ("  RSS at 10/25/50/75/90% of the call",
+             " / ".join(f"{rp[f'p{p}_time_mib']:.0f}" for p in (10, 25, 50, 75, 90)) + " MiB"),
+        ]
+    rows += [
+        ("backup file", f"{c['file_bytes'] / MIB:,.1f} MiB, compression ratio {c['ratio']:.3f} "
+                        f"(plaintext / file)"),
+    ]
+    ss = res["secretstream_raw"]
+    rows += [
+        (f"## raw secretstream, {ss['bytes'] / MIB:,.0f} MiB in 64 KiB chunks", ""),
+        ("push (encrypt)", f"{ss['push_mb_s']:,.1f} MB/s ({ss['push_s']:.2f} s)"),
+        ("pull (decrypt)", f"{ss['pull_mb_s']:,.1f} MB/s ({ss['pull_s']:.2f} s)"),
+        ("clade backup / raw push throughput", f"{res['ratios']['backup_vs_push']:.3f}"),
+        ("clade verify / raw pull throughput", f"{res['ratios']['verify_vs_pull']:.3f}"),
+        ("clade restore / raw pull throughput", f"{res['ratios']['restore_vs_pull']:.3f}"),
+        ("clade backup / raw zstd-3 throughput", f"{res['ratios']['backup_vs_zstd']:.3f}"),
+        ("clade backup / serial zstd+push bound", f"{res['ratios']['backup_vs_serial_bound']:.3f} "
+         f"(bound = 1/(1/zstd + 1/push) = {res['ratios']['serial_bound_mb_s']:,.1f} MB/s)"),
+    ]
+    a = res["age"]
+    rows.append(("## tar | zstd -3 -T1 | age (same data dir)", ""))
+    if "skipped" in a:
+        rows.append(("skipped", a["skipped"]))
+    else:
+        rows += [
+            ("versions", f"age {a['versions']['age']}; {a['versions']['zstd']}; {a['versions']['tar']}"),
+            *((label, f"{a[k]['seconds']:.2f} s, {a[k]['mb_s']:,.1f} MB/s, CPU {a[k]['cpu_user_s']:.1f} user + "
+                      f"{a[k]['cpu_sys_s']:.1f} sys s, peak RSS {a[k]['peak_rss_mib_any_process']:.1f} MiB "
+                      "(largest process)")
+              for label, k in (("backup (incl. fsync)", "backup"), ("restore", "restore"))),
+            ("age file", f"{a['file_bytes'] / MIB:,.1f} MiB"),
+            ("clade backup time / age pipeline time", f"{res['ratios']['backup_vs_age']:.2f}x"),
+            ("clade restore time / age pipeline time", f"{res['ratios']['restore_vs_age']:.2f}x"),
+            ("clade verify time / age restore time", f"{res['ratios']['verify_vs_age_restore']:.2f}x"),
+        ]
+    rows += [("## total", ""), ("wall clock (incl. building the store)", f"{res['total_seconds']:.1f} s")]
+    width = max(len(k) for k, _ in rows) + 2
+    print()
+    for key, value in rows:
+        if key.startswith("## "):
+            print(f"\n{key[3:]}")
+            print("-" * len(key[3:]))
+        else:
+            print(f"{key:<{width}}{value}")
+    print()
+
+
+# -- main -----------------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p.add_argument("--size-mib", type=int, default=1024, help="store size to build, MiB (default 1024)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="directory for the files (kept afterwards); default: a temporary one under /tmp, removed")
+    p.add_argument("--seed", type=int, default=20_240_601, help="RNG seed (default 20240601)")
+    p.add_argument("--json-bulk", choices=("episodes", "files"), default="episodes",
+                   help="store the JSON half as real episodes (LanceDB encodes it; default) or as plain "
+                        "JSON-lines files in the table directory (what zstd sees is then raw JSON text)")
+    p.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--child-params", type=Path, default=None, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.size_mib < 16:
+        p.error("--size-mib must be at least 16")
+    return args
+
+
+def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    started = time.perf_counter()
+    sb = load_store_bench()
+    res: dict[str, Any] = {"machine": machine(sb, workdir),
+                           "params": {"size_mib": args.size_mib, "seed": args.seed, "json_bulk": args.json_bulk}}
+    data_root = workdir / "data"
+    res["store"] = store = build_store(data_root, args.size_mib * MIB, args.seed, sb, args.json_bulk)
+
+    progress("clade vault: baseline / backup / verify / restore, one child process each")
+    x25519 = nacl.public.PrivateKey.generate()
+    params = {"data": str(data_root), "file": str(workdir / "bench.clade-vault"), "golem": store["golem"],
+              "clade_key": os.urandom(32).hex(), "x25519_secret": bytes(x25519).hex(),
+              "target": str(workdir / "restored")}
+    clade: dict[str, Any] = {}
+    for step in ("baseline", "backup", "verify", "restore"):
+        progress(f"  {step}")
+        clade[step] = run_step(step, params, workdir)
+    plain = clade["verify"]["plaintext_bytes"]
+    for step in ("backup", "verify", "restore"):
+        clade[step]["mb_s"] = round(plain / clade[step]["seconds"] / MB, 1)
+    clade["plaintext_bytes"] = plain
+    clade["file_bytes"] = clade["backup"]["file_bytes"]
+    clade["ratio"] = round(plain / clade["file_bytes"], 4)
+    clade["restored_dir_bytes"] = dir_size(workdir / "restored")
+    res["clade"] = clade
+
+    progress(f"raw secretstream: {args.size_mib} MiB push + pull in 64 KiB chunks")
+    res["secretstream_raw"] = ss = bench_secretstream(args.size_mib * MIB)
+    progress("raw zstd level 3 over the store's files")
+    res["zstd_raw"] = z = bench_zstd(data_root)
+    progress("tar | zstd | age")
+    res["age"] = age = bench_age(data_root, workdir, plain)
+
+    serial = 1 / (1 / z["mb_s"] + 1 / ss["push_mb_s"])
+    ratios: dict[str, float] = {
+        "backup_vs_push": clade["backup"]["mb_s"] / ss["push_mb_s"],
+        "verify_vs_pull": clade["verify"]["mb_s"] / ss["pull_mb_s"],
+        "restore_vs_pull": clade["restore"]["mb_s"] / ss["pull_mb_s"],
+        "backup_vs_zstd": clade["backup"]["mb_s"] / z["mb_s"],
+        "serial_bound_mb_s": serial,
+        "backup_vs_serial_bound": clade["backup"]["mb_s"] / serial,
+    }
+    if "skipped" not in age:
+        ratios.update(backup_vs_age=clade["backup"]["seconds"] / age["backup"]["seconds"],
+                      restore_vs_age=clade["restore"]["seconds"] / age["restore"]["seconds"],
+                      verify_vs_age_restore=clade["verify"]["seconds"] / age["restore"]["seconds"])
+    res["ratios"] = {k: round(v, 4) for k, v in ratios.items()}
+    res["total_seconds"] = round(time.perf_counter() - started, 1)
+    return res
+
+
+def _workdir(out: Path | None) -> tuple[Path, bool]:
+    """(directory, remove it afterwards)."""
+    if out is None:
+        return Path(tempfile.mkdtemp(prefix="clade-bench-vault-", dir="/tmp")), True
+    workdir = out.expanduser().resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    if any(workdir.iterdir()):
+        raise SystemExit(f"error: {workdir} is not empty; pick an empty directory")
+    return workdir, False
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.child is not None:
+        return child_main(args.child, args.child_params)
+    workdir, cleanup = _workdir(args.out)
+    try:
+        res = run(args, workdir)
+    finally:
+        if cleanup:
+            shutil.rmtree(workdir, ignore_errors=True)
+    print_report(res)
+    print(json.dumps(res, separators=(",", ":")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
