@@ -98,21 +98,27 @@ class Retriever:
             vec = self.embedder.embed([query.text])[0]
             for entry_id, _ in index.nearest(vec, max(CANDIDATES, 5 * query.k)):
                 via[entry_id] = "vector"
+        bm25: dict[str, float] = {}
         try:
             for hit in self.store.recall(query.text, k=max(CANDIDATES, 5 * query.k), kinds=query.kinds):
                 via[hit.entry.id] = "both" if hit.entry.id in via else "keyword"
+                bm25[hit.entry.id] = hit.score
         except UsageError:
             if query.keyword_only:
                 raise
+        best = max(bm25.values(), default=0.0)
         entries = self.store.get_many(list(via))
         hits = []
         for entry in entries:
             if not _passes(entry, query, now):
                 continue
+            # Relevance: the cosine with the query; keyword-only, BM25 relative to the best match.
             semantic = 0.0
             if vec is not None and index is not None:
                 v = index.vector(entry.id)
                 semantic = max(0.0, float(v @ vec)) if v is not None else 0.0
+            elif best > 0:
+                semantic = bm25.get(entry.id, 0.0) / best
             factors = _factors(entry, semantic, query.pad, now)
             hits.append(Hit(entry, factors.score, factors, via[entry.id]))
         hits.sort(key=lambda h: (-h.score, h.entry.id))
