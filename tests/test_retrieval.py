@@ -239,6 +239,6 @@ def test_entry_factory_for_typing() -> None:
 def test_keyword_only_ranks_by_bm25_not_just_importance(store: Grimoire, model_dir: Path) -> None:
     """Regression: keyword-only mode dropped the FTS score and ordered hits by importance."""
     match = write(store, "Tenderly simulation of the multicall before sending", importance=0.1)
-    write(store, "Health factor rules for sending more collateral to Aave", importance=0.9)
+    write(store, "Health factor simulation rules for Aave collateral top-ups", importance=0.9)
     got = ranks(store, model_dir, "tenderly multicall simulation", keyword_only=True)
     assert got[0] == match
