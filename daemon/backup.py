@@ -173,6 +173,21 @@ def create_backup(
                         seconds=time.monotonic() - started, pruned=pruned)
 
 
+def default_recipients(data: DataDir) -> tuple[list[bytes], list[bytes], list[str]]:
+    """(clade keys, X25519 publics, names): the clade key and the owner, once joined."""
+    joined = data.load_membership()
+    if joined is None:
+        return [], [], []
+    membership, clade_key = joined
+    return [clade_key], [membership.owner_x25519_public_key()], [f"clade {membership.clade_name}", "owner"]
+
+
+def report_json(report: BackupReport) -> dict[str, object]:
+    return {"path": str(report.path), "bytes": report.bytes, "files": report.files,
+            "episodes_version": report.episodes_version, "recipients": report.recipients,
+            "seconds": round(report.seconds, 3), "pruned": report.pruned}
+
+
 def snapshot_db_size(data: DataDir) -> int:
     return data.db_path.stat().st_size if data.db_path.exists() else 0
 

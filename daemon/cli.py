@@ -13,6 +13,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 from crdt import InvalidValue, Kind
@@ -104,7 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="replace an existing identity (the old key is kept)")
     command("id", cmd_id, "print this golem's peer id")
     command("status", cmd_status, "summarise the data directory")
-    command("run", cmd_run, "run the daemon in the foreground")
+    p = command("run", cmd_run, "run the daemon in the foreground (control API, curator, backups)")
+    p.add_argument("--config", type=Path, default=None, help="config file (default: $DATA/config.toml)")
+    p.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default=None)
 
     p = command("config", cmd_config_show, "configuration")
     config_sub = p.add_subparsers(dest="config_command", required=True, metavar="SUBCOMMAND", parser_class=_Parser)
@@ -208,10 +211,9 @@ def cmd_status(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
 
 
 def cmd_run(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
-    from .run import run_foreground
+    from .runtime import run_daemon
 
-    status = cmd_status(args, data)
-    return run_foreground(data, status, json_output=args.json)
+    return run_daemon(data, config_path=args.config, log_level=args.log_level)
 
 
 def cmd_config_show(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from crypto.keyfile import read_secret, write_public, write_secret
 from crypto.membership import CLADE_KEY_BYTES
 from crypto.vault import VaultKeys
 
-from .backup import create_backup, restore_backup, verify_backup
+from .backup import create_backup, default_recipients, report_json, restore_backup, verify_backup
 from .datadir import DataDir
 from .errors import UsageError
 
@@ -175,15 +175,7 @@ def _x25519_recipient(text: str) -> bytes:
 def cmd_backup(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     identity = data.load_identity()
     config = data.load_config()
-    clade_keys: list[bytes] = []
-    publics: list[bytes] = []
-    names: list[str] = []
-    joined = data.load_membership()
-    if joined is not None:
-        membership, clade_key = joined
-        clade_keys.append(clade_key)
-        publics.append(membership.owner_x25519_public_key())
-        names += [f"clade {membership.clade_name}", "owner"]
+    clade_keys, publics, names = default_recipients(data)
     for text in args.recipient:
         publics.append(_x25519_recipient(text))
         names.append(text)
@@ -193,9 +185,7 @@ def cmd_backup(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     report = create_backup(data, out=args.out, clade_keys=clade_keys, x25519_recipients=publics,
                            recipient_names=names, golem=identity.peer_id, include_identity=args.include_identity,
                            keep=config.backup.keep if args.out is None else None)
-    return {"path": str(report.path), "bytes": report.bytes, "files": report.files,
-            "episodes_version": report.episodes_version, "recipients": report.recipients,
-            "seconds": round(report.seconds, 3), "pruned": report.pruned}
+    return report_json(report)
 
 
 def _vault_keys(args: argparse.Namespace, data: DataDir) -> VaultKeys:

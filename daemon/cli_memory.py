@@ -17,8 +17,7 @@ from crdt import Kind
 
 from .datadir import DataDir
 from .errors import UsageError
-from .grimoire import Grimoire
-from .grimoire.digest import DigestItem, render_json, render_search_results, render_xml, tokens
+from .grimoire.digest import build_digest
 from .grimoire.embedder import Embedder, get_embedder
 from .grimoire.retrieval import RecallQuery, Retriever, apply_feedback
 from .grimoire.store import wall_clock_ms
@@ -87,29 +86,10 @@ def _namespace(data: DataDir) -> str:
 
 
 def cmd_digest(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
-    now = wall_clock_ms()
     with data.open_store() as store:
-        # Rank more than k: per-kind limits and the budget may skip some.
-        query = _query(args)
-        wide = RecallQuery(text=query.text, k=max(4 * args.k, 40), include_sensitive=query.include_sensitive)
-        hits = Retriever(store, _embedder(data)).recall(wide, now_ms=now, touch=False)
-        items = [DigestItem(h.entry, h.score) for h in hits]
-        options = {"budget_tokens": args.budget_tokens, "k": args.k, "include_sensitive": args.include_sensitive}
-        if args.format == "xml":
-            document = render_xml(items, now_ms=now, **options)
-        elif args.format == "json":
-            document = render_json(items, now_ms=now, **options)
-        else:
-            document = render_search_results(items, namespace=_namespace(data), **options)
-        included = [h.entry.id for h in hits if h.entry.id in document]
-        _touch(store, included, now)
-    return {"format": args.format, "tokens": tokens(document), "budget_tokens": args.budget_tokens,
-            "entries": included, "document": document}
-
-
-def _touch(store: Grimoire, ids: list[str], now: int) -> None:
-    if ids:
-        store.touch(ids, now)
+        return build_digest(Retriever(store, _embedder(data)), text=args.query, now_ms=wall_clock_ms(),
+                            budget_tokens=args.budget_tokens, k=args.k, fmt=args.format,
+                            include_sensitive=args.include_sensitive, namespace=_namespace(data))
 
 
 def cmd_feedback(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:

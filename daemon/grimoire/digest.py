@@ -22,9 +22,12 @@ from typing import Any
 from crdt import Kind
 
 from .records import Entry
+from .retrieval import RecallQuery, Retriever
 from .scoring import age_days
 
-__all__ = ["DEFAULT_PER_KIND", "DigestItem", "render_json", "render_search_results", "render_xml", "tokens"]
+__all__ = [
+    "DEFAULT_PER_KIND", "DigestItem", "build_digest", "render_json", "render_search_results", "render_xml", "tokens",
+]
 
 DEFAULT_BUDGET_TOKENS = 3_000
 DEFAULT_PER_KIND: Mapping[Kind, int] = {
@@ -153,3 +156,26 @@ def render_json(items: Sequence[DigestItem], *, now_ms: int, budget_tokens: int 
         }) + ","))
     fitted = _fit(pieces, 2, budget_tokens, k)
     return "[" + ",".join(p[:-1] for _, p in fitted) + "]" if budget_tokens * 4 >= 2 else ""
+
+
+def build_digest(retriever: Retriever, *, text: str, now_ms: int, budget_tokens: int, k: int, fmt: str,
+                 include_sensitive: bool, namespace: str) -> dict[str, Any]:
+    """Rank (wider than k: per-kind limits and the budget skip some), render `fmt`, bump access
+    counts of what made it in; returns {format, tokens, budget_tokens, entries, document}."""
+    wide = RecallQuery(text=text, k=max(4 * k, 40), include_sensitive=include_sensitive)
+    hits = retriever.recall(wide, now_ms=now_ms, touch=False)
+    items = [DigestItem(h.entry, h.score) for h in hits]
+    if fmt == "xml":
+        document = render_xml(items, now_ms=now_ms, budget_tokens=budget_tokens, k=k,
+                              include_sensitive=include_sensitive)
+    elif fmt == "json":
+        document = render_json(items, now_ms=now_ms, budget_tokens=budget_tokens, k=k,
+                               include_sensitive=include_sensitive)
+    else:
+        document = render_search_results(items, namespace=namespace, budget_tokens=budget_tokens, k=k,
+                                         include_sensitive=include_sensitive)
+    included = [h.entry.id for h in hits if h.entry.id in document]
+    if included:
+        retriever.store.touch(included, now_ms)
+    return {"format": fmt, "tokens": tokens(document), "budget_tokens": budget_tokens, "entries": included,
+            "document": document}

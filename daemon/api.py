@@ -1,0 +1,215 @@
+"""The local control API: FastAPI routes over the daemon's state.
+
+Served by hypercorn's trio worker on `$RUNTIME_DIRECTORY/clade.sock` (mode 0660) and,
+optionally, on 127.0.0.1 with a bearer token. Every error is JSON `{error, detail}` with a
+4xx status; request bodies over 1 MiB are refused; a bug in a handler is a logged 500 that
+never takes the daemon down. Store work runs in a worker thread, one writer at a time.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from crdt import InvalidValue, Kind
+from crdt.body import Category, Sensitivity
+
+from .api_models import BackupIn, DigestIn, EpisodeIn, MemoryIn, SearchIn
+from .errors import NotFound, UsageError
+from .grimoire import Episode, NewEntry
+from .state import DaemonState
+
+__all__ = ["MAX_BODY_BYTES", "BodyLimit", "TokenAuth", "create_app"]
+
+log = logging.getLogger("clade.api")
+MAX_BODY_BYTES = 1024 * 1024
+
+
+def _error(status: int, error: str, detail: object) -> JSONResponse:
+    return JSONResponse({"error": error, "detail": detail}, status_code=status)
+
+
+def create_app(state: DaemonState) -> FastAPI:
+    """The ASGI app for one daemon."""
+    app = FastAPI(title="clade control API", version="1", docs_url=None, redoc_url=None)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        details = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", ""))} for e in exc.errors()]
+        return _error(422, "invalid_request", details)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return _error(exc.status_code, "not_found" if exc.status_code == 404 else "http_error", exc.detail)
+
+    @app.exception_handler(NotFound)
+    async def not_found(request: Request, exc: NotFound) -> JSONResponse:
+        return _error(404, "not_found", str(exc))
+
+    @app.exception_handler(UsageError)
+    async def usage(request: Request, exc: UsageError) -> JSONResponse:
+        return _error(400, "bad_request", str(exc))
+
+    @app.exception_handler(InvalidValue)
+    async def invalid_value(request: Request, exc: InvalidValue) -> JSONResponse:
+        return _error(400, "bad_request", str(exc))
+
+    @app.exception_handler(Exception)
+    async def crash(request: Request, exc: Exception) -> JSONResponse:
+        state.counters["api_errors"] += 1
+        log.error("api handler failed: %s %s", request.method, request.url.path, exc_info=exc)
+        return _error(500, "internal", "the daemon hit an unexpected error; see its log")
+
+    @app.post("/v1/memory", status_code=201)
+    async def store_memory(body: MemoryIn) -> dict[str, Any]:
+        meta = body.metadata
+        if body.memory_type == "episode":
+            episode = Episode(summary=body.content, observed_ms=state.now_ms(), importance=body.importance,
+                              protocol=meta.protocols[0] if meta.protocols else None)
+            await state.append_episode(episode)
+            return {"id": episode.id, "memory_type": "episode"}
+        new = NewEntry(kind=Kind(body.memory_type), content=body.content, confidence=body.confidence,
+                       importance=body.importance, tokens=tuple(meta.tokens), chains=tuple(meta.chains),
+                       protocols=tuple(meta.protocols), tags=tuple(meta.tags), strategy_id=meta.strategy_id,
+                       sensitivity=Sensitivity(body.sensitivity))
+        entry = await state.remember(new)
+        return {"id": entry.id, "memory_type": entry.body.kind.value, "entry": entry.to_json()}
+
+    @app.post("/v1/memory/search")
+    async def search_memory(body: SearchIn) -> dict[str, Any]:
+        kinds = body.type_filter if isinstance(body.type_filter, list) else (
+            [body.type_filter] if body.type_filter else [])
+        hits = await state.recall(body.query, k=body.top_k, kinds=tuple(kinds), min_importance=body.min_importance)
+        return {"query": body.query, "results": [
+            {"score": round(h.score, 6), "via": h.via, **h.entry.to_json()} for h in hits]}
+
+    @app.get("/v1/status")
+    async def status() -> dict[str, Any]:
+        return await state.status()
+
+    @app.get("/v1/entries")
+    async def list_entries(kind: list[Kind] | None = None, limit: int = 50, archived: bool = False) -> dict[str, Any]:
+        if not 1 <= limit <= 10_000:
+            raise UsageError(f"limit must be in 1..10000, got {limit}")
+        entries = await state.db(lambda s: s.list_entries(kinds=kind or (), limit=limit, include_archived=archived))
+        return {"entries": [e.to_json() for e in entries]}
+
+    @app.get("/v1/entries/{entry_id}")
+    async def get_entry(entry_id: str) -> dict[str, Any]:
+        entry = await state.db(lambda s: s.get(entry_id))
+        return dict(entry.to_json())
+
+    @app.delete("/v1/entries/{entry_id}")
+    async def forget_entry(entry_id: str) -> dict[str, Any]:
+        changed = await state.db(lambda s: s.forget(entry_id))
+        state.publish("entry_forgotten", {"id": entry_id})
+        return {"id": entry_id, "archived": True, "changed": changed}
+
+    @app.post("/v1/digest")
+    async def digest(body: DigestIn) -> dict[str, Any]:
+        return await state.digest(body.query, budget_tokens=body.budget_tokens, k=body.k, fmt=body.format,
+                                  include_sensitive=body.include_sensitive)
+
+    @app.post("/v1/episodes", status_code=201)
+    async def add_episode(body: EpisodeIn) -> dict[str, Any]:
+        try:
+            category = None if body.category is None else Category(body.category)
+        except ValueError:
+            raise UsageError(f"category {body.category!r} is not one of the twelve") from None
+        episode = Episode(summary=body.summary, observed_ms=state.now_ms(), block_number=body.block_number,
+                          category=category, protocol=body.protocol, payload_json=json.dumps(body.payload),
+                          curiosity=body.curiosity, importance=body.importance)
+        await state.append_episode(episode)
+        return {"id": episode.id, "episode": episode.to_json()}
+
+    @app.get("/v1/peers")
+    async def peers() -> dict[str, Any]:
+        return {"peers": state.peers()}
+
+    @app.post("/v1/backup")
+    async def backup(body: BackupIn | None = None) -> dict[str, Any]:
+        return await state.backup(include_identity=bool(body and body.include_identity))
+
+    @app.post("/v1/curator/run")
+    async def curator_run() -> dict[str, Any]:
+        return await state.curator_cycle()
+
+    @app.get("/v1/events")
+    async def events() -> StreamingResponse:
+        async def stream() -> AsyncIterator[bytes]:
+            async with state.subscribe() as receive:
+                yield b": connected\n\n"
+                async for event, data in receive:
+                    yield f"event: {event}\ndata: {json.dumps(data, default=str)}\n\n".encode()
+
+        return StreamingResponse(stream(), media_type="text/event-stream")
+
+    return app
+
+
+class BodyLimit:
+    """ASGI middleware: refuse request bodies over `limit` bytes with a JSON 413."""
+
+    def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers", [])).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+            await _send_json(send, 413, {"error": "too_large", "detail": f"request body over {self.limit} bytes"})
+            return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise _TooLarge
+            return message
+
+        try:
+            await self.app(scope, limited, send)
+        except _TooLarge:
+            await _send_json(send, 413, {"error": "too_large", "detail": f"request body over {self.limit} bytes"})
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class TokenAuth:
+    """ASGI middleware for the TCP listener: `Authorization: Bearer <token>`, compared in constant time."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self._token = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers", [])).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self._token):
+                await _send_json(send, 401, {"error": "unauthorized", "detail": "missing or wrong bearer token"})
+                return
+        await self.app(scope, receive, send)
+
+
+async def _send_json(send: Callable[[Message], Awaitable[None]], status: int, doc: dict[str, str]) -> None:
+    body = json.dumps(doc).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})

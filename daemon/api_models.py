@@ -1,0 +1,70 @@
+"""Request bodies of the control API (pydantic: validated on construction, strict sizes).
+
+`MemoryIn` and `SearchIn` follow the gateway memory spec's shapes.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from crdt import Kind
+
+__all__ = ["BackupIn", "DigestIn", "EpisodeIn", "MemoryIn", "MetadataIn", "SearchIn"]
+
+GATEWAY_TYPES = ("fact", "preference", "episode", "strategy_outcome", "constraint")
+MemoryType = Literal[
+    "fact", "preference", "episode", "strategy_outcome", "constraint", "insight", "heuristic", "warning",
+    "regime_shift", "anti_knowledge", "causal_link", "episode_summary", "death_reflection",
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class MetadataIn(_Strict):
+    tokens: list[str] = Field(default_factory=list, max_length=16)
+    chains: list[int] = Field(default_factory=list, max_length=16)
+    protocols: list[str] = Field(default_factory=list, max_length=16)
+    strategy_id: str | None = Field(None, max_length=128)
+    tags: list[str] = Field(default_factory=list, max_length=16)
+
+
+class MemoryIn(_Strict):
+    content: str = Field(min_length=1, max_length=4096)
+    memory_type: MemoryType = "insight"
+    importance: float = Field(0.5, ge=0, le=1, allow_inf_nan=False)
+    confidence: float = Field(0.7, ge=0, le=1, allow_inf_nan=False)
+    metadata: MetadataIn = Field(default_factory=MetadataIn)
+    sensitivity: Literal["public", "private", "sensitive"] = "public"
+
+
+class SearchIn(_Strict):
+    query: str = Field(min_length=1, max_length=4096)
+    top_k: int = Field(10, ge=1, le=100)
+    type_filter: list[Kind] | Kind | None = None
+    min_importance: float | None = Field(None, ge=0, le=1, allow_inf_nan=False)
+
+
+class DigestIn(_Strict):
+    query: str = Field(min_length=1, max_length=4096)
+    budget_tokens: int = Field(3000, ge=1, le=200_000)
+    k: int = Field(10, ge=1, le=100)
+    format: Literal["xml", "search-results", "json"] = "xml"
+    include_sensitive: bool = False
+
+
+class EpisodeIn(_Strict):
+    summary: str = Field(min_length=1, max_length=4096)
+    protocol: str | None = Field(None, max_length=48)
+    block_number: int | None = Field(None, ge=0, lt=2**63)
+    category: str | None = None
+    payload: dict[str, object] | list[object] | None = None
+    curiosity: float = Field(0.0, ge=0, le=1, allow_inf_nan=False)
+    importance: float = Field(0.5, ge=0, le=1, allow_inf_nan=False)
+
+
+class BackupIn(_Strict):
+    include_identity: bool = False

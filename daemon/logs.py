@@ -1,0 +1,49 @@
+"""Logging: JSON lines on stderr (journald-friendly) or a readable format on a terminal.
+
+Quiet by default (warnings and errors); `--log-level` or `[log] level` raise it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from typing import Any
+
+__all__ = ["JsonFormatter", "setup_logging"]
+
+_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record: ts, level, logger, msg, extra fields, exception."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        doc: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        for key, value in vars(record).items():
+            if key not in _STANDARD and not key.startswith("_"):
+                doc[key] = value
+        if record.exc_info:
+            doc["exception"] = self.formatException(record.exc_info)
+        return json.dumps(doc, default=str)
+
+
+def setup_logging(level: str = "warning", *, json_lines: bool | None = None) -> None:
+    """Configure the root logger once (idempotent)."""
+    use_json = not sys.stderr.isatty() if json_lines is None else json_lines
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if use_json else logging.Formatter(
+        "%(asctime)s %(levelname)-7s %(name)s: %(message)s", "%H:%M:%S"))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    for noisy in ("hypercorn.access", "hypercorn.error", "multipart"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

@@ -1,0 +1,264 @@
+"""`clade run`: one trio process supervising the daemon's services.
+
+    store (writer thread) → control API (unix socket, optional TCP) → READY=1
+    services: curator ticker, backup scheduler, watchdog, STATUS (+ p2p and Styx later)
+
+A service that crashes is logged with its traceback and restarted with exponential
+backoff (1 s … 60 s); a fatal error (store unreadable, identity unsafe) stops the daemon
+with a clear message and exit code 1. SIGTERM/SIGINT: STOPPING=1, stop accepting
+requests, let in-flight ones finish (5 s grace), checkpoint the WAL, exit 0. SIGHUP:
+RELOADING=1, reload config.toml (an invalid file is refused and the old config kept),
+READY=1. WATCHDOG=1 is sent at half of `$WATCHDOG_USEC` only while the writer thread
+answers a trivial query in time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import trio
+from hypercorn.config import Config as HypercornConfig
+from hypercorn.trio import serve
+
+from crypto import CryptoError
+
+from .api import BodyLimit, TokenAuth, create_app
+from .config import load_config
+from .datadir import DataDir
+from .errors import ConfigError, DaemonError
+from .grimoire import atomic_write
+from .logs import setup_logging
+from .notify import Notifier, watchdog_interval
+from .state import DaemonState
+
+__all__ = ["FatalError", "run_daemon", "socket_path"]
+
+log = logging.getLogger("clade.daemon")
+GRACE_SECONDS = 5.0
+BACKOFF_MAX = 60.0
+
+
+class FatalError(DaemonError):
+    """The daemon cannot go on (store unreadable, identity unsafe): stop with exit code 1."""
+
+
+def socket_path(data: DataDir) -> Path:
+    """`$RUNTIME_DIRECTORY/clade.sock` under systemd, else `$DATA/clade.sock`."""
+    runtime = os.environ.get("RUNTIME_DIRECTORY")
+    return Path(runtime.split(":")[0]) / "clade.sock" if runtime else data.root / "clade.sock"
+
+
+def _live_pid(data: DataDir) -> int | None:
+    try:
+        pid = int(json.loads(data.run_path.read_text())["pid"])
+        os.kill(pid, 0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return pid if pid != os.getpid() else None
+
+
+class Daemon:
+    def __init__(self, data: DataDir, config_path: Path, notifier: Notifier) -> None:
+        self.data = data
+        self.config_path = config_path
+        self.notifier = notifier
+        self.stop = trio.Event()
+        self.fatal: str | None = None
+        self.state: DaemonState | None = None
+        self.stopped_by = "shutdown"
+
+    # -- services ----------------------------------------------------------------------
+
+    async def supervise(self, name: str, service: Callable[[], Awaitable[None]]) -> None:
+        """Run `service` forever, restarting it with backoff when it crashes."""
+        delay = 1.0
+        while not self.stop.is_set():
+            started = trio.current_time()
+            try:
+                await service()
+                return
+            except FatalError as exc:
+                self.fatal = str(exc)
+                log.error("%s failed fatally: %s", name, exc)
+                self.stop.set()
+                return
+            except Exception as exc:
+                assert self.state is not None
+                self.state.counters[f"service_{name}_crashes"] += 1
+                log.error("service %s crashed; restarting in %.0f s", name, delay, exc_info=exc)
+                self.state.publish("error", {"service": name, "error": str(exc)})
+            if trio.current_time() - started > 5 * BACKOFF_MAX:
+                delay = 1.0
+            with trio.move_on_after(delay):
+                await self.stop.wait()
+            delay = min(BACKOFF_MAX, delay * 2)
+
+    async def curator_service(self) -> None:
+        assert self.state is not None
+        while True:
+            config = self.state.config.curator
+            with trio.move_on_after(config.tick_seconds * config.cycle_ticks):
+                await self.stop.wait()
+                return
+            await self.state.curator_cycle()
+
+    async def backup_service(self) -> None:
+        assert self.state is not None
+        while True:
+            with trio.move_on_after(self.state.config.backup.interval_hours * 3600):
+                await self.stop.wait()
+                return
+            if self.data.membership_path.exists():
+                await self.state.backup(include_identity=False)
+
+    async def watchdog_service(self, interval: float | None) -> None:
+        assert self.state is not None
+        period = interval if interval is not None else 30.0
+        while not self.stop.is_set():
+            healthy = False
+            with trio.move_on_after(max(period, 0.05)):
+                await self.state.db(lambda s: s.schema_version)  # the writer thread answers
+                healthy = True
+            if healthy:
+                fields: dict[str, str | int] = {"STATUS": await self.status_line()}
+                if interval is not None:
+                    fields["WATCHDOG"] = 1
+                self.notifier.send(**fields)
+            else:
+                log.warning("watchdog: the store did not answer within %.1f s; not petting the watchdog", period)
+            with trio.move_on_after(period):
+                await self.stop.wait()
+
+    async def status_line(self) -> str:
+        assert self.state is not None
+        counts = await self.state.db(lambda s: s.counts())
+        last = self.state.last_curator
+        cycle = "never" if last is None else time.strftime("%H:%M:%S", time.gmtime(last["at_ms"] / 1000))
+        return f"{counts.entries - counts.archived} entries, {len(self.state.peers())} peers, curator {cycle}"
+
+    async def signal_service(self) -> None:
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+            async for signum in signals:
+                if signum == signal.SIGHUP:
+                    await self.reload()
+                    continue
+                self.stopped_by = signal.Signals(signum).name
+                log.warning("received %s: stopping", self.stopped_by)
+                self.stop.set()
+                return
+
+    async def reload(self) -> None:
+        assert self.state is not None
+        self.notifier.send(RELOADING=1, MONOTONIC_USEC=int(time.monotonic() * 1e6))
+        try:
+            fresh = load_config(self.config_path)
+        except ConfigError as exc:
+            log.error("reload refused, keeping the running config: %s", exc)
+            self.state.publish("error", {"service": "reload", "error": str(exc)})
+            self.notifier.send(READY=1, STATUS=f"reload refused: {exc}")
+            return
+        changed = _diff(self.state.config.model_dump(), fresh.model_dump())
+        self.state.config = fresh
+        setup_logging(fresh.log.level)
+        log.warning("config reloaded; changed: %s", ", ".join(changed) or "nothing")
+        self.state.publish("config_reloaded", {"changed": changed})
+        self.notifier.send(READY=1, STATUS=await self.status_line())
+
+    # -- the API -------------------------------------------------------------------------
+
+    async def serve_api(self, app: Any, bind: str, umask: int | None,
+                        task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        config = HypercornConfig()
+        config.bind = [bind]
+        config.umask = umask
+        config.graceful_timeout = GRACE_SECONDS
+        config.accesslog = None
+        config.errorlog = logging.getLogger("hypercorn.error")
+        await serve(app, config, shutdown_trigger=self.stop.wait, task_status=task_status)
+
+    # -- main ------------------------------------------------------------------------------
+
+    async def main(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            identity = self.data.load_identity()
+            config = load_config(self.config_path)
+            store = self.data.open_store(config, identity=identity)
+        except (CryptoError, DaemonError) as exc:
+            raise FatalError(str(exc)) from None
+        state = self.state = DaemonState(data=self.data, config=config, identity=identity, store=store)
+        sock = socket_path(self.data)
+        try:
+            other = _live_pid(self.data)
+            if other is not None:
+                raise FatalError(f"another clade daemon (pid {other}) runs on {self.data.root}")
+            sock.unlink(missing_ok=True)  # stale socket of a daemon that died
+            app = BodyLimit(create_app(state))
+            async with trio.open_nursery() as services:
+                services.start_soon(self.signal_service)
+                # The API servers get their own nursery: it ends once hypercorn has drained
+                # in-flight requests after `stop` (its shutdown trigger).
+                async with trio.open_nursery() as servers:
+                    await servers.start(self.serve_api, app, f"unix:{sock}", 0o117)
+                    os.chmod(sock, 0o660)
+                    if config.api.tcp_port is not None:
+                        if not config.api.token:
+                            raise FatalError("api.tcp_port is set but api.token is not: refusing an open listener")
+                        await servers.start(self.serve_api, TokenAuth(app, config.api.token),
+                                            f"127.0.0.1:{config.api.tcp_port}", None)
+                    atomic_write(self.data.run_path, json.dumps(
+                        {"pid": os.getpid(), "socket": str(sock), "started_ms": state.now_ms()}).encode(), mode=0o600)
+                    services.start_soon(self.supervise, "curator", self.curator_service)
+                    services.start_soon(self.supervise, "backup", self.backup_service)
+                    services.start_soon(self.supervise, "watchdog",
+                                        lambda: self.watchdog_service(watchdog_interval()))
+                    status = await self.status_line()
+                    self.notifier.send(READY=1, STATUS=status)
+                    print(json.dumps({"event": "ready", "peer_id": identity.peer_id, "socket": str(sock),
+                                      "pid": os.getpid(), "status": status}), file=sys.stderr, flush=True)
+                    task_status.started()
+                    await self.stop.wait()
+                    self.notifier.send(STOPPING=1, STATUS="stopping")
+                services.cancel_scope.cancel()
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(store.checkpoint)
+            store.close()
+            self.data.run_path.unlink(missing_ok=True)
+            sock.unlink(missing_ok=True)
+
+
+def _diff(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:
+    out = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += _diff(a, b, f"{prefix}{key}.")
+        elif a != b:
+            out.append(f"{prefix}{key}")
+    return out
+
+
+def run_daemon(data: DataDir, *, config_path: Path | None = None, log_level: str | None = None) -> dict[str, Any]:
+    """Run until stopped; returns a summary. Raises `FatalError` (exit 1) on fatal errors."""
+    path = config_path or data.config_path
+    try:
+        level = log_level or load_config(path).log.level
+    except ConfigError as exc:
+        raise FatalError(str(exc)) from None
+    setup_logging(level)
+    daemon = Daemon(data, path, Notifier())
+    try:
+        trio.run(daemon.main)
+    finally:
+        daemon.notifier.close()
+    if daemon.fatal:
+        raise FatalError(daemon.fatal)
+    return {"stopped_by": daemon.stopped_by, "peer_id": daemon.state.identity.peer_id if daemon.state else None}

@@ -1,0 +1,176 @@
+"""What the daemon's services and the control API share: the store (behind one writer
+thread), the retriever, counters, and the event hub for server-sent events.
+
+All store work goes through `db()`: a worker thread with a capacity of one, so SQLite sees
+one writer and the trio loop never blocks on disk or on the embedding model.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import anyio
+import anyio.abc
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from crdt import Kind
+from crypto import Identity
+
+from .backup import create_backup, default_recipients, report_json
+from .config import Config
+from .datadir import DataDir
+from .errors import UsageError
+from .grimoire import Episode, Grimoire, NewEntry, write_playbook
+from .grimoire.digest import build_digest
+from .grimoire.embedder import get_embedder
+from .grimoire.records import Entry
+from .grimoire.retrieval import Hit, RecallQuery, Retriever
+
+__all__ = ["DaemonState"]
+
+log = logging.getLogger("clade.state")
+T = TypeVar("T")
+Event = tuple[str, dict[str, Any]]
+
+
+@dataclass
+class DaemonState:
+    data: DataDir
+    config: Config
+    identity: Identity
+    store: Grimoire
+    started_monotonic: float = field(default_factory=time.monotonic)
+    counters: Counter[str] = field(default_factory=Counter)
+    last_curator: dict[str, Any] | None = None
+    _limiter: anyio.CapacityLimiter = field(default_factory=lambda: anyio.CapacityLimiter(1))
+    _subscribers: set[MemoryObjectSendStream[Event]] = field(default_factory=set)
+    _retriever: Retriever | None = None
+
+    @staticmethod
+    def now_ms() -> int:
+        return time.time_ns() // 1_000_000
+
+    async def db(self, fn: Callable[[Grimoire], T]) -> T:
+        """Run `fn(store)` in the writer thread."""
+        return await anyio.to_thread.run_sync(fn, self.store, limiter=self._limiter)
+
+    @property
+    def retriever(self) -> Retriever:
+        if self._retriever is None:
+            model = self.config.embedding.model
+            self._retriever = Retriever(self.store, lambda: get_embedder(self.data.root / "embedder", model))
+        return self._retriever
+
+    # -- events ----------------------------------------------------------------------
+
+    def publish(self, event: str, data: dict[str, Any]) -> None:
+        """Send an event to every subscriber; a subscriber that lags is dropped from this one."""
+        self.counters[f"event_{event}"] += 1
+        for send in list(self._subscribers):
+            try:
+                send.send_nowait((event, data))
+            except anyio.WouldBlock:
+                self.counters["events_dropped"] += 1
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self._subscribers.discard(send)
+
+    @asynccontextmanager
+    async def subscribe(self) -> AsyncIterator[MemoryObjectReceiveStream[Event]]:
+        send, receive = anyio.create_memory_object_stream[Event](256)
+        self._subscribers.add(send)
+        try:
+            async with receive:
+                yield receive
+        finally:
+            self._subscribers.discard(send)
+            send.close()
+
+    # -- operations used by the API and the services -----------------------------------
+
+    async def remember(self, new: NewEntry) -> Entry:
+        entry = await self.db(lambda s: s.remember(new, identity=self.identity))
+        self.publish("entry_written", {"id": entry.id, "kind": entry.body.kind.value})
+        return entry
+
+    async def append_episode(self, episode: Episode) -> None:
+        await self.db(lambda s: self.data.open_episodes().append([episode]))
+        self.publish("episode_written", {"id": episode.id})
+
+    async def recall(self, text: str, *, k: int, kinds: tuple[Kind, ...] = (),
+                     min_importance: float | None = None) -> list[Hit]:
+        query = RecallQuery(text=text, k=k, kinds=kinds, min_importance=min_importance)
+        return await self.db(lambda s: self.retriever.recall(query))
+
+    async def digest(self, text: str, *, budget_tokens: int, k: int, fmt: str,
+                     include_sensitive: bool) -> dict[str, Any]:
+        joined = self.data.load_membership()
+        namespace = joined[0].clade_name if joined else "local"
+        return await self.db(lambda s: build_digest(
+            self.retriever, text=text, now_ms=self.now_ms(), budget_tokens=budget_tokens, k=k, fmt=fmt,
+            include_sensitive=include_sensitive, namespace=namespace))
+
+    async def status(self) -> dict[str, Any]:
+        counts = await self.db(lambda s: s.counts())
+        joined = self.data.load_membership()
+        return {
+            "peer_id": self.identity.peer_id,
+            "data_dir": str(self.data.root),
+            "uptime_s": round(time.monotonic() - self.started_monotonic, 3),
+            "entries": counts.entries - counts.archived,
+            "archived": counts.archived,
+            "by_kind": counts.by_kind,
+            "clade": None if joined is None else {"name": joined[0].clade_name, "id": joined[0].clade_id},
+            "peers": len(self.peers()),
+            "last_curator_cycle": self.last_curator,
+            "counters": dict(self.counters),
+        }
+
+    def peers(self) -> list[dict[str, Any]]:
+        """Known siblings (filled by the p2p service once it exists)."""
+        return []
+
+    async def backup(self, *, include_identity: bool) -> dict[str, Any]:
+        clade_keys, publics, names = default_recipients(self.data)
+        if not clade_keys:
+            raise UsageError("this golem has not joined a clade: use `clade backup --recipient …` from the CLI")
+        report = await anyio.to_thread.run_sync(lambda: create_backup(
+            self.data, clade_keys=clade_keys, x25519_recipients=publics, recipient_names=names,
+            golem=self.identity.peer_id, include_identity=include_identity, keep=self.config.backup.keep))
+        doc = report_json(report)
+        self.publish("backup_written", doc)
+        return doc
+
+    async def curator_cycle(self) -> dict[str, Any]:
+        """One curator cycle. Today: embed new entries, snapshot PLAYBOOK.md, checkpoint the WAL.
+
+        Decay, pruning, compression and promotion come with the curator step; their counts
+        are reported as 0 until then.
+        """
+        started = time.monotonic()
+
+        def cycle(store: Grimoire) -> int:
+            try:
+                embedded = self.retriever.index_missing(limit=2048)
+            except Exception as exc:  # noqa: BLE001 - a broken model must not stop the cycle
+                log.warning("curator: embedding skipped: %s", exc)
+                embedded = 0
+            playbook = ["# PLAYBOOK", "", "Active warnings and heuristics of this golem's Grimoire.", ""]
+            for entry in store.list_entries(kinds=[Kind.WARNING, Kind.HEURISTIC, Kind.ANTI_KNOWLEDGE], limit=200):
+                if entry.status == "active":
+                    playbook.append(f"- [{entry.body.kind.value}] {' '.join(entry.body.content.split())}")
+            write_playbook(self.data.playbook_path, "\n".join(playbook) + "\n")
+            store.checkpoint()
+            return embedded
+
+        embedded = await self.db(cycle)
+        self.last_curator = {"entries_pruned": 0, "entries_promoted": 0, "heuristics_proposed": 0,
+                             "entries_embedded": embedded, "at_ms": self.now_ms(),
+                             "seconds": round(time.monotonic() - started, 3)}
+        self.publish("curator_cycle_complete", self.last_curator)
+        return self.last_curator
