@@ -168,28 +168,34 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         declared = dict(scope.get("headers", [])).get(b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
-            await _send_json(send, 413, {"error": "too_large", "detail": f"request body over {self.limit} bytes"})
+        if declared is not None:
+            if not declared.isdigit() or int(declared) > self.limit:
+                await _send_json(send, 413, {"error": "too_large", "detail": f"request body over {self.limit} bytes"})
+                return
+            await self.app(scope, receive, send)  # the server enforces the declared length
             return
-        seen = 0
-
-        async def limited() -> Message:
-            nonlocal seen
+        # No declared length (chunked): read it here, at most limit + 1 bytes, then replay it.
+        body = bytearray()
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.limit:
-                    raise _TooLarge
-            return message
+            if message["type"] != "http.request":
+                return  # the client went away
+            body += message.get("body", b"")
+            if len(body) > self.limit:
+                await _send_json(send, 413, {"error": "too_large", "detail": f"request body over {self.limit} bytes"})
+                return
+            if not message.get("more_body", False):
+                break
+        replayed = False
 
-        try:
-            await self.app(scope, limited, send)
-        except _TooLarge:
-            await _send_json(send, 413, {"error": "too_large", "detail": f"request body over {self.limit} bytes"})
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": bytes(body), "more_body": False}
 
-
-class _TooLarge(Exception):
-    pass
+        await self.app(scope, replay, send)
 
 
 class TokenAuth:

@@ -195,10 +195,12 @@ class Daemon:
             raise FatalError(str(exc)) from None
         state = self.state = DaemonState(data=self.data, config=config, identity=identity, store=store)
         sock = socket_path(self.data)
+        owns_files = False  # never remove another daemon's socket or run.json
         try:
             other = _live_pid(self.data)
             if other is not None:
                 raise FatalError(f"another clade daemon (pid {other}) runs on {self.data.root}")
+            owns_files = True
             sock.unlink(missing_ok=True)  # stale socket of a daemon that died
             app = BodyLimit(create_app(state))
             async with trio.open_nursery() as services:
@@ -231,8 +233,9 @@ class Daemon:
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(store.checkpoint)
             store.close()
-            self.data.run_path.unlink(missing_ok=True)
-            sock.unlink(missing_ok=True)
+            if owns_files:
+                self.data.run_path.unlink(missing_ok=True)
+                sock.unlink(missing_ok=True)
 
 
 def _diff(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:

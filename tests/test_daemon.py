@@ -1,0 +1,244 @@
+"""`clade run` as a service: sd_notify, signals, reload, the control API and its guards."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import stat
+import statistics
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from daemon.datadir import DataDir
+from tests.daemon_proc import DaemonProc, NotifySocket
+
+
+@pytest.fixture
+def notify(tmp_path: Path) -> Iterator[NotifySocket]:
+    sock = NotifySocket(tmp_path / "notify.sock")
+    yield sock
+    sock.close()
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProc]:
+    """One daemon for the API tests (starting one costs ~2 s)."""
+    data = DataDir(tmp_path_factory.mktemp("api") / "data")
+    data.init()
+    proc = DaemonProc(data)
+    yield proc
+    assert proc.stop() == 0
+
+
+def test_ready_watchdog_stopping_and_nothing_lost(data_dir: DataDir, notify: NotifySocket) -> None:
+    env = {"NOTIFY_SOCKET": str(notify.path), "WATCHDOG_USEC": "400000"}  # pet every 0.2 s
+    daemon = DaemonProc(data_dir, env=env)
+    ready = notify.wait_for("READY", "1")
+    assert "entries" in ready.get("STATUS", "")
+    for _ in range(6):
+        notify.wait_for("WATCHDOG", "1", timeout=5)
+    times = [t for t, m in notify.messages if m.get("WATCHDOG") == "1"]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert 0.1 <= statistics.median(gaps) <= 0.6, gaps  # half of WATCHDOG_USEC, loosely
+    ids = [daemon.request("POST", "/v1/memory", json={"content": f"written just before SIGTERM {i}",
+                                                      "memory_type": "warning"}).json()["id"] for i in range(20)]
+    assert daemon.stop(signal.SIGTERM) == 0
+    notify.wait_for("STOPPING", "1", timeout=5)
+    assert not data_dir.run_path.exists() and not Path(daemon.socket).exists()
+    with data_dir.open_store() as store:
+        assert {e.id for e in store.list_entries(limit=100)} == set(ids)
+
+
+def test_sighup_reloads_a_valid_config_and_keeps_the_old_on_an_invalid_one(
+        data_dir: DataDir, notify: NotifySocket) -> None:
+    daemon = DaemonProc(data_dir, env={"NOTIFY_SOCKET": str(notify.path)})
+    notify.wait_for("READY", "1")
+    data_dir.config_path.write_text("[curator]\ntick_seconds = 5.0\n")
+    daemon.proc.send_signal(signal.SIGHUP)
+    notify.wait_for("RELOADING", "1")
+    line = daemon.wait_for("config reloaded")
+    assert "curator.tick_seconds" in line
+    notify.wait_for("READY", "1")
+    data_dir.config_path.write_text("[curator]\ntick_seconds = -1\n")
+    daemon.proc.send_signal(signal.SIGHUP)
+    line = daemon.wait_for("reload refused")
+    assert "curator.tick_seconds" in line
+    assert daemon.request("GET", "/v1/status").status_code == 200  # still serving
+    assert daemon.stop() == 0
+
+
+def test_fatal_errors_stop_with_exit_1(data_dir: DataDir) -> None:
+    data_dir.identity_path.chmod(0o644)
+    import subprocess
+    import sys
+
+    proc = subprocess.run([str(Path(sys.executable).with_name("clade")), "--data-dir", str(data_dir.root), "run"],
+                          capture_output=True, timeout=60, check=False)
+    assert proc.returncode == 1 and b"chmod 600" in proc.stderr
+
+
+def test_a_second_daemon_on_the_same_data_dir_is_refused(shared: DaemonProc) -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run([str(Path(sys.executable).with_name("clade")), "--data-dir", str(shared.data.root), "run"],
+                          capture_output=True, timeout=60, check=False)
+    assert proc.returncode == 1 and b"another clade daemon" in proc.stderr
+    assert shared.request("GET", "/v1/status").status_code == 200
+
+
+def test_socket_is_0660(shared: DaemonProc) -> None:
+    assert stat.S_IMODE(os.stat(shared.socket).st_mode) == 0o660
+
+
+def test_memory_endpoints_in_gateway_shapes(shared: DaemonProc) -> None:
+    made = shared.request("POST", "/v1/memory", json={
+        "content": "Morpho Blue markets with thin liquidity freeze withdrawals", "memory_type": "warning",
+        "importance": 0.8, "metadata": {"tokens": ["USDC"], "chains": [8453], "protocols": ["morpho"],
+                                        "strategy_id": "lend-1"}})
+    assert made.status_code == 201, made.text
+    entry_id = made.json()["id"]
+    assert made.json()["entry"]["metadata"]["chains"] == [8453]
+    fact = shared.request("POST", "/v1/memory", json={"content": "USDC has 6 decimals", "memory_type": "fact"})
+    assert fact.status_code == 201
+    ep = shared.request("POST", "/v1/memory", json={"content": "saw a depeg at block 5", "memory_type": "episode"})
+    assert ep.status_code == 201 and ep.json()["memory_type"] == "episode"
+    found = shared.request("POST", "/v1/memory/search", json={"query": "lending pool exits get stuck", "top_k": 3})
+    assert found.status_code == 200 and found.json()["results"][0]["id"] == entry_id
+    only_facts = shared.request("POST", "/v1/memory/search", json={"query": "token precision", "type_filter": "fact"})
+    assert {r["kind"] for r in only_facts.json()["results"]} == {"fact"}
+    got = shared.request("GET", f"/v1/entries/{entry_id}")
+    assert got.status_code == 200 and got.json()["content"].startswith("Morpho")
+    listed = shared.request("GET", "/v1/entries", params={"kind": "warning", "limit": 5}).json()["entries"]
+    assert entry_id in {e["id"] for e in listed}
+    gone = shared.request("DELETE", f"/v1/entries/{entry_id}")
+    assert gone.status_code == 200 and gone.json()["archived"] is True
+    assert entry_id not in {e["id"] for e in shared.request("GET", "/v1/entries").json()["entries"]}
+
+
+def test_other_endpoints(shared: DaemonProc) -> None:
+    status = shared.request("GET", "/v1/status").json()
+    assert status["peer_id"] == shared.ready["peer_id"]
+    assert shared.request("GET", "/v1/peers").json() == {"peers": []}
+    shared.request("POST", "/v1/memory", json={"content": "Never chase a depeg below 0.97", "memory_type": "warning"})
+    digest = shared.request("POST", "/v1/digest", json={"query": "stablecoin depeg", "budget_tokens": 500})
+    assert digest.status_code == 200 and digest.json()["document"].startswith("<agent_memory>")
+    assert digest.json()["tokens"] <= 500
+    episode = shared.request("POST", "/v1/episodes", json={"summary": "MEV bot front-ran a swap", "block_number": 7,
+                                                            "payload": {"loss_usd": 12.5}, "category": "jit_defense"})
+    assert episode.status_code == 201 and episode.json()["episode"]["payload"] == {"loss_usd": 12.5}
+    cycle = shared.request("POST", "/v1/curator/run")
+    assert cycle.status_code == 200 and cycle.json()["entries_pruned"] == 0
+    assert "depeg" in shared.data.playbook_path.read_text()
+    backup = shared.request("POST", "/v1/backup", json={})
+    assert backup.status_code == 400 and backup.json()["error"] == "bad_request"  # not in a clade yet
+    spec = shared.request("GET", "/openapi.json").json()
+    assert "/v1/memory/search" in spec["paths"]
+
+
+def test_events_stream(shared: DaemonProc) -> None:
+    with httpx.Client(transport=httpx.HTTPTransport(uds=shared.socket), base_url="http://clade",
+                      timeout=30) as client, client.stream("GET", "/v1/events") as stream:
+        lines = stream.iter_lines()
+        assert next(lines) == ": connected"
+        shared.request("POST", "/v1/memory", json={"content": "event test entry", "memory_type": "insight"})
+        for line in lines:
+            if line.startswith("event:"):
+                assert line == "event: entry_written"
+                break
+
+
+@pytest.mark.parametrize(("method", "path", "body", "status", "error"), [
+    ("POST", "/v1/memory", {"content": ""}, 422, "invalid_request"),
+    ("POST", "/v1/memory", {"content": "x", "memory_type": "rumour"}, 422, "invalid_request"),
+    ("POST", "/v1/memory", {"content": "x", "importance": 2}, 422, "invalid_request"),
+    ("POST", "/v1/memory", {"content": "x", "surprise": 1}, 422, "invalid_request"),
+    ("POST", "/v1/memory", {"content": "x" * 5000}, 422, "invalid_request"),
+    ("POST", "/v1/memory/search", {"query": "x", "top_k": 0}, 422, "invalid_request"),
+    ("GET", "/v1/entries/0123456789abcdef0123456789abcdef", None, 404, "not_found"),
+    ("DELETE", "/v1/entries/nope", None, 404, "not_found"),
+    ("GET", "/v1/entries?limit=0", None, 400, "bad_request"),
+    ("GET", "/v1/nowhere", None, 404, "not_found"),
+    ("POST", "/v1/episodes", {"summary": "x", "category": "vibes"}, 400, "bad_request"),
+    ("POST", "/v1/memory", "not json", 422, "invalid_request"),
+])
+def test_error_shapes(shared: DaemonProc, method: str, path: str, body: object, status: int, error: str) -> None:
+    kw = {"content": body} if isinstance(body, str) else ({"json": body} if body is not None else {})
+    res = shared.request(method, path, **kw)
+    assert res.status_code == status, res.text
+    assert res.json()["error"] == error and "detail" in res.json()
+
+
+def test_oversized_bodies_are_refused(shared: DaemonProc) -> None:
+    big = b'{"content": "' + b"x" * (1024 * 1024 + 10) + b'"}'
+    res = shared.request("POST", "/v1/memory", content=big, headers={"content-type": "application/json"})
+    assert res.status_code == 413 and res.json()["error"] == "too_large"
+
+    def chunks() -> Iterator[bytes]:  # no content-length: counted as it streams
+        yield b'{"content": "'
+        for _ in range(20):
+            yield b"x" * 65536
+        yield b'"}'
+
+    res = shared.request("POST", "/v1/memory", content=chunks(), headers={"content-type": "application/json"})
+    assert res.status_code == 413
+    assert shared.request("GET", "/v1/status").status_code == 200
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=50),
+                           lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=12), c, max_size=4),
+                           max_leaves=12)
+bodies = st.one_of(json_values, st.fixed_dictionaries(
+    {}, optional={"content": json_values, "memory_type": st.sampled_from(["fact", "warning", "episode", "x"]),
+                  "importance": json_values, "metadata": json_values, "query": json_values, "top_k": json_values,
+                  "type_filter": json_values, "min_importance": json_values, "summary": json_values,
+                  "budget_tokens": json_values, "format": json_values, "payload": json_values}))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                   HealthCheck.too_slow])
+@given(path=st.sampled_from(["/v1/memory", "/v1/memory/search", "/v1/digest", "/v1/episodes"]), body=bodies)
+def test_fuzzed_bodies_never_cause_a_5xx(shared: DaemonProc, path: str, body: object) -> None:
+    try:
+        payload = json.dumps(body, allow_nan=True)
+    except (TypeError, ValueError):
+        return
+    res = shared.request("POST", path, content=payload, headers={"content-type": "application/json"})
+    assert res.status_code < 500, res.text
+    assert shared.proc.poll() is None
+
+
+def test_tcp_listener_needs_the_token(data_dir: DataDir) -> None:
+    import socket as s
+
+    with s.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    token = "t" * 40
+    data_dir.config_path.write_text(f'[api]\ntcp_port = {port}\ntoken = "{token}"\n')
+    daemon = DaemonProc(data_dir)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        assert httpx.get(f"{base}/v1/status").status_code == 401
+        assert httpx.get(f"{base}/v1/status", headers={"authorization": "Bearer wrong"}).status_code == 401
+        ok = httpx.get(f"{base}/v1/status", headers={"authorization": f"Bearer {token}"})
+        assert ok.status_code == 200 and ok.json()["peer_id"] == daemon.ready["peer_id"]
+    finally:
+        assert daemon.stop() == 0
+
+
+def test_tcp_port_without_token_is_fatal(data_dir: DataDir) -> None:
+    import subprocess
+    import sys
+
+    data_dir.config_path.write_text("[api]\ntcp_port = 7411\n")
+    proc = subprocess.run([str(Path(sys.executable).with_name("clade")), "--data-dir", str(data_dir.root), "run"],
+                          capture_output=True, timeout=60, check=False)
+    assert proc.returncode == 1 and b"token" in proc.stderr
