@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DATA   ?= .clade
 
-.PHONY: install run test lint bench clean
+.PHONY: install run test lint bench clean install-service
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,9 @@ lint: install
 bench: install
 	$(BIN)/python bench/store.py
 	$(BIN)/python bench/crdt.py
+
+install-service:
+	sudo systemd/install.sh
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

