@@ -33,7 +33,9 @@ class MetadataIn(_Strict):
 
 
 class MemoryIn(_Strict):
-    content: str = Field(min_length=1, max_length=4096)
+    # Emptiness and the 4 KiB (UTF-8 bytes) limit are checked by the entry model itself,
+    # so the API and the CLI refuse bad content with the same message.
+    content: str = Field(max_length=8192)
     memory_type: MemoryType = "insight"
     importance: float = Field(0.5, ge=0, le=1, allow_inf_nan=False)
     confidence: float = Field(0.7, ge=0, le=1, allow_inf_nan=False)

@@ -22,6 +22,7 @@ from crypto import CryptoError, MembershipError
 from crypto.vault import VaultError
 
 from . import cli_clade, cli_memory, render
+from .client import DaemonClient
 from .datadir import DataDir
 from .errors import DaemonError, UsageError
 from .grimoire import Episode, NewEntry, wall_clock_ms
@@ -231,6 +232,14 @@ def _read_text_arg(text: str) -> str:
 
 
 def cmd_remember(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    client = DaemonClient.for_data_dir(data)
+    if client is not None and args.category is None and args.pad is None and args.quality == 0.5:
+        made = client.call("POST", "/v1/memory", body={
+            "content": _read_text_arg(args.text), "memory_type": args.kind, "importance": args.importance,
+            "confidence": args.confidence, "sensitivity": args.sensitivity,
+            "metadata": {"tokens": args.token, "chains": args.chain, "protocols": args.protocol,
+                         "strategy_id": args.strategy_id, "tags": args.tag}})
+        return {"id": made["id"], "entry": made["entry"]}
     identity = data.load_identity()
     new = NewEntry(
         kind=Kind(args.kind),
@@ -265,11 +274,18 @@ def cmd_endorse(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
 
 
 def cmd_show(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    client = DaemonClient.for_data_dir(data)
+    if client is not None:
+        return dict(client.call("GET", f"/v1/entries/{args.id}"))
     with data.open_store() as store:
         return store.get(args.id).to_json()
 
 
 def cmd_list(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    client = DaemonClient.for_data_dir(data)
+    if client is not None:
+        return dict(client.call("GET", "/v1/entries", params={"kind": args.kind, "limit": args.limit,
+                                                              "archived": args.archived}))
     with data.open_store() as store:
         entries = store.list_entries(
             kinds=[Kind(k) for k in args.kind], limit=args.limit, include_archived=args.archived
@@ -278,6 +294,9 @@ def cmd_list(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
 
 
 def cmd_forget(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    client = DaemonClient.for_data_dir(data)
+    if client is not None:
+        return dict(client.call("DELETE", f"/v1/entries/{args.id}"))
     with data.open_store() as store:
         changed = store.forget(args.id)
     return {"id": args.id, "archived": True, "changed": changed}

@@ -15,6 +15,7 @@ from typing import Any
 
 from crdt import Kind
 
+from .client import DaemonClient
 from .datadir import DataDir
 from .errors import UsageError
 from .grimoire.digest import build_digest
@@ -73,6 +74,12 @@ def _query(args: argparse.Namespace, **kw: Any) -> RecallQuery:
 
 
 def cmd_recall(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    client = DaemonClient.for_data_dir(data)
+    plain = args.pad is None and args.min_confidence is None and not args.include_sensitive and not args.keyword_only
+    if client is not None and plain:
+        return dict(client.call("POST", "/v1/memory/search", body={
+            "query": args.query, "top_k": args.k, "type_filter": args.kind or None,
+            "min_importance": args.min_importance}))
     pad = None if args.pad is None else args.pad.as_tuple()
     with data.open_store() as store:
         hits = Retriever(store, _embedder(data)).recall(_query(args, pad=pad, keyword_only=args.keyword_only))
@@ -86,6 +93,11 @@ def _namespace(data: DataDir) -> str:
 
 
 def cmd_digest(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    client = DaemonClient.for_data_dir(data)
+    if client is not None:
+        return dict(client.call("POST", "/v1/digest", body={
+            "query": args.query, "budget_tokens": args.budget_tokens, "k": args.k, "format": args.format,
+            "include_sensitive": args.include_sensitive}))
     with data.open_store() as store:
         return build_digest(Retriever(store, _embedder(data)), text=args.query, now_ms=wall_clock_ms(),
                             budget_tokens=args.budget_tokens, k=args.k, fmt=args.format,

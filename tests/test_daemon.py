@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from daemon.datadir import DataDir
+from tests.conftest import CliRunner
 from tests.daemon_proc import DaemonProc, NotifySocket
 
 
@@ -156,11 +157,12 @@ def test_events_stream(shared: DaemonProc) -> None:
 
 
 @pytest.mark.parametrize(("method", "path", "body", "status", "error"), [
-    ("POST", "/v1/memory", {"content": ""}, 422, "invalid_request"),
+    ("POST", "/v1/memory", {"content": ""}, 400, "bad_request"),
     ("POST", "/v1/memory", {"content": "x", "memory_type": "rumour"}, 422, "invalid_request"),
     ("POST", "/v1/memory", {"content": "x", "importance": 2}, 422, "invalid_request"),
     ("POST", "/v1/memory", {"content": "x", "surprise": 1}, 422, "invalid_request"),
-    ("POST", "/v1/memory", {"content": "x" * 5000}, 422, "invalid_request"),
+    ("POST", "/v1/memory", {"content": "x" * 5000}, 400, "bad_request"),
+    ("POST", "/v1/memory", {"content": "x" * 9000}, 422, "invalid_request"),
     ("POST", "/v1/memory/search", {"query": "x", "top_k": 0}, 422, "invalid_request"),
     ("GET", "/v1/entries/0123456789abcdef0123456789abcdef", None, 404, "not_found"),
     ("DELETE", "/v1/entries/nope", None, 404, "not_found"),
@@ -242,3 +244,26 @@ def test_tcp_port_without_token_is_fatal(data_dir: DataDir) -> None:
     proc = subprocess.run([str(Path(sys.executable).with_name("clade")), "--data-dir", str(data_dir.root), "run"],
                           capture_output=True, timeout=60, check=False)
     assert proc.returncode == 1 and b"token" in proc.stderr
+
+
+def test_cli_goes_through_a_running_daemon_with_identical_output(cli: CliRunner, data_dir: DataDir) -> None:
+    direct_bad = cli("remember", "   ")
+    daemon = DaemonProc(data_dir)
+    try:
+        made = cli("remember", "Through the daemon: Aave rates jump at 90% utilisation", "--kind", "warning",
+                   "--tag", "aave", "--json")
+        assert made.code == 0, made.err
+        entry_id = made.json()["id"]
+        assert daemon.request("GET", "/v1/status").json()["counters"]["event_entry_written"] == 1
+        found = cli("recall", "lending interest spikes", "--json")  # bumps the access count once
+        assert found.code == 0 and found.json()["results"][0]["id"] == entry_id
+        via_api = {cmd: cli(*cmd) for cmd in [("show", entry_id, "--json"), ("show", entry_id), ("list", "--json"),
+                                              ("list",), ("show", "f" * 32)]}
+        api_bad = cli("remember", "   ")
+    finally:
+        assert daemon.stop() == 0
+    for cmd, res in via_api.items():
+        direct = cli(*cmd)
+        assert (direct.code, direct.out, direct.err) == (res.code, res.out, res.err), cmd
+    assert (api_bad.code, api_bad.err) == (direct_bad.code, direct_bad.err) == (2, direct_bad.err)
+    assert cli("forget", entry_id, "--json").json()["changed"] is True

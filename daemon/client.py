@@ -1,0 +1,63 @@
+"""Talk to a running daemon over its unix socket (found through `$DATA/run.json`).
+
+The CLI uses this when a daemon holds the data dir, so writes go through the daemon's
+single writer and recall uses its already-loaded model; API errors come back as the same
+`UsageError`/`NotFound`/`DaemonError` the direct path raises, so output and exit codes are
+identical either way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from .datadir import DataDir
+from .errors import DaemonError, NotFound, UsageError
+
+__all__ = ["DaemonClient"]
+
+
+class DaemonClient:
+    def __init__(self, socket: Path) -> None:
+        self.socket = socket
+        self._client = httpx.Client(transport=httpx.HTTPTransport(uds=str(socket)), base_url="http://clade",
+                                    timeout=120)
+
+    @classmethod
+    def for_data_dir(cls, data: DataDir) -> DaemonClient | None:
+        """A client if a live daemon serves this data dir, else None (use the store directly)."""
+        if os.environ.get("CLADE_NO_DAEMON"):
+            return None
+        try:
+            info = json.loads(data.run_path.read_text())
+            pid, socket = int(info["pid"]), Path(info["socket"])
+            os.kill(pid, 0)
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return cls(socket) if socket.exists() else None
+
+    def call(self, method: str, path: str, *, body: dict[str, Any] | None = None,
+             params: dict[str, Any] | None = None) -> Any:
+        try:
+            res = self._client.request(method, path, json=body, params=params)
+        except httpx.HTTPError as exc:
+            raise DaemonError(f"cannot reach the daemon on {self.socket}: {exc}; is it running?") from None
+        finally:
+            self._client.close()
+        if res.status_code < 400:
+            return res.json()
+        try:
+            detail = res.json().get("detail")
+        except ValueError:
+            detail = res.text
+        if isinstance(detail, list):  # pydantic errors: loc + msg
+            detail = "; ".join(f"{'.'.join(str(p) for p in d.get('loc', [])[1:])}: {d.get('msg')}" for d in detail)
+        if res.status_code == 404:
+            raise NotFound(str(detail))
+        if res.status_code < 500:
+            raise UsageError(str(detail))
+        raise DaemonError(f"the daemon failed: {detail}")
