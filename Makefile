@@ -35,6 +35,9 @@ lint: install
 bench: install
 	$(BIN)/python bench/store.py
 	$(BIN)/python bench/crdt.py
+	$(BIN)/python bench/recall.py
+	$(BIN)/python bench/vault.py
+	$(BIN)/python bench/api.py
 
 install-service:
 	sudo systemd/install.sh
