@@ -32,6 +32,7 @@ __all__ = ["MAX_BODY_BYTES", "BodyLimit", "TokenAuth", "create_app"]
 
 log = logging.getLogger("clade.api")
 MAX_BODY_BYTES = 1024 * 1024
+DRAIN_BYTES = 16 * 1024 * 1024
 
 
 def _error(status: int, error: str, detail: object) -> JSONResponse:
@@ -170,6 +171,8 @@ class BodyLimit:
         declared = dict(scope.get("headers", [])).get(b"content-length")
         if declared is not None:
             if not declared.isdigit() or int(declared) > self.limit:
+                if declared.isdigit() and int(declared) <= DRAIN_BYTES:
+                    await _drain(receive)  # let the client finish sending, so it reads our answer
                 await _send_json(send, 413, {"error": "too_large", "detail": f"request body over {self.limit} bytes"})
                 return
             await self.app(scope, receive, send)  # the server enforces the declared length
@@ -182,6 +185,8 @@ class BodyLimit:
                 return  # the client went away
             body += message.get("body", b"")
             if len(body) > self.limit:
+                if message.get("more_body", False):
+                    await _drain(receive)
                 await _send_json(send, 413, {"error": "too_large", "detail": f"request body over {self.limit} bytes"})
                 return
             if not message.get("more_body", False):
@@ -212,6 +217,19 @@ class TokenAuth:
                 await _send_json(send, 401, {"error": "unauthorized", "detail": "missing or wrong bearer token"})
                 return
         await self.app(scope, receive, send)
+
+
+async def _drain(receive: Receive) -> None:
+    """Read and discard the rest of a refused body (at most DRAIN_BYTES): a client still
+    writing when the server answers and closes would see a reset instead of the 413."""
+    seen = 0
+    while seen <= DRAIN_BYTES:
+        message = await receive()
+        if message["type"] != "http.request":
+            return
+        seen += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return
 
 
 async def _send_json(send: Callable[[Message], Awaitable[None]], status: int, doc: dict[str, str]) -> None:
