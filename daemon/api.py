@@ -21,7 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from crdt import InvalidValue, Kind
-from crdt.body import Category, Sensitivity
+from crdt.body import Category, Pad, Sensitivity
 
 from .api_models import BackupIn, DigestIn, EpisodeIn, MemoryIn, SearchIn
 from .errors import NotFound, UsageError
@@ -78,10 +78,12 @@ def create_app(state: DaemonState) -> FastAPI:
                               protocol=meta.protocols[0] if meta.protocols else None)
             await state.append_episode(episode)
             return {"id": episode.id, "memory_type": "episode"}
+        pad = None if body.pad is None else Pad(pleasure=body.pad[0], arousal=body.pad[1], dominance=body.pad[2])
         new = NewEntry(kind=Kind(body.memory_type), content=body.content, confidence=body.confidence,
-                       importance=body.importance, tokens=tuple(meta.tokens), chains=tuple(meta.chains),
-                       protocols=tuple(meta.protocols), tags=tuple(meta.tags), strategy_id=meta.strategy_id,
-                       sensitivity=Sensitivity(body.sensitivity))
+                       importance=body.importance, quality=body.quality, category=body.category,
+                       tokens=tuple(meta.tokens), chains=tuple(meta.chains), protocols=tuple(meta.protocols),
+                       tags=tuple(meta.tags), strategy_id=meta.strategy_id, sensitivity=Sensitivity(body.sensitivity),
+                       pad=pad)
         entry = await state.remember(new)
         return {"id": entry.id, "memory_type": entry.body.kind.value, "entry": entry.to_json()}
 

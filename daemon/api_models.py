@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from crdt import Kind
+from crdt.body import Category
 
 __all__ = ["BackupIn", "DigestIn", "EpisodeIn", "MemoryIn", "MetadataIn", "SearchIn"]
 
@@ -41,6 +42,10 @@ class MemoryIn(_Strict):
     confidence: float = Field(0.7, ge=0, le=1, allow_inf_nan=False)
     metadata: MetadataIn = Field(default_factory=MetadataIn)
     sensitivity: Literal["public", "private", "sensitive"] = "public"
+    # Grimoire fields beyond the gateway shape (optional):
+    category: Category | None = None
+    quality: float = Field(0.5, ge=0, le=1, allow_inf_nan=False)
+    pad: tuple[float, float, float] | None = None
 
 
 class SearchIn(_Strict):

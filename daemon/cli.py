@@ -233,10 +233,11 @@ def _read_text_arg(text: str) -> str:
 
 def cmd_remember(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     client = DaemonClient.for_data_dir(data)
-    if client is not None and args.category is None and args.pad is None and args.quality == 0.5:
+    if client is not None:
         made = client.call("POST", "/v1/memory", body={
             "content": _read_text_arg(args.text), "memory_type": args.kind, "importance": args.importance,
-            "confidence": args.confidence, "sensitivity": args.sensitivity,
+            "confidence": args.confidence, "sensitivity": args.sensitivity, "quality": args.quality,
+            "category": args.category, "pad": None if args.pad is None else list(args.pad.as_tuple()),
             "metadata": {"tokens": args.token, "chains": args.chain, "protocols": args.protocol,
                          "strategy_id": args.strategy_id, "tags": args.tag}})
         return {"id": made["id"], "entry": made["entry"]}

@@ -251,7 +251,7 @@ def test_cli_goes_through_a_running_daemon_with_identical_output(cli: CliRunner,
     daemon = DaemonProc(data_dir)
     try:
         made = cli("remember", "Through the daemon: Aave rates jump at 90% utilisation", "--kind", "warning",
-                   "--tag", "aave", "--json")
+                   "--tag", "aave", "--category", "risk_events", "--quality", "0.8", "--pad=-0.5,0.9,0.1", "--json")
         assert made.code == 0, made.err
         entry_id = made.json()["id"]
         assert daemon.request("GET", "/v1/status").json()["counters"]["event_entry_written"] == 1
