@@ -133,7 +133,13 @@ ALTER TABLE entries ADD COLUMN cite_weight REAL NOT NULL DEFAULT 1.0
 CREATE INDEX entries_by_embedding_time ON entries (embedding_created_ms);
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1_ENTRIES, _V2_FTS, _V3_OPS, _V4_RETRIEVAL)
+_V5_VECTOR_MODEL = """
+-- "Does every entry have a vector of the current model?" as an index-only count.
+CREATE INDEX entries_by_embedding_model
+    ON entries (embedding_model, embedding_model_version, embedding_preprocess_hash);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1_ENTRIES, _V2_FTS, _V3_OPS, _V4_RETRIEVAL, _V5_VECTOR_MODEL)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -51,6 +51,13 @@ __all__ = ["Grimoire", "LocalIdentity", "RecallHit", "StoreCounts", "wall_clock_
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _MAX_QUERY_WORDS = 32
+_STOPWORDS = frozenset({
+    "a", "an", "and", "are", "as", "at", "be", "been", "but", "by", "can", "could", "do", "does", "for",
+    "from", "had", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "no", "not",
+    "of", "on", "or", "our", "should", "so", "than", "that", "the", "their", "them", "then", "there", "these",
+    "they", "this", "to", "was", "we", "were", "what", "when", "where", "which", "while", "who", "why", "will",
+    "with", "would", "you", "your",
+})
 _ENTRY_COLUMNS = (
     "id, author, kind, category, content, tokens, chains, protocols, tags, strategy_id, "
     "importance, quality, sensitivity, pad_pleasure, pad_arousal, pad_dominance, origin, "
@@ -453,6 +460,8 @@ class Grimoire:
         words = [w.lower() for w in _WORD.findall(query)][:_MAX_QUERY_WORDS]
         if not words:
             raise UsageError(f"query {query!r} has no searchable words (letters or digits)")
+        # Function words match nearly everything: they slow FTS5 down and add only noise.
+        words = [w for w in words if w not in _STOPWORDS] or words
         match = " OR ".join(f'"{w}"' for w in dict.fromkeys(words))
         where, params = _filters(kinds, False, min_importance)
         where = where.replace("WHERE", "AND", 1) if where else ""

@@ -30,6 +30,11 @@ def _matches(info: EmbeddingInfo) -> tuple[str, tuple[str, str, str]]:
 def missing_vectors(store: Grimoire, info: EmbeddingInfo, *, limit: int = 10_000) -> list[tuple[str, str]]:
     """(id, content) of entries with no vector of this model (archived ones too: they may return)."""
     clause, params = _matches(info)
+    # Fast path, two index-only counts: when every entry has a current vector, skip the scan.
+    (current,) = store.connection.execute(f"SELECT count(*) FROM entries WHERE {clause}", params).fetchone()
+    (total,) = store.connection.execute("SELECT count(*) FROM entries").fetchone()
+    if current == total:
+        return []
     rows = store.connection.execute(
         f"SELECT id, content FROM entries WHERE embedding IS NULL OR NOT ({clause}) ORDER BY rid LIMIT ?",
         (*params, limit),
