@@ -7,12 +7,8 @@ form by plain SQL, so these tests do not lean on today's write path to make yest
 from __future__ import annotations
 
 import json
-import queue
 import random
 import sqlite3
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack, closing
@@ -28,6 +24,7 @@ from daemon.grimoire import schema
 from daemon.grimoire.records import NewEntry
 from daemon.grimoire.schema import SCHEMA_VERSION
 from daemon.grimoire.store import Grimoire
+from tests.procs import Child
 
 REPO = Path(__file__).resolve().parent.parent
 TIMEOUT = 60.0
@@ -243,52 +240,18 @@ with Grimoire.open(Path(sys.argv[1]), create=sys.argv[2] == "create") as store:
 """
 
 
-class Opener:
+class Opener(Child):
+    """Opens the store at a "go" on stdin and prints what it found."""
+
     def __init__(self, stack: ExitStack, db: Path, stderr_path: Path, *, create: bool = False) -> None:
-        self._stderr_path = stderr_path
-        err = stack.enter_context(stderr_path.open("wb"))
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", OPENER, str(db), "create" if create else "open"],
-            cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-        )
-        stack.callback(self._reap)
-        self._lines: queue.Queue[str | None] = queue.Queue()
-        self._pump = threading.Thread(target=self._read, daemon=True)
-        self._pump.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            self._lines.put(raw.decode().rstrip("\n"))
-        self._lines.put(None)
-
-    def _reap(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(timeout=TIMEOUT)
-        self._pump.join(timeout=TIMEOUT)
-        for pipe in (self.proc.stdin, self.proc.stdout):
-            if pipe is not None:
-                pipe.close()
-
-    def line(self) -> str | None:
-        try:
-            return self._lines.get(timeout=TIMEOUT)
-        except queue.Empty:
-            raise AssertionError(f"opener printed nothing for {TIMEOUT}s") from None
+        super().__init__(stack, OPENER, str(db), "create" if create else "open", stderr_path=stderr_path)
 
     def go(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(b"go\n")
-        self.proc.stdin.flush()
+        self.send("go\n")
 
-    def finish(self) -> tuple[int, list[str], str]:
-        code = self.proc.wait(timeout=TIMEOUT)
-        self._pump.join(timeout=TIMEOUT)
-        lines = []
-        while (item := self._lines.get_nowait()) is not None:
-            lines.append(item)
-        return code, lines, self._stderr_path.read_text(errors="replace")
+    def finish_all(self) -> tuple[int, list[str], str]:
+        code, stderr = self.finish()
+        return code, self.rest(), stderr
 
 
 BULK = 3000  # enough rows that the v2 FTS rebuild holds the write lock for a while
@@ -312,7 +275,7 @@ def run_openers(tmp_path: Path, db: Path, count: int, *, create: bool = False) -
             p.go()
         printed = []
         for p in procs:
-            code, lines, err = p.finish()
+            code, lines, err = p.finish_all()
             assert (code, err) == (0, "")
             assert len(lines) == 1
             printed.append(lines[0])
