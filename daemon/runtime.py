@@ -43,6 +43,7 @@ __all__ = ["FatalError", "run_daemon", "socket_path"]
 
 log = logging.getLogger("clade.daemon")
 GRACE_SECONDS = 5.0
+EMBED_IDLE_SECONDS = 2.0
 BACKOFF_MAX = 60.0
 
 
@@ -109,6 +110,17 @@ class Daemon:
                 await self.stop.wait()
                 return
             await self.state.curator_cycle()
+
+    async def embedder_service(self) -> None:
+        """Work through entries without vectors in small batches, pausing when there are none."""
+        assert self.state is not None
+        while not self.stop.is_set():
+            done = await self.state.embed_backlog()
+            if done == 0:
+                with trio.move_on_after(EMBED_IDLE_SECONDS):
+                    await self.stop.wait()
+            else:
+                await trio.sleep(0)  # let requests in between batches
 
     async def backup_service(self) -> None:
         assert self.state is not None
@@ -219,6 +231,7 @@ class Daemon:
                         {"pid": os.getpid(), "socket": str(sock), "started_ms": state.now_ms()}).encode(), mode=0o600)
                     services.start_soon(self.supervise, "curator", self.curator_service)
                     services.start_soon(self.supervise, "backup", self.backup_service)
+                    services.start_soon(self.supervise, "embedder", self.embedder_service)
                     services.start_soon(self.supervise, "watchdog",
                                         lambda: self.watchdog_service(watchdog_interval()))
                     status = await self.status_line()

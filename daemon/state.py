@@ -31,8 +31,13 @@ from .grimoire.digest import build_digest
 from .grimoire.embedder import get_embedder
 from .grimoire.records import Entry
 from .grimoire.retrieval import Hit, RecallQuery, Retriever
+from .grimoire.vectors import missing_vectors, write_vectors
 
-__all__ = ["DaemonState"]
+__all__ = ["INLINE_EMBED_LIMIT", "DaemonState"]
+
+# Entries a request may embed itself before ranking (~2 s at the worst measured rate);
+# the embedder service does the rest in the background.
+INLINE_EMBED_LIMIT = 32
 
 log = logging.getLogger("clade.state")
 T = TypeVar("T")
@@ -105,7 +110,7 @@ class DaemonState:
     async def recall(self, text: str, *, k: int, kinds: tuple[Kind, ...] = (),
                      min_importance: float | None = None) -> list[Hit]:
         query = RecallQuery(text=text, k=k, kinds=kinds, min_importance=min_importance)
-        return await self.db(lambda s: self.retriever.recall(query))
+        return await self.db(lambda s: self.retriever.recall(query, embed_limit=INLINE_EMBED_LIMIT))
 
     async def digest(self, text: str, *, budget_tokens: int, k: int, fmt: str,
                      include_sensitive: bool) -> dict[str, Any]:
@@ -113,7 +118,19 @@ class DaemonState:
         namespace = joined[0].clade_name if joined else "local"
         return await self.db(lambda s: build_digest(
             self.retriever, text=text, now_ms=self.now_ms(), budget_tokens=budget_tokens, k=k, fmt=fmt,
-            include_sensitive=include_sensitive, namespace=namespace))
+            include_sensitive=include_sensitive, namespace=namespace, embed_limit=INLINE_EMBED_LIMIT))
+
+    async def embed_backlog(self, *, batch: int = 32) -> int:
+        """Embed up to `batch` entries lacking a vector; the model runs *outside* the store's
+        writer thread, so requests and the watchdog never wait for it. Returns how many."""
+        embedder = await anyio.to_thread.run_sync(lambda: self.retriever.embedder)
+        todo = await self.db(lambda s: missing_vectors(s, embedder.info, limit=batch))
+        if not todo:
+            return 0
+        vectors = await anyio.to_thread.run_sync(lambda: embedder.embed([content for _, content in todo]))
+        await self.db(lambda s: write_vectors(s, embedder.info, [i for i, _ in todo], vectors))
+        self.counters["entries_embedded"] += len(todo)
+        return len(todo)
 
     async def status(self) -> dict[str, Any]:
         counts = await self.db(lambda s: s.counts())
@@ -154,23 +171,17 @@ class DaemonState:
         """
         started = time.monotonic()
 
-        def cycle(store: Grimoire) -> int:
-            try:
-                embedded = self.retriever.index_missing(limit=2048)
-            except Exception as exc:  # noqa: BLE001 - a broken model must not stop the cycle
-                log.warning("curator: embedding skipped: %s", exc)
-                embedded = 0
+        def cycle(store: Grimoire) -> None:
             playbook = ["# PLAYBOOK", "", "Active warnings and heuristics of this golem's Grimoire.", ""]
             for entry in store.list_entries(kinds=[Kind.WARNING, Kind.HEURISTIC, Kind.ANTI_KNOWLEDGE], limit=200):
                 if entry.status == "active":
                     playbook.append(f"- [{entry.body.kind.value}] {' '.join(entry.body.content.split())}")
             write_playbook(self.data.playbook_path, "\n".join(playbook) + "\n")
             store.checkpoint()
-            return embedded
 
-        embedded = await self.db(cycle)
+        await self.db(cycle)
         self.last_curator = {"entries_pruned": 0, "entries_promoted": 0, "heuristics_proposed": 0,
-                             "entries_embedded": embedded, "at_ms": self.now_ms(),
+                             "entries_embedded": self.counters["entries_embedded"], "at_ms": self.now_ms(),
                              "seconds": round(time.monotonic() - started, 3)}
         self.publish("curator_cycle_complete", self.last_curator)
         return self.last_curator

@@ -267,3 +267,20 @@ def test_cli_goes_through_a_running_daemon_with_identical_output(cli: CliRunner,
         assert (direct.code, direct.out, direct.err) == (res.code, res.out, res.err), cmd
     assert (api_bad.code, api_bad.err) == (direct_bad.code, direct_bad.err) == (2, direct_bad.err)
     assert cli("forget", entry_id, "--json").json()["changed"] is True
+
+
+def test_background_embedder_works_through_a_backlog(shared: DaemonProc) -> None:
+    import time
+
+    for i in range(40):
+        shared.request("POST", "/v1/memory", json={"content": f"Backlog {i}: Curve pool {i} rebalances slowly",
+                                                   "memory_type": "insight"})
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        with shared.data.open_store() as store:
+            missing = store.connection.execute("SELECT count(*) FROM entries WHERE embedding IS NULL").fetchone()[0]
+        if missing == 0:
+            break
+        time.sleep(0.5)  # polling the daemon's own progress; there is no event to wait on
+    assert missing == 0
+    assert shared.request("GET", "/v1/status").json()["counters"]["entries_embedded"] >= 40

@@ -242,3 +242,13 @@ def test_keyword_only_ranks_by_bm25_not_just_importance(store: Grimoire, model_d
     write(store, "Health factor simulation rules for Aave collateral top-ups", importance=0.9)
     got = ranks(store, model_dir, "tenderly multicall simulation", keyword_only=True)
     assert got[0] == match
+
+
+def test_recall_embeds_at_most_embed_limit_inline(store: Grimoire, model_dir: Path) -> None:
+    """The daemon bounds inline embedding; entries still without vectors are found by keyword."""
+    for i in range(12):
+        write(store, f"Backlog entry {i} about bridge withdrawal delays")
+    r = retriever(store, model_dir)
+    hits = r.recall(RecallQuery(text="bridge withdrawal", k=12), now_ms=NOW, touch=False, embed_limit=5)
+    assert vector_report(store, r.embedder.info) == {"current": 5, "other_model": 0, "missing": 7}
+    assert len(hits) == 12  # the 7 without vectors came in through FTS5

@@ -159,11 +159,11 @@ def render_json(items: Sequence[DigestItem], *, now_ms: int, budget_tokens: int 
 
 
 def build_digest(retriever: Retriever, *, text: str, now_ms: int, budget_tokens: int, k: int, fmt: str,
-                 include_sensitive: bool, namespace: str) -> dict[str, Any]:
+                 include_sensitive: bool, namespace: str, embed_limit: int | None = None) -> dict[str, Any]:
     """Rank (wider than k: per-kind limits and the budget skip some), render `fmt`, bump access
     counts of what made it in; returns {format, tokens, budget_tokens, entries, document}."""
     wide = RecallQuery(text=text, k=max(4 * k, 40), include_sensitive=include_sensitive)
-    hits = retriever.recall(wide, now_ms=now_ms, touch=False)
+    hits = retriever.recall(wide, now_ms=now_ms, touch=False, embed_limit=embed_limit)
     items = [DigestItem(h.entry, h.score) for h in hits]
     if fmt == "xml":
         document = render_xml(items, now_ms=now_ms, budget_tokens=budget_tokens, k=k,

@@ -67,10 +67,11 @@ class Retriever:
         return self._embedder
 
     def index_missing(self, *, batch: int = 256, limit: int | None = None) -> int:
-        """Embed entries that have no vector of the current model; returns how many."""
+        """Embed entries that have no vector of the current model (at most `limit`); returns how many."""
         done = 0
         while limit is None or done < limit:
-            todo = missing_vectors(self.store, self.embedder.info, limit=batch)
+            size = batch if limit is None else min(batch, limit - done)
+            todo = missing_vectors(self.store, self.embedder.info, limit=size)
             if not todo:
                 break
             vectors = self.embedder.embed([content for _, content in todo])
@@ -84,8 +85,15 @@ class Retriever:
         self._index.refresh(self.store)
         return self._index
 
-    def recall(self, query: RecallQuery, *, now_ms: int | None = None, touch: bool = True) -> list[Hit]:
-        """The top `query.k` entries by rank. Raises `UsageError` for an empty query."""
+    def recall(self, query: RecallQuery, *, now_ms: int | None = None, touch: bool = True,
+               embed_limit: int | None = None) -> list[Hit]:
+        """The top `query.k` entries by rank. Raises `UsageError` for an empty query.
+
+        First embeds entries that lack a vector — all of them, or at most `embed_limit` (the
+        daemon passes a small one: its background embedder works through any backlog, and a
+        query must never hold the store for minutes). Entries still without a vector take
+        part through keyword search.
+        """
         if not query.text.strip():
             raise UsageError("query must not be empty")
         now = wall_clock_ms() if now_ms is None else now_ms
@@ -93,7 +101,7 @@ class Retriever:
         vec: NDArray[np.float32] | None = None
         index: VectorIndex | None = None
         if not query.keyword_only:
-            self.index_missing()
+            self.index_missing(limit=embed_limit)
             index = self._vector_index()
             vec = self.embedder.embed([query.text])[0]
             for entry_id, _ in index.nearest(vec, max(CANDIDATES, 5 * query.k)):
