@@ -1,0 +1,950 @@
+"""Benchmark the CRDT layer: joining signed ops, extracting delta-intervals, bytes on the wire.
+
+    .venv/bin/python bench/crdt.py [--ops N] [--seed S] [--profile] [--out DIR]
+
+Workload: N signed ops (default 100,000) written by 4 replicas with real Ed25519 keys, in
+generation order: entries created (a body op and an author op each), confidence updates of
+the writer's own entries (author ops that supersede older ones) and endorsements of other
+replicas' crossable entries. Contents are seeded, DeFi-flavoured and 60-1,500 characters long.
+
+1. Join throughput (ops/s per batch; median, min, max over all batches of the workload):
+   decode with signature checks (`crdt.decode_delta(data, crypto.signature_ok)`) and without
+   (a verifier that always says yes); `crdt.apply_delta` into a `MemoryBackend`;
+   `Grimoire.apply_delta` into a SQLite file (one transaction per batch); and end to end
+   (decode + verify + `Grimoire.apply_delta`). Join-only batches hold exactly 4,096 ops;
+   encoded batches hold at most 4,096 ops *and* at most 1 MiB (the codec refuses bigger
+   messages, and 4,096 ops that include entry bodies do not fit in 1 MiB).
+2. Delta extraction from the Grimoire built in 1 (N ops) for a peer that lacks the last 10%
+   of the dots (10,000 by default) of one writer, or spread over all writers, for a peer that
+   is up to date, and for an empty peer (full sync); the same with `crdt.extract_deltas` on a
+   `MemoryBackend` holding the same ops.
+3. Bytes on the wire per op against the raw msgpack of what it carries.
+
+The generated workload is frozen out of the cyclic GC (`gc.freeze`) before anything is timed.
+Prints a table to stdout (progress goes to stderr), then one JSON line with every number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import hashlib
+import json
+import math
+import os
+import platform
+import pstats
+import random
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+# `python bench/crdt.py` puts bench/ first on sys.path, where this very file would shadow the
+# `crdt` package: drop that entry and make sure the repository root comes first.
+_BENCH_DIR = Path(__file__).resolve().parent
+_ROOT = _BENCH_DIR.parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _BENCH_DIR]
+sys.path.insert(0, str(_ROOT))
+
+import msgpack  # noqa: E402
+
+import crdt  # noqa: E402
+import crypto  # noqa: E402
+from crdt import (  # noqa: E402
+    AuthorValue,
+    CausalContext,
+    Delta,
+    EndorseValue,
+    EntryBody,
+    HybridClock,
+    Kind,
+    MemoryBackend,
+    Mutator,
+    Op,
+    Pad,
+    SlotKind,
+    Timestamp,
+)
+from crdt.body import Category, Sensitivity  # noqa: E402
+from crdt.codec import DELTA_VERSION, encode_context  # noqa: E402
+from crdt.replica import MAX_BATCH_BYTES, MAX_BATCH_OPS, NEVER_CROSS, may_cross  # noqa: E402
+from crypto import Identity  # noqa: E402
+from daemon.grimoire import Grimoire  # noqa: E402
+
+WRITER_WEIGHTS = (40, 30, 20, 10)      # share of the steps each of the 4 replicas takes
+P_CONFIDENCE = 0.16                    # a step updates the confidence of one of the writer's entries
+P_ENDORSE = 0.10                       # a step endorses a sibling's crossable entry
+MIN_CHARS, MAX_CHARS = 60, 1_500
+JOIN_BATCH = MAX_BATCH_OPS             # 4,096
+BEHIND_FRACTION = 0.10                 # the lagging peer misses 10% of the dots (10,000 of 100,000)
+EXTRACT_REPEATS = 3
+PROFILE_BATCHES = 4
+PROFILE_TOP = 5
+
+# -- vocabulary (the same flavour as bench/store.py) -------------------------------------------
+
+PROTOCOLS = (
+    "uniswap", "aave", "curve", "gmx", "balancer", "compound", "lido", "maker", "sushiswap",
+    "pendle", "morpho", "eigenlayer", "velodrome", "aerodrome", "convex", "yearn", "frax",
+    "synthetix", "dydx", "hyperliquid", "camelot", "traderjoe", "radiant", "spark", "ethena",
+)
+AGGREGATORS = ("1inch", "cowswap", "paraswap", "0x", "odos", "kyberswap", "openocean")
+BRIDGES = ("across", "stargate", "hop", "synapse", "celer", "wormhole", "layerzero")
+RELAYS = ("flashbots", "mevblocker", "bloxroute", "merkle", "securerpc")
+TOKENS = (
+    "ETH", "WETH", "USDC", "USDT", "DAI", "WBTC", "stETH", "wstETH", "rETH", "cbETH", "ARB", "OP",
+    "GMX", "CRV", "CVX", "AAVE", "UNI", "LINK", "PENDLE", "LDO", "MKR", "FRAX", "GHO", "USDe",
+    "sUSDe", "weETH", "ezETH", "SOL", "MATIC", "PEPE",
+)
+CHAINS = {1: "mainnet", 10: "optimism", 42161: "arbitrum", 8453: "base", 137: "polygon", 56: "bsc"}
+CHAIN_WEIGHTS = (30, 10, 25, 20, 8, 7)
+TAGS = (
+    "mev", "slippage", "gas", "liquidity", "rebalance", "sandwich", "frontrun", "backrun", "oracle",
+    "twap", "lp", "perps", "lending", "stablecoin", "depeg", "l2", "bridge", "funding", "basis",
+    "liquidation", "volatility", "jit", "range", "fees", "routing", "risk", "regime", "arbitrage",
+    "yield", "restaking", "governance", "exploit",
+)
+FEE_TIERS = ("0.01%", "0.05%", "0.3%", "1%")
+ERRORS = (
+    "STF", "Too little received", "TRANSFER_FROM_FAILED", "SPL", "health factor too low",
+    "execution reverted: slippage", "UniswapV2: K", "insufficient liquidity", "price impact too high",
+)
+ADVICE = (
+    "tighten slippage tolerance before the next rebalance",
+    "route through a private mempool to avoid sandwich bots",
+    "split the order into smaller clips across blocks",
+    "wait for base fee to drop below the 24h median",
+    "widen the liquidity range during high volatility",
+    "prefer the aggregator quote when price impact exceeds 30 bps",
+    "reduce leverage until funding normalises",
+    "pull liquidity ahead of the oracle update",
+    "monitor the health factor every block while collateral is volatile",
+    "avoid thin pools on weekends when liquidity dries up",
+    "rebalance only when drift exceeds the fee budget",
+    "use a TWAP execution window of at least ten minutes",
+    "hedge delta on perps before adding concentrated liquidity",
+    "skip the trade: expected MEV loss exceeds the edge",
+)
+FILLERS = (
+    "Observed again in block {block}.",
+    "Seen {n} times over the last {days} days.",
+    "Confidence moderate; sample of {n} trades.",
+    "Pattern held across {n} epochs on {chain}.",
+    "Cost us {usd} USD before we noticed.",
+    "Contradicts an older heuristic about {tag} timing.",
+    "Sibling golems reported the same on {chain}.",
+    "Backtest over {days} days agrees within {bps} bps.",
+)
+TEMPLATES = (
+    "{proto} {pair} pool: a {size} {tok} swap saw {pct}% slippage at {gwei} gwei; {advice}.",
+    "Sandwich attack on the {proto} router: a bot front-ran our {size} {tok} trade in block {block} "
+    "and extracted {usd} USD of MEV; {advice}.",
+    "Gas spikes above {gwei} gwei around {hour}:00 UTC on {chain}; defer the rebalance of the {pair} "
+    "range position.",
+    "{proto} {tok} lending utilization hit {pct}%, borrow APY jumped to {apy}%; health factor {hf} on "
+    "our {tok2} collateral.",
+    "{proto} {tok}/{tok2} pool imbalance at {pct}% weight: depeg risk, {advice}.",
+    "{proto} funding rate on {tok} perps flipped to {rate}% per hour; the basis trade unwinds when open "
+    "interest exceeds {usd} USD.",
+    "{proto} v3 {pair} {fee} fee tier: a ±{pct}% range earned {apy}% APR but impermanent loss ate {il}% "
+    "over {days} days.",
+    "JIT liquidity detected on {proto} {pair}: {n} mint/burn pairs around our swap; {advice}.",
+    "Routing {size} {tok} to {tok2} via {agg} beat the direct {proto} quote by {bps} bps.",
+    "Oracle lag on {proto}: the TWAP deviated {pct}% from spot during volatility; liquidation cascade "
+    "risk below health factor {hf}.",
+    "Regime shift: {tok} realised volatility {vol}% annualised; widen ranges and rebalance every {hours}h "
+    "instead of {hours2}h.",
+    "Bridging {size} {tok} from {chain} to {chain2} via {bridge} took {mins} min and cost {usd} USD.",
+    "Failed tx on {proto}: reverted with '{err}' after {gas} gas; {advice}.",
+    "Private orderflow via {relay} avoided MEV on {n} of {m} trades at a cost of {bps} bps priority fee.",
+    "{proto} {tok} restaking yield fell to {apy}% after the points program ended; {advice}.",
+    "Liquidation bot competition on {proto} {chain}: won {n} of {m} auctions, median gas {gwei} gwei.",
+)
+KIND_WEIGHTS = {
+    Kind.INSIGHT: 25, Kind.HEURISTIC: 20, Kind.WARNING: 15, Kind.FACT: 12, Kind.STRATEGY_OUTCOME: 8,
+    Kind.CAUSAL_LINK: 5, Kind.REGIME_SHIFT: 4, Kind.ANTI_KNOWLEDGE: 3, Kind.EPISODE_SUMMARY: 3,
+    Kind.PREFERENCE: 2, Kind.CONSTRAINT: 2, Kind.DEATH_REFLECTION: 1,
+}
+
+
+def _zipf(n: int, s: float) -> list[float]:
+    return [1.0 / (i + 1) ** s for i in range(n)]
+
+
+_PROTO_W = _zipf(len(PROTOCOLS), 0.8)
+_TOKEN_W = _zipf(len(TOKENS), 0.9)
+_TAG_W = _zipf(len(TAGS), 0.6)
+
+
+class Generator:
+    """Seeded DeFi-flavoured entry bodies with contents of 60-1,500 characters."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+
+    def _fields(self) -> dict[str, Any]:
+        r = self.rng
+        tok, tok2 = r.choices(TOKENS, _TOKEN_W, k=2)
+        chain, chain2 = r.sample(list(CHAINS.values()), 2)
+        return {
+            "proto": r.choices(PROTOCOLS, _PROTO_W)[0], "tok": tok, "tok2": tok2, "pair": f"{tok}/{tok2}",
+            "chain": chain, "chain2": chain2, "agg": r.choice(AGGREGATORS), "bridge": r.choice(BRIDGES),
+            "relay": r.choice(RELAYS), "fee": r.choice(FEE_TIERS), "err": r.choice(ERRORS),
+            "advice": r.choice(ADVICE), "tag": r.choices(TAGS, _TAG_W)[0],
+            "size": f"{r.lognormvariate(8, 2):,.0f}", "pct": f"{r.uniform(0.01, 40):.2f}",
+            "gwei": f"{r.lognormvariate(3, 0.8):.1f}", "usd": f"{r.lognormvariate(7, 1.5):,.0f}",
+            "apy": f"{r.uniform(0.5, 80):.1f}", "il": f"{r.uniform(0.1, 15):.2f}", "hf": f"{r.uniform(1.0, 2.5):.2f}",
+            "rate": f"{r.uniform(-0.05, 0.05):+.4f}", "vol": f"{r.uniform(20, 180):.0f}",
+            "block": r.randint(17_000_000, 21_000_000), "hour": r.randint(0, 23), "days": r.randint(1, 90),
+            "hours": r.randint(1, 12), "hours2": r.randint(12, 72), "mins": r.randint(1, 45),
+            "n": r.randint(2, 60), "m": r.randint(60, 400), "bps": r.randint(1, 120),
+            "gas": f"{r.randint(21_000, 1_500_000):,}",
+        }
+
+    def content(self) -> str:
+        """A paragraph of log-normally distributed length (median ~320), clipped to 60..1,500 chars."""
+        r = self.rng
+        target = int(min(MAX_CHARS, max(MIN_CHARS, r.lognormvariate(math.log(320), 0.75))))
+        f = self._fields()
+        text = r.choice(TEMPLATES).format(**f)
+        while len(text) < target:
+            if r.random() < 0.6:
+                text += " " + r.choice(FILLERS).format(**f)
+            else:
+                f = self._fields()
+                text += " " + r.choice(TEMPLATES).format(**f)
+        if len(text) > target:
+            cut = text.rfind(" ", MIN_CHARS, target)
+            short = text[: cut if cut > 0 else target].rstrip(" ,;:") + "."
+            text = short if MIN_CHARS <= len(short) <= MAX_CHARS else text[:target]
+        return text
+
+    def body(self, author: str, created: Timestamp) -> EntryBody:
+        r = self.rng
+        pad = None
+        if r.random() < 0.5:
+            pad = Pad(pleasure=round(r.uniform(-1, 1), 3) + 0.0, arousal=round(r.uniform(-1, 1), 3) + 0.0,
+                      dominance=round(r.uniform(-1, 1), 3) + 0.0)
+        return EntryBody(
+            author=author,
+            kind=r.choices(list(KIND_WEIGHTS), list(KIND_WEIGHTS.values()))[0],
+            content=self.content(),
+            created=created,
+            category=r.choice(list(Category)) if r.random() < 0.85 else None,
+            tokens=tuple(r.choices(TOKENS, _TOKEN_W, k=r.randint(1, 3))),
+            chains=tuple(r.choices(list(CHAINS), CHAIN_WEIGHTS, k=r.randint(1, 2))),
+            protocols=tuple(r.choices(PROTOCOLS, _PROTO_W, k=r.randint(0, 2))),
+            tags=tuple(r.choices(TAGS, _TAG_W, k=r.randint(0, 4))),
+            strategy_id=f"strat-{r.randint(1, 40):03d}" if r.random() < 0.3 else None,
+            importance=round(r.betavariate(2, 3), 3),
+            quality=round(r.betavariate(3, 2), 3),
+            sensitivity=r.choices(list(Sensitivity), (85, 10, 5))[0],
+            pad=pad,
+        )
+
+
+# -- the workload ------------------------------------------------------------------------------
+
+
+@dataclass
+class Writer:
+    identity: Identity
+    clock: HybridClock
+    seq: int = 0
+    own: list[str] = field(default_factory=list)
+    mutator: Mutator | None = None
+
+    @property
+    def peer_id(self) -> str:
+        return self.identity.peer_id
+
+    def next_seq(self) -> int:
+        self.seq += 1
+        return self.seq
+
+
+@dataclass
+class Workload:
+    ops: list[Op]                 # every op, in generation order (dots 1..n per writer)
+    truth: MemoryBackend          # the state after all of them
+    writers: list[str]
+    steps: Counter[str]           # creates / confidence updates / endorsements
+    seconds: float
+
+
+def build_workload(n_ops: int, seed: int) -> Workload:
+    """`n_ops` signed ops from 4 replicas sharing one simulated wall clock in the recent past."""
+    rng = random.Random(seed)
+    gen = Generator(rng)
+    # Each step is >= 1 op and advances the clock by <= 5 s, so the last op is stamped in the past
+    # (Grimoire.apply_delta refuses ops more than a minute ahead of the local clock).
+    wall = [time.time_ns() // 1_000_000 - n_ops * 5_000 - 86_400_000]
+    writers: list[Writer] = []
+    for i in range(len(WRITER_WEIGHTS)):
+        identity = Identity(hashlib.sha256(f"clade-bench-crdt:{seed}:{i}".encode()).digest())
+        w = Writer(identity, HybridClock(lambda: wall[0]))
+        w.mutator = Mutator(identity.peer_id, identity.sign, next_seq=w.next_seq, now=w.clock.now)
+        writers.append(w)
+    truth = MemoryBackend()
+    crossable: list[tuple[str, str]] = []  # (id, author) of entries that may cross: what siblings endorse
+    ops: list[Op] = []
+    steps: Counter[str] = Counter()
+    t0 = time.perf_counter()
+    next_report = 20_000
+    while len(ops) < n_ops:
+        wall[0] += rng.randint(50, 5_000)
+        w = rng.choices(writers, WRITER_WEIGHTS)[0]
+        m = w.mutator
+        assert m is not None
+        roll = rng.random()
+        new: list[Op]
+        if (roll < P_CONFIDENCE or len(ops) == n_ops - 1) and w.own:
+            # recent entries are re-scored more often than old ones
+            eid = w.own[-rng.randint(1, min(len(w.own), 2_000))] if rng.random() < 0.7 else rng.choice(w.own)
+            body = truth.body(eid)
+            slot = truth.slot((eid, int(SlotKind.AUTHOR), w.peer_id))
+            assert body is not None and slot is not None and isinstance(slot.value, AuthorValue)
+            new = [m.set_confidence(body, slot.value, round(rng.uniform(0.05, 0.99), 3))]
+            steps["confidence_update"] += 1
+        elif roll < P_CONFIDENCE + P_ENDORSE and crossable and (pick := rng.choice(crossable))[1] != w.peer_id:
+            eid = pick[0]
+            body = truth.body(eid)
+            slot = truth.slot((eid, int(SlotKind.ENDORSE), w.peer_id))
+            assert body is not None
+            current = slot.value if slot is not None and isinstance(slot.value, EndorseValue) else None
+            new = [m.endorse(body, current, confirm=rng.random() < 0.8)]
+            steps["endorse"] += 1
+        elif len(ops) <= n_ops - 2:
+            body = gen.body(w.peer_id, m.now())
+            new = m.create(body, round(rng.uniform(0.3, 0.95), 3))
+            w.own.append(body.id)
+            if may_cross(body):
+                crossable.append((body.id, body.author))
+            steps["create"] += 1
+        else:
+            continue
+        for op in new:
+            crdt.apply_op(truth, op)
+        ops.extend(new)
+        if len(ops) >= next_report:
+            progress(f"  generated {len(ops):,}/{n_ops:,} ops ({time.perf_counter() - t0:.1f}s)")
+            next_report += 20_000
+    return Workload(ops, truth, [w.peer_id for w in writers], steps, time.perf_counter() - t0)
+
+
+def join_batches(ops: Sequence[Op]) -> list[Delta]:
+    """Gossip-shaped deltas of exactly 4,096 ops (the last one shorter), for the join-only paths."""
+    return [Delta(tuple(ops[i : i + JOIN_BATCH]), CausalContext()) for i in range(0, len(ops), JOIN_BATCH)]
+
+
+def wire_batches(ops: Sequence[Op]) -> list[tuple[int, bytes]]:
+    """Encoded gossip deltas in generation order, cut at 4,096 ops or 1 MiB, whichever comes first."""
+    budget = MAX_BATCH_BYTES - 16 * 1024  # room for the per-writer group headers
+    out: list[tuple[int, bytes]] = []
+    batch: list[Op] = []
+    size = 0
+    for op in [*ops, None]:
+        if op is None or len(batch) >= MAX_BATCH_OPS or size + op.wire_size > budget:
+            if batch:
+                out.append((len(batch), crdt.encode_delta(Delta(tuple(batch), CausalContext()))))
+            batch, size = [], 0
+        if op is not None:
+            batch.append(op)
+            size += op.wire_size
+    return out
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+
+def progress(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """Linear-interpolated percentile (p in 0..100)."""
+    s = sorted(values)
+    if not s:
+        return math.nan
+    pos = (len(s) - 1) * p / 100
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def rate_summary(counts: Sequence[int], ns: Sequence[int]) -> dict[str, Any]:
+    """ops/s per batch (median, min, max) plus the aggregate over all batches."""
+    rates = [c / (t / 1e9) for c, t in zip(counts, ns, strict=True)]
+    total_s = sum(ns) / 1e9
+    return {
+        "batches": len(counts), "ops": sum(counts), "ops_per_batch_median": statistics.median(counts),
+        "median_ops_s": round(statistics.median(rates)), "min_ops_s": round(min(rates)),
+        "max_ops_s": round(max(rates)), "aggregate_ops_s": round(sum(counts) / total_s),
+        "us_per_op": round(total_s / sum(counts) * 1e6, 2), "seconds": round(total_s, 3),
+    }
+
+
+def size_summary(values: Sequence[float]) -> dict[str, float]:
+    return {"median": round(percentile(values, 50), 2), "p90": round(percentile(values, 90), 2),
+            "min": round(min(values), 2), "max": round(max(values), 2)}
+
+
+def always_valid(writer: str, message: bytes, signature: bytes) -> bool:
+    """A verifier that checks nothing (to isolate the cost of Ed25519 verification)."""
+    return True
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def fs_of(path: Path) -> str:
+    """`device (fstype) on mount point` for the mount holding `path`."""
+    real, best, desc = os.path.realpath(path), "", "?"
+    try:
+        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+            left, _, right = line.partition(" - ")
+            mount = left.split()[4]
+            if (real == mount or real.startswith(mount.rstrip("/") + "/")) and len(mount) >= len(best):
+                best = mount
+                fstype, source = right.split()[:2]
+                desc = f"{source} ({fstype}) on {mount}"
+    except (OSError, IndexError, ValueError):
+        pass
+    return desc
+
+
+def machine_info(workdir: Path) -> dict[str, Any]:
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = os.cpu_count() or 0
+    return {
+        "cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "cpus_usable": usable,
+        "kernel": platform.release(), "python": platform.python_version(), "sqlite": sqlite3.sqlite_version,
+        "msgpack": metadata.version("msgpack"), "pynacl": metadata.version("pynacl"),
+        "workdir": str(workdir), "filesystem": fs_of(workdir),
+    }
+
+
+# -- 1. join throughput ------------------------------------------------------------------------
+
+
+def bench_decode(wire: Sequence[tuple[int, bytes]], what: str) -> dict[str, Any]:
+    """decode_delta with and without signature checks, alternating per batch."""
+    progress(f"[1/3] decode_delta: {len(wire)} encoded batches ({what}), with and without signature checks")
+    counts: list[int] = []
+    verified_ns: list[int] = []
+    unverified_ns: list[int] = []
+    clock = time.perf_counter_ns
+    for n, data in wire:
+        t0 = clock()
+        delta, rejected = crdt.decode_delta(data, crypto.signature_ok)
+        t1 = clock()
+        plain, rejected_plain = crdt.decode_delta(data, always_valid)
+        t2 = clock()
+        if rejected or rejected_plain or len(delta.ops) != n or len(plain.ops) != n:
+            raise SystemExit(f"decode dropped ops: {rejected} / {rejected_plain}")
+        counts.append(n)
+        verified_ns.append(t1 - t0)
+        unverified_ns.append(t2 - t1)
+    per_op_verify_us = (sum(verified_ns) - sum(unverified_ns)) / sum(counts) / 1e3
+    return {"verify": rate_summary(counts, verified_ns), "no_verify": rate_summary(counts, unverified_ns),
+            "verify_us_per_op": round(per_op_verify_us, 2),
+            "bytes_per_batch_median": statistics.median(len(d) for _, d in wire)}
+
+
+def bench_memory_join(batches: Sequence[Delta]) -> tuple[dict[str, Any], MemoryBackend]:
+    progress(f"[1/3] apply_delta into MemoryBackend: {len(batches)} batches of <= {JOIN_BATCH} ops")
+    mem = MemoryBackend()
+    counts: list[int] = []
+    ns: list[int] = []
+    for delta in batches:
+        t0 = time.perf_counter_ns()
+        report = crdt.apply_delta(mem, delta)
+        ns.append(time.perf_counter_ns() - t0)
+        if report.rejected or report.applied != len(delta.ops):
+            raise SystemExit(f"memory join refused ops: {report}")
+        counts.append(len(delta.ops))
+    return rate_summary(counts, ns), mem
+
+
+def bench_sqlite_join(path: Path, batches: Sequence[Delta]) -> dict[str, Any]:
+    progress(f"[1/3] Grimoire.apply_delta: {len(batches)} batches of <= {JOIN_BATCH} ops, 1 txn each -> {path.name}")
+    counts: list[int] = []
+    ns: list[int] = []
+    with Grimoire.open(path, create=True) as store:
+        for i, delta in enumerate(batches, 1):
+            t0 = time.perf_counter_ns()
+            report = store.apply_delta(delta)
+            ns.append(time.perf_counter_ns() - t0)
+            if report.rejected or report.applied != len(delta.ops):
+                raise SystemExit(f"sqlite join refused ops: {report.rejected}")
+            counts.append(len(delta.ops))
+            if i % 5 == 0 or i == len(batches):
+                progress(f"  {i}/{len(batches)} batches ({sum(ns) / 1e9:.1f}s in apply_delta)")
+        store.checkpoint()
+    out = rate_summary(counts, ns)
+    edge = max(1, len(ns) // 5)
+    out["first_20pct_ops_s"] = round(sum(counts[:edge]) / (sum(ns[:edge]) / 1e9))
+    out["last_20pct_ops_s"] = round(sum(counts[-edge:]) / (sum(ns[-edge:]) / 1e9))
+    out["db_bytes"] = path.stat().st_size
+    return out
+
+
+def apply_wire(store: Grimoire, data: bytes) -> tuple[int, int]:
+    """Decode, verify and join one encoded delta; returns (ops joined, ns spent decoding)."""
+    t0 = time.perf_counter_ns()
+    delta, rejected = crdt.decode_delta(data, crypto.signature_ok)
+    t1 = time.perf_counter_ns()
+    report = store.apply_delta(delta, rejected=rejected)
+    if report.rejected or report.applied != len(delta.ops):
+        raise SystemExit(f"end-to-end join refused ops: {report.rejected}")
+    return len(delta.ops), t1 - t0
+
+
+def bench_end_to_end(path: Path, wire: Sequence[tuple[int, bytes]]) -> dict[str, Any]:
+    progress(f"[1/3] decode+verify+Grimoire.apply_delta: {len(wire)} encoded batches -> {path.name}")
+    counts: list[int] = []
+    ns: list[int] = []
+    decode_ns = 0
+    with Grimoire.open(path, create=True) as store:
+        for i, (_, data) in enumerate(wire, 1):
+            t0 = time.perf_counter_ns()
+            n, dec = apply_wire(store, data)
+            ns.append(time.perf_counter_ns() - t0)
+            counts.append(n)
+            decode_ns += dec
+            if i % 10 == 0 or i == len(wire):
+                progress(f"  {i}/{len(wire)} batches ({sum(ns) / 1e9:.1f}s)")
+        store.checkpoint()
+    out = rate_summary(counts, ns)
+    out["share_in_decode_verify"] = round(decode_ns / sum(ns), 3)
+    return out
+
+
+# -- 2. delta extraction -----------------------------------------------------------------------
+
+
+def lagging_peer(ctx: CausalContext, behind: dict[str, int]) -> CausalContext:
+    """`ctx` minus the last `behind[w]` dots of each writer w (ctx must be cloud-free)."""
+    rows = ctx.to_rows()
+    if any(cloud for _, _, cloud in rows):
+        raise SystemExit("expected a gap-free causal context")
+    return CausalContext({r: vv - behind.get(r, 0) for r, vv, _ in rows})
+
+
+def encoded_size(delta: Delta) -> int:
+    """len(encode_delta(delta)) without its 1 MiB check (extract_deltas can overshoot the cap)."""
+    groups: dict[str, list[list[bytes]]] = {}
+    for op in delta.ops:
+        groups.setdefault(op.writer, []).append([op.signed, op.signature])
+    return len(msgpack.packb([DELTA_VERSION, [[w, g] for w, g in groups.items()], encode_context(delta.context)],
+                             use_bin_type=True))
+
+
+def drain(extract: Callable[[CausalContext], Iterable[Delta]], peer: CausalContext) -> list[Delta]:
+    return list(extract(peer))
+
+
+def time_extraction(run: Callable[[], list[Delta]], repeats: int) -> dict[str, Any]:
+    times: list[float] = []
+    deltas: list[Delta] = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        deltas = run()
+        times.append(time.perf_counter() - t0)
+    ops = sum(len(d.ops) for d in deltas)
+    sizes = [encoded_size(d) for d in deltas]
+    return {
+        "seconds_median": round(statistics.median(times), 6), "seconds_min": round(min(times), 6),
+        "repeats": repeats, "ops": ops, "deltas": len(deltas),
+        "body_ops": sum(1 for d in deltas for op in d.ops if op.slot is SlotKind.BODY),
+        "wire_bytes": sum(sizes), "over_cap": sum(1 for n in sizes if n > MAX_BATCH_BYTES),
+        "max_delta_bytes": max(sizes, default=0),
+        "ops_per_s": round(ops / statistics.median(times)) if ops else 0,
+    }
+
+
+def count_ops(path: Path) -> tuple[int, int]:
+    """(slot-holding ops, those whose entry passes the default gate), read-only."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        total = conn.execute("SELECT count(*) FROM ops").fetchone()[0]
+        never = ", ".join(f"'{k.value}'" for k in NEVER_CROSS)
+        crossing = conn.execute(
+            "SELECT count(*) FROM ops o JOIN entries e ON e.id = o.entry_id "
+            f"WHERE e.sensitivity = 'public' AND e.kind NOT IN ({never})"
+        ).fetchone()[0]
+    finally:
+        conn.close()
+    return int(total), int(crossing)
+
+
+def bench_extraction(path: Path, mem: MemoryBackend, workload: Workload, behind: int) -> dict[str, Any]:
+    progress(f"[2/3] delta extraction from {path.name} ({len(workload.ops):,} dots)")
+    out: dict[str, Any] = {}
+    with Grimoire.open(path) as store:
+        t0 = time.perf_counter()
+        ctx = store.causal_context()
+        out["load_context_ms"] = round((time.perf_counter() - t0) * 1e3, 3)
+        slot_ops, crossing = count_ops(path)
+        out["store"] = {"dots": ctx.size(), "slot_holding_ops": slot_ops, "crossable_ops": crossing,
+                        "writers": len(ctx.replicas())}
+        if ctx != mem.context:
+            raise SystemExit("the SQLite context differs from the in-memory one")
+        biggest = max(ctx.replicas(), key=ctx.top)
+        one_behind = min(behind, ctx.top(biggest))
+        spread: dict[str, int] = {}
+        left = behind
+        for i, r in enumerate(ctx.replicas()):
+            share = min(ctx.top(r), left // (len(ctx.replicas()) - i))
+            spread[r] = share
+            left -= share
+        scenarios: list[tuple[str, str, CausalContext, int]] = [
+            ("one_writer", f"1 writer {one_behind:,} dots behind ({ctx.top(biggest):,} of its dots)",
+             lagging_peer(ctx, {biggest: one_behind}), EXTRACT_REPEATS),
+            ("all_writers", f"{len(spread)} writers, {sum(spread.values()):,} dots behind in all "
+             f"({', '.join(f'{v:,}' for v in spread.values())})", lagging_peer(ctx, spread), EXTRACT_REPEATS),
+            ("up_to_date", "peer up to date", ctx.copy(), 10),
+            ("empty_peer", "empty peer (full sync)", CausalContext(), 1),
+        ]
+        for key, label, peer, repeats in scenarios:
+            lacking = peer.missing_count(ctx)
+            progress(f"  {label}: iter_deltas x {repeats}, extract_deltas (memory) x {repeats}")
+            sql = time_extraction(partial(drain, store.iter_deltas, peer), repeats)
+            memory = time_extraction(partial(drain, partial(crdt.extract_deltas, mem), peer), repeats)
+            if (sql["ops"], sql["deltas"]) != (memory["ops"], memory["deltas"]):
+                raise SystemExit(f"{key}: SQLite and memory extraction disagree: {sql} vs {memory}")
+            out[key] = {"label": label, "dots_lacking": lacking, "sqlite": sql, "memory": memory}
+    return out
+
+
+# -- 3. bytes on the wire ----------------------------------------------------------------------
+
+
+def in_delta_bytes(op: Op) -> int:
+    """Exact bytes one op takes inside an encoded delta: msgpack of [signed, signature]."""
+    return len(msgpack.packb([op.signed, op.signature], use_bin_type=True))
+
+
+def bench_wire(workload: Workload) -> dict[str, Any]:
+    progress("[3/3] bytes on the wire per op")
+    by_slot: dict[SlotKind, list[Op]] = {k: [] for k in SlotKind}
+    for op in workload.ops:
+        by_slot[op.slot].append(op)
+    out: dict[str, Any] = {}
+    for kind, ops in by_slot.items():
+        if not ops:
+            continue
+        raw = [len(op.value.canonical()) if isinstance(op.value, EntryBody)
+               else len(msgpack.packb(op.value.to_wire(), use_bin_type=True, use_single_float=False)) for op in ops]
+        wire = [op.wire_size for op in ops]
+        packed = [in_delta_bytes(op) for op in ops]
+        out[kind.name.lower()] = {
+            "ops": len(ops),
+            "raw_value_bytes": size_summary(raw),
+            "wire_size": size_summary(wire),
+            "in_delta_bytes": size_summary(packed),
+            "overhead_bytes": size_summary([p - r for p, r in zip(packed, raw, strict=True)]),
+            "ratio_in_delta_to_raw": size_summary([p / r for p, r in zip(packed, raw, strict=True)]),
+        }
+        if kind is SlotKind.BODY:
+            contents = [len(op.value.content) for op in ops if isinstance(op.value, EntryBody)]
+            out["content_chars"] = size_summary(contents)
+    # Whole deltas of a full sync to an empty peer (bodies first, then author/endorse ops).
+    per_batch: dict[str, list[float]] = {"body_only": [], "mixed": [], "author_endorse_only": []}
+    ops_per_batch: dict[str, list[int]] = {k: [] for k in per_batch}
+    sizes: list[int] = []
+    for delta in crdt.extract_deltas(workload.truth, CausalContext()):
+        sizes.append(encoded_size(delta))
+        bodies = sum(1 for op in delta.ops if op.slot is SlotKind.BODY)
+        key = "body_only" if bodies == len(delta.ops) else "author_endorse_only" if bodies == 0 else "mixed"
+        if delta.ops:
+            per_batch[key].append(sizes[-1] / len(delta.ops))
+            ops_per_batch[key].append(len(delta.ops))
+    out["full_sync_deltas"] = {
+        k: {"deltas": len(v), "bytes_per_op_median": round(statistics.median(v), 1),
+            "ops_per_delta_median": statistics.median(ops_per_batch[k])}
+        for k, v in per_batch.items() if v
+    }
+    out["full_sync_over_cap"] = {"deltas": len(sizes), "over_cap": sum(1 for n in sizes if n > MAX_BATCH_BYTES),
+                                 "largest_bytes": max(sizes, default=0)}
+    return out
+
+
+# -- profiling -----------------------------------------------------------------------------------
+
+
+def top_functions(prof: cProfile.Profile, n: int, by: str) -> list[dict[str, Any]]:
+    """The n functions with the most `by` time ("cumulative" or "self"), leaving out this file."""
+    stats = pstats.Stats(prof)
+    rows = []
+    for (filename, line, func), (_, calls, own, cumulative, _) in stats.stats.items():  # type: ignore[attr-defined]
+        if filename == __file__ or func in ("<lambda>",) or "disable" in func:
+            continue
+        name = filename
+        for prefix in (str(_ROOT) + "/", sys.prefix + "/", sys.base_prefix + "/"):
+            if name.startswith(prefix):
+                name = name[len(prefix):]
+        rows.append({"function": f"{name}:{line}({func})" if line else func, "calls": calls,
+                     "cumulative_s": round(cumulative, 3), "self_s": round(own, 3)})
+    rows.sort(key=lambda r: -r[f"{by}_s"])
+    return rows[:n]
+
+
+def profile_paths(workdir: Path, wire: Sequence[tuple[int, bytes]], store_path: Path,
+                  peer: CausalContext) -> dict[str, Any]:
+    progress(f"profiling: end to end on {PROFILE_BATCHES} batches, and extraction for the lagging peer")
+    out: dict[str, Any] = {}
+    with Grimoire.open(workdir / "grimoire-profile.db", create=True) as store:
+        prof = cProfile.Profile()
+        ops = 0
+        t0 = time.perf_counter()
+        prof.enable()
+        for _, data in wire[:PROFILE_BATCHES]:
+            ops += apply_wire(store, data)[0]
+        prof.disable()
+        out["end_to_end"] = {"ops": ops, "seconds": round(time.perf_counter() - t0, 3),
+                             "top": top_functions(prof, PROFILE_TOP, "cumulative"),
+                             "top_self": top_functions(prof, PROFILE_TOP, "self")}
+    with Grimoire.open(store_path) as store:
+        prof = cProfile.Profile()
+        t0 = time.perf_counter()
+        prof.enable()
+        deltas = list(store.iter_deltas(peer))
+        prof.disable()
+        out["iter_deltas"] = {"ops": sum(len(d.ops) for d in deltas), "seconds": round(time.perf_counter() - t0, 3),
+                              "top": top_functions(prof, PROFILE_TOP, "cumulative"),
+                              "top_self": top_functions(prof, PROFILE_TOP, "self")}
+    return out
+
+
+# -- output ------------------------------------------------------------------------------------
+
+
+def fmt_rate(r: dict[str, Any]) -> str:
+    return (f"median {r['median_ops_s']:>9,} ops/s  (min {r['min_ops_s']:,}, max {r['max_ops_s']:,}; "
+            f"{r['us_per_op']:.1f} us/op; {r['batches']} batches, median {r['ops_per_batch_median']:,.0f} ops)")
+
+
+def fmt_ms(seconds: float) -> str:
+    ms = seconds * 1e3
+    return f"{ms:9.3f} ms" if ms < 10 else f"{ms:9.1f} ms"
+
+
+def fmt_extract(x: dict[str, Any]) -> str:
+    over = f"; {x['over_cap']} OVER the 1 MiB cap (largest {x['max_delta_bytes']:,} B)" if x["over_cap"] else ""
+    return (f"{fmt_ms(x['seconds_median'])}  (min {fmt_ms(x['seconds_min']).strip()}; {x['ops']:,} ops in "
+            f"{x['deltas']} deltas, {x['wire_bytes'] / 2**20:.2f} MiB{over})")
+
+
+def fmt_size(s: dict[str, float], unit: str = "B") -> str:
+    return f"median {s['median']:>8,.1f} {unit}  p90 {s['p90']:>8,.1f} {unit}"
+
+
+def print_report(res: dict[str, Any]) -> None:
+    m, w, j = res["machine"], res["workload"], res["join"]
+    rows: list[tuple[str, str]] = [
+        ("## machine", ""),
+        ("CPU", f"{m['cpu_model']} ({m['cpu_count']} logical CPUs, {m['cpus_usable']} usable)"),
+        ("kernel / Python", f"{m['kernel']} / {m['python']}"),
+        ("SQLite / msgpack / PyNaCl", f"{m['sqlite']} / {m['msgpack']} / {m['pynacl']}"),
+        ("work dir", f"{m['workdir']} on {m['filesystem']}"),
+        ("## workload", ""),
+        ("ops (dots)", f"{w['ops']:,} from {w['writers']} writers; per writer "
+                       f"{', '.join(f'{n:,}' for n in w['per_writer'])}"),
+        ("steps", ", ".join(f"{k} {v:,}" for k, v in w["steps"].items())),
+        ("ops by slot", ", ".join(f"{k} {v:,}" for k, v in w["by_slot"].items())),
+        ("generation (signing included)", f"{w['seconds']:.1f} s"),
+        ("## 1. join throughput", ""),
+    ]
+    for key, label in (("decode_mixed", "all ops (<= 4,096 ops / 1 MiB)"),
+                       ("decode_small", "author/endorse ops only (4,096)")):
+        d = j[key]
+        rows += [
+            (f"decode_delta + signature_ok, {label}", fmt_rate(d["verify"])),
+            ("decode_delta, no signature check", fmt_rate(d["no_verify"])),
+            ("  => signature check", f"{d['verify_us_per_op']:.1f} us/op; median encoded batch "
+                                     f"{d['bytes_per_batch_median'] / 2**20:.2f} MiB"),
+        ]
+    rows += [
+        ("apply_delta -> MemoryBackend", fmt_rate(j["memory"])),
+        ("Grimoire.apply_delta (1 txn/batch)", fmt_rate(j["sqlite"])),
+        ("  first / last 20% of batches", f"{j['sqlite']['first_20pct_ops_s']:,} / {j['sqlite']['last_20pct_ops_s']:,} "
+                                          f"ops/s; grimoire.db {j['sqlite']['db_bytes'] / 2**20:.1f} MiB"),
+        ("end to end (decode+verify+SQLite)", fmt_rate(j["end_to_end"])),
+        ("  share in decode+verify", f"{j['end_to_end']['share_in_decode_verify'] * 100:.0f}%"),
+        ("state digests agree (memory, SQLite x2)", "yes" if res["checks"]["digests_agree"] else "NO"),
+    ]
+    x = res["extract"]
+    st = x["store"]
+    rows += [
+        ("## 2. delta extraction (caps 4,096 ops / 1 MiB)", ""),
+        ("store", f"{st['dots']:,} dots, {st['slot_holding_ops']:,} slot-holding ops "
+                  f"({st['crossable_ops']:,} pass the gate), {st['writers']} writers"),
+        ("Grimoire.causal_context()", f"{x['load_context_ms']:.2f} ms"),
+    ]
+    for key in ("one_writer", "all_writers", "up_to_date", "empty_peer"):
+        s = x[key]
+        rows += [
+            (s["label"], f"{s['dots_lacking']:,} dots lacking"),
+            ("  Grimoire.iter_deltas", fmt_extract(s["sqlite"])),
+            ("  extract_deltas (MemoryBackend)", fmt_extract(s["memory"])),
+        ]
+    wr = res["wire"]
+    rows.append(("## 3. bytes on the wire per op", ""))
+    rows.append(("entry content", fmt_size(wr["content_chars"], "ch")))
+    for slot, raw_label in (("body", "raw body (canonical msgpack)"), ("author", "raw value (msgpack)"),
+                            ("endorse", "raw value (msgpack)")):
+        if slot not in wr:
+            continue
+        s = wr[slot]
+        rows += [
+            (f"{slot} ops ({s['ops']:,})", ""),
+            (f"  {raw_label}", fmt_size(s["raw_value_bytes"])),
+            ("  op.wire_size", fmt_size(s["wire_size"])),
+            ("  in a delta ([signed, sig] msgpack)", fmt_size(s["in_delta_bytes"])),
+            ("  overhead (in delta - raw)", fmt_size(s["overhead_bytes"])),
+            ("  ratio (in delta / raw)", f"median {s['ratio_in_delta_to_raw']['median']:.3f}x  "
+                                         f"p90 {s['ratio_in_delta_to_raw']['p90']:.3f}x"),
+        ]
+    for kind, s in wr["full_sync_deltas"].items():
+        rows.append((f"full-sync deltas, {kind.replace('_', ' ')}",
+                     f"{s['bytes_per_op_median']:,.1f} B/op (len(encode_delta)/ops; {s['deltas']} deltas, "
+                     f"median {s['ops_per_delta_median']:,.0f} ops)"))
+    oc = wr["full_sync_over_cap"]
+    rows.append(("full-sync deltas over the 1 MiB cap", f"{oc['over_cap']} of {oc['deltas']} "
+                 f"(largest {oc['largest_bytes']:,} B; encode_delta/decode_delta refuse > {MAX_BATCH_BYTES:,} B)"))
+    if "profile" in res:
+        for path, p in res["profile"].items():
+            rows.append((f"## cProfile: {path} ({p['ops']:,} ops, {p['seconds']:.2f} s under the profiler)", ""))
+            rows.append((f"top {PROFILE_TOP} by cumulative time", "cumulative s / self s / calls / function"))
+            for r in p["top"]:
+                rows.append(("", f"{r['cumulative_s']:7.3f} {r['self_s']:7.3f} {r['calls']:>9,}  {r['function']}"))
+            rows.append((f"top {PROFILE_TOP} by self time", ""))
+            for r in p["top_self"]:
+                rows.append(("", f"{r['cumulative_s']:7.3f} {r['self_s']:7.3f} {r['calls']:>9,}  {r['function']}"))
+    rows += [("## total", ""), ("wall clock", f"{res['total_seconds']:.1f} s")]
+    width = max(len(k) for k, _ in rows) + 2
+    print()
+    for key, value in rows:
+        if key.startswith("## "):
+            print(f"\n{key[3:]}")
+            print("-" * len(key[3:]))
+        else:
+            print(f"{key:<{width}}{value}")
+    print()
+
+
+# -- main --------------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p.add_argument("--ops", type=int, default=100_000, help="ops in the workload (default 100,000)")
+    p.add_argument("--seed", type=int, default=20_240_601, help="RNG seed (default 20240601)")
+    p.add_argument("--profile", action="store_true", help="also cProfile end to end join and extraction")
+    p.add_argument("--out", type=Path, default=None,
+                   help="directory for the SQLite files (kept); default: a temporary one, removed")
+    args = p.parse_args(argv)
+    if args.ops < 1_000:
+        p.error("--ops must be at least 1,000")
+    return args
+
+
+def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    started = time.perf_counter()
+    res: dict[str, Any] = {"machine": machine_info(workdir)}
+    behind = max(1, round(args.ops * BEHIND_FRACTION))
+    res["params"] = {"ops": args.ops, "seed": args.seed, "join_batch_ops": JOIN_BATCH,
+                     "max_delta_ops": MAX_BATCH_OPS, "max_delta_bytes": MAX_BATCH_BYTES, "behind": behind,
+                     "writer_weights": list(WRITER_WEIGHTS), "p_confidence": P_CONFIDENCE, "p_endorse": P_ENDORSE}
+    progress(f"generating {args.ops:,} signed ops (seed {args.seed}); work dir {workdir}")
+    wl = build_workload(args.ops, args.seed)
+    per_writer = Counter(op.writer for op in wl.ops)
+    res["workload"] = {
+        "ops": len(wl.ops), "writers": len(wl.writers), "per_writer": [per_writer[w] for w in wl.writers],
+        "steps": dict(wl.steps), "by_slot": {k.name.lower(): sum(1 for op in wl.ops if op.slot is k) for k in SlotKind},
+        "seconds": round(wl.seconds, 2),
+    }
+    batches = join_batches(wl.ops)
+    wire = wire_batches(wl.ops)
+    # The harness holds every op and body; keep the cyclic GC from rescanning them during the
+    # timed calls (a daemon does not hold its whole history as objects).
+    gc.collect()
+    gc.freeze()
+
+    small = [op for op in wl.ops if op.slot is not SlotKind.BODY]
+    small_wire = [(len(d.ops), crdt.encode_delta(d)) for d in join_batches(small)]
+    join: dict[str, Any] = {
+        "decode_mixed": bench_decode(wire, "all ops, generation order, <= 4,096 ops / 1 MiB"),
+        "decode_small": bench_decode(small_wire, "author/endorse ops only, 4,096 a batch"),
+    }
+    join["memory"], mem = bench_memory_join(batches)
+    store_a, store_b = workdir / "grimoire-join.db", workdir / "grimoire-e2e.db"
+    join["sqlite"] = bench_sqlite_join(store_a, batches)
+    join["end_to_end"] = bench_end_to_end(store_b, wire)
+    res["join"] = join
+
+    progress("checking that every state converged (state digests)")
+    expected = crdt.digest(wl.truth.ops(), wl.truth.context)
+    digests = [crdt.digest(mem.ops(), mem.context)]
+    for path in (store_a, store_b):
+        with Grimoire.open(path) as store:
+            digests.append(store.state_digest())
+    res["checks"] = {"digests_agree": all(d == expected for d in digests), "digest": expected}
+
+    res["extract"] = bench_extraction(store_a, mem, wl, behind)
+    res["wire"] = bench_wire(wl)
+    if args.profile:
+        with Grimoire.open(store_a) as store:
+            ctx = store.causal_context()
+        biggest = max(ctx.replicas(), key=ctx.top)
+        res["profile"] = profile_paths(workdir, wire, store_a,
+                                       lagging_peer(ctx, {biggest: min(behind, ctx.top(biggest))}))
+    res["total_seconds"] = round(time.perf_counter() - started, 1)
+    return res
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.out is None:
+        workdir = Path(tempfile.mkdtemp(prefix="clade-bench-crdt-"))
+        cleanup = True
+    else:
+        workdir = args.out.expanduser().resolve()
+        workdir.mkdir(parents=True, exist_ok=True)
+        if any(workdir.glob("grimoire-*.db")):
+            print(f"error: {workdir} already holds grimoire-*.db files; pick an empty directory", file=sys.stderr)
+            return 2
+        cleanup = False
+    try:
+        res = run(args, workdir)
+    finally:
+        if cleanup:
+            shutil.rmtree(workdir, ignore_errors=True)
+    print_report(res)
+    print(json.dumps(res, separators=(",", ":")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
