@@ -13,6 +13,7 @@ integrity), and only then moves it into place.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -144,7 +145,7 @@ def create_backup(
                     blob = json.dumps(manifest, indent=2).encode()
                     info = tarfile.TarInfo(MANIFEST)
                     info.size, info.mtime, info.mode = len(blob), now_ms // 1000, 0o644
-                    tar.addfile(info, fileobj=_bytes_io(blob))
+                    tar.addfile(info, fileobj=io.BytesIO(blob))
                     tar.add(snapshot_db, arcname="grimoire.db")
                     files += 2
                     for path in lance_files:
@@ -168,7 +169,8 @@ def create_backup(
             tmp.unlink(missing_ok=True)
             raise
     pruned = _prune(out.parent, keep) if keep else []
-    return BackupReport(path=out, bytes=sink.bytes, files=files, entries_db_bytes=snapshot_db_size(data),
+    return BackupReport(path=out, bytes=sink.bytes, files=files,
+                        entries_db_bytes=data.db_path.stat().st_size if data.db_path.exists() else 0,
                         episodes_version=lance_version, recipients=recipient_names,
                         seconds=time.monotonic() - started, pruned=pruned)
 
@@ -186,16 +188,6 @@ def report_json(report: BackupReport) -> dict[str, object]:
     return {"path": str(report.path), "bytes": report.bytes, "files": report.files,
             "episodes_version": report.episodes_version, "recipients": report.recipients,
             "seconds": round(report.seconds, 3), "pruned": report.pruned}
-
-
-def snapshot_db_size(data: DataDir) -> int:
-    return data.db_path.stat().st_size if data.db_path.exists() else 0
-
-
-def _bytes_io(blob: bytes) -> IO[bytes]:
-    import io
-
-    return io.BytesIO(blob)
 
 
 def _prune(directory: Path, keep: int) -> list[str]:

@@ -15,7 +15,6 @@ from collections.abc import Iterator
 import msgpack
 
 from crdt import AuthorValue, CausalContext, Dot, EndorseValue, EntryBody, Op, open_op
-from crdt.ops import SlotKind
 
 from .records import dumps_list
 
@@ -152,7 +151,3 @@ class SqliteBackend:
         """Every slot-holding op (for digests and tests)."""
         rows = self._conn.execute(f"SELECT {_OP_COLUMNS} FROM ops ORDER BY entry_id, slot, writer").fetchall()
         return [_load_op(r) for r in rows]
-
-
-def slot_key(entry_id: str, slot: SlotKind, writer: str) -> tuple[str, int, str]:
-    return (entry_id, int(slot), writer)
