@@ -1,0 +1,875 @@
+"""Benchmark the daemon's control API end to end: a real `clade run`, over its unix socket.
+
+    .venv/bin/python bench/api.py [--quick] [--starts N] [--writes N] [--concurrent-writes N]
+                                  [--searches N] [--concurrent-searches N] [--concurrency C] [--idle S]
+                                  [--long-entries N]
+
+On a fresh data directory (`clade --data-dir D init` in a temporary directory) it measures:
+
+1. Startup: from `Popen(clade --data-dir D run)` to the READY=1 datagram on a fake
+   `$NOTIFY_SOCKET` (a unix datagram socket bound here), median of N starts (each a new
+   process; the page cache is warm after the first), and from SIGTERM to process exit.
+2. `POST /v1/memory`: latency p50/p99 and requests/s, sequential (one keep-alive client) and
+   concurrent (C coroutines sharing an `httpx.AsyncClient` over `AsyncHTTPTransport(uds=…)`),
+   with DeFi content and metadata; plus a few `memory_type="episode"` writes (LanceDB path).
+3. `POST /v1/memory/search` over that store: the first call (it loads the bundled embedding
+   model and embeds every entry lacking a vector, holding the store's single worker thread),
+   with a `GET /v1/status` probe running beside it to measure the stall; then steady state,
+   sequential and concurrent; then the cost of a search after 256 fresh writes.
+4. Idle RSS / CPU of the daemon process from /proc/<pid>/{status,stat,task}: a window right
+   after startup (model not loaded) and one after the workload (model loaded).
+5. Optional (`--long-entries N`): N entries of ~4,000 characters (the API allows 4,096), then
+   one search, which embeds them: the daemon's memory peak while embedding long texts.
+
+The workload daemon runs with `WATCHDOG_USEC=30000000` (the unit's `WatchdogSec=30`), so the
+gaps between its WATCHDOG=1 pings are measured too, and with `CLADE_CURATOR__CYCLE_TICKS`
+raised so that no curator cycle (which embeds entries) falls inside the measurements.
+
+Prints progress to stderr, a table to stdout, then one JSON line with every number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import closing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# `python bench/api.py` puts bench/ first on sys.path, where bench/crdt.py would shadow the
+# `crdt` package: drop it and put the repository root there instead.
+_BENCH_DIR = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _BENCH_DIR]
+sys.path.insert(0, str(_BENCH_DIR.parent))
+
+import httpx  # noqa: E402
+
+from bench.store import Generator, latency_summary, machine_info, progress  # noqa: E402
+
+CLADE = str(Path(sys.executable).with_name("clade"))
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+WATCHDOG_SEC = 30  # systemd/clade.service: WatchdogSec=30
+MEMORY_MAX_MIB = 1024  # systemd/clade.service: MemoryMax=1G
+SEARCH_K = 10
+INCREMENTAL_WRITES = 256  # one embedding batch of Retriever.index_missing
+EPISODE_WRITES = 200
+REPORT_EVERY = 500
+
+QUESTIONS = (
+    "how do I avoid sandwich attacks when swapping {tok} on {proto}",
+    "slippage on {proto} {tok}/{tok2} pools",
+    "gas price spikes on {chain}, when to rebalance",
+    "{proto} borrow rate spike and health factor of {tok} collateral",
+    "when should I rebalance a concentrated liquidity range",
+    "cheapest way to bridge {tok} from {chain} to {chain2}",
+    "funding rate flipped on {tok} perps",
+    "oracle lag and liquidation cascade risk on {proto}",
+    "is {tok} at risk of a depeg",
+    "best aggregator route for a large {tok} to {tok2} swap",
+    "transaction reverted with {err}",
+    "restaking yield dropped after the points program",
+    "impermanent loss on a {tok}/{tok2} range position",
+    "MEV protection through a private relay",
+)
+
+
+# -- requests -----------------------------------------------------------------------------------
+
+
+def memory_body(gen: Generator) -> dict[str, Any]:
+    """A `POST /v1/memory` body from the store benchmark's entry generator."""
+    new = gen.entry()
+    return {
+        "content": new.content, "memory_type": new.kind.value, "importance": new.importance,
+        "confidence": new.confidence, "sensitivity": new.sensitivity.value,
+        "metadata": {"tokens": list(new.tokens), "chains": list(new.chains), "protocols": list(new.protocols),
+                     "strategy_id": new.strategy_id, "tags": list(new.tags)},
+    }
+
+
+def episode_body(gen: Generator) -> dict[str, Any]:
+    body = memory_body(gen)
+    body["memory_type"] = "episode"
+    return body
+
+
+def search_body(gen: Generator) -> dict[str, Any]:
+    """Two in three are natural-language questions, one in three 1-3 keywords; some filtered."""
+    r = gen.rng
+    query = r.choice(QUESTIONS).format(**gen._fields()) if r.random() < 2 / 3 else gen.query()
+    body: dict[str, Any] = {"query": query, "top_k": SEARCH_K}
+    roll = r.random()
+    if roll < 0.15:
+        body["type_filter"] = r.choice(["warning", "heuristic", "insight"])
+    elif roll < 0.25:
+        body["min_importance"] = 0.5
+    return body
+
+
+# -- /proc ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProcSample:
+    at: float  # time.perf_counter()
+    cpu_ticks: int  # utime + stime of the whole process (all threads)
+    rss_kib: int
+    hwm_kib: int
+    threads: int
+    ctx_switches: dict[int, int]  # thread id -> voluntary + involuntary context switches
+
+
+def switches_between(a: ProcSample, b: ProcSample) -> int:
+    """Context switches from `a` to `b` of threads alive at `b` (those that ended meanwhile are not counted)."""
+    return sum(n - a.ctx_switches.get(tid, 0) for tid, n in b.ctx_switches.items())
+
+
+def proc_sample(pid: int) -> ProcSample:
+    at = time.perf_counter()
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "; fields[0] is the state
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    status: dict[str, str] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        status[key] = value.strip()
+    switches: dict[int, int] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            for line in (task / "status").read_text().splitlines():
+                if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                    switches[int(task.name)] = switches.get(int(task.name), 0) + int(line.split()[1])
+        except (OSError, ValueError):
+            continue  # the thread ended meanwhile
+    return ProcSample(at=at, cpu_ticks=ticks, rss_kib=int(status["VmRSS"].split()[0]),
+                      hwm_kib=int(status["VmHWM"].split()[0]), threads=int(status["Threads"]),
+                      ctx_switches=switches)
+
+
+def mib(kib: int) -> float:
+    return round(kib / 1024, 1)
+
+
+def cpu_seconds(a: ProcSample, b: ProcSample) -> float:
+    return round((b.cpu_ticks - a.cpu_ticks) / CLK_TCK, 2)
+
+
+def idle_window(pid: int, seconds: float, label: str) -> dict[str, Any]:
+    """Sample the daemon once a second for `seconds` while nothing talks to it."""
+    progress(f"  idle window ({label}): {seconds:.0f} s")
+    samples = [proc_sample(pid)]
+    end = samples[0].at + seconds
+    while (left := end - time.perf_counter()) > 0:
+        time.sleep(min(1.0, left))
+        samples.append(proc_sample(pid))
+    first, last = samples[0], samples[-1]
+    mid = samples[len(samples) // 2]
+    wall = last.at - first.at
+    rss = [s.rss_kib for s in samples]
+    return {
+        "seconds": round(wall, 2), "cpu_seconds": cpu_seconds(first, last),
+        "cpu_pct": round((last.cpu_ticks - first.cpu_ticks) / CLK_TCK / wall * 100, 3),
+        "cpu_pct_second_half": round((last.cpu_ticks - mid.cpu_ticks) / CLK_TCK / max(last.at - mid.at, 1e-9) * 100, 3),
+        "cpu_tick_s": round(1 / CLK_TCK, 4),
+        "ctx_switches_per_s": round(switches_between(first, last) / wall, 2),
+        "rss_mib_start": mib(first.rss_kib), "rss_mib_end": mib(last.rss_kib),
+        "rss_mib_min": mib(min(rss)), "rss_mib_max": mib(max(rss)), "hwm_mib": mib(last.hwm_kib),
+        "threads": last.threads, "loadavg_1m_end": round(os.getloadavg()[0], 2),
+    }
+
+
+# -- the daemon -----------------------------------------------------------------------------------
+
+
+class NotifyListener:
+    """A fake systemd `$NOTIFY_SOCKET`: collects (perf_counter time, fields) of every datagram."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.unlink(missing_ok=True)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(str(path))
+        self.sock.settimeout(0.2)
+        self.messages: list[tuple[float, dict[str, str]]] = []
+        self._cond = threading.Condition()
+        self._closed = False
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._closed:
+            try:
+                data = self.sock.recv(4096)
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            at = time.perf_counter()
+            fields = dict(line.split("=", 1) for line in data.decode().splitlines() if "=" in line)
+            with self._cond:
+                self.messages.append((at, fields))
+                self._cond.notify_all()
+
+    def wait_for(self, key: str, value: str, *, after: float, timeout: float,
+                 alive: Callable[[], bool]) -> float | None:
+        """The time of the first `key=value` datagram received after `after`, or None."""
+        deadline = time.perf_counter() + timeout
+        with self._cond:
+            while True:
+                for at, fields in self.messages:
+                    if at >= after and fields.get(key) == value:
+                        return at
+                left = deadline - time.perf_counter()
+                if left <= 0 or not alive():
+                    return None
+                self._cond.wait(min(left, 0.2))
+
+    def times(self, key: str, value: str) -> list[float]:
+        with self._cond:
+            return [at for at, fields in self.messages if fields.get(key) == value]
+
+    def close(self) -> None:
+        self._closed = True
+        self._thread.join(timeout=2)
+        self.sock.close()
+        self.path.unlink(missing_ok=True)
+
+
+class Daemon:
+    """One `clade run` subprocess with its own fake notify socket; stderr collected as it comes."""
+
+    def __init__(self, data_dir: Path, notify_path: Path, env: dict[str, str] | None = None) -> None:
+        self.notify = NotifyListener(notify_path)
+        self.stderr_lines: list[str] = []
+        self.ready_line_at: float | None = None
+        self.ready: dict[str, Any] = {}
+        full_env = {**os.environ, "NOTIFY_SOCKET": str(notify_path), **(env or {})}
+        for key in ("WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "RUNTIME_DIRECTORY"):
+            if env is None or key not in env:
+                full_env.pop(key, None)
+        self.started = time.perf_counter()
+        self.proc = subprocess.Popen([CLADE, "--data-dir", str(data_dir), "run"], stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=full_env)
+        self._pump = threading.Thread(target=self._read_stderr, daemon=True)
+        self._pump.start()
+
+    def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        for raw in self.proc.stderr:
+            line = raw.decode(errors="replace").rstrip("\n")
+            self.stderr_lines.append(line)
+            if self.ready_line_at is None and '"event": "ready"' in line:
+                self.ready = json.loads(line)
+                self.ready_line_at = time.perf_counter()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def wait_ready(self, timeout: float = 120) -> float:
+        """Seconds from Popen to READY=1; the stderr ready line is awaited too (it carries the socket)."""
+        at = self.notify.wait_for("READY", "1", after=self.started, timeout=timeout, alive=self.alive)
+        if at is None:
+            raise RuntimeError(f"no READY=1 within {timeout} s (exit code {self.proc.poll()}): "
+                               f"{self.stderr_lines[-20:]}")
+        deadline = time.perf_counter() + 10
+        while self.ready_line_at is None and time.perf_counter() < deadline and self.alive():
+            time.sleep(0.005)
+        if not self.ready:
+            raise RuntimeError(f"READY=1 came but no ready line on stderr: {self.stderr_lines[-20:]}")
+        if self.ready.get("pid") != self.proc.pid:
+            raise RuntimeError(f"ready line names pid {self.ready.get('pid')}, the child is {self.proc.pid}")
+        return at - self.started
+
+    @property
+    def socket(self) -> str:
+        return str(self.ready["socket"])
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(transport=httpx.HTTPTransport(uds=self.socket), base_url="http://clade", timeout=300)
+
+    def stop(self, timeout: float = 30) -> dict[str, Any]:
+        """SIGTERM, wait, then SIGKILL if needed; returns how long the exit took and how it went."""
+        out: dict[str, Any] = {}
+        try:
+            if self.alive():
+                sent = time.perf_counter()
+                self.proc.send_signal(signal.SIGTERM)
+                try:
+                    out["exit_code"] = self.proc.wait(timeout=timeout)
+                    out["sigterm_to_exit_s"] = round(time.perf_counter() - sent, 4)
+                except subprocess.TimeoutExpired:
+                    out["killed"] = True
+                stopping = self.notify.times("STOPPING", "1")
+                out["sigterm_to_stopping_s"] = round(stopping[0] - sent, 4) if stopping else None
+            else:
+                out["exit_code"] = self.proc.returncode
+                out["died_early"] = True
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self._pump.join(timeout=5)
+            if self.proc.stderr is not None:
+                self.proc.stderr.close()
+            self.notify.close()
+        return out
+
+    def log_problems(self) -> list[str]:
+        """Stderr lines at level error/critical, or tracebacks."""
+        bad = []
+        for line in self.stderr_lines:
+            try:
+                level = json.loads(line).get("level", "")
+            except (ValueError, AttributeError):
+                level = "error" if "Traceback" in line else ""
+            if level in ("error", "critical"):
+                bad.append(line[:400])
+        return bad
+
+
+# -- request drivers --------------------------------------------------------------------------------
+
+
+@dataclass
+class RunResult:
+    latencies_ns: list[int]
+    wall_s: float
+    statuses: Counter[int]
+    client_cpu_s: float
+    daemon_cpu_s: float
+    rss_mib_before: float
+    rss_mib_after: float
+    results: list[int] = field(default_factory=list)  # search hits per request
+    bad: list[str] = field(default_factory=list)  # first few unexpected responses
+
+    def summary(self, expected: int) -> dict[str, Any]:
+        n = len(self.latencies_ns)
+        return {
+            "requests": n, "wall_s": round(self.wall_s, 3), "req_per_s": round(n / self.wall_s, 1),
+            "latency": latency_summary(self.latencies_ns),
+            "statuses": {str(k): v for k, v in sorted(self.statuses.items())},
+            "unexpected": n - self.statuses.get(expected, 0), "unexpected_samples": self.bad,
+            "client_cpu_s": round(self.client_cpu_s, 2), "daemon_cpu_s": round(self.daemon_cpu_s, 2),
+            "daemon_cpu_ms_per_req": round(self.daemon_cpu_s * 1000 / n, 3),
+            "rss_mib_before": self.rss_mib_before, "rss_mib_after": self.rss_mib_after,
+            "loadavg_1m_end": round(os.getloadavg()[0], 2),
+            **({"mean_results": round(sum(self.results) / len(self.results), 2)} if self.results else {}),
+        }
+
+
+def _note(result: RunResult, response: httpx.Response, expected: int) -> None:
+    result.statuses[response.status_code] += 1
+    if response.status_code != expected and len(result.bad) < 5:
+        result.bad.append(f"{response.status_code}: {response.text[:300]}")
+    if response.status_code == 200 and response.request.url.path.endswith("/search"):
+        result.results.append(len(response.json()["results"]))
+
+
+def run_sequential(daemon: Daemon, path: str, bodies: Sequence[dict[str, Any]], expected: int,
+                   label: str) -> RunResult:
+    progress(f"  {label}: {len(bodies):,} requests, one client")
+    before = proc_sample(daemon.pid)
+    result = RunResult([], 0.0, Counter(), 0.0, 0.0, mib(before.rss_kib), 0.0)
+    clock = time.perf_counter_ns
+    cpu0 = time.process_time()
+    with daemon.client() as client:
+        started = clock()
+        for i, body in enumerate(bodies, 1):
+            t0 = clock()
+            response = client.post(path, json=body)
+            result.latencies_ns.append(clock() - t0)
+            _note(result, response, expected)
+            if i % REPORT_EVERY == 0:
+                progress(f"    {i:,}/{len(bodies):,} ({(clock() - started) / 1e9:.1f}s)")
+        result.wall_s = (clock() - started) / 1e9
+    result.client_cpu_s = time.process_time() - cpu0
+    after = proc_sample(daemon.pid)
+    result.daemon_cpu_s, result.rss_mib_after = cpu_seconds(before, after), mib(after.rss_kib)
+    return result
+
+
+async def _concurrent(sock: str, path: str, bodies: Sequence[dict[str, Any]], expected: int, concurrency: int,
+                      result: RunResult) -> None:
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    transport = httpx.AsyncHTTPTransport(uds=sock, limits=limits)
+    clock = time.perf_counter_ns
+    result.latencies_ns = [0] * len(bodies)
+    jobs: Iterator[tuple[int, dict[str, Any]]] = enumerate(bodies)
+    done = 0
+    async with httpx.AsyncClient(transport=transport, base_url="http://clade", timeout=300) as client:
+        started = clock()
+
+        async def worker() -> None:
+            nonlocal done
+            for i, body in jobs:  # one shared iterator: each request is taken by one worker
+                t0 = clock()
+                response = await client.post(path, json=body)
+                result.latencies_ns[i] = clock() - t0
+                _note(result, response, expected)
+                done += 1
+                if done % REPORT_EVERY == 0:
+                    progress(f"    {done:,}/{len(bodies):,} ({(clock() - started) / 1e9:.1f}s)")
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        result.wall_s = (clock() - started) / 1e9
+
+
+def run_concurrent(daemon: Daemon, path: str, bodies: Sequence[dict[str, Any]], expected: int, concurrency: int,
+                   label: str) -> RunResult:
+    progress(f"  {label}: {len(bodies):,} requests, {concurrency} concurrent clients (asyncio)")
+    before = proc_sample(daemon.pid)
+    result = RunResult([], 0.0, Counter(), 0.0, 0.0, mib(before.rss_kib), 0.0)
+    cpu0 = time.process_time()
+    asyncio.run(_concurrent(daemon.socket, path, bodies, expected, concurrency, result))
+    result.client_cpu_s = time.process_time() - cpu0
+    after = proc_sample(daemon.pid)
+    result.daemon_cpu_s, result.rss_mib_after = cpu_seconds(before, after), mib(after.rss_kib)
+    return result
+
+
+class StatusProbe:
+    """`GET /v1/status` in a loop on its own connection, to see how long other requests wait."""
+
+    def __init__(self, daemon: Daemon, period: float = 0.2) -> None:
+        self.daemon = daemon
+        self.period = period
+        self.latencies_ns: list[int] = []
+        self.statuses: Counter[int] = Counter()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> StatusProbe:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=600)
+
+    def _loop(self) -> None:
+        with self.daemon.client() as client:
+            while not self._stop.is_set():
+                t0 = time.perf_counter_ns()
+                try:
+                    status = client.get("/v1/status").status_code
+                except httpx.HTTPError:
+                    status = -1
+                self.latencies_ns.append(time.perf_counter_ns() - t0)
+                self.statuses[status] += 1
+                self._stop.wait(self.period)
+
+
+# -- phases --------------------------------------------------------------------------------------------
+
+
+def bench_startup(data_dir: Path, work: Path, starts: int) -> dict[str, Any]:
+    progress(f"[1/4] startup: {starts} starts of `clade run`, each stopped with SIGTERM")
+    runs: list[dict[str, Any]] = []
+    for i in range(starts):
+        daemon = Daemon(data_dir, work / f"notify-start{i}.sock")
+        run: dict[str, Any] = {}
+        try:
+            run["ready_s"] = round(daemon.wait_ready(), 4)
+            assert daemon.ready_line_at is not None
+            run["ready_line_s"] = round(daemon.ready_line_at - daemon.started, 4)
+            with daemon.client() as client:
+                response = client.get("/v1/status")
+            run["first_response_s"] = round(time.perf_counter() - daemon.started, 4)
+            run["first_status"] = response.status_code
+            sample = proc_sample(daemon.pid)
+            run["rss_mib"], run["threads"] = mib(sample.rss_kib), sample.threads
+            run["cpu_s_to_ready"] = round(sample.cpu_ticks / CLK_TCK, 2)
+        finally:
+            run.update(daemon.stop())
+        runs.append(run)
+        progress(f"  start {i + 1}/{starts}: READY after {run['ready_s']:.3f} s, "
+                 f"exit {run.get('sigterm_to_exit_s', float('nan')):.3f} s after SIGTERM")
+
+    def med(key: str) -> float | None:
+        values = [r[key] for r in runs if r.get(key) is not None]
+        return round(statistics.median(values), 4) if values else None
+
+    return {
+        "starts": starts, "runs": runs,
+        "ready_s_median": med("ready_s"), "ready_s_min": min(r["ready_s"] for r in runs),
+        "ready_s_max": max(r["ready_s"] for r in runs), "first_response_s_median": med("first_response_s"),
+        "sigterm_to_exit_s_median": med("sigterm_to_exit_s"),
+        "sigterm_to_exit_s_max": max(r.get("sigterm_to_exit_s") or 0.0 for r in runs),
+        "rss_mib_median": med("rss_mib"), "exit_codes": sorted({r.get("exit_code") for r in runs}, key=str),
+    }
+
+
+def missing_vectors(data_dir: Path) -> int | None:
+    """Entries without a vector, read from grimoire.db through a read-only connection (WAL: no blocking)."""
+    try:
+        with closing(sqlite3.connect(f"file:{data_dir / 'grimoire.db'}?mode=ro", uri=True, timeout=30)) as conn:
+            return int(conn.execute("SELECT count(*) FROM entries WHERE embedding IS NULL").fetchone()[0])
+    except sqlite3.Error:
+        return None
+
+
+def bench_first_search(daemon: Daemon, data_dir: Path, body: dict[str, Any]) -> dict[str, Any]:
+    """The first search over the filled store, with a /v1/status probe beside it.
+
+    Inline-embedding daemons load the model and embed every entry lacking a vector in this call;
+    daemons with a background embedder embed at most a few here and the rest meanwhile.
+    """
+    with daemon.client() as client:
+        entries = client.get("/v1/status").json()["entries"]
+    missing = missing_vectors(data_dir)
+    progress(f"  first search: {entries:,} entries, {missing} without a vector (a /v1/status probe runs beside)")
+    before = proc_sample(daemon.pid)
+    with StatusProbe(daemon) as probe, daemon.client() as client:
+        t0 = time.perf_counter()
+        response = client.post("/v1/memory/search", json=body)
+        seconds = time.perf_counter() - t0
+    after = proc_sample(daemon.pid)
+    missing_after = missing_vectors(data_dir)
+    probe_ms = sorted(v / 1e6 for v in probe.latencies_ns)
+    return {
+        "entries": entries, "missing_before": missing, "missing_after": missing_after,
+        "seconds": round(seconds, 3), "status": response.status_code,
+        "results": len(response.json().get("results", [])) if response.status_code == 200 else None,
+        "daemon_cpu_s": cpu_seconds(before, after),
+        "rss_mib_before": mib(before.rss_kib), "rss_mib_after": mib(after.rss_kib),
+        "hwm_mib_after": mib(after.hwm_kib), "threads_after": after.threads,
+        "status_probe": {"requests": len(probe_ms), "max_ms": round(probe_ms[-1], 1) if probe_ms else None,
+                         "statuses": {str(k): v for k, v in probe.statuses.items()}},
+    }
+
+
+def wait_embedded(daemon: Daemon, data_dir: Path, label: str, timeout: float = 900) -> dict[str, Any]:
+    """Wait until every entry has a vector (the background embedder's backlog is drained), with a
+    /v1/status probe running to see whether requests wait meanwhile."""
+    start_missing = missing_vectors(data_dir)
+    progress(f"  {label}: waiting for {start_missing} entries without a vector to be embedded")
+    before = proc_sample(daemon.pid)
+    t0 = time.perf_counter()
+    missing = start_missing
+    with StatusProbe(daemon) as probe:
+        while missing and time.perf_counter() - t0 < timeout and daemon.alive():
+            time.sleep(0.5)
+            missing = missing_vectors(data_dir)
+    seconds = time.perf_counter() - t0
+    after = proc_sample(daemon.pid)
+    probe_lat = latency_summary(probe.latencies_ns) if probe.latencies_ns else None
+    done = (start_missing or 0) - (missing or 0)
+    return {
+        "missing_start": start_missing, "missing_end": missing, "seconds": round(seconds, 2),
+        "entries_per_s": round(done / seconds, 1) if done and seconds > 0.5 else None,
+        "daemon_cpu_s": cpu_seconds(before, after), "rss_mib_before": mib(before.rss_kib),
+        "rss_mib_after": mib(after.rss_kib), "hwm_mib_after": mib(after.hwm_kib),
+        "status_probe": probe_lat, "status_probe_statuses": {str(k): v for k, v in probe.statuses.items()},
+    }
+
+
+def bench_incremental(daemon: Daemon, data_dir: Path, gen: Generator) -> dict[str, Any]:
+    """Write a batch of entries, search at once (what does the fresh backlog cost it?), then wait for
+    the backlog to be embedded."""
+    progress(f"  search right after {INCREMENTAL_WRITES} fresh writes")
+    bodies = [memory_body(gen) for _ in range(INCREMENTAL_WRITES)]
+    writes = run_sequential(daemon, "/v1/memory", bodies, 201, "fresh writes")
+    with daemon.client() as client:
+        t0 = time.perf_counter()
+        response = client.post("/v1/memory/search", json=search_body(gen))
+        seconds = time.perf_counter() - t0
+        missing_after = missing_vectors(data_dir)
+        t1 = time.perf_counter()
+        again = client.post("/v1/memory/search", json=search_body(gen))
+        next_seconds = time.perf_counter() - t1
+    return {
+        "writes": INCREMENTAL_WRITES, "writes_unexpected": len(bodies) - writes.statuses.get(201, 0),
+        "search_ms": round(seconds * 1000, 2), "status": response.status_code,
+        "missing_after_search": missing_after,
+        "next_search_ms": round(next_seconds * 1000, 2), "next_status": again.status_code,
+        "catch_up": wait_embedded(daemon, data_dir, "fresh backlog"),
+    }
+
+
+def long_body(gen: Generator, chars: int = 4000) -> dict[str, Any]:
+    """An entry near the API's 4,096-character content limit (several generated sentences)."""
+    body = memory_body(gen)
+    text = body["content"]
+    while len(text) < chars:
+        text += " " + gen.sentence(3)
+    body["content"] = text[:chars]
+    return body
+
+
+def bench_long_entries(daemon: Daemon, data_dir: Path, gen: Generator, count: int) -> dict[str, Any]:
+    """Write `count` entries of ~4,000 characters, search once, wait until all are embedded: memory peak."""
+    progress(f"  long entries: {count} x ~4,000 characters, one search, then until they are embedded")
+    bodies = [long_body(gen) for _ in range(count)]
+    writes = run_sequential(daemon, "/v1/memory", bodies, 201, "long writes")
+    before = proc_sample(daemon.pid)
+    with daemon.client() as client:
+        t0 = time.perf_counter()
+        response = client.post("/v1/memory/search", json=search_body(gen))
+        seconds = time.perf_counter() - t0
+    embedded = wait_embedded(daemon, data_dir, "long entries")
+    after = proc_sample(daemon.pid)
+    return {
+        "embedded_s": embedded["seconds"], "missing_end": embedded["missing_end"],
+        "entries": count, "chars": len(bodies[0]["content"]), "writes_unexpected": count - writes.statuses.get(201, 0),
+        "search_s": round(seconds, 2), "status": response.status_code, "daemon_cpu_s": cpu_seconds(before, after),
+        "rss_mib_before": mib(before.rss_kib), "rss_mib_after": mib(after.rss_kib),
+        "hwm_mib_before": mib(before.hwm_kib), "hwm_mib_after": mib(after.hwm_kib),
+    }
+
+
+def watchdog_gaps(daemon: Daemon) -> dict[str, Any]:
+    """Gaps between WATCHDOG=1 pings since the daemon started, the open one up to now included."""
+    pings = daemon.notify.times("WATCHDOG", "1")
+    gaps = [b - a for a, b in itertools.pairwise([*pings, time.perf_counter()])]
+    return {"pings": len(pings), "max_gap_s": round(max(gaps), 2) if gaps else None,
+            "interval_s": WATCHDOG_SEC / 2, "watchdog_sec": WATCHDOG_SEC,
+            "gaps_over_watchdog_sec": sum(g > WATCHDOG_SEC for g in gaps)}
+
+
+def bench_workload(data_dir: Path, work: Path, args: argparse.Namespace, gen: Generator) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    env = {"WATCHDOG_USEC": str(WATCHDOG_SEC * 1_000_000), "CLADE_CURATOR__CYCLE_TICKS": "100000"}
+    progress("[2/4] workload daemon: started with WATCHDOG_USEC and no curator cycle during the run")
+    daemon = Daemon(data_dir, work / "notify-workload.sock", env)
+    try:
+        out["ready_s"] = round(daemon.wait_ready(), 4)
+        at_ready = proc_sample(daemon.pid)
+        out["rss_mib_at_ready"], out["threads_at_ready"] = mib(at_ready.rss_kib), at_ready.threads
+        out["idle_after_start"] = idle_window(daemon.pid, args.idle, "after startup, model not loaded")
+
+        writes = [memory_body(gen) for _ in range(args.writes)]
+        out["write_seq"] = run_sequential(daemon, "/v1/memory", writes, 201, "POST /v1/memory sequential").summary(201)
+        cwrites = [memory_body(gen) for _ in range(args.concurrent_writes)]
+        out["write_conc"] = run_concurrent(daemon, "/v1/memory", cwrites, 201, args.concurrency,
+                                           "POST /v1/memory concurrent").summary(201)
+        episodes = [episode_body(gen) for _ in range(args.episode_writes)]
+        out["episode_seq"] = run_sequential(daemon, "/v1/memory", episodes, 201,
+                                            "POST /v1/memory memory_type=episode sequential").summary(201)
+
+        progress("[3/4] search")
+        out["search_first"] = bench_first_search(daemon, data_dir, search_body(gen))
+        out["backlog"] = wait_embedded(daemon, data_dir, "backlog after the writes")
+        out["watchdog_first_search"] = watchdog_gaps(daemon)
+        searches = [search_body(gen) for _ in range(args.searches)]
+        out["search_seq"] = run_sequential(daemon, "/v1/memory/search", searches, 200,
+                                           "POST /v1/memory/search sequential").summary(200)
+        csearches = [search_body(gen) for _ in range(args.concurrent_searches)]
+        out["search_conc"] = run_concurrent(daemon, "/v1/memory/search", csearches, 200, args.concurrency,
+                                            "POST /v1/memory/search concurrent").summary(200)
+        out["search_incremental"] = bench_incremental(daemon, data_dir, gen)
+
+        progress("[4/4] idle after the workload")
+        out["idle_after_workload"] = idle_window(daemon.pid, args.idle, "after the workload, model loaded")
+        if args.long_entries:
+            out["long_entries"] = bench_long_entries(daemon, data_dir, gen, args.long_entries)
+        with daemon.client() as client:
+            status = client.get("/v1/status").json()
+        out["final_status"] = {"entries": status["entries"], "counters": status["counters"]}
+        out["watchdog"] = watchdog_gaps(daemon)
+        out["grimoire_db_mib"] = round(sum(
+            p.stat().st_size for p in data_dir.glob("grimoire.db*") if p.is_file()) / 2**20, 1)
+    finally:
+        out["stop"] = daemon.stop()
+        out["log_problems"] = daemon.log_problems()[:10]
+        out["watchdog_warnings"] = sum('"clade.daemon"' in line and "watchdog:" in line
+                                       for line in daemon.stderr_lines)
+    return out
+
+
+# -- output -----------------------------------------------------------------------------------------------
+
+
+def fmt_run(r: dict[str, Any]) -> str:
+    lat = r["latency"]
+    bad = f"  NON-2xx {r['unexpected']}" if r["unexpected"] else ""
+    return (f"p50 {lat['p50_ms']:.2f}  p99 {lat['p99_ms']:.2f}  max {lat['max_ms']:.1f} ms  "
+            f"{r['req_per_s']:,.0f} req/s{bad}")
+
+
+def fmt_cpu(r: dict[str, Any]) -> str:
+    return (f"daemon {r['daemon_cpu_ms_per_req']:.2f} ms CPU/req ({r['daemon_cpu_s']:.1f} s), "
+            f"client {r['client_cpu_s']:.1f} s; RSS {r['rss_mib_before']:.0f} -> {r['rss_mib_after']:.0f} MiB")
+
+
+def fmt_idle(i: dict[str, Any]) -> str:
+    return (f"CPU {i['cpu_pct']:.3f}% of a core ({i['cpu_seconds']:.2f} s in {i['seconds']:.0f} s; "
+            f"{i['cpu_pct_second_half']:.3f}% in its second half), "
+            f"{i['ctx_switches_per_s']:.1f} ctx switches/s, RSS {i['rss_mib_start']:.1f}->{i['rss_mib_end']:.1f} MiB "
+            f"(peak {i['hwm_mib']:.1f}), {i['threads']} threads")
+
+
+def print_report(res: dict[str, Any]) -> None:
+    m, p, s, w = res["machine"], res["params"], res["startup"], res["workload"]
+    rows: list[tuple[str, str]] = [
+        ("## machine", ""),
+        ("CPU", f"{m['cpu_model']} ({m['cpu_count']} logical CPUs, {m['cpus_usable']} usable)"),
+        ("kernel / Python / SQLite", f"{m['kernel']} / {m['python']} / {m['sqlite']}"),
+        ("disk", f"{m['disk'].get('device', '?')} ({m['disk'].get('fstype', '?')}) on "
+                 f"{m['disk'].get('mount_point', '?')}"),
+        ("load average (1/5/15 min) at start / end",
+         f"{'/'.join(f'{x:.2f}' for x in m['loadavg_start'])} / {'/'.join(f'{x:.2f}' for x in m['loadavg_end'])}"
+         " (other processes share these CPUs)"),
+        ("## startup (Popen -> READY=1 on $NOTIFY_SOCKET)", ""),
+        (f"READY=1, median of {s['starts']}", f"{s['ready_s_median']:.3f} s  (min {s['ready_s_min']:.3f}, "
+                                              f"max {s['ready_s_max']:.3f})"),
+        ("  runs", ", ".join(f"{r['ready_s']:.3f}" for r in s["runs"])),
+        ("first GET /v1/status answered, median", f"{s['first_response_s_median']:.3f} s after Popen"),
+        ("SIGTERM -> exit (empty store), median / max",
+         f"{s['sigterm_to_exit_s_median']:.3f} / {s['sigterm_to_exit_s_max']:.3f} s, exit codes {s['exit_codes']}"),
+        ("RSS at READY, median", f"{s['rss_mib_median']:.1f} MiB"),
+    ]
+    if w:
+        ws, wc, ep = w["write_seq"], w["write_conc"], w["episode_seq"]
+        rows += [
+            ("## POST /v1/memory (unix socket)", ""),
+            (f"sequential x {ws['requests']:,}", fmt_run(ws)),
+            ("", fmt_cpu(ws)),
+            (f"{p['concurrency']} concurrent x {wc['requests']:,}", fmt_run(wc)),
+            ("", fmt_cpu(wc)),
+            (f"memory_type=episode sequential x {ep['requests']:,}", fmt_run(ep)),
+        ]
+        f, bl = w["search_first"], w["backlog"]
+        ss, sc, inc = w["search_seq"], w["search_conc"], w["search_incremental"]
+        cu = inc["catch_up"]
+        wd = w["watchdog_first_search"]
+        le = w.get("long_entries")
+        rows += [
+            ("## POST /v1/memory/search (top_k 10)", ""),
+            (f"first call ({f['entries']:,} entries, {f['missing_before']} without a vector)",
+             f"{f['seconds']:.2f} s, daemon CPU {f['daemon_cpu_s']:.1f} s, status {f['status']}, "
+             f"{f['missing_after']} still without a vector after it"),
+            ("  RSS before -> after first call",
+             f"{f['rss_mib_before']:.1f} -> {f['rss_mib_after']:.1f} MiB (peak {f['hwm_mib_after']:.1f})"),
+            ("  GET /v1/status meanwhile: worst wait", f"{f['status_probe']['max_ms']:.0f} ms "
+                                                       f"({f['status_probe']['requests']} probes)"),
+            ("backlog embedded after it (background)",
+             f"{bl['missing_start']} -> {bl['missing_end']} in {bl['seconds']:.1f} s "
+             f"({bl['entries_per_s'] or 0:,.1f} entries/s), daemon CPU {bl['daemon_cpu_s']:.1f} s, "
+             f"RSS {bl['rss_mib_before']:.0f} -> {bl['rss_mib_after']:.0f} MiB (peak {bl['hwm_mib_after']:.0f})"),
+            ("  GET /v1/status meanwhile", "no probes" if not bl["status_probe"] else
+             f"p50 {bl['status_probe']['p50_ms']:.1f}  p99 {bl['status_probe']['p99_ms']:.1f}  "
+             f"max {bl['status_probe']['max_ms']:.0f} ms ({bl['status_probe']['samples']} probes)"),
+            ("  WATCHDOG=1 max gap so far", f"{wd['max_gap_s']} s (WatchdogSec={wd['watchdog_sec']}, "
+                                            f"{wd['gaps_over_watchdog_sec']} gaps over it)"),
+            (f"steady sequential x {ss['requests']:,}", fmt_run(ss)),
+            ("", fmt_cpu(ss) + f"; {ss.get('mean_results', 0)} results/query"),
+            (f"steady {p['concurrency']} concurrent x {sc['requests']:,}", fmt_run(sc)),
+            ("", fmt_cpu(sc)),
+            (f"search right after {inc['writes']} new writes",
+             f"{inc['search_ms']:.0f} ms (next {inc['next_search_ms']:.0f} ms), "
+             f"{inc['missing_after_search']} left without a vector"),
+            ("  background catch-up", f"{cu['missing_start']} -> {cu['missing_end']} in {cu['seconds']:.1f} s "
+                                      f"({cu['entries_per_s'] or 0:,.1f} entries/s)"),
+            ("## idle daemon (/proc/<pid>)", ""),
+            ("RSS at READY", f"{w['rss_mib_at_ready']:.1f} MiB, {w['threads_at_ready']} threads"),
+            ("right after startup", fmt_idle(w["idle_after_start"])),
+            ("after the workload (model loaded)", fmt_idle(w["idle_after_workload"])),
+            *([] if le is None else [(
+                f"{le['entries']} entries of {le['chars']:,} chars",
+                f"search {le['search_s']:.1f} s (status {le['status']}), all embedded after {le['embedded_s']:.1f} s; "
+                f"RSS {le['rss_mib_before']:.0f} -> {le['rss_mib_after']:.0f} MiB, peak {le['hwm_mib_after']:.0f} MiB "
+                f"(unit MemoryMax={MEMORY_MAX_MIB} MiB)")]),
+            ("## end of workload", ""),
+            ("entries / grimoire.db*", f"{w['final_status']['entries']:,} / {w['grimoire_db_mib']:.1f} MiB"),
+            ("WATCHDOG=1 over the whole run",
+             f"{w['watchdog']['pings']} pings, max gap {w['watchdog']['max_gap_s']} s "
+             f"({w['watchdog']['gaps_over_watchdog_sec']} gaps over WatchdogSec={WATCHDOG_SEC}: systemd would "
+             f"kill the daemon), {w['watchdog_warnings']} 'store did not answer' warnings"),
+            ("SIGTERM -> exit", f"{w['stop'].get('sigterm_to_exit_s')} s, exit code {w['stop'].get('exit_code')}"),
+            ("daemon error log lines", str(len(w["log_problems"]))),
+        ]
+    rows += [("## total", ""), ("wall clock", f"{res['total_seconds']:.1f} s")]
+    width = max(len(k) for k, _ in rows) + 2
+    print()
+    for key, value in rows:
+        if key.startswith("## "):
+            print(f"\n{key[3:]}")
+            print("-" * len(key[3:]))
+        else:
+            print(f"{key:<{width}}{value}")
+    print()
+
+
+# -- main -------------------------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p.add_argument("--quick", action="store_true", help="a smoke run: few requests, 5 s idle windows")
+    p.add_argument("--starts", type=int, default=None, help="cold starts for the startup figure (default 5)")
+    p.add_argument("--writes", type=int, default=None, help="sequential POST /v1/memory (default 2,000)")
+    p.add_argument("--concurrent-writes", type=int, default=None, help="concurrent POST /v1/memory (default 4,000)")
+    p.add_argument("--searches", type=int, default=None, help="sequential searches (default 400)")
+    p.add_argument("--concurrent-searches", type=int, default=None, help="concurrent searches (default 800)")
+    p.add_argument("--concurrency", type=int, default=8, help="concurrent clients (default 8)")
+    p.add_argument("--idle", type=float, default=None, help="seconds per idle window (default 30)")
+    p.add_argument("--long-entries", type=int, default=0,
+                   help="after the idle window, also write N entries of ~4,000 characters and search once "
+                        "(shows the embedding's memory peak; default 0: skipped)")
+    p.add_argument("--seed", type=int, default=20_240_601, help="RNG seed (default 20240601)")
+    args = p.parse_args(argv)
+    full = {"starts": 5, "writes": 2_000, "concurrent_writes": 4_000, "searches": 400,
+            "concurrent_searches": 800, "idle": 30.0, "episode_writes": EPISODE_WRITES}
+    quick = {"starts": 2, "writes": 200, "concurrent_writes": 400, "searches": 50,
+             "concurrent_searches": 100, "idle": 5.0, "episode_writes": 20}
+    for key, value in (quick if args.quick else full).items():
+        if getattr(args, key, None) is None:
+            setattr(args, key, value)
+    if min(args.starts, args.writes, args.concurrent_writes, args.searches, args.concurrent_searches,
+           args.concurrency) < 1 or args.idle <= 0:
+        p.error("counts must be positive")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    started = time.perf_counter()
+    work = Path(tempfile.mkdtemp(prefix="clade-bench-api-"))
+    res: dict[str, Any] = {
+        "machine": machine_info(work),
+        "params": dict(vars(args)),
+        "workload": {},
+    }
+    res["params"].update(search_k=SEARCH_K, incremental_writes=INCREMENTAL_WRITES)
+    res["machine"]["loadavg_start"] = list(os.getloadavg())
+    try:
+        data_dir = work / "data"
+        progress(f"clade --data-dir {data_dir} init")
+        subprocess.run([CLADE, "--data-dir", str(data_dir), "init"], check=True, stdout=subprocess.DEVNULL)
+        gen = Generator(args.seed)
+        res["startup"] = bench_startup(data_dir, work, args.starts)
+        res["workload"] = bench_workload(data_dir, work, args, gen)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    res["machine"]["loadavg_end"] = list(os.getloadavg())
+    res["total_seconds"] = round(time.perf_counter() - started, 1)
+    print_report(res)
+    print(json.dumps(res, separators=(",", ":")))
+    w = res["workload"]
+    unexpected = sum(w[k]["unexpected"] for k in ("write_seq", "write_conc", "episode_seq", "search_seq",
+                                                    "search_conc"))
+    return 1 if unexpected or w["log_problems"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,897 @@
+"""Benchmark semantic memory: the real embedding model, hybrid recall, episode vector search.
+
+    .venv/bin/python bench/recall.py [--quick] [--out DIR] [--seed S] [--rebuild-1m]
+
+Measures, on a fresh data directory (a temporary one unless `--out` is given), with the bundled
+all-MiniLM-L6-v2 int8 ONNX model through `get_embedder` (fastembed, offline):
+
+1. Query embedding: `Embedder.embed([query])` for 500 short queries after a warm-up: p50/p99.
+2. Batch embedding: 1,000 DeFi texts of 50-300 characters through `Embedder.embed` and through
+   fastembed directly (`list(embedder._model.embed(texts, batch_size=64))`), in calls of 256 texts
+   (as `index_missing` makes them) interleaved in the same run, and the ratio; plus fastembed on
+   each call's texts sorted by length (less padding in each batch of 64).
+3. `Retriever.recall` over 10,000 and 50,000 entries (written by `remember_many`): p50/p99
+   excluding the query embedding (the retriever gets an embedder stub that returns the query's
+   vector computed in step 1; everything else is the real code path) and including it (the real
+   embedder); a per-phase breakdown; the one-time costs of embedding missing entries (entries/s,
+   with the real model, on the first entries) and of loading the VectorIndex (first refresh).
+   Entries past the first 1,024 get vectors written with `write_vectors`: real embeddings of
+   other DeFi texts plus small Gaussian noise, renormalised (the model embeds ~50 texts/s on
+   2 cores: 50,000 texts would take about 15 minutes). The report says how many were real.
+4. `EpisodeLog.search` over 100,000 and 1,000,000 episodes (LanceDB), appended through
+   `EpisodeLog.append` in calls of 20,000 rows, vectors = real embeddings + noise (as above):
+   flat at 100k, `ensure_index()` build time, ANN at 100k; at 1M with the index as
+   `ensure_index` leaves it (built at 100k), after `table.optimize()` and (`--rebuild-1m`) after
+   a fresh index build; every variant also without the `where embedding IS NOT NULL` prefilter that
+   `EpisodeLog.search` adds, and with `refine_factor=10`; recall@10 against exact (numpy) search,
+   the exact cosine of the returned rows relative to the exact top 10's, and the error of the
+   similarity the search reports. A small half-null table checks that a search without the
+   where clause never returns rows without an embedding.
+5. RSS of a daemon-like process (a child of this one): VmRSS before fastembed is imported,
+   with the model loaded, and after a recall has loaded the 50,000-entry VectorIndex.
+
+Prints a table to stdout (progress goes to stderr), then one JSON line with every number.
+Generated data comes from seeded RNGs. The CPU time other processes used during each section
+is reported (`other_cpu`, in cores), since noisy neighbours move these figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+# `python bench/recall.py` puts bench/ first on sys.path, where bench/crdt.py would shadow the
+# `crdt` package: drop it and put the repository root there instead.
+_BENCH_DIR = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _BENCH_DIR]
+sys.path.insert(0, str(_BENCH_DIR.parent))
+
+import numpy as np  # noqa: E402
+
+from bench.store import Generator, cpu_model, dir_size, disk_info, percentile, progress  # noqa: E402
+from crypto import Identity  # noqa: E402
+from daemon.errors import UsageError  # noqa: E402
+from daemon.grimoire import Episode, EpisodeLog, Grimoire  # noqa: E402
+from daemon.grimoire.embedder import Embedder, EmbeddingInfo, get_embedder  # noqa: E402
+from daemon.grimoire.episodes import _SCAN_COLUMNS, _episode_from_row  # noqa: E402
+from daemon.grimoire.retrieval import CANDIDATES, RecallQuery, Retriever, _factors, _passes  # noqa: E402
+from daemon.grimoire.store import wall_clock_ms  # noqa: E402
+from daemon.grimoire.vectors import VectorIndex, missing_vectors, vector_report, write_vectors  # noqa: E402
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    Matrix = NDArray[np.float32]
+else:
+    Matrix = Any
+
+IDENTITY = Identity(bytes(range(32)))
+K = 10
+WARMUP = 20
+REMEMBER_BATCH = 500
+EMBED_CALL = 256  # texts per Embedder.embed call in the batch test (index_missing's batch)
+VECTOR_BATCH = 256  # as Retriever.index_missing writes them: one write_vectors (one ms stamp) per batch
+EPISODE_BATCH = 20_000
+EMBEDDING_BYTES = 384 * 4
+NOISE_SIGMA = 0.03  # per dimension: ~0.59 noise norm, cosine to the parent text's vector ~0.86
+
+
+@dataclass(frozen=True, slots=True)
+class Params:
+    quick: bool
+    seed: int
+    query_count: int
+    batch_texts: int
+    batch_rounds: int
+    entries_small: int
+    entries_large: int
+    real_embed: int
+    recall_queries: int
+    breakdown_queries: int
+    episodes_small: int
+    episodes_large: int
+    search_samples: int
+    slow_search_samples: int
+    rebuild: bool
+
+
+def make_params(args: argparse.Namespace) -> Params:
+    if args.quick:
+        return Params(quick=True, seed=args.seed, query_count=60, batch_texts=96, batch_rounds=1,
+                      entries_small=1_000, entries_large=3_000, real_embed=128, recall_queries=40,
+                      breakdown_queries=20, episodes_small=5_000, episodes_large=20_000, search_samples=30,
+                      slow_search_samples=10, rebuild=args.rebuild_1m)
+    return Params(quick=False, seed=args.seed, query_count=500, batch_texts=1_000, batch_rounds=2,
+                  entries_small=10_000, entries_large=50_000, real_embed=1_024, recall_queries=300,
+                  breakdown_queries=100, episodes_small=100_000, episodes_large=1_000_000, search_samples=200,
+                  slow_search_samples=30, rebuild=args.rebuild_1m)
+
+
+# -- measurement helpers --------------------------------------------------------------------------
+
+
+def summary(seconds: Sequence[float]) -> dict[str, float]:
+    """p50 / p90 / p99 / max / mean of samples given in seconds, in milliseconds."""
+    ms = sorted(s * 1e3 for s in seconds)
+    return {
+        "p50_ms": round(percentile(ms, 50), 3), "p90_ms": round(percentile(ms, 90), 3),
+        "p99_ms": round(percentile(ms, 99), 3), "max_ms": round(ms[-1], 3),
+        "mean_ms": round(sum(ms) / len(ms), 3), "samples": len(ms),
+    }
+
+
+def timed(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def rss_kib(field_name: str = "VmRSS") -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field_name + ":"):
+            return int(line.split()[1])
+    return -1
+
+
+def _cpu_busy_seconds() -> float:
+    """All CPUs' busy time (user+nice+system+irq+softirq) from /proc/stat, in seconds."""
+    parts = Path("/proc/stat").read_text().splitlines()[0].split()
+    user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in parts[1:8])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu_seconds() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+@dataclass
+class Sections:
+    """Wall time, own CPU and other processes' CPU (average cores) per benchmark section."""
+
+    log: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    @contextmanager
+    def section(self, name: str) -> Iterator[None]:
+        w0, b0, o0 = time.perf_counter(), _cpu_busy_seconds(), _own_cpu_seconds()
+        try:
+            yield
+        finally:
+            wall = time.perf_counter() - w0
+            busy, own = _cpu_busy_seconds() - b0, _own_cpu_seconds() - o0
+            self.log[name] = {"wall_s": round(wall, 1), "own_cpu_cores": round(own / max(wall, 1e-9), 2),
+                              "other_cpu_cores": round(max(0.0, busy - own) / max(wall, 1e-9), 2)}
+
+
+# -- text -------------------------------------------------------------------------------------------
+
+QUERY_PATTERNS = (
+    "{tag} on {proto}", "{proto} {tok} {tag}", "avoid {tag} when swapping {tok}", "{pair} slippage on {chain}",
+    "{tok} lending health factor", "gas spike on {chain}", "{proto} oracle lag", "bridge {tok} to {chain2}",
+    "{tag} risk for {pair} liquidity", "why did the {proto} swap revert", "best route for {tok} to {tok2}",
+    "{proto} funding rate flip", "impermanent loss {pair} range",
+)
+
+
+def short_queries(gen: Generator, n: int) -> list[str]:
+    """Short queries: half 1-3 vocabulary words, half short phrases a golem would ask."""
+    out: list[str] = []
+    while len(out) < n:
+        if gen.rng.random() < 0.5:
+            out.append(gen.query())
+        else:
+            out.append(gen.rng.choice(QUERY_PATTERNS).format(**gen._fields()))
+    return out
+
+
+def defi_texts(gen: Generator, n: int, lo: int = 50, hi: int = 300) -> list[str]:
+    out: list[str] = []
+    while len(out) < n:
+        text = gen.sentence(gen.rng.choice((0, 0, 1, 1, 2)))
+        if lo <= len(text) <= hi:
+            out.append(text)
+    return out
+
+
+def perturbed(pool: Matrix, n: int, rng: np.random.Generator) -> Matrix:
+    """n unit vectors: random rows of `pool` plus Gaussian noise, renormalised."""
+    parents = pool[rng.integers(0, len(pool), n)]
+    noisy = parents + rng.standard_normal(parents.shape, dtype=np.float32) * np.float32(NOISE_SIGMA)
+    noisy /= np.linalg.norm(noisy, axis=1, keepdims=True)
+    return noisy.astype(np.float32, copy=False)
+
+
+# -- 1. and 2.: the model -------------------------------------------------------------------------
+
+
+def bench_query_embedding(embedder: Embedder, queries: Sequence[str]) -> tuple[dict[str, Any], Matrix]:
+    progress(f"[1/5] query embedding: {WARMUP} warm-up + {len(queries)} single-query embed() calls")
+    for q in queries[:WARMUP]:
+        embedder.embed([q])
+    lat: list[float] = []
+    vecs: list[Matrix] = []
+    for q in queries:
+        t0 = time.perf_counter()
+        v = embedder.embed([q])
+        lat.append(time.perf_counter() - t0)
+        vecs.append(v[0])
+    chars = [len(q) for q in queries]
+    return ({"queries": len(queries), "mean_chars": round(sum(chars) / len(chars), 1), "latency": summary(lat),
+             "sample": list(queries[:5])}, np.stack(vecs))
+
+
+def bench_batch_embedding(embedder: Embedder, texts: Sequence[str], rounds: int) -> tuple[dict[str, Any], Matrix]:
+    """Three variants on the same texts, interleaved per call of EMBED_CALL texts (the size
+    `index_missing` passes to `embed`) with the order rotated, so load drift hits all alike."""
+    chunks = [list(texts[i:i + EMBED_CALL]) for i in range(0, len(texts), EMBED_CALL)]
+    progress(f"[2/5] batch embedding: {len(texts):,} texts in calls of {EMBED_CALL} x {rounds} round(s) x 3 variants")
+    model: Any = embedder._model
+    variants: dict[str, Callable[[list[str]], object]] = {
+        "embedder": lambda c: embedder.embed(c),
+        "fastembed_raw": lambda c: list(model.embed(c, batch_size=64)),
+        "fastembed_raw_sorted_by_length": lambda c: list(model.embed(sorted(c, key=len), batch_size=64)),
+    }
+    names = list(variants)
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    step = 0
+    for _ in range(rounds):
+        for chunk in chunks:
+            for j in range(len(names)):
+                name = names[(step + j) % len(names)]
+                times[name].append(timed(lambda name=name, chunk=chunk: variants[name](chunk)))
+            step += 1
+        progress("  round: " + ", ".join(f"{n} {len(texts) * len(times[n]) / len(chunks) / sum(times[n]):.1f}/s"
+                                         for n in names))
+    vectors = embedder.embed(texts)  # the pool of real vectors for synthetic entries and episodes
+    out: dict[str, Any] = {"texts": len(texts), "rounds": rounds, "texts_per_call": EMBED_CALL,
+                           "mean_chars": round(sum(map(len, texts)) / len(texts), 1)}
+    for name, ts in times.items():
+        per_round = [sum(ts[r * len(chunks):(r + 1) * len(chunks)]) for r in range(rounds)]
+        out[name] = {"texts_per_s": round(len(texts) * rounds / sum(ts), 1),
+                     "per_round_texts_per_s": [round(len(texts) / t, 1) for t in per_round]}
+    out["embedder_over_raw"] = round(out["embedder"]["texts_per_s"] / out["fastembed_raw"]["texts_per_s"], 3)
+    out["sorted_over_raw"] = round(out["fastembed_raw_sorted_by_length"]["texts_per_s"]
+                                   / out["fastembed_raw"]["texts_per_s"], 3)
+    tok: Any = getattr(getattr(model, "model", None), "tokenizer", None)
+    if tok is not None:
+        try:
+            saved = tok.padding
+            tok.no_padding()
+            lens = [len(e.ids) for e in tok.encode_batch(list(texts))]
+            if saved:
+                tok.enable_padding(**{k: v for k, v in saved.items() if k in ("pad_id", "pad_token", "pad_type_id",
+                                                                              "direction", "pad_to_multiple_of")})
+            def padded(ls: list[int]) -> int:
+                return sum(max(ls[i:i + 64]) * len(ls[i:i + 64]) for i in range(0, len(ls), 64))
+
+            calls = [lens[i:i + EMBED_CALL] for i in range(0, len(lens), EMBED_CALL)]
+            out["tokens"] = {"mean": round(sum(lens) / len(lens), 1), "max": max(lens),
+                             "padded_over_real_batch64": round(sum(map(padded, calls)) / sum(lens), 2),
+                             "padded_over_real_sorted": round(sum(padded(sorted(c)) for c in calls) / sum(lens), 2)}
+        except Exception as exc:  # noqa: BLE001 - informative only
+            out["tokens"] = {"error": str(exc)}
+    return out, vectors
+
+
+# -- 3.: recall -------------------------------------------------------------------------------------
+
+
+class CachedEmbedder:
+    """Looks like an `Embedder` to `Retriever`; returns precomputed vectors for known queries."""
+
+    def __init__(self, real: Embedder, cache: dict[str, Matrix]) -> None:
+        self.info: EmbeddingInfo = real.info
+        self._real = real
+        self._cache = cache
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        if all(t in self._cache for t in texts):
+            return np.stack([self._cache[t] for t in texts]) if texts else np.zeros((0, self.info.dim), np.float32)
+        return self._real.embed(texts)
+
+
+def add_entries(store: Grimoire, gen: Generator, n: int) -> dict[str, Any]:
+    progress(f"  remember_many: {n:,} entries in transactions of {REMEMBER_BATCH}")
+    news = [gen.entry() for _ in range(n)]
+    t0 = time.perf_counter()
+    for i in range(0, n, REMEMBER_BATCH):
+        store.remember_many(news[i:i + REMEMBER_BATCH], identity=IDENTITY)
+    s = time.perf_counter() - t0
+    return {"entries": n, "seconds": round(s, 2), "entries_per_s": round(n / s, 1)}
+
+
+def embed_real(retriever: Retriever, n: int) -> dict[str, Any]:
+    progress(f"  Retriever.index_missing(limit={n:,}): real model, batches of {VECTOR_BATCH}")
+    t0 = time.perf_counter()
+    done = retriever.index_missing(batch=VECTOR_BATCH, limit=n)
+    s = time.perf_counter() - t0
+    return {"entries": done, "seconds": round(s, 2), "entries_per_s": round(done / s, 1)}
+
+
+def write_synthetic(store: Grimoire, info: EmbeddingInfo, pool: Matrix, rng: np.random.Generator) -> dict[str, Any]:
+    """Vectors for every entry that has none: perturbed real embeddings, VECTOR_BATCH per write."""
+    done = 0
+    t0 = time.perf_counter()
+    while True:
+        todo = missing_vectors(store, info, limit=VECTOR_BATCH)
+        if not todo:
+            break
+        stamp = wall_clock_ms()
+        write_vectors(store, info, [i for i, _ in todo], perturbed(pool, len(todo), rng))
+        done += len(todo)
+        while wall_clock_ms() == stamp:  # one ms stamp per batch, as real index_missing batches get
+            time.sleep(0.0005)
+    progress(f"  write_vectors: {done:,} synthetic vectors")
+    return {"entries": done, "seconds": round(time.perf_counter() - t0, 2)}
+
+
+def first_refresh(store: Grimoire, info: EmbeddingInfo) -> dict[str, Any]:
+    index = VectorIndex(info)
+    t = timed(lambda: index.refresh(store))
+    again = [timed(lambda: index.refresh(store)) for _ in range(20)]
+    reread = store.connection.execute(
+        "SELECT count(*) FROM entries WHERE embedding_created_ms = (SELECT max(embedding_created_ms) FROM entries)"
+    ).fetchone()[0]
+    return {"rows": len(index), "first_refresh_ms": round(t * 1e3, 2), "rows_reread_per_refresh": int(reread),
+            "matrix_mib": round(len(index) * info.dim * 4 / 2**20, 1), "steady_refresh": summary(again)}
+
+
+def bench_recall(store: Grimoire, embedder: Embedder, queries: Sequence[str], vecs: Matrix,
+                 n: int, n_breakdown: int) -> dict[str, Any]:
+    entries = store.counts().entries
+    progress(f"  recall over {entries:,} entries: {n} queries excluding embedding, {n} including")
+    cache = {q: vecs[i] for i, q in enumerate(queries)}
+    stub = CachedEmbedder(embedder, cache)
+    excl = Retriever(store, lambda: cast(Embedder, stub))
+    full = Retriever(store, lambda: embedder)
+    qs = list(queries[:n])
+    cold = timed(lambda: excl.recall(RecallQuery(text=qs[0], k=K)))  # loads the VectorIndex
+    full.recall(RecallQuery(text=qs[0], k=K))
+    for q in qs[1:6]:
+        excl.recall(RecallQuery(text=q, k=K))
+        full.recall(RecallQuery(text=q, k=K))
+    hits: list[int] = []
+    lat_excl: list[float] = []
+    for q in qs:
+        t0 = time.perf_counter()
+        hits.append(len(excl.recall(RecallQuery(text=q, k=K))))
+        lat_excl.append(time.perf_counter() - t0)
+    lat_full = [timed(lambda q=q: full.recall(RecallQuery(text=q, k=K))) for q in qs]
+
+    # Per phase, each timed alone, in the order Retriever.recall runs them.
+    phases: dict[str, list[float]] = {p: [] for p in ("index_missing_check", "vector_index_refresh", "nearest",
+                                                       "fts5_recall", "get_many", "filter_and_rank", "touch")}
+    vias: dict[str, int] = {"vector": 0, "keyword": 0, "both": 0}
+    k_cand = max(CANDIDATES, 5 * K)
+    for q in qs[:n_breakdown]:
+        vec = cache[q]
+        phases["index_missing_check"].append(timed(excl.index_missing))
+        t0 = time.perf_counter()
+        index = excl._vector_index()
+        phases["vector_index_refresh"].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        near = index.nearest(vec, k_cand)
+        phases["nearest"].append(time.perf_counter() - t0)
+        via = dict.fromkeys((i for i, _ in near), "vector")
+        t0 = time.perf_counter()
+        try:
+            kw = store.recall(q, k=k_cand)
+        except UsageError:
+            kw = []
+        phases["fts5_recall"].append(time.perf_counter() - t0)
+        for h in kw:
+            via[h.entry.id] = "both" if h.entry.id in via else "keyword"
+        for v in via.values():
+            vias[v] += 1
+        t0 = time.perf_counter()
+        got = store.get_many(list(via))
+        phases["get_many"].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        rq, now = RecallQuery(text=q, k=K), wall_clock_ms()
+        ranked: list[tuple[float, str]] = []
+        for entry in got:  # the loop of Retriever.recall, as written there
+            if not _passes(entry, rq, now):
+                continue
+            v = index.vector(entry.id)
+            semantic = max(0.0, float(v @ vec)) if v is not None else 0.0
+            ranked.append((_factors(entry, semantic, rq.pad, now).score, entry.id))
+        ranked.sort(key=lambda h: (-h[0], h[1]))
+        phases["filter_and_rank"].append(time.perf_counter() - t0)
+        phases["touch"].append(timed(lambda near=near: store.touch([i for i, _ in near[:K]], wall_clock_ms())))
+    breakdown = {p: summary(v) for p, v in phases.items()}
+    mean_sum = sum(b["mean_ms"] for b in breakdown.values())
+    ex = summary(lat_excl)
+    return {
+        "entries": entries, "queries": n, "k": K, "candidates_per_source": k_cand,
+        "first_recall_ms_excl_embedding": round(cold * 1e3, 2),
+        "excluding_embedding": ex, "including_embedding": summary(lat_full),
+        "mean_hits": round(sum(hits) / len(hits), 2),
+        "breakdown": breakdown, "breakdown_queries": min(n, n_breakdown),
+        "phases_mean_sum_ms": round(mean_sum, 3), "unaccounted_mean_ms": round(ex["mean_ms"] - mean_sum, 3),
+        "candidates_mean": {k: round(v / max(1, min(n, n_breakdown)), 1) for k, v in vias.items()},
+    }
+
+
+# -- 4.: episodes -------------------------------------------------------------------------------------
+
+
+def exact_top(vectors: Matrix, queries: Matrix, k: int) -> list[list[int]]:
+    """Exact top-k rows by cosine (unit vectors), in row chunks to bound memory."""
+    best_s = np.full((len(queries), 0), -np.inf, dtype=np.float32)
+    best_i = np.zeros((len(queries), 0), dtype=np.int64)
+    for start in range(0, len(vectors), 100_000):
+        sims = queries @ vectors[start:start + 100_000].T
+        top = np.argpartition(-sims, k - 1, axis=1)[:, :k] if sims.shape[1] > k else np.tile(
+            np.arange(sims.shape[1]), (len(queries), 1))
+        best_s = np.concatenate([best_s, np.take_along_axis(sims, top, 1)], axis=1)
+        best_i = np.concatenate([best_i, top + start], axis=1)
+        keep = np.argsort(-best_s, axis=1, kind="stable")[:, :k]
+        best_s, best_i = np.take_along_axis(best_s, keep, 1), np.take_along_axis(best_i, keep, 1)
+    return [list(map(int, row)) for row in best_i]
+
+
+def ep_id(i: int) -> str:
+    return f"{i:032x}"
+
+
+def search_variant(log: EpisodeLog, vec: Matrix, *, prefilter: bool,
+                   refine: int | None = None) -> list[tuple[str, float]]:
+    """`EpisodeLog.search` (prefilter=True is exactly it) or the same query without its where clause;
+    (id, similarity as returned)."""
+    if prefilter and refine is None:
+        return [(e.id, s) for e, s in log.search(vec.tolist(), k=K)]
+    table: Any = log._table
+    builder: Any = table.search(vec.tolist(), vector_column_name="embedding").distance_type("cosine")
+    if prefilter:
+        builder = builder.where("embedding IS NOT NULL", prefilter=True)
+    if refine is not None:
+        builder = builder.refine_factor(refine)
+    rows = builder.select([*_SCAN_COLUMNS, "_distance"]).limit(K).to_arrow().to_pylist()
+    return [(_episode_from_row(r).id, 1.0 - float(r["_distance"])) for r in rows]
+
+
+def measure_search(label: str, log: EpisodeLog, vectors: Matrix, queries: Matrix, truth: list[list[int]],
+                   samples: int, **kw: Any) -> dict[str, Any]:
+    """Latency; recall@10 against exact search; the exact cosine of what came back relative to the
+    exact top-10's (1.0: as good as exact); the error of the similarity the search reports."""
+    n = min(samples, len(queries))
+    progress(f"  search [{label}]: {n} queries")
+    search_variant(log, queries[0], **kw)  # warm-up (opens index / caches)
+    lat: list[float] = []
+    found = 0
+    got_cos = best_cos = err = 0.0
+    returned = 0
+    for i in range(n):
+        t0 = time.perf_counter()
+        hits = search_variant(log, queries[i], **kw)
+        lat.append(time.perf_counter() - t0)
+        rows = [int(h, 16) for h, _ in hits]
+        found += len(set(rows) & set(truth[i]))
+        exact = vectors[rows] @ queries[i] if rows else np.zeros(0, np.float32)
+        got_cos += float(exact.sum()) / K
+        best_cos += float((vectors[truth[i]] @ queries[i]).sum()) / K
+        err += float(np.abs(exact - np.array([sim for _, sim in hits], np.float32)).sum())
+        returned += len(rows)
+    return {"variant": label, "latency": summary(lat), "recall_at_10": round(found / (n * K), 4),
+            "cosine_vs_exact_top10": round(got_cos / best_cos, 4),
+            "reported_similarity_abs_error": round(err / max(1, returned), 4)}
+
+
+def null_embedding_check(root: Path, pool: Matrix, rng: np.random.Generator) -> dict[str, Any]:
+    """Does a vector search without `where embedding IS NOT NULL` ever return rows without one?"""
+    log = EpisodeLog(root / "episodes-nulls", create=True)
+    n = 4_000
+    vecs = perturbed(pool, n, rng)
+    log.append([Episode(id=ep_id(i), summary=f"null check {i}", observed_ms=i,
+                        embedding=None if i % 2 else tuple(vecs[i].tolist())) for i in range(n)])
+    out: dict[str, Any] = {"rows": n, "rows_without_embedding": n // 2}
+    for stage in ("flat", "ivf_pq"):
+        if stage == "ivf_pq":
+            log.ensure_index(threshold=n)
+        nulls = returned = 0
+        for q in pool[:50]:
+            hits = search_variant(log, q, prefilter=False)
+            returned += len(hits)
+            nulls += sum(int(h, 16) % 2 for h, _ in hits)
+        out[stage] = {"returned": returned, "without_embedding": nulls}
+    return out
+
+
+def index_state(log: EpisodeLog) -> dict[str, Any]:
+    table: Any = log._table
+    for idx in table.list_indices():
+        if "embedding" in getattr(idx, "columns", []):
+            stats: Any = table.index_stats(idx.name)
+            return {"name": idx.name, "indexed_rows": getattr(stats, "num_indexed_rows", None),
+                    "unindexed_rows": getattr(stats, "num_unindexed_rows", None),
+                    "segments": getattr(stats, "num_indices", None)}
+    return {}
+
+
+def append_episodes(log: EpisodeLog, vectors: Matrix, start: int, stop: int,
+                    summaries: Sequence[str]) -> dict[str, Any]:
+    build = append = 0.0
+    for s in range(start, stop, EPISODE_BATCH):
+        e = min(stop, s + EPISODE_BATCH)
+        t0 = time.perf_counter()
+        batch = [Episode(id=ep_id(i), summary=summaries[i % len(summaries)], observed_ms=1_735_689_600_000 + 2_000 * i,
+                         protocol="uniswap", importance=0.5, embedding=tuple(row))
+                 for i, row in zip(range(s, e), vectors[s:e].tolist(), strict=True)]
+        t1 = time.perf_counter()
+        log.append(batch)
+        t2 = time.perf_counter()
+        build, append = build + t1 - t0, append + t2 - t1
+        if (e - start) % (EPISODE_BATCH * 10) == 0 or e == stop:
+            progress(f"  append: {e:,} rows ({append:.1f}s in append, {build:.1f}s building Episode objects)")
+    rows = stop - start
+    return {"rows": rows, "rows_per_call": EPISODE_BATCH, "seconds_in_append": round(append, 2),
+            "rows_per_s": round(rows / append, 1), "seconds_building_episodes": round(build, 2)}
+
+
+def bench_episodes(root: Path, pool: Matrix, queries: Matrix, p: Params, rng: np.random.Generator,
+                   summaries: Sequence[str]) -> dict[str, Any]:
+    small, large = p.episodes_small, p.episodes_large
+    free = shutil.disk_usage(root).free
+    need = large * (EMBEDDING_BYTES + 400) * 3  # table + index + compaction copy, generous
+    out: dict[str, Any] = {"vectors": f"real embeddings of {len(pool):,} DeFi texts/entries + N(0, {NOISE_SIGMA}^2) "
+                                      "per dimension, renormalised", "noise_sigma": NOISE_SIGMA}
+    if need > free:
+        large = max(small, int(free / 3 / (EMBEDDING_BYTES + 400)) // EPISODE_BATCH * EPISODE_BATCH)
+        out["large_reduced_for_disk"] = {"wanted": p.episodes_large, "free_bytes": free}
+    out["episodes_small"], out["episodes_large"] = small, large
+    progress(f"[4/5] episodes: generating {large:,} vectors")
+    vectors = perturbed(pool, large, rng)
+    qs = queries[:p.search_samples]
+    log = EpisodeLog(root / "episodes", create=True)
+    out["append_small"] = append_episodes(log, vectors, 0, small, summaries)
+    truth_small = exact_top(vectors[:small], qs, K)
+    variants: list[dict[str, Any]] = []
+    variants.append({"rows": small, "index": "none (flat)",
+                     **measure_search("EpisodeLog.search, flat", log, vectors, qs, truth_small,
+                                      p.slow_search_samples,
+                                      prefilter=True)})
+    progress(f"  ensure_index() at {small:,} rows")
+    t0 = time.perf_counter()
+    built = log.ensure_index(threshold=small)
+    out["ensure_index_small"] = {"rows": small, "built": built, "seconds": round(time.perf_counter() - t0, 2),
+                                 "state": index_state(log)}
+    for label, samples, kw in (
+        ("EpisodeLog.search (where embedding IS NOT NULL, prefilter)", p.slow_search_samples, {"prefilter": True}),
+        ("same query without the where clause", p.search_samples, {"prefilter": False}),
+        ("without where, refine_factor=10", p.search_samples, {"prefilter": False, "refine": 10}),
+    ):
+        variants.append({"rows": small, "index": f"IVF-PQ built at {small:,}",
+                         **measure_search(label, log, vectors, qs, truth_small, samples, **kw)})
+
+    out["append_large"] = append_episodes(log, vectors, small, large, summaries)
+    truth_large = exact_top(vectors, qs, K)
+    t0 = time.perf_counter()
+    again = log.ensure_index()
+    out["ensure_index_large"] = {"rows": large, "built": again, "seconds": round(time.perf_counter() - t0, 3),
+                                 "state": index_state(log)}
+    stale = f"IVF-PQ built at {small:,} (as ensure_index leaves it)"
+    for label, samples, kw in (
+        ("EpisodeLog.search (where embedding IS NOT NULL, prefilter)", p.slow_search_samples, {"prefilter": True}),
+        ("same query without the where clause", p.slow_search_samples, {"prefilter": False}),
+    ):
+        variants.append({"rows": large, "index": stale,
+                         **measure_search(label, log, vectors, qs, truth_large, samples, **kw)})
+
+    progress(f"  table.optimize() at {large:,} rows (compaction + new rows into the index)")
+    table: Any = log._table
+    t0 = time.perf_counter()
+    table.optimize()
+    out["optimize_large"] = {"seconds": round(time.perf_counter() - t0, 2), "state": index_state(log)}
+    optimized = "IVF-PQ after table.optimize()"
+    for label, samples, kw in (
+        ("EpisodeLog.search (where embedding IS NOT NULL, prefilter)", p.slow_search_samples, {"prefilter": True}),
+        ("same query without the where clause", p.search_samples, {"prefilter": False}),
+        ("without where, refine_factor=10", p.search_samples, {"prefilter": False, "refine": 10}),
+    ):
+        variants.append({"rows": large, "index": optimized,
+                         **measure_search(label, log, vectors, qs, truth_large, samples, **kw)})
+
+    if p.rebuild:
+        partitions = max(16, int(large**0.5) // 4)
+        progress(f"  fresh IVF-PQ build at {large:,} rows ({partitions} partitions, 48 sub-vectors, as ensure_index)")
+        t0 = time.perf_counter()
+        table.create_index(metric="cosine", vector_column_name="embedding", num_partitions=partitions,
+                           num_sub_vectors=48, replace=True)
+        out["rebuild_large"] = {"rows": large, "partitions": partitions,
+                                "seconds": round(time.perf_counter() - t0, 2), "state": index_state(log)}
+        fresh = f"IVF-PQ built fresh at {large:,}"
+        for label, kw in (("same query without the where clause", {"prefilter": False}),
+                          ("without where, refine_factor=10", {"prefilter": False, "refine": 10})):
+            variants.append({"rows": large, "index": fresh,
+                             **measure_search(label, log, vectors, qs, truth_large, p.search_samples, **kw)})
+    out["search"] = variants
+    np_lat = [timed(lambda i=i: np.argpartition(-(vectors @ qs[i]), K)[:K]) for i in range(min(20, len(qs)))]
+    out["numpy_brute_force_large"] = summary(np_lat)
+    out["bytes"] = dir_size(root / "episodes")
+    progress("  null-embedding check (search without the where clause on a half-null table)")
+    out["null_embedding_check"] = null_embedding_check(root, pool, rng)
+    return out
+
+
+
+# -- 5.: RSS of a daemon-like process -------------------------------------------------------------------
+
+
+def rss_probe(db: Path, model_dir: Path) -> dict[str, Any]:
+    """Run in a child: RSS with nothing of fastembed loaded, with the model, with the VectorIndex."""
+    out: dict[str, Any] = {"fastembed_imported_at_start": "fastembed" in sys.modules,
+                           "onnxruntime_imported_at_start": "onnxruntime" in sys.modules,
+                           "rss_start_kib": rss_kib()}
+    embedder = get_embedder(model_dir)
+    out["rss_model_loaded_kib"] = rss_kib()
+    embedder.embed(["gas spike on arbitrum"])
+    out["rss_after_first_query_kib"] = rss_kib()
+    with Grimoire.open(db) as store:
+        retriever = Retriever(store, lambda: embedder)
+        retriever.recall(RecallQuery(text="sandwich attack on the uniswap router", k=K))
+        out["vector_index_rows"] = len(retriever._vector_index())
+        out["rss_vector_index_loaded_kib"] = rss_kib()
+    out["vm_hwm_kib"] = rss_kib("VmHWM")
+    return out
+
+
+def run_rss_probe(db: Path, model_dir: Path) -> dict[str, Any]:
+    progress("[5/5] RSS probe in a fresh child process")
+    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--rss-probe", str(db), str(model_dir)],
+                          capture_output=True, text=True, check=True, timeout=600)
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+# -- machine ------------------------------------------------------------------------------------------------
+
+
+def machine_info(workdir: Path) -> dict[str, Any]:
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = os.cpu_count() or 0
+    mem = {}
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("MemTotal", "MemAvailable"):
+            mem[key] = round(int(rest.split()[0]) / 2**20, 1)
+    versions = {}
+    for pkg in ("onnxruntime", "fastembed", "tokenizers", "lancedb", "pylance", "pyarrow", "numpy"):
+        try:
+            versions[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            versions[pkg] = None
+    return {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "cpus_usable": usable,
+            "kernel": platform.release(), "python": platform.python_version(), "versions": versions,
+            "mem_gib": mem, "loadavg_start": list(os.getloadavg()), "disk": disk_info(workdir)}
+
+
+# -- output -------------------------------------------------------------------------------------------------
+
+
+def fl(lat: dict[str, float]) -> str:
+    return f"p50 {lat['p50_ms']:.2f}  p99 {lat['p99_ms']:.2f}  max {lat['max_ms']:.2f} ms  (n={lat['samples']})"
+
+
+def print_report(res: dict[str, Any]) -> None:
+    m, v = res["machine"], res["machine"]["versions"]
+    d = m["disk"]
+    rows: list[tuple[str, str]] = [
+        ("## machine", ""),
+        ("CPU", f"{m['cpu_model']} ({m['cpu_count']} logical CPUs, {m['cpus_usable']} usable)"),
+        ("kernel / Python", f"{m['kernel']} / {m['python']}"),
+        ("onnxruntime / fastembed / tokenizers", f"{v['onnxruntime']} / {v['fastembed']} / {v['tokenizers']}"),
+        ("lancedb / pylance / pyarrow / numpy", f"{v['lancedb']} / {v['pylance']} / {v['pyarrow']} / {v['numpy']}"),
+        ("memory", f"{m['mem_gib'].get('MemTotal')} GiB total, {m['mem_gib'].get('MemAvailable')} GiB available"),
+        ("disk", f"{d.get('device', '?')} ({d.get('fstype', '?')}) {d.get('free_gib', '?')} GiB free, "
+                 f"work dir {d['path']}"),
+        ("load average at start / end", f"{m['loadavg_start']} / {res['loadavg_end']}"),
+        ("model load (get_embedder, first)", f"{res['model_load_s']:.2f} s"),
+    ]
+    q = res["query_embedding"]
+    rows += [("## 1. query embedding (Embedder.embed([q]))", ""),
+             (f"{q['queries']} short queries (mean {q['mean_chars']} chars)", fl(q["latency"]))]
+    b = res["batch_embedding"]
+    rows += [(f"## 2. batch embedding: {b['texts']:,} texts (mean {b['mean_chars']} chars) in calls of "
+              f"{b['texts_per_call']}, {b['rounds']} round(s)", "")]
+    for name in ("embedder", "fastembed_raw", "fastembed_raw_sorted_by_length"):
+        rows.append((name, f"{b[name]['texts_per_s']:,.1f} texts/s  "
+                           f"(per round {b[name]['per_round_texts_per_s']})"))
+    rows += [("Embedder.embed / raw fastembed", f"{b['embedder_over_raw']:.3f}"),
+             ("raw sorted by length / raw", f"{b['sorted_over_raw']:.3f}")]
+    if "mean" in b.get("tokens", {}):
+        t = b["tokens"]
+        rows.append(("tokens per text (mean / max)", f"{t['mean']} / {t['max']}"))
+        rows.append(("tokens computed / real (batches of 64): unsorted / sorted",
+                     f"{t['padded_over_real_batch64']} / {t['padded_over_real_sorted']}"))
+    st = res["stores"]
+    rows += [("## 3. recall (Retriever.recall, k=10, touch=True)", ""),
+             ("vectors", st["vectors"]),
+             ("remember_many (500/txn)", f"{st['remember']['entries_per_s']:,.0f} entries/s"),
+             ("embed missing entries (index_missing, real)",
+              f"{st['embed_real']['entries_per_s']:,.1f} entries/s ({st['embed_real']['entries']:,} in "
+              f"{st['embed_real']['seconds']:.1f} s); extrapolated: 10k {st['extrapolated_s_10k']:,.0f} s, "
+              f"50k {st['extrapolated_s_50k']:,.0f} s")]
+    for r in st["recall"]:
+        n = r["entries"]
+        fr = r["first_refresh"]
+        rows += [
+            (f"[{n:,}] first VectorIndex refresh", f"{fr['first_refresh_ms']:.1f} ms ({fr['rows']:,} rows, "
+                                                   f"{fr['matrix_mib']} MiB matrix)"),
+            (f"[{n:,}] steady refresh (no new vectors; re-reads {fr['rows_reread_per_refresh']} rows)",
+             fl(fr["steady_refresh"])),
+            (f"[{n:,}] recall excluding query embedding", fl(r["excluding_embedding"])),
+            (f"[{n:,}] recall including query embedding", fl(r["including_embedding"])),
+        ]
+        for phase, lat in r["breakdown"].items():
+            rows.append((f"[{n:,}]   {phase}", fl(lat)))
+        rows.append((f"[{n:,}]   sum of phase means / recall mean (excl. embedding)",
+                     f"{r['phases_mean_sum_ms']:.2f} / {r['excluding_embedding']['mean_ms']:.2f} ms"))
+    e = res["episodes"]
+    rows += [("## 4. episodes (LanceDB)", ""), ("vectors", e["vectors"]),
+             (f"append {e['append_small']['rows']:,} + {e['append_large']['rows']:,} rows, {EPISODE_BATCH:,}/call",
+              f"{e['append_small']['rows_per_s']:,.0f} / {e['append_large']['rows_per_s']:,.0f} rows/s in append"),
+             (f"ensure_index() at {e['episodes_small']:,}",
+              f"built={e['ensure_index_small']['built']} in {e['ensure_index_small']['seconds']:.1f} s"),
+             (f"ensure_index() at {e['episodes_large']:,}",
+              f"built={e['ensure_index_large']['built']} ({e['ensure_index_large']['seconds']:.2f} s); index state "
+              f"{e['ensure_index_large']['state']}"),
+             ("table.optimize()",
+              f"{e['optimize_large']['seconds']:.1f} s; index state {e['optimize_large']['state']}")]
+    if "rebuild_large" in e:
+        rb = e["rebuild_large"]
+        rows.append((f"fresh index build at {rb['rows']:,}", f"{rb['seconds']:.1f} s ({rb['partitions']} partitions)"))
+    for s in e["search"]:
+        rows.append((f"[{s['rows']:,}] {s['index']}: {s['variant']}",
+                     f"{fl(s['latency'])}  recall@10 {s['recall_at_10']:.3f}  "
+                     f"cos/exact {s['cosine_vs_exact_top10']:.3f}  sim err {s['reported_similarity_abs_error']:.3f}"))
+    nc = e["null_embedding_check"]
+    rows.append((f"search without where on {nc['rows']:,} rows, half without embedding",
+                 f"rows without embedding returned: flat {nc['flat']['without_embedding']} of "
+                 f"{nc['flat']['returned']}, IVF-PQ {nc['ivf_pq']['without_embedding']} of {nc['ivf_pq']['returned']}"))
+    rows.append(("legend", "cos/exact: mean exact cosine of the rows returned / of the exact top 10; "
+                           "sim err: mean |reported similarity - exact cosine|"))
+    rows += [(f"[{e['episodes_large']:,}] numpy brute force, in-memory matrix", fl(e["numpy_brute_force_large"])),
+             ("episode table size", f"{e['bytes'] / 2**20:,.0f} MiB")]
+    rs = res["rss"]
+    rows += [("## 5. daemon-like process RSS (child process)", ""),
+             ("before fastembed import (numpy + daemon.grimoire)", f"{rs['rss_start_kib'] / 1024:.1f} MiB"),
+             ("model loaded (get_embedder)", f"{rs['rss_model_loaded_kib'] / 1024:.1f} MiB"),
+             ("after first query embedding", f"{rs['rss_after_first_query_kib'] / 1024:.1f} MiB"),
+             (f"after recall loaded the {rs['vector_index_rows']:,}-entry VectorIndex",
+              f"{rs['rss_vector_index_loaded_kib'] / 1024:.1f} MiB (peak {rs['vm_hwm_kib'] / 1024:.1f} MiB)")]
+    rows.append(("## sections (other_cpu = cores used by other processes meanwhile)", ""))
+    for name, sec in res["sections"].items():
+        rows.append((name, f"{sec['wall_s']:.1f} s wall, own {sec['own_cpu_cores']} cores, "
+                           f"other {sec['other_cpu_cores']} cores"))
+    rows.append(("total wall clock", f"{res['total_seconds']:.1f} s"))
+    width = min(70, max(len(k) for k, _ in rows) + 2)
+    print()
+    for key, value in rows:
+        if key.startswith("## "):
+            print(f"\n{key[3:]}")
+            print("-" * len(key[3:]))
+        elif len(key) >= width:
+            print(key)
+            print(" " * width + value)
+        else:
+            print(f"{key:<{width}}{value}")
+    print()
+
+
+# -- main -----------------------------------------------------------------------------------------------------
+
+
+def run(p: Params, workdir: Path) -> dict[str, Any]:
+    started = time.perf_counter()
+    sections = Sections()
+    res: dict[str, Any] = {"machine": machine_info(workdir), "params": {k: getattr(p, k) for k in p.__slots__}}
+    gen = Generator(p.seed)
+    rng = np.random.default_rng(p.seed)
+    model_dir = workdir / "embedder"
+    progress(f"loading the model into {model_dir}")
+    t0 = time.perf_counter()
+    embedder = get_embedder(model_dir)
+    res["model_load_s"] = round(time.perf_counter() - t0, 2)
+
+    queries = short_queries(gen, p.query_count)
+    with sections.section("1. query embedding"):
+        res["query_embedding"], qvecs = bench_query_embedding(embedder, queries)
+    texts = defi_texts(gen, p.batch_texts)
+    with sections.section("2. batch embedding"):
+        res["batch_embedding"], text_vecs = bench_batch_embedding(embedder, texts, p.batch_rounds)
+
+    progress(f"[3/5] recall: building {p.entries_small:,} then {p.entries_large:,} entries")
+    db = workdir / "grimoire.db"
+    recalls: list[dict[str, Any]] = []
+    with Grimoire.open(db, create=True) as store, sections.section("3. recall"):
+        remember = add_entries(store, gen, p.entries_small)
+        embed = embed_real(Retriever(store, lambda: embedder), min(p.real_embed, p.entries_small))
+        real_rows = store.connection.execute("SELECT embedding FROM entries WHERE embedding IS NOT NULL").fetchall()
+        pool = np.concatenate([text_vecs, np.stack([np.frombuffer(r[0], np.float32) for r in real_rows])])
+        synth = [write_synthetic(store, embedder.info, pool, rng)]
+        for size in (p.entries_small, p.entries_large):
+            if size > p.entries_small:
+                more = add_entries(store, gen, size - p.entries_small)
+                remember["entries"] += more["entries"]
+                remember["seconds"] += more["seconds"]
+                synth.append(write_synthetic(store, embedder.info, pool, rng))
+            refresh = first_refresh(store, embedder.info)
+            r = bench_recall(store, embedder, queries, qvecs, p.recall_queries, p.breakdown_queries)
+            recalls.append({**r, "first_refresh": refresh, "vector_report": vector_report(store, embedder.info)})
+        remember["entries_per_s"] = round(remember["entries"] / remember["seconds"], 1)
+        store.checkpoint()
+    rate = embed["entries_per_s"]
+    res["stores"] = {
+        "vectors": (f"{embed['entries']:,} entries embedded by the real model (index_missing); the other "
+                    f"{sum(s['entries'] for s in synth):,} got perturbed real embeddings (pool of {len(pool):,}, "
+                    f"noise sigma {NOISE_SIGMA}) via write_vectors, {VECTOR_BATCH} per call"),
+        "remember": remember, "embed_real": embed, "synthetic": synth,
+        "extrapolated_s_10k": round(10_000 / rate, 1), "extrapolated_s_50k": round(50_000 / rate, 1),
+        "recall": recalls, "db_bytes": dir_size(db),
+    }
+    with sections.section("5. RSS probe"):
+        res["rss"] = run_rss_probe(db, model_dir)
+    summaries = [gen.sentence(0) for _ in range(5_000)]
+    with sections.section("4. episodes"):
+        res["episodes"] = bench_episodes(workdir, pool, qvecs, p, rng, summaries)
+    res["sections"] = sections.log
+    res["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    res["parent_peak_rss_mib"] = round(rss_kib("VmHWM") / 1024, 1)
+    res["total_seconds"] = round(time.perf_counter() - started, 1)
+    return res
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    ap.add_argument("--quick", action="store_true", help="a small smoke run (about a minute)")
+    ap.add_argument("--out", type=Path, default=None, help="directory for the files (kept); default: temporary")
+    ap.add_argument("--seed", type=int, default=20_240_601, help="RNG seed (default 20240601)")
+    ap.add_argument("--rebuild-1m", action="store_true",
+                    help="also build a fresh ANN index at the large episode count (+2-3 min on 2 cores)")
+    ap.add_argument("--rss-probe", nargs=2, metavar=("DB", "MODEL_DIR"), help=argparse.SUPPRESS)
+    return ap.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.rss_probe:
+        print(json.dumps(rss_probe(Path(args.rss_probe[0]), Path(args.rss_probe[1]))))
+        return 0
+    params = make_params(args)
+    if args.out is None:
+        workdir, cleanup = Path(tempfile.mkdtemp(prefix="clade-recall-")), True
+    else:
+        workdir, cleanup = args.out.expanduser().resolve(), False
+        workdir.mkdir(parents=True, exist_ok=True)
+        if any(workdir.iterdir()):
+            print(f"error: {workdir} is not empty", file=sys.stderr)
+            return 2
+    try:
+        res = run(params, workdir)
+    finally:
+        if cleanup:
+            shutil.rmtree(workdir, ignore_errors=True)
+    print_report(res)
+    print(json.dumps(res, separators=(",", ":"), default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
