@@ -54,7 +54,8 @@ class FatalError(DaemonError):
 def socket_path(data: DataDir) -> Path:
     """`$RUNTIME_DIRECTORY/clade.sock` under systemd, else `$DATA/clade.sock`."""
     runtime = os.environ.get("RUNTIME_DIRECTORY")
-    return Path(runtime.split(":")[0]) / "clade.sock" if runtime else data.root / "clade.sock"
+    path = Path(runtime.split(":")[0]) / "clade.sock" if runtime else data.root / "clade.sock"
+    return path.absolute()  # run.json is read by clients in other working directories
 
 
 def _live_pid(data: DataDir) -> int | None:
