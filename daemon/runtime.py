@@ -213,6 +213,9 @@ class Daemon:
             other = _live_pid(self.data)
             if other is not None:
                 raise FatalError(f"another clade daemon (pid {other}) runs on {self.data.root}")
+            if len(os.fsencode(sock)) > 107:
+                raise FatalError(f"socket path {sock} is longer than the 107 bytes a unix socket allows; "
+                                 "use a shorter data dir or set RUNTIME_DIRECTORY")
             owns_files = True
             sock.unlink(missing_ok=True)  # stale socket of a daemon that died
             app = BodyLimit(create_app(state))

@@ -284,3 +284,14 @@ def test_background_embedder_works_through_a_backlog(shared: DaemonProc) -> None
         time.sleep(0.5)  # polling the daemon's own progress; there is no event to wait on
     assert missing == 0
     assert shared.request("GET", "/v1/status").json()["counters"]["entries_embedded"] >= 40
+
+
+def test_too_long_socket_path_is_a_clear_fatal_error(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    deep = DataDir(tmp_path / ("d" * 60) / ("e" * 60))
+    deep.init()
+    proc = subprocess.run([str(Path(sys.executable).with_name("clade")), "--data-dir", str(deep.root), "run"],
+                          capture_output=True, timeout=60, check=False)
+    assert proc.returncode == 1 and b"107 bytes" in proc.stderr and b"Traceback" not in proc.stderr
