@@ -819,8 +819,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--starts", type=int, default=None, help="cold starts for the startup figure (default 5)")
     p.add_argument("--writes", type=int, default=None, help="sequential POST /v1/memory (default 2,000)")
     p.add_argument("--concurrent-writes", type=int, default=None, help="concurrent POST /v1/memory (default 4,000)")
-    p.add_argument("--searches", type=int, default=None, help="sequential searches (default 400)")
-    p.add_argument("--concurrent-searches", type=int, default=None, help="concurrent searches (default 800)")
+    p.add_argument("--searches", type=int, default=None, help="sequential searches (default 300)")
+    p.add_argument("--concurrent-searches", type=int, default=None, help="concurrent searches (default 600)")
     p.add_argument("--concurrency", type=int, default=8, help="concurrent clients (default 8)")
     p.add_argument("--idle", type=float, default=None, help="seconds per idle window (default 30)")
     p.add_argument("--long-entries", type=int, default=0,
@@ -828,8 +828,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "(shows the embedding's memory peak; default 0: skipped)")
     p.add_argument("--seed", type=int, default=20_240_601, help="RNG seed (default 20240601)")
     args = p.parse_args(argv)
-    full = {"starts": 5, "writes": 2_000, "concurrent_writes": 4_000, "searches": 400,
-            "concurrent_searches": 800, "idle": 30.0, "episode_writes": EPISODE_WRITES}
+    full = {"starts": 5, "writes": 2_000, "concurrent_writes": 4_000, "searches": 300,
+            "concurrent_searches": 600, "idle": 30.0, "episode_writes": EPISODE_WRITES}
     quick = {"starts": 2, "writes": 200, "concurrent_writes": 400, "searches": 50,
              "concurrent_searches": 100, "idle": 5.0, "episode_writes": 20}
     for key, value in (quick if args.quick else full).items():
