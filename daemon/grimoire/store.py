@@ -252,7 +252,8 @@ class Grimoire:
                 for op in mutator.create(body, new.confidence):
                     apply_op(backend, op)
                 ids.append(body.id)
-        return [self.get(i) for i in ids]
+        by_id = {e.id: e for e in self.get_many(ids)}
+        return [by_id[i] for i in ids]
 
     def _own_entry(self, backend: SqliteBackend, entry_id: str) -> tuple[EntryBody, AuthorValue]:
         body = backend.body(entry_id)
