@@ -28,16 +28,17 @@ from .datadir import DataDir
 from .errors import UsageError
 from .grimoire import Episode, Grimoire, NewEntry, write_playbook
 from .grimoire.digest import build_digest
-from .grimoire.embedder import get_embedder
+from .grimoire.embedder import expected_info, get_embedder
 from .grimoire.records import Entry
 from .grimoire.retrieval import Hit, RecallQuery, Retriever
 from .grimoire.vectors import missing_vectors, write_vectors
 
 __all__ = ["INLINE_EMBED_LIMIT", "DaemonState"]
 
-# Entries a request may embed itself before ranking (~2 s at the worst measured rate);
-# the embedder service does the rest in the background.
-INLINE_EMBED_LIMIT = 32
+# Entries a request embeds itself before ranking: none. Only the query is embedded inline;
+# the embedder service works through the backlog, and entries still without a vector are
+# found by keyword meanwhile (a search must never wait seconds behind the model).
+INLINE_EMBED_LIMIT = 0
 
 log = logging.getLogger("clade.state")
 T = TypeVar("T")
@@ -123,6 +124,9 @@ class DaemonState:
     async def embed_backlog(self, *, batch: int = 32) -> int:
         """Embed up to `batch` entries lacking a vector; the model runs *outside* the store's
         writer thread, so requests and the watchdog never wait for it. Returns how many."""
+        info = expected_info(self.config.embedding.model)
+        if info is not None and not await self.db(lambda s: missing_vectors(s, info, limit=1)):
+            return 0  # nothing to embed: do not load the model (300 MB) for nothing
         embedder = await anyio.to_thread.run_sync(lambda: self.retriever.embedder)
         todo = await self.db(lambda s: missing_vectors(s, embedder.info, limit=batch))
         if not todo:

@@ -111,6 +111,7 @@ def test_memory_endpoints_in_gateway_shapes(shared: DaemonProc) -> None:
     assert fact.status_code == 201
     ep = shared.request("POST", "/v1/memory", json={"content": "saw a depeg at block 5", "memory_type": "episode"})
     assert ep.status_code == 201 and ep.json()["memory_type"] == "episode"
+    wait_until_embedded(shared)  # searches embed only the query; entries are embedded in the background
     found = shared.request("POST", "/v1/memory/search", json={"query": "lending pool exits get stuck", "top_k": 3})
     assert found.status_code == 200 and found.json()["results"][0]["id"] == entry_id
     only_facts = shared.request("POST", "/v1/memory/search", json={"query": "token precision", "type_filter": "fact"})
@@ -255,6 +256,7 @@ def test_cli_goes_through_a_running_daemon_with_identical_output(cli: CliRunner,
         assert made.code == 0, made.err
         entry_id = made.json()["id"]
         assert daemon.request("GET", "/v1/status").json()["counters"]["event_entry_written"] == 1
+        wait_until_embedded(daemon)  # searches embed only the query; the embedder service does entries
         found = cli("recall", "lending interest spikes", "--json")  # bumps the access count once
         assert found.code == 0 and found.json()["results"][0]["id"] == entry_id
         via_api = {cmd: cli(*cmd) for cmd in [("show", entry_id, "--json"), ("show", entry_id), ("list", "--json"),
@@ -269,20 +271,25 @@ def test_cli_goes_through_a_running_daemon_with_identical_output(cli: CliRunner,
     assert cli("forget", entry_id, "--json").json()["changed"] is True
 
 
-def test_background_embedder_works_through_a_backlog(shared: DaemonProc) -> None:
+def wait_until_embedded(daemon: DaemonProc, timeout: float = 120) -> None:
+    """Until every entry has a vector (the daemon embeds in the background; no event says so)."""
     import time
 
+    deadline = time.monotonic() + timeout
+    while True:
+        with daemon.data.open_store() as store:
+            missing = store.connection.execute("SELECT count(*) FROM entries WHERE embedding IS NULL").fetchone()[0]
+        if missing == 0:
+            return
+        assert time.monotonic() < deadline, f"{missing} entries still without a vector after {timeout} s"
+        time.sleep(0.5)
+
+
+def test_background_embedder_works_through_a_backlog(shared: DaemonProc) -> None:
     for i in range(40):
         shared.request("POST", "/v1/memory", json={"content": f"Backlog {i}: Curve pool {i} rebalances slowly",
                                                    "memory_type": "insight"})
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        with shared.data.open_store() as store:
-            missing = store.connection.execute("SELECT count(*) FROM entries WHERE embedding IS NULL").fetchone()[0]
-        if missing == 0:
-            break
-        time.sleep(0.5)  # polling the daemon's own progress; there is no event to wait on
-    assert missing == 0
+    wait_until_embedded(shared)
     assert shared.request("GET", "/v1/status").json()["counters"]["entries_embedded"] >= 40
 
 

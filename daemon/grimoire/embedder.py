@@ -34,10 +34,12 @@ __all__ = ["DEFAULT_MODEL", "DIM", "Embedder", "EmbeddingInfo", "ModelIntegrityE
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 DIM = 384
+MAX_TOKENS = 256
+BATCH = 8  # memory grows with batch x sequence length: 8 x 256 tokens stays well under the unit's MemoryMax
 ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "config.json")
 # What is done to text before the model sees it; part of the vector's identity.
-_PREPROCESS = "strip;collapse-whitespace;max-2048-chars"
+_PREPROCESS = "strip;collapse-whitespace;max-2048-chars;max-256-tokens"
 
 
 class ModelIntegrityError(DaemonError):
@@ -118,9 +120,14 @@ class Embedder:
         try:
             if model == DEFAULT_MODEL:
                 assemble_default_model(model_dir)
-                self._model: Any = TextEmbedding(model_name=model, specific_model_path=str(model_dir))
+                self._model: Any = TextEmbedding(model_name=model, specific_model_path=str(model_dir), threads=1)
             else:
-                self._model = TextEmbedding(model_name=model, cache_dir=str(model_dir))
+                self._model = TextEmbedding(model_name=model, cache_dir=str(model_dir), threads=1)
+            tokenizer = getattr(self._model.model, "tokenizer", None)
+            if tokenizer is not None:
+                # The model was trained on 256 tokens (sentence_bert_config); fastembed's default
+                # of 512 makes long entries cost gigabytes of activations for nothing.
+                tokenizer.enable_truncation(max_length=MAX_TOKENS)
         except ModelIntegrityError:
             raise
         except Exception as exc:  # noqa: BLE001 - ONNX Runtime and fastembed raise many types
@@ -133,7 +140,7 @@ class Embedder:
         self._lock = threading.Lock()
 
     def _embed_raw(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        vectors = np.asarray(list(self._model.embed(list(texts), batch_size=64)), dtype=np.float32)
+        vectors = np.asarray(list(self._model.embed(list(texts), batch_size=BATCH)), dtype=np.float32)
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         unit: NDArray[np.float32] = (vectors / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
         return unit
@@ -148,6 +155,14 @@ class Embedder:
 
 _cache: dict[tuple[str, str], Embedder] = {}
 _cache_lock = threading.Lock()
+
+
+def expected_info(model: str) -> EmbeddingInfo | None:
+    """The vector space of `model` without loading it (known for the bundled default only)."""
+    if model != DEFAULT_MODEL:
+        return None
+    return EmbeddingInfo(model=model, model_version=ONNX_SHA256[:16],
+                         preprocess_hash=hashlib.sha256(_PREPROCESS.encode()).hexdigest()[:16], dim=DIM)
 
 
 def get_embedder(model_dir: Path, model: str = DEFAULT_MODEL) -> Embedder:
