@@ -12,18 +12,20 @@ On a fresh data directory (`clade --data-dir D init` in a temporary directory) i
 2. `POST /v1/memory`: latency p50/p99 and requests/s, sequential (one keep-alive client) and
    concurrent (C coroutines sharing an `httpx.AsyncClient` over `AsyncHTTPTransport(uds=…)`),
    with DeFi content and metadata; plus a few `memory_type="episode"` writes (LanceDB path).
-3. `POST /v1/memory/search` over that store: the first call (it loads the bundled embedding
-   model and embeds every entry lacking a vector, holding the store's single worker thread),
-   with a `GET /v1/status` probe running beside it to measure the stall; then steady state,
-   sequential and concurrent; then the cost of a search after 256 fresh writes.
-4. Idle RSS / CPU of the daemon process from /proc/<pid>/{status,stat,task}: a window right
-   after startup (model not loaded) and one after the workload (model loaded).
-5. Optional (`--long-entries N`): N entries of ~4,000 characters (the API allows 4,096), then
-   one search, which embeds them: the daemon's memory peak while embedding long texts.
+3. `POST /v1/memory/search` over that store: the first call, with a `GET /v1/status` probe
+   beside it to measure how long other requests wait (a daemon that embeds inline does the
+   whole backlog here; one with a background embedder does a few and the rest meanwhile);
+   then the wait until every entry has a vector (read from grimoire.db read-only), again with
+   the probe; then steady state, sequential and concurrent; then a search right after 256
+   fresh writes and the background catch-up.
+4. Idle RSS / CPU of the daemon process from /proc/<pid>/{status,stat,task}: RSS at READY, a
+   window right after startup (the embedding model may load in it) and one after the workload.
+5. Optional (`--long-entries N`): N entries of ~4,000 characters (the API allows 4,096), one
+   search, then until all are embedded: the daemon's memory peak while embedding long texts.
 
 The workload daemon runs with `WATCHDOG_USEC=30000000` (the unit's `WatchdogSec=30`), so the
 gaps between its WATCHDOG=1 pings are measured too, and with `CLADE_CURATOR__CYCLE_TICKS`
-raised so that no curator cycle (which embeds entries) falls inside the measurements.
+raised so that no curator cycle falls inside the measurements.
 
 Prints progress to stderr, a table to stdout, then one JSON line with every number.
 """
@@ -655,7 +657,7 @@ def bench_workload(data_dir: Path, work: Path, args: argparse.Namespace, gen: Ge
         out["ready_s"] = round(daemon.wait_ready(), 4)
         at_ready = proc_sample(daemon.pid)
         out["rss_mib_at_ready"], out["threads_at_ready"] = mib(at_ready.rss_kib), at_ready.threads
-        out["idle_after_start"] = idle_window(daemon.pid, args.idle, "after startup, model not loaded")
+        out["idle_after_start"] = idle_window(daemon.pid, args.idle, "right after startup")
 
         writes = [memory_body(gen) for _ in range(args.writes)]
         out["write_seq"] = run_sequential(daemon, "/v1/memory", writes, 201, "POST /v1/memory sequential").summary(201)

@@ -16,17 +16,18 @@ all-MiniLM-L6-v2 int8 ONNX model through `get_embedder` (fastembed, offline):
    embedder); a per-phase breakdown; the one-time costs of embedding missing entries (entries/s,
    with the real model, on the first entries) and of loading the VectorIndex (first refresh).
    Entries past the first 1,024 get vectors written with `write_vectors`: real embeddings of
-   other DeFi texts plus small Gaussian noise, renormalised (the model embeds ~50 texts/s on
-   2 cores: 50,000 texts would take about 15 minutes). The report says how many were real.
+   other DeFi texts plus small Gaussian noise, renormalised (the model embeds ~25-65 texts/s on
+   2 shared cores: 50,000 texts would take 13-35 minutes). The report says how many were real.
 4. `EpisodeLog.search` over 100,000 and 1,000,000 episodes (LanceDB), appended through
    `EpisodeLog.append` in calls of 20,000 rows, vectors = real embeddings + noise (as above):
-   flat at 100k, `ensure_index()` build time, ANN at 100k; at 1M with the index as
-   `ensure_index` leaves it (built at 100k), after `table.optimize()` and (`--rebuild-1m`) after
-   a fresh index build; every variant also without the `where embedding IS NOT NULL` prefilter that
-   `EpisodeLog.search` adds, and with `refine_factor=10`; recall@10 against exact (numpy) search,
-   the exact cosine of the returned rows relative to the exact top 10's, and the error of the
-   similarity the search reports. A small half-null table checks that a search without the
-   where clause never returns rows without an embedding.
+   flat at 100k; `ensure_index()` (build time); ANN at 100k; at 1M before `ensure_index()` has
+   merged the 900k new rows into the index (they are searched flat), `ensure_index()` again (merge
+   time), ANN at 1M; with `--rebuild-1m` also a fresh index at 1M (drop_index + ensure_index).
+   Next to `EpisodeLog.search` as implemented: the same query with LanceDB's defaults (nprobes 20,
+   no refine), and at 100k the old `where embedding IS NOT NULL` prefilter. For each: recall@10
+   against exact (numpy) search, the exact cosine of the returned rows relative to the exact top
+   10's, and the error of the similarity the search reports. A small half-null table checks that
+   a search without a where clause never returns rows without an embedding.
 5. RSS of a daemon-like process (a child of this one): VmRSS before fastembed is imported,
    with the model loaded, and after a recall has loaded the 50,000-entry VectorIndex.
 
@@ -449,12 +450,12 @@ def ep_id(i: int) -> str:
     return f"{i:032x}"
 
 
-def search_variant(log: EpisodeLog, vec: Matrix, *, prefilter: bool,
+def search_variant(log: EpisodeLog, vec: Matrix, *, api: bool = True, prefilter: bool = False,
                    refine: int | None = None) -> list[tuple[str, float]]:
-    """`EpisodeLog.search` (prefilter=True is exactly it) or the same query without its where clause;
-    (id, similarity as returned)."""
-    if prefilter and refine is None:
-        return [(e.id, s) for e, s in log.search(vec.tolist(), k=K)]
+    """(id, similarity as returned) from `EpisodeLog.search` itself (`api`), or from the same query
+    built here with LanceDB's defaults (nprobes 20, no refine) plus the options given."""
+    if api:
+        return [(e.id, sim) for e, sim in log.search(vec.tolist(), k=K)]
     table: Any = log._table
     builder: Any = table.search(vec.tolist(), vector_column_name="embedding").distance_type("cosine")
     if prefilter:
@@ -505,7 +506,7 @@ def null_embedding_check(root: Path, pool: Matrix, rng: np.random.Generator) -> 
             log.ensure_index(threshold=n)
         nulls = returned = 0
         for q in pool[:50]:
-            hits = search_variant(log, q, prefilter=False)
+            hits = search_variant(log, q, api=False)
             returned += len(hits)
             nulls += sum(int(h, 16) % 2 for h, _ in hits)
         out[stage] = {"returned": returned, "without_embedding": nulls}
@@ -561,64 +562,50 @@ def bench_episodes(root: Path, pool: Matrix, queries: Matrix, p: Params, rng: np
     out["append_small"] = append_episodes(log, vectors, 0, small, summaries)
     truth_small = exact_top(vectors[:small], qs, K)
     variants: list[dict[str, Any]] = []
-    variants.append({"rows": small, "index": "none (flat)",
-                     **measure_search("EpisodeLog.search, flat", log, vectors, qs, truth_small,
-                                      p.slow_search_samples,
-                                      prefilter=True)})
+    api = "EpisodeLog.search (as implemented)"
+    raw = "LanceDB defaults (nprobes 20), no refine"
+    old = "old: + where embedding IS NOT NULL (prefilter)"
+
+    def measure(rows: int, index: str, label: str, truth: list[list[int]], samples: int, **kw: Any) -> None:
+        variants.append({"rows": rows, "index": index,
+                         **measure_search(label, log, vectors, qs, truth, samples, **kw)})
+
+    measure(small, "none (flat)", api, truth_small, p.slow_search_samples)
     progress(f"  ensure_index() at {small:,} rows")
     t0 = time.perf_counter()
     built = log.ensure_index(threshold=small)
     out["ensure_index_small"] = {"rows": small, "built": built, "seconds": round(time.perf_counter() - t0, 2),
                                  "state": index_state(log)}
-    for label, samples, kw in (
-        ("EpisodeLog.search (where embedding IS NOT NULL, prefilter)", p.slow_search_samples, {"prefilter": True}),
-        ("same query without the where clause", p.search_samples, {"prefilter": False}),
-        ("without where, refine_factor=10", p.search_samples, {"prefilter": False, "refine": 10}),
-    ):
-        variants.append({"rows": small, "index": f"IVF-PQ built at {small:,}",
-                         **measure_search(label, log, vectors, qs, truth_small, samples, **kw)})
+    at_small = f"IVF-PQ built at {small:,}"
+    measure(small, at_small, api, truth_small, p.search_samples)
+    measure(small, at_small, raw, truth_small, p.search_samples, api=False)
+    measure(small, at_small, old, truth_small, p.slow_search_samples, api=False, prefilter=True)
+    out["has_vector_index_call"] = summary([timed(log.has_vector_index) for _ in range(50)])
 
     out["append_large"] = append_episodes(log, vectors, small, large, summaries)
     truth_large = exact_top(vectors, qs, K)
+    measure(large, f"IVF-PQ built at {small:,}, {large - small:,} rows not yet merged (searched flat)", api,
+            truth_large, p.slow_search_samples)
+    progress(f"  ensure_index() at {large:,} rows")
     t0 = time.perf_counter()
-    again = log.ensure_index()
-    out["ensure_index_large"] = {"rows": large, "built": again, "seconds": round(time.perf_counter() - t0, 3),
+    again = log.ensure_index(threshold=small)
+    out["ensure_index_large"] = {"rows": large, "built": again, "seconds": round(time.perf_counter() - t0, 2),
                                  "state": index_state(log)}
-    stale = f"IVF-PQ built at {small:,} (as ensure_index leaves it)"
-    for label, samples, kw in (
-        ("EpisodeLog.search (where embedding IS NOT NULL, prefilter)", p.slow_search_samples, {"prefilter": True}),
-        ("same query without the where clause", p.slow_search_samples, {"prefilter": False}),
-    ):
-        variants.append({"rows": large, "index": stale,
-                         **measure_search(label, log, vectors, qs, truth_large, samples, **kw)})
-
-    progress(f"  table.optimize() at {large:,} rows (compaction + new rows into the index)")
-    table: Any = log._table
-    t0 = time.perf_counter()
-    table.optimize()
-    out["optimize_large"] = {"seconds": round(time.perf_counter() - t0, 2), "state": index_state(log)}
-    optimized = "IVF-PQ after table.optimize()"
-    for label, samples, kw in (
-        ("EpisodeLog.search (where embedding IS NOT NULL, prefilter)", p.slow_search_samples, {"prefilter": True}),
-        ("same query without the where clause", p.search_samples, {"prefilter": False}),
-        ("without where, refine_factor=10", p.search_samples, {"prefilter": False, "refine": 10}),
-    ):
-        variants.append({"rows": large, "index": optimized,
-                         **measure_search(label, log, vectors, qs, truth_large, samples, **kw)})
+    after = f"after ensure_index() at {large:,}"
+    measure(large, after, api, truth_large, p.search_samples)
+    measure(large, after, raw, truth_large, p.search_samples, api=False)
 
     if p.rebuild:
-        partitions = max(16, int(large**0.5) // 4)
-        progress(f"  fresh IVF-PQ build at {large:,} rows ({partitions} partitions, 48 sub-vectors, as ensure_index)")
+        table: Any = log._table
+        table.drop_index(index_state(log)["name"])
+        progress(f"  fresh index: drop_index + ensure_index() at {large:,} rows")
         t0 = time.perf_counter()
-        table.create_index(metric="cosine", vector_column_name="embedding", num_partitions=partitions,
-                           num_sub_vectors=48, replace=True)
-        out["rebuild_large"] = {"rows": large, "partitions": partitions,
+        log.ensure_index(threshold=small)
+        out["rebuild_large"] = {"rows": large, "partitions": max(16, int(large**0.5) // 4),
                                 "seconds": round(time.perf_counter() - t0, 2), "state": index_state(log)}
         fresh = f"IVF-PQ built fresh at {large:,}"
-        for label, kw in (("same query without the where clause", {"prefilter": False}),
-                          ("without where, refine_factor=10", {"prefilter": False, "refine": 10})):
-            variants.append({"rows": large, "index": fresh,
-                             **measure_search(label, log, vectors, qs, truth_large, p.search_samples, **kw)})
+        measure(large, fresh, api, truth_large, p.search_samples)
+        measure(large, fresh, raw, truth_large, p.search_samples, api=False)
     out["search"] = variants
     np_lat = [timed(lambda i=i: np.argpartition(-(vectors @ qs[i]), K)[:K]) for i in range(min(20, len(qs)))]
     out["numpy_brute_force_large"] = summary(np_lat)
@@ -677,7 +664,17 @@ def machine_info(workdir: Path) -> dict[str, Any]:
             versions[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
             versions[pkg] = None
-    return {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "cpus_usable": usable,
+    code: dict[str, Any] = {}
+    try:
+        git = ["git", "-C", str(_BENCH_DIR.parent)]
+        code["head"] = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                      check=True).stdout.strip()
+        code["modified"] = [line[3:] for line in subprocess.run(
+            [*git, "status", "--porcelain", "--", "daemon", "crdt"], capture_output=True, text=True, check=True
+        ).stdout.splitlines()]
+    except (OSError, subprocess.CalledProcessError):
+        code["head"] = None
+    return {"code": code, "cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "cpus_usable": usable,
             "kernel": platform.release(), "python": platform.python_version(), "versions": versions,
             "mem_gib": mem, "loadavg_start": list(os.getloadavg()), "disk": disk_info(workdir)}
 
@@ -696,6 +693,8 @@ def print_report(res: dict[str, Any]) -> None:
         ("## machine", ""),
         ("CPU", f"{m['cpu_model']} ({m['cpu_count']} logical CPUs, {m['cpus_usable']} usable)"),
         ("kernel / Python", f"{m['kernel']} / {m['python']}"),
+        ("code measured (git HEAD; modified under daemon/, crdt/)",
+         f"{m['code'].get('head')}; {', '.join(m['code'].get('modified', [])) or 'none'}"),
         ("onnxruntime / fastembed / tokenizers", f"{v['onnxruntime']} / {v['fastembed']} / {v['tokenizers']}"),
         ("lancedb / pylance / pyarrow / numpy", f"{v['lancedb']} / {v['pylance']} / {v['pyarrow']} / {v['numpy']}"),
         ("memory", f"{m['mem_gib'].get('MemTotal')} GiB total, {m['mem_gib'].get('MemAvailable')} GiB available"),
@@ -749,14 +748,14 @@ def print_report(res: dict[str, Any]) -> None:
               f"{e['append_small']['rows_per_s']:,.0f} / {e['append_large']['rows_per_s']:,.0f} rows/s in append"),
              (f"ensure_index() at {e['episodes_small']:,}",
               f"built={e['ensure_index_small']['built']} in {e['ensure_index_small']['seconds']:.1f} s"),
-             (f"ensure_index() at {e['episodes_large']:,}",
-              f"built={e['ensure_index_large']['built']} ({e['ensure_index_large']['seconds']:.2f} s); index state "
+             (f"ensure_index() at {e['episodes_large']:,} ({e['append_large']['rows']:,} rows appended since)",
+              f"built={e['ensure_index_large']['built']} in {e['ensure_index_large']['seconds']:.1f} s; index state "
               f"{e['ensure_index_large']['state']}"),
-             ("table.optimize()",
-              f"{e['optimize_large']['seconds']:.1f} s; index state {e['optimize_large']['state']}")]
+             ("has_vector_index() (list_indices, once per search)", fl(e["has_vector_index_call"]))]
     if "rebuild_large" in e:
         rb = e["rebuild_large"]
-        rows.append((f"fresh index build at {rb['rows']:,}", f"{rb['seconds']:.1f} s ({rb['partitions']} partitions)"))
+        rows.append((f"fresh index (drop_index + ensure_index) at {rb['rows']:,}",
+                     f"{rb['seconds']:.1f} s ({rb['partitions']} partitions)"))
     for s in e["search"]:
         rows.append((f"[{s['rows']:,}] {s['index']}: {s['variant']}",
                      f"{fl(s['latency'])}  recall@10 {s['recall_at_10']:.3f}  "
