@@ -78,8 +78,11 @@ class VectorIndex:
         """Load vectors written since the last refresh (new entries, re-embeddings)."""
         clause, params = _matches(self.info)
         rows = store.connection.execute(
-            f"SELECT id, embedding, embedding_created_ms FROM entries WHERE embedding_created_ms >= ? AND {clause} "
-            "ORDER BY embedding_created_ms", (self._watermark, *params)).fetchall()
+            # INDEXED BY: otherwise SQLite prefers the model index and walks every vector
+            # (76 ms a query at 50,000 entries in bench/recall.py) instead of only the new ones.
+            "SELECT id, embedding, embedding_created_ms FROM entries INDEXED BY entries_by_embedding_time "
+            f"WHERE embedding_created_ms >= ? AND {clause} ORDER BY embedding_created_ms",
+            (self._watermark, *params)).fetchall()
         new_ids: list[str] = []
         new_vecs: list[NDArray[np.float32]] = []
         for entry_id, blob, created in rows:
