@@ -51,6 +51,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -254,7 +255,7 @@ def bench_batch_embedding(embedder: Embedder, texts: Sequence[str], rounds: int)
         for chunk in chunks:
             for j in range(len(names)):
                 name = names[(step + j) % len(names)]
-                times[name].append(timed(lambda name=name, chunk=chunk: variants[name](chunk)))
+                times[name].append(timed(partial(variants[name], chunk)))
             step += 1
         progress("  round: " + ", ".join(f"{n} {len(texts) * len(times[n]) / len(chunks) / sum(times[n]):.1f}/s"
                                          for n in names))
@@ -372,7 +373,7 @@ def bench_recall(store: Grimoire, embedder: Embedder, queries: Sequence[str], ve
         t0 = time.perf_counter()
         hits.append(len(excl.recall(RecallQuery(text=q, k=K))))
         lat_excl.append(time.perf_counter() - t0)
-    lat_full = [timed(lambda q=q: full.recall(RecallQuery(text=q, k=K))) for q in qs]
+    lat_full = [timed(partial(full.recall, RecallQuery(text=q, k=K))) for q in qs]
 
     # Per phase, each timed alone, in the order Retriever.recall runs them.
     phases: dict[str, list[float]] = {p: [] for p in ("index_missing_check", "vector_index_refresh", "nearest",
@@ -408,12 +409,12 @@ def bench_recall(store: Grimoire, embedder: Embedder, queries: Sequence[str], ve
         for entry in got:  # the loop of Retriever.recall, as written there
             if not _passes(entry, rq, now):
                 continue
-            v = index.vector(entry.id)
-            semantic = max(0.0, float(v @ vec)) if v is not None else 0.0
+            ev = index.vector(entry.id)
+            semantic = max(0.0, float(ev @ vec)) if ev is not None else 0.0
             ranked.append((_factors(entry, semantic, rq.pad, now).score, entry.id))
         ranked.sort(key=lambda h: (-h[0], h[1]))
         phases["filter_and_rank"].append(time.perf_counter() - t0)
-        phases["touch"].append(timed(lambda near=near: store.touch([i for i, _ in near[:K]], wall_clock_ms())))
+        phases["touch"].append(timed(partial(store.touch, [i for i, _ in near[:K]], wall_clock_ms())))
     breakdown = {p: summary(v) for p, v in phases.items()}
     mean_sum = sum(b["mean_ms"] for b in breakdown.values())
     ex = summary(lat_excl)
@@ -444,6 +445,13 @@ def exact_top(vectors: Matrix, queries: Matrix, k: int) -> list[list[int]]:
         keep = np.argsort(-best_s, axis=1, kind="stable")[:, :k]
         best_s, best_i = np.take_along_axis(best_s, keep, 1), np.take_along_axis(best_i, keep, 1)
     return [list(map(int, row)) for row in best_i]
+
+
+def np_top(vectors: Matrix, query: Matrix) -> list[int]:
+    """Top-K rows by brute force over an in-memory matrix (what VectorIndex.nearest does)."""
+    scores = vectors @ query
+    top = np.argpartition(-scores, K)[:K]
+    return [int(i) for i in top[np.argsort(-scores[top])]]
 
 
 def ep_id(i: int) -> str:
@@ -607,7 +615,7 @@ def bench_episodes(root: Path, pool: Matrix, queries: Matrix, p: Params, rng: np
         measure(large, fresh, api, truth_large, p.search_samples)
         measure(large, fresh, raw, truth_large, p.search_samples, api=False)
     out["search"] = variants
-    np_lat = [timed(lambda i=i: np.argpartition(-(vectors @ qs[i]), K)[:K]) for i in range(min(20, len(qs)))]
+    np_lat = [timed(partial(np_top, vectors, qs[i])) for i in range(min(20, len(qs)))]
     out["numpy_brute_force_large"] = summary(np_lat)
     out["bytes"] = dir_size(root / "episodes")
     progress("  null-embedding check (search without the where clause on a half-null table)")
@@ -653,12 +661,12 @@ def machine_info(workdir: Path) -> dict[str, Any]:
         usable = len(os.sched_getaffinity(0))
     except AttributeError:
         usable = os.cpu_count() or 0
-    mem = {}
+    mem: dict[str, float] = {}
     for line in Path("/proc/meminfo").read_text().splitlines():
         key, _, rest = line.partition(":")
         if key in ("MemTotal", "MemAvailable"):
             mem[key] = round(int(rest.split()[0]) / 2**20, 1)
-    versions = {}
+    versions: dict[str, str | None] = {}
     for pkg in ("onnxruntime", "fastembed", "tokenizers", "lancedb", "pylance", "pyarrow", "numpy"):
         try:
             versions[pkg] = metadata.version(pkg)
