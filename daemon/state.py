@@ -184,6 +184,12 @@ class DaemonState:
             store.checkpoint()
 
         await self.db(cycle)
+        # The episode ANN index (built past 100k rows, re-merged as rows arrive) takes tens of
+        # seconds: build it here, in the background, never on a request and never on the writer thread.
+        try:
+            await anyio.to_thread.run_sync(lambda: self.data.open_episodes().ensure_index())
+        except Exception as exc:  # noqa: BLE001 - an index build failure must not stop the cycle
+            log.warning("curator: episode index maintenance failed: %s", exc)
         self.last_curator = {"entries_pruned": 0, "entries_promoted": 0, "heuristics_proposed": 0,
                              "entries_embedded": self.counters["entries_embedded"], "at_ms": self.now_ms(),
                              "seconds": round(time.monotonic() - started, 3)}
