@@ -23,6 +23,7 @@ from crypto.vault import VaultError
 
 from . import cli_clade, cli_memory, render
 from .client import DaemonClient
+from .config import check_multiaddr, load_config
 from .datadir import DataDir
 from .errors import DaemonError, UsageError
 from .grimoire import Episode, NewEntry, wall_clock_ms
@@ -66,6 +67,21 @@ def _int_at_least(minimum: int) -> Callable[[str], int]:
 
 
 _positive_int = _int_at_least(1)
+
+
+def _listen_addr(text: str) -> str:
+    try:
+        return check_multiaddr(text, peer=False)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _peer_addr(text: str) -> str:
+    try:
+        return check_multiaddr(text, peer=True)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
 _non_negative_int = _int_at_least(0)
 
 
@@ -109,6 +125,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("run", cmd_run, "run the daemon in the foreground (control API, curator, backups)")
     p.add_argument("--config", type=Path, default=None, help="config file (default: $DATA/config.toml)")
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default=None)
+    p.add_argument("--listen", action="append", type=_listen_addr, default=None, metavar="MULTIADDR",
+                   help="p2p listen address, repeatable (replaces p2p.listen), e.g. /ip4/0.0.0.0/tcp/4001")
+    p.add_argument("--bootstrap", action="append", type=_peer_addr, default=None, metavar="MULTIADDR",
+                   help="sibling to dial, /ip4/…/tcp/…/p2p/PEERID, repeatable (added to p2p.bootstrap)")
+    p.add_argument("--no-mdns", action="store_true", help="do not discover siblings by mDNS")
 
     p = command("config", cmd_config_show, "configuration")
     config_sub = p.add_subparsers(dest="config_command", required=True, metavar="SUBCOMMAND", parser_class=_Parser)
@@ -214,7 +235,15 @@ def cmd_status(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
 def cmd_run(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     from .runtime import run_daemon
 
-    return run_daemon(data, config_path=args.config, log_level=args.log_level)
+    overrides: dict[str, Any] = {}
+    if args.listen:
+        overrides["listen"] = args.listen
+    if args.bootstrap:
+        configured = (load_config(args.config) if args.config else data.load_config()).p2p.bootstrap
+        overrides["bootstrap"] = list(dict.fromkeys([*configured, *args.bootstrap]))
+    if args.no_mdns:
+        overrides["mdns"] = False
+    return run_daemon(data, config_path=args.config, log_level=args.log_level, p2p_overrides=overrides)
 
 
 def cmd_config_show(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:

@@ -15,11 +15,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import ConfigError
 
-__all__ = ["DEFAULT_CONFIG_TOML", "ENV_PREFIX", "Config", "load_config"]
+__all__ = ["DEFAULT_CONFIG_TOML", "ENV_PREFIX", "Config", "check_multiaddr", "load_config"]
 
 ENV_PREFIX = "CLADE_"
 
@@ -33,9 +33,45 @@ class StoreConfig(_Section):
 
 
 class P2PConfig(_Section):
-    listen: list[str] = Field(default_factory=lambda: ["/ip4/0.0.0.0/tcp/4001"])
-    bootstrap: list[str] = Field(default_factory=list)
+    enabled: bool = Field(True, description="sync with siblings (needs a clade membership)")
+    listen: list[str] = Field(default_factory=lambda: ["/ip4/0.0.0.0/tcp/4001"], max_length=16)
+    bootstrap: list[str] = Field(default_factory=list, max_length=256,
+                                 description="siblings to dial: /ip4/…/tcp/…/p2p/PEERID")
     mdns: bool = True
+    sync_interval_s: float = Field(30.0, ge=1.0, le=3600.0, description="anti-entropy with a random sibling")
+    max_skew_ms: int = Field(60_000, ge=1_000, le=86_400_000, description="refuse ops stamped further ahead")
+
+    @field_validator("listen")
+    @classmethod
+    def _listen_addrs(cls, value: list[str]) -> list[str]:
+        for addr in value:
+            check_multiaddr(addr, peer=False)
+        return value
+
+    @field_validator("bootstrap")
+    @classmethod
+    def _bootstrap_addrs(cls, value: list[str]) -> list[str]:
+        for addr in value:
+            check_multiaddr(addr, peer=True)
+        return value
+
+
+def check_multiaddr(text: str, *, peer: bool) -> str:
+    """Raise `ValueError` unless `text` is a TCP multiaddr (ending in /p2p/PEERID if `peer`)."""
+    import multiaddr  # cheap (~20 ms); libp2p itself is imported only by the p2p service
+
+    try:
+        addr = multiaddr.Multiaddr(text)
+    except Exception as exc:  # noqa: BLE001 - the parser raises several types
+        raise ValueError(f"{text!r} is not a multiaddr: {exc}") from None
+    protocols = [p.name for p in addr.protocols()]
+    if "tcp" not in protocols:
+        raise ValueError(f"{text!r} has no /tcp/PORT (clade speaks TCP)")
+    if peer and protocols[-1] != "p2p":
+        raise ValueError(f"{text!r} must end in /p2p/PEERID (the sibling's peer id)")
+    if not peer and "p2p" in protocols:
+        raise ValueError(f"{text!r}: a listen address has no /p2p/ part")
+    return text
 
 
 class CuratorConfig(_Section):
@@ -87,9 +123,12 @@ DEFAULT_CONFIG_TOML = """\
 # busy_timeout_ms = 10000
 
 [p2p]
+# enabled = true
 # listen = ["/ip4/0.0.0.0/tcp/4001"]
-# bootstrap = []
+# bootstrap = []           # "/ip4/10.0.0.2/tcp/4001/p2p/12D3KooW…"
 # mdns = true
+# sync_interval_s = 30.0
+# max_skew_ms = 60000
 
 [curator]
 # tick_seconds = 10.0

@@ -47,3 +47,19 @@ def setup_logging(level: str = "warning", *, json_lines: bool | None = None) -> 
     root.setLevel(level.upper())
     for noisy in ("hypercorn.access", "hypercorn.error", "multipart"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+    quiet_libp2p(root.level)
+
+
+def quiet_libp2p(level: int | None = None) -> None:
+    """Route libp2p's logs through our handler, silent unless we run at debug level.
+
+    py-libp2p detaches its logger on import (no handler, no propagation), so its errors
+    reach stderr unformatted via logging's last resort, e.g. one line per failed redial;
+    the p2p service counts and reports those itself. Call again after importing libp2p.
+    """
+    level = logging.getLogger().level if level is None else level
+    for name in ("libp2p", "zeroconf", "multiaddr"):
+        logger = logging.getLogger(name)
+        logger.handlers.clear()
+        logger.propagate = True
+        logger.setLevel(logging.DEBUG if level <= logging.DEBUG else logging.CRITICAL)

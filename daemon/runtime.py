@@ -28,14 +28,14 @@ import trio
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve
 
-from crypto import CryptoError
+from crypto import CryptoError, RevocationList
 
 from .api import BodyLimit, TokenAuth, create_app
-from .config import load_config
+from .config import Config, load_config
 from .datadir import DataDir
 from .errors import ConfigError, DaemonError
 from .grimoire import atomic_write
-from .logs import setup_logging
+from .logs import quiet_libp2p, setup_logging
 from .notify import Notifier, watchdog_interval
 from .state import DaemonState
 
@@ -68,10 +68,12 @@ def _live_pid(data: DataDir) -> int | None:
 
 
 class Daemon:
-    def __init__(self, data: DataDir, config_path: Path, notifier: Notifier) -> None:
+    def __init__(self, data: DataDir, config_path: Path, notifier: Notifier,
+                 p2p_overrides: dict[str, Any] | None = None) -> None:
         self.data = data
         self.config_path = config_path
         self.notifier = notifier
+        self.p2p_overrides = p2p_overrides or {}
         self.stop = trio.Event()
         self.fatal: str | None = None
         self.state: DaemonState | None = None
@@ -132,6 +134,40 @@ class Daemon:
             if self.data.membership_path.exists():
                 await self.state.backup(include_identity=False)
 
+    async def p2p_service(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """The libp2p node, rebuilt from scratch each time the supervisor restarts it."""
+        from .p2p.node import P2PNode  # importing libp2p takes ~1 s: only when sync runs
+
+        quiet_libp2p()
+
+        assert self.state is not None
+        state = self.state
+        joined = self.data.load_membership()
+        if joined is None:
+            log.warning("not a member of a clade: sync is off (run `clade join BUNDLE`, then restart)")
+            task_status.started()
+            return
+        membership, clade_key = joined
+        revocations = None
+        if self.data.revocations_path.exists():
+            try:
+                revocations = RevocationList.from_bytes(self.data.revocations_path.read_bytes())
+                revocations.verify(membership.owner_public_key, membership.clade_id)
+            except CryptoError as exc:
+                raise FatalError(f"{self.data.revocations_path}: {exc}; remove it or install a valid list") from None
+        config = state.config.p2p
+        try:
+            node = P2PNode(state, membership=membership, clade_key=clade_key, revocations=revocations,
+                           listen=config.listen, bootstrap=config.bootstrap, mdns=config.mdns,
+                           sync_interval_s=config.sync_interval_s, max_skew_ms=config.max_skew_ms)
+        except ValueError as exc:
+            raise FatalError(f"p2p: {exc}") from None
+        state.p2p = node
+        try:
+            await node.run(task_status=task_status)
+        finally:
+            state.p2p = None
+
     async def watchdog_service(self, interval: float | None) -> None:
         assert self.state is not None
         period = interval if interval is not None else 30.0
@@ -172,7 +208,7 @@ class Daemon:
         assert self.state is not None
         self.notifier.send(RELOADING=1, MONOTONIC_USEC=int(time.monotonic() * 1e6))
         try:
-            fresh = load_config(self.config_path)
+            fresh = self.load_config()
         except ConfigError as exc:
             log.error("reload refused, keeping the running config: %s", exc)
             self.state.publish("error", {"service": "reload", "error": str(exc)})
@@ -184,6 +220,13 @@ class Daemon:
         log.warning("config reloaded; changed: %s", ", ".join(changed) or "nothing")
         self.state.publish("config_reloaded", {"changed": changed})
         self.notifier.send(READY=1, STATUS=await self.status_line())
+
+    def load_config(self) -> Config:
+        """config.toml and the environment, then `clade run --listen/--bootstrap/--no-mdns`."""
+        config = load_config(self.config_path)
+        if self.p2p_overrides:
+            config.p2p = config.p2p.model_copy(update=self.p2p_overrides)
+        return config
 
     # -- the API -------------------------------------------------------------------------
 
@@ -202,7 +245,7 @@ class Daemon:
     async def main(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         try:
             identity = self.data.load_identity()
-            config = load_config(self.config_path)
+            config = self.load_config()
             store = self.data.open_store(config, identity=identity)
         except (CryptoError, DaemonError) as exc:
             raise FatalError(str(exc)) from None
@@ -236,6 +279,8 @@ class Daemon:
                     services.start_soon(self.supervise, "curator", self.curator_service)
                     services.start_soon(self.supervise, "backup", self.backup_service)
                     services.start_soon(self.supervise, "embedder", self.embedder_service)
+                    if config.p2p.enabled:
+                        services.start_soon(self.supervise, "p2p", self.p2p_service)
                     services.start_soon(self.supervise, "watchdog",
                                         lambda: self.watchdog_service(watchdog_interval()))
                     status = await self.status_line()
@@ -266,15 +311,22 @@ def _diff(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[st
     return out
 
 
-def run_daemon(data: DataDir, *, config_path: Path | None = None, log_level: str | None = None) -> dict[str, Any]:
-    """Run until stopped; returns a summary. Raises `FatalError` (exit 1) on fatal errors."""
+def run_daemon(data: DataDir, *, config_path: Path | None = None, log_level: str | None = None,
+               p2p_overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run until stopped; returns a summary. Raises `FatalError` (exit 1) on fatal errors.
+
+    `p2p_overrides` (from `clade run --listen/--bootstrap/--no-mdns`) replace those keys of
+    the `[p2p]` section, also across SIGHUP reloads.
+    """
     path = config_path or data.config_path
+    daemon = Daemon(data, path, Notifier(), p2p_overrides)
     try:
-        level = log_level or load_config(path).log.level
-    except ConfigError as exc:
+        config = daemon.load_config()
+        if p2p_overrides:
+            Config.model_validate(config.model_dump())  # overrides must pass the same checks
+    except (ConfigError, ValueError) as exc:
         raise FatalError(str(exc)) from None
-    setup_logging(level)
-    daemon = Daemon(data, path, Notifier())
+    setup_logging(log_level or config.log.level)
     try:
         trio.run(daemon.main)
     finally:

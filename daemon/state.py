@@ -13,25 +13,28 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from crdt import Kind
-from crypto import Identity
+from crypto import Identity, RevocationList
 
 from .backup import create_backup, default_recipients, report_json
 from .config import Config
 from .datadir import DataDir
 from .errors import UsageError
-from .grimoire import Episode, Grimoire, NewEntry, write_playbook
+from .grimoire import Episode, Grimoire, NewEntry, atomic_write, write_playbook
 from .grimoire.digest import build_digest
 from .grimoire.embedder import expected_info, get_embedder
 from .grimoire.records import Entry
 from .grimoire.retrieval import Hit, RecallQuery, Retriever
 from .grimoire.vectors import missing_vectors, write_vectors
+
+if TYPE_CHECKING:
+    from .p2p.node import P2PNode
 
 __all__ = ["INLINE_EMBED_LIMIT", "DaemonState"]
 
@@ -57,6 +60,7 @@ class DaemonState:
     _limiter: anyio.CapacityLimiter = field(default_factory=lambda: anyio.CapacityLimiter(1))
     _subscribers: set[MemoryObjectSendStream[Event]] = field(default_factory=set)
     _retriever: Retriever | None = None
+    p2p: P2PNode | None = None
 
     @staticmethod
     def now_ms() -> int:
@@ -102,7 +106,16 @@ class DaemonState:
     async def remember(self, new: NewEntry) -> Entry:
         entry = await self.db(lambda s: s.remember(new, identity=self.identity))
         self.publish("entry_written", {"id": entry.id, "kind": entry.body.kind.value})
+        self.local_write()
         return entry
+
+    def local_write(self) -> None:
+        """Own ops were committed: let the p2p publisher gossip those that cross at once."""
+        if self.p2p is not None:
+            self.p2p.local_write()
+
+    async def save_revocations(self, revocations: RevocationList) -> None:
+        await anyio.to_thread.run_sync(lambda: atomic_write(self.data.revocations_path, revocations.to_bytes()))
 
     async def append_episode(self, episode: Episode) -> None:
         await self.db(lambda s: self.data.open_episodes().append([episode]))
@@ -153,8 +166,8 @@ class DaemonState:
         }
 
     def peers(self) -> list[dict[str, Any]]:
-        """Known siblings (filled by the p2p service once it exists)."""
-        return []
+        """Every peer the p2p service knows (empty while sync is off)."""
+        return [] if self.p2p is None else self.p2p.peers()
 
     async def backup(self, *, include_identity: bool) -> dict[str, Any]:
         clade_keys, publics, names = default_recipients(self.data)
@@ -168,12 +181,17 @@ class DaemonState:
         return doc
 
     async def curator_cycle(self) -> dict[str, Any]:
-        """One curator cycle. Today: embed new entries, snapshot PLAYBOOK.md, checkpoint the WAL.
+        """One curator cycle: promote own entries that passed the gate (they cross to
+        siblings), snapshot PLAYBOOK.md, checkpoint the WAL, maintain the episode index.
 
-        Decay, pruning, compression and promotion come with the curator step; their counts
-        are reported as 0 until then.
+        Decay, pruning and compression come with the curator step; their counts are
+        reported as 0 until then.
         """
         started = time.monotonic()
+        promoted = await self.db(lambda s: s.promote_ready(
+            self.identity, now_ms=self.now_ms(), tick_seconds=self.config.curator.tick_seconds))
+        if promoted:
+            self.local_write()
 
         def cycle(store: Grimoire) -> None:
             playbook = ["# PLAYBOOK", "", "Active warnings and heuristics of this golem's Grimoire.", ""]
@@ -190,7 +208,7 @@ class DaemonState:
             await anyio.to_thread.run_sync(lambda: self.data.open_episodes().ensure_index())
         except Exception as exc:  # noqa: BLE001 - an index build failure must not stop the cycle
             log.warning("curator: episode index maintenance failed: %s", exc)
-        self.last_curator = {"entries_pruned": 0, "entries_promoted": 0, "heuristics_proposed": 0,
+        self.last_curator = {"entries_pruned": 0, "entries_promoted": len(promoted), "heuristics_proposed": 0,
                              "entries_embedded": self.counters["entries_embedded"], "at_ms": self.now_ms(),
                              "seconds": round(time.monotonic() - started, 3)}
         self.publish("curator_cycle_complete", self.last_curator)

@@ -139,7 +139,13 @@ CREATE INDEX entries_by_embedding_model
     ON entries (embedding_model, embedding_model_version, embedding_preprocess_hash);
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1_ENTRIES, _V2_FTS, _V3_OPS, _V4_RETRIEVAL, _V5_VECTOR_MODEL)
+_V6_PROMOTION = """
+-- When the curator promoted an own entry to cross to siblings (NULL: not promoted; local only).
+ALTER TABLE entries ADD COLUMN promoted_ms INTEGER;
+CREATE INDEX entries_promoted ON entries (author, promoted_ms);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1_ENTRIES, _V2_FTS, _V3_OPS, _V4_RETRIEVAL, _V5_VECTOR_MODEL, _V6_PROMOTION)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -14,7 +14,7 @@ import re
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +30,7 @@ from crdt import (
     HybridClock,
     Kind,
     Mutator,
+    Op,
     Pad,
     Timestamp,
     apply_delta,
@@ -43,6 +44,7 @@ from crdt.ops import SlotKind
 from crdt.replica import MAX_BATCH_BYTES, MAX_BATCH_OPS, Gate
 
 from ..errors import NotFound, StoreError, UsageError
+from .promotion import PROMOTABLE, ready_to_promote, sync_gate
 from .records import Entry, NewEntry
 from .replication import SqliteBackend, load_context
 from .schema import SCHEMA_VERSION, NewerSchema, migrate, user_version
@@ -296,6 +298,53 @@ class Grimoire:
             for op in mutator.republish(body, current):
                 apply_op(backend, op)
 
+    def promote_ready(self, identity: LocalIdentity, *, now_ms: int, tick_seconds: float) -> list[str]:
+        """Promote own entries that now pass the gate: mark them and re-emit their ops under
+        fresh dots (siblings counted the old dots as withheld). One transaction; returns ids."""
+        promoted: list[str] = []
+        kinds = sorted(k.value for k in PROMOTABLE)
+        with self._local_write(identity) as (backend, mutator):
+            rows = self._conn.execute(
+                f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE author = ? AND promoted_ms IS NULL AND archived = 0 "
+                f"AND status = 'active' AND kind IN ({', '.join('?' * len(kinds))})",
+                (identity.peer_id, *kinds),
+            ).fetchall()
+            for row in rows:
+                entry = _entry_from_row(row)
+                if not ready_to_promote(entry, now_ms=now_ms, tick_seconds=tick_seconds):
+                    continue
+                body, current = self._own_entry(backend, entry.id)
+                for op in mutator.republish(body, current):
+                    apply_op(backend, op)
+                self._conn.execute("UPDATE entries SET promoted_ms = ? WHERE id = ?", (now_ms, entry.id))
+                promoted.append(entry.id)
+        return promoted
+
+    def sync_gate(self, local_replica: str) -> Gate:
+        """The gate for ops sent to siblings (see `promotion.sync_gate`), as of now."""
+        rows = self._conn.execute(
+            "SELECT id FROM entries WHERE author = ? AND promoted_ms IS NOT NULL", (local_replica,)
+        ).fetchall()
+        return sync_gate(local_replica, frozenset(r[0] for r in rows))
+
+    def body(self, entry_id: str) -> EntryBody | None:
+        """The replicated body of an entry, None if unknown."""
+        return SqliteBackend(self._conn, local_replica=None, stored_ms=0).body(entry_id)
+
+    def local_top(self, replica: str) -> int:
+        """The highest seq of `replica` this store has seen (ours: the last one we issued)."""
+        return self.causal_context().top(replica)
+
+    def ops_of(self, writer: str, after_seq: int) -> list[Op]:
+        """`writer`'s ops above `after_seq` that still hold a slot, bodies first, in seq order."""
+        self._conn.execute("BEGIN")
+        try:
+            backend = SqliteBackend(self._conn, local_replica=None, stored_ms=0)
+            return [*backend.ops_after(writer, after_seq, bodies=True),
+                    *backend.ops_after(writer, after_seq, bodies=False)]
+        finally:
+            self._conn.execute("COMMIT")
+
     def backfill_ops(self, identity: LocalIdentity) -> int:
         """Give entries written before schema v3 (no ops yet) their signed ops; returns how many."""
         flag = self._conn.execute("SELECT value FROM meta WHERE key = 'needs_op_backfill'").fetchone()
@@ -368,7 +417,7 @@ class Grimoire:
         gate: Gate = may_cross,
         max_ops: int = MAX_BATCH_OPS,
         max_bytes: int = MAX_BATCH_BYTES,
-    ) -> Iterator[Delta]:
+    ) -> Generator[Delta, None, None]:
         """The delta-intervals a peer with context `peer` lacks, from one read snapshot.
 
         Consume it promptly: the snapshot (a read transaction) stays open until the

@@ -1,0 +1,92 @@
+"""What this golem knows of each peer: addresses, membership, traffic, sync position.
+
+Pure bookkeeping (no I/O): the node updates it, `clade peers` and `GET /v1/peers` read it.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["PeerBook", "PeerRecord", "redial_delay"]
+
+REDIAL_BASE_S = 0.5
+REDIAL_CAP_S = 30.0
+
+
+def redial_delay(failures: int, rng: random.Random) -> float:
+    """Capped exponential backoff with jitter: 0.5 s, 1 s, 2 s … 30 s, each × U(0.5, 1)."""
+    return float(min(REDIAL_CAP_S, REDIAL_BASE_S * 2 ** min(failures, 16)) * rng.uniform(0.5, 1.0))
+
+
+@dataclass
+class PeerRecord:
+    peer_id: str
+    addrs: list[str] = field(default_factory=list)
+    connected: bool = False
+    member: bool = False
+    last_seen_ms: int | None = None
+    behind: int | None = None  # ops the peer has that we lack
+    ahead: int | None = None  # ops we have that the peer lacks
+    rtt_ms: float | None = None
+    msgs_in: int = 0
+    msgs_out: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    refused: str | None = None  # why the last membership check failed
+    hold_until: float = 0.0  # monotonic: do not dial (and drop inbound) before this
+    failures: int = 0  # consecutive failed dials
+    next_dial: float = 0.0  # monotonic
+    dial: bool = False  # a sibling we keep a connection to (bootstrap, seen member)
+    last_sync_ms: int | None = None
+
+    def note_rtt(self, sample_ms: float) -> None:
+        self.rtt_ms = sample_ms if self.rtt_ms is None else round(0.7 * self.rtt_ms + 0.3 * sample_ms, 3)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "peer_id": self.peer_id, "addrs": list(self.addrs), "connected": self.connected,
+            "member": self.member, "last_seen": self.last_seen_ms, "behind": self.behind, "ahead": self.ahead,
+            "rtt_ms": None if self.rtt_ms is None else round(self.rtt_ms, 3),
+            "msgs_in": self.msgs_in, "msgs_out": self.msgs_out, "bytes_in": self.bytes_in,
+            "bytes_out": self.bytes_out, "refused": self.refused, "last_sync": self.last_sync_ms,
+        }
+
+
+class PeerBook:
+    """Every peer this golem has heard of (bounded: the oldest non-dialed strangers go first)."""
+
+    MAX_PEERS = 1024
+
+    def __init__(self) -> None:
+        self._peers: dict[str, PeerRecord] = {}
+
+    def get(self, peer_id: str) -> PeerRecord:
+        record = self._peers.get(peer_id)
+        if record is None:
+            if len(self._peers) >= self.MAX_PEERS:
+                self._evict()
+            record = self._peers[peer_id] = PeerRecord(peer_id)
+        return record
+
+    def find(self, peer_id: str) -> PeerRecord | None:
+        return self._peers.get(peer_id)
+
+    def _evict(self) -> None:
+        strangers = [r for r in self._peers.values() if not r.dial and not r.connected and not r.member]
+        victims = sorted(strangers, key=lambda r: r.last_seen_ms or 0)[: max(1, len(self._peers) // 10)]
+        for record in victims:
+            del self._peers[record.peer_id]
+
+    def add_addr(self, peer_id: str, addr: str) -> PeerRecord:
+        record = self.get(peer_id)
+        if addr not in record.addrs:
+            record.addrs = [addr, *record.addrs][:8]
+        return record
+
+    def all(self) -> list[PeerRecord]:
+        return sorted(self._peers.values(), key=lambda r: (not r.connected, r.peer_id))
+
+    def members(self) -> list[PeerRecord]:
+        return [r for r in self._peers.values() if r.member and r.connected]
