@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DATA   ?= .clade
 
-.PHONY: install run test lint bench clean install-service
+.PHONY: install run test lint bench clean install-service demo
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ install: $(STAMP)
 run: install
 	@test -f $(DATA)/identity.key || $(BIN)/clade --data-dir $(DATA) init
 	$(BIN)/clade --data-dir $(DATA) run
+
+# An owner and 3 golems on loopback in a temp dir: writes, arrivals, then everything stops.
+demo: install
+	$(BIN)/clade demo --siblings $(or $(SIBLINGS),3)
 
 test: install
 	$(BIN)/python -m pytest

@@ -178,12 +178,15 @@ class ApplyReport:
         self.applied_ops.extend(other.applied_ops)
 
 
-def apply_delta(backend: Backend, delta: Delta, *, rejected: Counter[str] | None = None) -> ApplyReport:
+def apply_delta(backend: Backend, delta: Delta, *, rejected: Counter[str] | None = None,
+                sender: str | None = None) -> ApplyReport:
     """Join a delta: bodies first, then the other ops, then the covered context.
 
     A writer's context is merged only if none of its ops in this delta was refused, and
     only up to the highest seq we have seen signed by that writer: a peer may cover the
     seqs of superseded or private ops, but cannot make us skip seqs nobody has shown.
+    The exception is the writer itself (`sender`, authenticated by the transport): it is
+    the authority on its own seqs, so its trailing private or withheld seqs get covered.
     `rejected` carries refusals that happened before (e.g. bad signatures while decoding).
     """
     report = ApplyReport()
@@ -209,7 +212,7 @@ def apply_delta(backend: Backend, delta: Delta, *, rejected: Counter[str] | None
     for writer in delta.context.replicas():
         if writer in refused_writers:
             continue
-        ctx.merge_replica(delta.context, writer, limit=ctx.top(writer))
+        ctx.merge_replica(delta.context, writer, limit=None if writer == sender else ctx.top(writer))
     return report
 
 

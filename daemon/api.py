@@ -23,7 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from crdt import InvalidValue, Kind
 from crdt.body import Category, Pad, Sensitivity
 
-from .api_models import BackupIn, DigestIn, EpisodeIn, MemoryIn, SearchIn
+from .api_models import BackupIn, ConnectIn, DigestIn, DisconnectIn, EpisodeIn, MemoryIn, SearchIn, SyncIn
 from .errors import NotFound, UsageError
 from .grimoire import Episode, NewEntry
 from .state import DaemonState
@@ -137,6 +137,29 @@ def create_app(state: DaemonState) -> FastAPI:
     @app.get("/v1/peers")
     async def peers() -> dict[str, Any]:
         return {"peers": state.peers()}
+
+    @app.post("/v1/peers/connect")
+    async def peers_connect(body: ConnectIn) -> dict[str, Any]:
+        return state.connect_peer(body.addr)
+
+    @app.post("/v1/peers/disconnect")
+    async def peers_disconnect(body: DisconnectIn) -> dict[str, Any]:
+        return await state.disconnect_peer(body.peer_id, hold_s=body.hold_s)
+
+    @app.get("/v1/state-digest")
+    async def state_digest() -> dict[str, Any]:
+        """Hashes of the replicated state (ops + causal context): `shared` (what may cross)
+        is equal on siblings once synced; `all` also covers this golem's private entries."""
+        me = state.identity.peer_id
+        return await state.db(lambda s: {"shared": s.state_digest(s.sync_gate(me)), "all": s.state_digest()})
+
+    @app.post("/v1/sync")
+    async def sync_now(body: SyncIn | None = None) -> dict[str, Any]:
+        return await state.sync_now(None if body is None else body.peer_id)
+
+    @app.post("/v1/revocations")
+    async def revocations(request: Request) -> dict[str, Any]:
+        return await state.install_revocations(await request.body())
 
     @app.post("/v1/backup")
     async def backup(body: BackupIn | None = None) -> dict[str, Any]:

@@ -12,7 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from crdt import Kind
 from crdt.body import Category
 
-__all__ = ["BackupIn", "DigestIn", "EpisodeIn", "MemoryIn", "MetadataIn", "SearchIn"]
+__all__ = [
+    "BackupIn", "ConnectIn", "DigestIn", "DisconnectIn", "EpisodeIn", "MemoryIn", "MetadataIn", "SearchIn", "SyncIn",
+]
 
 GATEWAY_TYPES = ("fact", "preference", "episode", "strategy_outcome", "constraint")
 MemoryType = Literal[
@@ -75,3 +77,16 @@ class EpisodeIn(_Strict):
 
 class BackupIn(_Strict):
     include_identity: bool = False
+
+
+class ConnectIn(_Strict):
+    addr: str = Field(max_length=512, description="/ip4/…/tcp/…/p2p/PEERID")
+
+
+class DisconnectIn(_Strict):
+    peer_id: str = Field(max_length=128)
+    hold_s: float = Field(600.0, ge=0, le=30 * 86_400, description="refuse the peer for this long")
+
+
+class SyncIn(_Strict):
+    peer_id: str | None = Field(None, max_length=128, description="one sibling (default: every connected one)")

@@ -21,7 +21,7 @@ from crdt.body import Category, Pad, Sensitivity
 from crypto import CryptoError, MembershipError
 from crypto.vault import VaultError
 
-from . import cli_clade, cli_memory, render
+from . import cli_clade, cli_memory, cli_p2p, render
 from .client import DaemonClient
 from .config import check_multiaddr, load_config
 from .datadir import DataDir
@@ -193,6 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     lst.add_argument("--limit", type=_positive_int, default=50)
 
     cli_clade.register(sub, command, common, _Parser)
+    cli_p2p.register(command, common, _Parser, peer_addr=_peer_addr, positive=_positive_int)
     cli_memory.register(command, kinds=_KINDS, unit=_unit, positive=_positive_int, pad=_pad, parser_class=_Parser,
                         common=common)
     return parser

@@ -42,8 +42,15 @@ class DaemonClient:
 
     def call(self, method: str, path: str, *, body: dict[str, Any] | None = None,
              params: dict[str, Any] | None = None) -> Any:
+        return self._request(method, path, json=body, params=params)
+
+    def call_bytes(self, method: str, path: str, content: bytes) -> Any:
+        """Send a raw body (application/octet-stream)."""
+        return self._request(method, path, content=content, headers={"content-type": "application/octet-stream"})
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
         try:
-            res = self._client.request(method, path, json=body, params=params)
+            res = self._client.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
             raise DaemonError(f"cannot reach the daemon on {self.socket}: {exc}; is it running?") from None
         finally:

@@ -128,5 +128,9 @@ def text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
                 print(f"{lead}{ep['id']}  {ep['observed_ms']}  {ep['protocol'] or '-':<12} {summary}")
         else:
             print(doc["id"])
+    elif command in ("peers", "sync", "revocations", "demo"):
+        from .cli_p2p import render as render_p2p
+
+        render_p2p(command, args, doc)
     else:  # pragma: no cover - every command is listed above
         print(json.dumps(doc, ensure_ascii=False, indent=2))

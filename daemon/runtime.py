@@ -144,7 +144,7 @@ class Daemon:
         state = self.state
         joined = self.data.load_membership()
         if joined is None:
-            log.warning("not a member of a clade: sync is off (run `clade join BUNDLE`, then restart)")
+            log.info("not a member of a clade: sync is off (run `clade join BUNDLE`, then restart)")
             task_status.started()
             return
         membership, clade_key = joined

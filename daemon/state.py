@@ -20,12 +20,12 @@ import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from crdt import Kind
-from crypto import Identity, RevocationList
+from crypto import CryptoError, Identity, RevocationList
 
 from .backup import create_backup, default_recipients, report_json
-from .config import Config
+from .config import Config, check_multiaddr
 from .datadir import DataDir
-from .errors import UsageError
+from .errors import NotFound, UsageError
 from .grimoire import Episode, Grimoire, NewEntry, atomic_write, write_playbook
 from .grimoire.digest import build_digest
 from .grimoire.embedder import expected_info, get_embedder
@@ -161,6 +161,7 @@ class DaemonState:
             "by_kind": counts.by_kind,
             "clade": None if joined is None else {"name": joined[0].clade_name, "id": joined[0].clade_id},
             "peers": len(self.peers()),
+            "p2p": None if self.p2p is None else self.p2p.status(),
             "last_curator_cycle": self.last_curator,
             "counters": dict(self.counters),
         }
@@ -168,6 +169,60 @@ class DaemonState:
     def peers(self) -> list[dict[str, Any]]:
         """Every peer the p2p service knows (empty while sync is off)."""
         return [] if self.p2p is None else self.p2p.peers()
+
+    def _node(self) -> P2PNode:
+        if self.p2p is None:
+            raise UsageError("sync is off: this golem has not joined a clade, or p2p.enabled is false")
+        return self.p2p
+
+    def connect_peer(self, addr: str) -> dict[str, Any]:
+        try:
+            check_multiaddr(addr, peer=True)
+            peer_id = self._node().add_bootstrap(addr)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        return {"peer_id": peer_id, "dialing": addr}
+
+    async def disconnect_peer(self, peer_id: str, *, hold_s: float) -> dict[str, Any]:
+        node = self._node()
+        if node.book.find(peer_id) is None:
+            raise NotFound(f"no known peer {peer_id!r} (see `clade peers`)")
+        await node.disconnect(peer_id, hold_s=hold_s)
+        return {"peer_id": peer_id, "held_s": hold_s}
+
+    async def sync_now(self, peer_id: str | None) -> dict[str, Any]:
+        """Run anti-entropy now with one sibling or every connected one; returns what each brought."""
+        node = self._node()
+        targets = [peer_id] if peer_id else [r.peer_id for r in node.book.members()]
+        results = []
+        for target in targets:
+            record = node.book.find(target)
+            if record is None or not record.member or not record.connected:
+                raise UsageError(f"{target} is not a connected sibling (see `clade peers`)")
+            results.append(await node.sync_with(target) or {"peer_id": target, "error": "sync failed; see the log"})
+        return {"synced": results}
+
+    async def install_revocations(self, data: bytes) -> dict[str, Any]:
+        """Adopt an owner-signed revocation list (newer than ours): persisted, revoked peers dropped."""
+        joined = self.data.load_membership()
+        if joined is None:
+            raise UsageError("this golem has not joined a clade")
+        membership = joined[0]
+        try:
+            revocations = RevocationList.from_bytes(data)
+            revocations.verify(membership.owner_public_key, membership.clade_id)
+        except CryptoError as exc:
+            raise UsageError(f"revocation list refused: {exc}") from None
+        if self.p2p is not None:
+            adopted = await self.p2p.adopt_revocations(revocations)
+        else:
+            current = None
+            if self.data.revocations_path.exists():
+                current = RevocationList.from_bytes(self.data.revocations_path.read_bytes())
+            adopted = revocations.replaces(current)
+            if adopted:
+                await self.save_revocations(revocations)
+        return {"version": revocations.version, "revoked": sorted(revocations.revoked), "adopted": adopted}
 
     async def backup(self, *, include_identity: bool) -> dict[str, Any]:
         clade_keys, publics, names = default_recipients(self.data)

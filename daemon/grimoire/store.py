@@ -374,9 +374,11 @@ class Grimoire:
         rejected: Counter[str] | None = None,
         local_replica: str | None = None,
         max_skew_ms: int = DEFAULT_MAX_SKEW_MS,
+        sender: str | None = None,
     ) -> ApplyReport:
         """Join a verified delta from a sibling in one transaction (all or nothing on crash).
 
+        `sender` is the authenticated peer the delta came from (see `crdt.apply_delta`).
         Ops stamped more than `max_skew_ms` ahead of our clock are refused (`clock_skew`),
         and so is the context the delta carries for their writers; the local HLC then
         moves past every accepted op.
@@ -390,7 +392,7 @@ class Grimoire:
             delta = Delta(kept, delta.context.restricted(r for r in delta.context.replicas() if r not in future))
         with self._write() as conn:
             backend = SqliteBackend(conn, local_replica=local_replica, stored_ms=now)
-            report = apply_delta(backend, delta, rejected=refused)
+            report = apply_delta(backend, delta, rejected=refused, sender=sender)
             backend.flush()
             if report.applied_ops:
                 self._raise_clock_floor(conn, max(op.hlc for op in report.applied_ops))
@@ -430,12 +432,19 @@ class Grimoire:
         finally:
             self._conn.execute("COMMIT")
 
-    def state_digest(self) -> str:
-        """Canonical hash of ops and context: equal on replicas that have converged."""
+    def state_digest(self, gate: Gate | None = None) -> str:
+        """Canonical hash of ops and context: equal on replicas that have converged.
+
+        With `gate` (e.g. `sync_gate(me)`), only the ops that may be shared are hashed:
+        siblings that synced agree on that part, while private entries differ by design.
+        """
         self._conn.execute("BEGIN")
         try:
             backend = SqliteBackend(self._conn, local_replica=None, stored_ms=0)
-            return digest(backend.all_ops(), backend.context)
+            ops = backend.all_ops()
+            if gate is not None:
+                ops = [op for op in ops if (body := backend.body(op.entry_id)) is not None and gate(body)]
+            return digest(ops, backend.context)
         finally:
             self._conn.execute("COMMIT")
 

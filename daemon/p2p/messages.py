@@ -1,6 +1,7 @@
 """The messages of `/clade/hello/1.0.0` and `/clade/sync/1.0.0` (pure: bytes in, values out).
 
-    hello   = ["clade.hello", 1, clade id (16 B), certificate, revocation list or b"", [addr, …]]
+    hello   = ["clade.hello", 1, clade id (16 B), certificate, revocation list or b"", [addr, …],
+               [sibling addr /…/p2p/ID, …]]           (peer exchange: members the sender is connected to)
     refused = ["clade.refused", 1, reason, detail]
     want    = ["clade.want", 1, context]                  (sync: "send me what I lack")
     delta   = ["clade.delta", 1, encoded delta]           (crdt.codec)
@@ -29,6 +30,12 @@ __all__ = ["End", "Hello", "Refused", "Want", "decode", "encode"]
 VERSION = 1
 MAX_ADDRS = 16
 MAX_ADDR_CHARS = 256
+MAX_SIBLINGS = 64
+
+
+def _addr_list(value: object, limit: int) -> bool:
+    return (isinstance(value, list) and len(value) <= limit
+            and all(isinstance(a, str) and len(a) <= MAX_ADDR_CHARS for a in value))
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +44,7 @@ class Hello:
     certificate: bytes
     revocations: bytes
     addrs: tuple[str, ...]
+    siblings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +78,7 @@ def encode(message: Message) -> bytes:
     match message:
         case Hello():
             body = ["clade.hello", VERSION, bytes.fromhex(message.clade_id), message.certificate,
-                    message.revocations, list(message.addrs)]
+                    message.revocations, list(message.addrs), list(message.siblings)]
         case Refused():
             body = ["clade.refused", VERSION, message.reason, message.detail[:512]]
         case Want():
@@ -95,13 +103,13 @@ def decode(data: bytes) -> Message:
     if type(version) is not int or version != VERSION:
         raise RemoteProtocolError("unknown_version", f"{tag} version {version!r} (this daemon speaks {VERSION})")
     rest = fields[2:]
-    if tag == "clade.hello" and len(rest) == 4:
-        clade, cert, revocations, addrs = rest
+    if tag == "clade.hello" and len(rest) == 5:
+        clade, cert, revocations, addrs, siblings = rest
         if not (isinstance(clade, bytes) and len(clade) == 16 and isinstance(cert, bytes)
-                and isinstance(revocations, bytes) and isinstance(addrs, list) and len(addrs) <= MAX_ADDRS
-                and all(isinstance(a, str) and len(a) <= MAX_ADDR_CHARS for a in addrs)):
+                and isinstance(revocations, bytes) and _addr_list(addrs, MAX_ADDRS)
+                and _addr_list(siblings, MAX_SIBLINGS)):
             raise _bad("hello fields have the wrong types or sizes")
-        return Hello(clade.hex(), cert, revocations, tuple(addrs))
+        return Hello(clade.hex(), cert, revocations, tuple(addrs), tuple(siblings))
     if tag == "clade.refused" and len(rest) == 2 and all(isinstance(x, str) for x in rest):
         return Refused(rest[0][:64], rest[1][:512])
     if tag == "clade.want" and len(rest) == 1:

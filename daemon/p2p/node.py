@@ -150,6 +150,10 @@ class P2PNode:
     def peers(self) -> list[dict[str, Any]]:
         return [r.to_json() for r in self.book.all()]
 
+    def status(self) -> dict[str, Any]:
+        return {"listen": self.listen_addrs, "topic": self.topic, "members_connected": len(self.book.members()),
+                "revocations_version": None if self.revocations is None else self.revocations.version}
+
     async def disconnect(self, peer_id: str, *, hold_s: float) -> None:
         """Drop a peer and refuse it (both ways) for `hold_s` seconds (operator's partition)."""
         record = self.book.get(peer_id)
@@ -177,7 +181,7 @@ class P2PNode:
                                                    "revoked": sorted(revocations.revoked)})
         if self._nursery is not None:
             for record in self.book.members():
-                self._nursery.start_soon(self._hello, record.peer_id)
+                self._nursery.start_soon(self._hello, record.peer_id, False)
         return True
 
     # -- running ---------------------------------------------------------------------------
@@ -343,6 +347,8 @@ class P2PNode:
             certificate=self.membership.certificate.to_bytes(),
             revocations=b"" if self.revocations is None else self.revocations.to_bytes(),
             addrs=tuple(self.listen_addrs[: messages.MAX_ADDRS]),
+            siblings=tuple(f"{r.addrs[0].split('/p2p/')[0]}/p2p/{r.peer_id}"
+                           for r in self.book.members()[: messages.MAX_SIBLINGS] if r.addrs),
         )
 
     async def _check_hello(self, hello: messages.Hello, peer_id: str) -> str | None:
@@ -375,12 +381,34 @@ class P2PNode:
         record.last_seen_ms = self.state.now_ms()
         if rtt_ms is not None:
             record.note_rtt(rtt_ms)
+        for sibling in hello.siblings:
+            self._learn_sibling(sibling)
         if not record.member:
             record.member = True
             await self._save_known()
+            if self._nursery is not None:  # tell the others about the newcomer (peer exchange)
+                for other in self.book.members():
+                    if other.peer_id != peer_id:
+                        self._nursery.start_soon(self._hello, other.peer_id, False)
             self.counters["peers_admitted"] += 1
             self.state.publish("peer_up", {"peer_id": peer_id})
             log.info("sibling %s connected", peer_id)
+
+    def _learn_sibling(self, addr: str) -> None:
+        """A sibling named by a member (peer exchange): dial it unless known or refused."""
+        try:
+            info = info_from_p2p_addr(parse_multiaddr(addr))
+        except Exception:  # noqa: BLE001 - a bad address from a peer is ignored, and counted
+            self.counters["peer_exchange_bad_addr"] += 1
+            return
+        peer_id = info.peer_id.to_base58()
+        record = self.book.find(peer_id)
+        if peer_id == self.me or (record is not None and (record.refused or record.connected)):
+            return
+        record = self.book.add_addr(peer_id, str(info.addrs[0]))
+        if not record.dial:
+            record.dial = True
+            self._wake_dialer.set()
 
     async def _refuse(self, peer_id: str, reason: str) -> None:
         record = self.book.get(peer_id)
@@ -393,8 +421,8 @@ class P2PNode:
         self.state.publish("peer_refused", {"peer_id": peer_id, "reason": reason})
         await self._drop(peer_id)
 
-    async def _hello(self, peer_id: str) -> None:
-        """Say hello to a newly connected peer; on success pull what we lack from it."""
+    async def _hello(self, peer_id: str, then_sync: bool = True) -> None:
+        """Say hello to a connected peer; on success pull what we lack from it."""
         stream: INetStream | None = None
         try:
             with trio.fail_after(HELLO_TIMEOUT_S):
@@ -433,7 +461,8 @@ class P2PNode:
         finally:
             if stream is not None:
                 await _close_quietly(stream)
-        await self.sync_with(peer_id)
+        if then_sync:
+            await self.sync_with(peer_id)
 
     async def _refuse_quietly(self, peer_id: str, why: str) -> None:
         record = self.book.get(peer_id)
@@ -498,7 +527,8 @@ class P2PNode:
         try:
             with trio.fail_after(DIAL_TIMEOUT_S):
                 stream = await self.host.new_stream(ID.from_base58(peer_id), [SYNC_PROTOCOL])
-            result = await pull(stream, local_context=self._local_context, apply=self._apply_sync_delta)
+            result = await pull(stream, local_context=self._local_context,
+                                apply=functools.partial(self._apply_sync_delta, sender=peer_id))
         except SyncRefused as exc:
             self.counters["sync_refused_by_peer"] += 1
             log.warning("sync with %s refused: %s", peer_id, exc)
@@ -541,10 +571,10 @@ class P2PNode:
     async def _local_context(self) -> CausalContext:
         return await self.state.db(lambda s: s.causal_context())
 
-    async def _apply_sync_delta(self, data: bytes) -> ApplyReport:
+    async def _apply_sync_delta(self, data: bytes, *, sender: str) -> ApplyReport:
         delta, dropped = await trio.to_thread.run_sync(decode_delta, data, signature_ok)
         return await self.state.db(lambda s: s.apply_delta(delta, rejected=dropped, local_replica=self.me,
-                                                           max_skew_ms=self.max_skew_ms))
+                                                           max_skew_ms=self.max_skew_ms, sender=sender))
 
     async def _sync_handler(self, stream: INetStream) -> None:
         peer_id = stream.muxed_conn.peer_id.to_base58()
