@@ -23,7 +23,17 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from crdt import InvalidValue, Kind
 from crdt.body import Category, Pad, Sensitivity
 
-from .api_models import BackupIn, ConnectIn, DigestIn, DisconnectIn, EpisodeIn, MemoryIn, SearchIn, SyncIn
+from .api_models import (
+    BackupIn,
+    ConnectIn,
+    DigestIn,
+    DisconnectIn,
+    EpisodeIn,
+    MemoryIn,
+    ProbeIn,
+    SearchIn,
+    SyncIn,
+)
 from .errors import NotFound, UsageError
 from .grimoire import Episode, NewEntry
 from .state import DaemonState
@@ -156,6 +166,11 @@ def create_app(state: DaemonState) -> FastAPI:
     @app.post("/v1/sync")
     async def sync_now(body: SyncIn | None = None) -> dict[str, Any]:
         return await state.sync_now(None if body is None else body.peer_id)
+
+    @app.post("/v1/p2p/probe")
+    async def probe(body: ProbeIn) -> dict[str, Any]:
+        """Publish a raw GossipSub probe (no envelope, no store): siblings emit `probe_received`."""
+        return {"id": body.id, "sent_ms": await state.node().publish_probe(body.id)}
 
     @app.post("/v1/revocations")
     async def revocations(request: Request) -> dict[str, Any]:

@@ -13,7 +13,8 @@ from crdt import Kind
 from crdt.body import Category
 
 __all__ = [
-    "BackupIn", "ConnectIn", "DigestIn", "DisconnectIn", "EpisodeIn", "MemoryIn", "MetadataIn", "SearchIn", "SyncIn",
+    "BackupIn", "ConnectIn", "DigestIn", "DisconnectIn", "EpisodeIn", "MemoryIn", "MetadataIn", "ProbeIn",
+    "SearchIn", "SyncIn",
 ]
 
 GATEWAY_TYPES = ("fact", "preference", "episode", "strategy_outcome", "constraint")
@@ -90,3 +91,7 @@ class DisconnectIn(_Strict):
 
 class SyncIn(_Strict):
     peer_id: str | None = Field(None, max_length=128, description="one sibling (default: every connected one)")
+
+
+class ProbeIn(_Strict):
+    id: str = Field(min_length=1, max_length=64)

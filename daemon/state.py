@@ -170,7 +170,8 @@ class DaemonState:
         """Every peer the p2p service knows (empty while sync is off)."""
         return [] if self.p2p is None else self.p2p.peers()
 
-    def _node(self) -> P2PNode:
+    def node(self) -> P2PNode:
+        """The running p2p node; raises `UsageError` while sync is off."""
         if self.p2p is None:
             raise UsageError("sync is off: this golem has not joined a clade, or p2p.enabled is false")
         return self.p2p
@@ -178,13 +179,13 @@ class DaemonState:
     def connect_peer(self, addr: str) -> dict[str, Any]:
         try:
             check_multiaddr(addr, peer=True)
-            peer_id = self._node().add_bootstrap(addr)
+            peer_id = self.node().add_bootstrap(addr)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         return {"peer_id": peer_id, "dialing": addr}
 
     async def disconnect_peer(self, peer_id: str, *, hold_s: float) -> dict[str, Any]:
-        node = self._node()
+        node = self.node()
         if node.book.find(peer_id) is None:
             raise NotFound(f"no known peer {peer_id!r} (see `clade peers`)")
         await node.disconnect(peer_id, hold_s=hold_s)
@@ -192,7 +193,7 @@ class DaemonState:
 
     async def sync_now(self, peer_id: str | None) -> dict[str, Any]:
         """Run anti-entropy now with one sibling or every connected one; returns what each brought."""
-        node = self._node()
+        node = self.node()
         targets = [peer_id] if peer_id else [r.peer_id for r in node.book.members()]
         results = []
         for target in targets:

@@ -105,6 +105,7 @@ class P2PNode:
         self.mdns = mdns
         self.sync_interval_s = sync_interval_s
         self.topic = topic_of(membership.clade_id)
+        self.probe_topic = f"/clade/{membership.clade_id}/probe/v1"
         self.book = PeerBook()
         self.codec = GossipCodec(identity=state.identity, membership=membership, clade_key=clade_key,
                                  revocations=lambda: self.revocations, max_skew_ms=max_skew_ms)
@@ -226,10 +227,13 @@ class P2PNode:
                         self.host.set_stream_handler(HELLO_PROTOCOL, self._hello_handler)
                         self.host.set_stream_handler(SYNC_PROTOCOL, self._sync_handler)
                         subscription = await self.pubsub.subscribe(self.topic)
+                        self.pubsub.set_topic_validator(self.probe_topic, self._validate_probe, False)
+                        probes = await self.pubsub.subscribe(self.probe_topic)
                         self.listen_addrs = [str(a) for a in self.host.get_addrs()]
                         async with trio.open_nursery() as nursery:
                             self._nursery = nursery
                             nursery.start_soon(self._drain, subscription)
+                            nursery.start_soon(self._drain_probes, probes)
                             nursery.start_soon(self._applier)
                             nursery.start_soon(self._publisher)
                             nursery.start_soon(self._dialer)
@@ -648,6 +652,32 @@ class P2PNode:
         while len(self._accepted) > 4096:
             self._accepted.popitem(last=False)
         return True
+
+    # Probes: raw GossipSub messages (no envelope, no store) between members, so a benchmark
+    # can measure the transport's own delivery time next to the full path.
+
+    async def publish_probe(self, probe_id: str) -> int:
+        """Publish a probe; returns the send time (wall ms)."""
+        sent_ms = self.state.now_ms()
+        await self.pubsub.publish(self.probe_topic, json.dumps({"id": probe_id[:64], "sent_ms": sent_ms}).encode())
+        return sent_ms
+
+    def _validate_probe(self, forwarder: ID, msg: Any) -> bool:
+        publisher = ID(msg.from_id).to_base58() if msg.from_id else ""
+        record = self.book.find(publisher)
+        return publisher == self.me or (len(msg.data) <= 256 and record is not None and record.member)
+
+    async def _drain_probes(self, subscription: Any) -> None:
+        while True:
+            msg = await subscription.get()
+            if ID(msg.from_id).to_base58() == self.me:
+                continue
+            try:
+                probe = json.loads(bytes(msg.data))
+                self.state.publish("probe_received", {"id": str(probe["id"]), "sent_ms": int(probe["sent_ms"]),
+                                                      "received_ms": self.state.now_ms()})
+            except (ValueError, KeyError, TypeError):
+                self.counters["probes_malformed"] += 1
 
     async def _drain(self, subscription: Any) -> None:
         """Empty the subscription promptly (it holds 32 messages) into the applier's queue."""
