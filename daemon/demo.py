@@ -148,6 +148,9 @@ class Golem:
             raise RuntimeError(f"{self.name}: {method} {path} -> {res.status_code} {res.text}")
         return res.json()
 
+    def call_bytes(self, method: str, path: str, content: bytes) -> Any:
+        return self.call(method, path, content=content, headers={"content-type": "application/octet-stream"})
+
     @property
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

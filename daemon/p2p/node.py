@@ -590,10 +590,12 @@ class P2PNode:
                     messages.Refused("not_a_member", "say hello with a valid certificate first"))))
                 return
 
-            def on_want(context: CausalContext) -> None:
-                self._peer_position(record, context)
+            def on_round(remote: CausalContext, local: CausalContext, more: bool) -> None:
+                record.behind = local.missing_count(remote)
+                # What we hold that the asker lacks, until this round lands (all of it if not `more`).
+                record.ahead = remote.missing_count(local) if more else 0
 
-            figures = await serve(stream, extract=self._extract, on_want=on_want, counters=self.counters)
+            figures = await serve(stream, extract=self._extract, on_round=on_round, counters=self.counters)
             self._count_traffic(peer_id, sent=figures["bytes_out"], received=figures["bytes_in"],
                                 msgs_out=figures["rounds"], msgs_in=figures["rounds"])
         except (RemoteProtocolError, FrameError) as exc:
@@ -604,14 +606,6 @@ class P2PNode:
             log.debug("serving sync to %s failed: %s", peer_id, exc)
         finally:
             await _close_quietly(stream)
-
-    def _peer_position(self, record: PeerRecord, remote: CausalContext) -> None:
-        local = self._last_context
-        if local is not None:
-            record.behind = local.missing_count(remote)
-            record.ahead = remote.missing_count(local)
-
-    _last_context: CausalContext | None = None
 
     async def _extract(self, peer: CausalContext) -> tuple[list[bytes], bool, CausalContext]:
         def run(store: Grimoire) -> tuple[list[bytes], bool, CausalContext]:
@@ -628,9 +622,7 @@ class P2PNode:
                 deltas.close()  # ends the read snapshot
             return out, more, store.causal_context()
 
-        encoded, more, local = await self.state.db(run)
-        self._last_context = local
-        return encoded, more, local
+        return await self.state.db(run)
 
     # -- gossip ----------------------------------------------------------------------------
 

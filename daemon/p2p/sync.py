@@ -115,9 +115,12 @@ async def pull(
 Extract = Callable[[CausalContext], Awaitable[tuple[list[bytes], bool, CausalContext]]]
 
 
-async def serve(stream: SyncStream, *, extract: Extract, on_want: Callable[[CausalContext], None],
+async def serve(stream: SyncStream, *, extract: Extract,
+                on_round: Callable[[CausalContext, CausalContext, bool], None],
                 counters: Counter[str]) -> dict[str, Any]:
-    """Answer wants until the asker closes the stream; returns traffic figures."""
+    """Answer wants until the asker closes the stream; returns traffic figures.
+
+    `on_round(asker's context, ours, more)` is called after each round is extracted."""
     sent = received = rounds = 0
     while True:
         try:
@@ -127,8 +130,8 @@ async def serve(stream: SyncStream, *, extract: Extract, on_want: Callable[[Caus
         received += size
         if not isinstance(message, messages.Want):
             raise RemoteProtocolError("malformed", f"expected a want, got {type(message).__name__}")
-        on_want(message.context)
         deltas, more, local = await extract(message.context)
+        on_round(message.context, local, more)
         for delta in deltas:
             sent += await _send(stream, messages.DeltaFrame(delta))
         sent += await _send(stream, messages.End(more, local))

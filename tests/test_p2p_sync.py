@@ -1,0 +1,212 @@
+"""Clade sync end to end: real `clade run` daemons on 127.0.0.1 talking real libp2p.
+
+Each test builds its own clade (owner + golems in tmp_path) with `daemon.demo.LoopbackClade`
+and waits on events or polled state with deadlines, never on fixed sleeps.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crypto import OwnerKey, RevocationList
+from daemon.demo import EventLog, Golem, LoopbackClade
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def clade3(tmp_path: Path) -> Iterator[LoopbackClade]:
+    clade = LoopbackClade(tmp_path, 3)
+    try:
+        clade.start_all()
+        yield clade
+    finally:
+        clade.close()
+
+
+def eventually(check: Callable[[], Any], *, timeout: float = 30, what: str = "condition") -> Any:
+    """Poll `check` until it returns a truthy value (or fail after `timeout` s)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def write(golem: Golem, content: str, kind: str = "warning", **extra: Any) -> str:
+    return str(golem.call("POST", "/v1/memory", json={"content": content, "memory_type": kind, **extra})["id"])
+
+
+def ids_on(golem: Golem) -> set[str]:
+    return {e["id"] for e in golem.call("GET", "/v1/entries", params={"limit": 10_000})["entries"]}
+
+
+def shared_digest(golem: Golem) -> str:
+    return str(golem.call("GET", "/v1/state-digest")["shared"])
+
+
+def converged(golems: list[Golem]) -> bool:
+    """One anti-entropy round everywhere, then: do all shared digests agree?"""
+    for golem in golems:
+        golem.call("POST", "/v1/sync", json={})
+    return len({shared_digest(g) for g in golems}) == 1
+
+
+def counters(golem: Golem) -> dict[str, int]:
+    return dict(golem.call("GET", "/v1/status")["counters"])
+
+
+def test_warning_and_promoted_insight_reach_every_sibling_and_state_converges(clade3: LoopbackClade) -> None:
+    a, b, c = clade3.golems
+    logs = {g.name: EventLog(g.socket).start() for g in clade3.golems}
+    try:
+        warning = write(a, "ETH gas above 80 gwei at 14:00 UTC: delay swaps")
+        for sibling in (b, c):
+            logs[sibling.name].wait_for(lambda n, d: n == "entries_received" and warning in d["ids"], timeout=10)
+            entry = sibling.call("GET", f"/v1/entries/{warning}")
+            assert entry["provenance"] == "clade" and entry["author"] == a.peer_id
+            assert entry["local_confidence"] == pytest.approx(0.4)
+
+        insight = write(b, "0.05% pools beat 0.3% pools in quiet weeks", "insight", confidence=0.8, quality=0.7)
+        assert insight not in ids_on(a) | ids_on(c)  # not promoted yet: stays home
+        assert b.call("POST", "/v1/curator/run")["entries_promoted"] == 1
+        for sibling in (a, c):
+            logs[sibling.name].wait_for(lambda n, d: n == "entries_received" and insight in d["ids"], timeout=10)
+    finally:
+        for log in logs.values():
+            log.close()
+    eventually(lambda: converged(clade3.golems), what="identical shared digests")
+    assert ids_on(a) == ids_on(b) == ids_on(c) == {warning, insight}
+    for golem in clade3.golems:
+        peers = [p for p in golem.peers() if p["member"]]
+        assert len(peers) == 2 and all(p["connected"] and p["behind"] == 0 for p in peers), peers
+
+
+def test_private_sensitive_unpromoted_and_episodes_never_leave(clade3: LoopbackClade) -> None:
+    a, b, c = clade3.golems
+    private = write(a, "wallet 0xabc rotates keys on Fridays", sensitivity="private")
+    sensitive = write(a, "api key lives in vault slot 3", sensitivity="sensitive")
+    preference = write(a, "prefer Arbitrum for small swaps", "preference")
+    weak = write(a, "maybe LST yields lag ETH by a day", "insight", confidence=0.3)
+    episode = a.call("POST", "/v1/episodes", json={"summary": "swapped 2 ETH for USDC at block 100"})["id"]
+    marker = write(a, "marker warning written last")
+    a.call("POST", "/v1/curator/run")  # the weak insight stays below the gate
+    eventually(lambda: all(marker in ids_on(g) for g in (b, c)), what="the marker on b and c")
+    eventually(lambda: converged(clade3.golems), what="identical shared digests")
+    for sibling in (b, c):
+        got = ids_on(sibling)
+        assert got.isdisjoint({private, sensitive, preference, weak})
+        assert sibling.data.open_episodes().count() == 0
+        # the withheld seqs are covered by context: nobody is "behind" a's private entries
+        assert all(p["behind"] == 0 for p in sibling.peers() if p["peer_id"] == a.peer_id)
+    assert episode and {private, sensitive, preference, weak} <= ids_on(a) and a.data.open_episodes().count() == 1
+
+
+def test_catch_up_after_restart_without_new_writes(clade3: LoopbackClade) -> None:
+    a, b, c = clade3.golems
+    c.stop()
+    for i in range(125):  # 2 ops each: 250 on a, 250 on b
+        write(a, f"a warning {i} while c is down")
+        write(b, f"b warning {i} while c is down")
+    clade3.start(c, bootstrap=[a])
+    LoopbackClade.wait_connected(clade3.golems)
+    eventually(lambda: len(ids_on(c)) == 250, what="all 250 entries on c")
+    eventually(lambda: converged(clade3.golems), what="identical shared digests")
+    assert counters(c)["sync_ops_applied"] >= 500
+
+
+def test_catch_up_survives_sigkill_mid_sync(clade3: LoopbackClade) -> None:
+    a, _, c = clade3.golems
+    c.stop()
+    bulk = [{"content": f"bulk warning {i} " + "x" * 600, "memory_type": "warning"} for i in range(3000)]
+    for body in bulk:
+        a.call("POST", "/v1/memory", json=body)
+    clade3.start(c, bootstrap=[a])
+    log = EventLog(c.socket).start()
+    try:  # the first applied batch: the sync is under way
+        log.wait_for(lambda n, d: n == "entries_received" and d["via"] == "sync", timeout=60)
+    finally:
+        log.close()
+    partial = len(ids_on(c))
+    c.stop(signal.SIGKILL)
+    assert partial < 3000, "the sync finished before the kill; make the backlog bigger"
+    clade3.start(c, bootstrap=[a])
+    eventually(lambda: len(ids_on(c)) == 3000, timeout=120, what="all 3000 entries on c after the kill")
+    eventually(lambda: converged(clade3.golems), what="identical shared digests")
+
+
+def test_partition_then_heal_converges(clade3: LoopbackClade) -> None:
+    a, b, c = clade3.golems
+    for other in (b, c):  # a refuses b and c both ways: the partition a | b, c
+        a.call("POST", "/v1/peers/disconnect", json={"peer_id": other.peer_id, "hold_s": 3600})
+    eventually(lambda: not a.members_connected() and a.peer_id not in b.members_connected() | c.members_connected(),
+               what="the partition")
+    left = [write(a, f"left side warning {i}") for i in range(5)]
+    right = [write(b, f"right side warning {i}") for i in range(5)] + [write(c, "right side from c")]
+    eventually(lambda: set(right) <= ids_on(b) & ids_on(c), what="gossip within b, c")
+    assert ids_on(a).isdisjoint(right) and ids_on(b).isdisjoint(left) and ids_on(c).isdisjoint(left)
+    for other in (b, c):  # heal: a dials them again (lifts its hold)
+        a.call("POST", "/v1/peers/connect", json={"addr": other.p2p_addrs[0]})
+    LoopbackClade.wait_connected(clade3.golems)
+    eventually(lambda: all(set(left + right) <= ids_on(g) for g in clade3.golems), what="both sides everywhere")
+    eventually(lambda: converged(clade3.golems), what="identical shared digests")
+
+
+def test_other_clade_and_revoked_golems_get_nothing_and_inject_nothing(tmp_path: Path) -> None:
+    clade = LoopbackClade(tmp_path, 3)
+    a, b, r = clade.golems
+    stranger_owner = OwnerKey.create(tmp_path / "other-owner", "other")
+    x = clade.add_golem("x", owner=stranger_owner)
+    try:
+        clade.start_all()
+        before = write(a, "warning r still sees")
+        eventually(lambda: before in ids_on(r), what="r, still a member, gets entries")
+
+        # another clade's golem dials a: refused both ways, learns nothing, injects nothing
+        clade.start(x, bootstrap=[a])
+        write(x, "x's warning must not cross")
+        eventually(lambda: any(p["peer_id"] == x.peer_id and p["refused"] == "other_clade" for p in a.peers()),
+                   what="a refusing x")
+        assert counters(a).get("hello_refused_other_clade", 0) >= 1
+        assert x.peer_id not in a.members_connected()
+
+        # the owner revokes r; installed on a, it reaches b through a, and r is dropped by both
+        revocations = RevocationList.issue(clade.owner, version=1, revoked=[r.peer_id], issued_at=int(time.time()))
+        res = a.call_bytes("POST", "/v1/revocations", revocations.to_bytes())
+        assert res["adopted"] is True
+        eventually(lambda: r.peer_id not in a.members_connected() | b.members_connected(), what="r dropped")
+        eventually(lambda: (b.call("GET", "/v1/status")["p2p"] or {}).get("revocations_version") == 1,
+                   what="the revocation list on b")
+        after = write(a, "warning r must not see")
+        r_write = write(r, "r's warning after its revocation")
+        marker = write(b, "marker: b's writes reach a")
+        eventually(lambda: {after, marker} <= ids_on(a) & ids_on(b), what="members keep working")
+        for golem in (a, b):
+            golem.call("POST", "/v1/sync", json={})
+        assert after not in ids_on(r) and marker not in ids_on(r)
+        assert r_write not in ids_on(a) | ids_on(b)
+        assert ids_on(x) == {e for e in ids_on(x) if e not in ids_on(a)}  # x has none of the clade's entries
+        assert (tmp_path / "g0" / "revocations.bin").exists() and (tmp_path / "g1" / "revocations.bin").exists()
+    finally:
+        x.stop()
+        clade.close()
+
+
+def test_bad_listen_and_bootstrap_arguments_are_refused(tmp_path: Path) -> None:
+    from tests.conftest import clade_subprocess
+
+    clade_subprocess(["--data-dir", str(tmp_path / "d"), "init"])
+    for args in (["--listen", "nonsense"], ["--bootstrap", "/ip4/127.0.0.1/tcp/4001"],
+                 ["--listen", "/ip4/127.0.0.1/udp/4001"]):
+        res = clade_subprocess(["--data-dir", str(tmp_path / "d"), "run", *args])
+        assert res.returncode == 2, res.stderr
+        assert b"clade: error:" in res.stderr or b"error: argument" in res.stderr
