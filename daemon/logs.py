@@ -58,7 +58,14 @@ def quiet_libp2p(level: int | None = None) -> None:
     the p2p service counts and reports those itself. Call again after importing libp2p.
     """
     level = logging.getLogger().level if level is None else level
-    for name in ("libp2p", "zeroconf", "multiaddr"):
+    roots = ("libp2p", "zeroconf", "multiaddr")
+    for name in list(logging.root.manager.loggerDict):
+        if name.split(".")[0] in roots and name not in roots:
+            child = logging.getLogger(name)
+            child.handlers.clear()
+            child.propagate = True
+            child.setLevel(logging.NOTSET)  # some set their own level (e.g. info): inherit ours
+    for name in roots:
         logger = logging.getLogger(name)
         logger.handlers.clear()
         logger.propagate = True

@@ -14,8 +14,10 @@ from typing import Any
 
 import pytest
 
+from crdt import Kind
 from crypto import OwnerKey, RevocationList
 from daemon.demo import EventLog, Golem, LoopbackClade
+from daemon.grimoire import Grimoire, NewEntry
 
 pytestmark = pytest.mark.slow
 
@@ -30,15 +32,17 @@ def clade3(tmp_path: Path) -> Iterator[LoopbackClade]:
         clade.close()
 
 
-def eventually(check: Callable[[], Any], *, timeout: float = 30, what: str = "condition") -> Any:
-    """Poll `check` until it returns a truthy value (or fail after `timeout` s)."""
+def eventually(check: Callable[[], Any], *, timeout: float = 30, what: str = "condition",
+               state: Callable[[], Any] | None = None) -> Any:
+    """Poll `check` until it returns a truthy value (or fail after `timeout` s, showing `state()`)."""
     deadline = time.monotonic() + timeout
     while True:
         value = check()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}"
+                                 + (f"; state: {state()}" if state is not None else ""))
         time.sleep(0.05)
 
 
@@ -121,19 +125,21 @@ def test_catch_up_after_restart_without_new_writes(clade3: LoopbackClade) -> Non
     LoopbackClade.wait_connected(clade3.golems)
     eventually(lambda: len(ids_on(c)) == 250, what="all 250 entries on c")
     eventually(lambda: converged(clade3.golems), what="identical shared digests")
-    assert counters(c)["sync_ops_applied"] >= 500
+    got = counters(c)  # GossipSub's message cache may replay the last seconds of gossip on reconnect
+    assert got["sync_ops_applied"] > 0 and got["sync_ops_applied"] + got.get("gossip_ops_applied", 0) == 500
 
 
 def test_catch_up_survives_sigkill_mid_sync(clade3: LoopbackClade) -> None:
     a, _, c = clade3.golems
     c.stop()
-    bulk = [{"content": f"bulk warning {i} " + "x" * 600, "memory_type": "warning"} for i in range(3000)]
-    for body in bulk:
-        a.call("POST", "/v1/memory", json=body)
+    identity = a.data.load_identity()
+    with Grimoire.open(a.data.db_path) as store:  # beside the running daemon, in one transaction
+        store.remember_many([NewEntry(kind=Kind.WARNING, content=f"bulk warning {i} " + "x" * 300)
+                             for i in range(3000)], identity=identity)
     clade3.start(c, bootstrap=[a])
     log = EventLog(c.socket).start()
-    try:  # the first applied batch: the sync is under way
-        log.wait_for(lambda n, d: n == "entries_received" and d["via"] == "sync", timeout=60)
+    try:  # the first delta is applied: the sync is under way
+        log.wait_for(lambda n, d: n == "sync_progress" and d["applied"] > 0, timeout=60)
     finally:
         log.close()
     partial = len(ids_on(c))
@@ -174,9 +180,11 @@ def test_other_clade_and_revoked_golems_get_nothing_and_inject_nothing(tmp_path:
         # another clade's golem dials a: refused both ways, learns nothing, injects nothing
         clade.start(x, bootstrap=[a])
         write(x, "x's warning must not cross")
-        eventually(lambda: any(p["peer_id"] == x.peer_id and p["refused"] == "other_clade" for p in a.peers()),
-                   what="a refusing x")
-        assert counters(a).get("hello_refused_other_clade", 0) >= 1
+        eventually(lambda: any(p["peer_id"] == x.peer_id and "other_clade" in (p["refused"] or "")
+                               for p in a.peers()), what="a refusing x", state=lambda: (a.peers(), counters(a)))
+        # whichever hello lands first: a refuses x's certificate, or x refuses a's (and a hears why)
+        got = counters(a)
+        assert got.get("hello_refused_other_clade", 0) + got.get("hello_refused_by_peer_other_clade", 0) >= 1
         assert x.peer_id not in a.members_connected()
 
         # the owner revokes r; installed on a, it reaches b through a, and r is dropped by both

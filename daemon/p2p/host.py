@@ -47,6 +47,8 @@ def build_host(identity: Identity, *, mdns: bool) -> IHost:
         key_pair, noise_privkey=create_x25519_key_pair().private_key)}
     connections = ConnectionConfig(
         max_connections_per_peer=1,
+        min_connections=0,  # no auto-connector: it dials every peer in the peerstore, refused ones too
+        low_watermark=0,
         enable_health_monitoring=True,
         health_initial_delay=10.0,
         health_check_interval=10.0,

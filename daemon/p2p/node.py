@@ -56,6 +56,7 @@ SYNC_PROTOCOL = TProtocol("/clade/sync/1.0.0")
 HELLO_TIMEOUT_S = 10.0
 DIAL_TIMEOUT_S = 10.0
 HOLD_S = 300.0  # a peer that failed the membership check is not dialed (nor accepted) for this long
+NO_HELLO_HOLD_S = 60.0  # a stranger that connected but never completed a hello
 APPLY_BATCH = 64  # gossip messages joined in one transaction at most
 
 
@@ -141,6 +142,8 @@ class P2PNode:
         record.dial = True
         record.hold_until = 0.0
         record.next_dial = 0.0
+        record.failures = 0
+        self._let_in(record)
         self._wake_dialer.set()
         return peer_id
 
@@ -159,6 +162,7 @@ class P2PNode:
         """Drop a peer and refuse it (both ways) for `hold_s` seconds (operator's partition)."""
         record = self.book.get(peer_id)
         record.hold_until = time.monotonic() + hold_s
+        self._shut_out(record)
         await self._drop(peer_id)
 
     async def adopt_revocations(self, revocations: RevocationList) -> bool:
@@ -177,6 +181,7 @@ class P2PNode:
                 record.refused = "revoked"
                 record.dial = False
                 record.hold_until = float("inf")
+                self._shut_out(record)
                 await self._drop(record.peer_id)
         self.state.publish("revocations_adopted", {"version": revocations.version,
                                                    "revoked": sorted(revocations.revoked)})
@@ -254,6 +259,19 @@ class P2PNode:
             if self.mdns:
                 peerDiscovery.unregister_peer_discovered_handler(discovered)
 
+    def _shut_out(self, record: PeerRecord) -> None:
+        """Keep GossipSub from exchanging messages with a held or revoked peer: a revoked
+        member still has the clade key, so the envelope alone does not stop it reading."""
+        record.blacklisted = True
+        with contextlib.suppress(Exception):
+            self.pubsub.add_to_blacklist(ID.from_base58(record.peer_id))
+
+    def _let_in(self, record: PeerRecord) -> None:
+        if record.blacklisted and record.refused != "revoked":
+            record.blacklisted = False
+            with contextlib.suppress(Exception):
+                self.pubsub.remove_from_blacklist(ID.from_base58(record.peer_id))
+
     def _discovered(self, info: PeerInfo) -> None:
         peer_id = info.peer_id.to_base58()
         if peer_id == self.me or not info.addrs:
@@ -293,7 +311,10 @@ class P2PNode:
                     self.state.publish("peer_down", {"peer_id": peer_id})
                 record.connected = False
                 record.member = False if record.refused else record.member
-                record.next_dial = time.monotonic()  # first redial at once, then backoff
+                # Redial with backoff; a hello that succeeds resets it. A peer that accepts
+                # and drops us at once (it holds us off) is thus not hammered.
+                record.failures += 1
+                record.next_dial = time.monotonic() + redial_delay(record.failures - 1, self.rng)
                 self._wake_dialer.set()
 
     async def _drop(self, peer_id: str) -> None:
@@ -312,6 +333,8 @@ class P2PNode:
             now = time.monotonic()
             wait = 1.0
             for record in self.book.all():
+                if record.blacklisted and record.hold_until <= now:
+                    self._let_in(record)
                 if not record.dial or record.connected or record.peer_id in self._dialing or not record.addrs:
                     continue
                 ready = max(record.next_dial, record.hold_until)
@@ -332,8 +355,7 @@ class P2PNode:
             addrs = [parse_multiaddr(a) for a in record.addrs]
             with trio.fail_after(DIAL_TIMEOUT_S):
                 await self.host.connect(PeerInfo(pid, addrs))
-            record.failures = 0
-            self.counters["dials_ok"] += 1
+            self.counters["dials_ok"] += 1  # failures reset once the hello succeeds
         except Exception as exc:  # noqa: BLE001 - every dial failure means: back off, retry
             record.failures += 1
             record.next_dial = time.monotonic() + redial_delay(record.failures, self.rng)
@@ -382,6 +404,7 @@ class P2PNode:
                 self.book.add_addr(peer_id, addr)
         record.refused = None
         record.dial = True
+        record.failures = 0
         record.last_seen_ms = self.state.now_ms()
         if rtt_ms is not None:
             record.note_rtt(rtt_ms)
@@ -420,6 +443,8 @@ class P2PNode:
         record.refused = reason
         record.dial = False
         record.hold_until = float("inf") if reason == "revoked" else time.monotonic() + HOLD_S
+        if reason == "revoked":
+            self._shut_out(record)
         self.counters[f"hello_refused_{reason}"] += 1
         log.warning("peer %s failed the membership check (%s): disconnected", peer_id, reason)
         self.state.publish("peer_refused", {"peer_id": peer_id, "reason": reason})
@@ -450,23 +475,32 @@ class P2PNode:
                 await self._refuse(peer_id, reason)
                 return
             await self._admit(peer_id, reply, rtt_ms)
-        except (RemoteProtocolError, FrameError) as exc:
+        except RemoteProtocolError as exc:
             await self._refuse(peer_id, exc.reason)
             return
-        except (trio.TooSlowError, EOFError):
-            await self._refuse(peer_id, "no_hello")
-            return
-        except Exception as exc:  # noqa: BLE001 - the connection died or the peer speaks no clade
+        except Exception as exc:  # noqa: BLE001 - the connection died, or the peer speaks no clade
+            # A connection that went away mid-hello (the peer restarted, or holds us off) is
+            # not a failed membership check: back off and redial. A peer still connected
+            # that cannot complete a hello is refused.
             self.counters["hello_failed"] += 1
-            log.debug("hello to %s failed: %s", peer_id, exc)
+            log.debug("hello to %s failed: %r", peer_id, exc)
             if self._connected(peer_id):
-                await self._refuse(peer_id, "no_hello")
+                await self._no_hello(peer_id)
             return
         finally:
             if stream is not None:
                 await _close_quietly(stream)
         if then_sync:
             await self.sync_with(peer_id)
+
+    async def _no_hello(self, peer_id: str) -> None:
+        """A connected peer that did not complete a hello: drop it. A known sibling (likely
+        restarting or overloaded) is redialed with backoff; a stranger is held off a minute."""
+        record = self.book.get(peer_id)
+        self.counters["hello_incomplete"] += 1
+        if not (record.dial or record.member):
+            record.hold_until = time.monotonic() + NO_HELLO_HOLD_S
+        await self._drop(peer_id)
 
     async def _refuse_quietly(self, peer_id: str, why: str) -> None:
         record = self.book.get(peer_id)
@@ -577,8 +611,10 @@ class P2PNode:
 
     async def _apply_sync_delta(self, data: bytes, *, sender: str) -> ApplyReport:
         delta, dropped = await trio.to_thread.run_sync(decode_delta, data, signature_ok)
-        return await self.state.db(lambda s: s.apply_delta(delta, rejected=dropped, local_replica=self.me,
-                                                           max_skew_ms=self.max_skew_ms, sender=sender))
+        report = await self.state.db(lambda s: s.apply_delta(delta, rejected=dropped, local_replica=self.me,
+                                                             max_skew_ms=self.max_skew_ms, sender=sender))
+        self.state.publish("sync_progress", {"peer_id": sender, "applied": report.applied, "bytes": len(data)})
+        return report
 
     async def _sync_handler(self, stream: INetStream) -> None:
         peer_id = stream.muxed_conn.peer_id.to_base58()

@@ -36,6 +36,7 @@ class PeerRecord:
     bytes_out: int = 0
     refused: str | None = None  # why the last membership check failed
     hold_until: float = 0.0  # monotonic: do not dial (and drop inbound) before this
+    blacklisted: bool = False  # GossipSub refuses it (held or revoked)
     failures: int = 0  # consecutive failed dials
     next_dial: float = 0.0  # monotonic
     dial: bool = False  # a sibling we keep a connection to (bootstrap, seen member)

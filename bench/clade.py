@@ -1,0 +1,748 @@
+"""Benchmark a clade of real `clade run` daemons on loopback (the `daemon.demo` harness).
+
+    .venv/bin/python bench/clade.py [--sizes 5,10] [--count 200] [--rates 10,50] [--catchup 10000]
+                                    [--catchup-golems 2] [--cpu-seconds 30] [--cpu-load 1] [--out DIR]
+
+Every daemon is a separate process (`clade run --listen /ip4/127.0.0.1/tcp/0 --no-mdns`),
+all connected to each other before anything is measured. Measures:
+
+1. Warning propagation, per clade size and write rate: `--count` warnings written on one
+   golem on a fixed schedule (`POST /v1/memory`, which returns once the entry is committed);
+   latency = `committed_ms` of the sibling's `entries_received` event minus the wall time
+   at which the writer's HTTP response was received (so the writer's own SQLite commit is
+   not included). Per warning: the max over all siblings; per delivery: every (warning,
+   sibling) pair. Then `--count` raw GossipSub probes (`POST /v1/p2p/probe`, no envelope,
+   no store) at the same rate: latency = `received_ms - sent_ms` per sibling, the transport
+   floor. Reports p50/p99/max, missing deliveries and the warning/probe p50 ratio.
+2. Catch-up: a fresh clade of `--catchup-golems`; one golem stops, another writes
+   `--catchup` ops' worth of warnings (2 ops each: body + author slot), the stopped one
+   restarts (bootstrap: the writer) and pulls them by anti-entropy. Time from
+   "restart ready" (socket up, p2p listening) to the commit of the synced ops, ops/s; then
+   the ceiling: decode + verify + `Grimoire.apply_delta` of as many locally built signed
+   warning ops into a fresh store, in the same process, and the ratio.
+3. Bytes on the wire per synced op during that catch-up (sync `bytes_in` / ops applied).
+4. Steady state with the largest clade: CPU % (utime+stime from /proc/<pid>/stat) and RSS
+   (VmRSS, sampled each second) per daemon over `--cpu-seconds` idle, then with a light
+   load of `--cpu-load` warnings/s.
+
+Figures are printed as they are measured (progress goes to stderr); the last line is one
+JSON document with every number. Daemons and their data directories are removed at the end
+(kept with `--out DIR`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+# `python bench/clade.py` puts bench/ first on sys.path, where bench/crdt.py would shadow the
+# `crdt` package: drop it and put the repository root there instead.
+_BENCH_DIR = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _BENCH_DIR]
+sys.path.insert(0, str(_BENCH_DIR.parent))
+
+from crdt import CausalContext, Delta, EntryBody, HybridClock, Kind, Mutator, Op  # noqa: E402
+from crdt.codec import decode_delta, encode_delta  # noqa: E402
+from crdt.replica import MAX_BATCH_BYTES, MAX_BATCH_OPS  # noqa: E402
+from crypto import Identity, signature_ok  # noqa: E402
+from daemon.demo import EventLog, Golem, LoopbackClade  # noqa: E402
+from daemon.grimoire import Grimoire  # noqa: E402
+
+WORDS = (
+    "gas", "spike", "slippage", "oracle", "lag", "depeg", "liquidation", "cascade", "bridge", "delay", "mev",
+    "sandwich", "frontrun", "reorg", "funding", "flip", "basis", "blowout", "pool", "drain", "stale", "price",
+    "withdrawal", "queue", "rate", "kink", "utilization", "cap", "governance", "vote", "timelock", "exploit", "rug",
+    "vault", "pause", "keeper", "outage", "sequencer", "halt", "peg", "drift", "rebase", "eth", "usdc", "usdt",
+    "dai", "wbtc", "steth", "arb", "op", "base", "curve", "aave", "uniswap", "compound", "maker", "lido",
+    "balancer", "gmx",
+)
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def progress(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def out(line: str = "") -> None:
+    print(line, flush=True)
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default); NaN for no values."""
+    if not values:
+        return float("nan")
+    xs = sorted(values)
+    k = (len(xs) - 1) * p / 100
+    lo = int(k)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def dist(values: Sequence[float]) -> dict[str, float]:
+    if not values:
+        return {"n": 0, "p50": float("nan"), "p99": float("nan"), "max": float("nan"), "min": float("nan")}
+    return {"n": len(values), "min": round(min(values), 1), "p50": round(percentile(values, 50), 1),
+            "p99": round(percentile(values, 99), 1), "max": round(max(values), 1)}
+
+
+def content(rng: random.Random, tag: str, i: int) -> str:
+    words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 24)))
+    return f"[{tag} #{i}] {words}: hedge before {rng.randint(0, 23):02d}:{rng.randint(0, 59):02d} UTC"
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def machine_info() -> dict[str, Any]:
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = os.cpu_count() or 0
+    return {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "cpus_usable": usable,
+            "kernel": platform.release(), "python": platform.python_version(), "sqlite": sqlite3.sqlite_version}
+
+
+def paced(count: int, rate: float, send: Callable[[int], None], workers: int = 8) -> dict[str, float]:
+    """Open loop: submit `send(i)` to a pool of `workers` threads at t0 + i/rate, whether or not
+    earlier calls have returned (the offered rate holds while the daemon is slower than it)."""
+    t0 = time.monotonic()
+    worst_lag = 0.0
+    with ThreadPoolExecutor(workers) as pool:
+        futures = []
+        for i in range(count):
+            due = t0 + i / rate
+            now = time.monotonic()
+            if due > now:
+                time.sleep(due - now)
+            else:
+                worst_lag = max(worst_lag, now - due)
+            futures.append(pool.submit(send, i))
+        offered = time.monotonic() - t0
+        for f in futures:
+            f.result()
+    elapsed = time.monotonic() - t0
+    return {"seconds": round(elapsed, 2), "offered_per_s": round(count / offered, 1) if offered else 0.0,
+            "achieved_per_s": round(count / elapsed, 1) if elapsed else 0.0,
+            "worst_lag_ms": round(worst_lag * 1000, 1)}
+
+
+def wait_embedded(golems: Sequence[Golem], timeout: float) -> tuple[float, bool]:
+    """Until every daemon's embedder has caught up (counter entries_embedded >= its entries, which
+    holds for daemons that wrote or received every entry in this run); (seconds, drained)."""
+    t0 = time.monotonic()
+    apis = [Api(g) for g in golems]
+    try:
+        while apis and time.monotonic() - t0 < timeout:
+            still = []
+            for api in apis:
+                st = api.call("GET", "/v1/status")
+                if int(st["counters"].get("entries_embedded", 0)) < int(st["entries"]) + int(st["archived"]):
+                    still.append(api)
+            apis = still
+            if apis:
+                time.sleep(0.5)
+    finally:
+        for api in apis:
+            api.close()
+    return time.monotonic() - t0, not apis
+
+
+class Api:
+    """Persistent control-API clients for one golem (one per thread: `Golem.call` builds a new
+    httpx client, hence a new SSL context, for every request: ~40 ms of client CPU each)."""
+
+    def __init__(self, golem: Golem) -> None:
+        self.golem = golem
+        self._local = threading.local()
+        self._clients: list[httpx.Client] = []
+        self._lock = threading.Lock()
+
+    def call(self, method: str, path: str, **kwargs: Any) -> Any:
+        client: httpx.Client | None = getattr(self._local, "client", None)
+        if client is None:
+            client = httpx.Client(transport=httpx.HTTPTransport(uds=self.golem.socket), base_url="http://clade",
+                                  timeout=120)
+            self._local.client = client
+            with self._lock:
+                self._clients.append(client)
+        res = client.request(method, path, **kwargs)
+        if res.status_code >= 400:
+            raise RuntimeError(f"{self.golem.name}: {method} {path} -> {res.status_code} {res.text}")
+        return res.json()
+
+    def close(self) -> None:
+        with self._lock:
+            for client in self._clients:
+                client.close()
+            self._clients.clear()
+
+
+def odd_counters(counters: dict[str, int]) -> dict[str, int]:
+    """Counters that signal trouble (drops, rejections, failures)."""
+    bad = ("dropped", "rejected", "failed", "refused", "malformed", "errors", "backlog")
+    return {k: v for k, v in sorted(counters.items()) if v and any(b in k for b in bad)}
+
+
+def report_odd(golems: Sequence[Golem], where: str) -> dict[str, dict[str, int]]:
+    found: dict[str, dict[str, int]] = {}
+    for g in golems:
+        if not g.running:
+            continue
+        odd = odd_counters(g.call("GET", "/v1/status")["counters"])
+        if odd:
+            found[g.name] = odd
+    if found:
+        out(f"  !! counters signalling trouble ({where}): " + "; ".join(
+            f"{name}: {', '.join(f'{k}={v}' for k, v in c.items())}" for name, c in found.items()))
+    return found
+
+
+# -- 1. propagation latency --------------------------------------------------------------------
+
+
+@dataclass
+class Watch:
+    """Follows the SSE logs of the siblings, indexing deliveries by message id."""
+
+    logs: dict[str, EventLog]
+    cursors: dict[str, int] = field(default_factory=dict)
+    # (sibling, id) -> (daemon wall ms, via)
+    entries: dict[tuple[str, str], tuple[float, str]] = field(default_factory=dict)
+    probes: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)  # -> (sent, received)
+    truncated: int = 0
+
+    def scan(self) -> None:
+        for name, log in self.logs.items():
+            start = self.cursors.get(name, 0)
+            events = log.events[start:]
+            self.cursors[name] = start + len(events)
+            for _, event, data in events:
+                if event == "entries_received":
+                    if int(data.get("entries", 0)) > len(data.get("ids", ())):
+                        self.truncated += 1
+                    for entry_id in data.get("ids", ()):
+                        self.entries.setdefault((name, entry_id), (float(data["committed_ms"]), str(data["via"])))
+                elif event == "probe_received":
+                    self.probes.setdefault((name, str(data["id"])),
+                                           (float(data["sent_ms"]), float(data["received_ms"])))
+
+    def wait(self, keys: set[tuple[str, str]], table: str, timeout: float) -> int:
+        """Until every key is in `table` or `timeout`; returns how many are missing."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.scan()
+            have = self.entries if table == "entries" else self.probes
+            missing = sum(1 for k in keys if k not in have)
+            if not missing or time.monotonic() > deadline:
+                return missing
+            time.sleep(0.05)
+
+
+def run_rate(writer: Api, siblings: list[Golem], watch: Watch, *, rate: float, count: int, timeout: float,
+             rng: random.Random, tag: str, drain: float) -> dict[str, Any]:
+    names = [g.name for g in siblings]
+    everyone = [writer.golem, *siblings]
+    drained_w = wait_embedded(everyone, drain)
+    # warnings
+    acks: dict[str, float] = {}
+    rtts: list[float] = []
+
+    def write(i: int) -> None:
+        t0 = time.time() * 1000
+        made = writer.call("POST", "/v1/memory", json={"content": content(rng, tag, i), "memory_type": "warning"})
+        ack = time.time() * 1000
+        acks[made["id"]] = ack
+        rtts.append(ack - t0)
+
+    progress(f"  {tag}: {count} warnings at {rate:g}/s from {writer.golem.name}")
+    pace_w = paced(count, rate, write)
+    keys = {(n, i) for n in names for i in acks}
+    missing_w = watch.wait(keys, "entries", timeout)
+    per_delivery = [watch.entries[k][0] - acks[k[1]] for k in keys if k in watch.entries]
+    vias = Counter(watch.entries[k][1] for k in keys if k in watch.entries)
+    per_warning = [max(watch.entries[(n, i)][0] for n in names) - ack for i, ack in acks.items()
+                   if all((n, i) in watch.entries for n in names)]
+    # probes
+    sent: dict[str, float] = {}
+    probe_rtts: list[float] = []
+
+    def probe(i: int) -> None:
+        pid = f"{tag}-{i}"
+        t0 = time.time() * 1000
+        sent[pid] = float(writer.call("POST", "/v1/p2p/probe", json={"id": pid})["sent_ms"])
+        probe_rtts.append(time.time() * 1000 - t0)
+
+    drained_p = wait_embedded(everyone, drain)
+    progress(f"  {tag}: {count} probes at {rate:g}/s from {writer.golem.name}")
+    pace_p = paced(count, rate, probe)
+    pkeys = {(n, p) for n in names for p in sent}
+    missing_p = watch.wait(pkeys, "probes", timeout)
+    probe_delivery = [watch.probes[k][1] - watch.probes[k][0] for k in pkeys if k in watch.probes]
+    per_probe = [max(watch.probes[(n, p)][1] for n in names) - s for p, s in sent.items()
+                 if all((n, p) in watch.probes for n in names)]
+    return {
+        "rate": rate, "count": count, "siblings": len(siblings),
+        "embed_drain_s": {"before_warnings": round(drained_w[0], 1), "before_probes": round(drained_p[0], 1),
+                          "drained": drained_w[1] and drained_p[1]},
+        "warnings": {"pace": pace_w, "write_http_ms": dist(rtts), "per_warning_ms": dist(per_warning),
+                     "per_delivery_ms": dist(per_delivery), "deliveries": len(per_delivery),
+                     "missing": missing_w, "via": dict(vias),
+                     "negative_deliveries": sum(1 for x in per_delivery if x < 0)},
+        "probes": {"pace": pace_p, "probe_http_ms": dist(probe_rtts), "per_probe_ms": dist(per_probe),
+                   "per_delivery_ms": dist(probe_delivery), "deliveries": len(probe_delivery),
+                   "missing": missing_p},
+    }
+
+
+def print_rate_header() -> None:
+    out(f"  {'daemons':>7} {'rate/s':>6} {'what':<8} {'sent':>5} {'achvd/s':>7} {'deliv':>6} {'miss':>5} "
+        f"{'msg p50':>8} {'msg p99':>8} {'msg max':>8} {'dlv p50':>8} {'dlv p99':>8} {'dlv max':>8}")
+
+
+def print_rate(n: int, r: dict[str, Any]) -> None:
+    for what, key, per in (("warning", "warnings", "per_warning_ms"), ("probe", "probes", "per_probe_ms")):
+        x = r[key]
+        m, d = x[per], x["per_delivery_ms"]
+        out(f"  {n:>7} {r['rate']:>6g} {what:<8} {r['count']:>5} {x['pace']['achieved_per_s']:>7.1f} "
+            f"{x['deliveries']:>6} {x['missing']:>5} {m['p50']:>8.1f} {m['p99']:>8.1f} {m['max']:>8.1f} "
+            f"{d['p50']:>8.1f} {d['p99']:>8.1f} {d['max']:>8.1f}")
+    w, p = r["warnings"], r["probes"]
+    ratio_msg = w["per_warning_ms"]["p50"] / p["per_probe_ms"]["p50"] if p["per_probe_ms"]["p50"] else float("nan")
+    ratio_dlv = (w["per_delivery_ms"]["p50"] / p["per_delivery_ms"]["p50"]
+                 if p["per_delivery_ms"]["p50"] else float("nan"))
+    r["ratio_p50_msg"] = round(ratio_msg, 2)
+    r["ratio_p50_delivery"] = round(ratio_dlv, 2)
+    notes = [f"p50 warning/probe = {ratio_msg:.1f}x (per msg), {ratio_dlv:.1f}x (per delivery)",
+             f"writer POST /v1/memory p50 {w['write_http_ms']['p50']:.1f} ms p99 {w['write_http_ms']['p99']:.1f}",
+             f"via {w['via']}"]
+    if w["pace"]["achieved_per_s"] < 0.9 * r["rate"]:
+        notes.append(f"writes completed at only {w['pace']['achieved_per_s']:.1f}/s")
+    notes.append(f"waited for embedders {r['embed_drain_s']['before_warnings']:.1f} s before the warnings, "
+                 f"{r['embed_drain_s']['before_probes']:.1f} s before the probes")
+    if not r["embed_drain_s"]["drained"]:
+        notes.append("!! embedding backlog not drained in time")
+    if w["negative_deliveries"]:
+        notes.append(f"{w['negative_deliveries']} deliveries committed before the writer's response arrived")
+    out(f"  {'':>7} {'':>6} -> " + "; ".join(notes))
+
+
+def bench_propagation(root: Path, n: int, args: argparse.Namespace, rng: random.Random,
+                      results: dict[str, Any], then: Callable[[LoopbackClade], None] | None = None) -> None:
+    clade = LoopbackClade(root / f"clade-{n}", n)
+    logs: list[EventLog] = []
+    api: Api | None = None
+    try:
+        t0 = time.monotonic()
+        progress(f"[1] starting {n} daemons")
+        clade.start_all(timeout=120)
+        connected_s = time.monotonic() - t0
+        writer, siblings = clade.golems[0], clade.golems[1:]
+        logs = [EventLog(g.socket).start() for g in siblings]
+        api = Api(writer)
+        watch = Watch({g.name: log for g, log in zip(siblings, logs, strict=True)})
+        time.sleep(args.settle)  # let the connect-time syncs and GossipSub mesh settle
+        out(f"\n{n} daemons: all connected members of each other after {connected_s:.1f} s; writer {writer.name}, "
+            f"{len(siblings)} siblings")
+        print_rate_header()
+        rows = []
+        for rate in args.rates:
+            r = run_rate(api, siblings, watch, rate=rate, count=args.count, timeout=args.timeout, rng=rng,
+                         tag=f"n{n}r{rate:g}", drain=args.drain)
+            print_rate(n, r)
+            rows.append(r)
+        if watch.truncated:
+            out(f"  !! {watch.truncated} entries_received events listed fewer ids than entries (ids capped at 100)")
+        odd = report_odd(clade.golems, f"{n} daemons after the latency runs")
+        results["propagation"].append({"daemons": n, "connect_s": round(connected_s, 1), "rates": rows,
+                                       "odd_counters": odd})
+        if then is not None:
+            then(clade)
+    finally:
+        for log in logs:
+            log.close()
+        if api is not None:
+            api.close()
+        clade.close()
+
+
+# -- 2 + 3. catch-up ---------------------------------------------------------------------------
+
+
+def warning_ops(n_ops: int, rng: random.Random) -> list[Op]:
+    """Signed ops of n_ops/2 warnings (body + author slot each), like `POST /v1/memory` writes."""
+    identity = Identity(rng.randbytes(32))
+    clock = HybridClock(lambda: time.time_ns() // 1_000_000)
+    seq = [0]
+
+    def next_seq() -> int:
+        seq[0] += 1
+        return seq[0]
+
+    mutator = Mutator(identity.peer_id, identity.sign, next_seq=next_seq, now=clock.now)
+    ops: list[Op] = []
+    for i in range(n_ops // 2):
+        body = EntryBody(author=identity.peer_id, kind=Kind.WARNING, content=content(rng, "ceiling", i),
+                         created=clock.now())
+        ops.extend(mutator.create(body, 0.7))
+    return ops
+
+
+def encode_batches(ops: Sequence[Op]) -> list[tuple[int, bytes]]:
+    """Encoded deltas cut at 4,096 ops or ~1 MiB, whichever comes first (the codec's caps)."""
+    budget = MAX_BATCH_BYTES - 16 * 1024
+    batches: list[tuple[int, bytes]] = []
+    batch: list[Op] = []
+    size = 0
+    for op in [*ops, None]:
+        if op is None or len(batch) >= MAX_BATCH_OPS or size + op.wire_size > budget:
+            if batch:
+                batches.append((len(batch), encode_delta(Delta(tuple(batch), CausalContext()))))
+            batch, size = [], 0
+        if op is not None:
+            batch.append(op)
+            size += op.wire_size
+    return batches
+
+
+def bench_ceiling(root: Path, n_ops: int, repeats: int, rng: random.Random) -> dict[str, Any]:
+    progress(f"[2] ceiling: building {n_ops:,} signed warning ops")
+    batches = encode_batches(warning_ops(n_ops, rng))
+    runs: list[float] = []
+    for rep in range(repeats):
+        path = root / f"ceiling-{rep}.db"
+        decode_s = 0.0
+        with Grimoire.open(path, create=True) as store:
+            t0 = time.perf_counter()
+            applied = 0
+            for _, data in batches:
+                t1 = time.perf_counter()
+                delta, dropped = decode_delta(data, signature_ok)
+                decode_s += time.perf_counter() - t1
+                report = store.apply_delta(delta, rejected=dropped)
+                applied += report.applied
+            seconds = time.perf_counter() - t0
+        if applied != n_ops:
+            raise SystemExit(f"ceiling: applied {applied} of {n_ops} ops")
+        runs.append(seconds)
+        progress(f"  run {rep + 1}/{repeats}: {n_ops / seconds:,.0f} ops/s ({decode_s / seconds:.0%} in decode+verify)")
+        path.unlink(missing_ok=True)
+    best = min(runs)
+    wire = sum(len(d) for _, d in batches)
+    return {"ops": n_ops, "batches": len(batches), "ops_per_batch": [n for n, _ in batches][:3],
+            "best_seconds": round(best, 3), "median_seconds": round(statistics.median(runs), 3),
+            "ops_per_s_best": round(n_ops / best), "ops_per_s_median": round(n_ops / statistics.median(runs)),
+            "encoded_bytes_per_op": round(wire / n_ops, 1)}
+
+
+def bench_catchup(root: Path, args: argparse.Namespace, rng: random.Random, results: dict[str, Any]) -> None:
+    n = max(2, args.catchup_golems)
+    clade = LoopbackClade(root / "catchup", n)
+    log: EventLog | None = None
+    api: Api | None = None
+    try:
+        progress(f"[2] catch-up: starting {n} daemons")
+        clade.start_all(timeout=120)
+        writer, laggard = clade.golems[0], clade.golems[-1]
+        others = [g for g in clade.golems if g is not laggard]
+        time.sleep(args.settle)
+        laggard.stop()
+        api = Api(writer)
+        warnings = args.catchup // 2
+        progress(f"[2] {laggard.name} stopped; writing {warnings:,} warnings on {writer.name} (4 threads)")
+        t0 = time.monotonic()
+        done = [0]
+        lock = threading.Lock()
+
+        def write(i: int) -> None:
+            assert api is not None
+            api.call("POST", "/v1/memory", json={"content": content(random.Random(i), "catchup", i),
+                                                 "memory_type": "warning"})
+            with lock:
+                done[0] += 1
+                if done[0] % 1000 == 0:
+                    progress(f"  {done[0]:,}/{warnings:,} written ({done[0] / (time.monotonic() - t0):.0f}/s)")
+
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(write, range(warnings)))
+        write_s = time.monotonic() - t0
+        out(f"\ncatch-up: {n} daemons; {laggard.name} stopped, {warnings:,} warnings written on {writer.name} in "
+            f"{write_s:.1f} s ({warnings / write_s:.0f} writes/s over HTTP, 4 concurrent clients)")
+        drain_s, drained = wait_embedded(others, args.catchup_timeout)
+        out(f"  waited {drain_s:.1f} s for the embedders of {', '.join(g.name for g in others)} to catch up "
+            f"({'done' if drained else 'NOT done'}), so they do not compete with the catch-up for CPU")
+        writer_digest = writer.call("GET", "/v1/state-digest")["shared"]
+
+        launched = time.time() * 1000
+        clade.start(laggard, bootstrap=[writer])
+        ready = time.time() * 1000
+        log = EventLog(laggard.socket).start()
+        progress(f"[2] {laggard.name} restarted ({ready - launched:.0f} ms to ready); waiting for the pull")
+        expected = 2 * warnings
+        deadline = time.monotonic() + args.catchup_timeout
+        syncs: list[tuple[float, dict[str, Any]]] = []
+        committed: list[float] = []
+        seen = 0
+        while time.monotonic() < deadline:
+            events = log.events[seen:]
+            seen += len(events)
+            for at, name, data in events:
+                if name == "sync_complete":
+                    syncs.append((at, data))
+                elif name == "entries_received" and data.get("via") == "sync":
+                    committed.append(float(data["committed_ms"]))
+            if sum(int(s["applied"]) for _, s in syncs) >= expected:
+                break
+            time.sleep(0.02)
+        counters = laggard.call("GET", "/v1/status")["counters"]
+        applied_counter = int(counters.get("sync_ops_applied", 0))
+        applied_events = sum(int(s["applied"]) for _, s in syncs)
+        if applied_events < expected:
+            out(f"  !! sync_complete events report {applied_events} ops applied after {args.catchup_timeout} s "
+                f"(counter sync_ops_applied={applied_counter}, expected {expected}); forcing POST /v1/sync")
+            out(f"     forced sync: {laggard.call('POST', '/v1/sync', json={})}")
+        laggard_digest = laggard.call("GET", "/v1/state-digest")["shared"]
+        record = {p["peer_id"]: p for p in laggard.peers()}.get(writer.peer_id, {})
+        odd = report_odd(clade.golems, "catch-up")
+    finally:
+        if log is not None:
+            log.close()
+        if api is not None:
+            api.close()
+        clade.close()
+
+    done_ms = max(committed) if committed else (syncs[-1][0] if syncs else float("nan"))
+    wall_s = (done_ms - ready) / 1000
+    sync_s = sum(float(s["seconds"]) for _, s in syncs if int(s["applied"]))
+    bytes_in = sum(int(s["bytes_in"]) for _, s in syncs)
+    applied = applied_events or applied_counter
+    catch: dict[str, Any] = {
+        "daemons": n, "warnings_written": warnings, "expected_ops": expected, "write_seconds": round(write_s, 1),
+        "embed_drain_s": round(drain_s, 1), "restart_to_ready_ms": round(ready - launched),
+        "ready_to_committed_s": round(wall_s, 3), "launch_to_committed_s": round((done_ms - launched) / 1000, 3),
+        "sync_seconds_reported": round(sync_s, 3), "applied_events": applied_events,
+        "applied_counter": applied_counter, "gossip_ops_applied": int(counters.get("gossip_ops_applied", 0)),
+        "syncs": [s for _, s in syncs], "ops_per_s_ready": round(applied / wall_s) if wall_s > 0 else None,
+        "ops_per_s_sync": round(applied / sync_s) if sync_s > 0 else None,
+        "digest_equal": laggard_digest == writer_digest, "bytes_in_sync": bytes_in,
+        "bytes_in_peer_record": int(record.get("bytes_in", 0)), "msgs_in_peer_record": record.get("msgs_in"),
+        "behind": record.get("behind"), "odd_counters": odd,
+    }
+    out(f"  {laggard.name} restarted: ready {catch['restart_to_ready_ms']} ms after launch; "
+        f"{len(syncs)} sync(s) reported: " + "; ".join(
+            f"from {'writer' if s['peer_id'] == writer.peer_id else s['peer_id'][:12]} {s['applied']} ops, "
+            f"{s['rounds']} rounds, {s['deltas']} deltas, {s['bytes_in']:,} B, {s['seconds']} s"
+            for _, s in syncs))
+    ceiling = bench_ceiling(root, expected, args.ceiling_repeats, rng)  # every daemon is stopped by now
+    rate_ready = catch["ops_per_s_ready"] or float("nan")
+    rate_sync = catch["ops_per_s_sync"] or float("nan")
+    out(f"\n  {'catch-up':<60} {'value':>12}")
+    rows = [
+        ("ops applied by sync (sync_complete events)", f"{applied_events:,}"),
+        ("ops applied by sync (counter sync_ops_applied)", f"{applied_counter:,}"),
+        ("expected ops (2 per warning)", f"{expected:,}"),
+        ("shared state-digest equal to the writer's", str(catch["digest_equal"])),
+        ("restart ready -> last synced op committed (s)", f"{wall_s:.3f}"),
+        ("  catch-up throughput (ops/s)", f"{rate_ready:,.0f}"),
+        ("sync duration reported by the daemon (s)", f"{sync_s:.3f}"),
+        ("  throughput over that (ops/s)", f"{rate_sync:,.0f}"),
+        (f"ceiling: decode+verify+Grimoire.apply_delta, best of {args.ceiling_repeats} (ops/s)",
+         f"{ceiling['ops_per_s_best']:,}"),
+        ("ceiling: median (ops/s)", f"{ceiling['ops_per_s_median']:,}"),
+        ("catch-up / ceiling (ready -> committed)", f"{rate_ready / ceiling['ops_per_s_best']:.2f}"),
+        ("catch-up / ceiling (daemon-reported sync time)", f"{rate_sync / ceiling['ops_per_s_best']:.2f}"),
+    ]
+    for label, value in rows:
+        out(f"  {label:<60} {value:>12}")
+    catch["ceiling"] = ceiling
+    catch["ratio_ready"] = round(rate_ready / ceiling["ops_per_s_best"], 3)
+    catch["ratio_sync"] = round(rate_sync / ceiling["ops_per_s_best"], 3)
+    results["catchup"] = catch
+    # 3. bytes per op
+    out(f"\n  {'bytes on the wire during catch-up':<60} {'value':>12}")
+    per_op_sync = bytes_in / applied if applied else float("nan")
+    per_op_rec = catch["bytes_in_peer_record"] / applied if applied else float("nan")
+    rows = [
+        ("bytes_in of the sync(s) (sync_complete)", f"{bytes_in:,}"),
+        ("  per synced op (B)", f"{per_op_sync:.1f}"),
+        (f"bytes_in in {laggard.name}'s peer record for the writer", f"{catch['bytes_in_peer_record']:,}"),
+        ("  per synced op (B, includes hello)", f"{per_op_rec:.1f}"),
+        ("encode_delta bytes per op of the ceiling's batches (B)", f"{ceiling['encoded_bytes_per_op']:.1f}"),
+    ]
+    for label, value in rows:
+        out(f"  {label:<60} {value:>12}")
+    results["bytes_per_op"] = {"sync": round(per_op_sync, 1), "peer_record": round(per_op_rec, 1),
+                               "encoded_local": ceiling["encoded_bytes_per_op"]}
+
+
+# -- 4. steady state ---------------------------------------------------------------------------
+
+
+def proc_ticks(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+
+
+def proc_rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def sample_steady(golems: Sequence[Golem], seconds: float, load: float, rng: random.Random) -> dict[str, Any]:
+    pids = {g.name: g.proc.pid for g in golems if g.proc is not None}
+    ticks0 = {n: proc_ticks(p) for n, p in pids.items()}
+    rss: dict[str, list[int]] = {n: [] for n in pids}
+    stop = threading.Event()
+    writes = [0]
+    api = Api(golems[0])
+
+    def writer() -> None:
+        i = 0
+        t0 = time.monotonic()
+        while not stop.is_set():
+            api.call("POST", "/v1/memory", json={"content": content(rng, "steady", i), "memory_type": "warning"})
+            writes[0] += 1
+            i += 1
+            stop.wait(max(0.0, t0 + i / load - time.monotonic()))
+
+    thread = threading.Thread(target=writer, daemon=True) if load > 0 else None
+    t0 = time.monotonic()
+    if thread is not None:
+        thread.start()
+    while time.monotonic() - t0 < seconds:
+        for n, p in pids.items():
+            rss[n].append(proc_rss_kib(p))
+        time.sleep(min(1.0, max(0.0, seconds - (time.monotonic() - t0))))
+    elapsed = time.monotonic() - t0
+    ticks1 = {n: proc_ticks(p) for n, p in pids.items()}
+    stop.set()
+    if thread is not None:
+        thread.join(10)
+    api.close()
+    per = {n: {"cpu_pct": round((ticks1[n] - ticks0[n]) / CLK_TCK / elapsed * 100, 2),
+               "rss_mib_mean": round(statistics.fmean(rss[n]) / 1024, 1),
+               "rss_mib_max": round(max(rss[n]) / 1024, 1)} for n in pids}
+    cpus = [v["cpu_pct"] for v in per.values()]
+    rsss = [v["rss_mib_mean"] for v in per.values()]
+    return {"seconds": round(elapsed, 1), "load_per_s": load, "writes": writes[0], "per_daemon": per,
+            "cpu_pct_median": round(statistics.median(cpus), 2), "cpu_pct_max": max(cpus),
+            "cpu_pct_total": round(sum(cpus), 1), "rss_mib_median": round(statistics.median(rsss), 1),
+            "rss_mib_max": max(v["rss_mib_max"] for v in per.values())}
+
+
+def bench_steady(clade: LoopbackClade, args: argparse.Namespace, rng: random.Random,
+                 results: dict[str, Any]) -> None:
+    golems = clade.golems
+    phases = [("idle", 0.0)] + ([(f"{args.cpu_load:g} warning/s", args.cpu_load)] if args.cpu_load > 0 else [])
+    out(f"\n== 4. steady state, {len(golems)} daemons (the largest clade, after its latency runs), "
+        f"{args.cpu_seconds:g} s per phase (CPU % of one core; RSS = VmRSS) ==")
+    drain_s, drained = wait_embedded(golems, args.drain)
+    out(f"  waited {drain_s:.1f} s for every embedder to catch up first ({'done' if drained else 'NOT done'})")
+    out(f"  {'phase':<16} {'cpu% med':>8} {'cpu% max':>8} {'cpu% sum':>8} {'RSS MiB med':>11} {'RSS MiB max':>11}"
+        f" {'writes':>6}")
+    rows = []
+    for label, load in phases:
+        progress(f"[4] sampling {len(golems)} daemons for {args.cpu_seconds:g} s ({label})")
+        s = sample_steady(golems, args.cpu_seconds, load, rng)
+        s["phase"] = label
+        out(f"  {label:<16} {s['cpu_pct_median']:>8.2f} {s['cpu_pct_max']:>8.2f} {s['cpu_pct_total']:>8.1f} "
+            f"{s['rss_mib_median']:>11.1f} {s['rss_mib_max']:>11.1f} {s['writes']:>6}")
+        rows.append(s)
+    out("  per daemon (cpu% / RSS MiB mean, per phase): " + "  ".join(
+        f"{n}: " + "/".join(f"{r['per_daemon'][n]['cpu_pct']:.1f}%,{r['per_daemon'][n]['rss_mib_mean']:.0f}"
+                            for r in rows) for n in rows[0]["per_daemon"]))
+    results["steady"] = rows
+
+
+# -- main --------------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    def ints(s: str) -> list[int]:
+        return [int(x) for x in s.split(",") if x]
+
+    def floats(s: str) -> list[float]:
+        return [float(x) for x in s.split(",") if x]
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sizes", type=ints, default=[5, 10], help="clade sizes for the latency runs (default 5,10)")
+    p.add_argument("--rates", type=floats, default=[10.0, 50.0], help="writes per second (default 10,50)")
+    p.add_argument("--count", type=int, default=200, help="warnings (and probes) per size and rate (default 200)")
+    p.add_argument("--timeout", type=float, default=30.0, help="wait this long for deliveries after the last write")
+    p.add_argument("--settle", type=float, default=2.0, help="seconds between connecting and measuring")
+    p.add_argument("--drain", type=float, default=120.0,
+                   help="before each measured phase, wait up to this long for every embedder to catch up")
+    p.add_argument("--catchup", type=int, default=10_000, help="ops to catch up (2 per warning; 0 skips)")
+    p.add_argument("--catchup-golems", type=int, default=2, help="clade size for the catch-up run (default 2)")
+    p.add_argument("--catchup-timeout", type=float, default=300.0)
+    p.add_argument("--ceiling-repeats", type=int, default=3)
+    p.add_argument("--cpu-seconds", type=float, default=30.0, help="per steady-state phase (0 skips)")
+    p.add_argument("--cpu-load", type=float, default=1.0, help="warnings/s in the loaded phase (0: idle only)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--out", type=Path, default=None, help="keep data directories here (default: a temp dir)")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    rng = random.Random(args.seed)
+    root = args.out or Path(tempfile.mkdtemp(prefix="clade-bench-"))
+    root.mkdir(parents=True, exist_ok=True)
+    info = machine_info()
+    results: dict[str, Any] = {"machine": info, "args": {k: str(v) for k, v in vars(args).items()},
+                               "propagation": []}
+    out(f"machine: {info['cpu_model']}, {info['cpu_count']} cores ({info['cpus_usable']} usable), "
+        f"Linux {info['kernel']}, Python {info['python']}, SQLite {info['sqlite']}")
+    out(f"data under {root}; every daemon is a separate `clade run` process on 127.0.0.1")
+    started = time.monotonic()
+    try:
+        out("\n== 1. warning propagation (one writer, fixed schedule) vs raw GossipSub probes ==")
+        out("latency in ms: warning = sibling committed_ms - writer's HTTP response received; probe = received_ms "
+            "- sent_ms.\n'msg' = max over all siblings per message; 'dlv' = every (message, sibling) delivery.")
+        biggest = max(args.sizes) if args.sizes else 0
+        for n in args.sizes:
+            steady = (lambda c: bench_steady(c, args, rng, results)) if n == biggest and args.cpu_seconds > 0 else None
+            bench_propagation(root, n, args, rng, results, then=steady)
+        if args.catchup > 0:
+            out("\n== 2. catch-up throughput and 3. bytes on the wire per synced op ==")
+            bench_catchup(root, args, rng, results)
+    finally:
+        if args.out is None:
+            shutil.rmtree(root, ignore_errors=True)
+    results["total_seconds"] = round(time.monotonic() - started, 1)
+    out(f"\ntotal {results['total_seconds']:.0f} s")
+    out(json.dumps(results, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
