@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import socket
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -52,6 +53,7 @@ from daemon.p2p.frames import FrameError, encode_frame, read_frame
 from daemon.p2p.gossip import GossipCodec
 from daemon.p2p.host import GOSSIP_MAX_BYTES, build_host, build_pubsub
 from daemon.p2p.node import HELLO_PROTOCOL, SYNC_PROTOCOL, topic_of
+from daemon.p2p.peers import PeerBook
 
 WAIT_S = 15.0  # every single wait (a counter to move, a peer to appear) has this deadline
 HOUR_MS = 3_600_000
@@ -158,9 +160,22 @@ class Mallory:
             if ID(msg.from_id) == self.victim_info.peer_id:
                 self.from_victim.append(msg)
 
-    def hello(self, certificate: bytes | None = None) -> messages.Hello:
+    def hello(self, certificate: bytes | None = None, siblings: tuple[str, ...] = ()) -> messages.Hello:
         return messages.Hello(self.membership.clade_id, certificate or self.membership.certificate.to_bytes(), b"",
-                              tuple(f"{a}/p2p/{self.me}" for a in self.host.get_addrs()))
+                              tuple(str(a) for a in self.host.get_addrs()), siblings)
+
+    async def say_hello(self, hello: messages.Hello) -> messages.Message | None:
+        """A hello of her own on a fresh stream: the victim's answer, or None if the connection went
+        first (after a refusal the victim drops the connection at once: the frame may not get through)."""
+        with trio.fail_after(WAIT_S):
+            stream = await self.host.new_stream(self.victim_info.peer_id, [HELLO_PROTOCOL])
+            try:
+                await stream.write(frame(hello))
+                return messages.decode(await read_frame(stream))
+            except (StreamError, EOFError, FrameError):
+                return None
+            finally:
+                await close_quietly(stream)
 
     async def _hello_handler(self, stream: INetStream) -> None:
         """The victim's hello at connect: answered honestly (mallory is a member)."""
@@ -553,22 +568,10 @@ async def test_hostile_member_is_refused_and_counted_and_the_victim_loses_nothin
             assert (await call(victim, "GET", "/v1/state-digest"))["all"] == digest
 
             # -- hello: another member's certificate (the victim's own) ---------------------------
-            async def impostor_hello() -> messages.Message | None:
-                """The victim's answer, or None if the connection went first (it writes the refusal,
-                then drops the connection at once: the frame may or may not get through)."""
-                assert mallory.victim_hello is not None
-                with trio.fail_after(WAIT_S):
-                    stream = await mallory.host.new_stream(mallory.victim_info.peer_id, [HELLO_PROTOCOL])
-                    try:
-                        await stream.write(frame(mallory.hello(mallory.victim_hello.certificate)))
-                        return messages.decode(await read_frame(stream))
-                    except (StreamError, EOFError, FrameError):
-                        return None
-                    finally:
-                        await close_quietly(stream)
-
+            assert mallory.victim_hello is not None
+            impostor = mallory.hello(mallory.victim_hello.certificate)
             refusal = await referee.expect("hello: the victim's certificate", {"hello_refused_wrong_peer": 1},
-                                           impostor_hello)
+                                           lambda: mallory.say_hello(impostor))
             assert refusal in (None, messages.Refused("wrong_peer", "membership check failed")), refusal
 
             async def dropped() -> bool:
@@ -607,39 +610,94 @@ def forged_body(mallory: Mallory, author: str) -> tuple[str, bytes, bytes]:
     return mallory.me, signed, mallory.identity.sign(DOMAIN + signed)
 
 
+
 @pytest.mark.slow
-async def test_poison(tmp_path: Path) -> None:
+async def test_a_lying_member_cannot_make_the_victim_skip_a_siblings_ops(tmp_path: Path) -> None:
+    """Mallory relays a sibling's newest entry (genuine ops, the sibling's signatures) to the
+    victim with a delta context claiming the sibling's seqs 1..top: the victim must still get
+    the sibling's older entries, at the latest when it syncs with the sibling itself.
+
+    `crdt.apply_delta` caps a relayed context row at the highest seq the victim has seen signed
+    by that writer; but the liar just includes that op, so the cap is no protection."""
     clade = LoopbackClade(tmp_path, 2)
     victim, sibling = clade.golems
     mallory_dir = clade.add_golem("mallory")
     try:
-        async with trio.open_nursery() as nursery:
+        async with trio.open_nursery() as nursery:  # two daemons that do not know each other
             for golem in (victim, sibling):
                 nursery.start_soon(trio.to_thread.run_sync,
                                    lambda g=golem: clade.start(g, bootstrap=[], env=VICTIM_ENV))
-        written = [(await call(sibling, "POST", "/v1/memory", json={"content": f"sibling warning number {i}: "
-                                                                    "oracle lag", "memory_type": "warning"}))["id"]
-                   for i in range(3)]
+        written = [(await call(sibling, "POST", "/v1/memory", json={
+            "content": f"Sibling's warning {i}: the oracle of pool {i} lags by minutes", "memory_type": "warning"}))["id"]
+            for i in range(3)]
         mallory = Mallory(mallory_dir, victim)
         async with mallory.running():
+            # Mallory relays no gossip (she is free not to): the victim hears of the sibling only from her.
             me = mallory.host.get_id()
             mallory.pubsub.set_topic_validator(mallory.topic, lambda _, msg: ID(msg.from_id) == me, False)
             await mallory.connect()
             await mallory.connect(sibling)
-            ops, end = await mallory.want(sibling)
-            print([(o.writer[-6:], o.seq, o.slot, o.entry_id[:6]) for o in ops], end)
-            top = max(o.seq for o in ops if o.writer == sibling.peer_id)
-            last = [o for o in ops if o.entry_id == written[-1]]
-            mallory.sync_reply = Mallory.answer(frame(messages.DeltaFrame(encode_delta(Delta(
-                tuple(last), CausalContext({sibling.peer_id: top}))))), frame(messages.End(False, CausalContext())))
-            print(await call(victim, "POST", "/v1/sync", json={"peer_id": mallory.me}))
+            ops, _ = await mallory.want(sibling)
+            assert {op.entry_id for op in ops} == set(written)
+            top = max(op.seq for op in ops)
+            newest = tuple(op for op in ops if op.entry_id == written[-1])
+            assert max(op.seq for op in newest) == top
+            mallory.sync_reply = Mallory.answer(
+                frame(messages.DeltaFrame(encode_delta(Delta(newest, CausalContext({sibling.peer_id: top}))))),
+                frame(messages.End(False, CausalContext())))
+            pulled = (await call(victim, "POST", "/v1/sync", json={"peer_id": mallory.me}))["synced"][0]
+            assert pulled["applied"] == len(newest), pulled
             mallory.sync_reply = mallory.honest
+
+            # The victim meets the sibling and pulls from it directly.
             await call(victim, "POST", "/v1/peers/connect", json={"addr": sibling.p2p_addrs[0]})
-            with trio.fail_after(WAIT_S):
-                while sibling.peer_id not in await trio.to_thread.run_sync(victim.members_connected):
-                    await trio.sleep(0.05)
-            print(await call(victim, "POST", "/v1/sync", json={"peer_id": sibling.peer_id}))
+
+            async def siblings_meet() -> bool:
+                return sibling.peer_id in await trio.to_thread.run_sync(victim.members_connected)
+
+            await wait_until("the victim and the sibling connect", siblings_meet)
+            synced = (await call(victim, "POST", "/v1/sync", json={"peer_id": sibling.peer_id}))["synced"][0]
             have = set(await entries(victim))
-            print("victim has", [w in have for w in written])
+            missing = [i for i, entry_id in enumerate(written) if entry_id not in have]
+            assert not missing, (
+                f"the victim lacks the sibling's entries {missing} even after syncing with the sibling itself "
+                f"({synced}): mallory's delta context {{sibling: {top}}}, riding on the sibling's genuine ops "
+                f"of seq {sorted(op.seq for op in newest)}, made it count the sibling's seqs 1..{top} as seen")
+            assert victim.running and sibling.running
+            assert not mallory.errors, mallory.errors
     finally:
+        await trio.to_thread.run_sync(clade.close)
+
+
+@pytest.mark.slow
+async def test_a_member_cannot_grow_the_victims_peer_book_without_bound(tmp_path: Path) -> None:
+    """Peer exchange: each hello may name 64 siblings, which the victim then dials. Mallory names
+    fake ones (a closed port on loopback) in hello after hello: the victim's peer book, capped at
+    `PeerBook.MAX_PEERS`, must stay within its cap (and the victim up)."""
+    clade = LoopbackClade(tmp_path, 1)
+    victim = clade.golems[0]
+    mallory_dir = clade.add_golem("mallory")
+    closed = socket.socket()  # bound, never listening: every dial to it is refused at once
+    try:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        await trio.to_thread.run_sync(lambda: clade.start(victim, bootstrap=[], env=VICTIM_ENV))
+        mallory = Mallory(mallory_dir, victim)
+        async with mallory.running():
+            await mallory.connect()
+            hellos = PeerBook.MAX_PEERS // messages.MAX_SIBLINGS + 2
+            for _ in range(hellos):
+                fakes = tuple(f"/ip4/127.0.0.1/tcp/{port}/p2p/{Identity.generate().peer_id}"
+                              for _ in range(messages.MAX_SIBLINGS))
+                reply = await mallory.say_hello(mallory.hello(siblings=fakes))
+                assert isinstance(reply, messages.Hello), reply  # she is a member: each hello is accepted
+            peers = (await call(victim, "GET", "/v1/peers"))["peers"]
+            status = await call(victim, "GET", "/v1/status")
+            assert victim.running
+            assert len(peers) <= PeerBook.MAX_PEERS, (
+                f"{hellos} hellos of mallory's grew the victim's peer book to {len(peers)} records "
+                f"(cap {PeerBook.MAX_PEERS}); it dials them all: dials_failed={status['counters'].get('dials_failed')}")
+            assert not mallory.errors, mallory.errors
+    finally:
+        closed.close()
         await trio.to_thread.run_sync(clade.close)
