@@ -182,11 +182,13 @@ def apply_delta(backend: Backend, delta: Delta, *, rejected: Counter[str] | None
                 sender: str | None = None) -> ApplyReport:
     """Join a delta: bodies first, then the other ops, then the covered context.
 
-    A writer's context is merged only if none of its ops in this delta was refused, and
-    only up to the highest seq we have seen signed by that writer: a peer may cover the
-    seqs of superseded or private ops, but cannot make us skip seqs nobody has shown.
-    The exception is the writer itself (`sender`, authenticated by the transport): it is
-    the authority on its own seqs, so its trailing private or withheld seqs get covered.
+    A writer's context row is merged only if none of its ops in this delta was refused.
+    With `sender` (the peer the delta came from, authenticated by the transport) only the
+    sender's own row is merged: a writer is the authority on its own seqs (it may cover its
+    superseded, private or withheld ones), while a relay could lie that a writer's seqs were
+    seen and make us skip them for good; relayed ops still add their own dots. Without
+    `sender` (trusted local callers, tests) rows are merged up to the highest seq we have
+    seen signed by that writer.
     `rejected` carries refusals that happened before (e.g. bad signatures while decoding).
     """
     report = ApplyReport()
@@ -212,7 +214,10 @@ def apply_delta(backend: Backend, delta: Delta, *, rejected: Counter[str] | None
     for writer in delta.context.replicas():
         if writer in refused_writers:
             continue
-        ctx.merge_replica(delta.context, writer, limit=None if writer == sender else ctx.top(writer))
+        if sender is None:
+            ctx.merge_replica(delta.context, writer, limit=ctx.top(writer))
+        elif writer == sender:
+            ctx.merge_replica(delta.context, writer)
     return report
 
 

@@ -21,13 +21,12 @@ def test_missing_file_and_default_template_are_defaults(tmp_path: Path) -> None:
 
 def test_file_values_and_env_overrides(tmp_path: Path) -> None:
     path = tmp_path / "c.toml"
-    path.write_text(
-        '[p2p]\nmdns = false\nbootstrap = ["/ip4/127.0.0.1/tcp/4001/p2p/12D3KooWMbbPVGsZYh3ChQjue712NHHGNybRRXwnuSpezYjGbCDS"]\n[log]\nlevel = "info"\n'
-    )
+    peer = "/ip4/127.0.0.1/tcp/4001/p2p/12D3KooWMbbPVGsZYh3ChQjue712NHHGNybRRXwnuSpezYjGbCDS"
+    path.write_text(f'[p2p]\nmdns = false\nbootstrap = ["{peer}"]\n[log]\nlevel = "info"\n')
     config = load_config(path, {"CLADE_LOG__LEVEL": "debug", "CLADE_STORE__BUSY_TIMEOUT_MS": "2500",
                                 "CLADE_P2P__LISTEN": '["/ip4/127.0.0.1/tcp/0"]', "CLADE_DATA_DIR": "/ignored"})
     assert config.p2p.mdns is False
-    assert config.p2p.bootstrap == ["/ip4/127.0.0.1/tcp/4001/p2p/12D3KooWMbbPVGsZYh3ChQjue712NHHGNybRRXwnuSpezYjGbCDS"]
+    assert config.p2p.bootstrap == [peer]
     assert config.log.level == "debug"
     assert config.store.busy_timeout_ms == 2500
     assert config.p2p.listen == ["/ip4/127.0.0.1/tcp/0"]

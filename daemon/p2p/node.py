@@ -57,6 +57,8 @@ HELLO_TIMEOUT_S = 10.0
 DIAL_TIMEOUT_S = 10.0
 HOLD_S = 300.0  # a peer that failed the membership check is not dialed (nor accepted) for this long
 NO_HELLO_HOLD_S = 60.0  # a stranger that connected but never completed a hello
+MAX_CANDIDATES = 64  # addresses learned from siblings or mDNS and not admitted yet
+CANDIDATE_DIALS = 6  # failed dials before a learned, never-admitted address is given up
 APPLY_BATCH = 64  # gossip messages joined in one transaction at most
 
 
@@ -276,9 +278,15 @@ class P2PNode:
         peer_id = info.peer_id.to_base58()
         if peer_id == self.me or not info.addrs:
             return
+        known = self.book.find(peer_id)
+        if known is None and self.book.candidates() >= MAX_CANDIDATES:
+            self.counters["mdns_capped"] += 1
+            return
         record = self.book.get(peer_id)
-        for addr in info.addrs:
+        for addr in info.addrs[:8]:
             self.book.add_addr(peer_id, str(addr))
+        if known is None:
+            record.learned = True
         if not record.refused:
             record.dial = True
             self._wake_dialer.set()
@@ -360,6 +368,8 @@ class P2PNode:
             record.failures += 1
             record.next_dial = time.monotonic() + redial_delay(record.failures, self.rng)
             self.counters["dials_failed"] += 1
+            if record.learned and not record.member and record.failures >= CANDIDATE_DIALS:
+                record.dial = False  # a stale or made-up address from peer exchange: stop trying
             log.debug("dial %s failed (%d in a row): %s", record.peer_id, record.failures, exc)
         finally:
             self._dialing.discard(record.peer_id)
@@ -404,6 +414,7 @@ class P2PNode:
                 self.book.add_addr(peer_id, addr)
         record.refused = None
         record.dial = True
+        record.learned = False
         record.failures = 0
         record.last_seen_ms = self.state.now_ms()
         if rtt_ms is not None:
@@ -430,12 +441,15 @@ class P2PNode:
             return
         peer_id = info.peer_id.to_base58()
         record = self.book.find(peer_id)
-        if peer_id == self.me or (record is not None and (record.refused or record.connected)):
+        if peer_id == self.me or (record is not None and (record.refused or record.connected or record.dial)):
+            return
+        if self.book.candidates() >= MAX_CANDIDATES:
+            self.counters["peer_exchange_capped"] += 1
             return
         record = self.book.add_addr(peer_id, str(info.addrs[0]))
-        if not record.dial:
-            record.dial = True
-            self._wake_dialer.set()
+        record.learned = True
+        record.dial = True
+        self._wake_dialer.set()
 
     async def _refuse(self, peer_id: str, reason: str) -> None:
         record = self.book.get(peer_id)

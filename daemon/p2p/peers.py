@@ -37,6 +37,7 @@ class PeerRecord:
     refused: str | None = None  # why the last membership check failed
     hold_until: float = 0.0  # monotonic: do not dial (and drop inbound) before this
     blacklisted: bool = False  # GossipSub refuses it (held or revoked)
+    learned: bool = False  # named by a sibling or mDNS, never admitted yet (bounded, evictable)
     failures: int = 0  # consecutive failed dials
     next_dial: float = 0.0  # monotonic
     dial: bool = False  # a sibling we keep a connection to (bootstrap, seen member)
@@ -75,7 +76,8 @@ class PeerBook:
         return self._peers.get(peer_id)
 
     def _evict(self) -> None:
-        strangers = [r for r in self._peers.values() if not r.dial and not r.connected and not r.member]
+        strangers = [r for r in self._peers.values()
+                     if not r.connected and not r.member and (not r.dial or r.learned)]
         victims = sorted(strangers, key=lambda r: r.last_seen_ms or 0)[: max(1, len(self._peers) // 10)]
         for record in victims:
             del self._peers[record.peer_id]
@@ -85,6 +87,10 @@ class PeerBook:
         if addr not in record.addrs:
             record.addrs = [addr, *record.addrs][:8]
         return record
+
+    def candidates(self) -> int:
+        """Learned addresses not admitted yet (peer exchange and mDNS are capped by this)."""
+        return sum(1 for r in self._peers.values() if r.learned and not r.member)
 
     def all(self) -> list[PeerRecord]:
         return sorted(self._peers.values(), key=lambda r: (not r.connected, r.peer_id))
