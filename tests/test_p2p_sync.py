@@ -90,6 +90,8 @@ def test_warning_and_promoted_insight_reach_every_sibling_and_state_converges(cl
             log.close()
     eventually(lambda: converged(clade3.golems), what="identical shared digests")
     assert ids_on(a) == ids_on(b) == ids_on(c) == {warning, insight}
+    for golem in clade3.golems:  # the per-peer positions are those of the last sync: one more round
+        golem.call("POST", "/v1/sync", json={})
     for golem in clade3.golems:
         peers = [p for p in golem.peers() if p["member"]]
         assert len(peers) == 2 and all(p["connected"] and p["behind"] == 0 for p in peers), peers
@@ -106,6 +108,8 @@ def test_private_sensitive_unpromoted_and_episodes_never_leave(clade3: LoopbackC
     a.call("POST", "/v1/curator/run")  # the weak insight stays below the gate
     eventually(lambda: all(marker in ids_on(g) for g in (b, c)), what="the marker on b and c")
     eventually(lambda: converged(clade3.golems), what="identical shared digests")
+    for golem in clade3.golems:  # the per-peer positions are those of the last sync: one more round
+        golem.call("POST", "/v1/sync", json={})
     for sibling in (b, c):
         got = ids_on(sibling)
         assert got.isdisjoint({private, sensitive, preference, weak})
