@@ -42,6 +42,7 @@ bench: install
 	$(BIN)/python bench/recall.py
 	$(BIN)/python bench/vault.py
 	$(BIN)/python bench/api.py
+	$(BIN)/python bench/clade.py
 
 install-service:
 	sudo systemd/install.sh

@@ -7,7 +7,8 @@ Every daemon is a separate process (`clade run --listen /ip4/127.0.0.1/tcp/0 --n
 all connected to each other before anything is measured. Measures:
 
 1. Warning propagation, per clade size and write rate: `--count` warnings written on one
-   golem on a fixed schedule (`POST /v1/memory`, which returns once the entry is committed);
+   golem on a fixed, open-loop schedule (a request is sent at t0 + i/rate whether or not the
+   earlier ones have returned; `POST /v1/memory` returns once the entry is committed);
    latency = `committed_ms` of the sibling's `entries_received` event minus the wall time
    at which the writer's HTTP response was received (so the writer's own SQLite commit is
    not included). Per warning: the max over all siblings; per delivery: every (warning,
@@ -25,6 +26,11 @@ all connected to each other before anything is measured. Measures:
    (VmRSS, sampled each second) per daemon over `--cpu-seconds` idle, then with a light
    load of `--cpu-load` warnings/s.
 
+Every daemon embeds every entry it writes or receives (ONNX model, in-process): on a small
+machine that CPU work competes with sync, so each measured phase first waits until every
+embedder has caught up (`--drain`). Each section also reports how much CPU *other* processes
+took meanwhile (from /proc/stat): on a shared machine that skews every figure.
+
 Figures are printed as they are measured (progress goes to stderr); the last line is one
 JSON document with every number. Daemons and their data directories are removed at the end
 (kept with `--out DIR`).
@@ -33,6 +39,7 @@ JSON document with every number. Daemons and their data directories are removed 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -283,9 +290,11 @@ def run_rate(writer: Api, siblings: list[Golem], watch: Watch, *, rate: float, c
         rtts.append(ack - t0)
 
     progress(f"  {tag}: {count} warnings at {rate:g}/s from {writer.golem.name}")
+    host_w = HostLoad()
     pace_w = paced(count, rate, write)
     keys = {(n, i) for n in names for i in acks}
     missing_w = watch.wait(keys, "entries", timeout)
+    load_w = host_w.report("warnings", quiet=True)
     per_delivery = [watch.entries[k][0] - acks[k[1]] for k in keys if k in watch.entries]
     vias = Counter(watch.entries[k][1] for k in keys if k in watch.entries)
     per_warning = [max(watch.entries[(n, i)][0] for n in names) - ack for i, ack in acks.items()
@@ -302,9 +311,15 @@ def run_rate(writer: Api, siblings: list[Golem], watch: Watch, *, rate: float, c
 
     drained_p = wait_embedded(everyone, drain)
     progress(f"  {tag}: {count} probes at {rate:g}/s from {writer.golem.name}")
+    host_p = HostLoad()
     pace_p = paced(count, rate, probe)
     pkeys = {(n, p) for n in names for p in sent}
     missing_p = watch.wait(pkeys, "probes", timeout)
+    load_p = host_p.report("probes", quiet=True)
+    in_order = sorted(acks, key=acks.__getitem__)
+    quarters = [in_order[q * len(in_order) // 4:(q + 1) * len(in_order) // 4] for q in range(4)]
+    by_quarter = [round(percentile([max(watch.entries[(n, i)][0] for n in names) - acks[i] for i in part
+                                    if all((n, i) in watch.entries for n in names)], 50), 1) for part in quarters]
     probe_delivery = [watch.probes[k][1] - watch.probes[k][0] for k in pkeys if k in watch.probes]
     per_probe = [max(watch.probes[(n, p)][1] for n in names) - s for p, s in sent.items()
                  if all((n, p) in watch.probes for n in names)]
@@ -315,10 +330,13 @@ def run_rate(writer: Api, siblings: list[Golem], watch: Watch, *, rate: float, c
         "warnings": {"pace": pace_w, "write_http_ms": dist(rtts), "per_warning_ms": dist(per_warning),
                      "per_delivery_ms": dist(per_delivery), "deliveries": len(per_delivery),
                      "missing": missing_w, "via": dict(vias),
-                     "negative_deliveries": sum(1 for x in per_delivery if x < 0)},
+                     "negative_deliveries": sum(1 for x in per_delivery if x < 0),
+                     "p50_ms_by_quarter": by_quarter, "host": load_w,
+                     "missing_by_sibling": dict(Counter(k[0] for k in keys if k not in watch.entries))},
         "probes": {"pace": pace_p, "probe_http_ms": dist(probe_rtts), "per_probe_ms": dist(per_probe),
                    "per_delivery_ms": dist(probe_delivery), "deliveries": len(probe_delivery),
-                   "missing": missing_p},
+                   "missing": missing_p, "host": load_p,
+                   "missing_by_sibling": dict(Counter(k[0] for k in pkeys if k not in watch.probes))},
     }
 
 
@@ -340,18 +358,27 @@ def print_rate(n: int, r: dict[str, Any]) -> None:
                  if p["per_delivery_ms"]["p50"] else float("nan"))
     r["ratio_p50_msg"] = round(ratio_msg, 2)
     r["ratio_p50_delivery"] = round(ratio_dlv, 2)
-    notes = [f"p50 warning/probe = {ratio_msg:.1f}x (per msg), {ratio_dlv:.1f}x (per delivery)",
-             f"writer POST /v1/memory p50 {w['write_http_ms']['p50']:.1f} ms p99 {w['write_http_ms']['p99']:.1f}",
-             f"via {w['via']}"]
+    lines = [
+        [f"p50 warning/probe = {ratio_msg:.1f}x (per msg), {ratio_dlv:.1f}x (per delivery)",
+         f"writer POST /v1/memory p50 {w['write_http_ms']['p50']:.1f} ms p99 {w['write_http_ms']['p99']:.1f}",
+         f"deliveries via {w['via']}"],
+        [f"warning p50 by quarter of the run {w['p50_ms_by_quarter']}",
+         f"waited for embedders {r['embed_drain_s']['before_warnings']:.1f} s before the warnings, "
+         f"{r['embed_drain_s']['before_probes']:.1f} s before the probes",
+         f"other processes took {w['host']['other_share_of_machine']:.0%} / {p['host']['other_share_of_machine']:.0%}"
+         " of the machine during warnings / probes"],
+    ]
     if w["pace"]["achieved_per_s"] < 0.9 * r["rate"]:
-        notes.append(f"writes completed at only {w['pace']['achieved_per_s']:.1f}/s")
-    notes.append(f"waited for embedders {r['embed_drain_s']['before_warnings']:.1f} s before the warnings, "
-                 f"{r['embed_drain_s']['before_probes']:.1f} s before the probes")
+        lines[0].append(f"writes completed at only {w['pace']['achieved_per_s']:.1f}/s")
     if not r["embed_drain_s"]["drained"]:
-        notes.append("!! embedding backlog not drained in time")
+        lines[1].append("!! embedding backlog not drained in time")
     if w["negative_deliveries"]:
-        notes.append(f"{w['negative_deliveries']} deliveries committed before the writer's response arrived")
-    out(f"  {'':>7} {'':>6} -> " + "; ".join(notes))
+        lines[1].append(f"{w['negative_deliveries']} deliveries committed before the writer's response arrived")
+    if w["missing"] or p["missing"]:
+        lines.append([f"!! missing warnings by sibling {w['missing_by_sibling']}",
+                      f"missing probes by sibling {p['missing_by_sibling']}"])
+    for notes in lines:
+        out(f"  {'':>7} {'':>6} -> " + "; ".join(notes))
 
 
 def bench_propagation(root: Path, n: int, args: argparse.Namespace, rng: random.Random,
@@ -360,10 +387,8 @@ def bench_propagation(root: Path, n: int, args: argparse.Namespace, rng: random.
     logs: list[EventLog] = []
     api: Api | None = None
     try:
-        t0 = time.monotonic()
         progress(f"[1] starting {n} daemons")
-        clade.start_all(timeout=120)
-        connected_s = time.monotonic() - t0
+        connected_s = start_clade(clade, args.connect_timeout)
         writer, siblings = clade.golems[0], clade.golems[1:]
         logs = [EventLog(g.socket).start() for g in siblings]
         api = Api(writer)
@@ -469,7 +494,7 @@ def bench_catchup(root: Path, args: argparse.Namespace, rng: random.Random, resu
     api: Api | None = None
     try:
         progress(f"[2] catch-up: starting {n} daemons")
-        clade.start_all(timeout=120)
+        start_clade(clade, args.connect_timeout)
         writer, laggard = clade.golems[0], clade.golems[-1]
         others = [g for g in clade.golems if g is not laggard]
         time.sleep(args.settle)
@@ -672,8 +697,10 @@ def bench_steady(clade: LoopbackClade, args: argparse.Namespace, rng: random.Ran
     rows = []
     for label, load in phases:
         progress(f"[4] sampling {len(golems)} daemons for {args.cpu_seconds:g} s ({label})")
+        host = HostLoad()
         s = sample_steady(golems, args.cpu_seconds, load, rng)
         s["phase"] = label
+        s["host"] = host.report(f"steady, {label}")
         out(f"  {label:<16} {s['cpu_pct_median']:>8.2f} {s['cpu_pct_max']:>8.2f} {s['cpu_pct_total']:>8.1f} "
             f"{s['rss_mib_median']:>11.1f} {s['rss_mib_max']:>11.1f} {s['writes']:>6}")
         rows.append(s)
@@ -681,6 +708,94 @@ def bench_steady(clade: LoopbackClade, args: argparse.Namespace, rng: random.Ran
         f"{n}: " + "/".join(f"{r['per_daemon'][n]['cpu_pct']:.1f}%,{r['per_daemon'][n]['rss_mib_mean']:.0f}"
                             for r in rows) for n in rows[0]["per_daemon"]))
     results["steady"] = rows
+
+
+# -- host ------------------------------------------------------------------------------------
+
+
+def system_busy_ticks() -> int:
+    """Busy time of the whole machine (all CPUs) from /proc/stat, in clock ticks."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+    return user + nice + system + irq + softirq + steal
+
+
+def descendant_ticks() -> dict[int, int]:
+    """utime+stime of every live process below this one (our daemons)."""
+    parent: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                parent[int(entry.name)] = int(Path(f"/proc/{entry.name}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    mine, todo = set(), [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        kids = [c for c, pp in parent.items() if pp == pid]
+        mine.update(kids)
+        todo.extend(kids)
+    ticks: dict[int, int] = {}
+    for pid in mine:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            ticks[pid] = proc_ticks(pid)
+    return ticks
+
+
+class HostLoad:
+    """CPU time used on this machine by anything but this benchmark and its daemons, during a
+    section: on a shared machine, other work skews every figure here."""
+
+    def __init__(self) -> None:
+        self.t0 = time.monotonic()
+        self.busy0 = system_busy_ticks()
+        self.times0 = os.times()
+        self.kids0 = descendant_ticks()
+
+    def report(self, section: str, *, quiet: bool = False) -> dict[str, float]:
+        elapsed = time.monotonic() - self.t0
+        busy = (system_busy_ticks() - self.busy0) / CLK_TCK
+        times1 = os.times()
+        kids1 = descendant_ticks()
+        reaped = (times1.children_user + times1.children_system) - (self.times0.children_user
+                                                                    + self.times0.children_system)
+        own = (times1.user + times1.system) - (self.times0.user + self.times0.system)
+        live = sum(t - self.kids0.get(pid, 0) for pid, t in kids1.items())
+        gone_before = sum(t for pid, t in self.kids0.items() if pid not in kids1)  # counted whole in `reaped`
+        bench = own + reaped + (live - gone_before) / CLK_TCK
+        other = max(0.0, busy - bench)
+        cores = len(os.sched_getaffinity(0))
+        res = {"seconds": round(elapsed, 1), "bench_cpu_s": round(bench, 1), "other_cpu_s": round(other, 1),
+               "other_share_of_machine": round(other / (elapsed * cores), 3) if elapsed else 0.0,
+               "loadavg_1m": float(Path("/proc/loadavg").read_text().split()[0])}
+        if not quiet:
+            out(f"  [host] {section}: {elapsed:.0f} s; this benchmark and its daemons used {bench:.1f} CPU-s, "
+                f"everything else {other:.1f} CPU-s ({res['other_share_of_machine']:.0%} of the {cores} cores); "
+                f"load average {res['loadavg_1m']:.2f}")
+        return res
+
+
+def start_clade(clade: LoopbackClade, timeout: float) -> float:
+    """`clade.start_all`; on a timeout, print who does not count whom as a connected member, and why."""
+    t0 = time.monotonic()
+    try:
+        clade.start_all(timeout=timeout)
+    except TimeoutError as exc:
+        names = {g.peer_id: g.name for g in clade.golems}
+        out(f"  !! not all connected after {timeout:g} s: {exc}")
+        for g in clade.golems:
+            if not g.running:
+                out(f"     {g.name}: not running")
+                continue
+            missing = [p for p in g.peers() if p["peer_id"] in names and not (p["member"] and p["connected"])]
+            counters = g.call("GET", "/v1/status")["counters"]
+            interesting = {k: v for k, v in counters.items() if any(w in k for w in ("hello", "dial", "refused",
+                                                                                         "held"))}
+            out(f"     {g.name}: lacks " + (", ".join(
+                f"{names[p['peer_id']]} (connected={p['connected']} member={p['member']} refused={p['refused']})"
+                for p in missing) or "nobody") + f"; counters {interesting}")
+            for line in g.stderr_lines[-5:]:
+                out(f"       log: {line[:240]}")
+        raise
+    return time.monotonic() - t0
 
 
 # -- main --------------------------------------------------------------------------------------
@@ -698,6 +813,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--rates", type=floats, default=[10.0, 50.0], help="writes per second (default 10,50)")
     p.add_argument("--count", type=int, default=200, help="warnings (and probes) per size and rate (default 200)")
     p.add_argument("--timeout", type=float, default=30.0, help="wait this long for deliveries after the last write")
+    p.add_argument("--connect-timeout", type=float, default=180.0, help="for all daemons to connect")
     p.add_argument("--settle", type=float, default=2.0, help="seconds between connecting and measuring")
     p.add_argument("--drain", type=float, default=120.0,
                    help="before each measured phase, wait up to this long for every embedder to catch up")
@@ -719,7 +835,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     root.mkdir(parents=True, exist_ok=True)
     info = machine_info()
     results: dict[str, Any] = {"machine": info, "args": {k: str(v) for k, v in vars(args).items()},
-                               "propagation": []}
+                               "propagation": [], "host": {}}
+    failed: list[str] = []
     out(f"machine: {info['cpu_model']}, {info['cpu_count']} cores ({info['cpus_usable']} usable), "
         f"Linux {info['kernel']}, Python {info['python']}, SQLite {info['sqlite']}")
     out(f"data under {root}; every daemon is a separate `clade run` process on 127.0.0.1")
@@ -731,17 +848,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         biggest = max(args.sizes) if args.sizes else 0
         for n in args.sizes:
             steady = (lambda c: bench_steady(c, args, rng, results)) if n == biggest and args.cpu_seconds > 0 else None
-            bench_propagation(root, n, args, rng, results, then=steady)
+            load = HostLoad()
+            try:
+                bench_propagation(root, n, args, rng, results, then=steady)
+            except (TimeoutError, RuntimeError) as exc:
+                failed.append(f"{n} daemons: {exc}")
+                out(f"  !! {n} daemons: {type(exc).__name__}: {exc}")
+            results["host"][f"clade-{n}"] = load.report(f"{n} daemons")
         if args.catchup > 0:
             out("\n== 2. catch-up throughput and 3. bytes on the wire per synced op ==")
-            bench_catchup(root, args, rng, results)
+            load = HostLoad()
+            try:
+                bench_catchup(root, args, rng, results)
+            except (TimeoutError, RuntimeError) as exc:
+                failed.append(f"catch-up: {exc}")
+                out(f"  !! catch-up: {type(exc).__name__}: {exc}")
+            results["host"]["catchup"] = load.report("catch-up")
     finally:
         if args.out is None:
             shutil.rmtree(root, ignore_errors=True)
     results["total_seconds"] = round(time.monotonic() - started, 1)
     out(f"\ntotal {results['total_seconds']:.0f} s")
+    results["failed"] = failed
     out(json.dumps(results, default=str))
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
