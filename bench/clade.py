@@ -291,9 +291,13 @@ def run_rate(writer: Api, siblings: list[Golem], watch: Watch, *, rate: float, c
 
     progress(f"  {tag}: {count} warnings at {rate:g}/s from {writer.golem.name}")
     host_w = HostLoad()
+    cpu_w = DaemonCpu(everyone)
+    published0 = writer.call("GET", "/v1/status")["counters"].get("gossip_published", 0)
     pace_w = paced(count, rate, write)
     keys = {(n, i) for n in names for i in acks}
     missing_w = watch.wait(keys, "entries", timeout)
+    daemons_w = cpu_w.report(count)
+    published = writer.call("GET", "/v1/status")["counters"].get("gossip_published", 0) - published0
     load_w = host_w.report("warnings", quiet=True)
     per_delivery = [watch.entries[k][0] - acks[k[1]] for k in keys if k in watch.entries]
     vias = Counter(watch.entries[k][1] for k in keys if k in watch.entries)
@@ -310,11 +314,17 @@ def run_rate(writer: Api, siblings: list[Golem], watch: Watch, *, rate: float, c
         probe_rtts.append(time.time() * 1000 - t0)
 
     drained_p = wait_embedded(everyone, drain)
+    # CPU per warning counts the embedding too, which may finish after the last delivery
+    after_drain = cpu_w.report(count)
+    daemons_w["sibling_cpu_ms_per_msg"] = after_drain["sibling_cpu_ms_per_msg"]
+    daemons_w["writer_cpu_ms_per_msg"] = after_drain["writer_cpu_ms_per_msg"]
     progress(f"  {tag}: {count} probes at {rate:g}/s from {writer.golem.name}")
     host_p = HostLoad()
+    cpu_p = DaemonCpu(everyone)
     pace_p = paced(count, rate, probe)
     pkeys = {(n, p) for n in names for p in sent}
     missing_p = watch.wait(pkeys, "probes", timeout)
+    daemons_p = cpu_p.report(count)
     load_p = host_p.report("probes", quiet=True)
     in_order = sorted(acks, key=acks.__getitem__)
     quarters = [in_order[q * len(in_order) // 4:(q + 1) * len(in_order) // 4] for q in range(4)]
@@ -331,13 +341,47 @@ def run_rate(writer: Api, siblings: list[Golem], watch: Watch, *, rate: float, c
                      "per_delivery_ms": dist(per_delivery), "deliveries": len(per_delivery),
                      "missing": missing_w, "via": dict(vias),
                      "negative_deliveries": sum(1 for x in per_delivery if x < 0),
-                     "p50_ms_by_quarter": by_quarter, "host": load_w,
+                     "p50_ms_by_quarter": by_quarter, "host": load_w, "daemon_cpu": daemons_w,
+                     "gossip_messages_published": published,
                      "missing_by_sibling": dict(Counter(k[0] for k in keys if k not in watch.entries))},
         "probes": {"pace": pace_p, "probe_http_ms": dist(probe_rtts), "per_probe_ms": dist(per_probe),
                    "per_delivery_ms": dist(probe_delivery), "deliveries": len(probe_delivery),
-                   "missing": missing_p, "host": load_p,
+                   "missing": missing_p, "host": load_p, "daemon_cpu": daemons_p,
                    "missing_by_sibling": dict(Counter(k[0] for k in pkeys if k not in watch.probes))},
     }
+
+
+def warm_up(writer: Api, siblings: list[Golem], watch: Watch, drain: float) -> dict[str, Any]:
+    """One warning, then wait until every daemon has embedded it: each daemon loads its embedding
+    model on first use, which takes seconds of CPU per daemon; measured phases should not pay it."""
+    t0 = time.time() * 1000
+    entry_id = writer.call("POST", "/v1/memory", json={"content": "warm-up: gas spike expected, delay swaps",
+                                                       "memory_type": "warning"})["id"]
+    ack = time.time() * 1000
+    keys = {(g.name, entry_id) for g in siblings}
+    missing = watch.wait(keys, "entries", drain)
+    delivered = max((watch.entries[k][0] for k in keys if k in watch.entries), default=float("nan")) - ack
+    _, drained = wait_embedded([writer.golem, *siblings], drain)
+    return {"delivered_ms": round(delivered, 1), "missing": missing,
+            "embedded_s": round((time.time() * 1000 - t0) / 1000, 1), "drained": drained}
+
+
+class DaemonCpu:
+    """CPU % (of one core) of each daemon between construction and `report()`; golem 0 = writer."""
+
+    def __init__(self, golems: Sequence[Golem]) -> None:
+        self.pids = [g.proc.pid for g in golems if g.proc is not None]
+        self.t0 = time.monotonic()
+        self.ticks0 = [proc_ticks(p) for p in self.pids]
+
+    def report(self, messages: int) -> dict[str, float]:
+        elapsed = time.monotonic() - self.t0
+        used = [(proc_ticks(p) - t) / CLK_TCK for p, t in zip(self.pids, self.ticks0, strict=True)]
+        pct = [u / elapsed * 100 for u in used]
+        return {"writer": round(pct[0], 1), "median": round(statistics.median(pct[1:] or [0.0]), 1),
+                "max": round(max(pct[1:] or [0.0]), 1), "sum": round(sum(pct), 1),
+                "sibling_cpu_ms_per_msg": round(statistics.median(used[1:] or [0.0]) * 1000 / max(1, messages), 1),
+                "writer_cpu_ms_per_msg": round(used[0] * 1000 / max(1, messages), 1)}
 
 
 def print_rate_header() -> None:
@@ -367,6 +411,14 @@ def print_rate(n: int, r: dict[str, Any]) -> None:
          f"{r['embed_drain_s']['before_probes']:.1f} s before the probes",
          f"other processes took {w['host']['other_share_of_machine']:.0%} / {p['host']['other_share_of_machine']:.0%}"
          " of the machine during warnings / probes"],
+        [f"daemon CPU % during warnings: writer {w['daemon_cpu']['writer']:.0f}, siblings median "
+         f"{w['daemon_cpu']['median']:.0f} max {w['daemon_cpu']['max']:.0f}, all {w['daemon_cpu']['sum']:.0f}; "
+         f"during probes: writer {p['daemon_cpu']['writer']:.0f}, siblings median {p['daemon_cpu']['median']:.0f}, "
+         f"all {p['daemon_cpu']['sum']:.0f} (100 = one core; {len(os.sched_getaffinity(0))} cores)"],
+        [f"CPU per message: warning {w['daemon_cpu']['sibling_cpu_ms_per_msg']:.1f} ms per sibling (median), "
+         f"{w['daemon_cpu']['writer_cpu_ms_per_msg']:.1f} ms on the writer; probe "
+         f"{p['daemon_cpu']['sibling_cpu_ms_per_msg']:.1f} ms per sibling; the writer published "
+         f"{w['gossip_messages_published']} gossip messages for {r['count']} warnings"],
     ]
     if w["pace"]["achieved_per_s"] < 0.9 * r["rate"]:
         lines[0].append(f"writes completed at only {w['pace']['achieved_per_s']:.1f}/s")
@@ -396,17 +448,23 @@ def bench_propagation(root: Path, n: int, args: argparse.Namespace, rng: random.
         time.sleep(args.settle)  # let the connect-time syncs and GossipSub mesh settle
         out(f"\n{n} daemons: all connected members of each other after {connected_s:.1f} s; writer {writer.name}, "
             f"{len(siblings)} siblings")
+        warm: dict[str, Any] | None = None
+        if args.warmup:
+            warm = warm_up(api, siblings, watch, args.drain)
+            out(f"  warm-up (not in the figures): one warning reached all siblings in {warm['delivered_ms']:.0f} ms; "
+                f"every daemon had loaded its embedding model and embedded it {warm['embedded_s']:.1f} s after the "
+                "write (cold start: the model loads on first use)")
         print_rate_header()
         rows = []
-        for rate in args.rates:
+        for phase, rate in enumerate(args.rates):
             r = run_rate(api, siblings, watch, rate=rate, count=args.count, timeout=args.timeout, rng=rng,
-                         tag=f"n{n}r{rate:g}", drain=args.drain)
+                         tag=f"n{n}p{phase}r{rate:g}", drain=args.drain)
             print_rate(n, r)
             rows.append(r)
         if watch.truncated:
             out(f"  !! {watch.truncated} entries_received events listed fewer ids than entries (ids capped at 100)")
         odd = report_odd(clade.golems, f"{n} daemons after the latency runs")
-        results["propagation"].append({"daemons": n, "connect_s": round(connected_s, 1), "rates": rows,
+        results["propagation"].append({"daemons": n, "connect_s": round(connected_s, 1), "warmup": warm, "rates": rows,
                                        "odd_counters": odd})
         if then is not None:
             then(clade)
@@ -815,6 +873,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=30.0, help="wait this long for deliveries after the last write")
     p.add_argument("--connect-timeout", type=float, default=180.0, help="for all daemons to connect")
     p.add_argument("--settle", type=float, default=2.0, help="seconds between connecting and measuring")
+    p.add_argument("--no-warmup", dest="warmup", action="store_false",
+                   help="measure from cold: no warm-up warning (the embedding model then loads mid-run)")
     p.add_argument("--drain", type=float, default=120.0,
                    help="before each measured phase, wait up to this long for every embedder to catch up")
     p.add_argument("--catchup", type=int, default=10_000, help="ops to catch up (2 per warning; 0 skips)")
