@@ -118,6 +118,7 @@ class P2PNode:
         self.host = build_host(state.identity, mdns=mdns)
         self.router, self.pubsub = build_pubsub(self.host)
         self._accepted: OrderedDict[bytes, Opened] = OrderedDict()
+        self._validating: set[bytes] = set()
         self._wake_publisher = trio.Event()
         self._wake_dialer = trio.Event()
         self._syncing: set[str] = set()
@@ -683,6 +684,13 @@ class P2PNode:
             return True
         forwarded_by = forwarder.to_base58()
         self._count_traffic(forwarded_by, received=len(msg.data))
+        # py-libp2p marks a message seen only after validation: the same message arriving from
+        # a second mesh peer meanwhile is a GossipSub duplicate, not a replay by anyone.
+        key = bytes(msg.from_id) + bytes(msg.seqno)
+        if key in self._validating or key in self._accepted:
+            self.counters["gossip_duplicates"] += 1
+            return False
+        self._validating.add(key)
         try:
             opened = await trio.to_thread.run_sync(
                 lambda: self.codec.open(bytes(msg.data), publisher=publisher, now_ms=self.state.now_ms()))
@@ -690,7 +698,9 @@ class P2PNode:
             self.counters[f"gossip_rejected_{exc.reason}"] += 1
             log.info("gossip from %s (via %s) rejected: %s", publisher, forwarded_by, exc)
             return False
-        self._accepted[bytes(msg.from_id) + bytes(msg.seqno)] = opened
+        finally:
+            self._validating.discard(key)
+        self._accepted[key] = opened
         while len(self._accepted) > 4096:
             self._accepted.popitem(last=False)
         return True
