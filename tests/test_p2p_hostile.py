@@ -48,13 +48,25 @@ from libp2p.pubsub.pb import rpc_pb2
 from libp2p.pubsub.validators import PUBSUB_SIGNING_PREFIX
 from libp2p.tools.anyio_service import background_trio_service
 
-from crdt import AuthorValue, CausalContext, Delta, EndorseValue, EntryBody, Kind, Op, SlotKind, Status, Timestamp
+from crdt import (
+    AuthorValue,
+    CausalContext,
+    Delta,
+    EndorseValue,
+    EntryBody,
+    Kind,
+    Op,
+    RemoteProtocolError,
+    SlotKind,
+    Status,
+    Timestamp,
+)
 from crdt.codec import decode_delta, encode_delta
 from crdt.ops import DOMAIN, make_op
 from crypto import Certificate, Identity, OwnerKey, seal_envelope, signature_ok
 from daemon.demo import Golem, LoopbackClade
 from daemon.p2p import messages
-from daemon.p2p.frames import FrameError, encode_frame, read_frame
+from daemon.p2p.frames import close_quietly, encode_frame, read_frame
 from daemon.p2p.gossip import GossipCodec
 from daemon.p2p.host import GOSSIP_MAX_BYTES, build_host, build_pubsub
 from daemon.p2p.node import HELLO_PROTOCOL, SYNC_PROTOCOL, topic_of
@@ -104,14 +116,6 @@ async def call(golem: Golem, method: str, path: str, **kwargs: Any) -> Any:
 
 async def counters(golem: Golem) -> Counter[str]:
     return Counter((await call(golem, "GET", "/v1/status"))["counters"])
-
-
-async def close_quietly(stream: INetStream) -> None:
-    try:
-        with trio.move_on_after(2):
-            await stream.close()
-    except Exception:
-        pass
 
 
 class Mallory:
@@ -177,7 +181,7 @@ class Mallory:
             try:
                 await stream.write(frame(hello))
                 return messages.decode(await read_frame(stream))
-            except (StreamError, EOFError, FrameError):
+            except (StreamError, EOFError, RemoteProtocolError):
                 return None
             finally:
                 await close_quietly(stream)

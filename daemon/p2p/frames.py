@@ -1,27 +1,23 @@
 """Length-prefixed frames on a libp2p stream: unsigned varint length, then that many bytes.
 
 Every read is capped before a byte of the body is read: a peer announcing a 4 GiB frame
-gets `FrameError("oversized")`, never an allocation. A stream that ends mid-frame is
-`FrameError("truncated")`; one that ends cleanly between frames is `EOFError`.
+gets `RemoteProtocolError("oversized")`, never an allocation. A stream that ends mid-frame
+is `RemoteProtocolError("truncated")`; one that ends cleanly between frames is `EOFError`.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+import contextlib
+from typing import Any, Protocol
 
-__all__ = ["MAX_FRAME_BYTES", "FrameError", "ReadStream", "encode_frame", "read_frame"]
+import trio
+
+from crdt import RemoteProtocolError
+
+__all__ = ["MAX_FRAME_BYTES", "ReadStream", "close_quietly", "encode_frame", "read_frame"]
 
 MAX_FRAME_BYTES = 1024 * 1024 + 64 * 1024  # a full delta (1 MiB) plus its message framing
 _MAX_VARINT_BYTES = 10
-
-
-class FrameError(Exception):
-    """A frame broke the framing rules; `reason` is the counter label."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(f"{reason}: {detail}")
-        self.reason = reason
-        self.detail = detail
 
 
 class ReadStream(Protocol):
@@ -50,13 +46,13 @@ async def _read_exactly(stream: ReadStream, n: int) -> bytes:
         except EOFError:
             chunk = b""
         if not chunk:
-            raise FrameError("truncated", f"stream ended after {len(buf)} of {n} bytes")
+            raise RemoteProtocolError("truncated", f"stream ended after {len(buf)} of {n} bytes")
         buf += chunk
     return bytes(buf)
 
 
 async def read_frame(stream: ReadStream, *, max_bytes: int = MAX_FRAME_BYTES) -> bytes:
-    """Read one frame. Raises `EOFError` at a clean end, `FrameError` on a bad frame."""
+    """Read one frame. Raises `EOFError` at a clean end, `RemoteProtocolError` on a bad frame."""
     length = 0
     for i in range(_MAX_VARINT_BYTES):
         try:
@@ -66,13 +62,20 @@ async def read_frame(stream: ReadStream, *, max_bytes: int = MAX_FRAME_BYTES) ->
         if not first:
             if i == 0:
                 raise EOFError("stream closed")
-            raise FrameError("truncated", "stream ended inside a length prefix")
+            raise RemoteProtocolError("truncated", "stream ended inside a length prefix")
         byte = first[0]
         length |= (byte & 0x7F) << (7 * i)
         if length > max_bytes:
-            raise FrameError("oversized", f"frame announces more than {max_bytes} bytes")
+            raise RemoteProtocolError("oversized", f"frame announces more than {max_bytes} bytes")
         if not byte & 0x80:
             break
     else:
-        raise FrameError("malformed", "length prefix longer than 10 bytes")
+        raise RemoteProtocolError("malformed", "length prefix longer than 10 bytes")
     return await _read_exactly(stream, length)
+
+
+async def close_quietly(stream: Any) -> None:
+    """Close a libp2p stream, at most 2 s; a stream the peer already reset may fail to close,
+    and there is nothing left to do about it."""
+    with contextlib.suppress(Exception), trio.move_on_after(2):
+        await stream.close()

@@ -4,7 +4,7 @@
 delivered or forwarded: envelope (size, ciphertext, clade, certificate, revocation,
 sender signature, freshness, replay), then the delta codec (every op's writer signature),
 then the clock (no op stamped more than `max_skew_ms` ahead). Any failure raises
-`Rejected` with the counter label; nothing of a rejected message is used.
+`RemoteProtocolError` with the counter label; nothing of a rejected message is used.
 """
 
 from __future__ import annotations
@@ -17,14 +17,7 @@ from crdt.codec import decode_delta, encode_delta
 from crypto import EnvelopeError, Identity, Membership, ReplayGuard, RevocationList, open_envelope, seal_envelope
 from crypto.identity import signature_ok
 
-__all__ = ["GossipCodec", "Rejected"]
-
-
-class Rejected(Exception):
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(f"{reason}: {detail}")
-        self.reason = reason
-        self.detail = detail
+__all__ = ["GossipCodec", "Opened"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,18 +48,16 @@ class GossipCodec:
                                      clade_id=self.membership.clade_id, now_ms=now_ms,
                                      revocations=self.revocations(), replay=self.replay)
         except EnvelopeError as exc:
-            raise Rejected(exc.reason.value, exc.detail) from None
+            raise RemoteProtocolError(exc.reason.value, exc.detail) from None
         if envelope.sender != publisher:
-            raise Rejected("sender_mismatch", f"envelope sealed by {envelope.sender}, published by {publisher}")
-        try:
-            delta, dropped = decode_delta(envelope.batch, signature_ok)
-        except RemoteProtocolError as exc:
-            raise Rejected(exc.reason, exc.detail) from None
+            raise RemoteProtocolError("sender_mismatch",
+                                      f"envelope sealed by {envelope.sender}, published by {publisher}")
+        delta, dropped = decode_delta(envelope.batch, signature_ok)  # raises RemoteProtocolError
         if dropped:
             reason, _ = dropped.most_common(1)[0]
-            raise Rejected(reason, f"{sum(dropped.values())} op(s) failed their checks")
+            raise RemoteProtocolError(reason, f"{sum(dropped.values())} op(s) failed their checks")
         future = [op for op in delta.ops if op.hlc.ms - now_ms > self.max_skew_ms]
         if future:
-            raise Rejected("clock_skew", f"{len(future)} op(s) stamped up to "
-                           f"{max(op.hlc.ms for op in future) - now_ms} ms ahead")
+            raise RemoteProtocolError("clock_skew", f"{len(future)} op(s) stamped up to "
+                                      f"{max(op.hlc.ms for op in future) - now_ms} ms ahead")
         return Opened(envelope.sender, delta, len(data))

@@ -38,8 +38,8 @@ from crypto.identity import signature_ok
 
 from ..grimoire import Grimoire, atomic_write
 from . import messages
-from .frames import FrameError, encode_frame, read_frame
-from .gossip import GossipCodec, Opened, Rejected
+from .frames import close_quietly, encode_frame, read_frame
+from .gossip import GossipCodec, Opened
 from .host import build_host, build_pubsub, parse_multiaddr
 from .peers import PeerBook, PeerRecord, redial_delay
 from .sync import ROUND_DELTAS, SyncRefused, pull, serve
@@ -490,23 +490,26 @@ class P2PNode:
                 await self._refuse(peer_id, reason)
                 return
             await self._admit(peer_id, reply, rtt_ms)
-        except RemoteProtocolError as exc:
-            await self._refuse(peer_id, exc.reason)
-            return
         except Exception as exc:  # noqa: BLE001 - the connection died, or the peer speaks no clade
-            # A connection that went away mid-hello (the peer restarted, or holds us off) is
-            # not a failed membership check: back off and redial. A peer still connected
-            # that cannot complete a hello is refused.
-            self.counters["hello_failed"] += 1
-            log.debug("hello to %s failed: %r", peer_id, exc)
-            if self._connected(peer_id):
-                await self._no_hello(peer_id)
+            await self._hello_failed(peer_id, exc)
             return
         finally:
             if stream is not None:
-                await _close_quietly(stream)
+                await close_quietly(stream)
         if then_sync:
             await self.sync_with(peer_id)
+
+    async def _hello_failed(self, peer_id: str, exc: Exception) -> None:
+        """A hello that broke the protocol is a failed membership check (refused, held). One
+        whose connection went away (the peer restarted, or holds us off; a truncated frame)
+        is not: back off and redial; a peer still connected but silent is dropped."""
+        if isinstance(exc, RemoteProtocolError) and exc.reason != "truncated":
+            await self._refuse(peer_id, exc.reason)
+            return
+        self.counters["hello_failed"] += 1
+        log.debug("hello with %s failed: %r", peer_id, exc)
+        if self._connected(peer_id):
+            await self._no_hello(peer_id)
 
     async def _no_hello(self, peer_id: str) -> None:
         """A connected peer that did not complete a hello: drop it. A known sibling (likely
@@ -542,13 +545,10 @@ class P2PNode:
                 frame = encode_frame(messages.encode(self._my_hello()))
                 await stream.write(frame)
             self._count_traffic(peer_id, sent=len(frame), received=len(payload))
-        except (RemoteProtocolError, FrameError) as exc:
-            await self._refuse(peer_id, exc.reason)
         except Exception as exc:  # noqa: BLE001 - never let a handler error reach the host
-            self.counters["hello_failed"] += 1
-            log.debug("hello from %s failed: %s", peer_id, exc)
+            await self._hello_failed(peer_id, exc)
         finally:
-            await _close_quietly(stream)
+            await close_quietly(stream)
 
     def _count_traffic(self, peer_id: str, *, sent: int = 0, received: int = 0, msgs_out: int = 0,
                        msgs_in: int = 0) -> None:
@@ -586,7 +586,7 @@ class P2PNode:
             self.counters["sync_refused_by_peer"] += 1
             log.warning("sync with %s refused: %s", peer_id, exc)
             return None
-        except (RemoteProtocolError, FrameError) as exc:
+        except RemoteProtocolError as exc:
             self.counters[f"sync_rejected_{exc.reason}"] += 1
             log.warning("sync with %s aborted: %s", peer_id, exc)
             return None
@@ -597,7 +597,7 @@ class P2PNode:
         finally:
             self._syncing.discard(peer_id)
             if stream is not None:
-                await _close_quietly(stream)
+                await close_quietly(stream)
         self._count_traffic(peer_id, sent=result.bytes_out, received=result.bytes_in,
                             msgs_out=result.rounds, msgs_in=result.rounds + result.deltas)
         if result.rounds == 1 and not result.deltas and result.first_round_ms is not None:
@@ -649,14 +649,14 @@ class P2PNode:
             figures = await serve(stream, extract=self._extract, on_round=on_round, counters=self.counters)
             self._count_traffic(peer_id, sent=figures["bytes_out"], received=figures["bytes_in"],
                                 msgs_out=figures["rounds"], msgs_in=figures["rounds"])
-        except (RemoteProtocolError, FrameError) as exc:
+        except RemoteProtocolError as exc:
             self.counters[f"sync_rejected_{exc.reason}"] += 1
             log.warning("sync request from %s refused: %s", peer_id, exc)
         except Exception as exc:  # noqa: BLE001 - never let a handler error reach the host
             self.counters["sync_serve_failed"] += 1
             log.debug("serving sync to %s failed: %s", peer_id, exc)
         finally:
-            await _close_quietly(stream)
+            await close_quietly(stream)
 
     async def _extract(self, peer: CausalContext) -> tuple[list[bytes], bool, CausalContext]:
         def run(store: Grimoire) -> tuple[list[bytes], bool, CausalContext]:
@@ -694,7 +694,7 @@ class P2PNode:
         try:
             opened = await trio.to_thread.run_sync(
                 lambda: self.codec.open(bytes(msg.data), publisher=publisher, now_ms=self.state.now_ms()))
-        except Rejected as exc:
+        except RemoteProtocolError as exc:
             self.counters[f"gossip_rejected_{exc.reason}"] += 1
             log.info("gossip from %s (via %s) rejected: %s", publisher, forwarded_by, exc)
             return False
@@ -833,11 +833,4 @@ def _chunks(ops: list[Op]) -> list[list[Op]]:
         out.append(current)
     return out
 
-
-async def _close_quietly(stream: INetStream) -> None:
-    try:
-        with trio.move_on_after(2):
-            await stream.close()
-    except Exception:  # noqa: BLE001, S110 - closing a stream the peer already reset
-        pass
 

@@ -25,9 +25,9 @@ import trio
 from crdt import ApplyReport, CausalContext, RemoteProtocolError
 
 from . import messages
-from .frames import FrameError, encode_frame, read_frame
+from .frames import encode_frame, read_frame
 
-__all__ = ["ROUND_DELTAS", "PullResult", "SyncStream", "pull", "serve"]
+__all__ = ["ROUND_DELTAS", "PullResult", "SyncRefused", "SyncStream", "pull", "serve"]
 
 ROUND_DELTAS = 4
 MAX_ROUNDS = 10_000
@@ -73,8 +73,8 @@ async def pull(
     local_context: Callable[[], Awaitable[CausalContext]],
     apply: Callable[[bytes], Awaitable[ApplyReport]],
 ) -> PullResult:
-    """Ask until the responder has nothing we lack. Raises `FrameError`, `RemoteProtocolError`,
-    `SyncRefused`, `trio.TooSlowError` (the caller counts them); applied rounds stay applied."""
+    """Ask until the responder has nothing we lack. Raises `RemoteProtocolError`, `SyncRefused`,
+    `trio.TooSlowError` (the caller counts them); applied rounds stay applied."""
     result = PullResult()
     stalled = 0
     previous: CausalContext | None = None
@@ -139,5 +139,3 @@ async def serve(stream: SyncStream, *, extract: Extract,
         counters["sync_rounds_served"] += 1
     return {"rounds": rounds, "bytes_in": received, "bytes_out": sent}
 
-
-__all__ += ["FrameError", "SyncRefused"]
