@@ -150,8 +150,7 @@ def cmd_join(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     if existing is not None and existing[0].clade_id != membership.clade_id and not args.force:
         raise UsageError(f"this golem already belongs to clade {existing[0].clade_name} ({existing[0].clade_id}); "
                          "pass --force to switch clades")
-    write_secret(data.clade_key_path, clade_key, overwrite=True)
-    write_public(data.membership_path, membership.to_bytes(), overwrite=True)
+    data.install_membership(membership, clade_key)
     cert = membership.certificate
     return {"clade": membership.clade_name, "clade_id": membership.clade_id, "peer_id": cert.peer_id,
             "generation": cert.generation, "not_after": cert.not_after}

@@ -16,7 +16,6 @@ from crypto import CryptoError, RevocationList
 from .client import DaemonClient
 from .datadir import DataDir
 from .errors import DaemonError, UsageError
-from .grimoire import atomic_write
 
 __all__ = ["register", "render"]
 
@@ -81,14 +80,9 @@ def cmd_revocations(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     try:
         new = RevocationList.from_bytes(raw)
         new.verify(membership.owner_public_key, membership.clade_id)
-        current = RevocationList.from_bytes(data.revocations_path.read_bytes()) \
-            if data.revocations_path.exists() else None
     except CryptoError as exc:
         raise UsageError(f"revocation list refused: {exc}") from None
-    adopted = new.replaces(current)
-    if adopted:
-        atomic_write(data.revocations_path, raw)
-    return {"version": new.version, "revoked": sorted(new.revoked), "adopted": adopted}
+    return {"version": new.version, "revoked": sorted(new.revoked), "adopted": data.install_revocations(new)}
 
 
 def cmd_demo(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from crypto import Identity, Membership
-from crypto.keyfile import read_secret
+from crypto import CryptoError, Identity, Membership, RevocationList
+from crypto.keyfile import read_secret, write_public, write_secret
 from crypto.membership import CLADE_KEY_BYTES
 
 from .config import DEFAULT_CONFIG_TOML, Config, load_config
@@ -93,6 +93,34 @@ class DataDir:
             return None
         membership = Membership.from_bytes(self.membership_path.read_bytes())
         return membership, read_secret(self.clade_key_path, CLADE_KEY_BYTES, "clade key")
+
+    def install_membership(self, membership: Membership, clade_key: bytes) -> None:
+        """Write `membership.cert` and `clade.key` (0600): what `clade join` installs."""
+        write_secret(self.clade_key_path, clade_key, overwrite=True)
+        write_public(self.membership_path, membership.to_bytes(), overwrite=True)
+
+    def load_revocations(self, membership: Membership) -> RevocationList | None:
+        """The installed revocation list, checked against the owner; None if there is none.
+
+        Raises `CryptoError` for a file that is corrupt or not the owner's."""
+        if not self.revocations_path.exists():
+            return None
+        revocations = RevocationList.from_bytes(self.revocations_path.read_bytes())
+        revocations.verify(membership.owner_public_key, membership.clade_id)
+        return revocations
+
+    def install_revocations(self, revocations: RevocationList) -> bool:
+        """Persist a (verified) list if it is newer than the installed one; True if it was."""
+        try:
+            current = RevocationList.from_bytes(self.revocations_path.read_bytes())
+        except FileNotFoundError:
+            current = None
+        except CryptoError:
+            current = None  # an unreadable file is replaced by a valid newer list
+        if not revocations.replaces(current):
+            return False
+        atomic_write(self.revocations_path, revocations.to_bytes())
+        return True
 
     def load_config(self) -> Config:
         return load_config(self.config_path)

@@ -28,7 +28,7 @@ import trio
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve
 
-from crypto import CryptoError, RevocationList
+from crypto import CryptoError
 
 from .api import BodyLimit, TokenAuth, create_app
 from .config import Config, load_config
@@ -148,13 +148,10 @@ class Daemon:
             task_status.started()
             return
         membership, clade_key = joined
-        revocations = None
-        if self.data.revocations_path.exists():
-            try:
-                revocations = RevocationList.from_bytes(self.data.revocations_path.read_bytes())
-                revocations.verify(membership.owner_public_key, membership.clade_id)
-            except CryptoError as exc:
-                raise FatalError(f"{self.data.revocations_path}: {exc}; remove it or install a valid list") from None
+        try:
+            revocations = self.data.load_revocations(membership)
+        except CryptoError as exc:
+            raise FatalError(f"{self.data.revocations_path}: {exc}; remove it or install a valid list") from None
         config = state.config.p2p
         try:
             node = P2PNode(state, membership=membership, clade_key=clade_key, revocations=revocations,

@@ -26,7 +26,7 @@ from .backup import create_backup, default_recipients, report_json
 from .config import Config, check_multiaddr
 from .datadir import DataDir
 from .errors import NotFound, UsageError
-from .grimoire import Episode, Grimoire, NewEntry, atomic_write, write_playbook
+from .grimoire import Episode, Grimoire, NewEntry, write_playbook
 from .grimoire.digest import build_digest
 from .grimoire.embedder import expected_info, get_embedder
 from .grimoire.records import Entry
@@ -114,8 +114,7 @@ class DaemonState:
         if self.p2p is not None:
             self.p2p.local_write()
 
-    async def save_revocations(self, revocations: RevocationList) -> None:
-        await anyio.to_thread.run_sync(lambda: atomic_write(self.data.revocations_path, revocations.to_bytes()))
+
 
     async def append_episode(self, episode: Episode) -> None:
         await self.db(lambda s: self.data.open_episodes().append([episode]))
@@ -217,12 +216,7 @@ class DaemonState:
         if self.p2p is not None:
             adopted = await self.p2p.adopt_revocations(revocations)
         else:
-            current = None
-            if self.data.revocations_path.exists():
-                current = RevocationList.from_bytes(self.data.revocations_path.read_bytes())
-            adopted = revocations.replaces(current)
-            if adopted:
-                await self.save_revocations(revocations)
+            adopted = await anyio.to_thread.run_sync(self.data.install_revocations, revocations)
         return {"version": revocations.version, "revoked": sorted(revocations.revoked), "adopted": adopted}
 
     async def backup(self, *, include_identity: bool) -> dict[str, Any]:

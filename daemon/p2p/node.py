@@ -174,7 +174,7 @@ class P2PNode:
         revocations.verify(self.membership.owner_public_key, self.membership.clade_id)
         if not revocations.replaces(self.revocations):
             return False
-        await self.state.save_revocations(revocations)
+        await trio.to_thread.run_sync(self.state.data.install_revocations, revocations)
         self.revocations = revocations
         self.counters["revocations_adopted"] += 1
         log.warning("revocation list v%d adopted: %d peer(s) revoked", revocations.version, len(revocations.revoked))
@@ -539,6 +539,9 @@ class P2PNode:
                 if reason is not None:
                     refusal = encode_frame(messages.encode(messages.Refused(reason, "membership check failed")))
                     await stream.write(refusal)
+                    # Until the peer has read why (it closes its end), then drop it.
+                    with trio.move_on_after(1), contextlib.suppress(Exception):
+                        await stream.read(1)
                     await self._refuse(peer_id, reason)
                     return
                 await self._admit(peer_id, hello, None)
