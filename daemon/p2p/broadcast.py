@@ -1,0 +1,176 @@
+"""Gossip in and out: publish own ops that cross at once (batched, sealed), validate every
+incoming message before GossipSub delivers or forwards it, and join accepted ones in
+batches. Probes are raw GossipSub messages (no envelope, no store) between members, so a
+benchmark can measure the transport's own delivery time next to the full path."""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+import trio
+from libp2p.peer.id import ID
+
+from crdt import CausalContext, Delta, EntryBody, Op, RemoteProtocolError
+from crdt.replica import MAX_BATCH_BYTES, MAX_BATCH_OPS
+
+from ..grimoire import Grimoire
+from .core import NodeCore, log
+
+__all__ = ["Broadcast"]
+
+APPLY_BATCH = 64  # gossip messages joined in one transaction at most
+
+
+class Broadcast(NodeCore):
+    def local_write(self) -> None:
+        """Own ops were written: the publisher gossips those that cross at once."""
+        self._wake_publisher.set()
+
+    async def publish_probe(self, probe_id: str) -> int:
+        """Publish a probe; returns the send time (wall ms)."""
+        sent_ms = self.state.now_ms()
+        await self.pubsub.publish(self.probe_topic, json.dumps({"id": probe_id[:64], "sent_ms": sent_ms}).encode())
+        return sent_ms
+
+    async def _validate(self, forwarder: ID, msg: Any) -> bool:
+        """GossipSub validator: only fully checked messages are delivered and forwarded."""
+        publisher = ID(msg.from_id).to_base58() if msg.from_id else ""
+        if publisher == self.me:
+            return True
+        forwarded_by = forwarder.to_base58()
+        self._count_traffic(forwarded_by, received=len(msg.data))
+        # py-libp2p marks a message seen only after validation: the same message arriving from
+        # a second mesh peer meanwhile is a GossipSub duplicate, not a replay by anyone.
+        key = bytes(msg.from_id) + bytes(msg.seqno)
+        if key in self._validating or key in self._accepted:
+            self.counters["gossip_duplicates"] += 1
+            return False
+        self._validating.add(key)
+        try:
+            opened = await trio.to_thread.run_sync(
+                lambda: self.codec.open(bytes(msg.data), publisher=publisher, now_ms=self.state.now_ms()))
+        except RemoteProtocolError as exc:
+            self.counters[f"gossip_rejected_{exc.reason}"] += 1
+            log.info("gossip from %s (via %s) rejected: %s", publisher, forwarded_by, exc)
+            return False
+        finally:
+            self._validating.discard(key)
+        self._accepted[key] = opened
+        while len(self._accepted) > 4096:
+            self._accepted.popitem(last=False)
+        return True
+
+    def _validate_probe(self, forwarder: ID, msg: Any) -> bool:
+        publisher = ID(msg.from_id).to_base58() if msg.from_id else ""
+        record = self.book.find(publisher)
+        return publisher == self.me or (len(msg.data) <= 256 and record is not None and record.member)
+
+    async def _drain_probes(self, subscription: Any) -> None:
+        while True:
+            msg = await subscription.get()
+            if ID(msg.from_id).to_base58() == self.me:
+                continue
+            try:
+                probe = json.loads(bytes(msg.data))
+                self.state.publish("probe_received", {"id": str(probe["id"]), "sent_ms": int(probe["sent_ms"]),
+                                                      "received_ms": self.state.now_ms()})
+            except (ValueError, KeyError, TypeError):
+                self.counters["probes_malformed"] += 1
+
+    async def _drain(self, subscription: Any) -> None:
+        """Empty the subscription promptly (it holds 32 messages) into the applier's queue."""
+        while True:
+            msg = await subscription.get()
+            opened = self._accepted.pop(bytes(msg.from_id) + bytes(msg.seqno), None)
+            if opened is None:
+                continue  # our own message, or one the validator did not keep
+            try:
+                self._apply_send.send_nowait((opened.sender, opened))
+            except trio.WouldBlock:
+                self.counters["gossip_dropped_backlog"] += 1  # anti-entropy will bring it
+
+    async def _applier(self) -> None:
+        """Join accepted gossip, several messages per transaction."""
+        while True:
+            batch = [await self._apply_receive.receive()]
+            while len(batch) < APPLY_BATCH:
+                try:
+                    batch.append(self._apply_receive.receive_nowait())
+                except trio.WouldBlock:
+                    break
+            ops: tuple[Op, ...] = tuple(op for _, opened in batch for op in opened.delta.ops)
+            delta = Delta(ops, CausalContext())
+            try:
+                report = await self.state.db(functools.partial(
+                    Grimoire.apply_delta, delta=delta, local_replica=self.me, max_skew_ms=self.max_skew_ms))
+            except Exception as exc:  # noqa: BLE001 - a failed apply loses nothing: anti-entropy resends
+                self.counters["gossip_apply_failed"] += 1
+                log.error("joining gossip failed (anti-entropy will retry): %s", exc)
+                continue
+            self.counters["gossip_accepted"] += len(batch)
+            self.counters["gossip_ops_applied"] += report.applied
+            for reason, n in report.rejected.items():
+                self.counters[f"gossip_rejected_{reason}"] += n
+            if report.applied:
+                senders = sorted({sender for sender, _ in batch})
+                self._announce_received(",".join(senders), report, via="gossip")
+
+    async def _publisher(self) -> None:
+        """Gossip own ops as soon as they are written (those the gate lets cross)."""
+        while True:
+            with trio.move_on_after(1.0):
+                await self._wake_publisher.wait()
+            self._wake_publisher = trio.Event()
+            try:
+                await self._publish_new()
+            except Exception as exc:  # noqa: BLE001 - anti-entropy delivers what gossip could not
+                self.counters["gossip_publish_failed"] += 1
+                log.warning("publishing own ops failed (anti-entropy will deliver them): %s", exc)
+
+    async def _publish_new(self) -> None:
+        since = self._published_seq
+
+        def outgoing(store: Grimoire) -> tuple[int, list[Op]]:  # in the writer thread
+            top = store.local_top(self.me)
+            if top <= since:
+                return top, []
+            gate = store.sync_gate(self.me)
+            ops = store.ops_of(self.me, since)
+            bodies: dict[str, EntryBody | None] = {
+                op.entry_id: op.value for op in ops if isinstance(op.value, EntryBody)}
+            kept = []
+            for op in ops:
+                body = bodies.get(op.entry_id) or store.body(op.entry_id)
+                if body is not None and gate(body):
+                    kept.append(op)
+            return top, kept
+
+        top, ops = await self.state.db(outgoing)
+        self._published_seq = max(self._published_seq, top)
+        for chunk in _chunks(ops):
+            data = self.codec.seal(Delta(tuple(chunk), CausalContext()), now_ms=self.state.now_ms())
+            await self.pubsub.publish(self.topic, data)
+            self.counters["gossip_published"] += 1
+            self.counters["gossip_ops_published"] += len(chunk)
+            for record in self.book.members():
+                self._count_traffic(record.peer_id, sent=len(data))
+
+
+def _chunks(ops: list[Op]) -> list[list[Op]]:
+    """Split ops into batches well within the codec's caps (the envelope adds ~1 KiB)."""
+    out: list[list[Op]] = []
+    current: list[Op] = []
+    size = 0
+    budget = MAX_BATCH_BYTES - 64 * 1024
+    for op in ops:
+        cost = op.wire_size + 64
+        if current and (len(current) >= MAX_BATCH_OPS or size + cost > budget):
+            out.append(current)
+            current, size = [], 0
+        current.append(op)
+        size += cost
+    if current:
+        out.append(current)
+    return out
