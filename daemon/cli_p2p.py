@@ -11,8 +11,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from crypto import CryptoError, RevocationList
-
 from .client import DaemonClient
 from .datadir import DataDir
 from .errors import DaemonError, UsageError
@@ -73,15 +71,7 @@ def cmd_revocations(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     client = DaemonClient.for_data_dir(data)
     if client is not None:
         return dict(client.call_bytes("POST", "/v1/revocations", raw))
-    joined = data.load_membership()
-    if joined is None:
-        raise UsageError("this golem has not joined a clade (clade join BUNDLE)")
-    membership = joined[0]
-    try:
-        new = RevocationList.from_bytes(raw)
-        new.verify(membership.owner_public_key, membership.clade_id)
-    except CryptoError as exc:
-        raise UsageError(f"revocation list refused: {exc}") from None
+    new = data.check_revocations(raw)
     return {"version": new.version, "revoked": sorted(new.revoked), "adopted": data.install_revocations(new)}
 
 

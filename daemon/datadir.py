@@ -109,6 +109,19 @@ class DataDir:
         revocations.verify(membership.owner_public_key, membership.clade_id)
         return revocations
 
+    def check_revocations(self, raw: bytes) -> RevocationList:
+        """Parse a revocation list and check it is this clade owner's; raises `UsageError`."""
+        joined = self.load_membership()
+        if joined is None:
+            raise UsageError("this golem has not joined a clade (clade join BUNDLE)")
+        membership = joined[0]
+        try:
+            revocations = RevocationList.from_bytes(raw)
+            revocations.verify(membership.owner_public_key, membership.clade_id)
+        except CryptoError as exc:
+            raise UsageError(f"revocation list refused: {exc}") from None
+        return revocations
+
     def install_revocations(self, revocations: RevocationList) -> bool:
         """Persist a (verified) list if it is newer than the installed one; True if it was."""
         try:

@@ -20,7 +20,7 @@ import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from crdt import Kind
-from crypto import CryptoError, Identity, RevocationList
+from crypto import Identity
 
 from .backup import create_backup, default_recipients, report_json
 from .config import Config, check_multiaddr
@@ -204,15 +204,7 @@ class DaemonState:
 
     async def install_revocations(self, data: bytes) -> dict[str, Any]:
         """Adopt an owner-signed revocation list (newer than ours): persisted, revoked peers dropped."""
-        joined = self.data.load_membership()
-        if joined is None:
-            raise UsageError("this golem has not joined a clade")
-        membership = joined[0]
-        try:
-            revocations = RevocationList.from_bytes(data)
-            revocations.verify(membership.owner_public_key, membership.clade_id)
-        except CryptoError as exc:
-            raise UsageError(f"revocation list refused: {exc}") from None
+        revocations = self.data.check_revocations(data)
         if self.p2p is not None:
             adopted = await self.p2p.adopt_revocations(revocations)
         else:

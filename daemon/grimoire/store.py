@@ -14,7 +14,7 @@ import re
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Collection, Generator, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -320,11 +320,24 @@ class Grimoire:
                 promoted.append(entry.id)
         return promoted
 
-    def sync_gate(self, local_replica: str) -> Gate:
-        """The gate for ops sent to siblings (see `promotion.sync_gate`), as of now."""
-        rows = self._conn.execute(
-            "SELECT id FROM entries WHERE author = ? AND promoted_ms IS NOT NULL", (local_replica,)
-        ).fetchall()
+    def sync_gate(self, local_replica: str, entry_ids: Collection[str] | None = None) -> Gate:
+        """The gate for ops sent to siblings (see `promotion.sync_gate`), as of now.
+
+        With `entry_ids`, only those entries' promotion is looked up (the gate is then valid
+        for them alone): publishing a few fresh ops must not read every promoted id."""
+        if entry_ids is None:
+            rows = self._conn.execute(
+                "SELECT id FROM entries WHERE author = ? AND promoted_ms IS NOT NULL", (local_replica,)
+            ).fetchall()
+        else:
+            ids = list(entry_ids)
+            rows = []
+            for start in range(0, len(ids), 500):
+                chunk = ids[start:start + 500]
+                rows += self._conn.execute(
+                    f"SELECT id FROM entries WHERE id IN ({', '.join('?' * len(chunk))}) "
+                    "AND author = ? AND promoted_ms IS NOT NULL", (*chunk, local_replica),
+                ).fetchall()
         return sync_gate(local_replica, frozenset(r[0] for r in rows))
 
     def body(self, entry_id: str) -> EntryBody | None:

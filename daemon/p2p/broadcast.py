@@ -136,8 +136,8 @@ class Broadcast(NodeCore):
             top = store.local_top(self.me)
             if top <= since:
                 return top, []
-            gate = store.sync_gate(self.me)
             ops = store.ops_of(self.me, since)
+            gate = store.sync_gate(self.me, {op.entry_id for op in ops})
             bodies: dict[str, EntryBody | None] = {
                 op.entry_id: op.value for op in ops if isinstance(op.value, EntryBody)}
             kept = []
