@@ -42,12 +42,7 @@ class Admission(NodeCore):
         log.warning("revocation list v%d adopted: %d peer(s) revoked", revocations.version, len(revocations.revoked))
         for record in self.book.all():
             if revocations.is_revoked(record.peer_id):
-                record.member = False
-                record.refused = "revoked"
-                record.dial = False
-                record.hold_until = float("inf")
-                self._shut_out(record)
-                await self._drop(record.peer_id)
+                await self._refuse(record.peer_id, "revoked")
         self.state.publish("revocations_adopted", {"version": revocations.version,
                                                    "revoked": sorted(revocations.revoked)})
         if self._nursery is not None:
@@ -110,17 +105,25 @@ class Admission(NodeCore):
             self.state.publish("peer_up", {"peer_id": peer_id})
             log.info("sibling %s connected", peer_id)
 
-    async def _refuse(self, peer_id: str, reason: str) -> None:
+    async def _refuse(self, peer_id: str, reason: str, *, by_peer: bool = False) -> None:
+        """Drop a peer whose membership check failed (or, `by_peer`, that refused ours) and
+        hold it off for HOLD_S; a revoked one forever, and out of GossipSub too."""
         record = self.book.get(peer_id)
         record.member = False
-        record.refused = reason
-        record.dial = False
-        record.hold_until = float("inf") if reason == "revoked" else time.monotonic() + HOLD_S
-        if reason == "revoked":
-            self._shut_out(record)
-        self.counters[f"hello_refused_{reason}"] += 1
-        log.warning("peer %s failed the membership check (%s): disconnected", peer_id, reason)
-        self.state.publish("peer_refused", {"peer_id": peer_id, "reason": reason})
+        forever = reason == "revoked" and not by_peer
+        record.hold_until = float("inf") if forever else time.monotonic() + HOLD_S
+        if by_peer:  # it may be us who is wrong (e.g. revoked): keep it as a sibling to retry
+            record.refused = f"refused us: {reason}"
+            self.counters[f"hello_refused_by_peer_{reason}"] += 1
+            log.warning("peer %s refused us (%s): disconnected", peer_id, reason)
+        else:
+            record.refused = reason
+            record.dial = False
+            if reason == "revoked":
+                self._shut_out(record)
+            self.counters[f"hello_refused_{reason}"] += 1
+            log.warning("peer %s failed the membership check (%s): disconnected", peer_id, reason)
+            self.state.publish("peer_refused", {"peer_id": peer_id, "reason": reason})
         await self._drop(peer_id)
 
     async def _hello(self, peer_id: str, then_sync: bool = True) -> None:
@@ -137,9 +140,7 @@ class Admission(NodeCore):
             self._count_traffic(peer_id, sent=len(frame), received=len(payload))
             reply = messages.decode(payload)
             if isinstance(reply, messages.Refused):
-                self.counters[f"hello_refused_by_peer_{reply.reason}"] += 1
-                log.warning("peer %s refused us: %s (%s)", peer_id, reply.reason, reply.detail)
-                await self._refuse_quietly(peer_id, f"refused us: {reply.reason}")
+                await self._refuse(peer_id, reply.reason, by_peer=True)
                 return
             if not isinstance(reply, messages.Hello):
                 raise RemoteProtocolError("malformed", "expected a hello")
@@ -178,12 +179,6 @@ class Admission(NodeCore):
             record.hold_until = time.monotonic() + NO_HELLO_HOLD_S
         await self._drop(peer_id)
 
-    async def _refuse_quietly(self, peer_id: str, why: str) -> None:
-        record = self.book.get(peer_id)
-        record.member = False
-        record.refused = why
-        record.hold_until = time.monotonic() + HOLD_S
-        await self._drop(peer_id)
 
     async def _hello_handler(self, stream: INetStream) -> None:
         peer_id = stream.muxed_conn.peer_id.to_base58()
