@@ -25,7 +25,7 @@ from crdt.ops import unpack_strict
 
 from .frames import MAX_FRAME_BYTES
 
-__all__ = ["End", "Hello", "Refused", "Want", "decode", "encode"]
+__all__ = ["DeltaFrame", "End", "Hello", "Message", "Refused", "Want", "decode", "encode"]
 
 VERSION = 1
 MAX_ADDRS = 16

@@ -55,7 +55,6 @@ class P2PNode(Dialing, Admission, CatchUp, Broadcast):
         self.membership = membership
         self.revocations = revocations
         self.listen = [parse_multiaddr(a) for a in listen]
-        self.bootstrap = bootstrap
         self.mdns = mdns
         self.sync_interval_s = sync_interval_s
         self.topic = topic_of(membership.clade_id)
