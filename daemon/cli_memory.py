@@ -3,13 +3,14 @@
     clade recall QUERY [--k N] [--kind K]… [--min-importance X] [--min-confidence X]
                        [--include-sensitive] [--keyword-only] [--pad P,A,D]
     clade digest QUERY [--budget-tokens N] [--k N] [--format xml|search-results|json] [--include-sensitive]
-    clade feedback [--cited ID…] [--injected ID…]
+    clade feedback [--cited ID…] [--injected ID…] [--response TEXT|-]
     clade embeddings check | rebuild
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -20,9 +21,9 @@ from .datadir import DataDir
 from .errors import UsageError
 from .grimoire.digest import build_digest
 from .grimoire.embedder import Embedder, get_embedder
-from .grimoire.retrieval import RecallQuery, Retriever, apply_feedback
+from .grimoire.retrieval import RecallQuery, Retriever, apply_feedback, cited_by_response, response_sentences
 from .grimoire.store import wall_clock_ms
-from .grimoire.vectors import vector_report
+from .grimoire.vectors import stored_vectors, vector_report
 
 __all__ = ["register"]
 
@@ -52,6 +53,9 @@ def register(command: Callable[[str, Handler, str], argparse.ArgumentParser], *,
     p = command("feedback", cmd_feedback, "citation feedback: cited entries gain weight, uncited lose some")
     p.add_argument("--cited", nargs="+", action="extend", default=[], metavar="ID")
     p.add_argument("--injected", nargs="+", action="extend", default=[], metavar="ID")
+    p.add_argument("--response", default=None, metavar="TEXT",
+                   help="the model's response (- reads stdin): without --cited, injected entries within "
+                        "cosine 0.8 of one of its sentences count as cited")
 
     p = command("embeddings", cmd_embeddings_check, "embedding vectors: check or rebuild")
     sub = p.add_subparsers(dest="embeddings_command", required=True, metavar="SUBCOMMAND", parser_class=parser_class)
@@ -107,9 +111,24 @@ def cmd_digest(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
 def cmd_feedback(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     if not args.cited and not args.injected:
         raise UsageError("give --cited ID… and/or --injected ID…")
+    response = args.response
+    if response == "-":
+        response = sys.stdin.read()
+    if response is not None and not response.strip():
+        raise UsageError("--response must not be blank")
+    client = DaemonClient.for_data_dir(data)
+    if client is not None:
+        return dict(client.call("POST", "/v1/feedback", body={
+            "cited": args.cited, "injected": args.injected, "response": response}))
+    cited, matched = list(args.cited), []
     with data.open_store() as store:
-        weights = apply_feedback(store, cited=args.cited, injected=args.injected)
-    return {"weights": weights}
+        if response is not None and not cited and args.injected:
+            retriever = Retriever(store, _embedder(data))
+            retriever.index_missing()
+            vectors = stored_vectors(store, retriever.embedder.info, args.injected)
+            cited = matched = cited_by_response(vectors, retriever.embedder.embed(response_sentences(response)))
+        weights = apply_feedback(store, cited=cited, injected=args.injected)
+    return {"weights": weights, "cited": sorted(set(cited)), "matched_by_response": matched}
 
 
 def cmd_embeddings_check(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:

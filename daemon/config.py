@@ -98,6 +98,21 @@ class EmbeddingConfig(_Section):
     model: str = "sentence-transformers/all-MiniLM-L6-v2"
 
 
+class DigestConfig(_Section):
+    pinned_tags: list[str] = Field(default_factory=list, max_length=64,
+                                   description="entries with one of these tags always enter the digest first")
+    pinned_fact_keys: list[str] = Field(default_factory=list, max_length=64,
+                                        description="facts whose content starts with `KEY:` or `KEY =` enter first")
+
+    @field_validator("pinned_tags", "pinned_fact_keys")
+    @classmethod
+    def _labels(cls, values: list[str]) -> list[str]:
+        for value in values:
+            if not value.strip() or len(value) > 48:
+                raise ValueError(f"{value!r} must be 1..48 characters")
+        return values
+
+
 class LogConfig(_Section):
     level: Literal["debug", "info", "warning", "error"] = "warning"
 
@@ -112,6 +127,7 @@ class Config(_Section):
     backup: BackupConfig = Field(default_factory=BackupConfig)
     styx: StyxConfig = Field(default_factory=StyxConfig)
     embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
+    digest: DigestConfig = Field(default_factory=DigestConfig)
     log: LogConfig = Field(default_factory=LogConfig)
 
 
@@ -148,6 +164,10 @@ DEFAULT_CONFIG_TOML = """\
 
 [embedding]
 # model = "sentence-transformers/all-MiniLM-L6-v2"
+
+[digest]
+# pinned_tags = []         # e.g. ["risk-limits"]: tagged entries always enter the digest first
+# pinned_fact_keys = []    # e.g. ["max_position_usd"]: facts written "max_position_usd: 50000"
 
 [log]
 # level = "warning"

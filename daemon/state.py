@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.abc
+import numpy as np
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from crdt import Kind
@@ -30,18 +31,29 @@ from .grimoire import Episode, Grimoire, NewEntry, write_playbook
 from .grimoire.digest import build_digest
 from .grimoire.embedder import expected_info, get_embedder
 from .grimoire.records import Entry
-from .grimoire.retrieval import Hit, RecallQuery, Retriever
-from .grimoire.vectors import missing_vectors, write_vectors
+from .grimoire.retrieval import (
+    Hit,
+    RecallQuery,
+    Retriever,
+    apply_feedback,
+    cited_by_response,
+    response_sentences,
+)
+from .grimoire.vectors import missing_vectors, stored_vectors, write_vectors
 
 if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
     from .p2p.node import P2PNode
 
 __all__ = ["INLINE_EMBED_LIMIT", "DaemonState"]
 
-# Entries a request embeds itself before ranking: none. Only the query is embedded inline;
-# the embedder service works through the backlog, and entries still without a vector are
-# found by keyword meanwhile (a search must never wait seconds behind the model).
-INLINE_EMBED_LIMIT = 0
+# Read-your-writes: a search first embeds the newest entries still without a vector, at most
+# this many (~5 ms each for a typical entry, so a bounded ~0.2 s after a burst), outside the
+# store's thread. The embedder service works through any older backlog in batches of
+# BACKLOG_BATCH; entries beyond the tail are found by keyword until it has.
+INLINE_EMBED_LIMIT = 32
+BACKLOG_BATCH = 8
 
 log = logging.getLogger("clade.state")
 T = TypeVar("T")
@@ -60,6 +72,9 @@ class DaemonState:
     _limiter: anyio.CapacityLimiter = field(default_factory=lambda: anyio.CapacityLimiter(1))
     _subscribers: set[MemoryObjectSendStream[Event]] = field(default_factory=set)
     _retriever: Retriever | None = None
+    # One user of the model at a time (query tail or background backlog), so the two never
+    # embed the same entries twice; a query waits at most one backlog batch.
+    _embedding: anyio.Lock = field(default_factory=anyio.Lock)
     p2p: P2PNode | None = None
 
     @staticmethod
@@ -120,33 +135,69 @@ class DaemonState:
         await self.db(lambda s: self.data.open_episodes().append([episode]))
         self.publish("episode_written", {"id": episode.id})
 
+    async def _embed_pending(self, *, limit: int, newest_first: bool) -> int:
+        """Embed up to `limit` entries lacking a vector; the model runs *outside* the store's
+        writer thread, so requests and the watchdog never wait for it. Returns how many."""
+        info = expected_info(self.config.embedding.model)
+        if info is not None and not await self.db(lambda s: missing_vectors(s, info, limit=1)):
+            return 0  # nothing to embed: do not load the model (300 MB) for nothing
+        async with self._embedding:
+            embedder = await anyio.to_thread.run_sync(lambda: self.retriever.embedder)
+            todo = await self.db(lambda s: missing_vectors(s, embedder.info, limit=limit, newest_first=newest_first))
+            if not todo:
+                return 0
+            vectors = await anyio.to_thread.run_sync(lambda: embedder.embed([content for _, content in todo]))
+            await self.db(lambda s: write_vectors(s, embedder.info, [i for i, _ in todo], vectors))
+        self.counters["entries_embedded"] += len(todo)
+        return len(todo)
+
+    async def _query_vector(self, text: str) -> NDArray[np.float32]:
+        """Read-your-writes, then the query's embedding: both off the store's thread."""
+        await self._embed_pending(limit=INLINE_EMBED_LIMIT, newest_first=True)
+        embedder = await anyio.to_thread.run_sync(lambda: self.retriever.embedder)
+        vectors: NDArray[np.float32] = await anyio.to_thread.run_sync(lambda: embedder.embed([text]))
+        first: NDArray[np.float32] = vectors[0]
+        return first
+
     async def recall(self, text: str, *, k: int, kinds: tuple[Kind, ...] = (),
                      min_importance: float | None = None) -> list[Hit]:
         query = RecallQuery(text=text, k=k, kinds=kinds, min_importance=min_importance)
-        return await self.db(lambda s: self.retriever.recall(query, embed_limit=INLINE_EMBED_LIMIT))
+        if not text.strip():
+            raise UsageError("query must not be empty")
+        vector = await self._query_vector(text)
+        return await self.db(lambda s: self.retriever.recall(query, embed_limit=0, query_vector=vector))
 
     async def digest(self, text: str, *, budget_tokens: int, k: int, fmt: str,
                      include_sensitive: bool) -> dict[str, Any]:
         joined = self.data.load_membership()
         namespace = joined[0].clade_name if joined else "local"
+        if not text.strip():
+            raise UsageError("query must not be empty")
+        vector = await self._query_vector(text)
+        pins = self.config.digest
         return await self.db(lambda s: build_digest(
             self.retriever, text=text, now_ms=self.now_ms(), budget_tokens=budget_tokens, k=k, fmt=fmt,
-            include_sensitive=include_sensitive, namespace=namespace, embed_limit=INLINE_EMBED_LIMIT))
+            include_sensitive=include_sensitive, namespace=namespace, embed_limit=0, query_vector=vector,
+            pinned_tags=pins.pinned_tags, pinned_fact_keys=pins.pinned_fact_keys))
 
-    async def embed_backlog(self, *, batch: int = 32) -> int:
-        """Embed up to `batch` entries lacking a vector; the model runs *outside* the store's
-        writer thread, so requests and the watchdog never wait for it. Returns how many."""
-        info = expected_info(self.config.embedding.model)
-        if info is not None and not await self.db(lambda s: missing_vectors(s, info, limit=1)):
-            return 0  # nothing to embed: do not load the model (300 MB) for nothing
-        embedder = await anyio.to_thread.run_sync(lambda: self.retriever.embedder)
-        todo = await self.db(lambda s: missing_vectors(s, embedder.info, limit=batch))
-        if not todo:
-            return 0
-        vectors = await anyio.to_thread.run_sync(lambda: embedder.embed([content for _, content in todo]))
-        await self.db(lambda s: write_vectors(s, embedder.info, [i for i, _ in todo], vectors))
-        self.counters["entries_embedded"] += len(todo)
-        return len(todo)
+    async def feedback(self, *, cited: list[str], injected: list[str], response: str | None) -> dict[str, Any]:
+        """Citation feedback from the golem's last LLM call. Without citations, `response` (the
+        model's text) counts as cited each injected entry within cosine 0.8 of one of its sentences."""
+        matched: list[str] = []
+        if response is not None and not cited and injected:
+            sentences = response_sentences(response)
+            await self._embed_pending(limit=INLINE_EMBED_LIMIT, newest_first=True)
+            embedder = await anyio.to_thread.run_sync(lambda: self.retriever.embedder)
+            vectors = await self.db(lambda s: stored_vectors(s, embedder.info, injected))
+            said = await anyio.to_thread.run_sync(lambda: embedder.embed(sentences))
+            matched = cited_by_response(vectors, said)
+            cited = matched
+        weights = await self.db(lambda s: apply_feedback(s, cited=cited, injected=injected, now_ms=self.now_ms()))
+        return {"weights": weights, "cited": sorted(set(cited)), "matched_by_response": matched}
+
+    async def embed_backlog(self, *, batch: int = BACKLOG_BATCH) -> int:
+        """Embed up to `batch` of the oldest entries lacking a vector; returns how many."""
+        return await self._embed_pending(limit=batch, newest_first=False)
 
     async def status(self) -> dict[str, Any]:
         counts = await self.db(lambda s: s.counts())

@@ -1,12 +1,14 @@
 """A small DeFi Grimoire for measuring semantic recall (used by test_semantic_recall.py).
 
-ENTRIES are knowledge a trading golem would write (65 entries over the twelve categories
-and seven kinds). QUERIES are paraphrased questions a golem would ask, each with the keys
-of the one or two entries that answer it. A query shares no content word, nor a word
-stem, with the entries that answer it (their content, tags and protocols: everything the
-FTS5 index sees); `shared_words` defines "shares" and the tests enforce it. Keyword search
-can therefore reach an answer only by accident, through function words the query and the
-answer both happen to use.
+ENTRIES are knowledge a trading golem would write (112 entries over the twelve categories
+and all twelve kinds). QUERIES are paraphrased questions a golem would ask (77 of them),
+each with the keys of the one or two entries that answer it; no other entry answers it.
+Many entries are near-misses of others (same protocol, chain or mechanism, a different
+question answered), so a retriever matching on topic alone ranks the wrong neighbour.
+A query shares no content word, nor a word stem, with the entries that answer it (their
+content, tags and protocols: everything the FTS5 index sees); `shared_words` defines
+"shares" and the tests enforce it. Keyword search can therefore reach an answer only by
+accident, through function words the query and the answer both happen to use.
 
 Rules for editing: never copy a query's words into its answers (the test fails); keep
 explicit importance uncorrelated with relevance (the test checks the means), so that the
@@ -470,6 +472,301 @@ ENTRIES: tuple[CorpusEntry, ...] = (
         "top-ups and dip buys need no bridging.",
         (), (ARBITRUM,), ("treasury",), 0.5, 0.7,
     ),
+    # --- second batch: neighbours of the first batch, written as near-misses ---------------
+    # slippage and MEV
+    CorpusEntry(
+        "slip-exact-output", K.HEURISTIC, C.SLIPPAGE,
+        "To repay a fixed debt, use an exact-output swap with a cap on the input: it fixes the amount received and "
+        "pushes all the slippage onto what is spent, so the repayment never comes up short.",
+        ("uniswap-v3",), (ARBITRUM,), ("swaps",), 0.5, 0.8,
+    ),
+    CorpusEntry(
+        "slip-night-spreads", K.INSIGHT, C.SLIPPAGE,
+        "Between 22:00 and 04:00 UTC a $50k sell on the Velodrome OP/USDC pool pays about twice the daytime price "
+        "impact, as market makers pull their ranges overnight.",
+        ("velodrome",), (OPTIMISM,), ("impact",), 0.6, 0.65,
+    ),
+    CorpusEntry(
+        "slip-lst-swap-size", K.FACT, C.SLIPPAGE,
+        "Selling 2,000 wstETH through the Curve and Balancer pools costs under 0.1%; above 10,000 the impact passes "
+        "1%, since the pools together hold only about 60,000.",
+        ("curve", "balancer"), (MAINNET,), ("lst",), 0.5, 0.75,
+    ),
+    CorpusEntry(
+        "mev-l2-no-sandwich", K.INSIGHT, C.SLIPPAGE,
+        "Sandwich attacks are rare on Arbitrum because it has no public mempool for bots to watch; there the "
+        "slippage tolerance guards against price moves more than against bots.",
+        ("uniswap-v3",), (ARBITRUM,), ("mev",), 0.6, 0.7,
+    ),
+    CorpusEntry(
+        "anti-l2-no-mev", K.ANTI_KNOWLEDGE, C.SLIPPAGE,
+        "The belief that rollups carry no MEV is wrong: on Base, backrunning and cyclic arbitrage bots take profit "
+        "after nearly every large swap; only sandwiching is rarer than on mainnet.",
+        (), (BASE,), ("mev",), 0.5, 0.75,
+    ),
+    # gas
+    CorpusEntry(
+        "gas-maxfee-headroom", K.HEURISTIC, C.GAS_TIMING,
+        "Set maxFeePerGas to twice the current base fee: the base fee can rise at most 12.5% per block, so a 2x cap "
+        "survives six full blocks in a row, while the tip alone decides priority.",
+        (), (MAINNET,), ("eip1559",), 0.6, 0.85,
+    ),
+    CorpusEntry(
+        "gas-approval-permit2", K.INSIGHT, C.GAS_TIMING,
+        "Signing a Permit2 allowance instead of sending a separate approve transaction, and batching it with the "
+        "swap through the Universal Router, saved about 46k gas per new token on mainnet.",
+        ("permit2",), (MAINNET,), ("approvals",), 0.4, 0.8,
+    ),
+    # routing and bridges
+    CorpusEntry(
+        "route-uniswapx-expiry", K.WARNING, C.ROUTE_SELECTION,
+        "Intents signed on UniswapX sometimes expire with no filler when the token is illiquid and no solver finds "
+        "the fill worth it; for time-critical sells, go straight to an AMM pool.",
+        ("uniswapx",), (MAINNET,), ("intents",), 0.6, 0.7,
+    ),
+    CorpusEntry(
+        "route-cctp-native", K.FACT, C.ROUTE_SELECTION,
+        "Circle's CCTP burns USDC on the source chain and mints native USDC on the destination, with no liquidity "
+        "pool and no bridged variant left to unwind afterwards.",
+        ("cctp",), (ARBITRUM, BASE, MAINNET), ("bridges",), 0.5, 0.85,
+    ),
+    CorpusEntry(
+        "route-fast-bridge-fee", K.INSIGHT, C.ROUTE_SELECTION,
+        "Across relayer fees between Arbitrum and Base ran from 0.04% to 0.3% by size and jumped whenever the "
+        "relayers' capital on the target chain ran low; split large transfers.",
+        ("across",), (ARBITRUM, BASE), ("bridges",), 0.5, 0.7,
+    ),
+    CorpusEntry(
+        "episode-bridge-stall", K.EPISODE_SUMMARY, C.ROUTE_SELECTION,
+        "Episode: a 50k USDC Stargate transfer to Base sat for six hours because the destination pool was empty, "
+        "and the trade it was meant to fund missed its window.",
+        ("stargate",), (BASE,), ("bridges",), 0.5, 0.8,
+    ),
+    # liquidity and lending markets
+    CorpusEntry(
+        "liq-tick-cliff", K.INSIGHT, C.LIQUIDITY_CONDITIONS,
+        "Most active liquidity in the Arbitrum ETH/USDC 0.05% pool sits within ±2% of spot; past a 3% move the "
+        "next ticks are nearly empty and the impact per $100k rises tenfold.",
+        ("uniswap-v3",), (ARBITRUM,), ("ticks",), 0.6, 0.7,
+    ),
+    CorpusEntry(
+        "lrt-withdraw-delay", K.FACT, C.LIQUIDITY_CONDITIONS,
+        "Redeeming weETH for ETH passes through EigenLayer's 7-day escrow on top of the beacon-chain exit queue; "
+        "plan on 8 to 14 days, or sell on a DEX at the going discount.",
+        ("eigenlayer",), (MAINNET,), ("lrt",), 0.6, 0.8,
+    ),
+    CorpusEntry(
+        "lend-util-kink", K.CAUSAL_LINK, C.LIQUIDITY_CONDITIONS,
+        "Aave's variable borrow rate turns steep once utilisation passes the optimal point (92% for USDC): when a "
+        "whale withdrew, our borrow APR went from 7% to 38% within a block.",
+        ("aave",), (MAINNET,), ("rates",), 0.6, 0.8,
+    ),
+    CorpusEntry(
+        "lend-supply-cap", K.CONSTRAINT, C.TOOL_GUIDANCE,
+        "Aave v3 on Base caps the total supply of each collateral asset; once the cbETH cap is reached, new "
+        "deposits revert until governance raises it, so the loop cannot grow.",
+        ("aave",), (BASE,), ("caps",), 0.5, 0.85,
+    ),
+    CorpusEntry(
+        "lend-isolation-ceiling", K.FACT, C.RISK_EVENTS,
+        "Assets in Aave v3 isolation mode can back only stablecoin borrows, up to a protocol-wide debt ceiling; "
+        "once that ceiling fills, nobody can borrow against them until it is raised.",
+        ("aave",), (ARBITRUM,), ("lending",), 0.6, 0.85,
+    ),
+    # regimes
+    CorpusEntry(
+        "regime-vol-compression", K.INSIGHT, C.REGIME_TRANSITIONS,
+        "A month of ETH realised volatility under 30% preceded each of this cycle's large moves; the calm ends "
+        "abruptly, so do not narrow ranges to the quiet regime's width.",
+        (), (MAINNET,), ("volatility",), 0.5, 0.6,
+    ),
+    CorpusEntry(
+        "regime-correlation-one", K.REGIME_SHIFT, C.REGIME_TRANSITIONS,
+        "In the August selloff every altcoin's 30-day correlation with ETH rose above 0.9 within days; holding many "
+        "different tokens gave no protection, only stablecoins did.",
+        (), (), ("correlation",), 0.6, 0.7,
+    ),
+    CorpusEntry(
+        "regime-l2-volume-shift", K.REGIME_SHIFT, C.REGIME_TRANSITIONS,
+        "After Dencun cut rollup fees, more than half of our ETH/USDC flow moved from mainnet to Base and "
+        "Arbitrum; mainnet pools now mostly fill whale-sized orders.",
+        ("uniswap-v3",), (MAINNET, BASE, ARBITRUM), ("volume",), 0.5, 0.7,
+    ),
+    CorpusEntry(
+        "regime-rate-cuts-yields", K.REGIME_SHIFT, C.REGIME_TRANSITIONS,
+        "After the first Fed cut, on-chain stablecoin lending rates fell from 11% to 4% within two months, and "
+        "carry trades funded at the old rates stopped paying.",
+        ("aave",), (MAINNET,), ("macro",), 0.7, 0.65,
+    ),
+    # risk events, oracles, perps
+    CorpusEntry(
+        "risk-sequencer-grace", K.FACT, C.RISK_EVENTS,
+        "When the Arbitrum sequencer restarts after an outage, Aave reads Chainlink's uptime feed and holds off "
+        "liquidations for a one-hour grace period so borrowers can add collateral first.",
+        ("aave", "chainlink"), (ARBITRUM,), ("sequencer",), 0.5, 0.8,
+    ),
+    CorpusEntry(
+        "risk-admin-no-timelock", K.WARNING, C.RISK_EVENTS,
+        "Contracts whose admin multisig can upgrade them without a timelock can be changed overnight; keep funds "
+        "only in markets with a delay of 48 hours or more on upgrades.",
+        (), (), ("admin",), 0.7, 0.8,
+    ),
+    CorpusEntry(
+        "causal-liquidation-cascade", K.CAUSAL_LINK, C.RISK_EVENTS,
+        "Forced sales from liquidations push ETH lower on DEXs and trip the next tier of underwater loans; the 12% "
+        "drop last May came in three legs about 20 minutes apart.",
+        ("aave",), (MAINNET, ARBITRUM), ("liquidations",), 0.7, 0.7,
+    ),
+    CorpusEntry(
+        "anti-audit-safe", K.ANTI_KNOWLEDGE, C.RISK_EVENTS,
+        "Audited does not mean safe: two protocols exploited this year had three audits each, and the bug sat in "
+        "code added after the last one.",
+        (), (), ("audits",), 0.6, 0.85,
+    ),
+    CorpusEntry(
+        "oracle-heartbeat-lag", K.CAUSAL_LINK, C.RISK_EVENTS,
+        "Chainlink's ETH/USD feed on Arbitrum updates on a 0.05% deviation or a 24-hour heartbeat; in a fast move "
+        "Aave's collateral value lagged the DEX price by up to a minute, then liquidations arrived in a burst.",
+        ("chainlink", "aave"), (ARBITRUM,), ("oracle",), 0.6, 0.7,
+    ),
+    CorpusEntry(
+        "perp-adl", K.WARNING, C.RISK_EVENTS,
+        "When GMX's pool cannot cover trader profits, auto-deleveraging closes the most profitable positions at "
+        "mark price; a big winning short can be shut without warning.",
+        ("gmx",), (ARBITRUM,), ("perps",), 0.6, 0.75,
+    ),
+    CorpusEntry(
+        "perp-mark-index", K.FACT, C.RISK_EVENTS,
+        "Perp liquidations trigger on the mark price, an index across several exchanges, not the last trade; a 4% "
+        "wick on one exchange left our dYdX short untouched.",
+        ("dydx",), (), ("perps",), 0.5, 0.8,
+    ),
+    # rebalancing
+    CorpusEntry(
+        "rebal-loop-ltv-band", K.HEURISTIC, C.REBALANCE_TIMING,
+        "Re-lever the wstETH loop on Aave only when its LTV is more than 5 points off target; adjusting it daily "
+        "spent more on swap fees than the yield it protected.",
+        ("aave", "lido"), (MAINNET,), ("leverage",), 0.5, 0.7,
+    ),
+    CorpusEntry(
+        "rebal-twap-guard", K.HEURISTIC, C.REBALANCE_TIMING,
+        "Before each vault rebalance, compare the pool price with its 30-minute TWAP; when they differ by more "
+        "than 1%, postpone, since the pool may be mid-manipulation or mid-liquidation.",
+        ("uniswap-v3",), (ARBITRUM,), ("twap",), 0.6, 0.65,
+    ),
+    # ranges
+    CorpusEntry(
+        "range-lst-pair", K.HEURISTIC, C.RANGE_SELECTION,
+        "For wstETH/WETH a ±1% range falls out of position about monthly as the exchange rate climbs with staking "
+        "rewards; set it slightly above the current price so it stays in range longer.",
+        ("uniswap-v3", "lido"), (ARBITRUM,), ("lp",), 0.5, 0.7,
+    ),
+    CorpusEntry(
+        "range-single-sided-sell", K.STRATEGY_OUTCOME, C.RANGE_SELECTION,
+        "Outcome: single-sided ETH ranges placed 3–5% above spot sold into strength on 11 of 14 attempts and "
+        "earned fees while waiting, beating CEX limit orders on net price.",
+        ("uniswap-v3",), (ARBITRUM,), ("lp",), 0.5, 0.7,
+    ),
+    # fees and yield
+    CorpusEntry(
+        "fee-merkl-in-range", K.INSIGHT, C.FEE_OPTIMIZATION,
+        "Merkl incentives on Arbitrum pools reward only liquidity that is in range, weighted by fees earned; a "
+        "narrow range collected three times the rewards per dollar of a wide one.",
+        ("merkl", "uniswap-v3"), (ARBITRUM,), ("incentives",), 0.5, 0.7,
+    ),
+    CorpusEntry(
+        "fee-ve-bribes", K.INSIGHT, C.FEE_OPTIMIZATION,
+        "Locking VELO as veVELO and voting for our own pool redirected emissions to it; with bribes added, the "
+        "lock returned 1.4 times its cost over six months.",
+        ("velodrome",), (OPTIMISM,), ("incentives",), 0.5, 0.6,
+    ),
+    CorpusEntry(
+        "anti-headline-apr", K.ANTI_KNOWLEDGE, C.FEE_OPTIMIZATION,
+        "The highest advertised APR is not the best yield: a 30% USDC market on a new lender paid mostly in its "
+        "own token, which fell 80%, so the net result was negative.",
+        (), (), ("yield",), 0.5, 0.8,
+    ),
+    # JIT
+    CorpusEntry(
+        "jit-wide-core", K.HEURISTIC, C.JIT_DEFENSE,
+        "JIT bots only dilute liquidity at the active tick: a wide core position lost under 5% of its fees to them "
+        "while our ±0.5% band lost half, so keep most capital wide in pools they frequent.",
+        ("uniswap-v3",), (MAINNET,), ("jit",), 0.6, 0.7,
+    ),
+    CorpusEntry(
+        "jit-hook-defence", K.FACT, C.JIT_DEFENSE,
+        "A Uniswap v4 hook can withhold fees from liquidity that is added and removed within the same block, "
+        "which makes just-in-time provision unprofitable in that pool.",
+        ("uniswap-v4",), (BASE,), ("jit",), 0.5, 0.75,
+    ),
+    # tooling
+    CorpusEntry(
+        "tool-rebasing-steth", K.FACT, C.TOOL_GUIDANCE,
+        "stETH balances rebase daily; many vaults, bridges and AMMs mishandle a balance that grows by itself, so "
+        "hold wstETH, whose balance stays fixed, in contracts and on L2s.",
+        ("lido",), (MAINNET,), ("lst",), 0.5, 0.9,
+    ),
+    CorpusEntry(
+        "tool-rpc-stale-read", K.WARNING, C.TOOL_GUIDANCE,
+        "Load-balanced RPC endpoints can answer from a node one block behind; after a write, pin reads to the "
+        "receipt's block number or the next read may show the old balance.",
+        (), (ARBITRUM,), ("rpc",), 0.5, 0.8,
+    ),
+    CorpusEntry(
+        "tool-gas-limit-buffer", K.HEURISTIC, C.TOOL_GUIDANCE,
+        "eth_estimateGas underestimates aggregator swaps whose route changes between estimate and inclusion; add a "
+        "25% buffer to the gas limit or they fail out of gas.",
+        ("1inch",), (MAINNET,), ("gas",), 0.5, 0.8,
+    ),
+    CorpusEntry(
+        "tool-decimals", K.WARNING, C.TOOL_GUIDANCE,
+        "USDC and USDT use 6 decimals, WBTC 8 and most tokens 18; scaling by the wrong exponent once sent a swap a "
+        "trillion times too small.",
+        (), (), ("tokens",), 0.6, 0.9,
+    ),
+    CorpusEntry(
+        "tool-sign-typed-data", K.WARNING, C.TOOL_GUIDANCE,
+        "A signed EIP-712 message can be as dangerous as a transaction: phishing sites ask for Permit2 signatures "
+        "that let them pull tokens later. Only sign typed data the daemon built itself.",
+        (), (), ("security",), 0.7, 0.85,
+    ),
+    CorpusEntry(
+        "tool-trace-revert", K.HEURISTIC, C.TOOL_GUIDANCE,
+        "When a transaction reverts without a reason, trace it with debug_traceTransaction on an archive node; "
+        "Uniswap's STF means the token transfer failed, usually a missing approval or a fee-on-transfer token.",
+        ("uniswap-v3",), (MAINNET,), ("tooling",), 0.4, 0.8,
+    ),
+    # strategy, constraints, reflections
+    CorpusEntry(
+        "strat-pendle-yt", K.INSIGHT, C.STRATEGIC_PATTERNS,
+        "Pendle YT on ezETH is a leveraged long on the floating yield plus points; its value decays to zero at "
+        "maturity, so it only pays if the yield stays high.",
+        ("pendle",), (ARBITRUM,), ("yield",), 0.5, 0.7,
+    ),
+    CorpusEntry(
+        "anti-rsi-oversold", K.ANTI_KNOWLEDGE, C.STRATEGIC_PATTERNS,
+        "Buying ETH whenever the daily RSI fell under 30 lost money through 2022: in a downtrend, oversold readings "
+        "persisted for weeks.",
+        (), (), ("signals",), 0.5, 0.75,
+    ),
+    CorpusEntry(
+        "cons-max-leverage", K.CONSTRAINT, C.STRATEGIC_PATTERNS,
+        "Hard limit set by the owner: perp leverage at most 3x, and total perp notional at most half of the "
+        "treasury.",
+        (), (), ("limits",), 0.7, 0.95,
+    ),
+    CorpusEntry(
+        "pref-stable-lp", K.PREFERENCE, C.STRATEGIC_PATTERNS,
+        "Owner preference: keep LP capital in stable and ETH-correlated pairs; volatile long-tail pools get at most "
+        "10% of it.",
+        (), (), ("lp",), 0.6, 0.9,
+    ),
+    CorpusEntry(
+        "death-memecoin-chase", K.DEATH_REFLECTION, C.STRATEGIC_PATTERNS,
+        "A golem that died bought every new Base memecoin in its first hour and never sold before the liquidity "
+        "left; 90% of its treasury ended in tokens nobody would buy.",
+        (), (BASE,), ("memecoins",), 0.6, 0.8,
+    ),
 )
 
 
@@ -525,6 +822,78 @@ QUERIES: tuple[CorpusQuery, ...] = (
     _q("Why did my trade include a conversion between two versions of the same dollar coin?",
        "warn-wrong-chain"),
     _q("How much idle cash should sit in reserve for opportunities and emergencies?", "heur-keep-dry-powder"),
+    # --- second batch ---------------------------------------------------------------------
+    _q("I must obtain a precise quantity of a coin to settle a loan; which kind of trade makes sure I get all of it?",
+       "slip-exact-output"),
+    _q("On Coinbase's L2, do joke coins execute worse than quoted, and during which part of the day is it least "
+       "bad?",
+       "slip-quote-vs-fill"),
+    _q("How big a clip of the wrapped staked-ether token can I dump on DEXs before the hit tops one percent?",
+       "slip-lst-swap-size"),
+    _q("Which venue on Ethereum handles a seven-figure conversion between two major dollar tokens with the least "
+       "loss?", "slip-curve-stables"),
+    _q("Is it true that second-layer networks have no extractable value at all?", "anti-l2-no-mev"),
+    _q("How high should my bid limit be so a transfer still lands if demand keeps climbing for a little while?",
+       "gas-maxfee-headroom"),
+    _q("These days, is it local activity or Ethereum's own load that makes a rollup transfer expensive?",
+       "gas-l2-blobs"),
+    _q("Why did my gasless off-chain order simply lapse without ever executing, and what should I use when speed "
+       "matters?", "route-uniswapx-expiry"),
+    _q("How do I shift dollars to another rollup and end up holding the issuer's official coin rather than a "
+       "wrapped IOU?", "route-cctp-native"),
+    _q("For an obscure coin, should I go via the main ether pair instead of its own tiny market?",
+       "route-long-tail-hop"),
+    _q("Why does execution get dramatically worse after a modest swing away from where market makers concentrate "
+       "their capital?", "liq-tick-cliff"),
+    _q("How long until a restaked receipt token is converted back to the underlying coin if I go through the protocol?",
+       "lrt-withdraw-delay"),
+    _q("If I redeem through the biggest staking provider directly, when do I hold ether again, and is there a "
+       "faster route?", "fact-lido-queue"),
+    _q("Why do decentralised exchange reserves drain when money-market yields climb?", "liq-borrow-rate-flight"),
+    _q("Why did the interest on my outstanding loan suddenly spike after a large depositor pulled out?",
+       "lend-util-kink"),
+    _q("Why is the lending market refusing more of Coinbase's staked ether as backing?", "lend-supply-cap"),
+    _q("Does an unusually sleepy market tend to stay that way?", "regime-vol-compression"),
+    _q("Does spreading capital over lots of coins shield me when the whole market tanks together?",
+       "regime-correlation-one"),
+    _q("If a rollup's block producer halts, can my loan be seized the instant the network comes back?",
+       "risk-sequencer-grace"),
+    _q("Should I trust a platform if its team could swap the code in an instant?", "risk-admin-no-timelock"),
+    _q("Why does a broad market crash tend to feed on itself in successive waves?", "causal-liquidation-cascade"),
+    _q("Does a clean report from reputable reviewers guarantee a platform can't be hacked?", "anti-audit-safe"),
+    _q("Why does the money market's view of my backing trail what swaps show during violent swings?",
+       "oracle-heartbeat-lag"),
+    _q("Can the venue unilaterally terminate my futures bet while it is sitting on large gains?", "perp-adl"),
+    _q("Does a brief spike at a single venue get my geared futures bet wiped?", "perp-mark-index"),
+    _q("How far may my loan-to-collateral ratio wander from its goal before I should resize?",
+       "rebal-loop-ltv-band"),
+    _q("When is re-centring my liquidity not worth it, given the network charge against expected income?",
+       "rebal-gas-vs-fees"),
+    _q("For a pairing of a yield-bearing ether wrapper with plain ether, which way should the band lean?",
+       "range-lst-pair"),
+    _q("Has parking one-directional liquidity above the market worked as a way to take profits?",
+       "range-single-sided-sell"),
+    _q("On Coinbase's rollup, which charge level suits capital in the native-coin/dollar market, and when does the "
+       "pricier one pay better?", "fee-tier-choice"),
+    _q("Whose pool pays out when futures punters come out ahead, and when do the providers profit?", "fee-gmx-glp"),
+    _q("Is the venue quoting the largest interest automatically the right home for idle dollars?",
+       "anti-headline-apr"),
+    _q("Does how broad my interval is change how much the same-block opportunists skim from me?", "jit-wide-core"),
+    _q("Can a venue's custom plug-in logic defeat opportunists whose capital is present only for an instant?",
+       "jit-hook-defence"),
+    _q("Which pricing bucket is least exposed to opportunists that park huge capital for a single block around "
+       "whale trades?", "jit-move-tier"),
+    _q("Should I inspect custom plug-in code attached to a venue before sending my trade through it?",
+       "fact-uniswap-hooks"),
+    _q("Why do my holdings look unchanged straight after a confirmed transfer when I ask the provider?",
+       "tool-rpc-stale-read"),
+    _q("My transactions run out of fuel halfway through; how much headroom should I give them?",
+       "tool-gas-limit-buffer"),
+    _q("Can merely approving a pop-up request in my wallet, with nothing broadcast, cost me my funds?",
+       "tool-sign-typed-data"),
+    _q("Which instrument gives geared exposure to a variable return stream, and what is it worth at expiry?",
+       "strat-pendle-yt"),
+    _q("What is the ceiling on how geared our futures bets may be?", "cons-max-leverage"),
 )
 
 

@@ -9,7 +9,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crdt import EntryBody, Kind, Sensitivity, Timestamp
-from daemon.grimoire.digest import DigestItem, render_json, render_search_results, render_xml, tokens
+from daemon.grimoire.digest import (
+    DigestItem,
+    compose_json,
+    compose_xml,
+    render_json,
+    render_search_results,
+    render_xml,
+    tokens,
+)
 from daemon.grimoire.records import Entry
 
 AUTHOR = "12D3KooWK99VoVxNE7XzyBwXEzW7xhK7Gpv85r9F3V3fyKSUKPH5"
@@ -92,7 +100,26 @@ def test_per_kind_limit_keeps_room_for_warnings() -> None:
     items.append(DigestItem(entry("the one warning", i=99), 0.1))
     root = ET.fromstring(render_xml(items, now_ms=NOW, k=10))
     kinds = [m.attrib["type"] for m in root]
-    assert kinds.count("insight") == 4 and "warning" in kinds
+    # The warning competes, so the insight cap keeps room for it; the cap never leaves a slot empty.
+    assert "warning" in kinds and kinds.count("insight") == 9 and len(kinds) == 10
+
+
+def test_one_kind_alone_fills_every_slot_in_rank_order() -> None:
+    items = [DigestItem(entry(f"insight {i}", kind=Kind.INSIGHT, i=i), 1.0 - i / 100) for i in range(14)]
+    items.insert(3, DigestItem(entry("a warning", i=50), 0.975))
+    doc, ids = compose_xml(items, now_ms=NOW, k=10)
+    memories = list(ET.fromstring(doc))
+    assert len(memories) == 10 and ids == [m.attrib["id"] for m in memories]
+    # Document order is rank order, whatever pass let an entry in.
+    assert ids == [i.entry.id for i in items[:10]]
+
+
+def test_pinned_items_come_first_and_count_toward_k() -> None:
+    ranked = [DigestItem(entry(f"ranked {i}", kind=Kind.INSIGHT, i=i), 1.0 - i / 100) for i in range(12)]
+    pinned = [DigestItem(entry("max_position_usd: 50000", kind=Kind.FACT, i=90), 0.0, pinned=True)]
+    doc, ids = compose_json([*pinned, *ranked], now_ms=NOW, k=5)
+    assert ids == [pinned[0].entry.id, *(i.entry.id for i in ranked[:4])]
+    assert [m["pinned"] for m in json.loads(doc)] == [True, False, False, False, False]
 
 
 def test_search_results_blocks() -> None:

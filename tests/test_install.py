@@ -9,6 +9,7 @@ source tree. Slow by nature.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -29,8 +30,12 @@ def _run(*args: str | Path, cwd: Path, timeout: float = 900) -> subprocess.Compl
 
 
 def test_pip_install_of_the_wheel_gives_working_semantic_recall(tmp_path: Path) -> None:
+    # Build from a copy: setuptools writes build/ and *.egg-info into the tree it builds.
+    source = tmp_path / "source"
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "*.egg-info", ".clade", "__pycache__", ".*_cache", ".hypothesis"))
     wheels = tmp_path / "wheels"
-    _run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", wheels, REPO, cwd=tmp_path)
+    _run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", wheels, source, cwd=tmp_path)
     (wheel,) = wheels.glob("clade-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "config.json", "LICENSE",

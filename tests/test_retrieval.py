@@ -13,12 +13,13 @@ import pytest
 from crdt import EntryBody, Kind, Pad, Sensitivity, Timestamp
 from crdt.body import Origin
 from crypto import Identity
+from daemon.errors import UsageError
 from daemon.grimoire import Grimoire, NewEntry
 from daemon.grimoire.embedder import EmbeddingInfo, ModelIntegrityError, get_embedder
 from daemon.grimoire.records import Entry
 from daemon.grimoire.retrieval import RecallQuery, Retriever, apply_feedback
-from daemon.grimoire.scoring import Factors, importance, pad_similarity, rank, source_factor, temporal
-from daemon.grimoire.vectors import vector_report, write_vectors
+from daemon.grimoire.scoring import Factors, importance, normalise, pad_similarity, rank, source_factor, temporal
+from daemon.grimoire.vectors import missing_vectors, vector_report, write_vectors
 
 ME = Identity(b"\x21" * 32)
 DAY = 86_400_000
@@ -42,21 +43,31 @@ def retriever(store: Grimoire, model_dir: Path) -> Retriever:
 
 # -- the formulas, factor by factor ---------------------------------------------------------
 
-BASE = Factors(semantic=0.5, temporal=0.5, importance=0.5, pad=0.5, source=1.0, citation=1.0)
+BASE = Factors(semantic=0.5, temporal=0.5, importance=0.5, pad=0.5, source=1.0)
 
 
-@pytest.mark.parametrize("field", ["semantic", "temporal", "importance", "pad", "source", "citation"])
+@pytest.mark.parametrize("field", ["semantic", "temporal", "importance", "pad", "source"])
 def test_each_factor_raises_the_rank(field: str) -> None:
     higher = Factors(**{**{f: getattr(BASE, f) for f in BASE.__slots__}, field: getattr(BASE, field) + 0.2})
     assert rank(higher) > rank(BASE)
 
 
 def test_weights_are_designs() -> None:
-    f = Factors(semantic=1, temporal=0, importance=0, pad=0, source=1, citation=1)
+    f = Factors(semantic=1, temporal=0, importance=0, pad=0, source=1)
     assert rank(f) == pytest.approx(0.40)
-    assert rank(Factors(0, 1, 0, 0, 1, 1)) == pytest.approx(0.20)
-    assert rank(Factors(0, 0, 1, 0, 1, 1)) == pytest.approx(0.25)
-    assert rank(Factors(0, 0, 0, 1, 1, 1)) == pytest.approx(0.15)
+    assert rank(Factors(0, 1, 0, 0, 1)) == pytest.approx(0.20)
+    assert rank(Factors(0, 0, 1, 0, 1)) == pytest.approx(0.25)
+    assert rank(Factors(0, 0, 0, 1, 1)) == pytest.approx(0.15)
+
+
+def test_relevance_is_normalised_over_the_candidates_with_a_floor() -> None:
+    wide = normalise([Factors(0.55, 0.5, 0.5, 0.5, 1), Factors(0.30, 0.5, 0.5, 0.5, 1),
+                      Factors(0.05, 0.5, 0.5, 0.5, 1)])
+    assert [f.semantic for f in wide] == pytest.approx([1.0, 0.5, 0.0])  # spread 0.5: min-max
+    near = normalise([Factors(0.612, 0.9, 0.2, 0.5, 1), Factors(0.607, 0.1, 0.8, 0.5, 0.8)])
+    assert [f.semantic for f in near] == pytest.approx([1.0, 1 - 0.005 / 0.2])  # not stretched past the floor
+    assert [(f.temporal, f.importance, f.source) for f in near] == [(0.9, 0.2, 1), (0.1, 0.8, 0.8)]  # absolute
+    assert normalise([]) == []
 
 
 def test_importance_composite() -> None:
@@ -94,7 +105,7 @@ def write(store: Grimoire, content: str, **kw: object) -> str:
 
 def ranks(store: Grimoire, model_dir: Path, text: str, **kw: object) -> list[str]:
     return [h.entry.id for h in retriever(store, model_dir).recall(RecallQuery(text=text, k=10, **kw),  # type: ignore[arg-type]
-                                                                   now_ms=NOW, touch=False)]
+                                                                   now_ms=NOW)]
 
 
 def test_semantic_similarity_orders_results(store: Grimoire, model_dir: Path) -> None:
@@ -109,19 +120,21 @@ def test_explicit_importance_orders_equal_matches(store: Grimoire, model_dir: Pa
     assert ranks(store, model_dir, "stETH redemption delays") == [high, low]
 
 
-def test_access_count_raises_rank_and_recall_bumps_it(store: Grimoire, model_dir: Path) -> None:
+def test_access_count_raises_rank_but_only_a_use_counts(store: Grimoire, model_dir: Path) -> None:
     a = write(store, "Balancer boosted pools route through Aave for yield")
     b = write(store, "Balancer boosted pools route through Aave for yield!")
     before = ranks(store, model_dir, "balancer boosted pool yield source")
-    store.touch([before[1]] * 1, NOW)
-    for _ in range(5):
-        store.touch([before[1]], NOW)
+    r = retriever(store, model_dir)
+    for _ in range(20):  # appearing in result lists is not a use: nothing changes
+        r.recall(RecallQuery(text="balancer boosted pool yield source", k=2), now_ms=NOW)
+    assert {e.access_count for e in store.get_many([a, b])} == {0}
+    assert ranks(store, model_dir, "balancer boosted pool yield source") == before
+    for _ in range(6):  # cited: a use
+        apply_feedback(store, cited=[before[1]], injected=[before[1]], now_ms=NOW + 5)
+    assert store.get(before[1]).access_count == 6 and store.get(before[1]).last_accessed_ms == NOW + 5
+    assert store.get(before[0]).access_count == 0
     after = ranks(store, model_dir, "balancer boosted pool yield source")
     assert after[0] == before[1] and set(after) == {a, b}
-    r = retriever(store, model_dir)
-    top = r.recall(RecallQuery(text="balancer", k=1), now_ms=NOW)[0].entry
-    assert store.get(top.id).access_count == top.access_count + 1
-    assert store.get(top.id).last_accessed_ms == NOW
 
 
 def test_older_entries_rank_lower(tmp_path: Path, model_dir: Path) -> None:
@@ -186,18 +199,23 @@ def test_filters(store: Grimoire, model_dir: Path) -> None:
     assert ranks(store, model_dir, "price feed attack", min_confidence=0.5) == [warn]
 
 
-def test_citation_feedback_is_bounded_and_moves_rank(store: Grimoire, model_dir: Path) -> None:
+def test_citation_feedback_is_bounded_counts_a_use_and_is_all_or_nothing(store: Grimoire, model_dir: Path) -> None:
     a = write(store, "1inch splits large swaps across many venues")
     b = write(store, "1inch splits large swaps across many venues.")
     first, second = ranks(store, model_dir, "aggregator routing of big trades")
-    for _ in range(3):
-        apply_feedback(store, cited=[second], injected=[first, second])
+    for _ in range(10):
+        apply_feedback(store, cited=[second], injected=[first, second], now_ms=NOW)
+    # Ten uses raise importance by 0.3: the near-identical twin now ranks first.
     assert ranks(store, model_dir, "aggregator routing of big trades") == [second, first]
+    assert (store.get(second).access_count, store.get(first).access_count) == (10, 0)
     for _ in range(100):
         apply_feedback(store, cited=[second], injected=[first])
     assert store.get(second).cite_weight == pytest.approx(1.5)
     assert store.get(first).cite_weight == pytest.approx(0.5)
     assert {a, b} == {first, second}
+    with pytest.raises(UsageError, match="no entry"):
+        apply_feedback(store, cited=[first], injected=["f" * 32])
+    assert store.get(first).access_count == 0  # the whole call was refused
 
 
 def test_corrupted_model_is_refused(tmp_path: Path, model_dir: Path) -> None:
@@ -249,6 +267,9 @@ def test_recall_embeds_at_most_embed_limit_inline(store: Grimoire, model_dir: Pa
     for i in range(12):
         write(store, f"Backlog entry {i} about bridge withdrawal delays")
     r = retriever(store, model_dir)
-    hits = r.recall(RecallQuery(text="bridge withdrawal", k=12), now_ms=NOW, touch=False, embed_limit=5)
+    hits = r.recall(RecallQuery(text="bridge withdrawal", k=12), now_ms=NOW, embed_limit=5)
     assert vector_report(store, r.embedder.info) == {"current": 5, "other_model": 0, "missing": 7}
     assert len(hits) == 12  # the 7 without vectors came in through FTS5
+    # The tail embedded is the newest five: read-your-writes for the latest writes first.
+    newest = {e.id for e in store.list_entries(limit=5)}
+    assert {i for i, _ in missing_vectors(store, r.embedder.info)}.isdisjoint(newest)

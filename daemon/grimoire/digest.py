@@ -2,11 +2,19 @@
 `search_result` content blocks, or JSON — pure, deterministic, within a token budget.
 
 Tokens are counted as ⌈characters / 4⌉ of the rendered output, and the budget is a hard
-ceiling on the whole document: entries are taken in rank order and one that does not fit
-is skipped (a smaller one further down may still fit). Per-kind limits cap how many
-entries of one kind get in, so one chatty kind cannot crowd out the warnings. Sibling
-text is data, never instructions: every character that could close a tag or open markup
-is escaped, and control characters are replaced.
+ceiling on the whole document. Entries are taken in priority order and one that does not
+fit is skipped (a smaller one further down may still fit), up to `k` (default 10):
+
+1. pinned entries (config `digest.pinned_tags` / `digest.pinned_fact_keys`: structured
+   lookup before search);
+2. ranked hits within their kind's cap (`DEFAULT_PER_KIND`), so one chatty kind cannot
+   crowd out the warnings when other kinds compete;
+3. then the hits the caps held back, in rank order: caps reserve room for other kinds only
+   when there are other kinds to fill it — slots are never left empty.
+
+The document lists pinned entries first, then the rest in rank order. The same store and
+query give the same bytes. Sibling text is data, never instructions: every character that
+could close a tag or open markup is escaped, and control characters are replaced.
 """
 
 from __future__ import annotations
@@ -15,9 +23,11 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from crdt import Kind
 
@@ -25,8 +35,12 @@ from .records import Entry
 from .retrieval import RecallQuery, Retriever
 from .scoring import age_days
 
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
 __all__ = [
-    "DEFAULT_PER_KIND", "DigestItem", "build_digest", "render_json", "render_search_results", "render_xml", "tokens",
+    "DEFAULT_PER_KIND", "DigestItem", "build_digest", "compose_json", "compose_search_results", "compose_xml",
+    "render_json", "render_search_results", "render_xml", "tokens",
 ]
 
 DEFAULT_BUDGET_TOKENS = 3_000
@@ -49,6 +63,7 @@ class DigestItem:
 
     entry: Entry
     score: float
+    pinned: bool = False
 
 
 def _escape(text: str) -> str:
@@ -66,54 +81,76 @@ def _age(days: float) -> str:
 
 
 def _select(items: Sequence[DigestItem], *, k: int, per_kind: Mapping[Kind, int],
-            include_sensitive: bool) -> list[DigestItem]:
+            include_sensitive: bool) -> list[tuple[int, DigestItem]]:
+    """(position in `items`, item) in priority order: pinned, ranked within the kind caps, the rest."""
     counts: Counter[Kind] = Counter()
-    chosen = []
-    for item in items:
-        kind = item.entry.body.kind
+    pinned: list[tuple[int, DigestItem]] = []
+    capped: list[tuple[int, DigestItem]] = []
+    overflow: list[tuple[int, DigestItem]] = []
+    seen: set[str] = set()
+    for position, item in enumerate(items):
+        if item.entry.id in seen:
+            continue
+        seen.add(item.entry.id)
         if item.entry.body.sensitivity.value == "sensitive" and not include_sensitive:
             continue
+        if item.pinned:
+            pinned.append((position, item))
+            continue
+        kind = item.entry.body.kind
         if counts[kind] >= per_kind.get(kind, k):
+            overflow.append((position, item))
             continue
         counts[kind] += 1
-        chosen.append(item)
-    return chosen
+        capped.append((position, item))
+    return pinned + capped + overflow
 
 
-Piece = tuple[DigestItem, str]
-
-
-def _fit(pieces: Sequence[Piece], frame: int, budget_tokens: int, k: int) -> list[Piece]:
-    """Take pieces in order while the whole document stays within the budget."""
+def _compose(items: Sequence[DigestItem], render: Callable[[DigestItem], str], *, head: str, sep: str, tail: str,
+             budget_tokens: int, k: int, per_kind: Mapping[Kind, int],
+             include_sensitive: bool) -> tuple[str, list[str]]:
+    """The document and the ids in it: pieces taken in priority order while the whole stays within
+    the budget (one that does not fit is skipped), laid out pinned first, then in rank order."""
     limit = budget_tokens * 4  # characters
-    used = frame
-    out: list[Piece] = []
-    for item, piece in pieces:
-        if len(out) >= k:
+    if len(head) + len(tail) > limit:
+        return "", []
+    used = len(head) + len(tail)
+    taken: list[tuple[int, DigestItem, str]] = []
+    for position, item in _select(items, k=k, per_kind=per_kind, include_sensitive=include_sensitive):
+        if len(taken) >= k:
             break
-        if used + len(piece) <= limit:
-            out.append((item, piece))
-            used += len(piece)
-    return out
+        piece = render(item)
+        cost = len(piece) + (len(sep) if taken else 0)
+        if used + cost <= limit:
+            taken.append((position, item, piece))
+            used += cost
+    taken.sort(key=lambda t: (not t[1].pinned, t[0]))
+    return head + sep.join(p for _, _, p in taken) + tail, [item.entry.id for _, item, _ in taken]
+
+
+def _xml_piece(item: DigestItem, now_ms: int) -> str:
+    e, b = item.entry, item.entry.body
+    return (
+        f'<memory type="{b.kind.value}" importance="{b.importance:.2f}" confidence="{e.local_confidence:.2f}" '
+        f'age="{_age(age_days(b.created.ms, now_ms))}" source="{_escape(e.provenance)}" id="{b.id}">'
+        f"{_escape(b.content)}</memory>\n"
+    )
+
+
+def compose_xml(items: Sequence[DigestItem], *, now_ms: int, budget_tokens: int = DEFAULT_BUDGET_TOKENS,
+                k: int = 10, per_kind: Mapping[Kind, int] = DEFAULT_PER_KIND,
+                include_sensitive: bool = False) -> tuple[str, list[str]]:
+    """`<agent_memory>` with one `<memory>` per entry, never over `budget_tokens`; and the ids in it."""
+    return _compose(items, lambda item: _xml_piece(item, now_ms), head="<agent_memory>\n", sep="",
+                    tail="</agent_memory>\n", budget_tokens=budget_tokens, k=k, per_kind=per_kind,
+                    include_sensitive=include_sensitive)
 
 
 def render_xml(items: Sequence[DigestItem], *, now_ms: int, budget_tokens: int = DEFAULT_BUDGET_TOKENS, k: int = 10,
                per_kind: Mapping[Kind, int] = DEFAULT_PER_KIND, include_sensitive: bool = False) -> str:
     """`<agent_memory>` with one `<memory>` per entry; never over `budget_tokens`."""
-    head, tail = "<agent_memory>\n", "</agent_memory>\n"
-    pieces = []
-    for item in _select(items, k=k, per_kind=per_kind, include_sensitive=include_sensitive):
-        e, b = item.entry, item.entry.body
-        piece = (
-            f'<memory type="{b.kind.value}" importance="{b.importance:.2f}" confidence="{e.local_confidence:.2f}" '
-            f'age="{_age(age_days(b.created.ms, now_ms))}" source="{_escape(e.provenance)}" id="{b.id}">'
-            f"{_escape(b.content)}</memory>\n"
-        )
-        pieces.append((item, piece))
-    if len(head) + len(tail) > budget_tokens * 4:
-        return ""
-    fitted = _fit(pieces, len(head) + len(tail), budget_tokens, k)
-    return head + "".join(p for _, p in fitted) + tail
+    return compose_xml(items, now_ms=now_ms, budget_tokens=budget_tokens, k=k, per_kind=per_kind,
+                       include_sensitive=include_sensitive)[0]
 
 
 def _block(item: DigestItem, namespace: str) -> dict[str, Any]:
@@ -132,50 +169,68 @@ def _dump(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
+def compose_search_results(items: Sequence[DigestItem], *, namespace: str,
+                           budget_tokens: int = DEFAULT_BUDGET_TOKENS, k: int = 10,
+                           per_kind: Mapping[Kind, int] = DEFAULT_PER_KIND,
+                           include_sensitive: bool = False) -> tuple[str, list[str]]:
+    """A JSON array of Anthropic `search_result` blocks (citations enabled), within budget; and the ids."""
+    return _compose(items, lambda item: _dump(_block(item, namespace)), head="[", sep=",", tail="]",
+                    budget_tokens=budget_tokens, k=k, per_kind=per_kind, include_sensitive=include_sensitive)
+
+
 def render_search_results(items: Sequence[DigestItem], *, namespace: str, budget_tokens: int = DEFAULT_BUDGET_TOKENS,
                           k: int = 10, per_kind: Mapping[Kind, int] = DEFAULT_PER_KIND,
                           include_sensitive: bool = False) -> str:
     """A JSON array of Anthropic `search_result` blocks (citations enabled); within budget."""
-    pieces = [(item, _dump(_block(item, namespace)))
-              for item in _select(items, k=k, per_kind=per_kind, include_sensitive=include_sensitive)]
-    # "[" + ",".join(...) + "]": each piece costs its length plus one separator
-    fitted = _fit([(i, p + ",") for i, p in pieces], 2, budget_tokens, k)
-    return "[" + ",".join(p[:-1] for _, p in fitted) + "]" if budget_tokens * 4 >= 2 else ""
+    return compose_search_results(items, namespace=namespace, budget_tokens=budget_tokens, k=k, per_kind=per_kind,
+                                  include_sensitive=include_sensitive)[0]
+
+
+def _json_piece(item: DigestItem, now_ms: int) -> str:
+    e, b = item.entry, item.entry.body
+    return _dump({
+        "id": b.id, "type": b.kind.value, "importance": round(b.importance, 3),
+        "confidence": round(e.local_confidence, 3), "age": _age(age_days(b.created.ms, now_ms)),
+        "source": e.provenance, "score": round(item.score, 6), "pinned": item.pinned, "content": b.content,
+    })
+
+
+def compose_json(items: Sequence[DigestItem], *, now_ms: int, budget_tokens: int = DEFAULT_BUDGET_TOKENS,
+                 k: int = 10, per_kind: Mapping[Kind, int] = DEFAULT_PER_KIND,
+                 include_sensitive: bool = False) -> tuple[str, list[str]]:
+    """A JSON array of {id, type, importance, confidence, age, source, score, pinned, content}; and the ids."""
+    return _compose(items, lambda item: _json_piece(item, now_ms), head="[", sep=",", tail="]",
+                    budget_tokens=budget_tokens, k=k, per_kind=per_kind, include_sensitive=include_sensitive)
 
 
 def render_json(items: Sequence[DigestItem], *, now_ms: int, budget_tokens: int = DEFAULT_BUDGET_TOKENS, k: int = 10,
                 per_kind: Mapping[Kind, int] = DEFAULT_PER_KIND, include_sensitive: bool = False) -> str:
-    """A JSON array of {id, type, importance, confidence, age, source, score, content}; within budget."""
-    pieces = []
-    for item in _select(items, k=k, per_kind=per_kind, include_sensitive=include_sensitive):
-        e, b = item.entry, item.entry.body
-        pieces.append((item, _dump({
-            "id": b.id, "type": b.kind.value, "importance": round(b.importance, 3),
-            "confidence": round(e.local_confidence, 3), "age": _age(age_days(b.created.ms, now_ms)),
-            "source": e.provenance, "score": round(item.score, 6), "content": b.content,
-        }) + ","))
-    fitted = _fit(pieces, 2, budget_tokens, k)
-    return "[" + ",".join(p[:-1] for _, p in fitted) + "]" if budget_tokens * 4 >= 2 else ""
+    """A JSON array of {id, type, importance, confidence, age, source, score, pinned, content}; within budget."""
+    return compose_json(items, now_ms=now_ms, budget_tokens=budget_tokens, k=k, per_kind=per_kind,
+                        include_sensitive=include_sensitive)[0]
 
 
 def build_digest(retriever: Retriever, *, text: str, now_ms: int, budget_tokens: int, k: int, fmt: str,
-                 include_sensitive: bool, namespace: str, embed_limit: int | None = None) -> dict[str, Any]:
-    """Rank (wider than k: per-kind limits and the budget skip some), render `fmt`, bump access
-    counts of what made it in; returns {format, tokens, budget_tokens, entries, document}."""
+                 include_sensitive: bool, namespace: str, embed_limit: int | None = None,
+                 pinned_tags: Sequence[str] = (), pinned_fact_keys: Sequence[str] = (),
+                 query_vector: NDArray[np.float32] | None = None) -> dict[str, Any]:
+    """Pinned entries, then ranked hits (wider than k: caps and the budget skip some), rendered
+    as `fmt`; returns {format, tokens, budget_tokens, entries, document}. Has no side effect:
+    what the model then cites is reported back through `apply_feedback`."""
     wide = RecallQuery(text=text, k=max(4 * k, 40), include_sensitive=include_sensitive)
-    hits = retriever.recall(wide, now_ms=now_ms, touch=False, embed_limit=embed_limit)
-    items = [DigestItem(h.entry, h.score) for h in hits]
+    hits = retriever.recall(wide, now_ms=now_ms, embed_limit=embed_limit, query_vector=query_vector)
+    pinned = retriever.store.pinned(tags=pinned_tags, fact_keys=pinned_fact_keys) if (
+        pinned_tags or pinned_fact_keys) else []
+    items = [DigestItem(e, 1.0, pinned=True) for e in pinned]
+    items += [DigestItem(h.entry, h.score) for h in hits]
     if fmt == "xml":
-        document = render_xml(items, now_ms=now_ms, budget_tokens=budget_tokens, k=k,
-                              include_sensitive=include_sensitive)
+        document, chosen = compose_xml(items, now_ms=now_ms, budget_tokens=budget_tokens, k=k,
+                                       include_sensitive=include_sensitive)
     elif fmt == "json":
-        document = render_json(items, now_ms=now_ms, budget_tokens=budget_tokens, k=k,
-                               include_sensitive=include_sensitive)
+        document, chosen = compose_json(items, now_ms=now_ms, budget_tokens=budget_tokens, k=k,
+                                        include_sensitive=include_sensitive)
     else:
-        document = render_search_results(items, namespace=namespace, budget_tokens=budget_tokens, k=k,
-                                         include_sensitive=include_sensitive)
-    included = [h.entry.id for h in hits if h.entry.id in document]
-    if included:
-        retriever.store.touch(included, now_ms)
-    return {"format": fmt, "tokens": tokens(document), "budget_tokens": budget_tokens, "entries": included,
-            "document": document}
+        document, chosen = compose_search_results(items, namespace=namespace, budget_tokens=budget_tokens, k=k,
+                                                  include_sensitive=include_sensitive)
+    return {"format": fmt, "tokens": tokens(document), "budget_tokens": budget_tokens, "entries": chosen,
+            "pinned": [e.id for e in pinned if e.id in chosen], "document": document}

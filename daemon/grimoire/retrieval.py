@@ -1,14 +1,20 @@
 """Hybrid retrieval: vector and FTS5 candidates merged by id, ranked as DESIGN.md says.
 
-`Retriever.recall` embeds the query (off the event loop in the daemon: this is blocking),
-takes the nearest entries by cosine and the best keyword matches, drops what the filters
-exclude (kind, importance, confidence, sensitivity; archived and retracted entries), ranks
-the rest with `scoring`, and bumps the returned entries' local access counts.
+`Retriever.recall` first embeds the newest entries that have no vector yet (a bounded
+tail: read-your-writes by meaning), embeds the query (off the event loop in the daemon:
+this is blocking), takes the nearest entries by cosine and the best keyword matches, drops
+what the filters exclude (kind, importance, confidence, sensitivity; archived and retracted
+entries), and ranks the rest with `scoring`, its factors normalised over the candidates.
+
+Recall has no side effect on ranking: an entry's access count grows when it is *used*
+(cited, or fed back: `apply_feedback`), never because it appeared in a result list — a
+golem that recalls all day would otherwise make the same few entries top every list.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -26,9 +32,14 @@ from .vectors import VectorIndex, missing_vectors, write_vectors
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-__all__ = ["Hit", "RecallQuery", "Retriever"]
+__all__ = ["Hit", "RecallQuery", "Retriever", "apply_feedback", "cited_by_response", "response_sentences"]
 
 CANDIDATES = 64
+# The gateway memory spec's fallback when the LLM backend returns no citations: an injected
+# entry within this cosine of a sentence of the model's response counts as cited.
+RESPONSE_CITE_COSINE = 0.8
+MAX_RESPONSE_SENTENCES = 256
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -66,12 +77,14 @@ class Retriever:
             self._embedder = self._embedder_factory()
         return self._embedder
 
-    def index_missing(self, *, batch: int = 256, limit: int | None = None) -> int:
+    def index_missing(self, *, batch: int = 256, limit: int | None = None, newest_first: bool = False) -> int:
         """Embed entries that have no vector of the current model (at most `limit`); returns how many."""
         done = 0
         while limit is None or done < limit:
             size = batch if limit is None else min(batch, limit - done)
-            todo = missing_vectors(self.store, self.embedder.info, limit=size)
+            if size <= 0:
+                break
+            todo = missing_vectors(self.store, self.embedder.info, limit=size, newest_first=newest_first)
             if not todo:
                 break
             vectors = self.embedder.embed([content for _, content in todo])
@@ -85,14 +98,14 @@ class Retriever:
         self._index.refresh(self.store)
         return self._index
 
-    def recall(self, query: RecallQuery, *, now_ms: int | None = None, touch: bool = True,
-               embed_limit: int | None = None) -> list[Hit]:
+    def recall(self, query: RecallQuery, *, now_ms: int | None = None, embed_limit: int | None = None,
+               query_vector: NDArray[np.float32] | None = None) -> list[Hit]:
         """The top `query.k` entries by rank. Raises `UsageError` for an empty query.
 
-        First embeds entries that lack a vector — all of them, or at most `embed_limit` (the
-        daemon passes a small one: its background embedder works through any backlog, and a
-        query must never hold the store for minutes). Entries still without a vector take
-        part through keyword search.
+        First embeds entries that lack a vector, newest first — all of them, or at most
+        `embed_limit` (the daemon embeds its bounded tail itself, outside the store's thread,
+        and passes 0). Entries still without a vector take part through keyword search.
+        `query_vector`, when given, is the query's embedding (computed by the caller).
         """
         if not query.text.strip():
             raise UsageError("query must not be empty")
@@ -101,9 +114,9 @@ class Retriever:
         vec: NDArray[np.float32] | None = None
         index: VectorIndex | None = None
         if not query.keyword_only:
-            self.index_missing(limit=embed_limit)
+            self.index_missing(limit=embed_limit, newest_first=True)
             index = self._vector_index()
-            vec = self.embedder.embed([query.text])[0]
+            vec = self.embedder.embed([query.text])[0] if query_vector is None else query_vector
             for entry_id, _ in index.nearest(vec, max(CANDIDATES, 5 * query.k)):
                 via[entry_id] = "vector"
         bm25: dict[str, float] = {}
@@ -115,11 +128,9 @@ class Retriever:
             if query.keyword_only:
                 raise
         best = max(bm25.values(), default=0.0)
-        entries = self.store.get_many(list(via))
-        hits = []
+        entries = [e for e in self.store.get_many(list(via)) if _passes(e, query, now)]
+        raw = []
         for entry in entries:
-            if not _passes(entry, query, now):
-                continue
             # Relevance: the cosine with the query; keyword-only, BM25 relative to the best match.
             semantic = 0.0
             if vec is not None and index is not None:
@@ -127,13 +138,11 @@ class Retriever:
                 semantic = max(0.0, float(v @ vec)) if v is not None else 0.0
             elif best > 0:
                 semantic = bm25.get(entry.id, 0.0) / best
-            factors = _factors(entry, semantic, query.pad, now)
-            hits.append(Hit(entry, factors.score, factors, via[entry.id]))
+            raw.append(_factors(entry, semantic, query.pad, now))
+        hits = [Hit(entry, f.score, f, via[entry.id])
+                for entry, f in zip(entries, scoring.normalise(raw), strict=True)]
         hits.sort(key=lambda h: (-h.score, h.entry.id))
-        top = hits[: query.k]
-        if touch and top:
-            self.store.touch([h.entry.id for h in top], now)
-        return top
+        return hits[: query.k]
 
 
 def _days(entry: Entry, now: int) -> float:
@@ -167,20 +176,43 @@ def _factors(entry: Entry, semantic: float, pad: tuple[float, float, float] | No
         pad=scoring.pad_similarity(pad, None if b.pad is None else b.pad.as_tuple()),
         source=scoring.source_factor(provenance=entry.provenance, origin=b.origin.value,
                                      generation=b.generation, bloodstain=b.bloodstain),
-        citation=entry.cite_weight,
     )
 
 
-def apply_feedback(store: Grimoire, *, cited: Sequence[str], injected: Sequence[str]) -> dict[str, float]:
-    """Citation feedback: cited entries gain weight; injected-but-not-cited lose some."""
+def apply_feedback(store: Grimoire, *, cited: Sequence[str], injected: Sequence[str],
+                   now_ms: int | None = None) -> dict[str, float]:
+    """Citation feedback, all or nothing: cited entries gain weight and count one access (a
+    use); injected-but-not-cited ones lose a little weight. Raises `UsageError` for an unknown id."""
     cited_set = set(cited)
+    now = wall_clock_ms() if now_ms is None else now_ms
     changes: dict[str, float] = {}
     with store.transaction() as conn:
         for entry_id in dict.fromkeys([*cited, *injected]):
             row = conn.execute("SELECT cite_weight FROM entries WHERE id = ?", (entry_id,)).fetchone()
             if row is None:
                 raise UsageError(f"no entry with id {entry_id!r}")
-            weight = scoring.cited(row[0]) if entry_id in cited_set else scoring.injected_not_cited(row[0])
-            conn.execute("UPDATE entries SET cite_weight = ? WHERE id = ?", (weight, entry_id))
+            if entry_id in cited_set:
+                weight = scoring.cited(row[0])
+                conn.execute("UPDATE entries SET cite_weight = ?, access_count = access_count + 1, "
+                             "last_accessed_ms = ? WHERE id = ?", (weight, now, entry_id))
+            else:
+                weight = scoring.injected_not_cited(row[0])
+                conn.execute("UPDATE entries SET cite_weight = ? WHERE id = ?", (weight, entry_id))
             changes[entry_id] = weight
     return changes
+
+
+def response_sentences(text: str) -> list[str]:
+    """The sentences of a model's response (split at ., !, ? and line breaks; at most 256)."""
+    parts = (" ".join(p.split()) for p in _SENTENCE_END.split(text))
+    return [p for p in parts if p][:MAX_RESPONSE_SENTENCES]
+
+
+def cited_by_response(entry_vectors: Mapping[str, NDArray[np.float32]],
+                      sentence_vectors: NDArray[np.float32]) -> list[str]:
+    """Ids whose vector is within `RESPONSE_CITE_COSINE` of some sentence (vectors unit length), sorted."""
+    if not entry_vectors or sentence_vectors.shape[0] == 0:
+        return []
+    ids = sorted(entry_vectors)
+    best = (np.stack([entry_vectors[i] for i in ids]) @ sentence_vectors.T).max(axis=1)
+    return [i for i, cosine in zip(ids, best, strict=True) if cosine >= RESPONSE_CITE_COSINE]

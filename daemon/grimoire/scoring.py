@@ -3,7 +3,26 @@
 DESIGN.md fixes the weights:
 
     importance = 0.3·exp(−age_days/30) + 0.3·min(access_count/10, 1) + 0.4·explicit
-    rank       = (0.40·semantic + 0.20·temporal + 0.25·importance + 0.15·pad) × source × bloodstain × citation
+    rank       = (0.40·semantic + 0.20·temporal + 0.25·importance + 0.15·pad) × source × bloodstain
+
+The factors are made comparable over the candidate set before weighting (`normalise`).
+Relevance is min-max normalised over the candidates as Park et al. (2023) do, anchored at
+the best one: semantic' = 1 − (best − x) / max(spread, 0.2). Raw cosine spreads only a few
+hundredths between the right answer and the next candidate, so unscaled it was drowned by
+the side factors; the 0.2 floor keeps near-identical candidates (a spread of 0.005) from
+being stretched into the whole 0.40, and anchoring at the best keeps every candidate's base
+above zero so the source multiplier still acts. Recency, importance and PAD are
+already on absolute 0..1 scales and are not rescaled: stretching them over the candidates
+would turn a few seconds of age or 0.01 of importance into the whole weight of their factor
+(bench/recall.py measures the variants).
+
+Citation feedback does not multiply the rank (DESIGN.md had × citation weight): a citation
+is a *use* and counts one access, which importance already weighs (0.3·min(uses/10, 1)).
+The citation weight (cited up, injected-but-not-cited down, bounded 0.5..1.5) is kept per
+entry as the curator's usage signal. Measured on the evaluation corpus (112 entries, 77
+queries), 200 queries whose answers the golem cites: recall@5 −0.21 with the ×0.5..1.5
+multiplier, −0.04 even with ×0.9..1.1, −0.01 with the access count alone — a multiplier on
+the whole score lets a few cited entries crowd every other query's answers out.
 
 Choices where DESIGN.md is silent (documented in the README): temporal recency is
 exp(−age_days/7) (a week, sharper than importance's month); PAD similarity is the cosine
@@ -17,6 +36,7 @@ first-hand, and by 0.85 per inherited generation.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = [
@@ -26,6 +46,7 @@ __all__ = [
     "cited",
     "importance",
     "injected_not_cited",
+    "normalise",
     "pad_similarity",
     "rank",
     "source_factor",
@@ -86,23 +107,40 @@ class Factors:
     importance: float
     pad: float
     source: float
-    citation: float
 
     @property
     def score(self) -> float:
         return rank(self)
 
 
+# The smallest relevance spread over the candidates that counts as its full range (cosine).
+SEMANTIC_FLOOR = 0.2
+
+
+def normalise(factors: Sequence[Factors], *, semantic_floor: float = SEMANTIC_FLOOR) -> list[Factors]:
+    """The same factors with relevance rescaled over this candidate set: the best candidate 1.0,
+    the others 1 − (best − x) / max(spread, floor). The other factors are on absolute scales."""
+    if not factors:
+        return []
+    best = max(f.semantic for f in factors)
+    spread = max(best - min(f.semantic for f in factors), semantic_floor, 1e-9)
+    return [
+        Factors(semantic=1.0 - (best - f.semantic) / spread, temporal=f.temporal, importance=f.importance,
+                pad=f.pad, source=f.source)
+        for f in factors
+    ]
+
+
 def rank(f: Factors) -> float:
     base = 0.40 * f.semantic + 0.20 * f.temporal + 0.25 * f.importance + 0.15 * f.pad
-    return base * f.source * f.citation
+    return base * f.source
 
 
 def cited(weight: float) -> float:
-    """Citation feedback: an entry the model cited gains weight (bounded)."""
+    """Citation feedback: an entry the model cited gains usage weight (bounded)."""
     return min(CITATION_BOUNDS[1], weight + CITED_STEP)
 
 
 def injected_not_cited(weight: float) -> float:
-    """An entry injected into the prompt but not cited loses a little weight (bounded)."""
+    """An entry injected into the prompt but not cited loses a little usage weight (bounded)."""
     return max(CITATION_BOUNDS[0], weight - UNCITED_STEP)

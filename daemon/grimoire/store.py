@@ -52,6 +52,7 @@ from .schema import SCHEMA_VERSION, NewerSchema, migrate, user_version
 __all__ = ["Grimoire", "LocalIdentity", "RecallHit", "StoreCounts", "wall_clock_ms"]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+_FTS_WORD = re.compile(r"[^\W_]+", re.UNICODE)  # FTS5 unicode61 tokens: underscore separates
 _MAX_QUERY_WORDS = 32
 _STOPWORDS = frozenset({
     "a", "an", "and", "are", "as", "at", "be", "been", "but", "by", "can", "could", "do", "does", "for",
@@ -256,6 +257,22 @@ class Grimoire:
                 ids.append(body.id)
         by_id = {e.id: e for e in self.get_many(ids)}
         return [by_id[i] for i in ids]
+
+    @contextmanager
+    def local_batch(
+        self, identity: LocalIdentity
+    ) -> Iterator[tuple[sqlite3.Connection, Callable[[NewEntry], str]]]:
+        """One write transaction in which `add(new)` writes a local entry (returns its id) and
+        the caller may read and write its own tables on the connection: all or none."""
+        with self._local_write(identity) as (backend, mutator):
+
+            def add(new: NewEntry) -> str:
+                body = new.body(identity.peer_id, mutator.now())
+                for op in mutator.create(body, new.confidence):
+                    apply_op(backend, op)
+                return body.id
+
+            yield self._conn, add
 
     def _own_entry(self, backend: SqliteBackend, entry_id: str) -> tuple[EntryBody, AuthorValue]:
         body = backend.body(entry_id)
@@ -497,13 +514,37 @@ class Grimoire:
             out.extend(_entry_from_row(r) for r in rows)
         return out
 
-    def touch(self, entry_ids: Sequence[str], now_ms: int) -> None:
-        """Count a retrieval of these entries (local only, never replicated)."""
-        with self._write() as conn:
-            conn.executemany(
-                "UPDATE entries SET access_count = access_count + 1, last_accessed_ms = ? WHERE id = ?",
-                [(now_ms, i) for i in entry_ids],
-            )
+    def pinned(self, *, tags: Sequence[str] = (), fact_keys: Sequence[str] = (), limit: int = 64) -> list[Entry]:
+        """Active, unarchived entries carrying one of `tags`, and facts whose content starts with
+        `KEY:` or `KEY =` for one of `fact_keys` (case-insensitive); newest first, at most `limit`.
+
+        FTS5 narrows the rows (a phrase in the tags column, an initial phrase in the content);
+        the exact rule is then checked on each row, so no FTS syntax leaks from config values.
+        """
+        found: dict[str, Entry] = {}
+
+        def candidates(column: str, label: str, initial: bool) -> list[Entry]:
+            words = _FTS_WORD.findall(label.lower())
+            if not words:
+                return []
+            match = f'{column} : {"^ " if initial else ""}"{" ".join(words)}"'
+            rows = self._conn.execute(
+                f"SELECT {_prefixed('e.')} FROM entries_fts JOIN entries e ON e.rid = entries_fts.rowid "
+                "WHERE entries_fts MATCH ? AND e.archived = 0 AND e.status = 'active' "
+                "ORDER BY e.created_hlc DESC LIMIT ?", (match, 4 * limit)).fetchall()
+            return [_entry_from_row(r) for r in rows]
+
+        for tag in tags:
+            for entry in candidates("tags", tag, False):
+                if tag.casefold() in (t.casefold() for t in entry.body.tags):
+                    found.setdefault(entry.id, entry)
+        for key in fact_keys:
+            rule = re.compile(rf"\s*{re.escape(key)}\s*[:=]", re.IGNORECASE)
+            for entry in candidates("content", key, True):
+                if entry.body.kind is Kind.FACT and rule.match(entry.body.content):
+                    found.setdefault(entry.id, entry)
+        ordered = sorted(found.values(), key=lambda e: (-e.body.created.pack(), e.id))
+        return ordered[:limit]
 
     def list_entries(
         self, *, kinds: Sequence[Kind] = (), limit: int = 50, include_archived: bool = False

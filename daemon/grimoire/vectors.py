@@ -19,7 +19,7 @@ from .store import Grimoire, wall_clock_ms
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-__all__ = ["VectorIndex", "missing_vectors", "vector_report", "write_vectors"]
+__all__ = ["VectorIndex", "missing_vectors", "stored_vectors", "vector_report", "write_vectors"]
 
 
 def _matches(info: EmbeddingInfo) -> tuple[str, tuple[str, str, str]]:
@@ -27,8 +27,10 @@ def _matches(info: EmbeddingInfo) -> tuple[str, tuple[str, str, str]]:
             (info.model, info.model_version, info.preprocess_hash))
 
 
-def missing_vectors(store: Grimoire, info: EmbeddingInfo, *, limit: int = 10_000) -> list[tuple[str, str]]:
-    """(id, content) of entries with no vector of this model (archived ones too: they may return)."""
+def missing_vectors(store: Grimoire, info: EmbeddingInfo, *, limit: int = 10_000,
+                    newest_first: bool = False) -> list[tuple[str, str]]:
+    """(id, content) of entries with no vector of this model (archived ones too: they may return),
+    oldest first, or newest first (the tail a query embeds for read-your-writes)."""
     clause, params = _matches(info)
     # Fast path, two index-only counts: when every entry has a current vector, skip the scan.
     (current,) = store.connection.execute(f"SELECT count(*) FROM entries WHERE {clause}", params).fetchone()
@@ -36,7 +38,8 @@ def missing_vectors(store: Grimoire, info: EmbeddingInfo, *, limit: int = 10_000
     if current == total:
         return []
     rows = store.connection.execute(
-        f"SELECT id, content FROM entries WHERE embedding IS NULL OR NOT ({clause}) ORDER BY rid LIMIT ?",
+        f"SELECT id, content FROM entries WHERE embedding IS NULL OR NOT ({clause}) "
+        f"ORDER BY rid {'DESC' if newest_first else 'ASC'} LIMIT ?",
         (*params, limit),
     ).fetchall()
     return [(r[0], r[1]) for r in rows]
@@ -52,6 +55,22 @@ def write_vectors(store: Grimoire, info: EmbeddingInfo, ids: Sequence[str], vect
             [(vectors[i].astype(np.float32).tobytes(), info.model, info.model_version, info.preprocess_hash, now,
               entry_id) for i, entry_id in enumerate(ids)],
         )
+
+
+def stored_vectors(store: Grimoire, info: EmbeddingInfo, ids: Sequence[str]) -> dict[str, NDArray[np.float32]]:
+    """The current-model vectors of these entries (ids without one are left out)."""
+    clause, params = _matches(info)
+    out: dict[str, NDArray[np.float32]] = {}
+    for start in range(0, len(ids), 500):
+        chunk = list(ids[start:start + 500])
+        rows = store.connection.execute(
+            f"SELECT id, embedding FROM entries WHERE id IN ({', '.join('?' * len(chunk))}) AND {clause}",
+            (*chunk, *params)).fetchall()
+        for entry_id, blob in rows:
+            vec = np.frombuffer(blob, dtype=np.float32)
+            if vec.shape[0] == info.dim:
+                out[entry_id] = vec
+    return out
 
 
 def vector_report(store: Grimoire, info: EmbeddingInfo) -> dict[str, int]:
