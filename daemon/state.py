@@ -137,13 +137,18 @@ class DaemonState:
 
     async def _embed_pending(self, *, limit: int, newest_first: bool) -> int:
         """Embed up to `limit` entries lacking a vector; the model runs *outside* the store's
-        writer thread, so requests and the watchdog never wait for it. Returns how many."""
+        writer thread, so requests and the watchdog never wait for it. Returns how many.
+
+        The query tail (`newest_first`) takes entries with no vector at all (an indexed
+        lookup); the backlog also re-embeds vectors of another model after a model change."""
+        others = not newest_first
         info = expected_info(self.config.embedding.model)
-        if info is not None and not await self.db(lambda s: missing_vectors(s, info, limit=1)):
+        if info is not None and not await self.db(lambda s: missing_vectors(s, info, limit=1, other_models=others)):
             return 0  # nothing to embed: do not load the model (300 MB) for nothing
         async with self._embedding:
             embedder = await anyio.to_thread.run_sync(lambda: self.retriever.embedder)
-            todo = await self.db(lambda s: missing_vectors(s, embedder.info, limit=limit, newest_first=newest_first))
+            todo = await self.db(lambda s: missing_vectors(s, embedder.info, limit=limit, newest_first=newest_first,
+                                                           other_models=others))
             if not todo:
                 return 0
             vectors = await anyio.to_thread.run_sync(lambda: embedder.embed([content for _, content in todo]))

@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from crdt import Kind
+from crdt import Kind, Sensitivity
 
 from ..errors import UsageError
 from . import scoring
 from .embedder import Embedder
 from .records import Entry
-from .store import Grimoire, wall_clock_ms
+from .store import Grimoire, RankFields, wall_clock_ms
 from .vectors import VectorIndex, missing_vectors, write_vectors
 
 if TYPE_CHECKING:
@@ -77,14 +77,17 @@ class Retriever:
             self._embedder = self._embedder_factory()
         return self._embedder
 
-    def index_missing(self, *, batch: int = 256, limit: int | None = None, newest_first: bool = False) -> int:
-        """Embed entries that have no vector of the current model (at most `limit`); returns how many."""
+    def index_missing(self, *, batch: int = 256, limit: int | None = None, newest_first: bool = False,
+                      other_models: bool = True) -> int:
+        """Embed entries that have no vector of the current model (at most `limit`; with
+        `other_models=False` only those with no vector at all); returns how many."""
         done = 0
         while limit is None or done < limit:
             size = batch if limit is None else min(batch, limit - done)
             if size <= 0:
                 break
-            todo = missing_vectors(self.store, self.embedder.info, limit=size, newest_first=newest_first)
+            todo = missing_vectors(self.store, self.embedder.info, limit=size, newest_first=newest_first,
+                                   other_models=other_models)
             if not todo:
                 break
             vectors = self.embedder.embed([content for _, content in todo])
@@ -121,61 +124,56 @@ class Retriever:
                 via[entry_id] = "vector"
         bm25: dict[str, float] = {}
         try:
-            for hit in self.store.recall(query.text, k=max(CANDIDATES, 5 * query.k), kinds=query.kinds):
-                via[hit.entry.id] = "both" if hit.entry.id in via else "keyword"
-                bm25[hit.entry.id] = hit.score
+            for entry_id, score in self.store.keyword_scores(query.text, k=max(CANDIDATES, 5 * query.k),
+                                                             kinds=query.kinds):
+                via[entry_id] = "both" if entry_id in via else "keyword"
+                bm25[entry_id] = score
         except UsageError:
             if query.keyword_only:
                 raise
         best = max(bm25.values(), default=0.0)
-        entries = [e for e in self.store.get_many(list(via)) if _passes(e, query, now)]
+        candidates = [c for c in self.store.rank_fields(list(via)) if _passes(c, query, now)]
         raw = []
-        for entry in entries:
+        for cand in candidates:
             # Relevance: the cosine with the query; keyword-only, BM25 relative to the best match.
             semantic = 0.0
             if vec is not None and index is not None:
-                v = index.vector(entry.id)
+                v = index.vector(cand.id)
                 semantic = max(0.0, float(v @ vec)) if v is not None else 0.0
             elif best > 0:
-                semantic = bm25.get(entry.id, 0.0) / best
-            raw.append(_factors(entry, semantic, query.pad, now))
-        hits = [Hit(entry, f.score, f, via[entry.id])
-                for entry, f in zip(entries, scoring.normalise(raw), strict=True)]
-        hits.sort(key=lambda h: (-h.score, h.entry.id))
-        return hits[: query.k]
+                semantic = bm25.get(cand.id, 0.0) / best
+            raw.append(_factors(cand, semantic, query.pad, now))
+        ranked = sorted(zip(candidates, scoring.normalise(raw), strict=True),
+                        key=lambda cf: (-cf[1].score, cf[0].id))[: query.k]
+        full = {e.id: e for e in self.store.get_many([c.id for c, _ in ranked])}
+        return [Hit(full[c.id], f.score, f, via[c.id]) for c, f in ranked if c.id in full]
 
 
-def _days(entry: Entry, now: int) -> float:
-    return scoring.age_days(entry.body.created.ms, now)
+def composite_importance(c: RankFields, now: int) -> float:
+    return scoring.importance(explicit=c.importance, access_count=c.access_count,
+                              days=scoring.age_days(c.created_ms, now))
 
 
-def composite_importance(entry: Entry, now: int) -> float:
-    return scoring.importance(explicit=entry.body.importance, access_count=entry.access_count,
-                              days=_days(entry, now))
-
-
-def _passes(entry: Entry, q: RecallQuery, now: int) -> bool:
-    b = entry.body
-    if entry.archived or entry.status != "active":
+def _passes(c: RankFields, q: RecallQuery, now: int) -> bool:
+    if c.archived or c.status != "active":
         return False
-    if q.kinds and b.kind not in q.kinds:
+    if q.kinds and c.kind not in q.kinds:
         return False
-    if b.sensitivity.value == "sensitive" and not q.include_sensitive:
+    if c.sensitivity is Sensitivity.SENSITIVE and not q.include_sensitive:
         return False
-    if q.min_confidence is not None and entry.local_confidence < q.min_confidence:
+    if q.min_confidence is not None and c.local_confidence < q.min_confidence:
         return False
-    return q.min_importance is None or composite_importance(entry, now) >= q.min_importance
+    return q.min_importance is None or composite_importance(c, now) >= q.min_importance
 
 
-def _factors(entry: Entry, semantic: float, pad: tuple[float, float, float] | None, now: int) -> scoring.Factors:
-    b = entry.body
+def _factors(c: RankFields, semantic: float, pad: tuple[float, float, float] | None, now: int) -> scoring.Factors:
     return scoring.Factors(
         semantic=semantic,
-        temporal=scoring.temporal(_days(entry, now)),
-        importance=composite_importance(entry, now),
-        pad=scoring.pad_similarity(pad, None if b.pad is None else b.pad.as_tuple()),
-        source=scoring.source_factor(provenance=entry.provenance, origin=b.origin.value,
-                                     generation=b.generation, bloodstain=b.bloodstain),
+        temporal=scoring.temporal(scoring.age_days(c.created_ms, now)),
+        importance=composite_importance(c, now),
+        pad=scoring.pad_similarity(pad, c.pad),
+        source=scoring.source_factor(provenance=c.provenance, origin=c.origin, generation=c.generation,
+                                     bloodstain=c.bloodstain),
     )
 
 

@@ -145,7 +145,34 @@ ALTER TABLE entries ADD COLUMN promoted_ms INTEGER;
 CREATE INDEX entries_promoted ON entries (author, promoted_ms);
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1_ENTRIES, _V2_FTS, _V3_OPS, _V4_RETRIEVAL, _V5_VECTOR_MODEL, _V6_PROMOTION)
+_V7_AGENT_MEMORY = """
+-- Working memory of the agent, one text per session (local only, never replicated).
+CREATE TABLE working_memory (
+    session    TEXT PRIMARY KEY CHECK (length(session) BETWEEN 1 AND 64),
+    content    TEXT NOT NULL,
+    updated_ms INTEGER NOT NULL
+) STRICT;
+
+-- Entries written from working memory, flushes and lesson imports, keyed by scope
+-- ('session/<name>' or 'lessons') and the hash of kind + normalised content: written in the
+-- same transaction as the entry, so a retried close/flush/import creates nothing new.
+CREATE TABLE agent_migrations (
+    scope       TEXT NOT NULL,
+    line_hash   TEXT NOT NULL CHECK (length(line_hash) = 32),
+    entry_id    TEXT NOT NULL CHECK (length(entry_id) = 32),
+    migrated_ms INTEGER NOT NULL,
+    PRIMARY KEY (scope, line_hash)
+) STRICT, WITHOUT ROWID;
+"""
+
+_V8_UNEMBEDDED = """
+-- Entries still waiting for a vector: a search embeds the newest of them first
+-- (read-your-writes), so finding them must not scan the table.
+CREATE INDEX entries_unembedded ON entries (rid) WHERE embedding IS NULL;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1_ENTRIES, _V2_FTS, _V3_OPS, _V4_RETRIEVAL, _V5_VECTOR_MODEL, _V6_PROMOTION,
+                               _V7_AGENT_MEMORY, _V8_UNEMBEDDED)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -503,6 +503,17 @@ class Grimoire:
             raise NotFound(f"no entry with id {entry_id!r}")
         return _entry_from_row(row)
 
+    def rank_fields(self, entry_ids: Sequence[str]) -> list[RankFields]:
+        """What ranking needs of these entries (any order; unknown ids are skipped)."""
+        out: list[RankFields] = []
+        for start in range(0, len(entry_ids), 500):
+            chunk = list(entry_ids[start:start + 500])
+            rows = self._conn.execute(
+                f"SELECT {_RANK_COLUMNS} FROM entries WHERE id IN ({', '.join('?' * len(chunk))})", chunk
+            ).fetchall()
+            out.extend(_rank_fields(r) for r in rows)
+        return out
+
     def get_many(self, entry_ids: Sequence[str]) -> list[Entry]:
         """The entries with these ids that exist (any order; unknown ids are skipped)."""
         out: list[Entry] = []
@@ -570,21 +581,39 @@ class Grimoire:
         The query is treated as plain words (never as FTS5 syntax); raises `UsageError`
         if it has none.
         """
+        scored = self.keyword_scores(query, k=k, kinds=kinds, min_importance=min_importance)
+        by_id = {e.id: e for e in self.get_many([i for i, _ in scored])}
+        return [RecallHit(by_id[i], score) for i, score in scored if i in by_id]
+
+    def keyword_scores(
+        self,
+        query: str,
+        *,
+        k: int = 10,
+        kinds: Sequence[Kind] = (),
+        min_importance: float | None = None,
+    ) -> list[tuple[str, float]]:
+        """(id, BM25 score) of the best keyword matches among live entries, best first.
+
+        Ranks inside FTS5 first (over-fetching 4×k rowids) and only then joins the entries
+        table for the filters, so a common word over 50,000 entries does not drag every
+        matching row through the join. Raises `UsageError` if the query has no words.
+        """
         words = [w.lower() for w in _WORD.findall(query)][:_MAX_QUERY_WORDS]
         if not words:
             raise UsageError(f"query {query!r} has no searchable words (letters or digits)")
         # Function words match nearly everything: they slow FTS5 down and add only noise.
         words = [w for w in words if w not in _STOPWORDS] or words
         match = " OR ".join(f'"{w}"' for w in dict.fromkeys(words))
-        where, params = _filters(kinds, False, min_importance)
+        where, params = _filters(kinds, False, min_importance, column_prefix="e.")
         where = where.replace("WHERE", "AND", 1) if where else ""
         rows = self._conn.execute(
-            f"SELECT {_prefixed('e.')}, bm25(entries_fts, 1.0, 0.5, 0.5) AS rank "
-            f"FROM entries_fts JOIN entries e ON e.rid = entries_fts.rowid "
-            f"WHERE entries_fts MATCH ? {where} ORDER BY rank LIMIT ?",
-            (match, *params, int(k)),
+            "SELECT e.id, r.rank FROM (SELECT rowid, bm25(entries_fts, 1.0, 0.5, 0.5) AS rank FROM entries_fts "
+            "WHERE entries_fts MATCH ? ORDER BY rank LIMIT ?) r JOIN entries e ON e.rid = r.rowid "
+            f"WHERE 1 {where} ORDER BY r.rank LIMIT ?",
+            (match, 4 * int(k), *params, int(k)),
         ).fetchall()
-        return [RecallHit(_entry_from_row(r[:-1]), -float(r[-1])) for r in rows]
+        return [(str(r[0]), -float(r[1])) for r in rows]
 
     def counts(self) -> StoreCounts:
         """Entry totals, all read from one snapshot (so they agree with each other)."""
@@ -635,19 +664,55 @@ def _prefixed(prefix: str) -> str:
 
 
 def _filters(
-    kinds: Sequence[Kind], include_archived: bool, min_importance: float | None
+    kinds: Sequence[Kind], include_archived: bool, min_importance: float | None, *, column_prefix: str = ""
 ) -> tuple[str, list[Any]]:
+    p = column_prefix
     clauses: list[str] = []
     params: list[Any] = []
     if not include_archived:
-        clauses.append("archived = 0")
+        clauses.append(f"{p}archived = 0")
     if kinds:
-        clauses.append(f"kind IN ({', '.join('?' * len(kinds))})")
+        clauses.append(f"{p}kind IN ({', '.join('?' * len(kinds))})")
         params.extend(Kind(k).value for k in kinds)
     if min_importance is not None:
-        clauses.append("importance >= ?")
+        clauses.append(f"{p}importance >= ?")
         params.append(float(min_importance))
     return ("WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+@dataclass(frozen=True, slots=True)
+class RankFields:
+    """What ranking reads of an entry, without building (and re-hashing) its body: retrieval
+    ranks ~130 candidates per query and reads the full, verified entry only for its results."""
+
+    id: str
+    kind: Kind
+    sensitivity: Sensitivity
+    archived: bool
+    status: str
+    local_confidence: float
+    importance: float
+    access_count: int
+    created_ms: int
+    pad: tuple[float, float, float] | None
+    provenance: str
+    origin: str
+    generation: int
+    bloodstain: bool
+
+
+_RANK_COLUMNS = ("id, kind, sensitivity, archived, status, local_confidence, importance, access_count, created_hlc, "
+                 "pad_pleasure, pad_arousal, pad_dominance, provenance, origin, generation, bloodstain")
+
+
+def _rank_fields(row: Sequence[Any]) -> RankFields:
+    (eid, kind, sensitivity, archived, status, local_confidence, importance, access_count, created,
+     pp, pa, pd, provenance, origin, generation, bloodstain) = row
+    return RankFields(
+        id=eid, kind=Kind(kind), sensitivity=Sensitivity(sensitivity), archived=bool(archived), status=status,
+        local_confidence=local_confidence, importance=importance, access_count=access_count,
+        created_ms=Timestamp.unpack(created).ms, pad=None if pp is None else (pp, pa, pd), provenance=provenance,
+        origin=origin, generation=generation, bloodstain=bool(bloodstain))
 
 
 def _entry_from_row(row: Sequence[Any]) -> Entry:

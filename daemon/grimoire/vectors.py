@@ -27,28 +27,38 @@ def _matches(info: EmbeddingInfo) -> tuple[str, tuple[str, str, str]]:
             (info.model, info.model_version, info.preprocess_hash))
 
 
-def missing_vectors(store: Grimoire, info: EmbeddingInfo, *, limit: int = 10_000,
-                    newest_first: bool = False) -> list[tuple[str, str]]:
-    """(id, content) of entries with no vector of this model (archived ones too: they may return),
-    oldest first, or newest first (the tail a query embeds for read-your-writes)."""
+def missing_vectors(store: Grimoire, info: EmbeddingInfo, *, limit: int = 10_000, newest_first: bool = False,
+                    other_models: bool = True) -> list[tuple[str, str]]:
+    """(id, content) of entries with no vector (archived ones too: they may return), oldest first
+    or newest first (the tail a query embeds for read-your-writes); with `other_models`, also
+    entries whose vector is of another model (after a model change), once none lacks one."""
+    order = "DESC" if newest_first else "ASC"
+    rows = store.connection.execute(
+        f"SELECT id, content FROM entries INDEXED BY entries_unembedded WHERE embedding IS NULL "
+        f"ORDER BY rid {order} LIMIT ?", (limit,)).fetchall()
+    if len(rows) >= limit or not other_models:
+        return [(r[0], r[1]) for r in rows]
     clause, params = _matches(info)
-    # Fast path, two index-only counts: when every entry has a current vector, skip the scan.
+    # Two index-only counts: when every vector is of this model, skip the scan.
     (current,) = store.connection.execute(f"SELECT count(*) FROM entries WHERE {clause}", params).fetchone()
     (total,) = store.connection.execute("SELECT count(*) FROM entries").fetchone()
-    if current == total:
-        return []
-    rows = store.connection.execute(
-        f"SELECT id, content FROM entries WHERE embedding IS NULL OR NOT ({clause}) "
-        f"ORDER BY rid {'DESC' if newest_first else 'ASC'} LIMIT ?",
-        (*params, limit),
-    ).fetchall()
-    return [(r[0], r[1]) for r in rows]
+    if current + len(rows) >= total:
+        return [(r[0], r[1]) for r in rows]
+    others = store.connection.execute(
+        f"SELECT id, content FROM entries WHERE embedding IS NOT NULL AND NOT ({clause}) ORDER BY rid {order} LIMIT ?",
+        (*params, limit - len(rows))).fetchall()
+    return [(r[0], r[1]) for r in [*rows, *others]]
 
 
 def write_vectors(store: Grimoire, info: EmbeddingInfo, ids: Sequence[str], vectors: NDArray[np.float32]) -> None:
-    """Store vectors (row i for ids[i]) with their model info, in one transaction."""
-    now = wall_clock_ms()
+    """Store vectors (row i for ids[i]) with their model info, in one transaction.
+
+    Each write is stamped strictly later than every earlier one (at least the wall clock),
+    so `VectorIndex.refresh` reads only vectors newer than its watermark, never again the
+    whole last millisecond's batch."""
     with store.transaction() as conn:
+        (latest,) = conn.execute("SELECT coalesce(max(embedding_created_ms), 0) FROM entries").fetchone()
+        now = max(wall_clock_ms(), int(latest) + 1)
         conn.executemany(
             "UPDATE entries SET embedding = ?, embedding_model = ?, embedding_model_version = ?, "
             "embedding_preprocess_hash = ?, embedding_created_ms = ? WHERE id = ?",
@@ -100,7 +110,7 @@ class VectorIndex:
             # INDEXED BY: otherwise SQLite prefers the model index and walks every vector
             # (76 ms a query at 50,000 entries in bench/recall.py) instead of only the new ones.
             "SELECT id, embedding, embedding_created_ms FROM entries INDEXED BY entries_by_embedding_time "
-            f"WHERE embedding_created_ms >= ? AND {clause} ORDER BY embedding_created_ms",
+            f"WHERE embedding_created_ms > ? AND {clause} ORDER BY embedding_created_ms",
             (self._watermark, *params)).fetchall()
         new_ids: list[str] = []
         new_vecs: list[NDArray[np.float32]] = []
