@@ -23,12 +23,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from crdt import InvalidValue, Kind
 from crdt.body import Category, Pad, Sensitivity
 
+from . import api_agent
 from .api_models import (
     BackupIn,
     ConnectIn,
     DigestIn,
     DisconnectIn,
     EpisodeIn,
+    FeedbackIn,
     MemoryIn,
     ProbeIn,
     SearchIn,
@@ -132,6 +134,14 @@ def create_app(state: DaemonState) -> FastAPI:
         return await state.digest(body.query, budget_tokens=body.budget_tokens, k=body.k, fmt=body.format,
                                   include_sensitive=body.include_sensitive)
 
+    @app.post("/v1/feedback")
+    async def feedback(body: FeedbackIn) -> dict[str, Any]:
+        if not body.cited and not body.injected:
+            raise UsageError("give cited and/or injected entry ids")
+        if body.response is not None and not body.response.strip():
+            raise UsageError("response must not be blank")
+        return await state.feedback(cited=body.cited, injected=body.injected, response=body.response)
+
     @app.post("/v1/episodes", status_code=201)
     async def add_episode(body: EpisodeIn) -> dict[str, Any]:
         try:
@@ -194,6 +204,7 @@ def create_app(state: DaemonState) -> FastAPI:
 
         return StreamingResponse(stream(), media_type="text/event-stream")
 
+    api_agent.register(app, state)  # agent memory: tools, working memory, flush, lessons
     return app
 
 

@@ -13,7 +13,7 @@ from crdt import Kind
 from crdt.body import Category
 
 __all__ = [
-    "BackupIn", "ConnectIn", "DigestIn", "DisconnectIn", "EpisodeIn", "MemoryIn", "MetadataIn", "ProbeIn",
+    "BackupIn", "ConnectIn", "DigestIn", "DisconnectIn", "EpisodeIn", "FeedbackIn", "MemoryIn", "MetadataIn", "ProbeIn",
     "SearchIn", "SyncIn",
 ]
 
@@ -64,6 +64,13 @@ class DigestIn(_Strict):
     k: int = Field(10, ge=1, le=100)
     format: Literal["xml", "search-results", "json"] = "xml"
     include_sensitive: bool = False
+
+
+class FeedbackIn(_Strict):
+    cited: list[str] = Field(default_factory=list, max_length=256)
+    injected: list[str] = Field(default_factory=list, max_length=256)
+    # The model's response text: used only when `cited` is empty (backends without citations).
+    response: str | None = Field(None, max_length=65_536)
 
 
 class EpisodeIn(_Strict):

@@ -21,13 +21,13 @@ from crdt.body import Category, Pad, Sensitivity
 from crypto import CryptoError, MembershipError
 from crypto.vault import VaultError
 
-from . import cli_clade, cli_memory, cli_p2p, render
+from . import cli_agent, cli_clade, cli_memory, cli_p2p, render
 from .client import DaemonClient
 from .config import check_multiaddr, load_config
 from .datadir import DataDir
 from .errors import DaemonError, UsageError
 from .grimoire import Episode, NewEntry, wall_clock_ms
-from .grimoire.embedder import Embedder, ModelIntegrityError, get_embedder
+from .grimoire.embedder import EPISODE_MODEL, Embedder, ModelIntegrityError, get_embedder
 
 __all__ = ["build_parser", "main"]
 
@@ -196,6 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_p2p.register(command, common, _Parser, peer_addr=_peer_addr, positive=_positive_int)
     cli_memory.register(command, kinds=_KINDS, unit=_unit, positive=_positive_int, pad=_pad, parser_class=_Parser,
                         common=common)
+    cli_agent.register(sub, command, common=common, parser_class=_Parser)
     return parser
 
 
@@ -334,7 +335,9 @@ def cmd_forget(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
 
 
 def _episode_embedder(data: DataDir) -> Embedder:
-    return get_embedder(data.root / "embedder", data.load_config().embedding.model)
+    """Episodes (up to millions of raw observations, 384-d LanceDB column with an ANN index)
+    use MiniLM alone, whatever vector space the knowledge entries use: cheap to append."""
+    return get_embedder(data.root / "embedder", EPISODE_MODEL)
 
 
 def cmd_episode_add(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:

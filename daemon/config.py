@@ -95,7 +95,9 @@ class StyxConfig(_Section):
 
 
 class EmbeddingConfig(_Section):
-    model: str = "sentence-transformers/all-MiniLM-L6-v2"
+    model: str = Field("all-MiniLM-L6-v2+all-mpnet-base-v2", min_length=1, max_length=200,
+                       description="the default fuses MiniLM and MPNet; \"sentence-transformers/all-MiniLM-L6-v2\" "
+                                   "alone is faster and smaller")
 
 
 class DigestConfig(_Section):
@@ -163,7 +165,7 @@ DEFAULT_CONFIG_TOML = """\
 # url = "https://…"
 
 [embedding]
-# model = "sentence-transformers/all-MiniLM-L6-v2"
+# model = "all-MiniLM-L6-v2+all-mpnet-base-v2"   # or "sentence-transformers/all-MiniLM-L6-v2" (smaller, faster)
 
 [digest]
 # pinned_tags = []         # e.g. ["risk-limits"]: tagged entries always enter the digest first

@@ -65,6 +65,9 @@ def text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
         print(f"peer id {doc['peer_id']}")
         if doc["replaced_identity"]:
             print(f"previous identity kept as {doc['replaced_identity']}")
+        if doc.get("lessons"):
+            lessons = doc["lessons"]
+            print(f"{lessons['file']}: {lessons['created']} lessons imported, {lessons['skipped']} imported before")
     elif command == "id":
         print(doc["peer_id"])
     elif command == "owner":
@@ -112,8 +115,9 @@ def text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
     elif command == "digest":
         print(doc["document"], end="" if doc["document"].endswith("\n") else "\n")
     elif command == "feedback":
+        cited = set(doc.get("cited", ()))
         for entry_id, weight in doc["weights"].items():
-            print(f"{entry_id}  weight {weight:.2f}")
+            print(f"{entry_id}  weight {weight:.2f}{'  cited' if entry_id in cited else ''}")
     elif command == "embeddings":
         if "embedded" in doc:
             print(f"re-embedded {doc['embedded']} entries with {doc['model']}")
@@ -128,6 +132,10 @@ def text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
                 print(f"{lead}{ep['id']}  {ep['observed_ms']}  {ep['protocol'] or '-':<12} {summary}")
         else:
             print(doc["id"])
+    elif command in ("wm", "flush", "lessons"):
+        from .cli_agent import render as render_agent
+
+        render_agent(command, args, doc)
     elif command in ("peers", "sync", "revocations", "demo"):
         from .cli_p2p import render as render_p2p
 

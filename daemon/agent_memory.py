@@ -1,0 +1,410 @@
+"""Agent memory on the store: per-session working memory, write-then-compact flushes and
+lesson imports (synchronous functions over an open `Grimoire`).
+
+The daemon runs them in its writer thread; the CLI calls them directly when no daemon runs.
+
+- **Working memory** is one text (≤ 64 KiB of UTF-8) per session, kept in `working_memory`.
+  Closing a session turns every line marked `LESSON:`, `STRATEGY:`, `WARNING:` or `FACT:` into
+  a long-term entry (heuristic, strategy_outcome, warning, fact) tagged `session:<name>`, then
+  clears the session, all in one transaction.
+- **Idempotency**: every entry written here is recorded in `agent_migrations` under a scope
+  (`session/<name>` or `lessons`) and the hash of its kind and whitespace-normalised content,
+  in the same transaction as the entry. A line (or flushed fact, or lesson) already recorded in
+  its scope is not written again: retried closes, flushes and imports create nothing new.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from crdt import InvalidValue, Kind, Timestamp
+from crdt.body import Pad, Sensitivity
+
+from .api_models import MemoryIn
+from .errors import UsageError
+from .grimoire import Entry, Grimoire, NewEntry
+from .grimoire.store import LocalIdentity
+
+__all__ = [
+    "MAX_FLUSH_ITEMS",
+    "MAX_LESSONS",
+    "MAX_WORKING_MEMORY_BYTES",
+    "PREFIX_KINDS",
+    "SESSION_PATTERN",
+    "Batch",
+    "ContentTooLarge",
+    "FlushIn",
+    "Lesson",
+    "LessonsIn",
+    "WorkingMemoryIn",
+    "check_session",
+    "check_working_text",
+    "checked_entry",
+    "close_working_memory",
+    "flush_facts",
+    "import_lessons",
+    "new_entry",
+    "parse_lessons",
+    "parse_memory_lines",
+    "read_working_memory",
+    "session_tag",
+    "tagged_line",
+    "write_working_memory",
+]
+
+MAX_WORKING_MEMORY_BYTES = 64 * 1024
+MAX_FLUSH_ITEMS = 256
+MAX_LESSONS = 4096
+# First character a letter or digit; at most 40, so the tag `session:<name>` fits the 48-character label limit.
+SESSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$"
+_SESSION = re.compile(SESSION_PATTERN)
+PREFIX_KINDS: dict[str, Kind] = {
+    "LESSON": Kind.HEURISTIC, "STRATEGY": Kind.STRATEGY_OUTCOME, "WARNING": Kind.WARNING, "FACT": Kind.FACT,
+}
+_TAGGED = re.compile(r"^\s*(?:[-*+]\s+)?(LESSON|STRATEGY|WARNING|FACT):(.*)$")
+_BULLET = re.compile(r"^(?:[-*+]|\d{1,9}[.)])(?:\s+(?:\[[ xX]\]\s+)?|$)")
+_RULE = re.compile(r"^(?:[-*_=]\s*){3,}$")
+_VALIDATION_AUTHOR = "validation"  # a syntactically valid peer id: checks bodies before any identity exists
+
+
+class ContentTooLarge(UsageError):
+    """Working memory over its size limit (HTTP 413)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """What a batch wrote: the entry id for every item (in order; earlier ones for items
+    already recorded in the scope), and the entries created now."""
+
+    ids: list[str]
+    created: list[Entry] = field(default_factory=list)
+
+    @property
+    def existing(self) -> list[str]:
+        made = {e.id for e in self.created}
+        return list(dict.fromkeys(i for i in self.ids if i not in made))
+
+
+@dataclass(frozen=True, slots=True)
+class Lesson:
+    line: int
+    memory: MemoryIn
+
+
+# -- request bodies (control API and CLI) ----------------------------------------------
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class WorkingMemoryIn(_Strict):
+    # The size (64 KiB of UTF-8: 413 beyond), NUL and control characters (400) are checked by
+    # `check_working_text`, so the API and the CLI's direct path refuse with the same message.
+    content: str
+
+
+class FlushIn(_Strict):
+    session: str = Field(max_length=256, description="1..40 of A-Z a-z 0-9 . _ -, checked by check_session (400)")
+    facts: list[MemoryIn] = Field(min_length=1, max_length=MAX_FLUSH_ITEMS)
+
+
+class LessonsIn(_Strict):
+    lessons: list[MemoryIn] = Field(min_length=1, max_length=MAX_LESSONS)
+
+
+# -- validation ------------------------------------------------------------------------
+
+
+def check_session(name: str) -> str:
+    """A session name: 1–40 of `A-Z a-z 0-9 . _ -`, starting with a letter or digit."""
+    if not _SESSION.fullmatch(name):
+        shown = name if len(name) <= 80 else name[:77] + "..."
+        raise UsageError(f"session {shown!r} is not a valid name: 1..40 characters of A-Z a-z 0-9 . _ -, "
+                         "starting with a letter or digit")
+    return name
+
+
+def session_tag(session: str) -> str:
+    return f"session:{session}"
+
+
+def check_working_text(text: str) -> str:
+    """Working-memory text: valid UTF-8, no NUL or other control characters (tab, newline and
+    carriage return are fine), at most 64 KiB encoded (`ContentTooLarge` beyond)."""
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise UsageError(f"content: is not valid UTF-8 (lone surrogate at character {exc.start})") from None
+    if size > MAX_WORKING_MEMORY_BYTES:
+        raise ContentTooLarge(f"content: {size} bytes of UTF-8; working memory holds at most "
+                              f"{MAX_WORKING_MEMORY_BYTES} bytes per session")
+    for i, ch in enumerate(text):
+        code = ord(ch)
+        if code == 0:
+            raise UsageError(f"content: NUL character at character {i}; working memory is text")
+        if (code < 32 and ch not in "\t\n\r") or code == 127:
+            raise UsageError(f"content: control character U+{code:04X} at character {i}; "
+                             "only tab, newline and carriage return are allowed")
+    return text
+
+
+def new_entry(memory: MemoryIn, *, extra_tags: Sequence[str] = ()) -> NewEntry:
+    """The entry a memory body (as for POST /v1/memory, not an episode) describes."""
+    meta = memory.metadata
+    pad = None if memory.pad is None else Pad(pleasure=memory.pad[0], arousal=memory.pad[1],
+                                              dominance=memory.pad[2])
+    return NewEntry(kind=Kind(memory.memory_type), content=memory.content, confidence=memory.confidence,
+                    importance=memory.importance, quality=memory.quality, category=memory.category,
+                    tokens=tuple(meta.tokens), chains=tuple(meta.chains), protocols=tuple(meta.protocols),
+                    tags=(*meta.tags, *extra_tags), strategy_id=meta.strategy_id,
+                    sensitivity=Sensitivity(memory.sensitivity), pad=pad)
+
+
+def checked_entry(memory: MemoryIn, label: str, *, extra_tags: Sequence[str] = ()) -> NewEntry:
+    """`new_entry`, with every entry rule checked now; errors name `label`."""
+    if memory.memory_type == "episode":
+        raise UsageError(f"{label}: memory_type episode is not accepted here: episodes are raw observations "
+                         "outside the Grimoire's transaction (write them with POST /v1/memory or /v1/episodes)")
+    try:
+        new = new_entry(memory, extra_tags=extra_tags)
+        new.body(_VALIDATION_AUTHOR, Timestamp(0))
+    except InvalidValue as exc:
+        raise UsageError(f"{label}: {exc}") from None
+    return new
+
+
+def tagged_line(line: str) -> tuple[Kind, str] | None:
+    """(kind, content) of a working-memory line marked `LESSON:` etc. (optionally as a list item)."""
+    found = _TAGGED.match(line)
+    if found is None:
+        return None
+    return PREFIX_KINDS[found.group(1)], found.group(2).strip()
+
+
+def line_key(kind: Kind, content: str) -> str:
+    """The idempotency key of an entry: its kind and whitespace-normalised content."""
+    normal = " ".join(content.split())
+    return hashlib.blake2b(f"{kind.value}\x1f{normal}".encode(), digest_size=16).hexdigest()
+
+
+# -- batches -------------------------------------------------------------------------
+
+
+def _write_batch(store: Grimoire, identity: LocalIdentity, scope: str, news: Sequence[NewEntry], *,
+                 now_ms: int, label: Callable[[int], str],
+                 then: Callable[[sqlite3.Connection], None] | None = None) -> Batch:
+    """Write `news` (those not yet recorded in `scope`) and their records in one transaction."""
+    ids: list[str] = []
+    created: list[str] = []
+    with store.local_batch(identity) as (conn, add):
+        for i, new in enumerate(news):
+            key = line_key(new.kind, new.content)
+            row = conn.execute("SELECT entry_id FROM agent_migrations WHERE scope = ? AND line_hash = ?",
+                               (scope, key)).fetchone()
+            if row is not None:
+                ids.append(str(row[0]))
+                continue
+            try:
+                entry_id = add(new)
+            except InvalidValue as exc:
+                raise UsageError(f"{label(i)}: {exc}") from None
+            conn.execute("INSERT INTO agent_migrations (scope, line_hash, entry_id, migrated_ms) VALUES (?, ?, ?, ?)",
+                         (scope, key, entry_id, now_ms))
+            ids.append(entry_id)
+            created.append(entry_id)
+        if then is not None:
+            then(conn)
+    by_id = {e.id: e for e in store.get_many(created)}
+    return Batch(ids=ids, created=[by_id[i] for i in created])
+
+
+def flush_facts(store: Grimoire, identity: LocalIdentity, session: str, facts: Sequence[MemoryIn], *,
+                now_ms: int) -> Batch:
+    """Store every fact tagged with the session, all or none (an error names `facts[i]`).
+
+    Episodes are refused. A fact already recorded in this session (same kind and content) is
+    not written again; its earlier id is returned in its place."""
+    check_session(session)
+    if not 1 <= len(facts) <= MAX_FLUSH_ITEMS:
+        raise UsageError(f"facts: {len(facts)} items; a flush holds 1..{MAX_FLUSH_ITEMS}")
+    tag = session_tag(session)
+    news = [checked_entry(f, f"facts[{i}]", extra_tags=(tag,)) for i, f in enumerate(facts)]
+    return _write_batch(store, identity, f"session/{session}", news, now_ms=now_ms, label=lambda i: f"facts[{i}]")
+
+
+def import_lessons(store: Grimoire, identity: LocalIdentity, lessons: Sequence[MemoryIn], *, now_ms: int,
+                   label: Callable[[int], str] = lambda i: f"lessons[{i}]") -> Batch:
+    """Store lessons all or none; one imported before (same kind and content) is skipped."""
+    if not 1 <= len(lessons) <= MAX_LESSONS:
+        raise UsageError(f"lessons: {len(lessons)} items; an import holds 1..{MAX_LESSONS}")
+    news = [checked_entry(m, label(i)) for i, m in enumerate(lessons)]
+    return _write_batch(store, identity, "lessons", news, now_ms=now_ms, label=label)
+
+
+# -- working memory ------------------------------------------------------------------
+
+
+def read_working_memory(store: Grimoire, session: str) -> dict[str, Any]:
+    """`{session, content, bytes, updated_ms}`; an unknown session reads as empty (updated_ms null)."""
+    check_session(session)
+    row = store.connection.execute("SELECT content, updated_ms FROM working_memory WHERE session = ?",
+                                   (session,)).fetchone()
+    content, updated = ("", None) if row is None else (str(row[0]), int(row[1]))
+    return {"session": session, "content": content, "bytes": len(content.encode("utf-8")), "updated_ms": updated}
+
+
+def write_working_memory(store: Grimoire, session: str, content: str, *, now_ms: int) -> dict[str, Any]:
+    """Replace the session's text (empty text clears it)."""
+    check_session(session)
+    check_working_text(content)
+    with store.transaction() as conn:
+        if content:
+            conn.execute("INSERT INTO working_memory (session, content, updated_ms) VALUES (?, ?, ?) "
+                         "ON CONFLICT (session) DO UPDATE SET content = excluded.content, "
+                         "updated_ms = excluded.updated_ms", (session, content, now_ms))
+        else:
+            conn.execute("DELETE FROM working_memory WHERE session = ?", (session,))
+    return {"session": session, "bytes": len(content.encode("utf-8")), "updated_ms": now_ms if content else None}
+
+
+def parse_memory_lines(content: str) -> list[tuple[int, Kind, str]]:
+    """(line number, kind, content) of every marked line."""
+    out = []
+    for number, line in enumerate(content.splitlines(), start=1):
+        tagged = tagged_line(line)
+        if tagged is not None:
+            out.append((number, *tagged))
+    return out
+
+
+def close_working_memory(store: Grimoire, identity: LocalIdentity, session: str, *, now_ms: int) -> Batch:
+    """Migrate the session's marked lines into entries, then clear it; one transaction.
+
+    A line that breaks an entry rule (empty after its marker, over 4 KiB) refuses the whole
+    close, naming the line: nothing is migrated and the session is kept."""
+    check_session(session)
+    row = store.connection.execute("SELECT content FROM working_memory WHERE session = ?", (session,)).fetchone()
+    marked = parse_memory_lines("" if row is None else str(row[0]))
+    tag = session_tag(session)
+    news = []
+    for number, kind, text in marked:
+        new = NewEntry(kind=kind, content=text, tags=(tag,))
+        try:
+            new.body(_VALIDATION_AUTHOR, Timestamp(0))
+        except InvalidValue as exc:
+            raise UsageError(f"working memory line {number}: {exc}") from None
+        news.append(new)
+
+    def clear(conn: sqlite3.Connection) -> None:
+        conn.execute("DELETE FROM working_memory WHERE session = ?", (session,))
+
+    return _write_batch(store, identity, f"session/{session}", news, now_ms=now_ms,
+                        label=lambda i: f"working memory line {marked[i][0]}", then=clear)
+
+
+# -- lesson files --------------------------------------------------------------------
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err.get("loc", ()))
+    return f"{loc}: {err.get('msg', '')}" if loc else str(err.get("msg", ""))
+
+
+def _markdown_line(line: str) -> tuple[Kind, str] | None:
+    text = line.strip()
+    if not text or text.startswith("#") or _RULE.match(text):
+        return None
+    bullet = _BULLET.match(text)
+    if bullet is not None:
+        text = text[bullet.end():].strip()
+        if not text:
+            return None
+    tagged = tagged_line(text)
+    return tagged if tagged is not None else (Kind.HEURISTIC, text)
+
+
+def _jsonl_object(text: str, where: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"{where}: not JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise UsageError(f"{where}: expected a JSON object (a memory body as for POST /v1/memory)")
+    return doc
+
+
+def parse_memory_bodies(raw: bytes, *, name: str, extra_tags: Sequence[str] = ()) -> list[Lesson]:
+    """JSONL: one memory body (as for POST /v1/memory) per non-blank line, each fully checked."""
+    out = []
+    for number, line in enumerate(_lines(raw, name), start=1):
+        if not line.strip():
+            continue
+        where = f"{name}:{number}"
+        try:
+            memory = MemoryIn.model_validate(_jsonl_object(line, where))
+        except ValidationError as exc:
+            raise UsageError(f"{where}: {_first_error(exc)}") from None
+        checked_entry(memory, where, extra_tags=extra_tags)
+        out.append(Lesson(number, memory))
+    return out
+
+
+def _lines(raw: bytes, name: str) -> list[str]:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise UsageError(f"{name}:{line}: not valid UTF-8") from None
+    return text.removeprefix("\ufeff").splitlines()
+
+
+def parse_lessons(raw: bytes, *, name: str, fmt: str = "auto") -> list[Lesson]:
+    """Lessons from a markdown file (one per line or list item; `LESSON:`, `STRATEGY:`,
+    `WARNING:`, `FACT:` pick the kind, others are heuristics; headings, rules and blank lines
+    skipped) or JSONL (one memory body per line). Every lesson is checked; the first bad line
+    is refused with its number. `fmt`: auto (by suffix, else by the first non-blank line),
+    markdown or jsonl."""
+    if fmt == "auto":
+        suffix = Path(name).suffix.lower()
+        if suffix in (".jsonl", ".ndjson"):
+            fmt = "jsonl"
+        elif suffix in (".md", ".markdown", ".txt"):
+            fmt = "markdown"
+        else:
+            first = next((ln.strip() for ln in _lines(raw, name) if ln.strip()), "")
+            fmt = "jsonl" if first.startswith("{") else "markdown"
+    if fmt == "jsonl":
+        lessons = parse_memory_bodies(raw, name=name)
+    elif fmt == "markdown":
+        lessons = []
+        for number, line in enumerate(_lines(raw, name), start=1):
+            parsed = _markdown_line(line)
+            if parsed is None:
+                continue
+            kind, text = parsed
+            where = f"{name}:{number}"
+            try:
+                memory = MemoryIn.model_validate({"content": text, "memory_type": kind.value})
+            except ValidationError as exc:
+                raise UsageError(f"{where}: {_first_error(exc)}") from None
+            checked_entry(memory, where)
+            lessons.append(Lesson(number, memory))
+    else:
+        raise UsageError(f"format {fmt!r}: expected auto, markdown or jsonl")
+    if not lessons:
+        raise UsageError(f"{name}: no lessons in the file")
+    if len(lessons) > MAX_LESSONS:
+        raise UsageError(f"{name}: {len(lessons)} lessons; at most {MAX_LESSONS} per import (split the file)")
+    return lessons
+

@@ -1,0 +1,239 @@
+"""CLI commands for agent memory (registered by `daemon.cli`).
+
+    clade wm show SESSION | set SESSION TEXT|- | close SESSION
+    clade flush FILE [--session S]          FILE: JSON {"session", "facts"} or JSONL (one memory body a line)
+    clade lessons import FILE [--format auto|markdown|jsonl]
+    clade init --lessons FILE [--lessons-format …]
+
+Each goes through the running daemon when one serves the data dir (its single writer; siblings
+hear of new warnings at once), else works directly on the store: same checks, same output.
+Files are checked completely before anything is written; a bad line is named by its number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from . import agent_memory as am
+from .agent_memory import FlushIn
+from .client import DaemonClient
+from .datadir import DataDir
+from .errors import UsageError
+from .grimoire import wall_clock_ms
+
+__all__ = ["register", "render"]
+
+Handler = Callable[[argparse.Namespace, DataDir], Any]
+_FORMATS = ["auto", "markdown", "jsonl"]
+
+
+def register(sub: argparse._SubParsersAction[Any],
+             command: Callable[[str, Handler, str], argparse.ArgumentParser], *,
+             common: argparse.ArgumentParser, parser_class: type[argparse.ArgumentParser]) -> None:
+    p = command("wm", cmd_wm_show, "working memory of an agent session: show, set, close")
+    wm = p.add_subparsers(dest="wm_command", required=True, metavar="SUBCOMMAND", parser_class=parser_class)
+    show = wm.add_parser("show", parents=[common], help="print a session's working memory")
+    show.set_defaults(handler=cmd_wm_show)
+    show.add_argument("session", metavar="SESSION")
+    put = wm.add_parser("set", parents=[common], help="replace a session's working memory")
+    put.set_defaults(handler=cmd_wm_set)
+    put.add_argument("session", metavar="SESSION")
+    put.add_argument("text", metavar="TEXT", help="the content (≤ 64 KiB of UTF-8); '-' reads standard input")
+    close = wm.add_parser("close", parents=[common],
+                          help="migrate LESSON:/STRATEGY:/WARNING:/FACT: lines to long-term entries, then clear")
+    close.set_defaults(handler=cmd_wm_close)
+    close.add_argument("session", metavar="SESSION")
+
+    p = command("flush", cmd_flush, "store facts of a session before compaction, all or none")
+    p.add_argument("file", metavar="FILE", help='JSON {"session", "facts": [...]} or JSONL; - reads stdin')
+    p.add_argument("--session", default=None, help="the session (required for JSONL)")
+
+    p = command("lessons", cmd_lessons_import, "pre-seed lessons")
+    lessons = p.add_subparsers(dest="lessons_command", required=True, metavar="SUBCOMMAND",
+                               parser_class=parser_class)
+    imp = lessons.add_parser("import", parents=[common], help="import lessons from markdown or JSONL, all or none")
+    imp.set_defaults(handler=cmd_lessons_import)
+    imp.add_argument("file", metavar="FILE", help="markdown (one lesson a line) or JSONL; - reads stdin")
+    imp.add_argument("--format", choices=_FORMATS, default="auto")
+
+    init = sub.choices["init"]
+    init.add_argument("--lessons", default=None, metavar="FILE", help="then import lessons from FILE (see lessons)")
+    init.add_argument("--lessons-format", choices=_FORMATS, default="auto")
+    init.set_defaults(handler=_init_with_lessons(init.get_default("handler")))
+
+
+def _read_file(name: str) -> bytes:
+    if name == "-":
+        return sys.stdin.buffer.read()
+    try:
+        return Path(name).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{name}: cannot read ({exc.strerror or exc})") from None
+
+
+def _path(session: str) -> str:
+    return f"/v1/working-memory/{am.check_session(session)}"
+
+
+# -- working memory -----------------------------------------------------------------
+
+
+def cmd_wm_show(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    path = _path(args.session)
+    client = DaemonClient.for_data_dir(data)
+    if client is not None:
+        return dict(client.call("GET", path))
+    with data.open_store() as store:
+        return am.read_working_memory(store, args.session)
+
+
+def _content(text: str) -> str:
+    if text != "-":
+        return text
+    raw = sys.stdin.buffer.read(am.MAX_WORKING_MEMORY_BYTES + 1)
+    if len(raw) > am.MAX_WORKING_MEMORY_BYTES:
+        raise am.ContentTooLarge(f"content: over {am.MAX_WORKING_MEMORY_BYTES} bytes on standard input; working "
+                                 f"memory holds at most {am.MAX_WORKING_MEMORY_BYTES} bytes per session")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"content: is not valid UTF-8 (byte {exc.start} of standard input)") from None
+
+
+def cmd_wm_set(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    path = _path(args.session)
+    content = am.check_working_text(_content(args.text))
+    client = DaemonClient.for_data_dir(data)
+    if client is not None:
+        return dict(client.call("PUT", path, body={"content": content}))
+    with data.open_store() as store:
+        return am.write_working_memory(store, args.session, content, now_ms=wall_clock_ms())
+
+
+def cmd_wm_close(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    path = _path(args.session)
+    client = DaemonClient.for_data_dir(data)
+    if client is not None:
+        return dict(client.call("POST", f"{path}/close"))
+    identity = data.load_identity()
+    with data.open_store(identity=identity) as store:
+        batch = am.close_working_memory(store, identity, args.session, now_ms=wall_clock_ms())
+    return {"session": args.session, "migrated": [e.id for e in batch.created], "existing": batch.existing}
+
+
+# -- flush ---------------------------------------------------------------------------
+
+
+def _flush_body(raw: bytes, name: str, session: str | None) -> FlushIn:
+    """The flush request a file describes, every fact checked (errors name the index or line)."""
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        doc = None
+    if isinstance(doc, dict) and "facts" in doc:
+        if session is not None and doc.get("session", session) != session:
+            raise UsageError(f"{name}: session {doc['session']!r} differs from --session {session!r}")
+        try:
+            body = FlushIn.model_validate({**doc, "session": doc.get("session", session)})
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise UsageError(f"{name}: {'.'.join(str(p) for p in err['loc'])}: {err['msg']}") from None
+        am.check_session(body.session)
+        for i, fact in enumerate(body.facts):
+            am.checked_entry(fact, f"{name}: facts[{i}]", extra_tags=(am.session_tag(body.session),))
+        return body
+    if session is None:
+        raise UsageError(f'{name}: JSONL facts need --session (or write a JSON {{"session", "facts"}} document)')
+    am.check_session(session)
+    facts = am.parse_memory_bodies(raw, name=name, extra_tags=(am.session_tag(session),))
+    if not 1 <= len(facts) <= am.MAX_FLUSH_ITEMS:
+        raise UsageError(f"{name}: {len(facts)} facts; a flush holds 1..{am.MAX_FLUSH_ITEMS}")
+    return FlushIn(session=session, facts=[f.memory for f in facts])
+
+
+def cmd_flush(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    name = "<stdin>" if args.file == "-" else args.file
+    body = _flush_body(_read_file(args.file), name, args.session)
+    client = DaemonClient.for_data_dir(data)
+    if client is not None:
+        return dict(client.call("POST", "/v1/memory/flush", body=body.model_dump(mode="json")))
+    identity = data.load_identity()
+    with data.open_store(identity=identity) as store:
+        batch = am.flush_facts(store, identity, body.session, body.facts, now_ms=wall_clock_ms())
+    return {"session": body.session, "ids": batch.ids, "created": len(batch.created)}
+
+
+# -- lessons -------------------------------------------------------------------------
+
+
+def _import(data: DataDir, name: str, lessons: list[am.Lesson]) -> dict[str, Any]:
+    client = DaemonClient.for_data_dir(data)
+    if client is not None:
+        from .api import MAX_BODY_BYTES
+
+        body = {"lessons": [lesson.memory.model_dump(mode="json") for lesson in lessons]}
+        size = len(json.dumps(body).encode())
+        if size > MAX_BODY_BYTES:
+            raise UsageError(f"{name}: {len(lessons)} lessons make a {size}-byte request; the daemon takes at most "
+                             f"{MAX_BODY_BYTES} bytes: split the file")
+        done = dict(client.call("POST", "/v1/lessons", body=body))
+    else:
+        identity = data.load_identity()
+        with data.open_store(identity=identity) as store:
+            batch = am.import_lessons(store, identity, [lesson.memory for lesson in lessons], now_ms=wall_clock_ms(),
+                                      label=lambda i: f"{name}:{lessons[i].line}")
+        done = {"ids": batch.ids, "created": len(batch.created), "skipped": len(batch.ids) - len(batch.created)}
+    return {"file": name, **done}
+
+
+def _lessons(file: str, fmt: str) -> tuple[str, list[am.Lesson]]:
+    name = "<stdin>" if file == "-" else file
+    return name, am.parse_lessons(_read_file(file), name=name, fmt=fmt)
+
+
+def cmd_lessons_import(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    name, lessons = _lessons(args.file, args.format)
+    return _import(data, name, lessons)
+
+
+def _init_with_lessons(init: Handler) -> Handler:
+    def cmd_init(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+        if args.lessons is None:
+            return dict(init(args, data))
+        name, lessons = _lessons(args.lessons, args.lessons_format)  # checked before anything is created
+        doc = dict(init(args, data))
+        doc["lessons"] = _import(data, name, lessons)
+        return doc
+
+    return cmd_init
+
+
+# -- text output ---------------------------------------------------------------------
+
+
+def render(command: str, args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    if command == "wm" and "migrated" in doc:
+        for entry_id in doc["migrated"]:
+            print(entry_id)
+        already = f"; {len(doc['existing'])} migrated before" if doc["existing"] else ""
+        print(f"session {doc['session']}: {len(doc['migrated'])} entries migrated{already}; cleared")
+    elif command == "wm" and "content" in doc:
+        print(doc["content"], end="" if not doc["content"] or doc["content"].endswith("\n") else "\n")
+    elif command == "wm":
+        print(f"session {doc['session']}: {doc['bytes']} bytes")
+    elif command == "flush":
+        for entry_id in doc["ids"]:
+            print(entry_id)
+        print(f"session {doc['session']}: {doc['created']} stored, {len(doc['ids']) - doc['created']} "
+              "stored before")
+    elif command == "lessons":
+        for entry_id in doc["ids"]:
+            print(entry_id)
+        print(f"{doc['file']}: {doc['created']} lessons imported, {doc['skipped']} imported before")

