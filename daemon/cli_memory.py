@@ -4,13 +4,14 @@
                        [--include-sensitive] [--keyword-only] [--pad P,A,D]
     clade digest QUERY [--budget-tokens N] [--k N] [--format xml|search-results|json] [--include-sensitive]
     clade feedback [--cited ID…] [--injected ID…] [--response TEXT|-]
-    clade embeddings check | rebuild
+    clade embeddings check | rebuild | prepare
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,7 @@ from .datadir import DataDir
 from .errors import UsageError
 from .grimoire.digest import build_digest
 from .grimoire.embedder import Embedder, get_embedder
+from .grimoire.models import model_cache_dir
 from .grimoire.retrieval import RecallQuery, Retriever, apply_feedback, cited_by_response, response_sentences
 from .grimoire.store import wall_clock_ms
 from .grimoire.vectors import stored_vectors, vector_report
@@ -63,6 +65,8 @@ def register(command: Callable[[str, Handler, str], argparse.ArgumentParser], *,
                    ).set_defaults(handler=cmd_embeddings_check)
     sub.add_parser("rebuild", parents=[common], help="re-embed every entry with the current model"
                    ).set_defaults(handler=cmd_embeddings_rebuild)
+    sub.add_parser("prepare", parents=[common], help="convert and load the configured model now (installers run it)"
+                   ).set_defaults(handler=cmd_embeddings_prepare)
 
 
 def _embedder(data: DataDir) -> Callable[[], Embedder]:
@@ -138,6 +142,13 @@ def cmd_embeddings_check(args: argparse.Namespace, data: DataDir) -> dict[str, A
     return {"model": embedder.info.model, "model_version": embedder.info.model_version,
             "preprocess_hash": embedder.info.preprocess_hash, **report,
             "ok": report["other_model"] == 0}
+
+
+def cmd_embeddings_prepare(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    started = time.monotonic()
+    embedder = _embedder(data)()
+    return {"model": embedder.info.model, "model_version": embedder.info.model_version, "dim": embedder.info.dim,
+            "cache": str(model_cache_dir(data.root / "embedder")), "seconds": round(time.monotonic() - started, 2)}
 
 
 def cmd_embeddings_rebuild(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:

@@ -121,6 +121,9 @@ def text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
     elif command == "embeddings":
         if "embedded" in doc:
             print(f"re-embedded {doc['embedded']} entries with {doc['model']}")
+        elif "cache" in doc:
+            print(f"{doc['model']} ({doc['model_version']}, {doc['dim']}-d) ready in {doc['seconds']} s; "
+                  f"prepared models in {doc['cache']}")
         else:
             print(f"{doc['model']} ({doc['model_version']}): {doc['current']} current, "
                   f"{doc['other_model']} of another model, {doc['missing']} missing")

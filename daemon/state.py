@@ -164,26 +164,42 @@ class DaemonState:
         first: NDArray[np.float32] = vectors[0]
         return first
 
+    async def _prepared(self, query: RecallQuery) -> tuple[NDArray[np.float32], list[tuple[str, float]]]:
+        """The query's vector (after the read-your-writes tail) and its keyword candidates,
+        computed side by side: the model on worker threads, FTS5 on the store's thread."""
+        if not query.text.strip():
+            raise UsageError("query must not be empty")
+        found: dict[str, Any] = {}
+
+        async def vector() -> None:
+            found["vector"] = await self._query_vector(query.text)
+
+        async def keyword() -> None:
+            found["keyword"] = await self.db(lambda s: self.retriever.keyword_candidates(query))
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(vector)
+            tasks.start_soon(keyword)
+        return found["vector"], found["keyword"]
+
     async def recall(self, text: str, *, k: int, kinds: tuple[Kind, ...] = (),
                      min_importance: float | None = None) -> list[Hit]:
         query = RecallQuery(text=text, k=k, kinds=kinds, min_importance=min_importance)
-        if not text.strip():
-            raise UsageError("query must not be empty")
-        vector = await self._query_vector(text)
-        return await self.db(lambda s: self.retriever.recall(query, embed_limit=0, query_vector=vector))
+        vector, keyword = await self._prepared(query)
+        return await self.db(lambda s: self.retriever.recall(query, embed_limit=0, query_vector=vector,
+                                                             keyword=keyword))
 
     async def digest(self, text: str, *, budget_tokens: int, k: int, fmt: str,
                      include_sensitive: bool) -> dict[str, Any]:
         joined = self.data.load_membership()
         namespace = joined[0].clade_name if joined else "local"
-        if not text.strip():
-            raise UsageError("query must not be empty")
-        vector = await self._query_vector(text)
+        query = RecallQuery(text=text, k=max(4 * k, 40), include_sensitive=include_sensitive)
+        vector, keyword = await self._prepared(query)
         pins = self.config.digest
         return await self.db(lambda s: build_digest(
             self.retriever, text=text, now_ms=self.now_ms(), budget_tokens=budget_tokens, k=k, fmt=fmt,
             include_sensitive=include_sensitive, namespace=namespace, embed_limit=0, query_vector=vector,
-            pinned_tags=pins.pinned_tags, pinned_fact_keys=pins.pinned_fact_keys))
+            keyword=keyword, pinned_tags=pins.pinned_tags, pinned_fact_keys=pins.pinned_fact_keys))
 
     async def feedback(self, *, cited: list[str], injected: list[str], response: str | None) -> dict[str, Any]:
         """Citation feedback from the golem's last LLM call. Without citations, `response` (the

@@ -8,6 +8,11 @@ prefix=/opt/clade
 python3 -m venv "$prefix/venv"
 "$prefix/venv/bin/pip" install --quiet --upgrade pip
 "$prefix/venv/bin/pip" install --quiet "$src"
+# Convert the embedding model into the venv's model cache now (once, ~10 s, ~1.4 GB peak), so
+# the service's first start neither pays for it nor needs the memory (MemoryMax).
+scratch=$(mktemp -d)
+"$prefix/venv/bin/clade" --data-dir "$scratch" embeddings prepare
+rm -rf "$scratch"
 install -m 0644 "$src/README.md" "$prefix/README.md"
 install -m 0644 "$src/systemd/clade.service" /etc/systemd/system/clade.service
 install -D -m 0644 "$src/systemd/clade.sysusers" /usr/lib/sysusers.d/clade.conf

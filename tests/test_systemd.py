@@ -65,7 +65,8 @@ except OSError:
 from pathlib import Path
 from daemon.grimoire.embedder import get_embedder
 import libp2p, lancedb, nacl.signing, zstandard, fastapi, hypercorn.trio, trio
-assert get_embedder(Path(sys.argv[1])).embed(["gas on arbitrum"]).shape == (1, 384)
+from daemon.grimoire.embedder import DIM
+assert get_embedder(Path(sys.argv[1])).embed(["gas on arbitrum"]).shape == (1, DIM)
 print("ok")
 """
 

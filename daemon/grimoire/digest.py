@@ -213,12 +213,14 @@ def render_json(items: Sequence[DigestItem], *, now_ms: int, budget_tokens: int 
 def build_digest(retriever: Retriever, *, text: str, now_ms: int, budget_tokens: int, k: int, fmt: str,
                  include_sensitive: bool, namespace: str, embed_limit: int | None = None,
                  pinned_tags: Sequence[str] = (), pinned_fact_keys: Sequence[str] = (),
-                 query_vector: NDArray[np.float32] | None = None) -> dict[str, Any]:
+                 query_vector: NDArray[np.float32] | None = None,
+                 keyword: list[tuple[str, float]] | None = None) -> dict[str, Any]:
     """Pinned entries, then ranked hits (wider than k: caps and the budget skip some), rendered
     as `fmt`; returns {format, tokens, budget_tokens, entries, document}. Has no side effect:
     what the model then cites is reported back through `apply_feedback`."""
     wide = RecallQuery(text=text, k=max(4 * k, 40), include_sensitive=include_sensitive)
-    hits = retriever.recall(wide, now_ms=now_ms, embed_limit=embed_limit, query_vector=query_vector)
+    hits = retriever.recall(wide, now_ms=now_ms, embed_limit=embed_limit, query_vector=query_vector,
+                            keyword=keyword)
     pinned = retriever.store.pinned(tags=pinned_tags, fact_keys=pinned_fact_keys) if (
         pinned_tags or pinned_fact_keys) else []
     items = [DigestItem(e, 1.0, pinned=True) for e in pinned]

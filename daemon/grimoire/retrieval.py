@@ -101,14 +101,26 @@ class Retriever:
         self._index.refresh(self.store)
         return self._index
 
+    def keyword_candidates(self, query: RecallQuery) -> list[tuple[str, float]]:
+        """The keyword half of `recall` on its own: (id, BM25) of the best FTS5 matches; empty
+        when the query has no searchable word (raises `UsageError` then only if keyword-only)."""
+        try:
+            return self.store.keyword_scores(query.text, k=max(CANDIDATES, 5 * query.k), kinds=query.kinds)
+        except UsageError:
+            if query.keyword_only:
+                raise
+            return []
+
     def recall(self, query: RecallQuery, *, now_ms: int | None = None, embed_limit: int | None = None,
-               query_vector: NDArray[np.float32] | None = None) -> list[Hit]:
+               query_vector: NDArray[np.float32] | None = None,
+               keyword: list[tuple[str, float]] | None = None) -> list[Hit]:
         """The top `query.k` entries by rank. Raises `UsageError` for an empty query.
 
         First embeds entries that lack a vector, newest first — all of them, or at most
         `embed_limit` (the daemon embeds its bounded tail itself, outside the store's thread,
         and passes 0). Entries still without a vector take part through keyword search.
-        `query_vector`, when given, is the query's embedding (computed by the caller).
+        `query_vector` and `keyword`, when given, are the query's embedding and
+        `keyword_candidates` (the daemon computes them side by side, off this thread).
         """
         if not query.text.strip():
             raise UsageError("query must not be empty")
@@ -123,14 +135,9 @@ class Retriever:
             for entry_id, _ in index.nearest(vec, max(CANDIDATES, 5 * query.k)):
                 via[entry_id] = "vector"
         bm25: dict[str, float] = {}
-        try:
-            for entry_id, score in self.store.keyword_scores(query.text, k=max(CANDIDATES, 5 * query.k),
-                                                             kinds=query.kinds):
-                via[entry_id] = "both" if entry_id in via else "keyword"
-                bm25[entry_id] = score
-        except UsageError:
-            if query.keyword_only:
-                raise
+        for entry_id, score in self.keyword_candidates(query) if keyword is None else keyword:
+            via[entry_id] = "both" if entry_id in via else "keyword"
+            bm25[entry_id] = score
         best = max(bm25.values(), default=0.0)
         candidates = [c for c in self.store.rank_fields(list(via)) if _passes(c, query, now)]
         raw = []
