@@ -37,6 +37,7 @@ bench: install
 	$(BIN)/python bench/store.py
 	$(BIN)/python bench/crdt.py
 	$(BIN)/python bench/recall.py
+	$(BIN)/python bench/recall_options.py
 	$(BIN)/python bench/vault.py
 	$(BIN)/python bench/api.py
 	$(BIN)/python bench/clade.py
