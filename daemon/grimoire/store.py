@@ -505,25 +505,19 @@ class Grimoire:
 
     def rank_fields(self, entry_ids: Sequence[str]) -> list[RankFields]:
         """What ranking needs of these entries (any order; unknown ids are skipped)."""
-        out: list[RankFields] = []
+        return [_rank_fields(r) for r in self._rows_by_id(_RANK_COLUMNS, entry_ids)]
+
+    def _rows_by_id(self, columns: str, entry_ids: Sequence[str]) -> list[Any]:
+        rows: list[Any] = []
         for start in range(0, len(entry_ids), 500):
             chunk = list(entry_ids[start:start + 500])
-            rows = self._conn.execute(
-                f"SELECT {_RANK_COLUMNS} FROM entries WHERE id IN ({', '.join('?' * len(chunk))})", chunk
-            ).fetchall()
-            out.extend(_rank_fields(r) for r in rows)
-        return out
+            rows.extend(self._conn.execute(
+                f"SELECT {columns} FROM entries WHERE id IN ({', '.join('?' * len(chunk))})", chunk).fetchall())
+        return rows
 
     def get_many(self, entry_ids: Sequence[str]) -> list[Entry]:
         """The entries with these ids that exist (any order; unknown ids are skipped)."""
-        out: list[Entry] = []
-        for start in range(0, len(entry_ids), 500):
-            chunk = list(entry_ids[start:start + 500])
-            rows = self._conn.execute(
-                f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE id IN ({', '.join('?' * len(chunk))})", chunk
-            ).fetchall()
-            out.extend(_entry_from_row(r) for r in rows)
-        return out
+        return [_entry_from_row(r) for r in self._rows_by_id(_ENTRY_COLUMNS, entry_ids)]
 
     def pinned(self, *, tags: Sequence[str] = (), fact_keys: Sequence[str] = (), limit: int = 64) -> list[Entry]:
         """Active, unarchived entries carrying one of `tags`, and facts whose content starts with
