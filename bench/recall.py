@@ -7,7 +7,7 @@ all-MiniLM-L6-v2 int8 ONNX model through `get_embedder` (fastembed, offline):
 
 1. Query embedding: `Embedder.embed([query])` for 500 short queries after a warm-up: p50/p99.
 2. Batch embedding: 1,000 DeFi texts of 50-300 characters through `Embedder.embed` and through
-   fastembed directly (`list(embedder._model.embed(texts, batch_size=64))`), in calls of 256 texts
+   fastembed directly (`list(embedder._parts[0][0].model.embed(texts, batch_size=64))`), in calls of 256 texts
    (as `index_missing` makes them) interleaved in the same run, and the ratio; plus fastembed on
    each call's texts sorted by length (less padding in each batch of 64).
 3. `Retriever.recall` over 10,000 and 50,000 entries (written by `remember_many`): p50/p99
@@ -70,7 +70,9 @@ from daemon.errors import UsageError  # noqa: E402
 from daemon.grimoire import Episode, EpisodeLog, Grimoire  # noqa: E402
 from daemon.grimoire.embedder import Embedder, EmbeddingInfo, get_embedder  # noqa: E402
 from daemon.grimoire.episodes import _SCAN_COLUMNS, _episode_from_row  # noqa: E402
+from daemon.grimoire.models import MINILM  # noqa: E402
 from daemon.grimoire.retrieval import CANDIDATES, RecallQuery, Retriever, _factors, _passes  # noqa: E402
+from daemon.grimoire.scoring import normalise  # noqa: E402
 from daemon.grimoire.store import wall_clock_ms  # noqa: E402
 from daemon.grimoire.vectors import VectorIndex, missing_vectors, vector_report, write_vectors  # noqa: E402
 
@@ -242,7 +244,7 @@ def bench_batch_embedding(embedder: Embedder, texts: Sequence[str], rounds: int)
     `index_missing` passes to `embed`) with the order rotated, so load drift hits all alike."""
     chunks = [list(texts[i:i + EMBED_CALL]) for i in range(0, len(texts), EMBED_CALL)]
     progress(f"[2/5] batch embedding: {len(texts):,} texts in calls of {EMBED_CALL} x {rounds} round(s) x 3 variants")
-    model: Any = embedder._model
+    model: Any = embedder._parts[0][0].model  # the fastembed TextEmbedding of MiniLM
     variants: dict[str, Callable[[list[str]], object]] = {
         "embedder": lambda c: embedder.embed(c),
         "fastembed_raw": lambda c: list(model.embed(c, batch_size=64)),
@@ -377,7 +379,7 @@ def bench_recall(store: Grimoire, embedder: Embedder, queries: Sequence[str], ve
 
     # Per phase, each timed alone, in the order Retriever.recall runs them.
     phases: dict[str, list[float]] = {p: [] for p in ("index_missing_check", "vector_index_refresh", "nearest",
-                                                       "fts5_recall", "get_many", "filter_and_rank", "touch")}
+                                                       "fts5_recall", "rank_fields", "filter_and_rank", "get_many")}
     vias: dict[str, int] = {"vector": 0, "keyword": 0, "both": 0}
     k_cand = max(CANDIDATES, 5 * K)
     for q in qs[:n_breakdown]:
@@ -392,29 +394,30 @@ def bench_recall(store: Grimoire, embedder: Embedder, queries: Sequence[str], ve
         via = dict.fromkeys((i for i, _ in near), "vector")
         t0 = time.perf_counter()
         try:
-            kw = store.recall(q, k=k_cand)
+            kw = store.keyword_scores(q, k=k_cand)
         except UsageError:
             kw = []
         phases["fts5_recall"].append(time.perf_counter() - t0)
-        for h in kw:
-            via[h.entry.id] = "both" if h.entry.id in via else "keyword"
+        for entry_id, _ in kw:
+            via[entry_id] = "both" if entry_id in via else "keyword"
         for v in via.values():
             vias[v] += 1
         t0 = time.perf_counter()
-        got = store.get_many(list(via))
-        phases["get_many"].append(time.perf_counter() - t0)
+        got = store.rank_fields(list(via))
+        phases["rank_fields"].append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         rq, now = RecallQuery(text=q, k=K), wall_clock_ms()
-        ranked: list[tuple[float, str]] = []
-        for entry in got:  # the loop of Retriever.recall, as written there
-            if not _passes(entry, rq, now):
+        raw: list[tuple[Any, Any]] = []
+        for cand in got:  # the loop of Retriever.recall, as written there
+            if not _passes(cand, rq, now):
                 continue
-            ev = index.vector(entry.id)
+            ev = index.vector(cand.id)
             semantic = max(0.0, float(ev @ vec)) if ev is not None else 0.0
-            ranked.append((_factors(entry, semantic, rq.pad, now).score, entry.id))
-        ranked.sort(key=lambda h: (-h[0], h[1]))
+            raw.append((cand, _factors(cand, semantic, rq.pad, now)))
+        ranked = sorted(zip([c for c, _ in raw], normalise([f for _, f in raw]), strict=True),
+                        key=lambda h: (-h[1].score, h[0].id))[:K]
         phases["filter_and_rank"].append(time.perf_counter() - t0)
-        phases["touch"].append(timed(partial(store.touch, [i for i, _ in near[:K]], wall_clock_ms())))
+        phases["get_many"].append(timed(partial(store.get_many, [c.id for c, _ in ranked])))
     breakdown = {p: summary(v) for p, v in phases.items()}
     mean_sum = sum(b["mean_ms"] for b in breakdown.values())
     ex = summary(lat_excl)
@@ -632,7 +635,7 @@ def rss_probe(db: Path, model_dir: Path) -> dict[str, Any]:
     out: dict[str, Any] = {"fastembed_imported_at_start": "fastembed" in sys.modules,
                            "onnxruntime_imported_at_start": "onnxruntime" in sys.modules,
                            "rss_start_kib": rss_kib()}
-    embedder = get_embedder(model_dir)
+    embedder = get_embedder(model_dir, MINILM)
     out["rss_model_loaded_kib"] = rss_kib()
     embedder.embed(["gas spike on arbitrum"])
     out["rss_after_first_query_kib"] = rss_kib()
@@ -728,7 +731,7 @@ def print_report(res: dict[str, Any]) -> None:
         rows.append(("tokens computed / real (batches of 64): unsorted / sorted",
                      f"{t['padded_over_real_batch64']} / {t['padded_over_real_sorted']}"))
     st = res["stores"]
-    rows += [("## 3. recall (Retriever.recall, k=10, touch=True)", ""),
+    rows += [("## 3. recall (Retriever.recall, k=10)", ""),
              ("vectors", st["vectors"]),
              ("remember_many (500/txn)", f"{st['remember']['entries_per_s']:,.0f} entries/s"),
              ("embed missing entries (index_missing, real)",
@@ -814,7 +817,7 @@ def run(p: Params, workdir: Path) -> dict[str, Any]:
     model_dir = workdir / "embedder"
     progress(f"loading the model into {model_dir}")
     t0 = time.perf_counter()
-    embedder = get_embedder(model_dir)
+    embedder = get_embedder(model_dir, MINILM)
     res["model_load_s"] = round(time.perf_counter() - t0, 2)
 
     queries = short_queries(gen, p.query_count)

@@ -49,10 +49,12 @@ if TYPE_CHECKING:
 __all__ = ["INLINE_EMBED_LIMIT", "DaemonState"]
 
 # Read-your-writes: a search first embeds the newest entries still without a vector, at most
-# this many (~5 ms each for a typical entry, so a bounded ~0.2 s after a burst), outside the
-# store's thread. The embedder service works through any older backlog in batches of
-# BACKLOG_BATCH; entries beyond the tail are found by keyword until it has.
-INLINE_EMBED_LIMIT = 32
+# this many, outside the store's thread: one fresh write costs the search about one query
+# embedding (both models side by side); a burst of 8 costs ~1 s of CPU with the fused default
+# (~117 ms per 200-character entry, bench/recall_options.py). The embedder service works
+# through any older backlog in batches of BACKLOG_BATCH; entries beyond the tail are found by
+# keyword until it has.
+INLINE_EMBED_LIMIT = 8
 BACKLOG_BATCH = 8
 
 log = logging.getLogger("clade.state")
