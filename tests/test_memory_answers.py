@@ -7,6 +7,7 @@ Real daemons (subprocesses on a unix socket), real SQLite, the real bundled mode
 from __future__ import annotations
 
 import json
+import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
@@ -111,6 +112,28 @@ def test_read_your_writes_without_a_daemon(cli: CliRunner) -> None:
         hit = _found(cli("--json", "recall", query, "--k", "100").json()["results"], entry_id)
         assert hit is not None and hit["via"] in ("vector", "both"), f"round {i}: {hit}"
         assert cli("forget", entry_id).code == 0
+
+
+def test_a_siblings_entry_is_found_by_meaning_once_committed(daemon: DaemonProc) -> None:
+    """A sibling's op applied to the store (as the p2p service does: another writer on the same
+    file here) is found by the next search, by meaning, without waiting for the background."""
+    from crdt import CausalContext, Delta, EntryBody, Kind, Mutator, Timestamp
+
+    sibling = Identity(b"\x44" * 32)
+    seqs = iter(range(1, 100))
+    now = Timestamp(int(time.time() * 1000))
+    body = EntryBody(author=sibling.peer_id, kind=Kind.WARNING, created=now,
+                     content="Stablecoin depegs spread to every Curve pool holding the coin within minutes")
+    ops = Mutator(sibling.peer_id, sibling.sign, next_seq=lambda: next(seqs), now=lambda: now).create(body, 0.8)
+    store = daemon.data.open_store()
+    try:
+        store.apply_delta(Delta(tuple(ops), CausalContext()), local_replica=daemon.data.load_identity().peer_id)
+    finally:
+        store.close()
+    results = daemon.request("POST", "/v1/memory/search", json={
+        "query": "what happens to dollar tokens losing their peg across AMM venues", "top_k": 100}).json()["results"]
+    hit = _found(results, body.id)
+    assert hit is not None and hit["via"] in ("vector", "both") and hit["provenance"] == "clade"
 
 
 # -- no popularity loop ------------------------------------------------------------------------
