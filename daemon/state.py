@@ -28,7 +28,7 @@ from .config import Config, check_multiaddr
 from .datadir import DataDir
 from .errors import NotFound, UsageError
 from .grimoire import Episode, Grimoire, NewEntry, write_playbook
-from .grimoire.digest import build_digest
+from .grimoire.digest import build_digest, digest_query
 from .grimoire.embedder import expected_info, get_embedder
 from .grimoire.models import MINILM
 from .grimoire.records import Entry
@@ -199,8 +199,7 @@ class DaemonState:
                      include_sensitive: bool) -> dict[str, Any]:
         joined = self.data.load_membership()
         namespace = joined[0].clade_name if joined else "local"
-        query = RecallQuery(text=text, k=max(4 * k, 40), include_sensitive=include_sensitive)
-        vector, keyword = await self._prepared(query)
+        vector, keyword = await self._prepared(digest_query(text, k=k, include_sensitive=include_sensitive))
         pins = self.config.digest
         return await self.db(lambda s: build_digest(
             self.retriever, text=text, now_ms=self.now_ms(), budget_tokens=budget_tokens, k=k, fmt=fmt,

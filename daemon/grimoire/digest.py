@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_PER_KIND", "DigestItem", "build_digest", "compose_json", "compose_search_results", "compose_xml",
-    "render_json", "render_search_results", "render_xml", "tokens",
+    "digest_query", "render_json", "render_search_results", "render_xml", "tokens",
 ]
 
 DEFAULT_BUDGET_TOKENS = 3_000
@@ -210,6 +210,11 @@ def render_json(items: Sequence[DigestItem], *, now_ms: int, budget_tokens: int 
                         include_sensitive=include_sensitive)[0]
 
 
+def digest_query(text: str, *, k: int, include_sensitive: bool) -> RecallQuery:
+    """The recall a digest of `k` entries ranks from: wider than k, since caps and the budget skip some."""
+    return RecallQuery(text=text, k=max(4 * k, 40), include_sensitive=include_sensitive)
+
+
 def build_digest(retriever: Retriever, *, text: str, now_ms: int, budget_tokens: int, k: int, fmt: str,
                  include_sensitive: bool, namespace: str, embed_limit: int | None = None,
                  pinned_tags: Sequence[str] = (), pinned_fact_keys: Sequence[str] = (),
@@ -218,7 +223,7 @@ def build_digest(retriever: Retriever, *, text: str, now_ms: int, budget_tokens:
     """Pinned entries, then ranked hits (wider than k: caps and the budget skip some), rendered
     as `fmt`; returns {format, tokens, budget_tokens, entries, document}. Has no side effect:
     what the model then cites is reported back through `apply_feedback`."""
-    wide = RecallQuery(text=text, k=max(4 * k, 40), include_sensitive=include_sensitive)
+    wide = digest_query(text, k=k, include_sensitive=include_sensitive)
     hits = retriever.recall(wide, now_ms=now_ms, embed_limit=embed_limit, query_vector=query_vector,
                             keyword=keyword)
     pinned = retriever.store.pinned(tags=pinned_tags, fact_keys=pinned_fact_keys) if (

@@ -167,7 +167,7 @@ class Embedder:
             if parts is None:
                 self._parts = [(_OnnxModel(model, model_dir, hub=True), 1.0)]
             else:
-                self._parts = [(_OnnxModel(p.model, _model_files(p.model, model_dir)), p.weight) for p in parts]
+                self._parts = [(_loaded(p.model, model_dir), p.weight) for p in parts]
         except ModelIntegrityError:
             raise
         except Exception as exc:  # noqa: BLE001 - ONNX Runtime, onnx and fastembed raise many types
@@ -198,6 +198,20 @@ class Embedder:
             return np.zeros((0, self.info.dim), dtype=np.float32)
         with self._lock:
             return self._embed_raw([preprocess(t) for t in texts])
+
+
+_parts_cache: dict[tuple[str, str], _OnnxModel] = {}
+_parts_lock = threading.Lock()
+
+
+def _loaded(model: str, model_dir: Path) -> _OnnxModel:
+    """One loaded model per process and directory, shared by every vector space that uses it
+    (the fused space and MiniLM alone, e.g. for episodes, do not load MiniLM twice)."""
+    key = (str(model_dir.resolve()), model)
+    with _parts_lock:
+        if key not in _parts_cache:
+            _parts_cache[key] = _OnnxModel(model, _model_files(model, model_dir))
+        return _parts_cache[key]
 
 
 def _model_files(model: str, model_dir: Path) -> Path:

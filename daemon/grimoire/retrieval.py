@@ -84,8 +84,6 @@ class Retriever:
         done = 0
         while limit is None or done < limit:
             size = batch if limit is None else min(batch, limit - done)
-            if size <= 0:
-                break
             todo = missing_vectors(self.store, self.embedder.info, limit=size, newest_first=newest_first,
                                    other_models=other_models)
             if not todo:

@@ -505,9 +505,10 @@ class Grimoire:
 
     def rank_fields(self, entry_ids: Sequence[str]) -> list[RankFields]:
         """What ranking needs of these entries (any order; unknown ids are skipped)."""
-        return [_rank_fields(r) for r in self._rows_by_id(_RANK_COLUMNS, entry_ids)]
+        return [_rank_fields(r) for r in self.rows_by_id(_RANK_COLUMNS, entry_ids)]
 
-    def _rows_by_id(self, columns: str, entry_ids: Sequence[str]) -> list[Any]:
+    def rows_by_id(self, columns: str, entry_ids: Sequence[str]) -> list[Any]:
+        """Raw rows of `columns` (trusted SQL, never user input) for these ids; unknown ids skipped."""
         rows: list[Any] = []
         for start in range(0, len(entry_ids), 500):
             chunk = list(entry_ids[start:start + 500])
@@ -517,7 +518,7 @@ class Grimoire:
 
     def get_many(self, entry_ids: Sequence[str]) -> list[Entry]:
         """The entries with these ids that exist (any order; unknown ids are skipped)."""
-        return [_entry_from_row(r) for r in self._rows_by_id(_ENTRY_COLUMNS, entry_ids)]
+        return [_entry_from_row(r) for r in self.rows_by_id(_ENTRY_COLUMNS, entry_ids)]
 
     def pinned(self, *, tags: Sequence[str] = (), fact_keys: Sequence[str] = (), limit: int = 64) -> list[Entry]:
         """Active, unarchived entries carrying one of `tags`, and facts whose content starts with

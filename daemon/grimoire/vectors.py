@@ -69,14 +69,11 @@ def write_vectors(store: Grimoire, info: EmbeddingInfo, ids: Sequence[str], vect
 
 def stored_vectors(store: Grimoire, info: EmbeddingInfo, ids: Sequence[str]) -> dict[str, NDArray[np.float32]]:
     """The current-model vectors of these entries (ids without one are left out)."""
-    clause, params = _matches(info)
+    space = (info.model, info.model_version, info.preprocess_hash)
     out: dict[str, NDArray[np.float32]] = {}
-    for start in range(0, len(ids), 500):
-        chunk = list(ids[start:start + 500])
-        rows = store.connection.execute(
-            f"SELECT id, embedding FROM entries WHERE id IN ({', '.join('?' * len(chunk))}) AND {clause}",
-            (*chunk, *params)).fetchall()
-        for entry_id, blob in rows:
+    columns = "id, embedding, embedding_model, embedding_model_version, embedding_preprocess_hash"
+    for entry_id, blob, *model in store.rows_by_id(columns, ids):
+        if blob is not None and tuple(model) == space:
             vec = np.frombuffer(blob, dtype=np.float32)
             if vec.shape[0] == info.dim:
                 out[entry_id] = vec
