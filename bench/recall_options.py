@@ -5,10 +5,10 @@
 The options (`[embedding] model`, daemon/grimoire/models.py), each loaded through
 `daemon.grimoire.embedder.get_embedder(dir, model)`: `sentence-transformers/all-MiniLM-L6-v2`
 (the bundled int8 ONNX file), `sentence-transformers/all-mpnet-base-v2` (8-bit weights, made by
-`models.prepare_mpnet`) and `all-MiniLM-L6-v2+all-mpnet-base-v2` (the default: one fused space,
+`models.prepare_mpnet`) and `all-MiniLM-L6-v2+all-mpnet-base-v2` (one fused space,
 cosine = mean of the two models' cosines). Plus fusions computed here only, from the two models'
 own vectors: reciprocal-rank fusion (RRF, k=60) of their two cosine rankings, and weighted score
-sums with MiniLM weight 0.3 and 0.7 (MPNet 0.7 / 0.3), to show whether the default's untuned 0.5
+sums with MiniLM weight 0.3 and 0.7 (MPNet 0.7 / 0.3), to show whether the fused space's untuned 0.5
 is a cherry-picked peak. Measures:
 
 1. Quality on the evaluation corpus (tests/semantic_corpus.py: ENTRIES, QUERIES and their
@@ -22,13 +22,13 @@ is a cherry-picked peak. Measures:
        `Retriever.index_missing` with the real model; top 5 = the first five of the k=10 list
        (both draw the same max(64, 5k) = 64 candidates per source).
    Query vectors are `Embedder.embed([q])`, one query per call, as the daemon computes them. The
-   weighted sums go through the Retriever too, as a space built the way the default one is (each
+   weighted sums go through the Retriever too, as a space built the way the fused one is (each
    model's unit vector scaled by the square root of its weight, concatenated), written with
    `write_vectors`. RRF is a ranking of rankings with no vector space to search: raw only. A
    keyword-only line (the Retriever with `keyword_only=True`) is the floor every model must beat.
 2. Cost of each real option. Query embedding: `Embedder.embed([q])` for N short queries (300) after
    20 warm-up calls, the options interleaved in rounds: p50/p99 and process CPU per query (all
-   threads: the default runs its two models on two threads for a query). Entry embedding: process
+   threads: the fused space runs its two models on two threads for a query). Entry embedding: process
    CPU and wall time per ~200-character DeFi text (180-220 chars) in `embed` calls of BACKLOG_BATCH
    (8: daemon/state.py, the batch of the daemon's background embedder), options interleaved per
    batch. Model load (first `get_embedder`, MPNet already prepared). First-use preparation:
@@ -36,7 +36,7 @@ is a cherry-picked peak. Measures:
    VmHWM, size on disk); `assemble_default_model` (MiniLM: file copies) likewise, in process. RSS
    (VmRSS) of a daemon-like child process: at start (imports), model loaded, after its first
    query, after a recall loaded the VectorIndex of the large store (below); peak (VmHWM).
-3. Recall latency at 50,000 entries (10,000 with --quick) for MiniLM alone and the default:
+3. Recall latency at 50,000 entries (10,000 with --quick) for MiniLM (the default) and the fused space:
    `Retriever.recall(RecallQuery(text=q, k=10), embed_limit=0)` over 300 short queries, p50/p99,
    including the query embedding and excluding it (`query_vector=` the vector computed in 2.), the
    two interleaved per query, each with numpy's BLAS thread pool as it comes (OpenBLAS: a thread per
@@ -137,9 +137,9 @@ BASE_DIM = 384  # bench.recall's noise sigma is per dimension of a 384-d space
 REAL = (MINILM, MPNET, FUSED)
 LATENCY_OPTIONS = (MINILM, FUSED)
 LABEL = {
-    MINILM: "all-MiniLM-L6-v2 (int8, bundled)",
+    MINILM: "all-MiniLM-L6-v2 (int8, bundled, the default)",
     MPNET: "all-mpnet-base-v2 (8-bit)",
-    FUSED: "MiniLM+MPNet fused, mean cosine (default)",
+    FUSED: "MiniLM+MPNet fused, mean cosine",
 }
 SLUG = {MINILM: "minilm", MPNET: "mpnet", FUSED: "fused"}
 
@@ -172,7 +172,7 @@ def cpu_seconds() -> float:
 
 
 def fuse(a: Matrix, b: Matrix, weight_a: float) -> Matrix:
-    """The default space's construction with another weight: unit rows scaled by sqrt(weight), side by side."""
+    """The fused space's construction with another weight: unit rows scaled by sqrt(weight), side by side."""
     fused = np.concatenate([a * np.float32(math.sqrt(weight_a)), b * np.float32(math.sqrt(1 - weight_a))], axis=1)
     return fused.astype(np.float32, copy=False)
 
@@ -290,7 +290,7 @@ def bench_quality(embedders: dict[str, Embedder], root: Path) -> tuple[dict[str,
                                      "index_missing_s": round(embed_s, 2)}
             progress(f"  {model}: {json.dumps(res['options'][model]['raw']['all'])} raw, "
                      f"{json.dumps(res['options'][model]['hybrid']['all'])} hybrid")
-        # The default space is the two models' vectors side by side: check the bench rebuilds it exactly.
+        # The fused space is the two models' vectors side by side: check the bench rebuilds it exactly.
         res["fused_rebuild_check"] = {
             "entries_max_abs_diff": float(np.abs(fuse(ent[MINILM], ent[MPNET], 0.5) - ent[FUSED]).max()),
             "queries_max_abs_diff": float(np.abs(fuse(qry[MINILM], qry[MPNET], 0.5) - qry[FUSED]).max()),
@@ -459,52 +459,56 @@ def _cached(db: Path, meta: dict[str, Any]) -> dict[str, Any] | None:
     return saved if db.is_file() and saved.get("meta") == meta else None
 
 
-def base_store(stores: Path, p: Params) -> tuple[Path, dict[str, Any]]:
-    """N Generator entries, no vectors (cached under `stores`)."""
-    db = stores / f"base-{p.entries}-{p.seed}.db"
-    meta = {"entries": p.entries, "seed": p.seed, "schema": SCHEMA_VERSION}
+def _cached_build(db: Path, meta: dict[str, Any], label: str,
+                  build: Callable[[Path], dict[str, Any]]) -> tuple[Path, dict[str, Any]]:
+    """The store at `db` if its marker says it was built from `meta`; else `build(tmp)`, then moved into place."""
     saved = _cached(db, meta)
     if saved is not None:
-        progress(f"  base store: cached {db}")
+        progress(f"  {label}: cached {db}")
         return db, {**saved["built"], "cached": True}
-    progress(f"  base store: {p.entries:,} entries")
     tmp = db.with_suffix(".tmp")
     for f in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
         f.unlink(missing_ok=True)
-    with Grimoire.open(tmp, create=True) as store:
-        built = add_entries(store, Generator(p.seed + 1), p.entries)
-        store.checkpoint()
+    built = build(tmp)
     tmp.replace(db)
+    built["db_mib"] = round(db.stat().st_size / 2**20, 1)
     _marker(db).write_text(json.dumps({"meta": meta, "built": built}))
     return db, {**built, "cached": False}
+
+
+def base_store(stores: Path, p: Params) -> tuple[Path, dict[str, Any]]:
+    """N Generator entries, no vectors (cached under `stores`)."""
+
+    def build(tmp: Path) -> dict[str, Any]:
+        progress(f"  base store: {p.entries:,} entries")
+        with Grimoire.open(tmp, create=True) as store:
+            built = add_entries(store, Generator(p.seed + 1), p.entries)
+            store.checkpoint()
+        return built
+
+    return _cached_build(stores / f"base-{p.entries}-{p.seed}.db",
+                         {"entries": p.entries, "seed": p.seed, "schema": SCHEMA_VERSION}, "base store", build)
 
 
 def option_store(stores: Path, base: Path, p: Params, model: str, info: EmbeddingInfo, pool: Matrix,
                  rng_seed: int) -> tuple[Path, dict[str, Any]]:
     """A copy of the base store with perturbed real vectors of `model` for every entry (cached)."""
-    db = stores / f"{SLUG[model]}-{p.entries}-{p.seed}.db"
     scale = math.sqrt(info.dim / BASE_DIM)
     meta = {"entries": p.entries, "seed": p.seed, "schema": SCHEMA_VERSION, "info": asdict(info),
             "pool": len(pool), "pool_checksum": round(float(pool.astype(np.float64).sum()), 3)}
-    saved = _cached(db, meta)
-    if saved is not None:
-        progress(f"  {model} store: cached {db}")
-        return db, {**saved["built"], "cached": True}
-    progress(f"  {model} store: copy of the base, {p.entries:,} perturbed vectors ({info.dim}-d)")
-    tmp = db.with_suffix(".tmp")
-    for f in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
-        f.unlink(missing_ok=True)
-    shutil.copyfile(base, tmp)
-    with Grimoire.open(tmp) as store:
-        # bench.recall's noise is sigma 0.03 per dimension of a 384-d space: scaling the parents up by
-        # sqrt(dim/384) before it is added (then renormalising) gives every space the same noise norm.
-        built = write_synthetic(store, info, pool * np.float32(scale), np.random.default_rng(rng_seed))
-        store.checkpoint()
-    tmp.replace(db)
-    built["noise_sigma_per_dim"] = round(0.03 / scale, 5)
-    built["db_mib"] = round(db.stat().st_size / 2**20, 1)
-    _marker(db).write_text(json.dumps({"meta": meta, "built": built}))
-    return db, {**built, "cached": False}
+
+    def build(tmp: Path) -> dict[str, Any]:
+        progress(f"  {model} store: copy of the base, {p.entries:,} perturbed vectors ({info.dim}-d)")
+        shutil.copyfile(base, tmp)
+        with Grimoire.open(tmp) as store:
+            # bench.recall's noise is sigma 0.03 per dimension of a 384-d space: scaling the parents up by
+            # sqrt(dim/384) before it is added (then renormalising) gives every space the same noise norm.
+            built = write_synthetic(store, info, pool * np.float32(scale), np.random.default_rng(rng_seed))
+            store.checkpoint()
+        built["noise_sigma_per_dim"] = round(0.03 / scale, 5)
+        return built
+
+    return _cached_build(stores / f"{SLUG[model]}-{p.entries}-{p.seed}.db", meta, f"{model} store", build)
 
 
 PHASES = ("vector_refresh", "nearest", "keyword_scores", "rank_fields", "ranking", "get_many")
@@ -660,7 +664,7 @@ def print_report(res: dict[str, Any]) -> None:
                              if got else f"{'-':>7}{'-':>7}{'-':>8}")
             print(f"{opt['label']:52}{cells[0]}   {cells[1]}")
     fc = q["fused_rebuild_check"]
-    print(f"\ncheck: the default's vectors = MiniLM's and MPNet's side by side x sqrt(0.5): max |diff| entries "
+    print(f"\ncheck: the fused space's vectors = MiniLM's and MPNet's side by side x sqrt(0.5): max |diff| entries "
           f"{fc['entries_max_abs_diff']:.2g}, queries {fc['queries_max_abs_diff']:.2g}; same raw top 10: "
           f"{fc['same_raw_ranking_top10']}")
 
