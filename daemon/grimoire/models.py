@@ -228,10 +228,16 @@ def _quantise(source: Path, out: Path) -> None:
     """Weight-only 8-bit quantisation of every MatMul (ONNX Runtime's own quantiser)."""
     import logging
 
+    # Importing the quantiser calls logging.basicConfig(level=INFO): undo that on the root
+    # logger (whatever the process configured stays), and quiet its per-node INFO lines.
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
-    # The quantiser logs every node at INFO on the root logger; keep the daemon's log quiet.
-    logging.getLogger().setLevel(max(logging.getLogger().level, logging.WARNING))
+    root.setLevel(level)
+    for handler in root.handlers[len(handlers):]:
+        root.removeHandler(handler)
+    logging.getLogger(MatMulNBitsQuantizer.__module__).setLevel(logging.WARNING)
     quantiser = MatMulNBitsQuantizer(
         str(source), bits=_QUANTISATION["bits"], block_size=_QUANTISATION["block_size"],
         is_symmetric=_QUANTISATION["symmetric"], accuracy_level=_QUANTISATION["accuracy_level"],
