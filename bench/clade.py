@@ -1,4 +1,4 @@
-"""Benchmark a clade of real `clade run` daemons on loopback (the `daemon.demo` harness).
+"""Benchmark a clade of real `clade run` daemons on loopback (the `daemon.testing.harness` harness).
 
     .venv/bin/python bench/clade.py [--sizes 5,10] [--count 200] [--rates 10,50] [--catchup 10000]
                                     [--catchup-golems 2] [--cpu-seconds 30] [--cpu-load 1] [--out DIR]
@@ -70,8 +70,8 @@ from crdt import CausalContext, Delta, EntryBody, HybridClock, Kind, Mutator, Op
 from crdt.codec import decode_delta, encode_delta  # noqa: E402
 from crdt.replica import MAX_BATCH_BYTES, MAX_BATCH_OPS  # noqa: E402
 from crypto import Identity, signature_ok  # noqa: E402
-from daemon.demo import EventLog, Golem, LoopbackClade  # noqa: E402
 from daemon.grimoire import Grimoire  # noqa: E402
+from daemon.testing.harness import EventLog, Golem, LoopbackClade  # noqa: E402
 
 WORDS = (
     "gas", "spike", "slippage", "oracle", "lag", "depeg", "liquidation", "cascade", "bridge", "delay", "mev",

@@ -30,7 +30,7 @@ is a cherry-picked peak. Measures:
    20 warm-up calls, the options interleaved in rounds: p50/p99 and process CPU per query (all
    threads: the fused space runs its two models on two threads for a query). Entry embedding: process
    CPU and wall time per ~200-character DeFi text (180-220 chars) in `embed` calls of BACKLOG_BATCH
-   (8: daemon/state.py, the batch of the daemon's background embedder), options interleaved per
+   (8: daemon/service/state.py, the batch of the daemon's background embedder), options interleaved per
    batch. Model load (first `get_embedder`, MPNet already prepared). First-use preparation:
    `prepare_mpnet` into an empty temporary directory in a child process (wall, CPU, peak RSS =
    VmHWM, size on disk); `assemble_default_model` (MiniLM: file copies) likewise, in process. RSS
@@ -116,7 +116,7 @@ from daemon.grimoire.retrieval import CANDIDATES, RecallQuery, Retriever, _facto
 from daemon.grimoire.schema import SCHEMA_VERSION  # noqa: E402
 from daemon.grimoire.store import wall_clock_ms  # noqa: E402
 from daemon.grimoire.vectors import stored_vectors, write_vectors  # noqa: E402
-from daemon.state import BACKLOG_BATCH  # noqa: E402
+from daemon.service.state import BACKLOG_BATCH  # noqa: E402
 from tests.semantic_corpus import ENTRIES, QUERIES  # noqa: E402
 
 if TYPE_CHECKING:

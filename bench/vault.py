@@ -1,4 +1,4 @@
-"""Benchmark vault backups (`daemon.backup`) against raw libsodium, raw zstd and tar | zstd | age.
+"""Benchmark vault backups (`daemon.service.backup`) against raw libsodium, raw zstd and tar | zstd | age.
 
     .venv/bin/python bench/vault.py [--size-mib N] [--out DIR] [--seed S] [--json-bulk episodes|files]
 
@@ -61,8 +61,8 @@ import nacl.public  # noqa: E402
 import zstandard  # noqa: E402
 
 from crypto.vault import CHUNK_BYTES, VaultKeys  # noqa: E402
-from daemon.backup import create_backup, restore_backup, verify_backup  # noqa: E402
 from daemon.datadir import DataDir  # noqa: E402
+from daemon.service.backup import create_backup, restore_backup, verify_backup  # noqa: E402
 
 ENTRIES = 5_000
 ENTRY_BATCH = 500

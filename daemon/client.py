@@ -15,8 +15,8 @@ from typing import Any
 
 import httpx
 
-from .datadir import DataDir
-from .errors import DaemonError, NotFound, UsageError
+from daemon.datadir import DataDir
+from daemon.errors import DaemonError, NotFound, UsageError
 
 __all__ = ["DaemonClient"]
 

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .errors import ConfigError
+from daemon.errors import ConfigError
 
 __all__ = ["DEFAULT_CONFIG_TOML", "ENV_PREFIX", "Config", "check_multiaddr", "load_config"]
 

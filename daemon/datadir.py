@@ -16,10 +16,9 @@ from pathlib import Path
 from crypto import CryptoError, Identity, Membership, RevocationList
 from crypto.keyfile import read_secret, write_public, write_secret
 from crypto.membership import CLADE_KEY_BYTES
-
-from .config import DEFAULT_CONFIG_TOML, Config, load_config
-from .errors import UsageError
-from .grimoire import DEFAULT_PLAYBOOK, EpisodeLog, Grimoire, atomic_write
+from daemon.config import DEFAULT_CONFIG_TOML, Config, load_config
+from daemon.errors import UsageError
+from daemon.grimoire import DEFAULT_PLAYBOOK, EpisodeLog, Grimoire, atomic_write
 
 __all__ = ["DATA_DIR_ENV", "DEFAULT_DATA_DIR", "DataDir", "InitReport"]
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from daemon.cli import main
+from daemon.cli.main import main
 from daemon.datadir import DataDir
 
 REPO = Path(__file__).resolve().parent.parent

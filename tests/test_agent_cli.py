@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from daemon import agent_memory as am
+from daemon.agent import memory as am
 from daemon.datadir import DataDir
 from daemon.errors import UsageError
 from tests.conftest import clade_subprocess

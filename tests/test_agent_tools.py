@@ -14,8 +14,8 @@ import pytest
 from anthropic.types import ToolParam, ToolResultBlockParam
 from pydantic import TypeAdapter
 
-from daemon.agent_tools import RecallInput
-from daemon.api_models import DigestIn, MemoryIn, SearchIn
+from daemon.agent.tools import RecallInput
+from daemon.api.models import DigestIn, MemoryIn, SearchIn
 from daemon.datadir import DataDir
 from tests.daemon_proc import DaemonProc
 

@@ -165,7 +165,7 @@ def test_config_show_applies_env_and_rejects_bad_file(
 
 
 def test_init_refuses_to_overwrite_identity(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from daemon.cli import main
+    from daemon.cli.main import main
 
     root = tmp_path / "d"
     assert main(["--data-dir", str(root), "init"]) == 0
@@ -198,7 +198,7 @@ def test_truncated_identity_is_a_clear_error(cli: CliRunner, data_dir: DataDir) 
 
 
 def test_uninitialised_data_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from daemon.cli import main
+    from daemon.cli.main import main
 
     assert main(["--data-dir", str(tmp_path / "none"), "list"]) == 1
     assert "clade init" in capsys.readouterr().err

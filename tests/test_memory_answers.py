@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from crypto import Identity
-from daemon.cli import main
+from daemon.cli.main import main
 from daemon.datadir import DataDir
 from daemon.grimoire.embedder import get_embedder
 from daemon.grimoire.retrieval import RecallQuery, Retriever, apply_feedback

@@ -64,13 +64,13 @@ from crdt import (
 from crdt.codec import decode_delta, encode_delta
 from crdt.ops import DOMAIN, make_op
 from crypto import Certificate, Identity, OwnerKey, seal_envelope, signature_ok
-from daemon.demo import Golem, LoopbackClade
 from daemon.p2p import messages
 from daemon.p2p.frames import close_quietly, encode_frame, read_frame
 from daemon.p2p.gossip import GossipCodec
 from daemon.p2p.host import GOSSIP_MAX_BYTES, build_host, build_pubsub
 from daemon.p2p.node import HELLO_PROTOCOL, SYNC_PROTOCOL, topic_of
 from daemon.p2p.peers import PeerBook
+from daemon.testing.harness import Golem, LoopbackClade
 
 WAIT_S = 15.0  # every single wait (a counter to move, a peer to appear) has this deadline
 HOUR_MS = 3_600_000

@@ -1,6 +1,6 @@
 """Clade sync end to end: real `clade run` daemons on 127.0.0.1 talking real libp2p.
 
-Each test builds its own clade (owner + golems in tmp_path) with `daemon.demo.LoopbackClade`
+Each test builds its own clade (owner + golems in tmp_path) with `daemon.testing.harness.LoopbackClade`
 and waits on events or polled state with deadlines, never on fixed sleeps.
 """
 
@@ -16,8 +16,8 @@ import pytest
 
 from crdt import Kind
 from crypto import OwnerKey, RevocationList
-from daemon.demo import EventLog, Golem, LoopbackClade
 from daemon.grimoire import Grimoire, NewEntry
+from daemon.testing.harness import EventLog, Golem, LoopbackClade
 
 pytestmark = pytest.mark.slow
 

@@ -17,10 +17,10 @@ import pytest
 
 from crdt import Kind
 from crypto.vault import CHUNK_BYTES, DecryptingReader, EncryptingWriter, VaultError, VaultKeys
-from daemon.backup import create_backup, restore_backup, verify_backup
 from daemon.datadir import DataDir
 from daemon.errors import UsageError
 from daemon.grimoire import Episode, NewEntry, read_playbook, write_playbook
+from daemon.service.backup import create_backup, restore_backup, verify_backup
 from tests.conftest import CliRunner, clade_subprocess
 
 CLADE_KEY = bytes(range(32))
@@ -342,7 +342,7 @@ def test_one_gib_store_backs_up_in_constant_memory(tmp_path: Path) -> None:
             fh.write(chunk)
     peer = data.load_identity().peer_id
     out = tmp_path / "big.clade-vault"
-    peak = _peak_mb("import sys; from daemon.cli import main; assert main(sys.argv[1:]) == 0",
+    peak = _peak_mb("import sys; from daemon.cli.main import main; assert main(sys.argv[1:]) == 0",
                     "--data-dir", str(data.root), "backup", "--recipient", peer, "--out", str(out))
     assert peak < 200, f"peak RSS {peak} MB"
     assert out.stat().st_size > 1024**3
@@ -357,6 +357,6 @@ def test_verify_streams_large_files(tmp_path: Path) -> None:
     bulk.write_bytes(os.urandom(96 * 1024 * 1024))
     path = backup_of(data)
     peak = _peak_mb("import sys; from pathlib import Path; from crypto.vault import VaultKeys; "
-                    "from daemon.backup import verify_backup; "
+                    "from daemon.service.backup import verify_backup; "
                     "verify_backup(Path(sys.argv[1]), VaultKeys(clade_key=bytes(range(32))))", str(path))
     assert peak < 150, f"verify peaked at {peak} MB for a 96 MiB file"

@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crdt.body import Category, Pad, check_content, check_unit, parse_enum
-
-from ..errors import StoreError, UsageError
+from daemon.errors import StoreError, UsageError
 
 if TYPE_CHECKING:
     import pyarrow as pa

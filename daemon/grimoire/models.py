@@ -38,7 +38,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import DaemonError
+from daemon.errors import DaemonError
 
 __all__ = [
     "FUSED",

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from crdt import Kind, Sensitivity
+from daemon.errors import UsageError
 
-from ..errors import UsageError
 from . import scoring
 from .embedder import Embedder
 from .records import Entry

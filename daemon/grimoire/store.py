@@ -42,8 +42,8 @@ from crdt import (
 from crdt.body import Category, Origin, Sensitivity
 from crdt.ops import SlotKind
 from crdt.replica import MAX_BATCH_BYTES, MAX_BATCH_OPS, Gate
+from daemon.errors import NotFound, StoreError, UsageError
 
-from ..errors import NotFound, StoreError, UsageError
 from .promotion import PROMOTABLE, ready_to_promote, sync_gate
 from .records import Entry, NewEntry
 from .replication import SqliteBackend, load_context

@@ -14,8 +14,8 @@ from libp2p.peer.id import ID
 
 from crdt import CausalContext, Delta, EntryBody, Op, RemoteProtocolError
 from crdt.replica import MAX_BATCH_BYTES, MAX_BATCH_OPS
+from daemon.grimoire import Grimoire
 
-from ..grimoire import Grimoire
 from .core import NodeCore, log
 
 __all__ = ["Broadcast"]

@@ -15,8 +15,8 @@ from libp2p.peer.id import ID
 from crdt import ApplyReport, CausalContext, RemoteProtocolError
 from crdt.codec import decode_delta, encode_delta
 from crypto.identity import signature_ok
+from daemon.grimoire import Grimoire
 
-from ..grimoire import Grimoire
 from . import messages
 from .core import DIAL_TIMEOUT_S, SYNC_PROTOCOL, NodeCore, log
 from .frames import close_quietly, encode_frame

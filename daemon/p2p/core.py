@@ -28,7 +28,7 @@ from .gossip import GossipCodec, Opened
 from .peers import PeerBook, PeerRecord
 
 if TYPE_CHECKING:
-    from ..state import DaemonState
+    from daemon.service.state import DaemonState
 
 __all__ = ["HELLO_PROTOCOL", "SYNC_PROTOCOL", "NodeCore", "log"]
 

@@ -14,7 +14,8 @@ from libp2p.abc import INetConn, INetStream, INetwork, INotifee
 from libp2p.peer.id import ID
 from libp2p.peer.peerinfo import PeerInfo, info_from_p2p_addr
 
-from ..grimoire import atomic_write
+from daemon.grimoire import atomic_write
+
 from .core import DIAL_TIMEOUT_S, NodeCore, log
 from .host import parse_multiaddr
 from .peers import PeerRecord, redial_delay

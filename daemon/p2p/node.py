@@ -35,7 +35,7 @@ from .host import build_host, build_pubsub, parse_multiaddr
 from .peers import PeerBook
 
 if TYPE_CHECKING:
-    from ..state import DaemonState
+    from daemon.service.state import DaemonState
 
 __all__ = ["HELLO_PROTOCOL", "SYNC_PROTOCOL", "P2PNode", "topic_of"]
 

@@ -1,4 +1,4 @@
-"""CLI commands for agent memory (registered by `daemon.cli`).
+"""CLI commands for agent memory (registered by `daemon.cli.main`).
 
     clade wm show SESSION | set SESSION TEXT|- | close SESSION
     clade flush FILE [--session S]          FILE: JSON {"session", "facts"} or JSONL (one memory body a line)
@@ -21,12 +21,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from . import agent_memory as am
-from .agent_memory import FlushIn
-from .client import DaemonClient
-from .datadir import DataDir
-from .errors import UsageError
-from .grimoire import wall_clock_ms
+from daemon.agent import memory as am
+from daemon.agent.memory import FlushIn
+from daemon.client import DaemonClient
+from daemon.datadir import DataDir
+from daemon.errors import UsageError
+from daemon.grimoire import wall_clock_ms
 
 __all__ = ["register", "render"]
 
@@ -176,7 +176,7 @@ def cmd_flush(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
 def _import(data: DataDir, name: str, lessons: list[am.Lesson]) -> dict[str, Any]:
     client = DaemonClient.for_data_dir(data)
     if client is not None:
-        from .api import MAX_BODY_BYTES
+        from daemon.api.app import MAX_BODY_BYTES
 
         body = {"lessons": [lesson.memory.model_dump(mode="json") for lesson in lessons]}
         size = len(json.dumps(body).encode())

@@ -24,8 +24,7 @@ from typing import Any
 import httpx
 
 from crypto import AdmissionBundle, Certificate, OwnerKey
-
-from .datadir import DataDir
+from daemon.datadir import DataDir
 
 __all__ = ["EventLog", "Golem", "LoopbackClade", "run_demo"]
 

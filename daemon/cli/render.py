@@ -136,11 +136,11 @@ def text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
         else:
             print(doc["id"])
     elif command in ("wm", "flush", "lessons"):
-        from .cli_agent import render as render_agent
+        from daemon.cli.agent import render as render_agent
 
         render_agent(command, args, doc)
     elif command in ("peers", "sync", "revocations", "demo"):
-        from .cli_p2p import render as render_p2p
+        from daemon.cli.p2p import render as render_p2p
 
         render_p2p(command, args, doc)
     else:  # pragma: no cover - every command is listed above

@@ -21,8 +21,8 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, create_model
 
-from .api_models import DigestIn, MemoryIn, SearchIn
-from .errors import NotFound
+from daemon.api.models import DigestIn, MemoryIn, SearchIn
+from daemon.errors import NotFound
 
 __all__ = ["TOOLS", "ToolRunner", "ToolSpec", "UnknownTool", "definitions", "input_schema", "tool_result"]
 

@@ -20,14 +20,17 @@ from crdt import InvalidValue, Kind
 from crdt.body import Category, Pad, Sensitivity
 from crypto import CryptoError, MembershipError
 from crypto.vault import VaultError
-
-from . import cli_agent, cli_clade, cli_memory, cli_p2p, render
-from .client import DaemonClient
-from .config import check_multiaddr, load_config
-from .datadir import DataDir
-from .errors import DaemonError, UsageError
-from .grimoire import Episode, NewEntry, wall_clock_ms
-from .grimoire.embedder import EPISODE_MODEL, Embedder, ModelIntegrityError, get_embedder
+from daemon.cli import agent as cli_agent
+from daemon.cli import clade as cli_clade
+from daemon.cli import memory as cli_memory
+from daemon.cli import p2p as cli_p2p
+from daemon.cli import render
+from daemon.client import DaemonClient
+from daemon.config import check_multiaddr, load_config
+from daemon.datadir import DataDir
+from daemon.errors import DaemonError, UsageError
+from daemon.grimoire import Episode, NewEntry, wall_clock_ms
+from daemon.grimoire.embedder import EPISODE_MODEL, Embedder, ModelIntegrityError, get_embedder
 
 __all__ = ["build_parser", "main"]
 
@@ -235,7 +238,7 @@ def cmd_status(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
 
 
 def cmd_run(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
-    from .runtime import run_daemon
+    from daemon.service.runtime import run_daemon
 
     overrides: dict[str, Any] = {}
     if args.listen:

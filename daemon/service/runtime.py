@@ -29,15 +29,14 @@ from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve
 
 from crypto import CryptoError
-
-from .api import BodyLimit, TokenAuth, create_app
-from .config import Config, load_config
-from .datadir import DataDir
-from .errors import ConfigError, DaemonError
-from .grimoire import atomic_write
-from .logs import quiet_libp2p, setup_logging
-from .notify import Notifier, watchdog_interval
-from .state import DaemonState
+from daemon.api.app import BodyLimit, TokenAuth, create_app
+from daemon.config import Config, load_config
+from daemon.datadir import DataDir
+from daemon.errors import ConfigError, DaemonError
+from daemon.grimoire import atomic_write
+from daemon.service.logs import quiet_libp2p, setup_logging
+from daemon.service.notify import Notifier, watchdog_interval
+from daemon.service.state import DaemonState
 
 __all__ = ["FatalError", "run_daemon", "socket_path"]
 
@@ -136,7 +135,7 @@ class Daemon:
 
     async def p2p_service(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """The libp2p node, rebuilt from scratch each time the supervisor restarts it."""
-        from .p2p.node import P2PNode  # importing libp2p takes ~1 s: only when sync runs
+        from daemon.p2p.node import P2PNode  # importing libp2p takes ~1 s: only when sync runs
 
         quiet_libp2p()
 

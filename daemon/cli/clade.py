@@ -1,4 +1,4 @@
-"""CLI commands for clade membership and vault backups (registered by `daemon.cli`).
+"""CLI commands for clade membership and vault backups (registered by `daemon.cli.main`).
 
     clade owner init --owner-dir DIR --clade NAME
     clade owner admit PEER_ID --owner-dir DIR [--generation N] [--days D] --out BUNDLE
@@ -32,10 +32,9 @@ from crypto import (
 from crypto.keyfile import read_secret, write_public, write_secret
 from crypto.membership import CLADE_KEY_BYTES
 from crypto.vault import VaultKeys
-
-from .backup import create_backup, default_recipients, report_json, restore_backup, verify_backup
-from .datadir import DataDir
-from .errors import UsageError
+from daemon.datadir import DataDir
+from daemon.errors import UsageError
+from daemon.service.backup import create_backup, default_recipients, report_json, restore_backup, verify_backup
 
 __all__ = ["register"]
 

@@ -28,11 +28,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from crdt import InvalidValue, Kind, Timestamp
 from crdt.body import Pad, Sensitivity
-
-from .api_models import MemoryIn
-from .errors import UsageError
-from .grimoire import Entry, Grimoire, NewEntry
-from .grimoire.store import LocalIdentity
+from daemon.api.models import MemoryIn
+from daemon.errors import UsageError
+from daemon.grimoire import Entry, Grimoire, NewEntry
+from daemon.grimoire.store import LocalIdentity
 
 __all__ = [
     "MAX_FLUSH_ITEMS",

@@ -22,17 +22,15 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from crdt import Kind
 from crypto import Identity
-
-from .backup import create_backup, default_recipients, report_json
-from .config import Config, check_multiaddr
-from .datadir import DataDir
-from .errors import NotFound, UsageError
-from .grimoire import Episode, Grimoire, NewEntry, write_playbook
-from .grimoire.digest import build_digest, digest_query
-from .grimoire.embedder import expected_info, get_embedder
-from .grimoire.models import MINILM
-from .grimoire.records import Entry
-from .grimoire.retrieval import (
+from daemon.config import Config, check_multiaddr
+from daemon.datadir import DataDir
+from daemon.errors import NotFound, UsageError
+from daemon.grimoire import Episode, Grimoire, NewEntry, write_playbook
+from daemon.grimoire.digest import build_digest, digest_query
+from daemon.grimoire.embedder import expected_info, get_embedder
+from daemon.grimoire.models import MINILM
+from daemon.grimoire.records import Entry
+from daemon.grimoire.retrieval import (
     Hit,
     RecallQuery,
     Retriever,
@@ -40,12 +38,13 @@ from .grimoire.retrieval import (
     cited_by_response,
     response_sentences,
 )
-from .grimoire.vectors import missing_vectors, stored_vectors, write_vectors
+from daemon.grimoire.vectors import missing_vectors, stored_vectors, write_vectors
+from daemon.service.backup import create_backup, default_recipients, report_json
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-    from .p2p.node import P2PNode
+    from daemon.p2p.node import P2PNode
 
 __all__ = ["INLINE_EMBED_LIMIT", "DaemonState"]
 

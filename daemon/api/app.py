@@ -22,9 +22,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from crdt import InvalidValue, Kind
 from crdt.body import Category, Pad, Sensitivity
-
-from . import api_agent
-from .api_models import (
+from daemon.api import agent as api_agent
+from daemon.api.models import (
     BackupIn,
     ConnectIn,
     DigestIn,
@@ -36,9 +35,9 @@ from .api_models import (
     SearchIn,
     SyncIn,
 )
-from .errors import NotFound, UsageError
-from .grimoire import Episode, NewEntry
-from .state import DaemonState
+from daemon.errors import NotFound, UsageError
+from daemon.grimoire import Episode, NewEntry
+from daemon.service.state import DaemonState
 
 __all__ = ["MAX_BODY_BYTES", "BodyLimit", "TokenAuth", "create_app"]
 

@@ -1,4 +1,4 @@
-"""CLI commands for semantic memory (registered by `daemon.cli`).
+"""CLI commands for semantic memory (registered by `daemon.cli.main`).
 
     clade recall QUERY [--k N] [--kind K]… [--min-importance X] [--min-confidence X]
                        [--include-sensitive] [--keyword-only] [--pad P,A,D]
@@ -16,16 +16,15 @@ from collections.abc import Callable
 from typing import Any
 
 from crdt import Kind
-
-from .client import DaemonClient
-from .datadir import DataDir
-from .errors import UsageError
-from .grimoire.digest import build_digest
-from .grimoire.embedder import Embedder, get_embedder
-from .grimoire.models import model_cache_dir
-from .grimoire.retrieval import RecallQuery, Retriever, apply_feedback, cited_by_response, response_sentences
-from .grimoire.store import wall_clock_ms
-from .grimoire.vectors import stored_vectors, vector_report
+from daemon.client import DaemonClient
+from daemon.datadir import DataDir
+from daemon.errors import UsageError
+from daemon.grimoire.digest import build_digest
+from daemon.grimoire.embedder import Embedder, get_embedder
+from daemon.grimoire.models import model_cache_dir
+from daemon.grimoire.retrieval import RecallQuery, Retriever, apply_feedback, cited_by_response, response_sentences
+from daemon.grimoire.store import wall_clock_ms
+from daemon.grimoire.vectors import stored_vectors, vector_report
 
 __all__ = ["register"]
 

@@ -21,12 +21,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.convertors import Convertor, register_url_convertor
 
 from crdt import InvalidValue
-
-from . import agent_memory as am
-from .agent_memory import FlushIn, LessonsIn, WorkingMemoryIn
-from .agent_tools import ToolRunner, UnknownTool, definitions, tool_result
-from .errors import NotFound, UsageError
-from .state import DaemonState
+from daemon.agent import memory as am
+from daemon.agent.memory import FlushIn, LessonsIn, WorkingMemoryIn
+from daemon.agent.tools import ToolRunner, UnknownTool, definitions, tool_result
+from daemon.errors import NotFound, UsageError
+from daemon.service.state import DaemonState
 
 __all__ = ["ToolCallIn", "register"]
 

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .client import DaemonClient
-from .datadir import DataDir
-from .errors import DaemonError, UsageError
+from daemon.client import DaemonClient
+from daemon.datadir import DataDir
+from daemon.errors import DaemonError, UsageError
 
 __all__ = ["register", "render"]
 
@@ -76,7 +76,7 @@ def cmd_revocations(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
 
 
 def cmd_demo(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
-    from .demo import run_demo
+    from daemon.testing.harness import run_demo
 
     if not 1 <= args.siblings <= 10:
         raise UsageError(f"--siblings {args.siblings}: between 1 and 10")

@@ -30,9 +30,8 @@ from typing import IO, BinaryIO, cast
 import zstandard
 
 from crypto.vault import DecryptingReader, EncryptingWriter, VaultError, VaultHeader, VaultKeys
-
-from .datadir import DataDir
-from .errors import DaemonError, UsageError
+from daemon.datadir import DataDir
+from daemon.errors import DaemonError, UsageError
 
 __all__ = ["BackupReport", "RestoreReport", "create_backup", "restore_backup", "verify_backup"]
 

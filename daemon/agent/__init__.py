@@ -1,0 +1,1 @@
+"""Agent-facing memory: tool definitions (Anthropic tool-use format) and working memory."""
