@@ -1,0 +1,72 @@
+"""When to try a Styx call again, pure: full-jitter backoff, Retry-After, what an answer means.
+
+The anchors lose data by default (Vector drops answers other than 429/5xx without honouring
+Retry-After; Fluent Bit gives up after one retry; restic retries a 403 that can never
+succeed). Here:
+
+- 2xx: delivered;
+- 408, 429 and every 5xx, a timeout or a broken connection: retried with no attempt limit,
+  after max(Retry-After, full-jitter backoff) — backoff = uniform(0, min(cap, base·2ⁿ))
+  (AWS "Exponential Backoff and Jitter"; base 1 s, cap 60 s);
+- any other 4xx (400, 401, 403, 404, 409, 413, 422 …): retrying cannot help, so the item is
+  *parked* in the dead-letter list with the status and the server's reason, until an
+  operator runs `clade styx retry`;
+- Retry-After in both forms (RFC 9110 §10.2.3): delay-seconds or an HTTP-date; a date in the
+  past means now; garbage is ignored (the backoff applies); values are capped at one day.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+
+__all__ = ["Outcome", "backoff_s", "classify", "retry_after_s"]
+
+MAX_RETRY_AFTER_S = 86_400.0
+RETRYABLE_4XX = frozenset({408, 429})
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What to do with the items of a call: deliver, retry after `delay_s`, or park with `reason`."""
+
+    action: str  # "delivered" | "retry" | "park"
+    delay_s: float = 0.0
+    reason: str = ""
+
+
+def backoff_s(failures: int, rng: random.Random, *, base_s: float = 1.0, cap_s: float = 60.0) -> float:
+    """Full jitter: uniform(0, min(cap, base·2^(failures−1))) for the n-th consecutive failure."""
+    if failures <= 0:
+        return 0.0
+    return rng.uniform(0.0, min(cap_s, base_s * 2.0 ** min(failures - 1, 60)))
+
+
+def retry_after_s(value: str | None, *, now_s: float) -> float | None:
+    """Seconds to wait from a Retry-After header (`now_s`: wall-clock epoch seconds), or None."""
+    if value is None:
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return min(float(int(text)), MAX_RETRY_AFTER_S)
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # RFC 9110 dates are GMT
+        return None
+    return min(max(0.0, when.timestamp() - now_s), MAX_RETRY_AFTER_S)
+
+
+def classify(status: int | None, *, failures: int, rng: random.Random, retry_after: str | None = None,
+             now_s: float = 0.0, reason: str = "", base_s: float = 1.0, cap_s: float = 60.0) -> Outcome:
+    """The outcome of one call; `status` None means no answer (timeout, reset, DNS, TLS)."""
+    if status is not None and 200 <= status < 300:
+        return Outcome("delivered")
+    if status is not None and 400 <= status < 500 and status not in RETRYABLE_4XX:
+        return Outcome("park", reason=f"HTTP {status}" + (f": {reason}" if reason else ""))
+    delay = backoff_s(failures, rng, base_s=base_s, cap_s=cap_s)
+    hinted = retry_after_s(retry_after, now_s=now_s) if status is not None else None
+    why = reason or (f"HTTP {status}" if status is not None else "no answer")
+    return Outcome("retry", delay_s=max(delay, hinted or 0.0), reason=why)

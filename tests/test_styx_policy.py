@@ -1,0 +1,108 @@
+"""Styx retry policy: full jitter, Retry-After in both forms, what is retried and what is parked."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime
+from email.utils import format_datetime
+
+import pytest
+
+from daemon.styx.policy import backoff_s, classify, retry_after_s
+
+NOW = 1_800_000_000.0
+
+
+def test_full_jitter_stays_within_the_doubling_window_and_the_cap() -> None:
+    rng = random.Random(7)
+    assert backoff_s(0, rng) == 0.0
+    for failures, bound in ((1, 1.0), (2, 2.0), (3, 4.0), (7, 60.0), (10_000, 60.0)):
+        draws = [backoff_s(failures, rng) for _ in range(2000)]
+        assert min(draws) >= 0.0 and max(draws) <= bound
+        assert max(draws) > 0.9 * bound  # the whole window is used, not a fixed delay
+
+
+def test_retry_after_in_seconds_and_as_an_http_date() -> None:
+    assert retry_after_s("120", now_s=NOW) == 120.0
+    later = format_datetime(datetime.fromtimestamp(NOW + 30, UTC), usegmt=True)
+    assert retry_after_s(later, now_s=NOW) == pytest.approx(30.0)
+    earlier = format_datetime(datetime.fromtimestamp(NOW - 30, UTC), usegmt=True)
+    assert retry_after_s(earlier, now_s=NOW) == 0.0
+    assert retry_after_s("99999999", now_s=NOW) == 86_400.0
+    for junk in (None, "", "soon", "-5", "1.5", "Mon, 99 Foo 2026 25:61:61 GMT", "\x00"):
+        assert retry_after_s(junk, now_s=NOW) is None
+
+
+@pytest.mark.parametrize("status", [200, 201, 202, 204, 299])
+def test_any_2xx_is_delivered(status: int) -> None:
+    assert classify(status, failures=0, rng=random.Random(1)).action == "delivered"
+
+
+@pytest.mark.parametrize("status", [None, 408, 429, 500, 502, 503, 504, 599])
+def test_transient_answers_retry_without_limit(status: int | None) -> None:
+    out = classify(status, failures=1_000_000, rng=random.Random(1))
+    assert out.action == "retry" and 0 <= out.delay_s <= 60
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 409, 410, 413, 422, 451])
+def test_other_4xx_park_with_the_reason(status: int) -> None:
+    out = classify(status, failures=1, rng=random.Random(1), reason="token revoked")
+    assert out.action == "park" and out.reason == f"HTTP {status}: token revoked"
+
+
+def test_retry_after_wins_over_a_shorter_backoff_but_not_a_longer_one() -> None:
+    out = classify(429, failures=1, rng=random.Random(1), retry_after="30", now_s=NOW)
+    assert out.delay_s == 30.0
+    out = classify(503, failures=30, rng=random.Random(3), retry_after="0", now_s=NOW)
+    assert out.delay_s == backoff_s(30, random.Random(3))
+
+
+# -- wire ----------------------------------------------------------------------------------
+
+import json  # noqa: E402
+
+from crdt import Kind  # noqa: E402
+from daemon.styx.wire import batch_body, item_json, layers_for, parse_query  # noqa: E402
+
+
+def test_fan_out_follows_the_layer_rules() -> None:
+    assert layers_for(Kind.WARNING, 0.1, "public") == ("clade", "lethe")
+    assert layers_for(Kind.REGIME_SHIFT, 0.9, "public", enabled=("clade",)) == ("clade",)
+    assert layers_for(Kind.DEATH_REFLECTION, 0.5, "public") == ("vault", "clade")
+    assert layers_for(Kind.INSIGHT, 0.6, "public") == ("clade",)
+    assert layers_for(Kind.INSIGHT, 0.59, "public") == ()
+    assert layers_for(Kind.HEURISTIC, 0.69, "public") == () and layers_for(Kind.HEURISTIC, 0.7, "public") == ("clade",)
+    for kind in (Kind.PREFERENCE, Kind.STRATEGY_OUTCOME, Kind.EPISODE_SUMMARY, Kind.FACT):
+        assert layers_for(kind, 1.0, "public") == ()
+    for sensitivity in ("private", "sensitive"):
+        assert layers_for(Kind.WARNING, 1.0, sensitivity) == ()
+
+
+ENTRY = {"id": "e" * 32, "kind": "warning", "content": "Never LP under $100K TVL — «thin»", "confidence": 0.8,
+         "importance": 0.5, "category": None, "metadata": {"tags": ["lp"], "chains": [1]}, "provenance": "self",
+         "created_at": "2026-11-23T03:00:00.000Z", "status": "active"}
+
+
+def test_an_item_is_byte_identical_every_time_and_the_batch_is_the_wire_body() -> None:
+    a = item_json(writer="12D3KooWabc", seq=42, layer="clade", entry=ENTRY)
+    assert a == item_json(writer="12D3KooWabc", seq=42, layer="clade", entry=dict(reversed(ENTRY.items())))
+    body = json.loads(batch_body("12D3KooWabc", [a, a]))
+    assert body["golem"] == "12D3KooWabc" and len(body["entries"]) == 2
+    item = body["entries"][0]
+    assert set(item) == {"idempotency_key", "id", "kind", "layer", "content", "confidence", "importance",
+                         "category", "metadata", "provenance", "created_at"}
+    assert item["idempotency_key"] == "12D3KooWabc:42" and item["content"] == ENTRY["content"]
+
+
+def test_query_results_are_discounted_by_layer_and_hostile_ones_dropped() -> None:
+    answer = {"results": [
+        {"id": "a", "kind": "insight", "content": "x", "confidence": 0.9, "layer": "lethe", "score": 1.0},
+        {"id": "b", "kind": "insight", "content": "y", "confidence": 0.9, "layer": "vault", "score": 0.6},
+        {"id": "c", "kind": "insight", "content": "z", "confidence": 7, "layer": "vault", "score": 0.9},
+        {"id": "d", "kind": "insight", "content": "z", "confidence": 0.5, "layer": "mars", "score": 0.9},
+        {"id": "e", "layer": "vault"}, "junk", {"id": "f", "kind": "k", "content": "c" * 10_000,
+                                               "confidence": 0.5, "layer": "clade", "score": "nan"}]}
+    results, bad = parse_query(answer, k=10)
+    assert [(r.id, r.score) for r in results] == [("b", 0.6), ("a", 0.5)] and bad == 5
+    assert results[0].provenance == "styx:vault"
+    assert parse_query({"results": "no"}, k=3) == ([], 1) and parse_query(None, k=3) == ([], 1)
