@@ -114,10 +114,16 @@ class SqliteBackend:
             self._insert_entry(value)
         elif isinstance(value, AuthorValue):
             self._conn.execute(
-                "UPDATE entries SET confidence = ?, status = ?, superseded_by = ?, "
-                "local_confidence = CASE WHEN provenance = 'self' THEN ? ELSE local_confidence END "
-                "WHERE id = ?",
-                (value.confidence, value.status.label, value.superseded_by, value.confidence, op.entry_id),
+                # The author changing its confidence re-anchors its own forgetting curve; a
+                # republish with the same confidence (promotion) leaves the decayed value alone.
+                "UPDATE entries SET "
+                "local_confidence = CASE WHEN provenance = 'self' AND confidence != ?1 THEN ?1 "
+                "ELSE local_confidence END, "
+                "decay_base = CASE WHEN provenance = 'self' AND confidence != ?1 THEN NULL ELSE decay_base END, "
+                "decay_anchor_ms = CASE WHEN provenance = 'self' AND confidence != ?1 THEN ?4 "
+                "ELSE decay_anchor_ms END, "
+                "confidence = ?1, status = ?2, superseded_by = ?3 WHERE id = ?5",
+                (value.confidence, value.status.label, value.superseded_by, op.hlc.ms, op.entry_id),
             )
         elif isinstance(value, EndorseValue):
             old = replaces.value if replaces is not None and isinstance(replaces.value, EndorseValue) else None

@@ -24,6 +24,7 @@ from crdt import Kind, Sensitivity
 from daemon.errors import UsageError
 
 from . import scoring
+from .curator.decay import RETRIEVAL_THRESHOLD
 from .embedder import Embedder
 from .records import Entry
 from .store import Grimoire, RankFields, wall_clock_ms
@@ -166,6 +167,8 @@ def _passes(c: RankFields, q: RecallQuery, now: int) -> bool:
         return False
     if c.sensitivity is Sensitivity.SENSITIVE and not q.include_sensitive:
         return False
+    if c.local_confidence < RETRIEVAL_THRESHOLD:  # faded (curator/decay.py): archived soon unless used
+        return False
     if q.min_confidence is not None and c.local_confidence < q.min_confidence:
         return False
     return q.min_importance is None or composite_importance(c, now) >= q.min_importance
@@ -196,8 +199,12 @@ def apply_feedback(store: Grimoire, *, cited: Sequence[str], injected: Sequence[
                 raise UsageError(f"no entry with id {entry_id!r}")
             if entry_id in cited_set:
                 weight = scoring.cited(row[0])
+                # A use is evidence: the forgetting curve restarts from its base and grows more stable.
                 conn.execute("UPDATE entries SET cite_weight = ?, access_count = access_count + 1, "
-                             "last_accessed_ms = ? WHERE id = ?", (weight, now, entry_id))
+                             "last_accessed_ms = ?, evidence = evidence + 1, "
+                             "decay_base = coalesce(decay_base, local_confidence), decay_anchor_ms = ?, "
+                             "local_confidence = coalesce(decay_base, local_confidence) WHERE id = ?",
+                             (weight, now, now, entry_id))
             else:
                 weight = scoring.injected_not_cited(row[0])
                 conn.execute("UPDATE entries SET cite_weight = ? WHERE id = ?", (weight, entry_id))

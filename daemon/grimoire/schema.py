@@ -171,8 +171,25 @@ _V8_UNEMBEDDED = """
 CREATE INDEX entries_unembedded ON entries (rid) WHERE embedding IS NULL;
 """
 
+_V9_CURATOR = """
+-- The forgetting curve's anchor (daemon/grimoire/curator/decay.py): local confidence right
+-- after the last evidence (NULL: local_confidence as stored), when that was (NULL: stored_ms),
+-- and how much evidence there is (the write, uses, confirmations, re-validations).
+ALTER TABLE entries ADD COLUMN decay_base REAL;
+ALTER TABLE entries ADD COLUMN decay_anchor_ms INTEGER;
+ALTER TABLE entries ADD COLUMN evidence INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE entries ADD COLUMN confirms_seen INTEGER NOT NULL DEFAULT 0;
+-- Why and when the curator (or `clade forget`) archived an entry; a sibling's entry merged
+-- into another is archived with what replaced it (only its author may write its slots).
+ALTER TABLE entries ADD COLUMN archived_reason TEXT;
+ALTER TABLE entries ADD COLUMN archived_ms INTEGER;
+ALTER TABLE entries ADD COLUMN local_superseded_by TEXT;
+-- Generations after the golem that learned it (0: not inherited).
+ALTER TABLE entries ADD COLUMN inherited_generation INTEGER NOT NULL DEFAULT 0;
+"""
+
 MIGRATIONS: tuple[str, ...] = (_V1_ENTRIES, _V2_FTS, _V3_OPS, _V4_RETRIEVAL, _V5_VECTOR_MODEL, _V6_PROMOTION,
-                               _V7_AGENT_MEMORY, _V8_UNEMBEDDED)
+                               _V7_AGENT_MEMORY, _V8_UNEMBEDDED, _V9_CURATOR)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

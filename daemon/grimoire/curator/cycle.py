@@ -1,0 +1,259 @@
+"""The curator cycle: the thin I/O layer that reads a store snapshot, runs the pure steps, writes.
+
+validate → decay → prune → compress (merge, contradict, consolidate) → promote. Each step
+reads what it needs, asks its pure function (decay.py, prune.py, compress.py,
+consolidate.py, ..promotion) and applies the answer in one transaction; every step is
+idempotent, so a cycle cut short by a crash is finished by the next. Nothing is deleted:
+
+- decay rewrites `local_confidence` from the entry's anchor (base, anchor time, evidence);
+- prune sets `archived` (reason and time recorded; `clade unarchive ID` undoes it);
+- an own entry merged or contradicted is retracted *with* `superseded_by` — an op, so siblings
+  learn what replaced it; a sibling's entry merged into another is archived locally with
+  `local_superseded_by` (only its author may write its slots);
+- a new baseline fact supersedes the protocol's previous one the same way.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from crdt import Kind, Timestamp
+
+from .. import scoring
+from ..records import NewEntry
+from ..store import Grimoire
+from .compress import Similar, find_contradictions, find_merges
+from .consolidate import ReplayItem, baselines, select_replay
+from .decay import DECAY_WINDOW_DAYS, EVICTION_THRESHOLD, RETRIEVAL_THRESHOLD, Retention, decayed
+from .prune import DEFAULT_CAPACITY, Candidate, select_prunes
+
+__all__ = ["CuratorSettings", "CycleReport", "LiveEntry", "live_entries", "run_cycle", "simulate"]
+
+MS_PER_DAY = 86_400_000
+_LAST_CYCLE_KEY = "curator_last_cycle_ms"
+
+
+class Identity(Protocol):
+    @property
+    def peer_id(self) -> str: ...
+
+    def sign(self, message: bytes) -> bytes: ...
+
+
+@dataclass(frozen=True, slots=True)
+class CuratorSettings:
+    window_days: float = DECAY_WINDOW_DAYS
+    eviction_threshold: float = EVICTION_THRESHOLD
+    retrieval_threshold: float = RETRIEVAL_THRESHOLD
+    capacity: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_CAPACITY))
+    near_duplicate: float = 0.92
+    related: float = 0.85
+    replay_budget: int = 500
+    recent_days: float = 1.0
+    tick_seconds: float = 10.0
+
+
+@dataclass(slots=True)
+class CycleReport:
+    """`CuratorCycleComplete` (DESIGN.md), plus what each step refused or skipped."""
+
+    entries_decayed: int = 0
+    entries_pruned: int = 0
+    entries_merged: int = 0
+    entries_superseded: int = 0
+    episodes_consolidated: int = 0
+    entries_promoted: int = 0
+    heuristics_proposed: int = 0
+    entries_validated: int = 0
+    duration_ms: int = 0
+    promoted: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out.pop("promoted")
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class LiveEntry:
+    """One live entry (active, not archived) as the curator reads it."""
+
+    id: str
+    author: str
+    kind: Kind
+    content: str
+    local_confidence: float
+    base: float
+    anchor_ms: int
+    evidence: int
+    importance: float
+    access_count: int
+    created_ms: int
+    confirms: int
+    confirms_seen: int
+    fresh_ms: int  # when it last changed in a way compression cares about (stored or re-embedded)
+
+    def retention(self) -> Retention:
+        return Retention(self.kind, self.base, self.anchor_ms, self.evidence)
+
+    def keep_score(self, confidence: float, now_ms: int) -> float:
+        days = scoring.age_days(self.created_ms, now_ms)
+        return confidence * scoring.importance(explicit=self.importance, access_count=self.access_count, days=days)
+
+
+def live_entries(store: Grimoire) -> list[LiveEntry]:
+    rows = store.connection.execute(
+        "SELECT id, author, kind, content, local_confidence, coalesce(decay_base, local_confidence), "
+        "coalesce(decay_anchor_ms, stored_ms), evidence, importance, access_count, created_hlc, confirms, "
+        "confirms_seen, max(stored_ms, coalesce(embedding_created_ms, 0)) "
+        "FROM entries WHERE archived = 0 AND status = 'active' ORDER BY id").fetchall()
+    return [LiveEntry(r[0], r[1], Kind(r[2]), r[3], float(r[4]), float(r[5]), int(r[6]), int(r[7]), float(r[8]),
+                      int(r[9]), Timestamp.unpack(r[10]).ms, int(r[11]), int(r[12]), int(r[13])) for r in rows]
+
+
+def _meta_int(store: Grimoire, key: str) -> int | None:
+    row = store.connection.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return None if row is None else int(row[0])
+
+
+def run_cycle(
+    store: Grimoire,
+    *,
+    identity: Identity,
+    now_ms: int,
+    settings: CuratorSettings = CuratorSettings(),
+    vectors: Mapping[str, NDArray[np.float32]] | None = None,
+    episodes: Sequence[ReplayItem] = (),
+) -> CycleReport:
+    """One cycle over `store` at `now_ms`. `vectors`: current-model vectors of live entries
+    (None: only exact duplicates merge); `episodes`: what replay may choose from."""
+    started = time.perf_counter()
+    report = CycleReport()
+    _validate(store, now_ms, report)
+    live = live_entries(store)
+    _decay(store, live, now_ms, settings, report)
+    live = live_entries(store)
+    _prune(store, live, now_ms, settings, report)
+    live = live_entries(store)
+    last = _meta_int(store, _LAST_CYCLE_KEY)
+    fresh = {e.id for e in live if last is None or e.fresh_ms > last}
+    _compress(store, identity, live, vectors or {}, fresh, now_ms, settings, report)
+    _consolidate(store, identity, episodes, now_ms, settings, report)
+    report.promoted = store.promote_ready(identity, now_ms=now_ms, tick_seconds=settings.tick_seconds)
+    report.entries_promoted = len(report.promoted)
+    with store.transaction() as conn:
+        conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) "
+                     "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (_LAST_CYCLE_KEY, str(now_ms)))
+    report.duration_ms = round((time.perf_counter() - started) * 1000)
+    return report
+
+
+def _validate(store: Grimoire, now_ms: int, report: CycleReport) -> None:
+    """Siblings' confirmations since the last cycle are evidence: each resets the clock and adds one."""
+    with store.transaction() as conn:
+        cur = conn.execute(
+            "UPDATE entries SET evidence = evidence + (confirms - confirms_seen), confirms_seen = confirms, "
+            "decay_base = coalesce(decay_base, local_confidence), decay_anchor_ms = ?, "
+            "local_confidence = coalesce(decay_base, local_confidence) "
+            "WHERE confirms > confirms_seen AND archived = 0", (now_ms,))
+        report.entries_validated = cur.rowcount
+
+
+def _decay(store: Grimoire, live: Sequence[LiveEntry], now_ms: int, settings: CuratorSettings,
+           report: CycleReport) -> None:
+    updates = []
+    for e in live:
+        value = decayed(e.retention(), now_ms, window_days=settings.window_days)
+        if abs(value - e.local_confidence) > 1e-9:
+            updates.append((value, e.base, e.anchor_ms, e.id))
+    with store.transaction() as conn:
+        conn.executemany("UPDATE entries SET local_confidence = ?, decay_base = ?, decay_anchor_ms = ? WHERE id = ?",
+                         updates)
+    report.entries_decayed = len(updates)
+
+
+def _prune(store: Grimoire, live: Sequence[LiveEntry], now_ms: int, settings: CuratorSettings,
+           report: CycleReport) -> None:
+    candidates = [Candidate(e.id, e.kind, e.local_confidence, e.keep_score(e.local_confidence, now_ms), e.created_ms)
+                  for e in live]
+    prunes = select_prunes(candidates, eviction_threshold=settings.eviction_threshold, capacity=settings.capacity)
+    with store.transaction() as conn:
+        conn.executemany("UPDATE entries SET archived = 1, archived_reason = ?, archived_ms = ? WHERE id = ?",
+                         [(p.reason, now_ms, p.id) for p in prunes])
+    report.entries_pruned = len(prunes)
+
+
+def _supersede(store: Grimoire, identity: Identity, author: dict[str, str], loser: str, winner: str,
+               now_ms: int) -> None:
+    if author[loser] == identity.peer_id:
+        store.retract(loser, identity=identity, superseded_by=winner)
+    else:
+        with store.transaction() as conn:
+            conn.execute("UPDATE entries SET archived = 1, archived_reason = 'superseded', archived_ms = ?, "
+                         "local_superseded_by = ? WHERE id = ?", (now_ms, winner, loser))
+
+
+def _compress(store: Grimoire, identity: Identity, live: Sequence[LiveEntry],
+              vectors: Mapping[str, NDArray[np.float32]], fresh: set[str], now_ms: int, settings: CuratorSettings,
+              report: CycleReport) -> None:
+    author = {e.id: e.author for e in live}
+    similar = [Similar(e.id, e.kind, e.content, e.author == identity.peer_id, e.base, e.evidence, e.created_ms)
+               for e in live]
+    merges = find_merges(similar, vectors, fresh=fresh, near=settings.near_duplicate)
+    gone: set[str] = set()
+    for m in merges:
+        _supersede(store, identity, author, m.loser, m.winner, now_ms)
+        gone.add(m.loser)
+    with store.transaction() as conn:
+        conn.executemany("UPDATE entries SET evidence = ? WHERE id = ?",
+                         sorted({(m.evidence, m.winner) for m in merges}))
+    report.entries_merged = len(merges)
+    survivors = [s for s in similar if s.id not in gone]
+    contradictions = find_contradictions(survivors, vectors, fresh=fresh, related=settings.related)
+    for c in contradictions:
+        _supersede(store, identity, author, c.older, c.newer, now_ms)
+    report.entries_superseded = len(contradictions)
+
+
+def _consolidate(store: Grimoire, identity: Identity, episodes: Sequence[ReplayItem], now_ms: int,
+                 settings: CuratorSettings, report: CycleReport) -> None:
+    if not episodes:
+        return
+    replayed = select_replay(episodes, now_ms=now_ms, budget=settings.replay_budget,
+                             recent_ms=int(settings.recent_days * MS_PER_DAY))
+    for b in baselines(replayed):
+        previous = store.connection.execute(
+            "SELECT id, content FROM entries WHERE author = ? AND kind = 'fact' AND status = 'active' "
+            "AND archived = 0 AND tags LIKE '%\"baseline\"%' AND protocols = ?",
+            (identity.peer_id, f'["{b.protocol}"]')).fetchall()
+        if any(content == b.content for _, content in previous):
+            continue
+        new = store.remember(NewEntry(kind=Kind.FACT, content=b.content, protocols=(b.protocol,), tags=("baseline",),
+                                      confidence=0.7, importance=0.5), identity=identity)
+        for old_id, _ in previous:
+            store.retract(old_id, identity=identity, superseded_by=new.id)
+        report.episodes_consolidated += len(b.episodes)
+
+
+def simulate(store: Grimoire, *, now_ms: int, days: float, settings: CuratorSettings = CuratorSettings()
+             ) -> dict[str, Any]:
+    """Project decay and pruning `days` ahead with no further use; reads only."""
+    later = now_ms + int(days * MS_PER_DAY)
+    live = live_entries(store)
+    after = {e.id: decayed(e.retention(), later, window_days=settings.window_days) for e in live}
+    prunes = {p.id for p in select_prunes(
+        [Candidate(e.id, e.kind, after[e.id], e.keep_score(after[e.id], later), e.created_ms) for e in live],
+        eviction_threshold=settings.eviction_threshold, capacity=settings.capacity)}
+    entries = [{"id": e.id, "kind": e.kind.value,
+                "confidence_now": round(decayed(e.retention(), now_ms, window_days=settings.window_days), 4),
+                "confidence_after": round(after[e.id], 4), "fades": after[e.id] < settings.retrieval_threshold,
+                "pruned": e.id in prunes} for e in live]
+    return {"days": days, "entries": entries, "summary": {
+        "entries": len(entries), "fade": sum(1 for x in entries if x["fades"]),
+        "pruned": len(prunes), "kept": len(entries) - len(prunes)}}

@@ -1,0 +1,143 @@
+"""The curator cycle over a real store on an injected clock (daemon/grimoire/curator/cycle.py).
+
+A simulated 30 days with one cycle a day: unused knowledge fades below the retrieval
+threshold and is archived; knowledge used every few days survives; a sibling's confirmations
+keep an entry alive; warnings never fall below 0.3; a tier never holds more than its
+capacity; and the count of entries (active + superseded + archived) never drops.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+from crdt import CausalContext, Delta, EndorseValue, EntryBody, Kind, Mutator, Timestamp
+from crypto import Identity
+from daemon.grimoire import Grimoire, NewEntry
+from daemon.grimoire.curator.consolidate import ReplayItem
+from daemon.grimoire.curator.cycle import CuratorSettings, live_entries, run_cycle, simulate
+from daemon.grimoire.curator.decay import RETRIEVAL_THRESHOLD
+from daemon.grimoire.retrieval import apply_feedback
+
+ME = Identity(b"\x21" * 32)
+SIB = Identity(b"\x33" * 32)
+DAY = 86_400_000
+T0 = 1_800_000_000_000
+_SEQ = itertools.count(1)
+
+
+def _total(store: Grimoire) -> int:
+    return int(store.connection.execute("SELECT count(*) FROM entries").fetchone()[0])
+
+
+def _sibling(store: Grimoire, content: str, now: int, kind: Kind = Kind.INSIGHT) -> str:
+    body = EntryBody(author=SIB.peer_id, kind=kind, content=content, created=Timestamp(now))
+    ops = Mutator(SIB.peer_id, SIB.sign, next_seq=lambda: next(_SEQ), now=lambda: Timestamp(now)).create(body, 0.8)
+    store.apply_delta(Delta(tuple(ops), CausalContext()), local_replica=ME.peer_id)
+    return body.id
+
+
+def _confirm(store: Grimoire, entry_id: str, now: int) -> None:
+    """SIB confirms one of our entries (its endorse slot, through the CRDT path)."""
+    body = store.body(entry_id)
+    assert body is not None
+    seq = next(_SEQ)
+    op = Mutator(SIB.peer_id, SIB.sign, next_seq=lambda: seq, now=lambda: Timestamp(now)).endorse(
+        body, _current(store, entry_id), confirm=True)
+    store.apply_delta(Delta((op,), CausalContext()), local_replica=ME.peer_id)
+
+
+def _current(store: Grimoire, entry_id: str) -> EndorseValue | None:
+    row = store.connection.execute("SELECT confirms FROM entries WHERE id = ?", (entry_id,)).fetchone()
+    return EndorseValue(confirms=int(row[0]), contradicts=0) if row[0] else None
+
+
+def test_thirty_days_of_forgetting(tmp_path: Path) -> None:
+    clock = {"now": T0}
+    settings = CuratorSettings(capacity={"rules": 100, "knowledge": 12, "summaries": 100})
+    with Grimoire.open(tmp_path / "g.db", create=True, wall_ms=lambda: clock["now"]) as store:
+        unused = store.remember(NewEntry(kind=Kind.INSIGHT, content="Curve 3pool depth thins on Sundays",
+                                         confidence=0.7), identity=ME).id
+        used = store.remember(NewEntry(kind=Kind.HEURISTIC, content="Split swaps over 100k into five blocks",
+                                       confidence=0.7), identity=ME).id
+        confirmed = store.remember(NewEntry(kind=Kind.FACT, content="Base sequencer fees spike at US open",
+                                            confidence=0.7), identity=ME).id
+        warning = store.remember(NewEntry(kind=Kind.WARNING, content="Never LP in pools under $100K TVL",
+                                          confidence=0.9), identity=ME).id
+        sibling = _sibling(store, "Aave v3 Arbitrum USDC utilisation above 90% means rate spikes", T0)
+        filler = [store.remember(NewEntry(kind=Kind.INSIGHT, content=f"Observation number {i} about pool {i}",
+                                          confidence=0.7, importance=i / 20), identity=ME).id for i in range(12)]
+        total = _total(store)
+        faded_day = archived_day = None
+        for day in range(1, 31):
+            clock["now"] = T0 + day * DAY
+            if day % 3 == 0:
+                apply_feedback(store, cited=[used], injected=[], now_ms=clock["now"])
+            if day % 5 == 0:
+                _confirm(store, confirmed, clock["now"])
+            report = run_cycle(store, identity=ME, now_ms=clock["now"], settings=settings)
+            assert _total(store) == total  # nothing is ever deleted
+            live = {e.id: e for e in live_entries(store)}
+            assert sum(1 for e in live.values() if e.kind in (Kind.INSIGHT, Kind.FACT, Kind.WARNING)) <= 12
+            assert store.get(warning).local_confidence >= 0.3
+            if faded_day is None and store.get(unused).local_confidence < RETRIEVAL_THRESHOLD:
+                faded_day = day
+            if archived_day is None and store.get(unused).archived:
+                archived_day = day
+            assert report.duration_ms >= 0
+        assert faded_day == 20 and archived_day == 27  # 0.7·e^(−t/10): < 0.1 after 19.5 d, < 0.05 after 26.4 d
+        assert not store.get(used).archived and store.get(used).local_confidence > 0.5
+        assert not store.get(confirmed).archived and store.get(confirmed).local_confidence > 0.3
+        assert store.get(warning).local_confidence == 0.3 and not store.get(warning).archived
+        assert store.get(sibling).archived  # 0.4 unused: gone after ~21 days
+        reasons = dict(store.connection.execute(
+            "SELECT archived_reason, count(*) FROM entries WHERE archived = 1 GROUP BY archived_reason").fetchall())
+        assert reasons.get("over_capacity", 0) >= 1 and reasons.get("below_threshold", 0) >= 2
+        assert len(filler) == 12
+
+
+def test_duplicates_merge_contradictions_supersede_and_nothing_is_lost(tmp_path: Path) -> None:
+    with Grimoire.open(tmp_path / "g.db", create=True, wall_ms=lambda: T0) as store:
+        a = store.remember(NewEntry(kind=Kind.FACT, content="Gas on mainnet is cheapest at 03:00 UTC."), identity=ME).id
+        b = store.remember(NewEntry(kind=Kind.FACT, content="gas on mainnet is cheapest at 03:00 utc"), identity=ME).id
+        s = _sibling(store, "Gas on mainnet is cheapest at 03:00 UTC!", T0, kind=Kind.FACT)
+        report = run_cycle(store, identity=ME, now_ms=T0 + 1000)
+        assert report.entries_merged == 2
+        kept = [e for e in (store.get(a), store.get(b)) if e.status == "active"]
+        assert [e.id for e in kept] == [min(a, b)]  # equal in all else: the smaller id wins (deterministic)
+        loser = b if kept[0].id == a else a
+        assert store.get(loser).status == "retracted" and store.get(loser).superseded_by == kept[0].id
+        assert store.get(s).archived  # a sibling's duplicate: archived locally, says what replaced it
+        row = store.connection.execute("SELECT archived_reason, local_superseded_by FROM entries WHERE id = ?",
+                                       (s,)).fetchone()
+        assert tuple(row) == ("superseded", kept[0].id)
+        assert _total(store) == 3
+
+
+def test_episodes_consolidate_into_a_baseline_that_supersedes_the_last(tmp_path: Path) -> None:
+    eps = [ReplayItem(f"e{i}", T0 + i, "uniswap-v3", 0.5, 0.5, True, f'{{"slippage_bps": {10 * i}}}')
+           for i in range(1, 4)]
+    with Grimoire.open(tmp_path / "g.db", create=True, wall_ms=lambda: T0) as store:
+        first = run_cycle(store, identity=ME, now_ms=T0 + DAY, episodes=eps)
+        assert first.episodes_consolidated == 3
+        again = run_cycle(store, identity=ME, now_ms=T0 + DAY + 1, episodes=eps)
+        assert again.episodes_consolidated == 0  # the same baseline is not written twice
+        more = [*eps, ReplayItem("e4", T0 + 4, "uniswap-v3", 0.9, 0.5, True, '{"slippage_bps": 100}')]
+        run_cycle(store, identity=ME, now_ms=T0 + DAY + 2, episodes=more)
+        facts = store.connection.execute(
+            "SELECT content, status, superseded_by FROM entries WHERE kind = 'fact' ORDER BY stored_ms, rid").fetchall()
+        assert len(facts) == 2 and facts[0][1] == "retracted" and facts[1][1] == "active"
+        assert "slippage_bps mean 20" in facts[0][0] and "slippage_bps mean 40" in facts[1][0]
+
+
+def test_simulate_projects_without_writing(tmp_path: Path) -> None:
+    with Grimoire.open(tmp_path / "g.db", create=True, wall_ms=lambda: T0) as store:
+        x = store.remember(NewEntry(kind=Kind.INSIGHT, content="Thin books on Sunday", confidence=0.7), identity=ME).id
+        w = store.remember(NewEntry(kind=Kind.WARNING, content="Never bridge via X", confidence=0.7), identity=ME).id
+        before = store.connection.execute("SELECT * FROM entries ORDER BY id").fetchall()
+        out = simulate(store, now_ms=T0, days=30)
+        assert store.connection.execute("SELECT * FROM entries ORDER BY id").fetchall() == before
+        by_id = {e["id"]: e for e in out["entries"]}
+        assert by_id[x]["fades"] and by_id[x]["pruned"] and by_id[x]["confidence_now"] == 0.7
+        assert not by_id[w]["fades"] and by_id[w]["confidence_after"] == 0.3
+        assert out["summary"] == {"entries": 2, "fade": 1, "pruned": 1, "kept": 1}
