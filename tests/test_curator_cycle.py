@@ -141,3 +141,38 @@ def test_simulate_projects_without_writing(tmp_path: Path) -> None:
         assert by_id[x]["fades"] and by_id[x]["pruned"] and by_id[x]["confidence_now"] == 0.7
         assert not by_id[w]["fades"] and by_id[w]["confidence_after"] == 0.3
         assert out["summary"] == {"entries": 2, "fade": 1, "pruned": 1, "kept": 1}
+
+
+def test_the_llm_pass_applies_only_accepted_decisions(tmp_path: Path) -> None:
+    import numpy as np
+
+    from daemon.grimoire.curator.llm import Cluster, accept
+    from daemon.grimoire.curator.llm_client import LlmOutcome
+
+    with Grimoire.open(tmp_path / "g.db", create=True, wall_ms=lambda: T0) as store:
+        a = store.remember(NewEntry(kind=Kind.INSIGHT, content="Funding flips negative before CPI"), identity=ME).id
+        b = store.remember(NewEntry(kind=Kind.INSIGHT, content="Perp funding turns below zero ahead of inflation "
+                                    "prints"), identity=ME).id
+        s = _sibling(store, "Perpetual funding goes under zero just before the CPI release", T0)
+        vec = {a: np.array([1.0, 0.0], dtype=np.float32), b: np.array([0.9, 0.43589], dtype=np.float32),
+               s: np.array([0.95, 0.31225], dtype=np.float32)}
+        seen: list[Cluster] = []
+
+        def model(clusters: list[Cluster]) -> LlmOutcome:
+            seen.extend(clusters)
+            ids = sorted(m.id for m in clusters[0].members)
+            raw = {"decisions": [{"cluster": 0, "action": "REWRITE", "text": "Perp funding turns negative before CPI",
+                                  "evidence": [a, b]},
+                                 {"cluster": 0, "action": "MERGE", "into": ids[0]}]}  # a second one: refused
+            decisions, refused = accept(raw, clusters)
+            return LlmOutcome(decisions, refused, cost_usd=0.0012)
+
+        report = run_cycle(store, identity=ME, now_ms=T0 + 1, vectors=vec, llm=model)
+        assert [sorted(m.id for m in c.members) for c in seen] == [sorted([a, b, s])]
+        assert report.llm_decisions == 1 and report.llm_refused == {"duplicate_cluster": 1}
+        assert report.llm_cost_usd == 0.0012
+        new = store.get(a).superseded_by
+        assert new is not None and store.get(new).body.content == "Perp funding turns negative before CPI"
+        assert store.get(b).superseded_by == new and store.get(a).status == "retracted"
+        assert not store.get(s).archived  # not named as evidence: untouched
+        assert _total(store) == 4

@@ -234,3 +234,38 @@ def find_contradictions(
             if best is None or (newer.created_ms, newer.id) > best[:2]:
                 newest[older.id] = (newer.created_ms, newer.id, why)
     return [Supersede(newer, older, why) for older, (_ms, newer, why) in sorted(newest.items())]
+
+
+def related_clusters(
+    live: Sequence[Similar],
+    vectors: Mapping[str, NDArray[np.float32]],
+    *,
+    fresh: Collection[str] | None = None,
+    related: float = RELATED,
+    max_size: int = 8,
+) -> list[tuple[str, ...]]:
+    """Groups of one kind whose members are pairwise-linked at cosine ≥ `related` (what the
+    optional LLM pass is asked about), each sorted, at most `max_size` members, in a stable order."""
+    fresh_ids = {s.id for s in live} if fresh is None else set(fresh)
+    out: list[tuple[str, ...]] = []
+    by_kind: dict[Kind, list[Similar]] = {}
+    for s in sorted(live, key=lambda s: s.id):
+        by_kind.setdefault(s.kind, []).append(s)
+    for _kind, group in sorted(by_kind.items()):
+        parent = list(range(len(group)))
+
+        def find(i: int, parent: list[int] = parent) -> int:
+            while parent[i] != i:
+                parent[i] = parent[parent[i]]
+                i = parent[i]
+            return i
+
+        for i, j, _cos in _close_pairs(group, vectors, fresh_ids, related):
+            ri, rj = find(i), find(j)
+            if ri != rj:
+                parent[max(ri, rj)] = min(ri, rj)
+        clusters: dict[int, list[str]] = {}
+        for i, s in enumerate(group):
+            clusters.setdefault(find(i), []).append(s.id)
+        out.extend(tuple(sorted(ids)[:max_size]) for ids in clusters.values() if len(ids) > 1)
+    return sorted(out)

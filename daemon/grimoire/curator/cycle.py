@@ -16,7 +16,7 @@ idempotent, so a cycle cut short by a crash is finished by the next. Nothing is 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
@@ -28,9 +28,11 @@ from crdt import Kind, Timestamp
 from .. import scoring
 from ..records import NewEntry
 from ..store import Grimoire
-from .compress import Similar, find_contradictions, find_merges
+from .compress import Similar, find_contradictions, find_merges, related_clusters
 from .consolidate import ReplayItem, baselines, select_replay
 from .decay import DECAY_WINDOW_DAYS, EVICTION_THRESHOLD, RETRIEVAL_THRESHOLD, Retention, decayed
+from .llm import Cluster, Member
+from .llm_client import LlmOutcome
 from .prune import DEFAULT_CAPACITY, Candidate, select_prunes
 
 __all__ = ["CuratorSettings", "CycleReport", "LiveEntry", "live_entries", "run_cycle", "simulate"]
@@ -71,6 +73,10 @@ class CycleReport:
     entries_promoted: int = 0
     heuristics_proposed: int = 0
     entries_validated: int = 0
+    llm_decisions: int = 0
+    llm_refused: dict[str, int] = field(default_factory=dict)
+    llm_cost_usd: float = 0.0
+    llm_error: str | None = None
     duration_ms: int = 0
     promoted: list[str] = field(default_factory=list)
 
@@ -130,6 +136,7 @@ def run_cycle(
     settings: CuratorSettings = CuratorSettings(),
     vectors: Mapping[str, NDArray[np.float32]] | None = None,
     episodes: Sequence[ReplayItem] = (),
+    llm: Callable[[Sequence[Cluster]], LlmOutcome] | None = None,
 ) -> CycleReport:
     """One cycle over `store` at `now_ms`. `vectors`: current-model vectors of live entries
     (None: only exact duplicates merge); `episodes`: what replay may choose from."""
@@ -144,6 +151,8 @@ def run_cycle(
     last = _meta_int(store, _LAST_CYCLE_KEY)
     fresh = {e.id for e in live if last is None or e.fresh_ms > last}
     _compress(store, identity, live, vectors or {}, fresh, now_ms, settings, report)
+    if llm is not None:
+        _consult(store, identity, live_entries(store), vectors or {}, fresh, now_ms, settings, llm, report)
     _consolidate(store, identity, episodes, now_ms, settings, report)
     report.promoted = store.promote_ready(identity, now_ms=now_ms, tick_seconds=settings.tick_seconds)
     report.entries_promoted = len(report.promoted)
@@ -219,6 +228,46 @@ def _compress(store: Grimoire, identity: Identity, live: Sequence[LiveEntry],
     for c in contradictions:
         _supersede(store, identity, author, c.older, c.newer, now_ms)
     report.entries_superseded = len(contradictions)
+
+
+def _consult(store: Grimoire, identity: Identity, live: Sequence[LiveEntry],
+             vectors: Mapping[str, NDArray[np.float32]], fresh: set[str], now_ms: int, settings: CuratorSettings,
+             llm: Callable[[Sequence[Cluster]], LlmOutcome], report: CycleReport) -> None:
+    """The optional LLM pass over related clusters the guard left alone; applies only what `llm.accept` passed."""
+    me = identity.peer_id
+    by_id = {e.id: e for e in live}
+    similar = [Similar(e.id, e.kind, e.content, e.author == me, e.base, e.evidence, e.created_ms) for e in live]
+    groups = related_clusters(similar, vectors, fresh=fresh, related=settings.related)
+    if not groups:
+        return
+    clusters = [Cluster(tuple(Member(i, by_id[i].author == me, by_id[i].kind.value, by_id[i].local_confidence,
+                                     by_id[i].created_ms, by_id[i].content) for i in ids)) for ids in groups]
+    outcome = llm(clusters)
+    report.llm_refused = dict(outcome.refused)
+    report.llm_cost_usd = round(outcome.cost_usd, 6)
+    report.llm_error = outcome.error
+    author = {e.id: e.author for e in live}
+    done: set[str] = set()
+    for d in outcome.decisions:
+        ids = groups[d.cluster]
+        if d.action == "MERGE" and d.into is not None:
+            pairs = [(i, d.into) for i in ids if i != d.into]
+        elif d.action == "SUPERSEDE" and d.older is not None and d.newer is not None:
+            pairs = [(d.older, d.newer)]
+        elif d.action == "REWRITE" and d.text is not None:
+            first = by_id[d.evidence[0]]
+            new = store.remember(NewEntry(kind=first.kind, content=d.text, confidence=max(by_id[i].base for i in
+                                          d.evidence), importance=first.importance, tags=("rewritten",)),
+                                 identity=identity)
+            report.heuristics_proposed += first.kind is Kind.HEURISTIC
+            pairs = [(i, new.id) for i in d.evidence]
+        else:
+            continue
+        for loser, winner in pairs:
+            if loser not in done and loser != winner:
+                _supersede(store, identity, author, loser, winner, now_ms)
+                done.add(loser)
+        report.llm_decisions += 1
 
 
 def _consolidate(store: Grimoire, identity: Identity, episodes: Sequence[ReplayItem], now_ms: int,
