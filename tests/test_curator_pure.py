@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -186,3 +187,15 @@ def test_baselines_need_three_verified_episodes_per_protocol() -> None:
     assert b.content == ("Baseline for uniswap-v3 from 3 verified episodes (2023-11-14 to 2023-11-16): "
                          "slippage_bps mean 20 (sd 10, n 3).")
     assert baselines(list(reversed(eps))) == out
+
+
+def test_playbook_snapshots_keep_the_last_versions(tmp_path: Path) -> None:
+    from daemon.grimoire.playbook import read_playbook, snapshot_playbook
+
+    book = tmp_path / "PLAYBOOK.md"
+    assert snapshot_playbook(book, "v1", now_ms=1) is None  # nothing to keep yet
+    assert snapshot_playbook(book, "v1", now_ms=2) is None  # unchanged: no snapshot
+    for n in range(2, 6):
+        snapshot_playbook(book, f"v{n}", now_ms=n, keep=3)
+    kept = sorted(p.read_text() for p in (tmp_path / "playbook").iterdir())
+    assert kept == ["v2", "v3", "v4"] and read_playbook(book) == "v5"

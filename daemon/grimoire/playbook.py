@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["DEFAULT_PLAYBOOK", "atomic_write", "read_playbook", "write_playbook"]
+__all__ = ["DEFAULT_PLAYBOOK", "atomic_write", "read_playbook", "snapshot_playbook", "write_playbook"]
+
+SNAPSHOT_KEEP = 20
 
 DEFAULT_PLAYBOOK = """\
 # PLAYBOOK
@@ -49,3 +51,23 @@ def read_playbook(path: Path) -> str:
 def write_playbook(path: Path, text: str) -> None:
     """Atomically replace the playbook with `text` (UTF-8)."""
     atomic_write(path, text.encode("utf-8"))
+
+
+def snapshot_playbook(path: Path, text: str, *, now_ms: int, keep: int = SNAPSHOT_KEEP) -> Path | None:
+    """Write `text` as PLAYBOOK.md and, when it changed, keep the old one as
+    `playbook/PLAYBOOK.<ms>.md` (the last `keep` versions; older ones go). Returns the snapshot or None."""
+    old = read_playbook(path)
+    if old == text:
+        return None
+    folder = path.parent / "playbook"
+    snapshot: Path | None = None
+    if old:
+        folder.mkdir(exist_ok=True)
+        snapshot = folder / f"PLAYBOOK.{now_ms:015d}.md"
+        atomic_write(snapshot, old.encode("utf-8"))
+    write_playbook(path, text)
+    if folder.is_dir():
+        versions = sorted(folder.glob("PLAYBOOK.*.md"))
+        for stale in versions[: max(0, len(versions) - keep)]:
+            stale.unlink(missing_ok=True)
+    return snapshot
