@@ -51,16 +51,14 @@ import crdt
 import crypto
 from bench.common import (
     Generator,
-    emit,
     machine_info,
     machine_rows,
     print_table,
     progress,
     rate_summary,
     size_summary,
-    workdir,
 )
-from bench.common.report import ROOT
+from bench.common.report import ROOT, add_common_args, at_least, main_in_workdir
 from bench.common.workload import encode_batches
 from crdt import (
     AuthorValue,
@@ -600,15 +598,10 @@ def print_report(res: dict[str, Any]) -> None:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    p.add_argument("--ops", type=int, default=100_000, help="ops in the workload (default 100,000)")
-    p.add_argument("--seed", type=int, default=20_240_601, help="RNG seed (default 20240601)")
+    p.add_argument("--ops", type=at_least(1_000), default=100_000, help="ops in the workload (default 100,000)")
     p.add_argument("--profile", action="store_true", help="also cProfile end to end join and extraction")
-    p.add_argument("--out", type=Path, default=None,
-                   help="directory for the SQLite files (kept); default: a temporary one, removed")
-    args = p.parse_args(argv)
-    if args.ops < 1_000:
-        p.error("--ops must be at least 1,000")
-    return args
+    add_common_args(p, "directory for the SQLite files (kept); default: a temporary one, removed")
+    return p.parse_args(argv)
 
 
 def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
@@ -667,16 +660,11 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the bench; the exit code is 0, or 2 when `--out` names a used directory."""
-    args = parse_args(argv)
 
     def clash(path: Path) -> str | None:
         return "grimoire-*.db files" if any(path.glob("grimoire-*.db")) else None
 
-    with workdir(args.out, "clade-bench-crdt-", clash=clash) as path:
-        res = run(args, path)
-    print_report(res)
-    emit("crdt", res)
-    return 0
+    return main_in_workdir("crdt", parse_args(argv), run, print_report, "clade-bench-crdt-", clash=clash)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import time
@@ -55,19 +54,16 @@ from bench.common import (
     Generator,
     Sections,
     defi_texts,
-    emit,
     machine_info,
     machine_rows,
     print_table,
     progress,
-    rss_kib,
     short_queries,
     summary,
     timed,
-    workdir,
 )
-from bench.common.machine import dir_size
-from bench.common.report import ROOT, bench_command
+from bench.common.machine import dir_size, finish
+from bench.common.report import ROOT, add_common_args, bench_command, main_in_workdir, not_empty, section_rows
 from bench.common.vectors import (
     NOISE_SIGMA,
     VECTOR_BATCH,
@@ -421,6 +417,14 @@ def index_state(log: EpisodeLog) -> dict[str, Any]:
     return {}
 
 
+def ensure_index(log: EpisodeLog, rows: int, threshold: int) -> dict[str, Any]:
+    """`log.ensure_index(threshold)` on a table of `rows` rows: built or not, seconds, index state."""
+    progress(f"  ensure_index() at {rows:,} rows")
+    t0 = time.perf_counter()
+    built = log.ensure_index(threshold=threshold)
+    return {"rows": rows, "built": built, "seconds": round(time.perf_counter() - t0, 2), "state": index_state(log)}
+
+
 def append_episodes(log: EpisodeLog, vectors: Matrix, start: int, stop: int,
                     summaries: Sequence[str]) -> dict[str, Any]:
     build = append = 0.0
@@ -468,11 +472,7 @@ def bench_episodes(root: Path, pool: Matrix, queries: Matrix, p: Params, rng: np
                          **measure_search(label, log, vectors, qs, truth, samples, **kw)})
 
     measure(small, "none (flat)", api, truth_small, p.slow_search_samples)
-    progress(f"  ensure_index() at {small:,} rows")
-    t0 = time.perf_counter()
-    built = log.ensure_index(threshold=small)
-    out["ensure_index_small"] = {"rows": small, "built": built, "seconds": round(time.perf_counter() - t0, 2),
-                                 "state": index_state(log)}
+    out["ensure_index_small"] = ensure_index(log, small, threshold=small)
     at_small = f"IVF-PQ built at {small:,}"
     measure(small, at_small, api, truth_small, p.search_samples)
     measure(small, at_small, raw, truth_small, p.search_samples, api=False)
@@ -483,11 +483,7 @@ def bench_episodes(root: Path, pool: Matrix, queries: Matrix, p: Params, rng: np
     truth_large = exact_top(vectors, qs, K)
     measure(large, f"IVF-PQ built at {small:,}, {large - small:,} rows not yet merged (searched flat)", api,
             truth_large, p.slow_search_samples)
-    progress(f"  ensure_index() at {large:,} rows")
-    t0 = time.perf_counter()
-    again = log.ensure_index(threshold=small)
-    out["ensure_index_large"] = {"rows": large, "built": again, "seconds": round(time.perf_counter() - t0, 2),
-                                 "state": index_state(log)}
+    out["ensure_index_large"] = ensure_index(log, large, threshold=small)
     after = f"after ensure_index() at {large:,}"
     measure(large, after, api, truth_large, p.search_samples)
     measure(large, after, raw, truth_large, p.search_samples, api=False)
@@ -620,11 +616,7 @@ def print_report(res: dict[str, Any]) -> None:
              ("after first query embedding", f"{rs['rss_after_first_query_kib'] / 1024:.1f} MiB"),
              (f"after recall loaded the {rs['vector_index_rows']:,}-entry VectorIndex",
               f"{rs['rss_vector_index_loaded_kib'] / 1024:.1f} MiB (peak {rs['vm_hwm_kib'] / 1024:.1f} MiB)")]
-    rows.append(("## sections (other_cpu = cores used by other processes meanwhile)", ""))
-    for name, sec in res["sections"].items():
-        rows.append((name, f"{sec['wall_s']:.1f} s wall, own {sec['own_cpu_cores']} cores, "
-                           f"other {sec['other_cpu_cores']} cores"))
-    rows.append(("total wall clock", f"{res['total_seconds']:.1f} s"))
+    rows += section_rows(res["sections"], res["total_seconds"])
     print_table(rows, cap=70)
 
 
@@ -685,18 +677,13 @@ def run(p: Params, workdir: Path) -> dict[str, Any]:
     summaries = [gen.sentence(0) for _ in range(5_000)]
     with sections.section("4. episodes"):
         res["episodes"] = bench_episodes(workdir, pool, qvecs, p, rng, summaries)
-    res["sections"] = sections.log
-    res["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
-    res["parent_peak_rss_mib"] = round(rss_kib("VmHWM") / 1024, 1)
-    res["total_seconds"] = round(time.perf_counter() - started, 1)
-    return res
+    return finish(res, started, sections)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--quick", action="store_true", help="a small smoke run (about a minute)")
-    ap.add_argument("--out", type=Path, default=None, help="directory for the files (kept); default: temporary")
-    ap.add_argument("--seed", type=int, default=20_240_601, help="RNG seed (default 20240601)")
+    add_common_args(ap, "directory for the files (kept); default: temporary")
     ap.add_argument("--rebuild-1m", action="store_true",
                     help="also build a fresh ANN index at the large episode count (+2-3 min on 2 cores)")
     ap.add_argument("--rss-probe", nargs=2, metavar=("DB", "MODEL_DIR"), help=argparse.SUPPRESS)
@@ -710,16 +697,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.rss_probe:
         print(json.dumps(rss_probe(Path(args.rss_probe[0]), Path(args.rss_probe[1]), MINILM)))
         return 0
-    params = make_params(args)
-
-    def clash(path: Path) -> str | None:
-        return "files" if any(path.iterdir()) else None
-
-    with workdir(args.out, "clade-recall-", clash=clash) as path:
-        res = run(params, path)
-    print_report(res)
-    emit("recall", res)
-    return 0
+    return main_in_workdir("recall", args, lambda a, path: run(make_params(a), path), print_report,
+                           "clade-recall-", clash=not_empty)
 
 
 if __name__ == "__main__":

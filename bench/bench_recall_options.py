@@ -68,7 +68,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import shutil
 import subprocess
 import tempfile
@@ -84,16 +83,14 @@ from bench.common import (
     Generator,
     Sections,
     defi_texts,
-    emit,
     machine_info,
     progress,
     rss_kib,
     short_queries,
     summary,
-    workdir,
 )
-from bench.common.machine import dir_size, own_cpu_seconds
-from bench.common.report import ROOT, bench_command
+from bench.common.machine import dir_size, finish, own_cpu_seconds
+from bench.common.report import ROOT, add_common_args, bench_command, main_in_workdir
 from bench.common.vectors import Matrix, rss_probe
 from bench.recall_options.latency import base_store, bench_recall, option_store
 from bench.recall_options.options import LATENCY_OPTIONS, PACKAGES, REAL, SLUG, WARMUP, Params, make_params
@@ -271,19 +268,13 @@ def run(p: Params, workdir: Path) -> dict[str, Any]:
     with sections.section("2d. RSS probes (children)"):
         cost["rss"] = {model: run_rss_probe(dbs[model], model_dir, model) for model in REAL}
     res["cost"] = cost
-    res["sections"] = sections.log
-    res["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
-    res["parent_peak_rss_mib"] = round(rss_kib("VmHWM") / 1024, 1)
-    res["total_seconds"] = round(time.perf_counter() - started, 1)
-    return res
+    return finish(res, started, sections)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--quick", action="store_true", help="a smoke run: fewer queries and texts, 10,000 entries")
-    ap.add_argument("--out", type=Path, default=None,
-                    help="directory for the files; the built stores are kept there and reused (default: temporary)")
-    ap.add_argument("--seed", type=int, default=20_240_601, help="RNG seed (default 20240601)")
+    add_common_args(ap, "directory for the files; the built stores are kept there and reused (default: temporary)")
     ap.add_argument("--rss-probe", nargs=3, metavar=("DB", "MODEL_DIR", "MODEL"), help=argparse.SUPPRESS)
     ap.add_argument("--prepare-probe", metavar="DIR", help=argparse.SUPPRESS)
     return ap.parse_args(argv)
@@ -299,12 +290,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.prepare_probe:
         print(json.dumps(prepare_probe(Path(args.prepare_probe))))
         return 0
-    params = make_params(args)
-    with workdir(args.out, "clade-recall-options-") as path:
-        res = run(params, path)
-    print_report(res)
-    emit("recall_options", res, also_to=None if args.out is None else path / "recall_options.json")
-    return 0
+    return main_in_workdir("recall_options", args, lambda a, path: run(make_params(a), path), print_report,
+                           "clade-recall-options-", json_name="recall_options.json")
 
 
 if __name__ == "__main__":

@@ -28,17 +28,15 @@ from typing import Any
 
 from bench.common import (
     Generator,
-    emit,
     latency_summary,
     machine_info,
     machine_rows,
     print_table,
     progress,
     timed_calls,
-    workdir,
 )
 from bench.common.machine import db_size, dir_size
-from bench.common.report import disk_row
+from bench.common.report import add_common_args, at_least, disk_row, main_in_workdir
 from crypto import Identity
 from daemon.grimoire import Episode, EpisodeLog, Grimoire, NewEntry
 from daemon.grimoire.episodes import EMBEDDING_DIM
@@ -236,17 +234,12 @@ def print_report(res: dict[str, Any]) -> None:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    p.add_argument("--entries", type=int, default=50_000, help="entries per store (default 50,000)")
-    p.add_argument("--episodes", type=int, default=100_000, help="episode rows (default 100,000)")
-    p.add_argument("--out", type=Path, default=None,
-                   help="directory for the files (kept afterwards); default: a temporary one, removed")
-    p.add_argument("--seed", type=int, default=20_240_601, help="RNG seed (default 20240601)")
+    p.add_argument("--entries", type=at_least(1), default=50_000, help="entries per store (default 50,000)")
+    p.add_argument("--episodes", type=at_least(1), default=100_000, help="episode rows (default 100,000)")
+    add_common_args(p, "directory for the files (kept afterwards); default: a temporary one, removed")
     p.add_argument("--episode-embeddings", action="store_true",
                    help=f"give every episode a random {EMBEDDING_DIM}-d embedding (default: none)")
-    args = p.parse_args(argv)
-    if args.entries < 1 or args.episodes < 1:
-        p.error("--entries and --episodes must be positive")
-    return args
+    return p.parse_args(argv)
 
 
 def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
@@ -279,12 +272,7 @@ def _clash(path: Path) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the bench; the exit code is 0, or 2 when `--out` names a used directory."""
-    args = parse_args(argv)
-    with workdir(args.out, "clade-bench-", clash=_clash) as path:
-        res = run(args, path)
-    print_report(res)
-    emit("store", res)
-    return 0
+    return main_in_workdir("store", parse_args(argv), run, print_report, "clade-bench-", clash=_clash)
 
 
 if __name__ == "__main__":

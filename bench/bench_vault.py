@@ -51,8 +51,8 @@ import nacl.bindings as sodium
 import nacl.public
 import zstandard
 
-from bench.common import Generator, emit, machine_info, machine_rows, print_table, progress, workdir
-from bench.common.report import ROOT, bench_command, disk_row
+from bench.common import Generator, machine_info, machine_rows, print_table, progress
+from bench.common.report import ROOT, add_common_args, at_least, bench_command, disk_row, main_in_workdir, not_empty
 from bench.common.workload import CHAINS, ERRORS, PROTOCOLS, TOKENS
 from crypto.vault import CHUNK_BYTES, VaultKeys
 from daemon.datadir import DataDir
@@ -628,19 +628,14 @@ def print_report(res: dict[str, Any]) -> None:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    p.add_argument("--size-mib", type=int, default=1024, help="store size to build, MiB (default 1024)")
-    p.add_argument("--out", type=Path, default=None,
-                   help="directory for the files (kept afterwards); default: a temporary one under /tmp, removed")
-    p.add_argument("--seed", type=int, default=20_240_601, help="RNG seed (default 20240601)")
+    p.add_argument("--size-mib", type=at_least(16), default=1024, help="store size to build, MiB (default 1024)")
+    add_common_args(p, "directory for the files (kept afterwards); default: a temporary one under /tmp, removed")
     p.add_argument("--json-bulk", choices=("episodes", "files"), default="episodes",
                    help="store the JSON half as real episodes (LanceDB encodes it; default) or as plain "
                         "JSON-lines files in the table directory (what zstd sees is then raw JSON text)")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--child-params", type=Path, default=None, help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
-    if args.size_mib < 16:
-        p.error("--size-mib must be at least 16")
-    return args
+    return p.parse_args(argv)
 
 
 def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
@@ -699,15 +694,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.child is not None:
         return child_main(args.child, args.child_params)
-
-    def clash(path: Path) -> str | None:
-        return "files" if any(path.iterdir()) else None
-
-    with workdir(args.out, "clade-bench-vault-", clash=clash, base="/tmp") as path:
-        res = run(args, path)
-    print_report(res)
-    emit("vault", res)
-    return 0
+    return main_in_workdir("vault", args, run, print_report, "clade-bench-vault-", clash=not_empty, base="/tmp")
 
 
 if __name__ == "__main__":

@@ -196,6 +196,16 @@ class Sections:
                               "other_cpu_cores": round(max(0.0, busy - own) / max(wall, 1e-9), 2)}
 
 
+def finish(res: dict[str, Any], started: float, sections: Sections) -> dict[str, Any]:
+    """Close a sectioned run's result: the sections, the load average at the end, this process's
+    peak RSS, and the wall clock since `started` (a `time.perf_counter()`)."""
+    res["sections"] = sections.log
+    res["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    res["parent_peak_rss_mib"] = round(rss_kib("VmHWM") / 1024, 1)
+    res["total_seconds"] = round(time.perf_counter() - started, 1)
+    return res
+
+
 def _descendant_ticks() -> dict[int, int]:
     """utime+stime of every live process below this one (a bench's daemons)."""
     parent: dict[int, int] = {}

@@ -7,6 +7,7 @@ into the result document of bench/common/__init__.py (the sections go under `res
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 import sys
@@ -19,15 +20,20 @@ from typing import Any
 
 __all__ = [
     "SCHEMA",
+    "add_common_args",
+    "at_least",
     "bench_command",
     "disk_row",
     "emit",
     "machine_rows",
+    "main_in_workdir",
+    "not_empty",
     "out",
     "print_rows",
     "print_table",
     "progress",
     "result_document",
+    "section_rows",
     "workdir",
 ]
 
@@ -151,3 +157,53 @@ def workdir(out_dir: Path | None, prefix: str, *, clash: Callable[[Path], str | 
         print(f"error: {path} already holds {problem}; pick an empty directory", file=sys.stderr)
         raise SystemExit(2)
     yield path
+
+
+def not_empty(path: Path) -> str | None:
+    """A `workdir` clash check: anything at all in the directory."""
+    return "files" if any(path.iterdir()) else None
+
+
+def add_common_args(p: argparse.ArgumentParser, out_help: str | None = None, seed: int = 20_240_601) -> None:
+    """`--seed` and (unless `out_help` is None) `--out DIR`, as every bench spells them."""
+    p.add_argument("--seed", type=int, default=seed, help=f"RNG seed (default {seed})")
+    if out_help is not None:
+        p.add_argument("--out", type=Path, default=None, help=out_help)
+
+
+def at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse `type`: an int no smaller than `minimum`."""
+
+    def parse(text: str) -> int:
+        value = int(text.replace("_", "").replace(",", ""))
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum:,}")
+        return value
+
+    parse.__name__ = f"an integer >= {minimum}"
+    return parse
+
+
+def main_in_workdir(bench: str, args: argparse.Namespace, run: Callable[[argparse.Namespace, Path], dict[str, Any]],
+                    report: Callable[[dict[str, Any]], None], prefix: str, *,
+                    clash: Callable[[Path], str | None] | None = None, base: str | None = None,
+                    json_name: str | None = None) -> int:
+    """The body of a bench's `main`: `run(args, dir)` in `workdir(args.out, ...)`, then the table
+    (`report`) and the result line (also written to `dir/json_name` when `--out` kept the dir).
+    Returns the exit code: 1 if the result names failures, else 0."""
+    with workdir(args.out, prefix, clash=clash, base=base) as path:
+        res = run(args, path)
+    report(res)
+    keep = None if args.out is None or json_name is None else path / json_name
+    emit(bench, res, also_to=keep)
+    return 1 if res.get("failed") else 0
+
+
+def section_rows(sections: dict[str, dict[str, float]], total_seconds: float) -> list[tuple[str, str]]:
+    """The closing rows of a report timed with `machine.Sections`."""
+    rows = [("## sections (other = CPU cores used by other processes meanwhile)", "")]
+    for name, sec in sections.items():
+        rows.append((name, f"{sec['wall_s']:.1f} s wall, own {sec['own_cpu_cores']} cores, "
+                           f"other {sec['other_cpu_cores']} cores"))
+    rows.append(("total wall clock", f"{total_seconds:.1f} s"))
+    return rows

@@ -195,15 +195,23 @@ class Generator:
             confidence=round(r.uniform(0.3, 0.95), 3),
             importance=round(r.betavariate(2, 3), 3),
             quality=round(r.betavariate(3, 2), 3),
-            category=r.choice(list(Category)) if r.random() < 0.85 else None,
-            tokens=tuple(r.choices(TOKENS, _TOKEN_W, k=r.randint(1, 3))),
-            chains=tuple(r.choices(list(CHAINS), CHAIN_WEIGHTS, k=r.randint(1, 2))),
-            protocols=tuple(r.choices(PROTOCOLS, _PROTO_W, k=r.randint(1, 2))),
-            tags=tuple(r.choices(TAGS, _TAG_W, k=r.randint(1, 4))),
-            strategy_id=f"strat-{r.randint(1, 40):03d}" if r.random() < 0.3 else None,
+            **self._labels(least=1),
             sensitivity=r.choices(list(Sensitivity), (85, 10, 5))[0],
             pad=self.pad() if r.random() < 0.5 else None,
         )
+
+    def _labels(self, least: int) -> dict[str, Any]:
+        """Category, tokens, chains, protocols, tags and strategy of an entry, drawn in that order
+        (at least `least` protocols and tags)."""
+        r = self.rng
+        return {
+            "category": r.choice(list(Category)) if r.random() < 0.85 else None,
+            "tokens": tuple(r.choices(TOKENS, _TOKEN_W, k=r.randint(1, 3))),
+            "chains": tuple(r.choices(list(CHAINS), CHAIN_WEIGHTS, k=r.randint(1, 2))),
+            "protocols": tuple(r.choices(PROTOCOLS, _PROTO_W, k=r.randint(least, 2))),
+            "tags": tuple(r.choices(TAGS, _TAG_W, k=r.randint(least, 4))),
+            "strategy_id": f"strat-{r.randint(1, 40):03d}" if r.random() < 0.3 else None,
+        }
 
     def pad(self) -> Pad:
         """A PAD triple rounded to 3 places."""
@@ -261,21 +269,13 @@ class Generator:
     def body(self, author: str, created: Timestamp) -> EntryBody:
         """An `EntryBody` by `author` with a `content()` paragraph (the CRDT bench's ops)."""
         r = self.rng
-        pad = None
-        if r.random() < 0.5:
-            pad = Pad(pleasure=round(r.uniform(-1, 1), 3) + 0.0, arousal=round(r.uniform(-1, 1), 3) + 0.0,
-                      dominance=round(r.uniform(-1, 1), 3) + 0.0)
+        pad = self.pad() if r.random() < 0.5 else None
         return EntryBody(
             author=author,
             kind=r.choices(list(KIND_WEIGHTS), list(KIND_WEIGHTS.values()))[0],
             content=self.content(),
             created=created,
-            category=r.choice(list(Category)) if r.random() < 0.85 else None,
-            tokens=tuple(r.choices(TOKENS, _TOKEN_W, k=r.randint(1, 3))),
-            chains=tuple(r.choices(list(CHAINS), CHAIN_WEIGHTS, k=r.randint(1, 2))),
-            protocols=tuple(r.choices(PROTOCOLS, _PROTO_W, k=r.randint(0, 2))),
-            tags=tuple(r.choices(TAGS, _TAG_W, k=r.randint(0, 4))),
-            strategy_id=f"strat-{r.randint(1, 40):03d}" if r.random() < 0.3 else None,
+            **self._labels(least=0),
             importance=round(r.betavariate(2, 3), 3),
             quality=round(r.betavariate(3, 2), 3),
             sensitivity=r.choices(list(Sensitivity), (85, 10, 5))[0],

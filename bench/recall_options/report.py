@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from bench.common import machine_rows, print_rows
+from bench.common.report import section_rows
 from bench.common.vectors import K
 from bench.recall_options.options import LABEL, LATENCY_OPTIONS, OLD_QUERIES, REAL, SLUG, fl, mib
 
@@ -101,11 +102,7 @@ def print_report(res: dict[str, Any]) -> None:
     blas = res["recall"][LATENCY_OPTIONS[0]]["blas"]
     rows.append(("numpy BLAS (threadpoolctl)", json.dumps(blas.get("blas")) if blas.get("threadpoolctl")
                  else "threadpoolctl not installed: default threads only"))
-    rows.append(("## sections (other = CPU cores used by other processes meanwhile)", ""))
-    for name, sec in res["sections"].items():
-        rows.append((name, f"{sec['wall_s']:.1f} s wall, own {sec['own_cpu_cores']} cores, "
-                           f"other {sec['other_cpu_cores']} cores"))
-    rows.append(("total wall clock", f"{res['total_seconds']:.1f} s"))
+    rows += section_rows(res["sections"], res["total_seconds"])
     print_rows(rows, cap=64)
     print()
 
