@@ -38,7 +38,7 @@ from typing import Any
 
 import nacl.bindings as sodium
 import nacl.utils
-import pyperf
+import pyperf  # type: ignore[import-untyped]
 
 import crdt
 import crypto

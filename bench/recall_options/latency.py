@@ -141,8 +141,8 @@ def breakdown(retriever: Retriever, queries: Sequence[str], qvecs: Matrix, n: in
         t7 = time.perf_counter()
         for phase, dt in zip(PHASES, (t1 - t0, t2 - t1, t3 - t2, t5 - t4, t6 - t5, t7 - t6), strict=True):
             times[phase].append(dt)
-        for v in via.values():
-            cand[v] += 1
+        for source in via.values():
+            cand[source] += 1
         cand["ranked"] += len(candidates)
     phases = {p: summary(ts) for p, ts in times.items()}
     groups = {g: summary([sum(times[p][i] for p in ps) for i in range(n)]) for g, ps in GROUPS.items()}
@@ -155,7 +155,7 @@ def blas_modes() -> tuple[dict[str, Callable[[], AbstractContextManager[object]]
     """numpy's BLAS thread pool as it comes (OpenBLAS: one thread per core) and limited to one thread
     (threadpoolctl, when installed): on 2 shared cores the pool's threads compete with everything else."""
     try:
-        from threadpoolctl import ThreadpoolController
+        from threadpoolctl import ThreadpoolController  # type: ignore[import-not-found, unused-ignore]
     except ImportError:
         return {"default": nullcontext}, {"threadpoolctl": None}
     controller = ThreadpoolController()

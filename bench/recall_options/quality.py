@@ -107,6 +107,11 @@ class CorpusStore:
     key_of: dict[str, str]
 
 
+def _constant(embedder: Embedder) -> Callable[[], Embedder]:
+    """The embedder factory `Retriever` takes, for an embedder already loaded."""
+    return lambda: embedder
+
+
 def corpus_store(path: Path, embedder: Callable[[], Embedder]) -> CorpusStore:
     store = Grimoire.open(path, create=True)
     written = store.remember_many([e.new_entry() for e in ENTRIES], identity=IDENTITY)
@@ -141,7 +146,7 @@ def bench_quality(embedders: dict[str, Embedder], root: Path) -> tuple[dict[str,
     try:
         for model in REAL:
             emb = embedders[model]
-            cs = corpus_store(root / f"{SLUG[model]}.db", lambda emb=emb: emb)
+            cs = corpus_store(root / f"{SLUG[model]}.db", _constant(emb))
             stores.append(cs)
             t0 = time.perf_counter()
             done = cs.retriever.index_missing()
@@ -172,7 +177,7 @@ def bench_quality(embedders: dict[str, Embedder], root: Path) -> tuple[dict[str,
         for w in FUSION_WEIGHTS:
             info = bench_info(w)
             space = WrittenSpace(info)
-            cs = corpus_store(root / f"sum{w:g}.db", lambda space=space: cast(Embedder, space))
+            cs = corpus_store(root / f"sum{w:g}.db", _constant(cast(Embedder, space)))
             stores.append(cs)
             write_vectors(cs.store, info, cs.ids, fuse(ent[MINILM], ent[MPNET], w))
             qv = fuse(qry[MINILM], qry[MPNET], w)
