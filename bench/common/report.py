@@ -120,6 +120,8 @@ def result_document(bench: str, res: dict[str, Any]) -> dict[str, Any]:
         "total_seconds": rest.pop("total_seconds", None),
         "failed": rest.pop("failed", []),
     }
+    if "loadavg_end" in rest:  # machine state, wherever the bench put it
+        doc["machine"] = {**doc["machine"], "loadavg_end": rest.pop("loadavg_end")}
     doc["results"] = rest
     return doc
 
