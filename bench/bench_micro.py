@@ -5,10 +5,11 @@
 
 pyperf runs each benchmark in fresh worker processes (20 by default, `--fast`: 6) after
 calibrating the loop count and warming up, and reports mean +- std dev; it warns when the
-machine is too noisy for the figure. Every worker builds the same fixtures from a fixed seed:
+machine is too noisy for the figure. The fixtures come from a fixed seed:
 
 - the CRDT bench's workload (`bench_crdt.build_workload`: 4 writers with real Ed25519 keys)
-  of 10,000 ops; its first gossip delta in generation order (<= 4,096 ops and 1 MiB, as
+  of 10,000 ops, built once by the main process and handed to its workers in a temporary
+  file as two encoded deltas: its first gossip delta in generation order (<= 4,096 ops and 1 MiB, as
   bench_crdt's "all ops" batches) and a delta of 4,096 author/endorse ops (bench_crdt's
   "author/endorse ops only" batches);
 - a member's sealed envelope of a 64 KiB batch (a fixed owner key, certificate and clade key).
@@ -30,12 +31,17 @@ main process prints the ratios, then the JSON result line (bench.common; results
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import os
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import msgpack
 import nacl.bindings as sodium
 import nacl.utils
 import pyperf  # type: ignore[import-untyped]
@@ -77,13 +83,37 @@ class Fixtures:
     owner: OwnerKey
 
 
-def fixtures() -> Fixtures:
-    """Build the fixtures (a few seconds: the workload signs 10,000 ops)."""
+def _cache(main_pid: int) -> Path:
+    return Path(tempfile.gettempdir()) / f"clade-bench-micro-{main_pid}.msgpack"
+
+
+def signed_deltas(worker: bool) -> tuple[bytes, bytes]:
+    """The encoded mixed and author/endorse deltas. The main process builds them (the workload
+    signs 10,000 ops: seconds) and leaves them in a file named after its pid for its workers,
+    which decode them instead of building them again (pyperf spawns a worker per value)."""
+    if worker:
+        with contextlib.suppress(OSError, ValueError):
+            mixed_wire, small_wire = msgpack.unpackb(_cache(os.getppid()).read_bytes())
+            return bytes(mixed_wire), bytes(small_wire)
     wl = build_workload(WORKLOAD_OPS, SEED)
-    n, mixed_wire = encode_batches(wl.ops)[0]
-    mixed = Delta(tuple(wl.ops[:n]), CausalContext())
+    mixed_wire = encode_batches(wl.ops)[0][1]
     small = [op for op in wl.ops if op.slot is not SlotKind.BODY][:SMALL_OPS]
-    op = small[0]
+    small_wire = crdt.encode_delta(Delta(tuple(small), CausalContext()))
+    if not worker:
+        path = _cache(os.getpid())
+        path.with_suffix(".tmp").write_bytes(msgpack.packb([mixed_wire, small_wire]))
+        path.with_suffix(".tmp").replace(path)
+    return mixed_wire, small_wire
+
+
+def fixtures(worker: bool) -> Fixtures:
+    """Build the fixtures (decoding the deltas `signed_deltas` left, in a worker)."""
+    mixed_wire, small_wire = signed_deltas(worker)
+    mixed, dropped = crdt.decode_delta(mixed_wire, crypto.signature_ok)
+    small, dropped_small = crdt.decode_delta(small_wire, crypto.signature_ok)
+    if dropped or dropped_small or len(small.ops) != SMALL_OPS:
+        raise SystemExit(f"the fixtures do not decode: {dropped + dropped_small}, {len(small.ops)} small ops")
+    op = small.ops[0]
     owner = OwnerKey(bytes(range(32)), "bench", bytes(range(32, 64)))
     sender = Identity(bytes(range(64, 96)))
     cert = Certificate.issue(owner, sender.peer_id, generation=0, not_before=NOW_MS // 1000 - 60,
@@ -91,16 +121,12 @@ def fixtures() -> Fixtures:
     membership = Membership(certificate=cert, owner_public_key=owner.public_key, clade_name=owner.clade_name)
     batch = mixed_wire[:ENVELOPE_BATCH]
     fx = Fixtures(
-        mixed=mixed, mixed_wire=mixed_wire, small_wire=crdt.encode_delta(Delta(tuple(small), CausalContext())),
-        small_ops=len(small), signed=DOMAIN + op.signed, signature=op.signature, writer=op.writer,
+        mixed=mixed, mixed_wire=mixed_wire, small_wire=small_wire, small_ops=len(small.ops),
+        signed=DOMAIN + op.signed, signature=op.signature, writer=op.writer,
         public_key=public_key_of(op.writer), batch=batch,
         envelope=seal_envelope(batch, sender=sender, membership=membership, clade_key=owner.clade_key, now_ms=NOW_MS),
         membership=membership, sender=sender, owner=owner,
     )
-    for data, ops in ((fx.mixed_wire, n), (fx.small_wire, fx.small_ops)):
-        delta, dropped = crdt.decode_delta(data, crypto.signature_ok)
-        if dropped or len(delta.ops) != ops:
-            raise SystemExit(f"the fixtures do not decode: {dropped}")
     if not crypto.signature_ok(fx.writer, fx.signed, fx.signature):
         raise SystemExit("the fixture op's signature does not verify")
     return fx
@@ -185,7 +211,7 @@ def main() -> int:
     started = time.perf_counter()
     runner = pyperf.Runner(program_args=("-m", "bench.bench_micro"))
     args = runner.parse_args()
-    f = fixtures()
+    f = fixtures(bool(args.worker))
     gc.collect()
     gc.freeze()  # as bench_crdt does: the fixtures' objects are not rescanned by the cyclic GC while timed
     got: dict[str, pyperf.Benchmark] = {}
@@ -195,6 +221,7 @@ def main() -> int:
             got[name] = bench
     if args.worker:  # a worker reports its values to the main process through pyperf's pipe
         return 0
+    _cache(os.getpid()).unlink(missing_ok=True)
     res = {"machine": machine_info(None, ("pyperf", "pynacl", "msgpack")),
            "params": {"seed": SEED, "workload_ops": WORKLOAD_OPS, "mixed_ops": len(f.mixed.ops),
                       "mixed_bytes": len(f.mixed_wire), "small_ops": f.small_ops, "envelope_batch": len(f.batch),
