@@ -5,7 +5,15 @@
 - `stats`: percentiles, latency / rate / size summaries, timing helpers;
 - `machine`: `machine_info` (CPU model, cores, kernel, versions, memory, load, disk, git
   HEAD), other processes' CPU during a section (`Sections`, `HostLoad`), /proc readers;
-- `report`: progress lines, aligned tables, the work directory, and `emit`.
+- `report`: progress lines, aligned tables, the work directory, a bench's `main`
+  (`main_in_workdir`), and `emit`;
+- `daemon`: one `clade run` subprocess with a fake `$NOTIFY_SOCKET`, and /proc samples of
+  it (bench_api, bench_recall_daemon; bench_clade uses `daemon.testing.harness`);
+- `vectors`: the recall benches' stores of generated entries with perturbed real
+  embeddings, and their RSS probe (bench_recall, bench_recall_options).
+
+`daemon` and `vectors` are imported by name (they pull in httpx, numpy): the package itself
+imports only what every bench needs.
 
 The result document
 -------------------
@@ -20,16 +28,20 @@ Every bench ends its stdout with exactly one JSON line (`emit`), an object with 
                    versions {package: version}, mem_gib {MemTotal, MemAvailable},
                    loadavg_start [1, 5, 15 min], code {head, modified}, disk {path, device,
                    fstype, mount_point, free_gib, rotational, model} when the bench has a work
-                   directory; a bench may add keys (e.g. loadavg_end, libsodium)
+                   directory; loadavg_end when the bench records it; a bench may add keys
+                   (e.g. libsodium, zstandard)
     params         the bench's knobs after defaults (sizes, seeds, counts, flags)
     results        the bench's measured sections, keyed by section (e.g. "remember_single",
                    "join", "extract"); every figure the table prints comes from here.
                    Latencies are objects {p50_ms, p90_ms, p99_ms, max_ms, mean_ms, samples}
                    (`stats.summary` / `stats.latency_summary`); rates are per second and say
-                   so in their key (entries_per_s, ops_s, mb_s)
+                   so in their key (entries_per_s, ops_s, mb_s); bench_micro's are pyperf
+                   means in microseconds (mean_us, stdev_us)
     total_seconds  wall clock of the whole run
     failed         what went wrong (strings); [] when nothing did. A bench exits non-zero
                    when this is not empty
+
+bench_recall_options with `--out DIR` also writes the line to DIR/recall_options.json.
 
 Benches are run as modules from the repository root (`python -m bench.bench_x`): nothing in
 bench/ shadows a package and nothing edits `sys.path`. A child process of a bench is started
