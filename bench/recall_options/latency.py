@@ -92,7 +92,7 @@ def option_store(stores: Path, base: Path, p: Params, model: str, info: Embeddin
         progress(f"  {model} store: copy of the base, {p.entries:,} perturbed vectors ({info.dim}-d)")
         shutil.copyfile(base, tmp)
         with Grimoire.open(tmp) as store:
-            # bench.recall's noise is sigma 0.03 per dimension of a 384-d space: scaling the parents up by
+            # bench.common.vectors' noise is sigma 0.03 per dimension of a 384-d space: scaling the parents up by
             # sqrt(dim/384) before it is added (then renormalising) gives every space the same noise norm.
             built = write_synthetic(store, info, pool * np.float32(scale), np.random.default_rng(rng_seed))
             store.checkpoint()
