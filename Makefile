@@ -33,14 +33,16 @@ lint: install
 	$(BIN)/ruff check crdt crypto daemon tui tests bench
 	$(BIN)/mypy
 
+# Every benchmark, one after the other (bench/__init__.py lists them; bench_recall_daemon needs a store).
 bench: install
-	$(BIN)/python bench/store.py
-	$(BIN)/python bench/crdt.py
-	$(BIN)/python bench/recall.py
-	$(BIN)/python bench/recall_options.py
-	$(BIN)/python bench/vault.py
-	$(BIN)/python bench/api.py
-	$(BIN)/python bench/clade.py
+	$(BIN)/python -m bench.bench_store
+	$(BIN)/python -m bench.bench_crdt
+	$(BIN)/python -m bench.bench_micro
+	$(BIN)/python -m bench.bench_recall
+	$(BIN)/python -m bench.bench_recall_options
+	$(BIN)/python -m bench.bench_vault
+	$(BIN)/python -m bench.bench_api
+	$(BIN)/python -m bench.bench_clade
 
 install-service:
 	sudo systemd/install.sh

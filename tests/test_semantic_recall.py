@@ -3,7 +3,7 @@
 A regression test with each bundled model fixed: on `tests/semantic_corpus.py` (≥ 110
 entries, ≥ 64 queries whose right answers share no keywords with the query, many with
 near-miss neighbours) hybrid recall@5 and recall@1 stay at what was measured (MiniLM, the
-default: 0.675 and 0.208; MiniLM+MPNet: 0.792 and 0.351 — bench/recall_options.py has the
+default: 0.675 and 0.208; MiniLM+MPNet: 0.792 and 0.351 — bench/bench_recall_options.py has the
 table), and keyword-only recall@5 is measurably lower (by at least 0.3). Run with `pytest -s`
 to see the numbers, mean reciprocal ranks included.
 """
@@ -29,7 +29,7 @@ from tests.semantic_corpus import ENTRIES, QUERIES, content_words, shared_words
 K = 5
 MRR_DEPTH = 10
 # Per bundled model: the minimum hybrid (recall@5, recall@1), about two queries under what
-# bench/recall_options.py measured (MiniLM 0.675 / 0.208; MiniLM+MPNet 0.792 / 0.351).
+# bench/bench_recall_options.py measured (MiniLM 0.675 / 0.208; MiniLM+MPNet 0.792 / 0.351).
 MINIMUM = {MINILM: (0.65, 0.18), FUSED: (0.77, 0.32)}
 MIN_KEYWORD_GAP = 0.3
 

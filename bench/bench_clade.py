@@ -1,7 +1,7 @@
 """Benchmark a clade of real `clade run` daemons on loopback (the `daemon.testing.harness` harness).
 
-    .venv/bin/python bench/clade.py [--sizes 5,10] [--count 200] [--rates 10,50] [--catchup 10000]
-                                    [--catchup-golems 2] [--cpu-seconds 30] [--cpu-load 1] [--out DIR]
+    .venv/bin/python -m bench.bench_clade [--sizes 5,10] [--count 200] [--rates 10,50] [--catchup 10000]
+                                           [--catchup-golems 2] [--cpu-seconds 30] [--cpu-load 1] [--out DIR]
 
 Every daemon is a separate process (`clade run --listen /ip4/127.0.0.1/tcp/0 --no-mdns`),
 all connected to each other before anything is measured. Measures:
@@ -31,24 +31,17 @@ machine that CPU work competes with sync, so each measured phase first waits unt
 embedder has caught up (`--drain`). Each section also reports how much CPU *other* processes
 took meanwhile (from /proc/stat): on a shared machine that skews every figure.
 
-Figures are printed as they are measured (progress goes to stderr); the last line is one
-JSON document with every number. Daemons and their data directories are removed at the end
+Figures are printed as they are measured (progress goes to stderr); the last line is the
+JSON result document (bench.common). Daemons and their data directories are removed at the end
 (kept with `--out DIR`).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
 import os
-import platform
 import random
-import shutil
-import sqlite3
 import statistics
-import sys
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -60,18 +53,14 @@ from typing import Any
 
 import httpx
 
-# `python bench/clade.py` puts bench/ first on sys.path, where bench/crdt.py would shadow the
-# `crdt` package: drop it and put the repository root there instead.
-_BENCH_DIR = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _BENCH_DIR]
-sys.path.insert(0, str(_BENCH_DIR.parent))
-
-from crdt import CausalContext, Delta, EntryBody, HybridClock, Kind, Mutator, Op  # noqa: E402
-from crdt.codec import decode_delta, encode_delta  # noqa: E402
-from crdt.replica import MAX_BATCH_BYTES, MAX_BATCH_OPS  # noqa: E402
-from crypto import Identity, signature_ok  # noqa: E402
-from daemon.grimoire import Grimoire  # noqa: E402
-from daemon.testing.harness import EventLog, Golem, LoopbackClade  # noqa: E402
+from bench.common import HostLoad, dist, emit, machine_info, out, percentile, progress, workdir
+from bench.common.machine import CLK_TCK, proc_cpu_ticks, proc_status_kib
+from bench.common.workload import encode_batches
+from crdt import EntryBody, HybridClock, Kind, Mutator, Op
+from crdt.codec import decode_delta
+from crypto import Identity, signature_ok
+from daemon.grimoire import Grimoire
+from daemon.testing.harness import EventLog, Golem, LoopbackClade
 
 WORDS = (
     "gas", "spike", "slippage", "oracle", "lag", "depeg", "liquidation", "cascade", "bridge", "delay", "mev",
@@ -81,60 +70,14 @@ WORDS = (
     "dai", "wbtc", "steth", "arb", "op", "base", "curve", "aave", "uniswap", "compound", "maker", "lido",
     "balancer", "gmx",
 )
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def progress(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-def out(line: str = "") -> None:
-    print(line, flush=True)
 
 
 # -- helpers ---------------------------------------------------------------------------------
 
 
-def percentile(values: Sequence[float], p: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default); NaN for no values."""
-    if not values:
-        return float("nan")
-    xs = sorted(values)
-    k = (len(xs) - 1) * p / 100
-    lo = int(k)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
-
-
-def dist(values: Sequence[float]) -> dict[str, float]:
-    if not values:
-        return {"n": 0, "p50": float("nan"), "p99": float("nan"), "max": float("nan"), "min": float("nan")}
-    return {"n": len(values), "min": round(min(values), 1), "p50": round(percentile(values, 50), 1),
-            "p99": round(percentile(values, 99), 1), "max": round(max(values), 1)}
-
-
 def content(rng: random.Random, tag: str, i: int) -> str:
     words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 24)))
     return f"[{tag} #{i}] {words}: hedge before {rng.randint(0, 23):02d}:{rng.randint(0, 59):02d} UTC"
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def machine_info() -> dict[str, Any]:
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = os.cpu_count() or 0
-    return {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "cpus_usable": usable,
-            "kernel": platform.release(), "python": platform.python_version(), "sqlite": sqlite3.sqlite_version}
 
 
 def paced(count: int, rate: float, send: Callable[[int], None], workers: int = 8) -> dict[str, float]:
@@ -372,11 +315,11 @@ class DaemonCpu:
     def __init__(self, golems: Sequence[Golem]) -> None:
         self.pids = [g.proc.pid for g in golems if g.proc is not None]
         self.t0 = time.monotonic()
-        self.ticks0 = [proc_ticks(p) for p in self.pids]
+        self.ticks0 = [proc_cpu_ticks(p) for p in self.pids]
 
     def report(self, messages: int) -> dict[str, float]:
         elapsed = time.monotonic() - self.t0
-        used = [(proc_ticks(p) - t) / CLK_TCK for p, t in zip(self.pids, self.ticks0, strict=True)]
+        used = [(proc_cpu_ticks(p) - t) / CLK_TCK for p, t in zip(self.pids, self.ticks0, strict=True)]
         pct = [u / elapsed * 100 for u in used]
         return {"writer": round(pct[0], 1), "median": round(statistics.median(pct[1:] or [0.0]), 1),
                 "max": round(max(pct[1:] or [0.0]), 1), "sum": round(sum(pct), 1),
@@ -496,23 +439,6 @@ def warning_ops(n_ops: int, rng: random.Random) -> list[Op]:
                          created=clock.now())
         ops.extend(mutator.create(body, 0.7))
     return ops
-
-
-def encode_batches(ops: Sequence[Op]) -> list[tuple[int, bytes]]:
-    """Encoded deltas cut at 4,096 ops or ~1 MiB, whichever comes first (the codec's caps)."""
-    budget = MAX_BATCH_BYTES - 16 * 1024
-    batches: list[tuple[int, bytes]] = []
-    batch: list[Op] = []
-    size = 0
-    for op in [*ops, None]:
-        if op is None or len(batch) >= MAX_BATCH_OPS or size + op.wire_size > budget:
-            if batch:
-                batches.append((len(batch), encode_delta(Delta(tuple(batch), CausalContext()))))
-            batch, size = [], 0
-        if op is not None:
-            batch.append(op)
-            size += op.wire_size
-    return batches
 
 
 def bench_ceiling(root: Path, n_ops: int, repeats: int, rng: random.Random) -> dict[str, Any]:
@@ -688,21 +614,9 @@ def bench_catchup(root: Path, args: argparse.Namespace, rng: random.Random, resu
 # -- 4. steady state ---------------------------------------------------------------------------
 
 
-def proc_ticks(pid: int) -> int:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
-
-
-def proc_rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
-
-
 def sample_steady(golems: Sequence[Golem], seconds: float, load: float, rng: random.Random) -> dict[str, Any]:
     pids = {g.name: g.proc.pid for g in golems if g.proc is not None}
-    ticks0 = {n: proc_ticks(p) for n, p in pids.items()}
+    ticks0 = {n: proc_cpu_ticks(p) for n, p in pids.items()}
     rss: dict[str, list[int]] = {n: [] for n in pids}
     stop = threading.Event()
     writes = [0]
@@ -723,10 +637,10 @@ def sample_steady(golems: Sequence[Golem], seconds: float, load: float, rng: ran
         thread.start()
     while time.monotonic() - t0 < seconds:
         for n, p in pids.items():
-            rss[n].append(proc_rss_kib(p))
+            rss[n].append(proc_status_kib(p, "VmRSS"))
         time.sleep(min(1.0, max(0.0, seconds - (time.monotonic() - t0))))
     elapsed = time.monotonic() - t0
-    ticks1 = {n: proc_ticks(p) for n, p in pids.items()}
+    ticks1 = {n: proc_cpu_ticks(p) for n, p in pids.items()}
     stop.set()
     if thread is not None:
         thread.join(10)
@@ -766,69 +680,6 @@ def bench_steady(clade: LoopbackClade, args: argparse.Namespace, rng: random.Ran
         f"{n}: " + "/".join(f"{r['per_daemon'][n]['cpu_pct']:.1f}%,{r['per_daemon'][n]['rss_mib_mean']:.0f}"
                             for r in rows) for n in rows[0]["per_daemon"]))
     results["steady"] = rows
-
-
-# -- host ------------------------------------------------------------------------------------
-
-
-def system_busy_ticks() -> int:
-    """Busy time of the whole machine (all CPUs) from /proc/stat, in clock ticks."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
-    return user + nice + system + irq + softirq + steal
-
-
-def descendant_ticks() -> dict[int, int]:
-    """utime+stime of every live process below this one (our daemons)."""
-    parent: dict[int, int] = {}
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                parent[int(entry.name)] = int(Path(f"/proc/{entry.name}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    mine, todo = set(), [os.getpid()]
-    while todo:
-        pid = todo.pop()
-        kids = [c for c, pp in parent.items() if pp == pid]
-        mine.update(kids)
-        todo.extend(kids)
-    ticks: dict[int, int] = {}
-    for pid in mine:
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            ticks[pid] = proc_ticks(pid)
-    return ticks
-
-
-class HostLoad:
-    """CPU time used on this machine by anything but this benchmark and its daemons, during a
-    section: on a shared machine, other work skews every figure here."""
-
-    def __init__(self) -> None:
-        self.t0 = time.monotonic()
-        self.busy0 = system_busy_ticks()
-        self.times0 = os.times()
-        self.kids0 = descendant_ticks()
-
-    def report(self, section: str, *, quiet: bool = False) -> dict[str, float]:
-        elapsed = time.monotonic() - self.t0
-        busy = (system_busy_ticks() - self.busy0) / CLK_TCK
-        times1 = os.times()
-        kids1 = descendant_ticks()
-        reaped = (times1.children_user + times1.children_system) - (self.times0.children_user
-                                                                    + self.times0.children_system)
-        own = (times1.user + times1.system) - (self.times0.user + self.times0.system)
-        live = sum(t - self.kids0.get(pid, 0) for pid, t in kids1.items())
-        gone_before = sum(t for pid, t in self.kids0.items() if pid not in kids1)  # counted whole in `reaped`
-        bench = own + reaped + (live - gone_before) / CLK_TCK
-        other = max(0.0, busy - bench)
-        cores = len(os.sched_getaffinity(0))
-        res = {"seconds": round(elapsed, 1), "bench_cpu_s": round(bench, 1), "other_cpu_s": round(other, 1),
-               "other_share_of_machine": round(other / (elapsed * cores), 3) if elapsed else 0.0,
-               "loadavg_1m": float(Path("/proc/loadavg").read_text().split()[0])}
-        if not quiet:
-            out(f"  [host] {section}: {elapsed:.0f} s; this benchmark and its daemons used {bench:.1f} CPU-s, "
-                f"everything else {other:.1f} CPU-s ({res['other_share_of_machine']:.0%} of the {cores} cores); "
-                f"load average {res['loadavg_1m']:.2f}")
-        return res
 
 
 def start_clade(clade: LoopbackClade, timeout: float) -> float:
@@ -889,19 +740,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the bench; the exit code is 1 if a section failed (its figures are then missing), else 0."""
     args = parse_args(argv)
     rng = random.Random(args.seed)
-    root = args.out or Path(tempfile.mkdtemp(prefix="clade-bench-"))
-    root.mkdir(parents=True, exist_ok=True)
-    info = machine_info()
-    results: dict[str, Any] = {"machine": info, "args": {k: str(v) for k, v in vars(args).items()},
-                               "propagation": [], "host": {}}
-    failed: list[str] = []
-    out(f"machine: {info['cpu_model']}, {info['cpu_count']} cores ({info['cpus_usable']} usable), "
-        f"Linux {info['kernel']}, Python {info['python']}, SQLite {info['sqlite']}")
-    out(f"data under {root}; every daemon is a separate `clade run` process on 127.0.0.1")
-    started = time.monotonic()
-    try:
+    with workdir(args.out, "clade-bench-") as root:
+        info = machine_info(root)
+        results: dict[str, Any] = {"machine": info, "params": {k: str(v) for k, v in vars(args).items()},
+                                   "propagation": [], "host": {}}
+        failed: list[str] = []
+        out(f"machine: {info['cpu_model']}, {info['cpu_count']} cores ({info['cpus_usable']} usable), "
+            f"Linux {info['kernel']}, Python {info['python']}, SQLite {info['sqlite']}")
+        out(f"data under {root}; every daemon is a separate `clade run` process on 127.0.0.1")
+        started = time.monotonic()
         out("\n== 1. warning propagation (one writer, fixed schedule) vs raw GossipSub probes ==")
         out("latency in ms: warning = sibling committed_ms - writer's HTTP response received; probe = received_ms "
             "- sent_ms.\n'msg' = max over all siblings per message; 'dlv' = every (message, sibling) delivery.")
@@ -924,15 +774,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 failed.append(f"catch-up: {exc}")
                 out(f"  !! catch-up: {type(exc).__name__}: {exc}")
             results["host"]["catchup"] = load.report("catch-up")
-    finally:
-        if args.out is None:
-            shutil.rmtree(root, ignore_errors=True)
     results["total_seconds"] = round(time.monotonic() - started, 1)
     out(f"\ntotal {results['total_seconds']:.0f} s")
     results["failed"] = failed
-    out(json.dumps(results, default=str))
+    emit("clade", results)
     return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -1,6 +1,6 @@
 """Benchmark semantic memory: the real embedding model, hybrid recall, episode vector search.
 
-    .venv/bin/python bench/recall.py [--quick] [--out DIR] [--seed S] [--rebuild-1m]
+    .venv/bin/python -m bench.bench_recall [--quick] [--out DIR] [--seed S] [--rebuild-1m]
 
 Measures, on a fresh data directory (a temporary one unless `--out` is given), with the bundled
 all-MiniLM-L6-v2 int8 ONNX model through `get_embedder` (fastembed, offline):
@@ -31,67 +31,65 @@ all-MiniLM-L6-v2 int8 ONNX model through `get_embedder` (fastembed, offline):
 5. RSS of a daemon-like process (a child of this one): VmRSS before fastembed is imported,
    with the model loaded, and after a recall has loaded the 50,000-entry VectorIndex.
 
-Prints a table to stdout (progress goes to stderr), then one JSON line with every number.
+Prints a table to stdout (progress goes to stderr), then the JSON result line (bench.common).
 Generated data comes from seeded RNGs. The CPU time other processes used during each section
 is reported (`other_cpu`, in cores), since noisy neighbours move these figures.
 """
-
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import resource
 import shutil
 import subprocess
-import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
-from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
-# `python bench/recall.py` puts bench/ first on sys.path, where bench/crdt.py would shadow the
-# `crdt` package: drop it and put the repository root there instead.
-_BENCH_DIR = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _BENCH_DIR]
-sys.path.insert(0, str(_BENCH_DIR.parent))
+import numpy as np
 
-import numpy as np  # noqa: E402
+from bench.common import (
+    Generator,
+    Sections,
+    defi_texts,
+    machine_info,
+    machine_rows,
+    print_table,
+    progress,
+    short_queries,
+    summary,
+    timed,
+)
+from bench.common.machine import dir_size, finish
+from bench.common.report import ROOT, add_common_args, bench_command, main_in_workdir, not_empty, section_rows
+from bench.common.vectors import (
+    NOISE_SIGMA,
+    VECTOR_BATCH,
+    K,
+    Matrix,
+    add_entries,
+    perturbed,
+    rss_probe,
+    write_synthetic,
+)
+from daemon.errors import UsageError
+from daemon.grimoire import Episode, EpisodeLog, Grimoire
+from daemon.grimoire.embedder import Embedder, EmbeddingInfo, get_embedder
+from daemon.grimoire.episodes import _SCAN_COLUMNS, _episode_from_row
+from daemon.grimoire.models import MINILM
+from daemon.grimoire.retrieval import CANDIDATES, RecallQuery, Retriever, _factors, _passes
+from daemon.grimoire.scoring import normalise
+from daemon.grimoire.store import wall_clock_ms
+from daemon.grimoire.vectors import VectorIndex, vector_report
 
-from bench.store import Generator, cpu_model, dir_size, disk_info, percentile, progress  # noqa: E402
-from crypto import Identity  # noqa: E402
-from daemon.errors import UsageError  # noqa: E402
-from daemon.grimoire import Episode, EpisodeLog, Grimoire  # noqa: E402
-from daemon.grimoire.embedder import Embedder, EmbeddingInfo, get_embedder  # noqa: E402
-from daemon.grimoire.episodes import _SCAN_COLUMNS, _episode_from_row  # noqa: E402
-from daemon.grimoire.models import MINILM  # noqa: E402
-from daemon.grimoire.retrieval import CANDIDATES, RecallQuery, Retriever, _factors, _passes  # noqa: E402
-from daemon.grimoire.scoring import normalise  # noqa: E402
-from daemon.grimoire.store import wall_clock_ms  # noqa: E402
-from daemon.grimoire.vectors import VectorIndex, missing_vectors, vector_report, write_vectors  # noqa: E402
-
-if TYPE_CHECKING:
-    from numpy.typing import NDArray
-
-    Matrix = NDArray[np.float32]
-else:
-    Matrix = Any
-
-IDENTITY = Identity(bytes(range(32)))
-K = 10
 WARMUP = 20
-REMEMBER_BATCH = 500
 EMBED_CALL = 256  # texts per Embedder.embed call in the batch test (index_missing's batch)
-VECTOR_BATCH = 256  # as Retriever.index_missing writes them: one write_vectors (one ms stamp) per batch
 EPISODE_BATCH = 20_000
 EMBEDDING_BYTES = 384 * 4
-NOISE_SIGMA = 0.03  # per dimension: ~0.59 noise norm, cosine to the parent text's vector ~0.86
+
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,99 +123,6 @@ def make_params(args: argparse.Namespace) -> Params:
                   slow_search_samples=30, rebuild=args.rebuild_1m)
 
 
-# -- measurement helpers --------------------------------------------------------------------------
-
-
-def summary(seconds: Sequence[float]) -> dict[str, float]:
-    """p50 / p90 / p99 / max / mean of samples given in seconds, in milliseconds."""
-    ms = sorted(s * 1e3 for s in seconds)
-    return {
-        "p50_ms": round(percentile(ms, 50), 3), "p90_ms": round(percentile(ms, 90), 3),
-        "p99_ms": round(percentile(ms, 99), 3), "max_ms": round(ms[-1], 3),
-        "mean_ms": round(sum(ms) / len(ms), 3), "samples": len(ms),
-    }
-
-
-def timed(fn: Callable[[], object]) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
-
-
-def rss_kib(field_name: str = "VmRSS") -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field_name + ":"):
-            return int(line.split()[1])
-    return -1
-
-
-def _cpu_busy_seconds() -> float:
-    """All CPUs' busy time (user+nice+system+irq+softirq) from /proc/stat, in seconds."""
-    parts = Path("/proc/stat").read_text().splitlines()[0].split()
-    user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in parts[1:8])
-    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
-
-
-def _own_cpu_seconds() -> float:
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
-
-
-@dataclass
-class Sections:
-    """Wall time, own CPU and other processes' CPU (average cores) per benchmark section."""
-
-    log: dict[str, dict[str, float]] = field(default_factory=dict)
-
-    @contextmanager
-    def section(self, name: str) -> Iterator[None]:
-        w0, b0, o0 = time.perf_counter(), _cpu_busy_seconds(), _own_cpu_seconds()
-        try:
-            yield
-        finally:
-            wall = time.perf_counter() - w0
-            busy, own = _cpu_busy_seconds() - b0, _own_cpu_seconds() - o0
-            self.log[name] = {"wall_s": round(wall, 1), "own_cpu_cores": round(own / max(wall, 1e-9), 2),
-                              "other_cpu_cores": round(max(0.0, busy - own) / max(wall, 1e-9), 2)}
-
-
-# -- text -------------------------------------------------------------------------------------------
-
-QUERY_PATTERNS = (
-    "{tag} on {proto}", "{proto} {tok} {tag}", "avoid {tag} when swapping {tok}", "{pair} slippage on {chain}",
-    "{tok} lending health factor", "gas spike on {chain}", "{proto} oracle lag", "bridge {tok} to {chain2}",
-    "{tag} risk for {pair} liquidity", "why did the {proto} swap revert", "best route for {tok} to {tok2}",
-    "{proto} funding rate flip", "impermanent loss {pair} range",
-)
-
-
-def short_queries(gen: Generator, n: int) -> list[str]:
-    """Short queries: half 1-3 vocabulary words, half short phrases a golem would ask."""
-    out: list[str] = []
-    while len(out) < n:
-        if gen.rng.random() < 0.5:
-            out.append(gen.query())
-        else:
-            out.append(gen.rng.choice(QUERY_PATTERNS).format(**gen._fields()))
-    return out
-
-
-def defi_texts(gen: Generator, n: int, lo: int = 50, hi: int = 300) -> list[str]:
-    out: list[str] = []
-    while len(out) < n:
-        text = gen.sentence(gen.rng.choice((0, 0, 1, 1, 2)))
-        if lo <= len(text) <= hi:
-            out.append(text)
-    return out
-
-
-def perturbed(pool: Matrix, n: int, rng: np.random.Generator) -> Matrix:
-    """n unit vectors: random rows of `pool` plus Gaussian noise, renormalised."""
-    parents = pool[rng.integers(0, len(pool), n)]
-    noisy = parents + rng.standard_normal(parents.shape, dtype=np.float32) * np.float32(NOISE_SIGMA)
-    noisy /= np.linalg.norm(noisy, axis=1, keepdims=True)
-    return noisy.astype(np.float32, copy=False)
 
 
 # -- 1. and 2.: the model -------------------------------------------------------------------------
@@ -309,14 +214,6 @@ class CachedEmbedder:
         return self._real.embed(texts)
 
 
-def add_entries(store: Grimoire, gen: Generator, n: int) -> dict[str, Any]:
-    progress(f"  remember_many: {n:,} entries in transactions of {REMEMBER_BATCH}")
-    news = [gen.entry() for _ in range(n)]
-    t0 = time.perf_counter()
-    for i in range(0, n, REMEMBER_BATCH):
-        store.remember_many(news[i:i + REMEMBER_BATCH], identity=IDENTITY)
-    s = time.perf_counter() - t0
-    return {"entries": n, "seconds": round(s, 2), "entries_per_s": round(n / s, 1)}
 
 
 def embed_real(retriever: Retriever, n: int) -> dict[str, Any]:
@@ -327,21 +224,6 @@ def embed_real(retriever: Retriever, n: int) -> dict[str, Any]:
     return {"entries": done, "seconds": round(s, 2), "entries_per_s": round(done / s, 1)}
 
 
-def write_synthetic(store: Grimoire, info: EmbeddingInfo, pool: Matrix, rng: np.random.Generator) -> dict[str, Any]:
-    """Vectors for every entry that has none: perturbed real embeddings, VECTOR_BATCH per write."""
-    done = 0
-    t0 = time.perf_counter()
-    while True:
-        todo = missing_vectors(store, info, limit=VECTOR_BATCH)
-        if not todo:
-            break
-        stamp = wall_clock_ms()
-        write_vectors(store, info, [i for i, _ in todo], perturbed(pool, len(todo), rng))
-        done += len(todo)
-        while wall_clock_ms() == stamp:  # one ms stamp per batch, as real index_missing batches get
-            time.sleep(0.0005)
-    progress(f"  write_vectors: {done:,} synthetic vectors")
-    return {"entries": done, "seconds": round(time.perf_counter() - t0, 2)}
 
 
 def first_refresh(store: Grimoire, info: EmbeddingInfo) -> dict[str, Any]:
@@ -535,6 +417,14 @@ def index_state(log: EpisodeLog) -> dict[str, Any]:
     return {}
 
 
+def ensure_index(log: EpisodeLog, rows: int, threshold: int) -> dict[str, Any]:
+    """`log.ensure_index(threshold)` on a table of `rows` rows: built or not, seconds, index state."""
+    progress(f"  ensure_index() at {rows:,} rows")
+    t0 = time.perf_counter()
+    built = log.ensure_index(threshold=threshold)
+    return {"rows": rows, "built": built, "seconds": round(time.perf_counter() - t0, 2), "state": index_state(log)}
+
+
 def append_episodes(log: EpisodeLog, vectors: Matrix, start: int, stop: int,
                     summaries: Sequence[str]) -> dict[str, Any]:
     build = append = 0.0
@@ -582,11 +472,7 @@ def bench_episodes(root: Path, pool: Matrix, queries: Matrix, p: Params, rng: np
                          **measure_search(label, log, vectors, qs, truth, samples, **kw)})
 
     measure(small, "none (flat)", api, truth_small, p.slow_search_samples)
-    progress(f"  ensure_index() at {small:,} rows")
-    t0 = time.perf_counter()
-    built = log.ensure_index(threshold=small)
-    out["ensure_index_small"] = {"rows": small, "built": built, "seconds": round(time.perf_counter() - t0, 2),
-                                 "state": index_state(log)}
+    out["ensure_index_small"] = ensure_index(log, small, threshold=small)
     at_small = f"IVF-PQ built at {small:,}"
     measure(small, at_small, api, truth_small, p.search_samples)
     measure(small, at_small, raw, truth_small, p.search_samples, api=False)
@@ -597,11 +483,7 @@ def bench_episodes(root: Path, pool: Matrix, queries: Matrix, p: Params, rng: np
     truth_large = exact_top(vectors, qs, K)
     measure(large, f"IVF-PQ built at {small:,}, {large - small:,} rows not yet merged (searched flat)", api,
             truth_large, p.slow_search_samples)
-    progress(f"  ensure_index() at {large:,} rows")
-    t0 = time.perf_counter()
-    again = log.ensure_index(threshold=small)
-    out["ensure_index_large"] = {"rows": large, "built": again, "seconds": round(time.perf_counter() - t0, 2),
-                                 "state": index_state(log)}
+    out["ensure_index_large"] = ensure_index(log, large, threshold=small)
     after = f"after ensure_index() at {large:,}"
     measure(large, after, api, truth_large, p.search_samples)
     measure(large, after, raw, truth_large, p.search_samples, api=False)
@@ -630,64 +512,18 @@ def bench_episodes(root: Path, pool: Matrix, queries: Matrix, p: Params, rng: np
 # -- 5.: RSS of a daemon-like process -------------------------------------------------------------------
 
 
-def rss_probe(db: Path, model_dir: Path) -> dict[str, Any]:
-    """Run in a child: RSS with nothing of fastembed loaded, with the model, with the VectorIndex."""
-    out: dict[str, Any] = {"fastembed_imported_at_start": "fastembed" in sys.modules,
-                           "onnxruntime_imported_at_start": "onnxruntime" in sys.modules,
-                           "rss_start_kib": rss_kib()}
-    embedder = get_embedder(model_dir, MINILM)
-    out["rss_model_loaded_kib"] = rss_kib()
-    embedder.embed(["gas spike on arbitrum"])
-    out["rss_after_first_query_kib"] = rss_kib()
-    with Grimoire.open(db) as store:
-        retriever = Retriever(store, lambda: embedder)
-        retriever.recall(RecallQuery(text="sandwich attack on the uniswap router", k=K))
-        out["vector_index_rows"] = len(retriever._vector_index())
-        out["rss_vector_index_loaded_kib"] = rss_kib()
-    out["vm_hwm_kib"] = rss_kib("VmHWM")
-    return out
 
 
 def run_rss_probe(db: Path, model_dir: Path) -> dict[str, Any]:
+    """`rss_probe` of MiniLM over `db` in a fresh child process (this module with --rss-probe)."""
     progress("[5/5] RSS probe in a fresh child process")
-    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--rss-probe", str(db), str(model_dir)],
+    proc = subprocess.run(bench_command("bench_recall", "--rss-probe", str(db), str(model_dir)), cwd=ROOT,
                           capture_output=True, text=True, check=True, timeout=600)
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     return result
 
 
-# -- machine ------------------------------------------------------------------------------------------------
-
-
-def machine_info(workdir: Path) -> dict[str, Any]:
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = os.cpu_count() or 0
-    mem: dict[str, float] = {}
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        key, _, rest = line.partition(":")
-        if key in ("MemTotal", "MemAvailable"):
-            mem[key] = round(int(rest.split()[0]) / 2**20, 1)
-    versions: dict[str, str | None] = {}
-    for pkg in ("onnxruntime", "fastembed", "tokenizers", "lancedb", "pylance", "pyarrow", "numpy"):
-        try:
-            versions[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            versions[pkg] = None
-    code: dict[str, Any] = {}
-    try:
-        git = ["git", "-C", str(_BENCH_DIR.parent)]
-        code["head"] = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                      check=True).stdout.strip()
-        code["modified"] = [line[3:] for line in subprocess.run(
-            [*git, "status", "--porcelain", "--", "daemon", "crdt"], capture_output=True, text=True, check=True
-        ).stdout.splitlines()]
-    except (OSError, subprocess.CalledProcessError):
-        code["head"] = None
-    return {"code": code, "cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "cpus_usable": usable,
-            "kernel": platform.release(), "python": platform.python_version(), "versions": versions,
-            "mem_gib": mem, "loadavg_start": list(os.getloadavg()), "disk": disk_info(workdir)}
+PACKAGES = ("onnxruntime", "fastembed", "tokenizers", "lancedb", "pylance", "pyarrow", "numpy")
 
 
 # -- output -------------------------------------------------------------------------------------------------
@@ -698,17 +534,11 @@ def fl(lat: dict[str, float]) -> str:
 
 
 def print_report(res: dict[str, Any]) -> None:
-    m, v = res["machine"], res["machine"]["versions"]
+    m = res["machine"]
     d = m["disk"]
     rows: list[tuple[str, str]] = [
-        ("## machine", ""),
-        ("CPU", f"{m['cpu_model']} ({m['cpu_count']} logical CPUs, {m['cpus_usable']} usable)"),
-        ("kernel / Python", f"{m['kernel']} / {m['python']}"),
-        ("code measured (git HEAD; modified under daemon/, crdt/)",
-         f"{m['code'].get('head')}; {', '.join(m['code'].get('modified', [])) or 'none'}"),
-        ("onnxruntime / fastembed / tokenizers", f"{v['onnxruntime']} / {v['fastembed']} / {v['tokenizers']}"),
-        ("lancedb / pylance / pyarrow / numpy", f"{v['lancedb']} / {v['pylance']} / {v['pyarrow']} / {v['numpy']}"),
-        ("memory", f"{m['mem_gib'].get('MemTotal')} GiB total, {m['mem_gib'].get('MemAvailable')} GiB available"),
+        *machine_rows(m, "onnxruntime", "fastembed", "tokenizers"),
+        ("lancedb / pylance / pyarrow / numpy", " / ".join(str(m["versions"][k]) for k in PACKAGES[3:])),
         ("disk", f"{d.get('device', '?')} ({d.get('fstype', '?')}) {d.get('free_gib', '?')} GiB free, "
                  f"work dir {d['path']}"),
         ("load average at start / end", f"{m['loadavg_start']} / {res['loadavg_end']}"),
@@ -786,23 +616,8 @@ def print_report(res: dict[str, Any]) -> None:
              ("after first query embedding", f"{rs['rss_after_first_query_kib'] / 1024:.1f} MiB"),
              (f"after recall loaded the {rs['vector_index_rows']:,}-entry VectorIndex",
               f"{rs['rss_vector_index_loaded_kib'] / 1024:.1f} MiB (peak {rs['vm_hwm_kib'] / 1024:.1f} MiB)")]
-    rows.append(("## sections (other_cpu = cores used by other processes meanwhile)", ""))
-    for name, sec in res["sections"].items():
-        rows.append((name, f"{sec['wall_s']:.1f} s wall, own {sec['own_cpu_cores']} cores, "
-                           f"other {sec['other_cpu_cores']} cores"))
-    rows.append(("total wall clock", f"{res['total_seconds']:.1f} s"))
-    width = min(70, max(len(k) for k, _ in rows) + 2)
-    print()
-    for key, value in rows:
-        if key.startswith("## "):
-            print(f"\n{key[3:]}")
-            print("-" * len(key[3:]))
-        elif len(key) >= width:
-            print(key)
-            print(" " * width + value)
-        else:
-            print(f"{key:<{width}}{value}")
-    print()
+    rows += section_rows(res["sections"], res["total_seconds"])
+    print_table(rows, cap=70)
 
 
 # -- main -----------------------------------------------------------------------------------------------------
@@ -811,7 +626,8 @@ def print_report(res: dict[str, Any]) -> None:
 def run(p: Params, workdir: Path) -> dict[str, Any]:
     started = time.perf_counter()
     sections = Sections()
-    res: dict[str, Any] = {"machine": machine_info(workdir), "params": {k: getattr(p, k) for k in p.__slots__}}
+    res: dict[str, Any] = {"machine": machine_info(workdir, PACKAGES),
+                           "params": {k: getattr(p, k) for k in p.__slots__}}
     gen = Generator(p.seed)
     rng = np.random.default_rng(p.seed)
     model_dir = workdir / "embedder"
@@ -861,18 +677,13 @@ def run(p: Params, workdir: Path) -> dict[str, Any]:
     summaries = [gen.sentence(0) for _ in range(5_000)]
     with sections.section("4. episodes"):
         res["episodes"] = bench_episodes(workdir, pool, qvecs, p, rng, summaries)
-    res["sections"] = sections.log
-    res["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
-    res["parent_peak_rss_mib"] = round(rss_kib("VmHWM") / 1024, 1)
-    res["total_seconds"] = round(time.perf_counter() - started, 1)
-    return res
+    return finish(res, started, sections)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--quick", action="store_true", help="a small smoke run (about a minute)")
-    ap.add_argument("--out", type=Path, default=None, help="directory for the files (kept); default: temporary")
-    ap.add_argument("--seed", type=int, default=20_240_601, help="RNG seed (default 20240601)")
+    add_common_args(ap, "directory for the files (kept); default: temporary")
     ap.add_argument("--rebuild-1m", action="store_true",
                     help="also build a fresh ANN index at the large episode count (+2-3 min on 2 cores)")
     ap.add_argument("--rss-probe", nargs=2, metavar=("DB", "MODEL_DIR"), help=argparse.SUPPRESS)
@@ -880,28 +691,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the bench (or, with --rss-probe, the RSS probe of a child); the exit code is 0, or 2
+    when `--out` names a directory that is not empty."""
     args = parse_args(argv)
     if args.rss_probe:
-        print(json.dumps(rss_probe(Path(args.rss_probe[0]), Path(args.rss_probe[1]))))
+        print(json.dumps(rss_probe(Path(args.rss_probe[0]), Path(args.rss_probe[1]), MINILM)))
         return 0
-    params = make_params(args)
-    if args.out is None:
-        workdir, cleanup = Path(tempfile.mkdtemp(prefix="clade-recall-")), True
-    else:
-        workdir, cleanup = args.out.expanduser().resolve(), False
-        workdir.mkdir(parents=True, exist_ok=True)
-        if any(workdir.iterdir()):
-            print(f"error: {workdir} is not empty", file=sys.stderr)
-            return 2
-    try:
-        res = run(params, workdir)
-    finally:
-        if cleanup:
-            shutil.rmtree(workdir, ignore_errors=True)
-    print_report(res)
-    print(json.dumps(res, separators=(",", ":"), default=str))
-    return 0
+    return main_in_workdir("recall", args, lambda a, path: run(make_params(a), path), print_report,
+                           "clade-recall-", clash=not_empty)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

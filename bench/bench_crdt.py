@@ -1,6 +1,7 @@
 """Benchmark the CRDT layer: joining signed ops, extracting delta-intervals, bytes on the wire.
 
-    .venv/bin/python bench/crdt.py [--ops N] [--seed S] [--profile] [--out DIR]
+    .venv/bin/python -m bench.bench_crdt [--ops N] [--seed S] [--profile] [--out DIR]
+    .venv/bin/python -m bench.bench_crdt --ops 5000      # a quick run
 
 Workload: N signed ops (default 100,000) written by 4 replicas with real Ed25519 keys, in
 generation order: entries created (a body op and an author op each), confidence updates of
@@ -21,7 +22,8 @@ replicas' crossable entries. Contents are seeded, DeFi-flavoured and 60-1,500 ch
 3. Bytes on the wire per op against the raw msgpack of what it carries.
 
 The generated workload is frozen out of the cyclic GC (`gc.freeze`) before anything is timed.
-Prints a table to stdout (progress goes to stderr), then one JSON line with every number.
+Prints a table to stdout (progress goes to stderr), then the JSON result line (bench.common).
+The per-call costs of the same paths, measured by pyperf, are in bench_micro.py.
 """
 
 from __future__ import annotations
@@ -30,228 +32,59 @@ import argparse
 import cProfile
 import gc
 import hashlib
-import json
-import math
-import os
-import platform
 import pstats
 import random
-import shutil
 import sqlite3
 import statistics
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-# `python bench/crdt.py` puts bench/ first on sys.path, where this very file would shadow the
-# `crdt` package: drop that entry and make sure the repository root comes first.
-_BENCH_DIR = Path(__file__).resolve().parent
-_ROOT = _BENCH_DIR.parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _BENCH_DIR]
-sys.path.insert(0, str(_ROOT))
+import msgpack
 
-import msgpack  # noqa: E402
-
-import crdt  # noqa: E402
-import crypto  # noqa: E402
-from crdt import (  # noqa: E402
+import crdt
+import crypto
+from bench.common import (
+    Generator,
+    machine_info,
+    machine_rows,
+    print_table,
+    progress,
+    rate_summary,
+    size_summary,
+)
+from bench.common.report import ROOT, add_common_args, at_least, main_in_workdir
+from bench.common.workload import encode_batches
+from crdt import (
     AuthorValue,
     CausalContext,
     Delta,
     EndorseValue,
     EntryBody,
     HybridClock,
-    Kind,
     MemoryBackend,
     Mutator,
     Op,
-    Pad,
     SlotKind,
-    Timestamp,
 )
-from crdt.body import Category, Sensitivity  # noqa: E402
-from crdt.codec import DELTA_VERSION, encode_context  # noqa: E402
-from crdt.replica import MAX_BATCH_BYTES, MAX_BATCH_OPS, NEVER_CROSS, may_cross  # noqa: E402
-from crypto import Identity  # noqa: E402
-from daemon.grimoire import Grimoire  # noqa: E402
+from crdt.codec import DELTA_VERSION, encode_context
+from crdt.replica import MAX_BATCH_BYTES, MAX_BATCH_OPS, NEVER_CROSS, may_cross
+from crypto import Identity
+from daemon.grimoire import Grimoire
 
 WRITER_WEIGHTS = (40, 30, 20, 10)      # share of the steps each of the 4 replicas takes
 P_CONFIDENCE = 0.16                    # a step updates the confidence of one of the writer's entries
 P_ENDORSE = 0.10                       # a step endorses a sibling's crossable entry
-MIN_CHARS, MAX_CHARS = 60, 1_500
 JOIN_BATCH = MAX_BATCH_OPS             # 4,096
 BEHIND_FRACTION = 0.10                 # the lagging peer misses 10% of the dots (10,000 of 100,000)
 EXTRACT_REPEATS = 3
 PROFILE_BATCHES = 4
 PROFILE_TOP = 5
-
-# -- vocabulary (the same flavour as bench/store.py) -------------------------------------------
-
-PROTOCOLS = (
-    "uniswap", "aave", "curve", "gmx", "balancer", "compound", "lido", "maker", "sushiswap",
-    "pendle", "morpho", "eigenlayer", "velodrome", "aerodrome", "convex", "yearn", "frax",
-    "synthetix", "dydx", "hyperliquid", "camelot", "traderjoe", "radiant", "spark", "ethena",
-)
-AGGREGATORS = ("1inch", "cowswap", "paraswap", "0x", "odos", "kyberswap", "openocean")
-BRIDGES = ("across", "stargate", "hop", "synapse", "celer", "wormhole", "layerzero")
-RELAYS = ("flashbots", "mevblocker", "bloxroute", "merkle", "securerpc")
-TOKENS = (
-    "ETH", "WETH", "USDC", "USDT", "DAI", "WBTC", "stETH", "wstETH", "rETH", "cbETH", "ARB", "OP",
-    "GMX", "CRV", "CVX", "AAVE", "UNI", "LINK", "PENDLE", "LDO", "MKR", "FRAX", "GHO", "USDe",
-    "sUSDe", "weETH", "ezETH", "SOL", "MATIC", "PEPE",
-)
-CHAINS = {1: "mainnet", 10: "optimism", 42161: "arbitrum", 8453: "base", 137: "polygon", 56: "bsc"}
-CHAIN_WEIGHTS = (30, 10, 25, 20, 8, 7)
-TAGS = (
-    "mev", "slippage", "gas", "liquidity", "rebalance", "sandwich", "frontrun", "backrun", "oracle",
-    "twap", "lp", "perps", "lending", "stablecoin", "depeg", "l2", "bridge", "funding", "basis",
-    "liquidation", "volatility", "jit", "range", "fees", "routing", "risk", "regime", "arbitrage",
-    "yield", "restaking", "governance", "exploit",
-)
-FEE_TIERS = ("0.01%", "0.05%", "0.3%", "1%")
-ERRORS = (
-    "STF", "Too little received", "TRANSFER_FROM_FAILED", "SPL", "health factor too low",
-    "execution reverted: slippage", "UniswapV2: K", "insufficient liquidity", "price impact too high",
-)
-ADVICE = (
-    "tighten slippage tolerance before the next rebalance",
-    "route through a private mempool to avoid sandwich bots",
-    "split the order into smaller clips across blocks",
-    "wait for base fee to drop below the 24h median",
-    "widen the liquidity range during high volatility",
-    "prefer the aggregator quote when price impact exceeds 30 bps",
-    "reduce leverage until funding normalises",
-    "pull liquidity ahead of the oracle update",
-    "monitor the health factor every block while collateral is volatile",
-    "avoid thin pools on weekends when liquidity dries up",
-    "rebalance only when drift exceeds the fee budget",
-    "use a TWAP execution window of at least ten minutes",
-    "hedge delta on perps before adding concentrated liquidity",
-    "skip the trade: expected MEV loss exceeds the edge",
-)
-FILLERS = (
-    "Observed again in block {block}.",
-    "Seen {n} times over the last {days} days.",
-    "Confidence moderate; sample of {n} trades.",
-    "Pattern held across {n} epochs on {chain}.",
-    "Cost us {usd} USD before we noticed.",
-    "Contradicts an older heuristic about {tag} timing.",
-    "Sibling golems reported the same on {chain}.",
-    "Backtest over {days} days agrees within {bps} bps.",
-)
-TEMPLATES = (
-    "{proto} {pair} pool: a {size} {tok} swap saw {pct}% slippage at {gwei} gwei; {advice}.",
-    "Sandwich attack on the {proto} router: a bot front-ran our {size} {tok} trade in block {block} "
-    "and extracted {usd} USD of MEV; {advice}.",
-    "Gas spikes above {gwei} gwei around {hour}:00 UTC on {chain}; defer the rebalance of the {pair} "
-    "range position.",
-    "{proto} {tok} lending utilization hit {pct}%, borrow APY jumped to {apy}%; health factor {hf} on "
-    "our {tok2} collateral.",
-    "{proto} {tok}/{tok2} pool imbalance at {pct}% weight: depeg risk, {advice}.",
-    "{proto} funding rate on {tok} perps flipped to {rate}% per hour; the basis trade unwinds when open "
-    "interest exceeds {usd} USD.",
-    "{proto} v3 {pair} {fee} fee tier: a ±{pct}% range earned {apy}% APR but impermanent loss ate {il}% "
-    "over {days} days.",
-    "JIT liquidity detected on {proto} {pair}: {n} mint/burn pairs around our swap; {advice}.",
-    "Routing {size} {tok} to {tok2} via {agg} beat the direct {proto} quote by {bps} bps.",
-    "Oracle lag on {proto}: the TWAP deviated {pct}% from spot during volatility; liquidation cascade "
-    "risk below health factor {hf}.",
-    "Regime shift: {tok} realised volatility {vol}% annualised; widen ranges and rebalance every {hours}h "
-    "instead of {hours2}h.",
-    "Bridging {size} {tok} from {chain} to {chain2} via {bridge} took {mins} min and cost {usd} USD.",
-    "Failed tx on {proto}: reverted with '{err}' after {gas} gas; {advice}.",
-    "Private orderflow via {relay} avoided MEV on {n} of {m} trades at a cost of {bps} bps priority fee.",
-    "{proto} {tok} restaking yield fell to {apy}% after the points program ended; {advice}.",
-    "Liquidation bot competition on {proto} {chain}: won {n} of {m} auctions, median gas {gwei} gwei.",
-)
-KIND_WEIGHTS = {
-    Kind.INSIGHT: 25, Kind.HEURISTIC: 20, Kind.WARNING: 15, Kind.FACT: 12, Kind.STRATEGY_OUTCOME: 8,
-    Kind.CAUSAL_LINK: 5, Kind.REGIME_SHIFT: 4, Kind.ANTI_KNOWLEDGE: 3, Kind.EPISODE_SUMMARY: 3,
-    Kind.PREFERENCE: 2, Kind.CONSTRAINT: 2, Kind.DEATH_REFLECTION: 1,
-}
-
-
-def _zipf(n: int, s: float) -> list[float]:
-    return [1.0 / (i + 1) ** s for i in range(n)]
-
-
-_PROTO_W = _zipf(len(PROTOCOLS), 0.8)
-_TOKEN_W = _zipf(len(TOKENS), 0.9)
-_TAG_W = _zipf(len(TAGS), 0.6)
-
-
-class Generator:
-    """Seeded DeFi-flavoured entry bodies with contents of 60-1,500 characters."""
-
-    def __init__(self, rng: random.Random) -> None:
-        self.rng = rng
-
-    def _fields(self) -> dict[str, Any]:
-        r = self.rng
-        tok, tok2 = r.choices(TOKENS, _TOKEN_W, k=2)
-        chain, chain2 = r.sample(list(CHAINS.values()), 2)
-        return {
-            "proto": r.choices(PROTOCOLS, _PROTO_W)[0], "tok": tok, "tok2": tok2, "pair": f"{tok}/{tok2}",
-            "chain": chain, "chain2": chain2, "agg": r.choice(AGGREGATORS), "bridge": r.choice(BRIDGES),
-            "relay": r.choice(RELAYS), "fee": r.choice(FEE_TIERS), "err": r.choice(ERRORS),
-            "advice": r.choice(ADVICE), "tag": r.choices(TAGS, _TAG_W)[0],
-            "size": f"{r.lognormvariate(8, 2):,.0f}", "pct": f"{r.uniform(0.01, 40):.2f}",
-            "gwei": f"{r.lognormvariate(3, 0.8):.1f}", "usd": f"{r.lognormvariate(7, 1.5):,.0f}",
-            "apy": f"{r.uniform(0.5, 80):.1f}", "il": f"{r.uniform(0.1, 15):.2f}", "hf": f"{r.uniform(1.0, 2.5):.2f}",
-            "rate": f"{r.uniform(-0.05, 0.05):+.4f}", "vol": f"{r.uniform(20, 180):.0f}",
-            "block": r.randint(17_000_000, 21_000_000), "hour": r.randint(0, 23), "days": r.randint(1, 90),
-            "hours": r.randint(1, 12), "hours2": r.randint(12, 72), "mins": r.randint(1, 45),
-            "n": r.randint(2, 60), "m": r.randint(60, 400), "bps": r.randint(1, 120),
-            "gas": f"{r.randint(21_000, 1_500_000):,}",
-        }
-
-    def content(self) -> str:
-        """A paragraph of log-normally distributed length (median ~320), clipped to 60..1,500 chars."""
-        r = self.rng
-        target = int(min(MAX_CHARS, max(MIN_CHARS, r.lognormvariate(math.log(320), 0.75))))
-        f = self._fields()
-        text = r.choice(TEMPLATES).format(**f)
-        while len(text) < target:
-            if r.random() < 0.6:
-                text += " " + r.choice(FILLERS).format(**f)
-            else:
-                f = self._fields()
-                text += " " + r.choice(TEMPLATES).format(**f)
-        if len(text) > target:
-            cut = text.rfind(" ", MIN_CHARS, target)
-            short = text[: cut if cut > 0 else target].rstrip(" ,;:") + "."
-            text = short if MIN_CHARS <= len(short) <= MAX_CHARS else text[:target]
-        return text
-
-    def body(self, author: str, created: Timestamp) -> EntryBody:
-        r = self.rng
-        pad = None
-        if r.random() < 0.5:
-            pad = Pad(pleasure=round(r.uniform(-1, 1), 3) + 0.0, arousal=round(r.uniform(-1, 1), 3) + 0.0,
-                      dominance=round(r.uniform(-1, 1), 3) + 0.0)
-        return EntryBody(
-            author=author,
-            kind=r.choices(list(KIND_WEIGHTS), list(KIND_WEIGHTS.values()))[0],
-            content=self.content(),
-            created=created,
-            category=r.choice(list(Category)) if r.random() < 0.85 else None,
-            tokens=tuple(r.choices(TOKENS, _TOKEN_W, k=r.randint(1, 3))),
-            chains=tuple(r.choices(list(CHAINS), CHAIN_WEIGHTS, k=r.randint(1, 2))),
-            protocols=tuple(r.choices(PROTOCOLS, _PROTO_W, k=r.randint(0, 2))),
-            tags=tuple(r.choices(TAGS, _TAG_W, k=r.randint(0, 4))),
-            strategy_id=f"strat-{r.randint(1, 40):03d}" if r.random() < 0.3 else None,
-            importance=round(r.betavariate(2, 3), 3),
-            quality=round(r.betavariate(3, 2), 3),
-            sensitivity=r.choices(list(Sensitivity), (85, 10, 5))[0],
-            pad=pad,
-        )
 
 
 # -- the workload ------------------------------------------------------------------------------
@@ -348,56 +181,9 @@ def join_batches(ops: Sequence[Op]) -> list[Delta]:
     return [Delta(tuple(ops[i : i + JOIN_BATCH]), CausalContext()) for i in range(0, len(ops), JOIN_BATCH)]
 
 
-def wire_batches(ops: Sequence[Op]) -> list[tuple[int, bytes]]:
-    """Encoded gossip deltas in generation order, cut at 4,096 ops or 1 MiB, whichever comes first."""
-    budget = MAX_BATCH_BYTES - 16 * 1024  # room for the per-writer group headers
-    out: list[tuple[int, bytes]] = []
-    batch: list[Op] = []
-    size = 0
-    for op in [*ops, None]:
-        if op is None or len(batch) >= MAX_BATCH_OPS or size + op.wire_size > budget:
-            if batch:
-                out.append((len(batch), crdt.encode_delta(Delta(tuple(batch), CausalContext()))))
-            batch, size = [], 0
-        if op is not None:
-            batch.append(op)
-            size += op.wire_size
-    return out
 
 
-# -- helpers -----------------------------------------------------------------------------------
-
-
-def progress(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-def percentile(values: Sequence[float], p: float) -> float:
-    """Linear-interpolated percentile (p in 0..100)."""
-    s = sorted(values)
-    if not s:
-        return math.nan
-    pos = (len(s) - 1) * p / 100
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
-
-
-def rate_summary(counts: Sequence[int], ns: Sequence[int]) -> dict[str, Any]:
-    """ops/s per batch (median, min, max) plus the aggregate over all batches."""
-    rates = [c / (t / 1e9) for c, t in zip(counts, ns, strict=True)]
-    total_s = sum(ns) / 1e9
-    return {
-        "batches": len(counts), "ops": sum(counts), "ops_per_batch_median": statistics.median(counts),
-        "median_ops_s": round(statistics.median(rates)), "min_ops_s": round(min(rates)),
-        "max_ops_s": round(max(rates)), "aggregate_ops_s": round(sum(counts) / total_s),
-        "us_per_op": round(total_s / sum(counts) * 1e6, 2), "seconds": round(total_s, 3),
-    }
-
-
-def size_summary(values: Sequence[float]) -> dict[str, float]:
-    return {"median": round(percentile(values, 50), 2), "p90": round(percentile(values, 90), 2),
-            "min": round(min(values), 2), "max": round(max(values), 2)}
+# -- helpers ----------------------------------------------------------------------------------------
 
 
 def always_valid(writer: str, message: bytes, signature: bytes) -> bool:
@@ -405,43 +191,6 @@ def always_valid(writer: str, message: bytes, signature: bytes) -> bool:
     return True
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def fs_of(path: Path) -> str:
-    """`device (fstype) on mount point` for the mount holding `path`."""
-    real, best, desc = os.path.realpath(path), "", "?"
-    try:
-        for line in Path("/proc/self/mountinfo").read_text().splitlines():
-            left, _, right = line.partition(" - ")
-            mount = left.split()[4]
-            if (real == mount or real.startswith(mount.rstrip("/") + "/")) and len(mount) >= len(best):
-                best = mount
-                fstype, source = right.split()[:2]
-                desc = f"{source} ({fstype}) on {mount}"
-    except (OSError, IndexError, ValueError):
-        pass
-    return desc
-
-
-def machine_info(workdir: Path) -> dict[str, Any]:
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = os.cpu_count() or 0
-    return {
-        "cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "cpus_usable": usable,
-        "kernel": platform.release(), "python": platform.python_version(), "sqlite": sqlite3.sqlite_version,
-        "msgpack": metadata.version("msgpack"), "pynacl": metadata.version("pynacl"),
-        "workdir": str(workdir), "filesystem": fs_of(workdir),
-    }
 
 
 # -- 1. join throughput ------------------------------------------------------------------------
@@ -701,7 +450,7 @@ def top_functions(prof: cProfile.Profile, n: int, by: str) -> list[dict[str, Any
         if filename == __file__ or func in ("<lambda>",) or "disable" in func:
             continue
         name = filename
-        for prefix in (str(_ROOT) + "/", sys.prefix + "/", sys.base_prefix + "/"):
+        for prefix in (str(ROOT) + "/", sys.prefix + "/", sys.base_prefix + "/"):
             if name.startswith(prefix):
                 name = name[len(prefix):]
         rows.append({"function": f"{name}:{line}({func})" if line else func, "calls": calls,
@@ -762,12 +511,10 @@ def fmt_size(s: dict[str, float], unit: str = "B") -> str:
 
 def print_report(res: dict[str, Any]) -> None:
     m, w, j = res["machine"], res["workload"], res["join"]
+    d = m["disk"]
     rows: list[tuple[str, str]] = [
-        ("## machine", ""),
-        ("CPU", f"{m['cpu_model']} ({m['cpu_count']} logical CPUs, {m['cpus_usable']} usable)"),
-        ("kernel / Python", f"{m['kernel']} / {m['python']}"),
-        ("SQLite / msgpack / PyNaCl", f"{m['sqlite']} / {m['msgpack']} / {m['pynacl']}"),
-        ("work dir", f"{m['workdir']} on {m['filesystem']}"),
+        *machine_rows(m, "msgpack", "pynacl"),
+        ("work dir", f"{d['path']} on {d.get('device', '?')} ({d.get('fstype', '?')}) on {d.get('mount_point', '?')}"),
         ("## workload", ""),
         ("ops (dots)", f"{w['ops']:,} from {w['writers']} writers; per writer "
                        f"{', '.join(f'{n:,}' for n in w['per_writer'])}"),
@@ -843,15 +590,7 @@ def print_report(res: dict[str, Any]) -> None:
             for r in p["top_self"]:
                 rows.append(("", f"{r['cumulative_s']:7.3f} {r['self_s']:7.3f} {r['calls']:>9,}  {r['function']}"))
     rows += [("## total", ""), ("wall clock", f"{res['total_seconds']:.1f} s")]
-    width = max(len(k) for k, _ in rows) + 2
-    print()
-    for key, value in rows:
-        if key.startswith("## "):
-            print(f"\n{key[3:]}")
-            print("-" * len(key[3:]))
-        else:
-            print(f"{key:<{width}}{value}")
-    print()
+    print_table(rows)
 
 
 # -- main --------------------------------------------------------------------------------------
@@ -859,20 +598,15 @@ def print_report(res: dict[str, Any]) -> None:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    p.add_argument("--ops", type=int, default=100_000, help="ops in the workload (default 100,000)")
-    p.add_argument("--seed", type=int, default=20_240_601, help="RNG seed (default 20240601)")
+    p.add_argument("--ops", type=at_least(1_000), default=100_000, help="ops in the workload (default 100,000)")
     p.add_argument("--profile", action="store_true", help="also cProfile end to end join and extraction")
-    p.add_argument("--out", type=Path, default=None,
-                   help="directory for the SQLite files (kept); default: a temporary one, removed")
-    args = p.parse_args(argv)
-    if args.ops < 1_000:
-        p.error("--ops must be at least 1,000")
-    return args
+    add_common_args(p, "directory for the SQLite files (kept); default: a temporary one, removed")
+    return p.parse_args(argv)
 
 
 def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     started = time.perf_counter()
-    res: dict[str, Any] = {"machine": machine_info(workdir)}
+    res: dict[str, Any] = {"machine": machine_info(workdir, ("msgpack", "pynacl"))}
     behind = max(1, round(args.ops * BEHIND_FRACTION))
     res["params"] = {"ops": args.ops, "seed": args.seed, "join_batch_ops": JOIN_BATCH,
                      "max_delta_ops": MAX_BATCH_OPS, "max_delta_bytes": MAX_BATCH_BYTES, "behind": behind,
@@ -886,7 +620,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "seconds": round(wl.seconds, 2),
     }
     batches = join_batches(wl.ops)
-    wire = wire_batches(wl.ops)
+    wire = encode_batches(wl.ops)
     # The harness holds every op and body; keep the cyclic GC from rescanning them during the
     # timed calls (a daemon does not hold its whole history as objects).
     gc.collect()
@@ -925,26 +659,13 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    if args.out is None:
-        workdir = Path(tempfile.mkdtemp(prefix="clade-bench-crdt-"))
-        cleanup = True
-    else:
-        workdir = args.out.expanduser().resolve()
-        workdir.mkdir(parents=True, exist_ok=True)
-        if any(workdir.glob("grimoire-*.db")):
-            print(f"error: {workdir} already holds grimoire-*.db files; pick an empty directory", file=sys.stderr)
-            return 2
-        cleanup = False
-    try:
-        res = run(args, workdir)
-    finally:
-        if cleanup:
-            shutil.rmtree(workdir, ignore_errors=True)
-    print_report(res)
-    print(json.dumps(res, separators=(",", ":")))
-    return 0
+    """Run the bench; the exit code is 0, or 2 when `--out` names a used directory."""
+
+    def clash(path: Path) -> str | None:
+        return "grimoire-*.db files" if any(path.glob("grimoire-*.db")) else None
+
+    return main_in_workdir("crdt", parse_args(argv), run, print_report, "clade-bench-crdt-", clash=clash)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

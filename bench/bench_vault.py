@@ -1,6 +1,7 @@
 """Benchmark vault backups (`daemon.service.backup`) against raw libsodium, raw zstd and tar | zstd | age.
 
-    .venv/bin/python bench/vault.py [--size-mib N] [--out DIR] [--seed S] [--json-bulk episodes|files]
+    .venv/bin/python -m bench.bench_vault [--size-mib N] [--out DIR] [--seed S] [--json-bulk episodes|files]
+    .venv/bin/python -m bench.bench_vault --size-mib 32      # a quick run
 
 1. Builds a synthetic store of about N MiB (default 1,024) with `DataDir.init()`: a
    grimoire.db of 5,000 signed entries (`Grimoire.remember_many`), 10,000 small episodes
@@ -26,13 +27,12 @@
 
 MB is 10^6 bytes, MiB 2^20. Every step reads from a warm page cache (the store was just
 written) when RAM is a few times the store's size, as on the machine this was written on.
-Prints a table to stdout (progress to stderr), then one JSON line with every number.
+Prints a table to stdout (progress to stderr), then the JSON result line (bench.common).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import random
@@ -40,29 +40,24 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-# `python bench/vault.py` puts bench/ first on sys.path, where bench/crdt.py would shadow the
-# `crdt` package: drop that entry and make sure the repository root comes first.
-_BENCH_DIR = Path(__file__).resolve().parent
-_ROOT = _BENCH_DIR.parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _BENCH_DIR]
-sys.path.insert(0, str(_ROOT))
+import nacl
+import nacl.bindings as sodium
+import nacl.public
+import zstandard
 
-import nacl  # noqa: E402
-import nacl.bindings as sodium  # noqa: E402
-import nacl.public  # noqa: E402
-import zstandard  # noqa: E402
-
-from crypto.vault import CHUNK_BYTES, VaultKeys  # noqa: E402
-from daemon.datadir import DataDir  # noqa: E402
-from daemon.service.backup import create_backup, restore_backup, verify_backup  # noqa: E402
+from bench.common import Generator, machine_info, machine_rows, print_table, progress
+from bench.common.report import ROOT, add_common_args, at_least, bench_command, disk_row, main_in_workdir, not_empty
+from bench.common.workload import CHAINS, ERRORS, PROTOCOLS, TOKENS
+from crypto.vault import CHUNK_BYTES, VaultKeys
+from daemon.datadir import DataDir
+from daemon.grimoire import Episode
+from daemon.service.backup import create_backup, restore_backup, verify_backup
 
 ENTRIES = 5_000
 ENTRY_BATCH = 500
@@ -76,19 +71,6 @@ JSON_PREFIX = "bench-json-"
 RSS_PERIOD_S = 0.05
 MB = 1e6
 MIB = 2**20
-
-
-def progress(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-def load_store_bench() -> ModuleType:
-    """bench/store.py (its data generator and machine info), imported by path."""
-    spec = importlib.util.spec_from_file_location("bench_store", _BENCH_DIR / "store.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def dir_files(root: Path) -> list[Path]:
@@ -105,14 +87,14 @@ def dir_size(root: Path) -> int:
 class PayloadMaker:
     """Seeded DeFi swap records as JSON text: realistic redundancy, fresh tx hashes."""
 
-    def __init__(self, rng: random.Random, sb: ModuleType) -> None:
+    def __init__(self, rng: random.Random) -> None:
         self.rng = rng
         self.pools = [f"0x{rng.getrandbits(160):040x}" for _ in range(400)]
         self.wallets = [f"0x{rng.getrandbits(160):040x}" for _ in range(150)]
-        self.protocols: tuple[str, ...] = sb.PROTOCOLS
-        self.tokens: tuple[str, ...] = sb.TOKENS
-        self.errors: tuple[str, ...] = sb.ERRORS
-        self.chains = list(sb.CHAINS)
+        self.protocols: tuple[str, ...] = PROTOCOLS
+        self.tokens: tuple[str, ...] = TOKENS
+        self.errors: tuple[str, ...] = ERRORS
+        self.chains = list(CHAINS)
         self.block = 19_000_000
         self.ts = 1_735_689_600
 
@@ -143,14 +125,13 @@ class PayloadMaker:
         return '{"kind":"swap_batch","trades":[' + ",".join(parts) + "]}"
 
 
-def build_store(root: Path, size_bytes: int, seed: int, sb: ModuleType, json_bulk: str) -> dict[str, Any]:
-    from daemon.grimoire import Episode
-
+def build_store(root: Path, size_bytes: int, seed: int, json_bulk: str) -> dict[str, Any]:
+    """A data directory of about `size_bytes` (see the module docstring); what it holds."""
     t0 = time.perf_counter()
     data = DataDir(root)
     report = data.init()
     identity = data.load_identity()
-    gen = sb.Generator(seed)
+    gen = Generator(seed)
     progress(f"building a ~{size_bytes / MIB:,.0f} MiB store in {root} (golem {report.peer_id})")
 
     progress(f"  grimoire.db: {ENTRIES:,} entries, remember_many() in transactions of {ENTRY_BATCH}")
@@ -174,7 +155,7 @@ def build_store(root: Path, size_bytes: int, seed: int, sb: ModuleType, json_bul
     bulk = max(0, size_bytes - base_bytes)
     table = data.episodes_path / "episodes.lance"
     json_target = bulk // 2
-    maker = PayloadMaker(random.Random(seed + 1), sb)
+    maker = PayloadMaker(random.Random(seed + 1))
     big_episodes = payload_bytes = json_files = 0
     gen_s = append_s = 0.0
     table_start = dir_size(table)
@@ -185,7 +166,7 @@ def build_store(root: Path, size_bytes: int, seed: int, sb: ModuleType, json_bul
             g0 = time.perf_counter()
             rows = []
             for _ in range(BIG_EPISODE_BATCH):
-                f = gen._fields()
+                f = gen.fields()
                 payload = maker.payload()
                 payload_bytes += len(payload)
                 rows.append(Episode(summary=gen.sentence(0), observed_ms=next_ms(), block_number=int(f["block"]),
@@ -361,7 +342,7 @@ with open(sys.argv[1], "w") as fh:
 def wait_child(argv: Sequence[str], workdir: Path) -> dict[str, Any]:
     """Run argv (inheriting stderr) under the launcher: wall s, exit code, wait4 rusage."""
     out = workdir / "launcher.json"
-    subprocess.run([sys.executable, "-I", "-S", "-c", _LAUNCHER, str(out), *argv], check=True)
+    subprocess.run([sys.executable, "-I", "-S", "-c", _LAUNCHER, str(out), *argv], check=True, cwd=ROOT)
     usage: dict[str, Any] = json.loads(out.read_text())
     out.unlink()
     return usage
@@ -372,7 +353,7 @@ def run_step(step: str, params: dict[str, Any], workdir: Path) -> dict[str, Any]
     params = {**params, "result": str(result_path)}
     params_path = workdir / f"params-{step}.json"
     params_path.write_text(json.dumps(params))
-    argv = [sys.executable, str(Path(__file__).resolve()), "--child", step, "--child-params", str(params_path)]
+    argv = bench_command("bench_vault", "--child", step, "--child-params", str(params_path))
     usage = wait_child(argv, workdir)
     params_path.unlink()
     if usage["code"] != 0:
@@ -545,8 +526,9 @@ _BUNDLED_LIBSODIUM = {
 }
 
 
-def machine(sb: ModuleType, workdir: Path) -> dict[str, Any]:
-    info: dict[str, Any] = sb.machine_info(workdir)
+def machine(workdir: Path) -> dict[str, Any]:
+    """`machine_info` plus PyNaCl's bundled libsodium, zstandard's libzstd and the RAM size."""
+    info: dict[str, Any] = machine_info(workdir, ("lancedb", "pyarrow"))
     bundled = _BUNDLED_LIBSODIUM.get(nacl.__version__, "unknown")
     info.update(pynacl=nacl.__version__, libsodium=f"{bundled} (bundled; per PyNaCl's changelog)",
                 zstandard=f"{zstandard.__version__} ({zstandard.backend} backend, libzstd "
@@ -560,20 +542,13 @@ def machine(sb: ModuleType, workdir: Path) -> dict[str, Any]:
 
 def print_report(res: dict[str, Any]) -> None:
     m = res["machine"]
-    d = m["disk"]
     s = res["store"]
     rows: list[tuple[str, str]] = [
-        ("## machine", ""),
-        ("CPU", f"{m['cpu_model']} ({m['cpu_count']} logical CPUs, {m['cpus_usable']} usable), "
-                f"{m['mem_total_gib']} GiB RAM"),
-        ("kernel / Python", f"{m['kernel']} / {m['python']}"),
+        *machine_rows(m, "lancedb", "pyarrow"),
         ("PyNaCl / libsodium", f"{m['pynacl']} / {m['libsodium']}"),
         ("zstandard", m["zstandard"]),
-        ("SQLite / lancedb / pyarrow", f"{m['sqlite']} / {m['lancedb']} / {m['pyarrow']}"),
-        ("work dir", d["path"]),
-        ("disk", f"{d.get('device', '?')} ({d.get('fstype', '?')}) on {d.get('mount_point', '?')}, "
-                 f"rotational={d.get('rotational', '?')} (as sysfs reports it), model={d.get('model') or '?'}, "
-                 f"{d.get('free_gib', '?')} GiB free"),
+        ("work dir", m["disk"]["path"]),
+        disk_row(m["disk"]),
         ("## synthetic store", ""),
         ("total", f"{s['total_bytes'] / MIB:,.1f} MiB in {s['files']} files (built in {s['seconds']:.0f} s)"),
         ("grimoire.db", f"{s['grimoire_db_bytes'] / MIB:,.1f} MiB ({s['entries']:,} signed entries)"),
@@ -645,15 +620,7 @@ def print_report(res: dict[str, Any]) -> None:
             ("clade verify time / age restore time", f"{res['ratios']['verify_vs_age_restore']:.2f}x"),
         ]
     rows += [("## total", ""), ("wall clock (incl. building the store)", f"{res['total_seconds']:.1f} s")]
-    width = max(len(k) for k, _ in rows) + 2
-    print()
-    for key, value in rows:
-        if key.startswith("## "):
-            print(f"\n{key[3:]}")
-            print("-" * len(key[3:]))
-        else:
-            print(f"{key:<{width}}{value}")
-    print()
+    print_table(rows)
 
 
 # -- main -----------------------------------------------------------------------------------------
@@ -661,28 +628,22 @@ def print_report(res: dict[str, Any]) -> None:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    p.add_argument("--size-mib", type=int, default=1024, help="store size to build, MiB (default 1024)")
-    p.add_argument("--out", type=Path, default=None,
-                   help="directory for the files (kept afterwards); default: a temporary one under /tmp, removed")
-    p.add_argument("--seed", type=int, default=20_240_601, help="RNG seed (default 20240601)")
+    p.add_argument("--size-mib", type=at_least(16), default=1024, help="store size to build, MiB (default 1024)")
+    add_common_args(p, "directory for the files (kept afterwards); default: a temporary one under /tmp, removed")
     p.add_argument("--json-bulk", choices=("episodes", "files"), default="episodes",
                    help="store the JSON half as real episodes (LanceDB encodes it; default) or as plain "
                         "JSON-lines files in the table directory (what zstd sees is then raw JSON text)")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--child-params", type=Path, default=None, help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
-    if args.size_mib < 16:
-        p.error("--size-mib must be at least 16")
-    return args
+    return p.parse_args(argv)
 
 
 def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     started = time.perf_counter()
-    sb = load_store_bench()
-    res: dict[str, Any] = {"machine": machine(sb, workdir),
+    res: dict[str, Any] = {"machine": machine(workdir),
                            "params": {"size_mib": args.size_mib, "seed": args.seed, "json_bulk": args.json_bulk}}
     data_root = workdir / "data"
-    res["store"] = store = build_store(data_root, args.size_mib * MIB, args.seed, sb, args.json_bulk)
+    res["store"] = store = build_store(data_root, args.size_mib * MIB, args.seed, args.json_bulk)
 
     progress("clade vault: baseline / backup / verify / restore, one child process each")
     x25519 = nacl.public.PrivateKey.generate()
@@ -727,31 +688,14 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     return res
 
 
-def _workdir(out: Path | None) -> tuple[Path, bool]:
-    """(directory, remove it afterwards)."""
-    if out is None:
-        return Path(tempfile.mkdtemp(prefix="clade-bench-vault-", dir="/tmp")), True
-    workdir = out.expanduser().resolve()
-    workdir.mkdir(parents=True, exist_ok=True)
-    if any(workdir.iterdir()):
-        raise SystemExit(f"error: {workdir} is not empty; pick an empty directory")
-    return workdir, False
-
-
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the bench (or, with --child, one measured step); the exit code is 0, or 2 when `--out`
+    names a directory that is not empty."""
     args = parse_args(argv)
     if args.child is not None:
         return child_main(args.child, args.child_params)
-    workdir, cleanup = _workdir(args.out)
-    try:
-        res = run(args, workdir)
-    finally:
-        if cleanup:
-            shutil.rmtree(workdir, ignore_errors=True)
-    print_report(res)
-    print(json.dumps(res, separators=(",", ":")))
-    return 0
+    return main_in_workdir("vault", args, run, print_report, "clade-bench-vault-", clash=not_empty, base="/tmp")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -1,0 +1,103 @@
+"""Summaries of samples: percentiles, latency summaries, rates, sizes; timing helpers."""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from .report import progress
+
+__all__ = [
+    "dist",
+    "latency_summary",
+    "percentile",
+    "rate_summary",
+    "size_summary",
+    "summary",
+    "timed",
+    "timed_calls",
+]
+
+
+def percentile(values: Iterable[float], p: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default), p in 0..100; NaN for no values."""
+    xs = sorted(values)
+    if not xs:
+        return math.nan
+    pos = (len(xs) - 1) * p / 100
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def _ms_summary(ms: Sequence[float], digits: int) -> dict[str, float]:
+    ms = sorted(ms)
+    return {
+        "p50_ms": round(percentile(ms, 50), digits),
+        "p90_ms": round(percentile(ms, 90), digits),
+        "p99_ms": round(percentile(ms, 99), digits),
+        "max_ms": round(ms[-1], digits),
+        "mean_ms": round(sum(ms) / len(ms), digits),
+        "samples": len(ms),
+    }
+
+
+def latency_summary(ns: Sequence[int]) -> dict[str, float]:
+    """p50 / p90 / p99 / max / mean of nanosecond samples, in milliseconds (4 places)."""
+    return _ms_summary([v / 1e6 for v in ns], 4)
+
+
+def summary(seconds: Sequence[float]) -> dict[str, float]:
+    """p50 / p90 / p99 / max / mean of samples given in seconds, in milliseconds (3 places)."""
+    return _ms_summary([s * 1e3 for s in seconds], 3)
+
+
+def dist(values: Sequence[float]) -> dict[str, float]:
+    """n / min / p50 / p99 / max of values already in their unit (1 place); NaNs for no values."""
+    if not values:
+        return {"n": 0, "p50": math.nan, "p99": math.nan, "max": math.nan, "min": math.nan}
+    return {"n": len(values), "min": round(min(values), 1), "p50": round(percentile(values, 50), 1),
+            "p99": round(percentile(values, 99), 1), "max": round(max(values), 1)}
+
+
+def rate_summary(counts: Sequence[int], ns: Sequence[int]) -> dict[str, Any]:
+    """ops/s per batch (median, min, max) plus the aggregate over all batches."""
+    rates = [c / (t / 1e9) for c, t in zip(counts, ns, strict=True)]
+    total_s = sum(ns) / 1e9
+    return {
+        "batches": len(counts), "ops": sum(counts), "ops_per_batch_median": statistics.median(counts),
+        "median_ops_s": round(statistics.median(rates)), "min_ops_s": round(min(rates)),
+        "max_ops_s": round(max(rates)), "aggregate_ops_s": round(sum(counts) / total_s),
+        "us_per_op": round(total_s / sum(counts) * 1e6, 2), "seconds": round(total_s, 3),
+    }
+
+
+def size_summary(values: Sequence[float]) -> dict[str, float]:
+    """median / p90 / min / max (2 places)."""
+    return {"median": round(percentile(values, 50), 2), "p90": round(percentile(values, 90), 2),
+            "min": round(min(values), 2), "max": round(max(values), 2)}
+
+
+def timed(fn: Callable[[], object]) -> float:
+    """Seconds one call of `fn` took."""
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def timed_calls(calls: Iterable[Callable[[], object]], report_every: int, label: str, total: int) -> list[int]:
+    """Run each call, timing it alone; returns the durations in ns (progress every `report_every`)."""
+    out: list[int] = []
+    clock = time.perf_counter_ns
+    started = clock()
+    for i, call in enumerate(calls, 1):
+        t0 = clock()
+        call()
+        out.append(clock() - t0)
+        if report_every and i % report_every == 0:
+            elapsed = (clock() - started) / 1e9
+            progress(f"  {label}: {i:,}/{total:,} ({elapsed:.1f}s elapsed)")
+    return out
