@@ -43,6 +43,7 @@ bench: install
 	$(BIN)/python -m bench.bench_vault
 	$(BIN)/python -m bench.bench_api
 	$(BIN)/python -m bench.bench_clade
+	$(BIN)/python -m bench.bench_curator
 
 install-service:
 	sudo systemd/install.sh
