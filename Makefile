@@ -44,7 +44,6 @@ bench: install
 	$(BIN)/python -m bench.bench_api
 	$(BIN)/python -m bench.bench_clade
 	$(BIN)/python -m bench.bench_curator
-	$(BIN)/python -m bench.bench_curator
 
 install-service:
 	sudo systemd/install.sh
