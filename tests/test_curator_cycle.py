@@ -176,3 +176,14 @@ def test_the_llm_pass_applies_only_accepted_decisions(tmp_path: Path) -> None:
         assert store.get(b).superseded_by == new and store.get(a).status == "retracted"
         assert not store.get(s).archived  # not named as evidence: untouched
         assert _total(store) == 4
+
+
+def test_replay_reads_the_pool_then_only_the_chosen_payloads(tmp_path: Path) -> None:
+    from daemon.grimoire import Episode, EpisodeLog
+
+    log = EpisodeLog(tmp_path / "episodes", create=True)
+    log.append([Episode(summary=f"swap {i}", observed_ms=T0 + i, protocol="curve", quality_verified=i % 2 == 0,
+                        payload_json=f'{{"slippage_bps": {i}}}', id=f"it's-{i}") for i in range(6)])
+    pool = sorted(log.replay_pool())
+    assert [p[0] for p in pool] == [f"it's-{i}" for i in range(6)] and pool[0][5] is True
+    assert log.payloads(["it's-2", "nope"]) == {"it's-2": '{"slippage_bps": 2}'}

@@ -176,6 +176,24 @@ class EpisodeLog:
             order = order[:limit]
         return [_episode_from_row(r) for r in table.take(order).to_pylist()]
 
+    def replay_pool(self) -> list[tuple[str, int, str | None, float, float, bool]]:
+        """(id, observed_ms, protocol, curiosity, importance, quality_verified) of every episode:
+        what replay chooses from, without the payloads (read only for the chosen: `payloads`)."""
+        columns = ["id", "observed_ms", "protocol", "curiosity", "importance", "quality_verified"]
+        rows = self._table.search().select(columns).limit(None).to_arrow().to_pylist()
+        return [(r["id"], int(r["observed_ms"]), r["protocol"], float(r["curiosity"]), float(r["importance"]),
+                 bool(r["quality_verified"])) for r in rows]
+
+    def payloads(self, ids: Sequence[str]) -> dict[str, str]:
+        """id → payload_json for these episodes (unknown ids are left out)."""
+        out: dict[str, str] = {}
+        for start in range(0, len(ids), 500):
+            quoted = ", ".join("'" + i.replace("'", "''") + "'" for i in ids[start:start + 500])
+            query = self._table.search().where(f"id IN ({quoted})").select(["id", "payload_json"]).limit(None)
+            for r in query.to_arrow().to_pylist():
+                out[r["id"]] = r["payload_json"]
+        return out
+
     @property
     def version(self) -> int:
         return int(self._table.version)
