@@ -128,7 +128,8 @@ class EncryptingWriter:
 
 
 def read_header(source: BinaryIO) -> tuple[VaultHeader, bytes]:
-    """Parse (not yet authenticate) the header; returns it and the secretstream header."""
+    """Parse (not yet authenticate) the header; returns it and the secretstream header.
+    Raises `VaultError` (not a vault, unsupported version, truncated or corrupt header)."""
     magic = source.read(len(MAGIC))
     if magic != MAGIC:
         if magic[:8] == MAGIC[:8]:
