@@ -20,6 +20,7 @@ from crypto.wire import pack
 from daemon.p2p import messages
 from daemon.p2p.frames import encode_frame, read_frame
 from daemon.p2p.gossip import GossipCodec
+from daemon.p2p.host import parse_multiaddr
 from tests.crdt_sim import IDENTITIES, SimReplica
 from tests.fuzzing import (
     CERT,
@@ -354,3 +355,27 @@ def test_gossip_codec_on_member_sealed_garbage_batches(batch: bytes) -> None:
 def test_gossip_codec_on_mutated_envelopes(data: bytes) -> None:
     opened = only(RemoteProtocolError, lambda: gossip_codec().open(data, publisher=GOLEM.peer_id, now_ms=NOW_MS))
     assert opened is None or opened.sender == GOLEM.peer_id
+
+
+# -- addresses a peer names (hello addrs and siblings, at most MAX_ADDR_CHARS each) ------------
+
+VALID_ADDRS = ["/ip4/127.0.0.1/tcp/4001", "/ip6/::1/tcp/4001", "/dns4/golem.example/tcp/4001",
+               f"/ip4/10.0.0.2/tcp/4001/p2p/{STRANGER.peer_id}"]
+addr_texts = st.one_of(
+    st.text(max_size=messages.MAX_ADDR_CHARS),
+    mutations_of(*(a.encode() for a in VALID_ADDRS)).map(lambda b: b.decode("utf-8", "replace")),
+    st.lists(st.sampled_from(["/ip4", "/ip6", "/tcp", "/udp", "/p2p", "/dns4", "/quic", "/", "1.2.3.4", "::",
+                              "65536", "-1", STRANGER.peer_id, "%", "\x00"]), max_size=12).map("".join),
+)
+
+
+@FUZZ
+@given(addr_texts)
+def test_addresses_from_a_peer(text: str) -> None:
+    """`parse_multiaddr` (what dialing and peer exchange use) raises only `ValueError`."""
+    parsed = only(ValueError, lambda: parse_multiaddr(text[: messages.MAX_ADDR_CHARS]))
+    assert parsed is None or parse_multiaddr(str(parsed)) == parsed  # what parses, round-trips
+
+
+def test_valid_addresses_parse() -> None:
+    assert [str(parse_multiaddr(a)) for a in VALID_ADDRS] == VALID_ADDRS
