@@ -6,10 +6,11 @@ from __future__ import annotations
 import functools
 import io
 import struct
+from typing import Any
 
 import nacl.bindings as sodium
 import nacl.secret
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crypto import (
@@ -315,10 +316,30 @@ def _vault(plain: bytes) -> bytes:
 VAULT = _vault(VAULT_PLAIN)
 
 
-def read_vault(data: bytes, sizes: list[int] | None = None) -> bytes | None:
-    """Read every plaintext byte (in `sizes` steps) and check the end; None on `VaultError`."""
+class ShortReads(io.RawIOBase):
+    """A raw stream (a pipe, a socket, an HTTP body) that hands out at most `sizes[i]` bytes a
+    read, in turn: a read may return less than asked without the file having ended."""
+
+    def __init__(self, data: bytes, sizes: list[int]) -> None:
+        self._data, self._sizes, self._reads = data, sizes, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        size = min(len(buffer), self._sizes[self._reads % len(self._sizes)])
+        self._reads += 1
+        chunk, self._data = self._data[:size], self._data[size:]
+        buffer[:len(chunk)] = chunk
+        return len(chunk)
+
+
+def read_vault(data: bytes, sizes: list[int] | None = None, *, source_reads: list[int] | None = None) -> bytes | None:
+    """Read every plaintext byte (in `sizes` steps) and check the end; None on `VaultError`.
+    With `source_reads`, the file comes through `ShortReads` in reads of those sizes."""
+    source = io.BytesIO(data) if source_reads is None else ShortReads(data, source_reads)
     try:
-        reader = DecryptingReader(io.BytesIO(data), VaultKeys(clade_key=VAULT_KEY))
+        reader = DecryptingReader(source, VaultKeys(clade_key=VAULT_KEY))  # type: ignore[arg-type]
         out = bytearray()
         for size in sizes or [-1]:
             out += reader.read(size)
@@ -346,6 +367,27 @@ def test_vaults_from_arbitrary_bytes(data: bytes) -> None:
 def test_mutated_vaults(data: bytes, sizes: list[int]) -> None:
     plain = read_vault(data, sizes)
     assert plain is None or plain == VAULT_PLAIN  # authenticated: no other plaintext comes out
+
+
+BIG_PLAIN = bytes(range(256)) * 600  # three chunks
+BIG_VAULT = _vault(BIG_PLAIN)
+
+
+def test_a_vault_fed_byte_by_byte_reads_back() -> None:
+    assert read_vault(BIG_VAULT, source_reads=[1]) == BIG_PLAIN
+
+
+@settings(FUZZ, max_examples=40)  # 150 KiB a example; byte by byte is the test above
+@given(st.lists(st.integers(100, 70_000), min_size=1, max_size=6), st.lists(st.integers(1, 100_000), max_size=4))
+def test_a_vault_read_in_any_pieces_reads_back(source_reads: list[int], sizes: list[int]) -> None:
+    assert read_vault(BIG_VAULT, sizes, source_reads=source_reads) == BIG_PLAIN
+
+
+@FUZZ
+@given(mutations_of(VAULT), st.lists(st.integers(1, 300), min_size=1, max_size=6))
+def test_mutated_vaults_in_short_reads(data: bytes, source_reads: list[int]) -> None:
+    plain = read_vault(data, source_reads=source_reads)
+    assert plain is None or plain == VAULT_PLAIN
 
 
 def test_every_truncation_of_a_vault() -> None:
