@@ -244,6 +244,7 @@ class RevocationList:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> RevocationList:
+        """Decode (not verify) a revocation list; raises `MembershipError` (malformed, version)."""
         signed, signature, clade_id, version, peers, issued_at = _decode(
             data, tag=cls.TAG, fields=6, max_len=MAX_REVOCATION_BYTES, what="revocation list")
         if (not isinstance(clade_id, bytes) or len(clade_id) != 16 or type(version) is not int
@@ -255,6 +256,7 @@ class RevocationList:
                    issued_at=issued_at, signed=signed, signature=signature)
 
     def verify(self, owner_public_key: bytes, clade_id: str) -> None:
+        """Raise `MembershipError` (bad_signature, other_clade) unless the clade's owner signed it."""
         _verify(owner_public_key, self.signed, self.signature, "revocation list")
         if self.clade_id != clade_id:
             raise MembershipError(Reason.OTHER_CLADE, f"revocation list is for clade {self.clade_id}")
@@ -286,6 +288,7 @@ class Membership:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Membership:
+        """Decode a `membership.cert` file; raises `MembershipError` (malformed, version, other_clade)."""
         try:
             fields = unpack(data, max_len=MAX_BUNDLE_BYTES, fields=5, tag=cls.TAG)
         except Malformed as exc:

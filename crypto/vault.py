@@ -127,21 +127,37 @@ class EncryptingWriter:
             self.close()
 
 
+def _read_full(source: BinaryIO, n: int) -> bytes:
+    """`n` bytes, fewer only where the file ends: a raw stream (pipe, socket) may return
+    less than asked before its end, and every field of the grammar has a fixed length."""
+    first = source.read(n)  # a file gives it all at once
+    if len(first) == n or not first:
+        return first
+    buf = bytearray(first)
+    while len(buf) < n:
+        chunk = source.read(n - len(buf))
+        if not chunk:
+            break
+        buf += chunk
+    return bytes(buf)
+
+
 def read_header(source: BinaryIO) -> tuple[VaultHeader, bytes]:
-    """Parse (not yet authenticate) the header; returns it and the secretstream header."""
-    magic = source.read(len(MAGIC))
+    """Parse (not yet authenticate) the header; returns it and the secretstream header.
+    Raises `VaultError` (not a vault, unsupported version, truncated or corrupt header)."""
+    magic = _read_full(source, len(MAGIC))
     if magic != MAGIC:
         if magic[:8] == MAGIC[:8]:
             raise VaultError(f"vault format version {magic[8:9].hex()} is not supported by this clade")
         raise VaultError("not a clade vault backup (bad magic bytes)")
-    raw_len = source.read(4)
+    raw_len = _read_full(source, 4)
     if len(raw_len) != 4:
         raise VaultError("vault file is truncated inside its header")
     (length,) = struct.unpack(">I", raw_len)
     if length > MAX_HEADER_BYTES:
         raise VaultError(f"vault header claims {length} bytes (corrupt file)")
-    header = source.read(length)
-    stream_header = source.read(_STREAM_HEADER)
+    header = _read_full(source, length)
+    stream_header = _read_full(source, _STREAM_HEADER)
     if len(header) != length or len(stream_header) != _STREAM_HEADER:
         raise VaultError("vault file is truncated inside its header")
     try:
@@ -204,7 +220,7 @@ class DecryptingReader:
         self.chunks = 0
 
     def _pull(self) -> None:
-        block = self._source.read(CHUNK_BYTES + _ABYTES)
+        block = _read_full(self._source, CHUNK_BYTES + _ABYTES)
         if not block:
             raise VaultError(f"vault file is truncated after {self.chunks} chunks (no final chunk)")
         try:
