@@ -8,8 +8,11 @@
 - `SyncRefused`: the responder refused the sync (it does not count us as a member). Not a
   protocol error: the peer said no, politely, in the protocol.
 
-Anything else escaping a p2p task is a bug: it is logged with its traceback and counted
-as `internal_errors`, never as a sync failure.
+The network's own failures (a stream reset, a dial refused, a timeout) are named in
+`links.TRANSPORT_ERRORS` (it imports libp2p, so it lives there): counted as failures of the
+operation and backed off from. Anything else escaping a p2p task is a bug: it is logged
+with its traceback and counted as `internal_errors` (`ports.internal_error`), never as a
+sync failure.
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ class Stream(Protocol):
 
 class Links(Protocol):
     """The libp2p host and GossipSub, reduced to what the parts do with them. Every method
-    raises only transport errors (`errors.TRANSPORT_ERRORS`), or none where it says so."""
+    raises only transport errors (`links.TRANSPORT_ERRORS`), or none where it says so."""
 
     def listen_addrs(self) -> list[str]:
         """Our listen addresses (`/…/p2p/OURID`), empty before the host listens."""
