@@ -20,8 +20,12 @@ import pytest
 import trio
 import trio.testing
 
+from crdt import CausalContext
+from daemon.p2p import messages
+from daemon.p2p.admission import HOLD_S, Admission
 from daemon.p2p.catchup import CatchUp
 from daemon.p2p.dialing import CANDIDATE_DIALS, Dialing
+from daemon.p2p.frames import encode_frame
 from daemon.p2p.links import TRANSPORT_ERRORS
 from daemon.p2p.peers import PeerBook
 
@@ -220,3 +224,49 @@ async def test_a_bug_in_a_sync_is_counted_as_internal_not_as_sync_failed(
     links.stream_error = OSError("connection reset")  # the same call, a network error: counted as such
     assert await part.sync_with(PEER) is None
     assert daemon.counters["internal_errors"] == 1 and daemon.counters["sync_failed"] == 1
+
+
+class BytesStream:
+    """A stream that yields `data` and then ends; what is written to it is kept."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.written = b""
+
+    async def read(self, n: int | None = None) -> bytes:
+        size = len(self.data) if n is None else n
+        chunk, self.data = self.data[:size], self.data[size:]
+        return chunk
+
+    async def write(self, data: bytes) -> None:
+        self.written += data
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_a_peer_that_breaks_the_hello_is_held_off_for_hold_s_then_accepted(
+        autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
+    links = FakeLinks()
+    part, daemon = dialing(links, tmp_path)
+    admission = Admission(daemon, links, part.book, membership=None,  # type: ignore[arg-type]  # never read here
+                          revocations=None, persist_revocations=lambda _: None, siblings=part, syncer=None)  # type: ignore[arg-type]
+    start = trio.current_time()
+    links.up.add(PEER)
+    assert part.on_connected(PEER)
+    # a want where the hello belongs: a broken hello is a failed membership check
+    await admission.serve_hello(BytesStream(encode_frame(messages.encode(messages.Want(CausalContext())))), PEER)
+    assert daemon.counters["hello_refused_malformed"] == 1 and links.dropped == [(start, PEER)]
+    record = part.book.get(PEER)
+    assert record.refused == "malformed" and record.hold_until == start + HOLD_S
+    part.on_disconnected(PEER)
+    await trio.sleep(HOLD_S - 0.001)
+    links.up.add(PEER)  # it connects again just before its hold ends: dropped at once
+    assert not part.on_connected(PEER)
+    assert daemon.counters["connections_refused_held"] == 1
+    links.up.discard(PEER)
+    part.on_disconnected(PEER)
+    await trio.sleep(0.001)
+    links.up.add(PEER)  # the hold is over: this connection is greeted
+    assert part.on_connected(PEER)
+    assert daemon.counters["connections_refused_held"] == 1

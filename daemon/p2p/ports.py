@@ -74,7 +74,8 @@ class Links(Protocol):
         ...
 
     async def drop(self, peer_id: str) -> None:
-        """Close every connection to `peer_id` (at most a few seconds). Never raises."""
+        """Close every connection to `peer_id` (at most a few seconds). A transport error while
+        closing is swallowed (the connection is gone either way)."""
         ...
 
     async def open_stream(self, peer_id: str, protocol: str) -> Stream:

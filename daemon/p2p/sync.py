@@ -4,7 +4,8 @@
 call the host's store functions when an event asks for them, and time the reads. Errors:
 `RemoteProtocolError` (a bad frame, message or round: count it under its reason),
 `SyncRefused` (pull: the responder said no), `EOFError` (pull: the stream ended inside a
-round), `trio.TooSlowError` (no frame for READ_TIMEOUT_S) and whatever the stream raises.
+round), `trio.TooSlowError` (no frame for READ_TIMEOUT_S) and whatever the stream raises;
+`LocalProtocolError` only if the host's own functions broke the protocol (a bug here).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from crdt import ApplyReport, CausalContext
 from . import messages
 from .errors import SyncRefused
 from .frames import encode_frame, read_frame
-from .sync_state import ROUND_DELTAS, Closed, PeerRefused, PullState, RoundEnded, ServeState, WantReceived
+from .sync_state import ROUND_DELTAS, PeerRefused, PullState, RoundEnded, ServeState, WantReceived
 
 __all__ = ["READ_TIMEOUT_S", "ROUND_DELTAS", "PullResult", "ServeResult", "SyncStream", "pull", "serve"]
 
@@ -131,8 +132,7 @@ async def serve(
                 deltas, more, local = await extract(event.context)
                 on_round(event.context, local, more)
                 state.answer(deltas, more=more, context=local)
-            else:
-                assert isinstance(event, Closed)
+            # Closed: the loop ends (`state.closed`)
         result.bytes_out += await _flush(stream, state)
     result.rounds = state.rounds
     return result
