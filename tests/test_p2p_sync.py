@@ -6,6 +6,7 @@ and waits on events or polled state with deadlines, never on fixed sleeps.
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -81,6 +82,11 @@ def test_warning_and_promoted_insight_reach_every_sibling_and_state_converges(cl
             assert entry["local_confidence"] == pytest.approx(0.4)
 
         insight = write(b, "0.05% pools beat 0.3% pools in quiet weeks", "insight", confidence=0.8, quality=0.7)
+        # A warning written after it crosses at once, in the same gossip batch or a later one than
+        # the insight's ops would: once it has arrived, the insight would have too, were it let out.
+        marker = write(b, "marker: b's warning written after the insight")
+        for sibling in (a, c):
+            logs[sibling.name].wait_for(lambda n, d: n == "entries_received" and marker in d["ids"], timeout=10)
         assert insight not in ids_on(a) | ids_on(c)  # not promoted yet: stays home
         assert b.call("POST", "/v1/curator/run")["entries_promoted"] == 1
         for sibling in (a, c):
@@ -89,7 +95,7 @@ def test_warning_and_promoted_insight_reach_every_sibling_and_state_converges(cl
         for log in logs.values():
             log.close()
     eventually(lambda: converged(clade3.golems), what="identical shared digests")
-    assert ids_on(a) == ids_on(b) == ids_on(c) == {warning, insight}
+    assert ids_on(a) == ids_on(b) == ids_on(c) == {warning, marker, insight}
     for golem in clade3.golems:  # the per-peer positions are those of the last sync: one more round
         golem.call("POST", "/v1/sync", json={})
     for golem in clade3.golems:
@@ -134,24 +140,40 @@ def test_catch_up_after_restart_without_new_writes(clade3: LoopbackClade) -> Non
 
 
 def test_catch_up_survives_sigkill_mid_sync(clade3: LoopbackClade) -> None:
-    a, _, c = clade3.golems
-    c.stop()
+    """c is SIGKILLed while pulling a backlog from a, restarts, and gets all of it.
+
+    The cut falls inside the sync by construction, not by timing: the backlog (3000 entries of
+    3.5 KB, over 10 MiB) takes at least three rounds of at most 4 MiB, c asks for a round only
+    once it has applied the one before, and a is frozen (SIGSTOP) as soon as c has applied its
+    first delta; a alone holds the backlog (b is down, and a, restarted after the write, never
+    gossips it). So c cannot hold it all when it is killed, however fast it is."""
+    a, b, c = clade3.golems
+    for golem in (c, b, a):
+        golem.stop()
     identity = a.data.load_identity()
-    with Grimoire.open(a.data.db_path) as store:  # beside the running daemon, in one transaction
-        store.remember_many([NewEntry(kind=Kind.WARNING, content=f"bulk warning {i} " + "x" * 300)
+    with Grimoire.open(a.data.db_path) as store:
+        store.remember_many([NewEntry(kind=Kind.WARNING, content=f"bulk warning {i} " + "x" * 3500)
                              for i in range(3000)], identity=identity)
+    same_port = a.p2p_addrs[0].split("/p2p/")[0]  # c remembers a there (peers.json), and dials it first
+    a.p2p_addrs = []
+    clade3.start(a, bootstrap=[], args=["--listen", same_port])
+    frozen = a.proc
+    assert frozen is not None
     clade3.start(c, bootstrap=[a])
     log = EventLog(c.socket).start()
     try:  # the first delta is applied: the sync is under way
         log.wait_for(lambda n, d: n == "sync_progress" and d["applied"] > 0, timeout=60)
+        os.kill(frozen.pid, signal.SIGSTOP)  # from here on nothing more reaches c
+        c.stop(signal.SIGKILL)
     finally:
         log.close()
-    partial = len(ids_on(c))
-    c.stop(signal.SIGKILL)
-    assert partial < 3000, "the sync finished before the kill; make the backlog bigger"
+        os.kill(frozen.pid, signal.SIGCONT)
+    with Grimoire.open(c.data.db_path) as store:
+        partial = store.counts().entries
+    assert 0 < partial < 3000, partial
     clade3.start(c, bootstrap=[a])
     eventually(lambda: len(ids_on(c)) == 3000, timeout=120, what="all 3000 entries on c after the kill")
-    eventually(lambda: converged(clade3.golems), what="identical shared digests")
+    eventually(lambda: converged([a, c]), what="identical shared digests")
 
 
 def test_partition_then_heal_converges(clade3: LoopbackClade) -> None:
@@ -204,6 +226,9 @@ def test_other_clade_and_revoked_golems_get_nothing_and_inject_nothing(tmp_path:
         eventually(lambda: {after, marker} <= ids_on(a) & ids_on(b), what="members keep working")
         for golem in (a, b):
             golem.call("POST", "/v1/sync", json={})
+        # r pulls from every sibling it still counts as connected: had a or b kept it, this
+        # sync (it returns once done) would have brought both entries.
+        r.call("POST", "/v1/sync", json={})
         assert after not in ids_on(r) and marker not in ids_on(r)
         assert r_write not in ids_on(a) | ids_on(b)
         assert ids_on(x) == {e for e in ids_on(x) if e not in ids_on(a)}  # x has none of the clade's entries

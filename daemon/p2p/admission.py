@@ -4,50 +4,94 @@ Both sides send their certificate (and revocation list); Noise has already prove
 remote peer id, so an owner-signed, valid, unrevoked certificate for that id proves
 membership. A failed check is refused and held off (revoked: forever); a hello lost with
 its connection is not a failed check.
+
+`Admission` owns the membership side of the peer book (`member`, `refused`, and the hold
+it puts on a refused peer, on `trio.current_time()`), the current revocation list, and
+the nursery its hellos run in. It asks `Siblings` (dialing) to learn the addresses a
+member names and to remember members, and `Syncer` (catch-up) to pull after a hello.
 """
 
 from __future__ import annotations
 
 import contextlib
-import time
+import logging
+from collections.abc import Callable
+from typing import Any
 
 import trio
-from libp2p.abc import INetStream
-from libp2p.peer.id import ID
 
 from crdt import RemoteProtocolError
-from crypto import Certificate, MembershipError, RevocationList
+from crypto import Certificate, Membership, MembershipError, RevocationList
 
 from . import messages
-from .core import HELLO_PROTOCOL, NodeCore, log
+from .dialing import drop, shut_out
 from .frames import close_quietly, encode_frame, read_frame
+from .links import TRANSPORT_ERRORS
+from .peers import PeerBook
+from .ports import Daemon, Links, Siblings, Stream, Syncer, internal_error
 
-__all__ = ["HOLD_S", "Admission"]
+__all__ = ["HELLO_PROTOCOL", "HOLD_S", "NO_HELLO_HOLD_S", "Admission"]
 
+log = logging.getLogger("clade.p2p")
+
+HELLO_PROTOCOL = "/clade/hello/1.0.0"
 HELLO_TIMEOUT_S = 10.0
 HOLD_S = 300.0  # a peer that failed the membership check is not dialed (nor accepted) for this long
 NO_HELLO_HOLD_S = 60.0  # a stranger that connected but never completed a hello
+# A hello that broke the protocol (refused and held), or whose link died (backed off).
+HELLO_ERRORS: tuple[type[Exception], ...] = (RemoteProtocolError, *TRANSPORT_ERRORS)
 
 
-class Admission(NodeCore):
+class Admission:
+    """The hello both ways, and who counts as a member (see the module docstring)."""
+
+    def __init__(self, daemon: Daemon, links: Links, book: PeerBook, *, membership: Membership,
+                 revocations: RevocationList | None, persist_revocations: Callable[[RevocationList], object],
+                 siblings: Siblings, syncer: Syncer) -> None:
+        self.daemon = daemon
+        self.links = links
+        self.book = book
+        self.membership = membership
+        self.revocations = revocations
+        self.persist_revocations = persist_revocations
+        self.siblings = siblings
+        self.syncer = syncer
+        self.counters = daemon.counters
+        self._nursery: trio.Nursery | None = None
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Host the hellos this part starts (`greet`), until cancelled."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            await trio.sleep_forever()
+
+    def greet(self, peer_id: str, *, then_sync: bool = True) -> None:
+        """Say hello to a connected peer in the background (see `hello`)."""
+        if self._nursery is not None:
+            self._nursery.start_soon(self._hello_task, peer_id, then_sync)
+
+    async def _hello_task(self, peer_id: str, then_sync: bool) -> None:
+        await self.hello(peer_id, then_sync=then_sync)
+
     async def adopt_revocations(self, revocations: RevocationList) -> bool:
         """Install a newer owner-signed revocation list: persist it, drop revoked peers at
-        once, and pass it on to every connected sibling. False if it is not newer."""
+        once, and pass it on to every connected sibling. False if it is not newer.
+        Raises `MembershipError` if it is not the owner's."""
         revocations.verify(self.membership.owner_public_key, self.membership.clade_id)
         if not revocations.replaces(self.revocations):
             return False
-        await trio.to_thread.run_sync(self.state.data.install_revocations, revocations)
+        await trio.to_thread.run_sync(self.persist_revocations, revocations)
         self.revocations = revocations
         self.counters["revocations_adopted"] += 1
         log.warning("revocation list v%d adopted: %d peer(s) revoked", revocations.version, len(revocations.revoked))
         for record in self.book.all():
             if revocations.is_revoked(record.peer_id):
                 await self._refuse(record.peer_id, "revoked")
-        self.state.publish("revocations_adopted", {"version": revocations.version,
-                                                   "revoked": sorted(revocations.revoked)})
-        if self._nursery is not None:
-            for record in self.book.members():
-                self._nursery.start_soon(self._hello, record.peer_id, False)
+        self.daemon.publish("revocations_adopted", {"version": revocations.version,
+                                                    "revoked": sorted(revocations.revoked)})
+        for record in self.book.members():
+            self.greet(record.peer_id, then_sync=False)
         return True
 
     def _my_hello(self) -> messages.Hello:
@@ -55,7 +99,7 @@ class Admission(NodeCore):
             clade_id=self.membership.clade_id,
             certificate=self.membership.certificate.to_bytes(),
             revocations=b"" if self.revocations is None else self.revocations.to_bytes(),
-            addrs=tuple(self.listen_addrs[: messages.MAX_ADDRS]),
+            addrs=tuple(self.links.listen_addrs()[: messages.MAX_ADDRS]),
             siblings=tuple(f"{r.addrs[0].split('/p2p/')[0]}/p2p/{r.peer_id}"
                            for r in self.book.members()[: messages.MAX_SIBLINGS] if r.addrs),
         )
@@ -73,7 +117,7 @@ class Admission(NodeCore):
         try:
             certificate = Certificate.from_bytes(hello.certificate)
             certificate.verify(self.membership.owner_public_key, self.membership.clade_id,
-                               now=self.state.now_ms() // 1000, revocations=self.revocations)
+                               now=self.daemon.now_ms() // 1000, revocations=self.revocations)
         except MembershipError as exc:
             return exc.reason.value
         if certificate.peer_id != peer_id:
@@ -89,20 +133,19 @@ class Admission(NodeCore):
         record.dial = True
         record.learned = False
         record.failures = 0
-        record.last_seen_ms = self.state.now_ms()
+        record.last_seen_ms = self.daemon.now_ms()
         if rtt_ms is not None:
             record.note_rtt(rtt_ms)
         for sibling in hello.siblings:
-            self._learn_sibling(sibling)
+            self.siblings.learn_sibling(sibling)
         if not record.member:
             record.member = True
-            await self._save_known()
-            if self._nursery is not None:  # tell the others about the newcomer (peer exchange)
-                for other in self.book.members():
-                    if other.peer_id != peer_id:
-                        self._nursery.start_soon(self._hello, other.peer_id, False)
+            await self.siblings.save_known()
+            for other in self.book.members():  # tell the others about the newcomer (peer exchange)
+                if other.peer_id != peer_id:
+                    self.greet(other.peer_id, then_sync=False)
             self.counters["peers_admitted"] += 1
-            self.state.publish("peer_up", {"peer_id": peer_id})
+            self.daemon.publish("peer_up", {"peer_id": peer_id})
             log.info("sibling %s connected", peer_id)
 
     async def _refuse(self, peer_id: str, reason: str, *, by_peer: bool = False) -> None:
@@ -111,7 +154,7 @@ class Admission(NodeCore):
         record = self.book.get(peer_id)
         record.member = False
         forever = reason == "revoked" and not by_peer
-        record.hold_until = float("inf") if forever else time.monotonic() + HOLD_S
+        record.hold_until = float("inf") if forever else trio.current_time() + HOLD_S
         if by_peer:  # it may be us who is wrong (e.g. revoked): keep it as a sibling to retry
             record.refused = f"refused us: {reason}"
             self.counters[f"hello_refused_by_peer_{reason}"] += 1
@@ -120,24 +163,25 @@ class Admission(NodeCore):
             record.refused = reason
             record.dial = False
             if reason == "revoked":
-                self._shut_out(record)
+                shut_out(self.links, record)
             self.counters[f"hello_refused_{reason}"] += 1
             log.warning("peer %s failed the membership check (%s): disconnected", peer_id, reason)
-            self.state.publish("peer_refused", {"peer_id": peer_id, "reason": reason})
-        await self._drop(peer_id)
+            self.daemon.publish("peer_refused", {"peer_id": peer_id, "reason": reason})
+        await drop(self.links, self.book, peer_id)
 
-    async def _hello(self, peer_id: str, then_sync: bool = True) -> None:
-        """Say hello to a connected peer; on success pull what we lack from it."""
-        stream: INetStream | None = None
+    async def hello(self, peer_id: str, *, then_sync: bool = True) -> None:
+        """Say hello to a connected peer; on success (and `then_sync`) pull what we lack from it.
+        Never raises: a refusal, a broken hello or a lost connection is handled and counted."""
+        stream: Stream | None = None
         try:
             with trio.fail_after(HELLO_TIMEOUT_S):
-                stream = await self.host.new_stream(ID.from_base58(peer_id), [HELLO_PROTOCOL])
+                stream = await self.links.open_stream(peer_id, HELLO_PROTOCOL)
                 started = trio.current_time()
                 frame = encode_frame(messages.encode(self._my_hello()))
                 await stream.write(frame)
                 payload = await read_frame(stream)
                 rtt_ms = (trio.current_time() - started) * 1000
-            self._count_traffic(peer_id, sent=len(frame), received=len(payload))
+            self.book.note_traffic(peer_id, sent=len(frame), received=len(payload), now_ms=self.daemon.now_ms())
             reply = messages.decode(payload)
             if isinstance(reply, messages.Refused):
                 await self._refuse(peer_id, reply.reason, by_peer=True)
@@ -149,14 +193,18 @@ class Admission(NodeCore):
                 await self._refuse(peer_id, reason)
                 return
             await self._admit(peer_id, reply, rtt_ms)
-        except Exception as exc:  # noqa: BLE001 - the connection died, or the peer speaks no clade
+        except HELLO_ERRORS as exc:  # the peer speaks no clade, or the link died
             await self._hello_failed(peer_id, exc)
+            return
+        except Exception:  # noqa: BLE001 - a bug: logged with its traceback; the peer is dropped, not blamed
+            internal_error(self.counters, "hello with %s", peer_id)
+            await drop(self.links, self.book, peer_id)
             return
         finally:
             if stream is not None:
                 await close_quietly(stream)
         if then_sync:
-            await self.sync_with(peer_id)
+            await self.syncer.sync_with(peer_id)
 
     async def _hello_failed(self, peer_id: str, exc: Exception) -> None:
         """A hello that broke the protocol is a failed membership check (refused, held). One
@@ -167,7 +215,7 @@ class Admission(NodeCore):
             return
         self.counters["hello_failed"] += 1
         log.debug("hello with %s failed: %r", peer_id, exc)
-        if self._connected(peer_id):
+        if self.links.connected(peer_id):
             await self._no_hello(peer_id)
 
     async def _no_hello(self, peer_id: str) -> None:
@@ -176,12 +224,11 @@ class Admission(NodeCore):
         record = self.book.get(peer_id)
         self.counters["hello_incomplete"] += 1
         if not (record.dial or record.member):
-            record.hold_until = time.monotonic() + NO_HELLO_HOLD_S
-        await self._drop(peer_id)
+            record.hold_until = trio.current_time() + NO_HELLO_HOLD_S
+        await drop(self.links, self.book, peer_id)
 
-
-    async def _hello_handler(self, stream: INetStream) -> None:
-        peer_id = stream.muxed_conn.peer_id.to_base58()
+    async def serve_hello(self, stream: Stream, peer_id: str) -> None:
+        """Answer a peer's hello on `stream` (the node's stream handler). Never raises."""
         try:
             with trio.fail_after(HELLO_TIMEOUT_S):
                 payload = await read_frame(stream)
@@ -193,15 +240,18 @@ class Admission(NodeCore):
                     refusal = encode_frame(messages.encode(messages.Refused(reason, "membership check failed")))
                     await stream.write(refusal)
                     # Until the peer has read why (it closes its end), then drop it.
-                    with trio.move_on_after(1), contextlib.suppress(Exception):
+                    # A peer that closed or reset its end has read it, or never will.
+                    with trio.move_on_after(1), contextlib.suppress(*TRANSPORT_ERRORS):
                         await stream.read(1)
                     await self._refuse(peer_id, reason)
                     return
                 await self._admit(peer_id, hello, None)
                 frame = encode_frame(messages.encode(self._my_hello()))
                 await stream.write(frame)
-            self._count_traffic(peer_id, sent=len(frame), received=len(payload))
-        except Exception as exc:  # noqa: BLE001 - never let a handler error reach the host
+            self.book.note_traffic(peer_id, sent=len(frame), received=len(payload), now_ms=self.daemon.now_ms())
+        except HELLO_ERRORS as exc:
             await self._hello_failed(peer_id, exc)
+        except Exception:  # noqa: BLE001 - a bug: never let it reach the host (NOTES-libp2p 8)
+            internal_error(self.counters, "answering the hello of %s", peer_id)
         finally:
             await close_quietly(stream)

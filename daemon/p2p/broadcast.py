@@ -1,12 +1,21 @@
 """Gossip in and out: publish own ops that cross at once (batched, sealed), validate every
 incoming message before GossipSub delivers or forwards it, and join accepted ones in
 batches. Probes are raw GossipSub messages (no envelope, no store) between members, so a
-benchmark can measure the transport's own delivery time next to the full path."""
+benchmark can measure the transport's own delivery time next to the full path.
+
+`Broadcast` owns the gossip codec (and its replay guard), the messages validated and
+waiting for delivery, the queue into the applier, and how far our own ops were published.
+A failed publish or join loses nothing (anti-entropy delivers it) and is counted
+(`gossip_publish_failed`, `gossip_apply_failed`); anything else is a bug (`internal_errors`).
+"""
 
 from __future__ import annotations
 
 import functools
 import json
+import logging
+import sqlite3
+from collections import OrderedDict
 from typing import Any
 
 import trio
@@ -14,33 +23,74 @@ from libp2p.peer.id import ID
 
 from crdt import CausalContext, Delta, EntryBody, Op, RemoteProtocolError
 from crdt.replica import MAX_BATCH_BYTES, MAX_BATCH_OPS
+from daemon.errors import StoreError
 from daemon.grimoire import Grimoire
 
-from .core import NodeCore, log
+from .gossip import GossipCodec, Opened
+from .links import TRANSPORT_ERRORS
+from .peers import PeerBook
+from .ports import Daemon, Links, announce_received, internal_error
 
-__all__ = ["Broadcast"]
+__all__ = ["APPLY_BATCH", "Broadcast"]
+
+log = logging.getLogger("clade.p2p")
 
 APPLY_BATCH = 64  # gossip messages joined in one transaction at most
+STORE_ERRORS = (sqlite3.Error, StoreError, OSError)  # the store could not do it (disk, lock): retried later
+PUBLISH_ERRORS: tuple[type[Exception], ...] = (*TRANSPORT_ERRORS, *STORE_ERRORS)
 
 
-class Broadcast(NodeCore):
+class Broadcast:
+    """Gossip on the clade topic and the probe topic (see the module docstring)."""
+
+    def __init__(self, daemon: Daemon, links: Links, book: PeerBook, *, me: str, codec: GossipCodec,
+                 topic: str, probe_topic: str, max_skew_ms: int) -> None:
+        self.daemon = daemon
+        self.links = links
+        self.book = book
+        self.me = me
+        self.codec = codec
+        self.topic = topic
+        self.probe_topic = probe_topic
+        self.max_skew_ms = max_skew_ms
+        self.counters = daemon.counters
+        self._accepted: OrderedDict[bytes, Opened] = OrderedDict()  # validated, not delivered yet (≤ 4096)
+        self._validating: set[bytes] = set()  # (publisher, seqno) of messages being checked now
+        self._published_seq = 0  # our own ops up to this seq were considered for gossip
+        self._wake_publisher = trio.Event()
+        self._apply_send, self._apply_receive = trio.open_memory_channel[tuple[str, Opened]](1024)
+
+    async def run(self, subscription: Any, probes: Any, *,
+                  task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Drain both subscriptions, join accepted gossip, publish own ops; until cancelled."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._drain, subscription)
+            nursery.start_soon(self._drain_probes, probes)
+            nursery.start_soon(self._applier)
+            nursery.start_soon(self._publisher)
+            task_status.started()
+
+    async def prime(self) -> None:
+        """Start gossip after the ops already in the store (anti-entropy carries those)."""
+        self._published_seq = await self.daemon.db(lambda s: s.local_top(self.me))
+
     def local_write(self) -> None:
         """Own ops were written: the publisher gossips those that cross at once."""
         self._wake_publisher.set()
 
     async def publish_probe(self, probe_id: str) -> int:
         """Publish a probe; returns the send time (wall ms)."""
-        sent_ms = self.state.now_ms()
-        await self.pubsub.publish(self.probe_topic, json.dumps({"id": probe_id[:64], "sent_ms": sent_ms}).encode())
+        sent_ms = self.daemon.now_ms()
+        await self.links.publish(self.probe_topic, json.dumps({"id": probe_id[:64], "sent_ms": sent_ms}).encode())
         return sent_ms
 
-    async def _validate(self, forwarder: ID, msg: Any) -> bool:
+    async def validate(self, forwarder: ID, msg: Any) -> bool:
         """GossipSub validator: only fully checked messages are delivered and forwarded."""
         publisher = ID(msg.from_id).to_base58() if msg.from_id else ""
         if publisher == self.me:
             return True
         forwarded_by = forwarder.to_base58()
-        self._count_traffic(forwarded_by, received=len(msg.data))
+        self.book.note_traffic(forwarded_by, received=len(msg.data), now_ms=self.daemon.now_ms())
         # py-libp2p marks a message seen only after validation: the same message arriving from
         # a second mesh peer meanwhile is a GossipSub duplicate, not a replay by anyone.
         key = bytes(msg.from_id) + bytes(msg.seqno)
@@ -50,7 +100,7 @@ class Broadcast(NodeCore):
         self._validating.add(key)
         try:
             opened = await trio.to_thread.run_sync(
-                lambda: self.codec.open(bytes(msg.data), publisher=publisher, now_ms=self.state.now_ms()))
+                lambda: self.codec.open(bytes(msg.data), publisher=publisher, now_ms=self.daemon.now_ms()))
         except RemoteProtocolError as exc:
             self.counters[f"gossip_rejected_{exc.reason}"] += 1
             log.info("gossip from %s (via %s) rejected: %s", publisher, forwarded_by, exc)
@@ -62,7 +112,7 @@ class Broadcast(NodeCore):
             self._accepted.popitem(last=False)
         return True
 
-    def _validate_probe(self, forwarder: ID, msg: Any) -> bool:
+    def validate_probe(self, forwarder: ID, msg: Any) -> bool:
         publisher = ID(msg.from_id).to_base58() if msg.from_id else ""
         record = self.book.find(publisher)
         return publisher == self.me or (len(msg.data) <= 256 and record is not None and record.member)
@@ -74,8 +124,8 @@ class Broadcast(NodeCore):
                 continue
             try:
                 probe = json.loads(bytes(msg.data))
-                self.state.publish("probe_received", {"id": str(probe["id"]), "sent_ms": int(probe["sent_ms"]),
-                                                      "received_ms": self.state.now_ms()})
+                self.daemon.publish("probe_received", {"id": str(probe["id"]), "sent_ms": int(probe["sent_ms"]),
+                                                      "received_ms": self.daemon.now_ms()})
             except (ValueError, KeyError, TypeError):
                 self.counters["probes_malformed"] += 1
 
@@ -103,11 +153,14 @@ class Broadcast(NodeCore):
             ops: tuple[Op, ...] = tuple(op for _, opened in batch for op in opened.delta.ops)
             delta = Delta(ops, CausalContext())
             try:
-                report = await self.state.db(functools.partial(
+                report = await self.daemon.db(functools.partial(
                     Grimoire.apply_delta, delta=delta, local_replica=self.me, max_skew_ms=self.max_skew_ms))
-            except Exception as exc:  # noqa: BLE001 - a failed apply loses nothing: anti-entropy resends
+            except STORE_ERRORS as exc:  # a failed apply loses nothing: anti-entropy resends
                 self.counters["gossip_apply_failed"] += 1
-                log.error("joining gossip failed (anti-entropy will retry): %s", exc)
+                log.error("joining gossip failed (anti-entropy will retry): %r", exc)
+                continue
+            except Exception:  # noqa: BLE001 - a bug: logged with its traceback; the applier goes on
+                internal_error(self.counters, "joining %d gossip message(s)", len(batch))
                 continue
             self.counters["gossip_accepted"] += len(batch)
             self.counters["gossip_ops_applied"] += report.applied
@@ -115,7 +168,7 @@ class Broadcast(NodeCore):
                 self.counters[f"gossip_rejected_{reason}"] += n
             if report.applied:
                 senders = sorted({sender for sender, _ in batch})
-                self._announce_received(",".join(senders), report, via="gossip")
+                announce_received(self.daemon, ",".join(senders), report, via="gossip")
 
     async def _publisher(self) -> None:
         """Gossip own ops as soon as they are written (those the gate lets cross)."""
@@ -125,9 +178,11 @@ class Broadcast(NodeCore):
             self._wake_publisher = trio.Event()
             try:
                 await self._publish_new()
-            except Exception as exc:  # noqa: BLE001 - anti-entropy delivers what gossip could not
+            except PUBLISH_ERRORS as exc:  # anti-entropy delivers what gossip could not
                 self.counters["gossip_publish_failed"] += 1
-                log.warning("publishing own ops failed (anti-entropy will deliver them): %s", exc)
+                log.warning("publishing own ops failed (anti-entropy will deliver them): %r", exc)
+            except Exception:  # noqa: BLE001 - a bug: logged with its traceback; the publisher goes on
+                internal_error(self.counters, "publishing own ops")
 
     async def _publish_new(self) -> None:
         since = self._published_seq
@@ -147,15 +202,15 @@ class Broadcast(NodeCore):
                     kept.append(op)
             return top, kept
 
-        top, ops = await self.state.db(outgoing)
+        top, ops = await self.daemon.db(outgoing)
         self._published_seq = max(self._published_seq, top)
         for chunk in _chunks(ops):
-            data = self.codec.seal(Delta(tuple(chunk), CausalContext()), now_ms=self.state.now_ms())
-            await self.pubsub.publish(self.topic, data)
+            data = self.codec.seal(Delta(tuple(chunk), CausalContext()), now_ms=self.daemon.now_ms())
+            await self.links.publish(self.topic, data)
             self.counters["gossip_published"] += 1
             self.counters["gossip_ops_published"] += len(chunk)
             for record in self.book.members():
-                self._count_traffic(record.peer_id, sent=len(data))
+                self.book.note_traffic(record.peer_id, sent=len(data), now_ms=self.daemon.now_ms())
 
 
 def _chunks(ops: list[Op]) -> list[list[Op]]:

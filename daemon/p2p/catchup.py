@@ -1,16 +1,23 @@
-"""The node's side of anti-entropy (`sync.py` is the protocol): pull from a sibling on
-every new connection and every `sync_interval_s`, and answer siblings' pulls from a read
-snapshot, through the promotion gate."""
+"""The node's side of anti-entropy (`sync_state` is the protocol, `sync` its trio loop):
+pull from a sibling on every new connection and every `sync_interval_s`, and answer
+siblings' pulls from a read snapshot, through the promotion gate.
+
+`CatchUp` owns the sync side of the peer book (`behind`, `ahead`, `last_sync_ms`, the
+round-trip estimate from a quick sync) and the set of siblings it is pulling from (one
+pull per sibling at a time). Its ticker sleeps on the trio clock. Failures are counted by
+kind: `sync_refused_by_peer`, `sync_rejected_<reason>` (the peer broke the protocol),
+`sync_failed` / `sync_serve_failed` (the link died or timed out); anything else is a bug,
+logged with its traceback as `internal_errors`.
+"""
 
 from __future__ import annotations
 
 import functools
-import time
+import logging
+import random
 from typing import Any
 
 import trio
-from libp2p.abc import INetStream
-from libp2p.peer.id import ID
 
 from crdt import ApplyReport, CausalContext, RemoteProtocolError
 from crdt.codec import decode_delta, encode_delta
@@ -18,15 +25,37 @@ from crypto.identity import signature_ok
 from daemon.grimoire import Grimoire
 
 from . import messages
-from .core import DIAL_TIMEOUT_S, SYNC_PROTOCOL, NodeCore, log
+from .errors import SyncRefused
 from .frames import close_quietly, encode_frame
-from .sync import ROUND_DELTAS, SyncRefused, pull, serve
+from .links import TRANSPORT_ERRORS
+from .peers import PeerBook
+from .ports import Daemon, Links, Stream, announce_received, internal_error
+from .sync import ROUND_DELTAS, pull, serve
 
-__all__ = ["CatchUp"]
+__all__ = ["SYNC_PROTOCOL", "CatchUp"]
+
+log = logging.getLogger("clade.p2p")
+
+SYNC_PROTOCOL = "/clade/sync/1.0.0"
 
 
-class CatchUp(NodeCore):
-    async def _anti_entropy(self) -> None:
+class CatchUp:
+    """Anti-entropy with the siblings (see the module docstring); `Syncer` for admission."""
+
+    def __init__(self, daemon: Daemon, links: Links, book: PeerBook, *, me: str, max_skew_ms: int,
+                 sync_interval_s: float, rng: random.Random) -> None:
+        self.daemon = daemon
+        self.links = links
+        self.book = book
+        self.me = me
+        self.max_skew_ms = max_skew_ms
+        self.sync_interval_s = sync_interval_s
+        self.rng = rng
+        self.counters = daemon.counters
+        self._syncing: set[str] = set()  # siblings a pull is running from
+
+    async def run(self) -> None:
+        """Every `sync_interval_s` (× U(0.8, 1.2)), pull from one connected sibling at random."""
         while True:
             await trio.sleep(self.sync_interval_s * self.rng.uniform(0.8, 1.2))
             members = [r.peer_id for r in self.book.members() if r.peer_id not in self._syncing]
@@ -34,16 +63,16 @@ class CatchUp(NodeCore):
                 await self.sync_with(self.rng.choice(members))
 
     async def sync_with(self, peer_id: str) -> dict[str, Any] | None:
-        """Pull everything `peer_id` has that we lack; None if it could not run."""
+        """Pull everything `peer_id` has that we lack; a summary, or None if it could not run
+        (not a member, already pulling from it, or it failed: counted and logged)."""
         record = self.book.get(peer_id)
         if peer_id in self._syncing or not record.member:
             return None
         self._syncing.add(peer_id)
-        stream: INetStream | None = None
-        started = time.monotonic()
+        stream: Stream | None = None
+        started = trio.current_time()
         try:
-            with trio.fail_after(DIAL_TIMEOUT_S):
-                stream = await self.host.new_stream(ID.from_base58(peer_id), [SYNC_PROTOCOL])
+            stream = await self.links.open_stream(peer_id, SYNC_PROTOCOL)
             result = await pull(stream, local_context=self._local_context,
                                 apply=functools.partial(self._apply_sync_delta, sender=peer_id))
         except SyncRefused as exc:
@@ -54,23 +83,26 @@ class CatchUp(NodeCore):
             self.counters[f"sync_rejected_{exc.reason}"] += 1
             log.warning("sync with %s aborted: %s", peer_id, exc)
             return None
-        except Exception as exc:  # noqa: BLE001 - a dropped connection ends the sync; the next one resumes
+        except TRANSPORT_ERRORS as exc:  # a dropped connection ends the sync; the next one resumes
             self.counters["sync_failed"] += 1
-            log.info("sync with %s cut short: %s", peer_id, exc)
+            log.info("sync with %s cut short: %r", peer_id, exc)
+            return None
+        except Exception:  # noqa: BLE001 - a bug: logged with its traceback, not blamed on the peer
+            internal_error(self.counters, "sync with %s", peer_id)
             return None
         finally:
             self._syncing.discard(peer_id)
             if stream is not None:
                 await close_quietly(stream)
-        self._count_traffic(peer_id, sent=result.bytes_out, received=result.bytes_in,
-                            msgs_out=result.rounds, msgs_in=result.rounds + result.deltas)
+        self.book.note_traffic(peer_id, sent=result.bytes_out, received=result.bytes_in, msgs_out=result.rounds,
+                               msgs_in=result.rounds + result.deltas, now_ms=self.daemon.now_ms())
         if result.rounds == 1 and not result.deltas and result.first_round_ms is not None:
             record.note_rtt(result.first_round_ms)
         if result.remote_context is not None:
             local = await self._local_context()
             record.behind = local.missing_count(result.remote_context)
             record.ahead = result.remote_context.missing_count(local)
-        record.last_sync_ms = self.state.now_ms()
+        record.last_sync_ms = self.daemon.now_ms()
         report = result.report
         self.counters["sync_pulls"] += 1
         self.counters["sync_ops_applied"] += report.applied
@@ -78,25 +110,25 @@ class CatchUp(NodeCore):
             self.counters[f"sync_rejected_{reason}"] += n
         summary = {"peer_id": peer_id, "rounds": result.rounds, "deltas": result.deltas, "applied": report.applied,
                    "rejected": dict(report.rejected), "bytes_in": result.bytes_in,
-                   "seconds": round(time.monotonic() - started, 3)}
+                   "seconds": round(trio.current_time() - started, 3)}
         if report.applied:
-            self._announce_received(peer_id, report, via="sync")
+            announce_received(self.daemon, peer_id, report, via="sync")
             log.info("synced from %s: %d ops in %d rounds", peer_id, report.applied, result.rounds)
-        self.state.publish("sync_complete", summary)
+        self.daemon.publish("sync_complete", summary)
         return summary
 
     async def _local_context(self) -> CausalContext:
-        return await self.state.db(lambda s: s.causal_context())
+        return await self.daemon.db(lambda s: s.causal_context())
 
     async def _apply_sync_delta(self, data: bytes, *, sender: str) -> ApplyReport:
         delta, dropped = await trio.to_thread.run_sync(decode_delta, data, signature_ok)
-        report = await self.state.db(lambda s: s.apply_delta(delta, rejected=dropped, local_replica=self.me,
-                                                             max_skew_ms=self.max_skew_ms, sender=sender))
-        self.state.publish("sync_progress", {"peer_id": sender, "applied": report.applied, "bytes": len(data)})
+        report = await self.daemon.db(lambda s: s.apply_delta(delta, rejected=dropped, local_replica=self.me,
+                                                              max_skew_ms=self.max_skew_ms, sender=sender))
+        self.daemon.publish("sync_progress", {"peer_id": sender, "applied": report.applied, "bytes": len(data)})
         return report
 
-    async def _sync_handler(self, stream: INetStream) -> None:
-        peer_id = stream.muxed_conn.peer_id.to_base58()
+    async def serve_sync(self, stream: Stream, peer_id: str) -> None:
+        """Answer a sibling's pull on `stream` (the node's stream handler). Never raises."""
         record = self.book.get(peer_id)
         try:
             if not record.member:
@@ -106,25 +138,30 @@ class CatchUp(NodeCore):
                 return
 
             def on_round(remote: CausalContext, local: CausalContext, more: bool) -> None:
+                self.counters["sync_rounds_served"] += 1
                 record.behind = local.missing_count(remote)
                 # What we hold that the asker lacks, until this round lands (all of it if not `more`).
                 record.ahead = remote.missing_count(local) if more else 0
 
-            figures = await serve(stream, extract=self._extract, on_round=on_round, counters=self.counters)
-            self._count_traffic(peer_id, sent=figures["bytes_out"], received=figures["bytes_in"],
-                                msgs_out=figures["rounds"], msgs_in=figures["rounds"])
+            figures = await serve(stream, extract=self._extract, on_round=on_round)
+            self.book.note_traffic(peer_id, sent=figures.bytes_out, received=figures.bytes_in,
+                                   msgs_out=figures.rounds, msgs_in=figures.rounds, now_ms=self.daemon.now_ms())
         except RemoteProtocolError as exc:
             self.counters[f"sync_rejected_{exc.reason}"] += 1
             log.warning("sync request from %s refused: %s", peer_id, exc)
-        except Exception as exc:  # noqa: BLE001 - never let a handler error reach the host
+        except TRANSPORT_ERRORS as exc:
             self.counters["sync_serve_failed"] += 1
-            log.debug("serving sync to %s failed: %s", peer_id, exc)
+            log.debug("serving sync to %s failed: %r", peer_id, exc)
+        except Exception:  # noqa: BLE001 - a bug: never let it reach the host (NOTES-libp2p 8)
+            internal_error(self.counters, "serving sync to %s", peer_id)
         finally:
             await close_quietly(stream)
 
     async def _extract(self, peer: CausalContext) -> tuple[list[bytes], bool, CausalContext]:
+        me = self.me
+
         def run(store: Grimoire) -> tuple[list[bytes], bool, CausalContext]:
-            deltas = store.iter_deltas(peer, gate=store.sync_gate(self.me))
+            deltas = store.iter_deltas(peer, gate=store.sync_gate(me))
             out: list[bytes] = []
             more = False
             try:
@@ -137,4 +174,4 @@ class CatchUp(NodeCore):
                 deltas.close()  # ends the read snapshot
             return out, more, store.causal_context()
 
-        return await self.state.db(run)
+        return await self.daemon.db(run)

@@ -1,202 +1,240 @@
 """Finding and keeping siblings: bootstrap, mDNS, peer exchange, known siblings across
 restarts (`$DATA/peers.json`), connection events, and redialing with capped exponential
-backoff and jitter (after clearing py-libp2p's 60 s failed-dial cache)."""
+backoff and jitter.
+
+`Dialing` owns the dial side of the peer book: `dial`, `learned`, `failures`, `next_dial`,
+`hold_until` and `blacklisted` of each record, the set of dials in flight and the dialer's
+wake-up. Every timer is on `trio.current_time()` (tests run it on `MockClock`). It reaches
+the network only through the `Links` port and greets nobody itself: the node routes a new
+connection to admission when `on_connected` says so.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import time
+import logging
+import random
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import trio
-from libp2p.abc import INetConn, INetStream, INetwork, INotifee
-from libp2p.peer.id import ID
-from libp2p.peer.peerinfo import PeerInfo, info_from_p2p_addr
 
 from daemon.grimoire import atomic_write
 
-from .core import DIAL_TIMEOUT_S, NodeCore, log
-from .host import parse_multiaddr
-from .peers import PeerRecord, redial_delay
+from .peers import PeerBook, PeerRecord, redial_delay
+from .ports import Daemon, Links, internal_error
 
-__all__ = ["CANDIDATE_DIALS", "MAX_CANDIDATES", "Dialing", "Events"]
+__all__ = ["CANDIDATE_DIALS", "MAX_CANDIDATES", "Dialing", "drop", "let_in", "shut_out"]
+
+log = logging.getLogger("clade.p2p")
 
 MAX_CANDIDATES = 64  # addresses learned from siblings or mDNS and not admitted yet
 CANDIDATE_DIALS = 6  # failed dials before a learned, never-admitted address is given up
+IDLE_WAKE_S = 1.0  # the dialer looks at the book at least this often
 
 
-class Events(INotifee):
-    """Connection events from libp2p, handed to the node's task (never handled inline)."""
-
-    def __init__(self, send: trio.MemorySendChannel[tuple[str, str]]) -> None:
-        self.send = send
-
-    def _post(self, kind: str, conn: INetConn) -> None:
-        with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
-            self.send.send_nowait((kind, conn.muxed_conn.peer_id.to_base58()))
-
-    async def connected(self, network: INetwork, conn: INetConn) -> None:
-        self._post("connected", conn)
-
-    async def disconnected(self, network: INetwork, conn: INetConn) -> None:
-        self._post("disconnected", conn)
-
-    async def opened_stream(self, network: INetwork, stream: INetStream) -> None:
-        pass
-
-    async def closed_stream(self, network: INetwork, stream: INetStream) -> None:
-        pass
-
-    async def listen(self, network: INetwork, multiaddr: Any) -> None:
-        pass
-
-    async def listen_close(self, network: INetwork, multiaddr: Any) -> None:
-        pass
+def shut_out(links: Links, record: PeerRecord) -> None:
+    """Keep GossipSub from exchanging messages with a held or revoked peer: a revoked
+    member still has the clade key, so the envelope alone does not stop it reading."""
+    record.blacklisted = True
+    links.shut_out(record.peer_id)
 
 
-class Dialing(NodeCore):
+def let_in(links: Links, record: PeerRecord) -> None:
+    """Lift `shut_out` (never for a revoked peer)."""
+    if record.blacklisted and record.refused != "revoked":
+        record.blacklisted = False
+        links.let_in(record.peer_id)
+
+
+async def drop(links: Links, book: PeerBook, peer_id: str) -> None:
+    """Close the connection to `peer_id` and note whether it is still up."""
+    await links.drop(peer_id)
+    record = book.find(peer_id)
+    if record is not None:
+        record.connected = links.connected(peer_id)
+
+
+class Dialing:
+    """Keeps a connection to every sibling worth dialing (see the module docstring).
+
+    `parse_addr(addr) -> (peer_id, transport addr)` splits `/…/p2p/PEERID` and raises
+    `ValueError` if it cannot; `dial_errors` are the exceptions a failed dial may raise.
+    """
+
+    def __init__(self, daemon: Daemon, links: Links, book: PeerBook, *, me: str, known_path: Path,
+                 rng: random.Random, parse_addr: Callable[[str], tuple[str, str]],
+                 dial_errors: tuple[type[Exception], ...]) -> None:
+        self.daemon = daemon
+        self.links = links
+        self.book = book
+        self.me = me
+        self.known_path = known_path
+        self.rng = rng
+        self.parse_addr = parse_addr
+        self.dial_errors = dial_errors
+        self.counters = daemon.counters
+        self._dialing: set[str] = set()  # peer ids with a dial in flight
+        self._wake = trio.Event()  # set when the book changed in a way the dialer must see
+        self._nursery: trio.Nursery | None = None
+
+    # -- what the operator and the other parts ask -------------------------------------------
+
     def add_bootstrap(self, addr: str) -> str:
-        """Remember a sibling to dial (`/ip4/…/tcp/…/p2p/PEERID`); returns its peer id."""
+        """Remember a sibling to dial (`/ip4/…/tcp/…/p2p/PEERID`), lifting any hold; returns
+        its peer id. Raises `ValueError` for a malformed address or our own."""
         try:
-            info = info_from_p2p_addr(parse_multiaddr(addr))
-        except Exception as exc:  # noqa: BLE001 - libp2p raises several types for a bad address
+            peer_id, transport = self.parse_addr(addr)
+        except ValueError as exc:
             raise ValueError(f"bootstrap address {addr!r} must end in /p2p/PEERID ({exc})") from None
-        peer_id = info.peer_id.to_base58()
         if peer_id == self.me:
             raise ValueError(f"bootstrap address {addr!r} is this golem itself")
-        record = self.book.add_addr(peer_id, str(info.addrs[0]))
+        record = self.book.add_addr(peer_id, transport)
         record.dial = True
         record.hold_until = 0.0
         record.next_dial = 0.0
         record.failures = 0
-        self._let_in(record)
-        self._wake_dialer.set()
+        let_in(self.links, record)
+        self._wake.set()
         return peer_id
 
     async def disconnect(self, peer_id: str, *, hold_s: float) -> None:
         """Drop a peer and refuse it (both ways) for `hold_s` seconds (operator's partition)."""
         record = self.book.get(peer_id)
-        record.hold_until = time.monotonic() + hold_s
-        self._shut_out(record)
-        await self._drop(peer_id)
+        record.hold_until = trio.current_time() + hold_s
+        shut_out(self.links, record)
+        await drop(self.links, self.book, peer_id)
 
-    def _load_known(self) -> None:
+    def load_known(self) -> None:
         """Siblings admitted in earlier runs: dialed at once after a restart."""
-        path = self.state.data.root / "peers.json"
         try:
-            known = json.loads(path.read_text())
+            known = json.loads(self.known_path.read_text())
             for peer_id, addrs in dict(known).items():
                 for addr in list(addrs)[:8]:
                     self.book.add_addr(str(peer_id), str(addr)).dial = True
         except FileNotFoundError:
             return
         except (OSError, ValueError, TypeError) as exc:
-            log.warning("ignoring %s (%s); siblings will be found again via bootstrap/mDNS", path, exc)
+            log.warning("ignoring %s (%s); siblings will be found again via bootstrap/mDNS", self.known_path, exc)
 
-    async def _save_known(self) -> None:
+    async def save_known(self) -> None:
+        """Persist the siblings to redial after a restart (`Siblings` port)."""
         known = {r.peer_id: r.addrs for r in self.book.all() if r.dial and r.refused is None and r.addrs}
         data = json.dumps(known, indent=1, sort_keys=True).encode()
-        await trio.to_thread.run_sync(atomic_write, self.state.data.root / "peers.json", data)
+        await trio.to_thread.run_sync(atomic_write, self.known_path, data)
 
-    def _discovered(self, info: PeerInfo) -> None:
-        peer_id = info.peer_id.to_base58()
-        if peer_id == self.me or not info.addrs:
+    def discovered(self, peer_id: str, addrs: list[str]) -> None:
+        """A peer announced by mDNS."""
+        if peer_id == self.me or not addrs:
             return
         known = self.book.find(peer_id)
         if known is None and self.book.candidates() >= MAX_CANDIDATES:
             self.counters["mdns_capped"] += 1
             return
         record = self.book.get(peer_id)
-        for addr in info.addrs[:8]:
-            self.book.add_addr(peer_id, str(addr))
+        for addr in addrs[:8]:
+            self.book.add_addr(peer_id, addr)
         if known is None:
             record.learned = True
         if not record.refused:
             record.dial = True
-            self._wake_dialer.set()
+            self._wake.set()
         self.counters["mdns_discovered"] += 1
 
-    def _learn_sibling(self, addr: str) -> None:
-        """A sibling named by a member (peer exchange): dial it unless known or refused."""
+    def learn_sibling(self, addr: str) -> None:
+        """A sibling named by a member (peer exchange): dial it unless known or refused
+        (`Siblings` port)."""
         try:
-            info = info_from_p2p_addr(parse_multiaddr(addr))
-        except Exception:  # noqa: BLE001 - a bad address from a peer is ignored, and counted
+            peer_id, transport = self.parse_addr(addr)
+        except ValueError:  # a bad address from a peer is ignored, and counted
             self.counters["peer_exchange_bad_addr"] += 1
             return
-        peer_id = info.peer_id.to_base58()
         record = self.book.find(peer_id)
         if peer_id == self.me or (record is not None and (record.refused or record.connected or record.dial)):
             return
         if self.book.candidates() >= MAX_CANDIDATES:
             self.counters["peer_exchange_capped"] += 1
             return
-        record = self.book.add_addr(peer_id, str(info.addrs[0]))
+        record = self.book.add_addr(peer_id, transport)
         record.learned = True
         record.dial = True
-        self._wake_dialer.set()
+        self._wake.set()
 
-    async def _connection_events(self, receive: trio.MemoryReceiveChannel[tuple[str, str]]) -> None:
-        assert self._nursery is not None
-        async for kind, peer_id in receive:
-            record = self.book.get(peer_id)
-            if kind == "connected":
-                if time.monotonic() < record.hold_until:
-                    self.counters["connections_refused_held"] += 1
-                    self._nursery.start_soon(self._drop, peer_id)
-                    continue
-                was = record.connected
-                record.connected = True
-                record.last_seen_ms = self.state.now_ms()
-                if not was:
-                    self._nursery.start_soon(self._hello, peer_id)
-            elif not self._connected(peer_id):
-                if record.connected and record.member:
-                    self.state.publish("peer_down", {"peer_id": peer_id})
-                record.connected = False
-                record.member = False if record.refused else record.member
-                # Redial with backoff; a hello that succeeds resets it. A peer that accepts
-                # and drops us at once (it holds us off) is thus not hammered.
-                record.failures += 1
-                record.next_dial = time.monotonic() + redial_delay(record.failures - 1, self.rng)
-                self._wake_dialer.set()
+    # -- connection events (routed here by the node) -------------------------------------------
 
-    async def _dialer(self) -> None:
-        assert self._nursery is not None
-        while True:
-            now = time.monotonic()
-            wait = 1.0
-            for record in self.book.all():
-                if record.blacklisted and record.hold_until <= now:
-                    self._let_in(record)
-                if not record.dial or record.connected or record.peer_id in self._dialing or not record.addrs:
-                    continue
-                ready = max(record.next_dial, record.hold_until)
-                if ready <= now:
-                    self._dialing.add(record.peer_id)
-                    self._nursery.start_soon(self._dial, record)
-                else:
-                    wait = min(wait, ready - now)
-            self._wake_dialer = trio.Event()
-            with trio.move_on_after(max(wait, 0.05)):
-                await self._wake_dialer.wait()
+    def on_connected(self, peer_id: str) -> bool:
+        """A connection to `peer_id` opened. True if it is new and must be greeted (hello);
+        a peer held off is dropped at once instead."""
+        record = self.book.get(peer_id)
+        if trio.current_time() < record.hold_until:
+            self.counters["connections_refused_held"] += 1
+            if self._nursery is not None:
+                self._nursery.start_soon(drop, self.links, self.book, peer_id)
+            return False
+        was = record.connected
+        record.connected = True
+        record.last_seen_ms = self.daemon.now_ms()
+        return not was
+
+    def on_disconnected(self, peer_id: str) -> None:
+        """A connection to `peer_id` closed: if none is left, redial with backoff."""
+        if self.links.connected(peer_id):
+            return
+        record = self.book.get(peer_id)
+        if record.connected and record.member:
+            self.daemon.publish("peer_down", {"peer_id": peer_id})
+        record.connected = False
+        record.member = False if record.refused else record.member
+        # Redial with backoff; a hello that succeeds resets it. A peer that accepts and drops
+        # us at once (it holds us off) is thus not hammered.
+        record.failures += 1
+        record.next_dial = trio.current_time() + redial_delay(record.failures - 1, self.rng)
+        self._wake.set()
+
+    # -- the dialer ------------------------------------------------------------------------------
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Dial every record that is due, forever; dials run side by side in this task's nursery."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            while True:
+                now = trio.current_time()
+                wait = IDLE_WAKE_S
+                for record in self.book.all():
+                    if record.blacklisted and record.hold_until <= now:
+                        let_in(self.links, record)
+                    if not record.dial or record.connected or record.peer_id in self._dialing or not record.addrs:
+                        continue
+                    ready = max(record.next_dial, record.hold_until)
+                    if ready <= now:
+                        self._dialing.add(record.peer_id)
+                        nursery.start_soon(self._dial, record)
+                    else:
+                        wait = min(wait, ready - now)
+                self._wake = trio.Event()
+                with trio.move_on_after(max(wait, 0.05)):
+                    await self._wake.wait()
 
     async def _dial(self, record: PeerRecord) -> None:
-        pid = ID.from_base58(record.peer_id)
         try:
-            network: Any = self.host.get_network()
-            network.unblock_peer(pid)  # a failed dial is cached for 60 s otherwise
-            addrs = [parse_multiaddr(a) for a in record.addrs]
-            with trio.fail_after(DIAL_TIMEOUT_S):
-                await self.host.connect(PeerInfo(pid, addrs))
+            await self.links.dial(record.peer_id, list(record.addrs))
             self.counters["dials_ok"] += 1  # failures reset once the hello succeeds
-        except Exception as exc:  # noqa: BLE001 - every dial failure means: back off, retry
-            record.failures += 1
-            record.next_dial = time.monotonic() + redial_delay(record.failures, self.rng)
-            self.counters["dials_failed"] += 1
-            if record.learned and not record.member and record.failures >= CANDIDATE_DIALS:
-                record.dial = False  # a stale or made-up address from peer exchange: stop trying
-            log.debug("dial %s failed (%d in a row): %s", record.peer_id, record.failures, exc)
+        except self.dial_errors as exc:  # the network said no: back off, retry
+            self._dial_failed(record, exc)
+        except Exception as exc:  # noqa: BLE001 - a bug: logged with its traceback, not counted as a failed dial
+            internal_error(self.counters, "dialing %s", record.peer_id)
+            self._dial_failed(record, exc, count=False)
         finally:
             self._dialing.discard(record.peer_id)
-            self._wake_dialer.set()
+            self._wake.set()
+
+    def _dial_failed(self, record: PeerRecord, exc: Exception, *, count: bool = True) -> None:
+        record.failures += 1  # backed off either way: a bug must not become a dial loop
+        record.next_dial = trio.current_time() + redial_delay(record.failures, self.rng)
+        if count:
+            self.counters["dials_failed"] += 1
+        if record.learned and not record.member and record.failures >= CANDIDATE_DIALS:
+            record.dial = False  # a stale or made-up address from peer exchange: stop trying
+        log.debug("dial %s failed (%d in a row): %r", record.peer_id, record.failures, exc)

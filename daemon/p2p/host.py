@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import multiaddr
+import multiaddr.exceptions
 from libp2p import new_host
 from libp2p.abc import IHost
 from libp2p.crypto.ed25519 import create_new_key_pair
@@ -37,7 +38,7 @@ def parse_multiaddr(text: str) -> multiaddr.Multiaddr:
     """Parse a multiaddr; raises `ValueError` naming it."""
     try:
         return multiaddr.Multiaddr(text)
-    except Exception as exc:  # noqa: BLE001 - multiaddr raises several unrelated types
+    except (ValueError, LookupError, TypeError, multiaddr.exceptions.Error) as exc:  # its parse and lookup errors
         raise ValueError(f"{text!r} is not a multiaddr ({exc})") from None
 
 

@@ -4,91 +4,183 @@
                proved the peer id) ─▶ member: pull anti-entropy from it, gossip with it
              └▶ refused: disconnected, not dialed again for HOLD_S (revoked: never)
 
-The node is assembled from one part per job over a shared `core.NodeCore`: `dialing`
-(bootstrap, mDNS, peer exchange, redial with backoff), `admission` (the hello, revocations),
-`catchup` (anti-entropy), `broadcast` (gossip in and out). This file wires them to one
-host and one GossipSub and runs their tasks. Every handler catches its own errors: an
-exception escaping one would take the host down.
+The node is four parts, each owning its state, over one host (`HostLinks`), one peer book
+and the daemon (`ports.Daemon`):
+
+    Dialing    bootstrap, mDNS, peer exchange, known siblings, redial backoff, holds
+    Admission  the hello both ways, membership, revocations        → Siblings (Dialing), Syncer (CatchUp)
+    CatchUp    anti-entropy: pull on connect and on a timer, serve pulls
+    Broadcast  gossip out (own ops), gossip in (validate, join), probes
+
+This file builds them, routes libp2p's callbacks (connection events, stream handlers,
+topic validators, mDNS) to them, runs their tasks, and is the `ports.P2PControl` the daemon
+uses. Stream handlers never raise: an exception escaping one takes the host down.
 """
 
 from __future__ import annotations
 
 import contextlib
 import random
-from collections import Counter, OrderedDict
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import trio
+from libp2p.abc import INetConn, INetStream, INetwork, INotifee
+from libp2p.custom_types import TProtocol
 from libp2p.discovery.events.peerDiscovery import peerDiscovery
-from libp2p.peer.peerinfo import PeerInfo
+from libp2p.peer.peerinfo import PeerInfo, info_from_p2p_addr
 from libp2p.tools.anyio_service import background_trio_service
+from multiaddr.exceptions import Error as MultiaddrError
 
-from crypto import Membership, RevocationList
+from crypto import Identity, Membership, RevocationList
 
+from . import admission, catchup
 from .admission import Admission
 from .broadcast import Broadcast
 from .catchup import CatchUp
-from .core import HELLO_PROTOCOL, SYNC_PROTOCOL, log
-from .dialing import Dialing, Events
-from .gossip import GossipCodec, Opened
+from .dialing import Dialing
+from .gossip import GossipCodec
 from .host import build_host, build_pubsub, parse_multiaddr
+from .links import TRANSPORT_ERRORS, HostLinks
 from .peers import PeerBook
+from .ports import Daemon, log
 
-if TYPE_CHECKING:
-    from daemon.service.state import DaemonState
+__all__ = ["HELLO_PROTOCOL", "SYNC_PROTOCOL", "P2PNode", "parse_peer_addr", "topic_of"]
 
-__all__ = ["HELLO_PROTOCOL", "SYNC_PROTOCOL", "P2PNode", "topic_of"]
+HELLO_PROTOCOL = TProtocol(admission.HELLO_PROTOCOL)
+SYNC_PROTOCOL = TProtocol(catchup.SYNC_PROTOCOL)
 
 
 def topic_of(clade_id: str) -> str:
     return f"/clade/{clade_id}/v1"
 
 
-class P2PNode(Dialing, Admission, CatchUp, Broadcast):
+def parse_peer_addr(addr: str) -> tuple[str, str]:
+    """`/…/p2p/PEERID` → (peer id, the address as libp2p prints it); `ValueError` if malformed."""
+    try:
+        info = info_from_p2p_addr(parse_multiaddr(addr))
+        return info.peer_id.to_base58(), str(info.addrs[0])
+    except (ValueError, LookupError, MultiaddrError) as exc:  # libp2p and multiaddr raise several types
+        raise ValueError(str(exc)) from None
+
+
+class Events(INotifee):
+    """Connection events from libp2p, handed to the node's task (never handled inline)."""
+
+    def __init__(self, send: trio.MemorySendChannel[tuple[str, str]]) -> None:
+        self.send = send
+
+    def _post(self, kind: str, conn: INetConn) -> None:
+        with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+            self.send.send_nowait((kind, conn.muxed_conn.peer_id.to_base58()))
+
+    async def connected(self, network: INetwork, conn: INetConn) -> None:
+        self._post("connected", conn)
+
+    async def disconnected(self, network: INetwork, conn: INetConn) -> None:
+        self._post("disconnected", conn)
+
+    async def opened_stream(self, network: INetwork, stream: INetStream) -> None:
+        pass
+
+    async def closed_stream(self, network: INetwork, stream: INetStream) -> None:
+        pass
+
+    async def listen(self, network: INetwork, multiaddr: Any) -> None:
+        pass
+
+    async def listen_close(self, network: INetwork, multiaddr: Any) -> None:
+        pass
+
+
+class P2PNode:
     """The p2p service: the parts above over one host, one GossipSub and one peer book."""
 
-    def __init__(self, state: DaemonState, *, membership: Membership, clade_key: bytes,
-                 revocations: RevocationList | None, listen: list[str], bootstrap: list[str], mdns: bool,
+    def __init__(self, daemon: Daemon, *, identity: Identity, membership: Membership, clade_key: bytes,
+                 revocations: RevocationList | None, persist_revocations: Callable[[RevocationList], object],
+                 known_path: Path, listen: list[str], bootstrap: list[str], mdns: bool,
                  sync_interval_s: float, max_skew_ms: int) -> None:
-        self.state = state
-        self.me = state.identity.peer_id
-        self.membership = membership
-        self.revocations = revocations
+        self.daemon = daemon
+        self.me = me = identity.peer_id
         self.listen = [parse_multiaddr(a) for a in listen]
         self.mdns = mdns
-        self.sync_interval_s = sync_interval_s
         self.topic = topic_of(membership.clade_id)
         self.probe_topic = f"/clade/{membership.clade_id}/probe/v1"
         self.book = PeerBook()
-        self.codec = GossipCodec(identity=state.identity, membership=membership, clade_key=clade_key,
-                                 revocations=lambda: self.revocations, max_skew_ms=max_skew_ms)
-        self.max_skew_ms = max_skew_ms
-        self.counters: Counter[str] = state.counters
         self.rng = random.Random()
-        self.host = build_host(state.identity, mdns=mdns)
+        self.host = build_host(identity, mdns=mdns)
         self.router, self.pubsub = build_pubsub(self.host)
-        self._accepted: OrderedDict[bytes, Opened] = OrderedDict()
-        self._validating: set[bytes] = set()
-        self._wake_publisher = trio.Event()
-        self._wake_dialer = trio.Event()
-        self._syncing: set[str] = set()
-        self._dialing: set[str] = set()
-        self._published_seq = 0
-        self._nursery: trio.Nursery | None = None
-        self._apply_send, self._apply_receive = trio.open_memory_channel[tuple[str, Opened]](1024)
+        self.links = HostLinks(self.host, self.pubsub)
+        self.dialing = Dialing(daemon, self.links, self.book, me=me, known_path=known_path, rng=self.rng,
+                               parse_addr=parse_peer_addr, dial_errors=(*TRANSPORT_ERRORS, ValueError))
+        self.catchup = CatchUp(daemon, self.links, self.book, me=me, max_skew_ms=max_skew_ms,
+                               sync_interval_s=sync_interval_s, rng=self.rng)
+        self.admission = Admission(daemon, self.links, self.book, membership=membership, revocations=revocations,
+                                   persist_revocations=persist_revocations, siblings=self.dialing,
+                                   syncer=self.catchup)
+        codec = GossipCodec(identity=identity, membership=membership, clade_key=clade_key,
+                            revocations=lambda: self.admission.revocations, max_skew_ms=max_skew_ms)
+        self.broadcast = Broadcast(daemon, self.links, self.book, me=me, codec=codec, topic=self.topic,
+                                   probe_topic=self.probe_topic, max_skew_ms=max_skew_ms)
         self.listen_addrs: list[str] = []
         for addr in bootstrap:
-            self.add_bootstrap(addr)
+            self.dialing.add_bootstrap(addr)
+
+    # -- P2PControl ------------------------------------------------------------------------------
 
     def peers(self) -> list[dict[str, Any]]:
         return [r.to_json() for r in self.book.all()]
 
+    def siblings(self) -> list[str]:
+        return [r.peer_id for r in self.book.members()]
+
     def status(self) -> dict[str, Any]:
+        revocations = self.admission.revocations
         return {"listen": self.listen_addrs, "topic": self.topic, "members_connected": len(self.book.members()),
-                "revocations_version": None if self.revocations is None else self.revocations.version}
+                "revocations_version": None if revocations is None else revocations.version}
+
+    def add_bootstrap(self, addr: str) -> str:
+        return self.dialing.add_bootstrap(addr)
+
+    async def disconnect(self, peer_id: str, *, hold_s: float) -> None:
+        await self.dialing.disconnect(peer_id, hold_s=hold_s)
+
+    async def sync_with(self, peer_id: str) -> dict[str, Any] | None:
+        return await self.catchup.sync_with(peer_id)
+
+    async def adopt_revocations(self, revocations: RevocationList) -> bool:
+        return await self.admission.adopt_revocations(revocations)
+
+    def local_write(self) -> None:
+        self.broadcast.local_write()
+
+    async def publish_probe(self, probe_id: str) -> int:
+        return await self.broadcast.publish_probe(probe_id)
+
+    # -- libp2p's callbacks, routed to the parts -----------------------------------------------
+
+    async def _connection_events(self, receive: trio.MemoryReceiveChannel[tuple[str, str]]) -> None:
+        async for kind, peer_id in receive:
+            if kind == "connected":
+                if self.dialing.on_connected(peer_id):
+                    self.admission.greet(peer_id)
+            else:
+                self.dialing.on_disconnected(peer_id)
+
+    async def _hello_handler(self, stream: INetStream) -> None:
+        await self.admission.serve_hello(stream, stream.muxed_conn.peer_id.to_base58())
+
+    async def _sync_handler(self, stream: INetStream) -> None:
+        await self.catchup.serve_sync(stream, stream.muxed_conn.peer_id.to_base58())
+
+    def _discovered(self, info: PeerInfo) -> None:
+        self.dialing.discovered(info.peer_id.to_base58(), [str(a) for a in info.addrs])
+
+    # -- running ---------------------------------------------------------------------------------
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        self._load_known()
+        self.dialing.load_known()
         events_send, events_receive = trio.open_memory_channel[tuple[str, str]](4096)
         self.host.get_network().register_notifee(Events(events_send))
         token = trio.lowlevel.current_trio_token()
@@ -99,27 +191,24 @@ class P2PNode(Dialing, Admission, CatchUp, Broadcast):
 
         if self.mdns:
             peerDiscovery.register_peer_discovered_handler(discovered)
-        self._published_seq = await self.state.db(lambda s: s.local_top(self.me))
+        await self.broadcast.prime()
         try:
             async with self.host.run(self.listen):
                 try:
                     async with background_trio_service(self.pubsub), background_trio_service(self.router):
                         await self.pubsub.wait_until_ready()
-                        self.pubsub.set_topic_validator(self.topic, self._validate, True)
+                        self.pubsub.set_topic_validator(self.topic, self.broadcast.validate, True)
                         self.host.set_stream_handler(HELLO_PROTOCOL, self._hello_handler)
                         self.host.set_stream_handler(SYNC_PROTOCOL, self._sync_handler)
                         subscription = await self.pubsub.subscribe(self.topic)
-                        self.pubsub.set_topic_validator(self.probe_topic, self._validate_probe, False)
+                        self.pubsub.set_topic_validator(self.probe_topic, self.broadcast.validate_probe, False)
                         probes = await self.pubsub.subscribe(self.probe_topic)
-                        self.listen_addrs = [str(a) for a in self.host.get_addrs()]
+                        self.listen_addrs = self.links.listen_addrs()
                         async with trio.open_nursery() as nursery:
-                            self._nursery = nursery
-                            nursery.start_soon(self._drain, subscription)
-                            nursery.start_soon(self._drain_probes, probes)
-                            nursery.start_soon(self._applier)
-                            nursery.start_soon(self._publisher)
-                            nursery.start_soon(self._dialer)
-                            nursery.start_soon(self._anti_entropy)
+                            await nursery.start(self.admission.run)
+                            await nursery.start(self.dialing.run)
+                            await nursery.start(self.broadcast.run, subscription, probes)
+                            nursery.start_soon(self.catchup.run)
                             nursery.start_soon(self._connection_events, events_receive)
                             log.info("p2p listening on %s, topic %s", ", ".join(self.listen_addrs), self.topic)
                             task_status.started(self.listen_addrs)

@@ -35,11 +35,11 @@ class PeerRecord:
     bytes_in: int = 0
     bytes_out: int = 0
     refused: str | None = None  # why the last membership check failed
-    hold_until: float = 0.0  # monotonic: do not dial (and drop inbound) before this
+    hold_until: float = 0.0  # trio.current_time(): do not dial (and drop inbound) before this
     blacklisted: bool = False  # GossipSub refuses it (held or revoked)
     learned: bool = False  # named by a sibling or mDNS, never admitted yet (bounded, evictable)
     failures: int = 0  # consecutive failed dials
-    next_dial: float = 0.0  # monotonic
+    next_dial: float = 0.0  # trio.current_time(): do not redial before this
     dial: bool = False  # a sibling we keep a connection to (bootstrap, seen member)
     last_sync_ms: int | None = None
 
@@ -87,6 +87,18 @@ class PeerBook:
         if addr not in record.addrs:
             record.addrs = [addr, *record.addrs][:8]
         return record
+
+    def note_traffic(self, peer_id: str, *, now_ms: int, sent: int = 0, received: int = 0, msgs_out: int = 0,
+                     msgs_in: int = 0) -> None:
+        """Count bytes and messages exchanged with a peer (one message each way unless told);
+        anything received also marks it seen at `now_ms`."""
+        record = self.get(peer_id)
+        record.bytes_out += sent
+        record.bytes_in += received
+        record.msgs_out += msgs_out or (1 if sent else 0)
+        record.msgs_in += msgs_in or (1 if received else 0)
+        if received:
+            record.last_seen_ms = now_ms
 
     def candidates(self) -> int:
         """Learned addresses not admitted yet (peer exchange and mDNS are capped by this)."""

@@ -1,38 +1,35 @@
-"""Anti-entropy on `/clade/sync/1.0.0`: the asking side pulls what it lacks, in rounds.
+"""The trio loops that drive `sync_state` over a stream (the protocol is documented there).
 
-    asker                                  responder
-      want(my context)          ───▶
-                                ◀───       delta × ≤ ROUND_DELTAS (each ≤ 1 MiB, ≤ 4,096 ops)
-                                ◀───       end(more, responder's context)
-      (verify, apply each delta in one transaction; if more: want(new context) …)
-
-Backpressure: the responder extracts the next round only when asked, so at most one
-round (≤ 4 MiB) is in flight, and the asker reads a whole round before applying it (a
-slow reader would otherwise be reset by Yamux). A round resumes from the asker's context,
-so a sync cut short (peer killed, stream reset) loses nothing: the next one continues.
-Only gated ops are ever extracted (see `grimoire.promotion`).
+`pull` and `serve` only move messages between a stream and a `PullState` / `ServeState`,
+call the host's store functions when an event asks for them, and time the reads. Errors:
+`RemoteProtocolError` (a bad frame, message or round: count it under its reason),
+`SyncRefused` (pull: the responder said no), `EOFError` (pull: the stream ended inside a
+round), `trio.TooSlowError` (no frame for READ_TIMEOUT_S) and whatever the stream raises;
+`LocalProtocolError` only if the host's own functions broke the protocol (a bug here).
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 import trio
 
-from crdt import ApplyReport, CausalContext, RemoteProtocolError
+from crdt import ApplyReport, CausalContext
 
 from . import messages
+from .errors import SyncRefused
 from .frames import encode_frame, read_frame
+from .sync_state import ROUND_DELTAS, PeerRefused, PullState, RoundEnded, ServeState, WantReceived
 
-__all__ = ["ROUND_DELTAS", "PullResult", "SyncRefused", "SyncStream", "pull", "serve"]
+__all__ = ["READ_TIMEOUT_S", "ROUND_DELTAS", "PullResult", "ServeResult", "SyncStream", "pull", "serve"]
 
-ROUND_DELTAS = 4
-MAX_ROUNDS = 10_000
-STALL_ROUNDS = 3  # rounds in a row that say "more" but bring nothing: the responder is stuck or lying
 READ_TIMEOUT_S = 60.0
+
+Extract = Callable[[CausalContext], Awaitable[tuple[list[bytes], bool, CausalContext]]]
+"""Serve side: the deltas (≤ ROUND_DELTAS) the asker's context lacks, whether there are
+more, and our context as of that snapshot."""
 
 
 class SyncStream(Protocol):
@@ -42,6 +39,9 @@ class SyncStream(Protocol):
 
 @dataclass
 class PullResult:
+    """What a pull brought: rounds and deltas, what applying them did, traffic, the
+    responder's last context, and how long the first round took (a round-trip estimate)."""
+
     rounds: int = 0
     deltas: int = 0
     report: ApplyReport = field(default_factory=ApplyReport)
@@ -51,18 +51,24 @@ class PullResult:
     first_round_ms: float | None = None
 
 
-class SyncRefused(Exception):
-    """The responder refused the sync (e.g. it does not count us as a member)."""
+@dataclass
+class ServeResult:
+    rounds: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
 
 
-async def _send(stream: SyncStream, message: messages.Message) -> int:
-    frame = encode_frame(messages.encode(message))
-    await stream.write(frame)
-    return len(frame)
+async def _flush(stream: SyncStream, state: PullState | ServeState) -> int:
+    sent = 0
+    while (message := state.next_message()) is not None:
+        frame = encode_frame(messages.encode(message))
+        await stream.write(frame)
+        sent += len(frame)
+    return sent
 
 
-async def _receive(stream: SyncStream) -> tuple[messages.Message, int]:
-    with trio.fail_after(READ_TIMEOUT_S):
+async def _receive(stream: SyncStream, timeout_s: float) -> tuple[messages.Message, int]:
+    with trio.fail_after(timeout_s):
         payload = await read_frame(stream)
     return messages.decode(payload), len(payload)
 
@@ -72,70 +78,61 @@ async def pull(
     *,
     local_context: Callable[[], Awaitable[CausalContext]],
     apply: Callable[[bytes], Awaitable[ApplyReport]],
+    read_timeout_s: float = READ_TIMEOUT_S,
 ) -> PullResult:
-    """Ask until the responder has nothing we lack. Raises `RemoteProtocolError`, `SyncRefused`,
-    `trio.TooSlowError` (the caller counts them); applied rounds stay applied."""
+    """Ask until the responder has nothing we lack. Applied rounds stay applied whatever
+    is raised (see the module docstring for what may be)."""
+    state = PullState()
     result = PullResult()
-    stalled = 0
-    previous: CausalContext | None = None
-    while result.rounds < MAX_ROUNDS:
-        started = trio.current_time()
-        context = await local_context()
-        stalled = stalled + 1 if context == previous else 0
-        if stalled >= STALL_ROUNDS:
-            raise RemoteProtocolError("stalled", f"{STALL_ROUNDS} rounds said 'more' and brought nothing new")
-        previous = context
-        result.bytes_out += await _send(stream, messages.Want(context))
-        frames: list[bytes] = []
-        while True:
-            message, size = await _receive(stream)
+    started = trio.current_time()
+    state.start(await local_context())
+    while not state.done:
+        result.bytes_out += await _flush(stream, state)
+        ended: RoundEnded | None = None
+        while ended is None:
+            message, size = await _receive(stream, read_timeout_s)
             result.bytes_in += size
-            if isinstance(message, messages.DeltaFrame):
-                if len(frames) >= ROUND_DELTAS:
-                    raise RemoteProtocolError("oversized", f"more than {ROUND_DELTAS} deltas in one round")
-                frames.append(message.delta)
-            elif isinstance(message, messages.End):
-                break
-            elif isinstance(message, messages.Refused):
-                raise SyncRefused(f"{message.reason}: {message.detail}")
-            else:
-                raise RemoteProtocolError("malformed", f"unexpected {type(message).__name__} in a sync round")
+            for event in state.receive(message):
+                if isinstance(event, PeerRefused):
+                    raise SyncRefused(event.reason, event.detail)
+                ended = event
         if result.first_round_ms is None:
             result.first_round_ms = (trio.current_time() - started) * 1000
-        result.rounds += 1
-        result.remote_context = message.context
-        for frame in frames:
+        result.rounds = state.rounds
+        result.remote_context = ended.context
+        for frame in ended.deltas:
             result.report.add(await apply(frame))
             result.deltas += 1
-        if not message.more:
-            break
+        state.round_applied(await local_context())
     return result
 
 
-Extract = Callable[[CausalContext], Awaitable[tuple[list[bytes], bool, CausalContext]]]
-
-
-async def serve(stream: SyncStream, *, extract: Extract,
-                on_round: Callable[[CausalContext, CausalContext, bool], None],
-                counters: Counter[str]) -> dict[str, Any]:
-    """Answer wants until the asker closes the stream; returns traffic figures.
+async def serve(
+    stream: SyncStream,
+    *,
+    extract: Extract,
+    on_round: Callable[[CausalContext, CausalContext, bool], None],
+    read_timeout_s: float = READ_TIMEOUT_S,
+) -> ServeResult:
+    """Answer wants until the asker closes its end; returns traffic figures.
 
     `on_round(asker's context, ours, more)` is called after each round is extracted."""
-    sent = received = rounds = 0
-    while True:
+    state = ServeState()
+    result = ServeResult()
+    while not state.closed:
         try:
-            message, size = await _receive(stream)
+            message, size = await _receive(stream, read_timeout_s)
         except EOFError:
-            break
-        received += size
-        if not isinstance(message, messages.Want):
-            raise RemoteProtocolError("malformed", f"expected a want, got {type(message).__name__}")
-        deltas, more, local = await extract(message.context)
-        on_round(message.context, local, more)
-        for delta in deltas:
-            sent += await _send(stream, messages.DeltaFrame(delta))
-        sent += await _send(stream, messages.End(more, local))
-        rounds += 1
-        counters["sync_rounds_served"] += 1
-    return {"rounds": rounds, "bytes_in": received, "bytes_out": sent}
-
+            events = state.receive_eof()
+        else:
+            result.bytes_in += size
+            events = state.receive(message)
+        for event in events:
+            if isinstance(event, WantReceived):
+                deltas, more, local = await extract(event.context)
+                on_round(event.context, local, more)
+                state.answer(deltas, more=more, context=local)
+            # Closed: the loop ends (`state.closed`)
+        result.bytes_out += await _flush(stream, state)
+    result.rounds = state.rounds
+    return result

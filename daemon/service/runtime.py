@@ -153,9 +153,11 @@ class Daemon:
             raise FatalError(f"{self.data.revocations_path}: {exc}; remove it or install a valid list") from None
         config = state.config.p2p
         try:
-            node = P2PNode(state, membership=membership, clade_key=clade_key, revocations=revocations,
-                           listen=config.listen, bootstrap=config.bootstrap, mdns=config.mdns,
-                           sync_interval_s=config.sync_interval_s, max_skew_ms=config.max_skew_ms)
+            node = P2PNode(state, identity=state.identity, membership=membership, clade_key=clade_key,
+                           revocations=revocations, persist_revocations=self.data.install_revocations,
+                           known_path=self.data.root / "peers.json", listen=config.listen,
+                           bootstrap=config.bootstrap, mdns=config.mdns, sync_interval_s=config.sync_interval_s,
+                           max_skew_ms=config.max_skew_ms)
         except ValueError as exc:
             raise FatalError(f"p2p: {exc}") from None
         state.p2p = node

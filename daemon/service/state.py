@@ -39,12 +39,11 @@ from daemon.grimoire.retrieval import (
     response_sentences,
 )
 from daemon.grimoire.vectors import missing_vectors, stored_vectors, write_vectors
+from daemon.p2p.ports import P2PControl
 from daemon.service.backup import create_backup, default_recipients, report_json
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
-
-    from daemon.p2p.node import P2PNode
 
 __all__ = ["INLINE_EMBED_LIMIT", "DaemonState"]
 
@@ -77,7 +76,7 @@ class DaemonState:
     # One user of the model at a time (query tail or background backlog), so the two never
     # embed the same entries twice; a query waits at most one backlog batch.
     _embedding: anyio.Lock = field(default_factory=anyio.Lock)
-    p2p: P2PNode | None = None
+    p2p: P2PControl | None = None  # the running p2p node (set by the runtime while sync runs)
 
     @staticmethod
     def now_ms() -> int:
@@ -245,7 +244,7 @@ class DaemonState:
         """Every peer the p2p service knows (empty while sync is off)."""
         return [] if self.p2p is None else self.p2p.peers()
 
-    def node(self) -> P2PNode:
+    def node(self) -> P2PControl:
         """The running p2p node; raises `UsageError` while sync is off."""
         if self.p2p is None:
             raise UsageError("sync is off: this golem has not joined a clade, or p2p.enabled is false")
@@ -261,7 +260,7 @@ class DaemonState:
 
     async def disconnect_peer(self, peer_id: str, *, hold_s: float) -> dict[str, Any]:
         node = self.node()
-        if node.book.find(peer_id) is None:
+        if not any(p["peer_id"] == peer_id for p in node.peers()):
             raise NotFound(f"no known peer {peer_id!r} (see `clade peers`)")
         await node.disconnect(peer_id, hold_s=hold_s)
         return {"peer_id": peer_id, "held_s": hold_s}
@@ -269,11 +268,11 @@ class DaemonState:
     async def sync_now(self, peer_id: str | None) -> dict[str, Any]:
         """Run anti-entropy now with one sibling or every connected one; returns what each brought."""
         node = self.node()
-        targets = [peer_id] if peer_id else [r.peer_id for r in node.book.members()]
+        siblings = node.siblings()
+        targets = [peer_id] if peer_id else siblings
         results = []
         for target in targets:
-            record = node.book.find(target)
-            if record is None or not record.member or not record.connected:
+            if target not in siblings:
                 raise UsageError(f"{target} is not a connected sibling (see `clade peers`)")
             results.append(await node.sync_with(target) or {"peer_id": target, "error": "sync failed; see the log"})
         return {"synced": results}

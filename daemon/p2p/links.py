@@ -1,0 +1,106 @@
+"""The `Links` port over a real py-libp2p host and its Pubsub, and the transport errors.
+
+`TRANSPORT_ERRORS` names what the network may throw at a dial, a stream or a disconnect:
+py-libp2p's own errors (stream reset/EOF/closed, muxer, swarm, multiselect, host — all under
+`BaseLibp2pError`), its resource manager's refusals, trio's broken or closed resources and
+timeouts, `EOFError` (a stream ended between frames) and `OSError` (sockets). A part that
+catches them counts a failure and backs off; anything else is a bug (`ports.internal_error`).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import trio
+from libp2p.abc import IHost
+from libp2p.custom_types import TProtocol
+from libp2p.exceptions import BaseLibp2pError
+from libp2p.peer.id import ID
+from libp2p.peer.peerinfo import PeerInfo
+from libp2p.pubsub.pubsub import Pubsub
+from libp2p.rcmgr.exceptions import ResourceManagerException
+from libp2p.tools.anyio_service.exceptions import ServiceException
+
+from .host import parse_multiaddr
+from .ports import Stream
+
+__all__ = ["DIAL_TIMEOUT_S", "TRANSPORT_ERRORS", "HostLinks", "parse_peer_id"]
+
+log = logging.getLogger("clade.p2p")
+
+DIAL_TIMEOUT_S = 10.0
+
+TRANSPORT_ERRORS: tuple[type[Exception], ...] = (
+    BaseLibp2pError,
+    ResourceManagerException,
+    trio.BrokenResourceError,
+    trio.ClosedResourceError,
+    trio.TooSlowError,
+    EOFError,
+    OSError,
+)
+
+
+def parse_peer_id(peer_id: str) -> ID | None:
+    """The libp2p ID of a base58 peer id, None if it does not parse."""
+    try:
+        return ID.from_base58(peer_id)
+    except ValueError:
+        return None
+
+
+class HostLinks:
+    """`ports.Links` over one host and one Pubsub."""
+
+    def __init__(self, host: IHost, pubsub: Pubsub) -> None:
+        self.host = host
+        self.pubsub = pubsub
+
+    def listen_addrs(self) -> list[str]:
+        return [str(a) for a in self.host.get_addrs()]
+
+    def connected(self, peer_id: str) -> bool:
+        pid = parse_peer_id(peer_id)
+        return pid is not None and bool(self.host.get_network().get_connections(pid))
+
+    async def dial(self, peer_id: str, addrs: list[str]) -> None:
+        pid = ID.from_base58(peer_id)
+        network = self.host.get_network()
+        unblock = getattr(network, "unblock_peer", None)
+        if unblock is not None:
+            unblock(pid)  # a failed dial is cached for 60 s otherwise (NOTES-libp2p 11)
+        infos = [parse_multiaddr(a) for a in addrs]
+        with trio.fail_after(DIAL_TIMEOUT_S):
+            await self.host.connect(PeerInfo(pid, infos))
+
+    async def drop(self, peer_id: str) -> None:
+        pid = parse_peer_id(peer_id)
+        if pid is None:
+            return
+        try:
+            with trio.move_on_after(5):
+                await self.host.disconnect(pid)
+        except TRANSPORT_ERRORS as exc:  # a half-closed connection may fail to close: it is gone
+            log.debug("disconnect %s: %r", peer_id, exc)
+
+    async def open_stream(self, peer_id: str, protocol: str) -> Stream:
+        with trio.fail_after(DIAL_TIMEOUT_S):
+            stream: Stream = await self.host.new_stream(ID.from_base58(peer_id), [TProtocol(protocol)])
+        return stream
+
+    async def publish(self, topic: str, data: bytes) -> None:
+        await self.pubsub.publish(topic, data)
+
+    def shut_out(self, peer_id: str) -> None:
+        pid = parse_peer_id(peer_id)
+        if pid is None:
+            return
+        try:
+            self.pubsub.add_to_blacklist(pid)  # the set first, then a teardown task on its service
+        except (ServiceException, AttributeError, RuntimeError) as exc:  # pubsub not running (yet, or any more)
+            log.debug("blacklisting %s: %r", peer_id, exc)
+
+    def let_in(self, peer_id: str) -> None:
+        pid = parse_peer_id(peer_id)
+        if pid is not None:
+            self.pubsub.remove_from_blacklist(pid)

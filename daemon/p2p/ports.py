@@ -1,0 +1,170 @@
+"""The small interfaces the p2p parts talk through (`typing.Protocol`, structural).
+
+    Daemon ──────▶ every part    the store's writer thread, events, counters, the wall clock
+    Links ───────▶ every part    the libp2p host as the parts see it (dial, drop, streams, blacklist)
+    Siblings ────▶ Admission     peer exchange and the known-siblings file (Dialing implements it)
+    Syncer ──────▶ Admission     pull after a hello (CatchUp implements it)
+    P2PControl ◀── the daemon    what `daemon.service.state` may ask of the running node
+
+This module imports neither libp2p nor the daemon's service room: the service depends on
+`P2PControl` (the node satisfies it), the node on `Daemon` (`DaemonState` satisfies it),
+and neither imports the other.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from crdt import ApplyReport
+from crypto import RevocationList
+
+if TYPE_CHECKING:
+    from daemon.grimoire import Grimoire
+
+__all__ = ["Daemon", "Links", "P2PControl", "Siblings", "Stream", "Syncer", "announce_received", "internal_error"]
+
+T = TypeVar("T")
+log = logging.getLogger("clade.p2p")
+
+
+class Daemon(Protocol):
+    """What the p2p parts need from the daemon (`DaemonState` is one)."""
+
+    counters: Counter[str]
+
+    def now_ms(self) -> int:
+        """Wall-clock milliseconds (last-seen times, events, certificate checks)."""
+        ...
+
+    def publish(self, event: str, data: dict[str, Any]) -> None:
+        """Send a server-sent event to the control API's subscribers."""
+        ...
+
+    async def db(self, fn: Callable[[Grimoire], T]) -> T:
+        """Run `fn(store)` in the store's writer thread."""
+        ...
+
+
+class Stream(Protocol):
+    """A libp2p stream as the parts use it."""
+
+    async def read(self, n: int | None = None) -> bytes: ...
+    async def write(self, data: bytes) -> None: ...
+    async def close(self) -> None: ...
+
+
+class Links(Protocol):
+    """The libp2p host and GossipSub, reduced to what the parts do with them. Every method
+    raises only transport errors (`links.TRANSPORT_ERRORS`), or none where it says so."""
+
+    def listen_addrs(self) -> list[str]:
+        """Our listen addresses (`/…/p2p/OURID`), empty before the host listens."""
+        ...
+
+    def connected(self, peer_id: str) -> bool:
+        """True while a connection to `peer_id` is open. Never raises."""
+        ...
+
+    async def dial(self, peer_id: str, addrs: list[str]) -> None:
+        """Connect to `peer_id` at one of `addrs`, within a deadline; raises a transport error
+        (or `ValueError` for an address that does not parse) if it could not."""
+        ...
+
+    async def drop(self, peer_id: str) -> None:
+        """Close every connection to `peer_id` (at most a few seconds). A transport error while
+        closing is swallowed (the connection is gone either way)."""
+        ...
+
+    async def open_stream(self, peer_id: str, protocol: str) -> Stream:
+        """A new stream to a connected peer, within a deadline."""
+        ...
+
+    async def publish(self, topic: str, data: bytes) -> None:
+        """Publish on a GossipSub topic (drops are not reported: NOTES-libp2p 7)."""
+        ...
+
+    def shut_out(self, peer_id: str) -> None:
+        """GossipSub exchanges nothing with `peer_id` (its blacklist). Never raises."""
+        ...
+
+    def let_in(self, peer_id: str) -> None:
+        """Undo `shut_out`. Never raises."""
+        ...
+
+
+class Siblings(Protocol):
+    """Dialing's side of admission: learn siblings a member names, remember admitted ones."""
+
+    def learn_sibling(self, addr: str) -> None:
+        """A sibling named by a member (peer exchange): dial it unless known or refused."""
+        ...
+
+    async def save_known(self) -> None:
+        """Persist the siblings to redial after a restart."""
+        ...
+
+
+class Syncer(Protocol):
+    """Catch-up's side of admission: pull from a sibling once it is admitted."""
+
+    async def sync_with(self, peer_id: str) -> dict[str, Any] | None:
+        """Pull what `peer_id` has that we lack; None if it could not run."""
+        ...
+
+
+class P2PControl(Protocol):
+    """What the daemon's control surface asks of the running p2p node."""
+
+    def status(self) -> dict[str, Any]:
+        """Listen addresses, topic, connected members, revocation list version."""
+        ...
+
+    def peers(self) -> list[dict[str, Any]]:
+        """Every peer the node knows (`PeerRecord.to_json`)."""
+        ...
+
+    def siblings(self) -> list[str]:
+        """Peer ids of the connected, admitted members."""
+        ...
+
+    def add_bootstrap(self, addr: str) -> str:
+        """Dial `/…/p2p/PEERID` and keep it; returns the peer id. `ValueError` if malformed."""
+        ...
+
+    async def disconnect(self, peer_id: str, *, hold_s: float) -> None:
+        """Drop a peer and refuse it both ways for `hold_s` seconds."""
+        ...
+
+    async def sync_with(self, peer_id: str) -> dict[str, Any] | None:
+        """Pull from a sibling now; a summary, or None if the sync could not run."""
+        ...
+
+    async def adopt_revocations(self, revocations: RevocationList) -> bool:
+        """Install a newer owner-signed revocation list; False if not newer."""
+        ...
+
+    def local_write(self) -> None:
+        """Own ops were committed: gossip those that cross at once."""
+        ...
+
+    async def publish_probe(self, probe_id: str) -> int:
+        """Publish a transport probe; returns its send time (wall ms)."""
+        ...
+
+
+def announce_received(daemon: Daemon, source: str, report: ApplyReport, *, via: str) -> None:
+    """Publish `entries_received` for ops from siblings that changed our state."""
+    ids = sorted({op.entry_id for op in report.applied_ops})
+    daemon.publish("entries_received", {
+        "from": source, "via": via, "ops": report.applied, "entries": len(ids), "ids": ids[:100],
+        "committed_ms": daemon.now_ms()})
+
+
+def internal_error(counters: Counter[str], what: str, *args: object) -> None:
+    """A bug surfaced at a task or handler boundary (call inside `except`): log it with its
+    traceback and count it as `internal_errors`, never as a peer's or the network's fault."""
+    counters["internal_errors"] += 1
+    log.exception("internal error: " + what, *args)

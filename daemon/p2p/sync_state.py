@@ -1,0 +1,329 @@
+"""Anti-entropy on `/clade/sync/1.0.0`, sans I/O: one state per sibling and direction.
+
+The protocol (delta-interval anti-entropy, Almeida, Shoker, Baquero 2018 §6; see
+`crdt.replica`) is pulled by the side that wants to catch up, in rounds:
+
+    asker (PullState)                      responder (ServeState)
+      want(my context)          ───▶       WantReceived(context)
+                                           … the host extracts ≤ ROUND_DELTAS deltas …
+                                ◀───       delta × ≤ ROUND_DELTAS (each ≤ 1 MiB, ≤ 4,096 ops)
+      RoundEnded(deltas, …)     ◀───       end(more, responder's context)
+      … the host applies each delta, then reports its new context …
+      if more: want(new context) ───▶      …
+      else: done                           the asker closes its end: Closed()
+
+    or, at the first want:      ◀───       refused(reason, detail)  (not a member, say hello first)
+
+Backpressure: the responder extracts the next round only when asked, so at most one round
+(≤ 4 MiB) is in flight, and the asker reads a whole round before applying it (Yamux resets
+a slow reader). A round resumes from the asker's context, so a sync cut short (peer
+killed, stream reset) loses nothing: the next one continues. A responder that keeps saying
+"more" while its rounds change nothing is stuck or lying: after STALL_ROUNDS such rounds
+the asker gives up (`RemoteProtocolError("stalled")`).
+
+These classes read no clock, touch no stream and never await: messages in, events and
+messages out, like h11's `Connection` and automerge's `sync::State`. The store work
+(extracting, applying) is the host's, between a state's event and the call that reports
+its outcome. `sync.py` is the thin trio loop that drives them over a libp2p stream. The
+whole exchange between two in-memory replicas, no network (`serve.answer` takes at most
+ROUND_DELTAS deltas; a real host says `more` when it has further ones):
+
+>>> from crdt import (EntryBody, Kind, MemoryBackend, SlotKind, Timestamp, apply_delta, apply_op,
+...                   decode_delta, encode_delta, extract_deltas, make_op)
+>>> from crypto import Identity, signature_ok
+>>> writer = Identity(b"\\x01" * 32)
+>>> body = EntryBody(author=writer.peer_id, kind=Kind.WARNING, content="gas above 80 gwei: delay swaps",
+...                  created=Timestamp(1_000))
+>>> responder, asker = MemoryBackend(), MemoryBackend()
+>>> apply_op(responder, make_op(writer=writer.peer_id, seq=1, hlc=body.created, entry_id=body.id,
+...                             slot=SlotKind.BODY, value=body, sign=writer.sign))
+<Outcome.APPLIED: 'applied'>
+>>> pull, serve = PullState(), ServeState()
+>>> pull.start(asker.context.copy())
+>>> while not pull.done:
+...     while (message := pull.next_message()) is not None:      # the want
+...         for event in serve.receive(message):                # WantReceived
+...             deltas = [encode_delta(d) for d in extract_deltas(responder, event.context)]
+...             serve.answer(deltas, more=False, context=responder.context.copy())
+...     while (message := serve.next_message()) is not None:     # deltas, then the end
+...         for event in pull.receive(message):                 # RoundEnded, at the end
+...             for data in event.deltas:
+...                 delta, rejected = decode_delta(data, signature_ok)
+...                 report = apply_delta(asker, delta, rejected=rejected, sender=writer.peer_id)
+...             pull.round_applied(asker.context.copy())
+>>> asker.body(body.id) == body, asker.context == responder.context, pull.rounds
+(True, True, 1)
+>>> serve.receive_eof()                                          # the asker closes its end
+[Closed()]
+
+Error contract (h11's): a method raises `RemoteProtocolError` (from `crdt`, its `reason` a
+counter label) when the peer broke the protocol — a message out of turn, too many deltas in
+a round, a stalled responder — and `LocalProtocolError` when the host called it out of turn.
+Nothing else escapes. After either, the state is FAILED and every further call raises
+`LocalProtocolError`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from crdt import CausalContext, RemoteProtocolError
+
+from . import messages
+from .errors import LocalProtocolError
+
+__all__ = [
+    "MAX_ROUNDS",
+    "ROUND_DELTAS",
+    "STALL_ROUNDS",
+    "Closed",
+    "PeerRefused",
+    "PullPhase",
+    "PullState",
+    "RoundEnded",
+    "ServePhase",
+    "ServeState",
+    "WantReceived",
+]
+
+ROUND_DELTAS = 4  # deltas per round at most: one round (≤ 4 MiB) in flight
+MAX_ROUNDS = 10_000  # a pull stops after this many rounds (the next sync resumes)
+STALL_ROUNDS = 3  # rounds in a row that say "more" but bring nothing: the responder is stuck or lying
+
+
+# -- events ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WantReceived:
+    """Serve side: the asker wants what it lacks. Extract a round for `context`, then `answer`."""
+
+    context: CausalContext
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RoundEnded:
+    """Pull side: a round is complete. Apply `deltas` in order, then `round_applied`.
+
+    `more`: the responder has further deltas; `context`: the responder's causal context."""
+
+    deltas: tuple[bytes, ...]
+    more: bool
+    context: CausalContext
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PeerRefused:
+    """Pull side: the responder refused to serve us (the pull is over)."""
+
+    reason: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class Closed:
+    """Serve side: the asker closed its end between rounds (the normal end of a pull)."""
+
+
+PullEvent = RoundEnded | PeerRefused
+ServeEvent = WantReceived | Closed
+
+
+def _name(message: messages.Message) -> str:
+    return type(message).__name__
+
+
+# -- the asking side ---------------------------------------------------------------------------
+
+
+class PullPhase(Enum):
+    START = "start"  # created: `start(context)` queues the first want
+    AWAITING = "awaiting"  # a want is out: deltas, then an end (or a refusal) may arrive
+    APPLYING = "applying"  # a round ended: the host applies it and calls `round_applied`
+    DONE = "done"  # the responder has nothing more we lack (or MAX_ROUNDS were pulled)
+    REFUSED = "refused"  # the responder refused us
+    FAILED = "failed"  # a protocol error was raised: the state is dead
+
+
+class PullState:
+    """The asker's side of one pull from one sibling.
+
+    Fields (read them, do not set them):
+
+    - `phase`: where the exchange is (`PullPhase`).
+    - `rounds`: rounds completed (an `end` received).
+    - `deltas`: delta frames received over all rounds.
+    - `round_deltas`: the deltas of the open round, kept until its `end` (a round is
+      applied whole, never half: a round cut short applies nothing).
+    - `last_want`: the context sent in the last want (a stalled round leaves it unchanged).
+    - `stalled`: rounds in a row that said "more" and left our context as it was.
+    - `remote_context`: the responder's context from the last `end` (None before one).
+    - `more`: the last `end`'s flag (the responder has further deltas).
+    - `refusal`: the responder's refusal, if it refused.
+    """
+
+    def __init__(self) -> None:
+        self.phase = PullPhase.START
+        self.rounds = 0
+        self.deltas = 0
+        self.round_deltas: list[bytes] = []
+        self.last_want: CausalContext | None = None
+        self.stalled = 0
+        self.remote_context: CausalContext | None = None
+        self.more = False
+        self.refusal: PeerRefused | None = None
+        self._outbox: deque[messages.Message] = deque()
+
+    @property
+    def done(self) -> bool:
+        """True once the pull is over (caught up, refused, or failed): close the stream."""
+        return self.phase in (PullPhase.DONE, PullPhase.REFUSED, PullPhase.FAILED)
+
+    def _expect(self, *phases: PullPhase) -> None:
+        if self.phase not in phases:
+            raise LocalProtocolError(f"pull is {self.phase.value}, expected {' or '.join(p.value for p in phases)}")
+
+    def _remote(self, reason: str, detail: str) -> RemoteProtocolError:
+        self.phase = PullPhase.FAILED
+        self._outbox.clear()
+        return RemoteProtocolError(reason, detail)
+
+    def start(self, context: CausalContext) -> None:
+        """Begin with our causal context: queues the first want. Raises `LocalProtocolError`
+        if already started."""
+        self._expect(PullPhase.START)
+        self._want(context)
+
+    def _want(self, context: CausalContext) -> None:
+        self.last_want = context
+        self.round_deltas = []
+        self._outbox.append(messages.Want(context))
+        self.phase = PullPhase.AWAITING
+
+    def next_message(self) -> messages.Message | None:
+        """The next message to send, or None (nothing to send until more is received)."""
+        return self._outbox.popleft() if self._outbox else None
+
+    def receive(self, message: messages.Message) -> list[PullEvent]:
+        """Take one message from the responder; returns the events it completes.
+
+        Raises `RemoteProtocolError` for a message out of turn (`malformed`) or a round of
+        more than ROUND_DELTAS deltas (`oversized`); `LocalProtocolError` if no reply was due
+        because the host has not sent a want (or not reported the last round applied)."""
+        if self.phase is PullPhase.FAILED:
+            raise LocalProtocolError("the pull already failed")
+        if self.phase is not PullPhase.AWAITING:
+            raise LocalProtocolError(f"no reply is due: the pull is {self.phase.value}")
+        if isinstance(message, messages.DeltaFrame):
+            if len(self.round_deltas) >= ROUND_DELTAS:
+                raise self._remote("oversized", f"more than {ROUND_DELTAS} deltas in one round")
+            self.round_deltas.append(message.delta)
+            self.deltas += 1
+            return []
+        if isinstance(message, messages.End):
+            self.rounds += 1
+            self.remote_context = message.context
+            self.more = message.more
+            self.phase = PullPhase.APPLYING
+            deltas, self.round_deltas = tuple(self.round_deltas), []
+            return [RoundEnded(deltas=deltas, more=message.more, context=message.context)]
+        if isinstance(message, messages.Refused):
+            self.phase = PullPhase.REFUSED
+            self.refusal = PeerRefused(reason=message.reason, detail=message.detail)
+            return [self.refusal]
+        raise self._remote("malformed", f"unexpected {_name(message)} in a sync round")
+
+    def round_applied(self, context: CausalContext) -> None:
+        """The host applied the last round; `context` is our causal context now. Queues the
+        next want if the responder said "more" (else the pull is done).
+
+        Raises `RemoteProtocolError("stalled")` when STALL_ROUNDS rounds in a row said "more"
+        and changed nothing; `LocalProtocolError` if no round was waiting to be applied."""
+        self._expect(PullPhase.APPLYING)
+        if not self.more or self.rounds >= MAX_ROUNDS:
+            self.phase = PullPhase.DONE
+            return
+        self.stalled = self.stalled + 1 if context == self.last_want else 0
+        if self.stalled >= STALL_ROUNDS:
+            raise self._remote("stalled", f"{STALL_ROUNDS} rounds said 'more' and brought nothing new")
+        self._want(context)
+
+
+# -- the serving side --------------------------------------------------------------------------
+
+
+class ServePhase(Enum):
+    IDLE = "idle"  # waiting for a want (or the asker closing its end)
+    EXTRACTING = "extracting"  # a want came: the host extracts a round and calls `answer`
+    CLOSED = "closed"  # the asker closed its end: the exchange is over
+    FAILED = "failed"  # a protocol error was raised: the state is dead
+
+
+class ServeState:
+    """The responder's side of one sync stream opened by one sibling.
+
+    Fields (read them, do not set them):
+
+    - `phase`: where the exchange is (`ServePhase`).
+    - `rounds`: rounds answered (an `end` queued).
+    - `want`: the asker's context of the current (or last) want, None before the first.
+    - `deltas`: delta frames queued over all rounds.
+    """
+
+    def __init__(self) -> None:
+        self.phase = ServePhase.IDLE
+        self.rounds = 0
+        self.want: CausalContext | None = None
+        self.deltas = 0
+        self._outbox: deque[messages.Message] = deque()
+
+    @property
+    def closed(self) -> bool:
+        return self.phase in (ServePhase.CLOSED, ServePhase.FAILED)
+
+    def next_message(self) -> messages.Message | None:
+        """The next message to send, or None."""
+        return self._outbox.popleft() if self._outbox else None
+
+    def _ready(self) -> None:
+        if self.phase is ServePhase.FAILED:
+            raise LocalProtocolError("serving already failed")
+        if self.phase is ServePhase.CLOSED:
+            raise LocalProtocolError("the asker already closed the stream")
+        if self.phase is ServePhase.EXTRACTING:
+            raise LocalProtocolError("answer the pending want before receiving more")
+
+    def receive(self, message: messages.Message) -> list[ServeEvent]:
+        """Take one message from the asker. A want gives `WantReceived`; anything else raises
+        `RemoteProtocolError("malformed")`. `LocalProtocolError` if a want is still unanswered."""
+        self._ready()
+        if not isinstance(message, messages.Want):
+            self.phase = ServePhase.FAILED
+            self._outbox.clear()
+            raise RemoteProtocolError("malformed", f"expected a want, got {_name(message)}")
+        self.want = message.context
+        self.phase = ServePhase.EXTRACTING
+        return [WantReceived(context=message.context)]
+
+    def receive_eof(self) -> list[ServeEvent]:
+        """The asker closed its end (between rounds: the normal end of a pull)."""
+        self._ready()
+        self.phase = ServePhase.CLOSED
+        return [Closed()]
+
+    def answer(self, deltas: Sequence[bytes], *, more: bool, context: CausalContext) -> None:
+        """Answer the pending want: queues each delta, then `end(more, context)`.
+
+        Raises `LocalProtocolError` if no want is pending or `deltas` exceeds ROUND_DELTAS."""
+        if self.phase is not ServePhase.EXTRACTING:
+            raise LocalProtocolError(f"no want to answer: serving is {self.phase.value}")
+        if len(deltas) > ROUND_DELTAS:
+            raise LocalProtocolError(f"{len(deltas)} deltas in one round (at most {ROUND_DELTAS})")
+        self._outbox.extend(messages.DeltaFrame(delta) for delta in deltas)
+        self._outbox.append(messages.End(more, context))
+        self.deltas += len(deltas)
+        self.rounds += 1
+        self.phase = ServePhase.IDLE

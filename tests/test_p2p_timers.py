@@ -1,0 +1,272 @@
+"""Redial backoff, holds and the anti-entropy ticker on trio's `MockClock` (`autojump_clock`),
+with exact counts, as trio's `test_serve_listeners_accept_capacity_error` does.
+
+The parts are driven through fake ports (a host that refuses or accepts dials, a daemon
+that only counts); the jitter source always returns its upper bound, so every delay is
+known: 1 s, 2 s, 4 s … capped at 30 s after the n-th failure (`peers.redial_delay`). The
+real network is covered by the real-daemon tests (test_p2p_sync.py, test_p2p_hostile.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from crdt import CausalContext
+from daemon.p2p import messages
+from daemon.p2p.admission import HOLD_S, Admission
+from daemon.p2p.catchup import CatchUp
+from daemon.p2p.dialing import CANDIDATE_DIALS, Dialing
+from daemon.p2p.frames import encode_frame
+from daemon.p2p.links import TRANSPORT_ERRORS
+from daemon.p2p.peers import PeerBook
+
+PEER = "12D3KooWPeerUnderTest"
+ADDR = f"/ip4/127.0.0.1/tcp/4001/p2p/{PEER}"
+
+
+class TopOfRange(random.Random):
+    """Jitter at its upper bound: U(a, b) is always b."""
+
+    def uniform(self, a: float, b: float) -> float:
+        return b
+
+
+class FakeDaemon:
+    def __init__(self) -> None:
+        self.counters: Counter[str] = Counter()
+        self.events: list[tuple[str, dict[str, Any]]] = []
+
+    def now_ms(self) -> int:
+        return 1_000
+
+    def publish(self, event: str, data: dict[str, Any]) -> None:
+        self.events.append((event, data))
+
+    async def db(self, fn: Callable[[Any], Any]) -> Any:
+        raise AssertionError("the store is not used here")
+
+
+class FakeLinks:
+    """A host whose dials fail with `error` (or succeed if None), recording when each came."""
+
+    def __init__(self, error: Exception | None = None, *, refuse: bool = True) -> None:
+        self.error = error if error is not None or not refuse else OSError("connection refused")
+        self.dials: list[float] = []
+        self.up: set[str] = set()
+        self.dropped: list[tuple[float, str]] = []
+        self.shut: list[tuple[float, str]] = []
+        self.let: list[tuple[float, str]] = []
+        self.on_dialed: Callable[[str], None] = lambda peer: None
+        self.stream_error: Exception = OSError("no route")
+
+    def listen_addrs(self) -> list[str]:
+        return []
+
+    def connected(self, peer_id: str) -> bool:
+        return peer_id in self.up
+
+    async def dial(self, peer_id: str, addrs: list[str]) -> None:
+        self.dials.append(trio.current_time())
+        await trio.sleep(0)
+        if self.error is not None:
+            raise self.error
+        self.up.add(peer_id)
+        self.on_dialed(peer_id)
+
+    async def drop(self, peer_id: str) -> None:
+        self.dropped.append((trio.current_time(), peer_id))
+        self.up.discard(peer_id)
+
+    async def open_stream(self, peer_id: str, protocol: str) -> Any:
+        raise self.stream_error
+
+    async def publish(self, topic: str, data: bytes) -> None:
+        pass
+
+    def shut_out(self, peer_id: str) -> None:
+        self.shut.append((trio.current_time(), peer_id))
+
+    def let_in(self, peer_id: str) -> None:
+        self.let.append((trio.current_time(), peer_id))
+
+
+def split(addr: str) -> tuple[str, str]:
+    transport, sep, peer_id = addr.partition("/p2p/")
+    if not sep or not peer_id:
+        raise ValueError(f"{addr!r} has no /p2p/PEERID")
+    return peer_id, transport
+
+
+def dialing(links: FakeLinks, tmp_path: Path) -> tuple[Dialing, FakeDaemon]:
+    daemon = FakeDaemon()
+    part = Dialing(daemon, links, PeerBook(), me="12D3KooWMe", known_path=tmp_path / "peers.json",
+                   rng=TopOfRange(), parse_addr=split, dial_errors=TRANSPORT_ERRORS)
+    return part, daemon
+
+
+async def run_for(seconds: float, *, start: Callable[..., Any] | None = None,
+                  soon: tuple[Callable[[], Any], ...] = ()) -> None:
+    """Start `start` (it reports readiness), then `soon`; after `seconds` of (mock) time, cancel."""
+    async with trio.open_nursery() as nursery:
+        if start is not None:
+            await nursery.start(start)
+        for task in soon:
+            nursery.start_soon(task)
+        await trio.sleep(seconds)
+        nursery.cancel_scope.cancel()
+
+
+# 0.5 s × 2^failures, capped at 30 s: a refused sibling is redialed at these times (from 0).
+BACKOFF_TIMES = [0.0, 1.0, 3.0, 7.0, 15.0, 31.0, 61.0, 91.0]
+
+
+async def test_a_refusing_sibling_is_redialed_with_capped_exponential_backoff(
+        autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
+    links = FakeLinks()
+    part, daemon = dialing(links, tmp_path)
+    start = trio.current_time()
+    assert part.add_bootstrap(ADDR) == PEER
+    await run_for(100.0, start=part.run)
+    assert [round(t - start, 6) for t in links.dials] == BACKOFF_TIMES
+    assert daemon.counters["dials_failed"] == len(BACKOFF_TIMES) and daemon.counters["internal_errors"] == 0
+    record = part.book.get(PEER)
+    assert record.failures == len(BACKOFF_TIMES) and record.dial  # a bootstrap sibling is never given up
+
+
+async def test_a_learned_address_is_given_up_after_candidate_dials(
+        autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
+    links = FakeLinks()
+    part, daemon = dialing(links, tmp_path)
+    part.learn_sibling(ADDR)
+    await run_for(3600.0, start=part.run)
+    assert len(links.dials) == CANDIDATE_DIALS == daemon.counters["dials_failed"]
+    assert not part.book.get(PEER).dial
+
+
+async def test_a_held_peer_is_neither_dialed_nor_accepted_until_its_hold_ends(
+        autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
+    links = FakeLinks(refuse=False)
+    part, daemon = dialing(links, tmp_path)
+    links.on_dialed = part.on_connected
+    start = trio.current_time()
+    part.add_bootstrap(ADDR)
+    links.up.add(PEER)
+    assert part.on_connected(PEER)  # connected before the hold: greet it
+    record = part.book.get(PEER)
+
+    async def scenario() -> None:
+        await part.disconnect(PEER, hold_s=300.0)
+        part.on_disconnected(PEER)
+        await trio.sleep(100.0)
+        links.up.add(PEER)  # the held peer dials us: dropped at once, and counted
+        assert not part.on_connected(PEER)
+        await trio.sleep(0.001)
+        links.up.discard(PEER)
+
+    await run_for(400.0, start=part.run, soon=(scenario,))
+    assert [(round(t - start, 3), p) for t, p in links.dropped] == [(0.0, PEER), (100.0, PEER)]
+    assert daemon.counters["connections_refused_held"] == 1
+    assert [round(t - start, 3) for t in links.dials] == [300.0]  # not one dial during the hold
+    assert [round(t - start, 3) for t, _ in links.shut] == [0.0]
+    assert [round(t - start, 3) for t, _ in links.let] == [300.0]  # GossipSub lets it in when the hold ends
+    assert record.connected and not record.blacklisted
+
+
+async def test_a_bug_in_a_dial_is_logged_with_its_traceback_and_not_counted_as_a_failed_dial(
+        autojump_clock: trio.testing.MockClock, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    links = FakeLinks(error=KeyError("a bug, not the network"))
+    part, daemon = dialing(links, tmp_path)
+    start = trio.current_time()
+    part.add_bootstrap(ADDR)
+    with caplog.at_level(logging.ERROR, logger="clade.p2p"):
+        await run_for(10.0, start=part.run)
+    assert [round(t - start, 6) for t in links.dials] == [0.0, 1.0, 3.0, 7.0]  # still backed off
+    assert daemon.counters["internal_errors"] == 4 and daemon.counters["dials_failed"] == 0
+    bugs = [r for r in caplog.records if r.exc_info is not None]
+    assert len(bugs) == 4 and all(isinstance(r.exc_info[1], KeyError) for r in bugs if r.exc_info)
+
+
+def catchup(links: FakeLinks, interval_s: float) -> tuple[CatchUp, FakeDaemon]:
+    daemon = FakeDaemon()
+    book = PeerBook()
+    record = book.get(PEER)
+    record.member = record.connected = True
+    return CatchUp(daemon, links, book, me="12D3KooWMe", max_skew_ms=60_000, sync_interval_s=interval_s,
+                   rng=TopOfRange()), daemon
+
+
+async def test_the_anti_entropy_ticker_pulls_once_per_interval(autojump_clock: trio.testing.MockClock) -> None:
+    links = FakeLinks()
+    part, daemon = catchup(links, 30.0)
+    await run_for(200.0, soon=(part.run,))  # at 36, 72, 108, 144, 180 s (30 s × 1.2)
+    assert daemon.counters["sync_failed"] == 5 and daemon.counters["internal_errors"] == 0
+
+
+async def test_a_bug_in_a_sync_is_counted_as_internal_not_as_sync_failed(
+        autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture) -> None:
+    links = FakeLinks()
+    links.stream_error = TypeError("a bug, not the network")
+    part, daemon = catchup(links, 30.0)
+    with caplog.at_level(logging.ERROR, logger="clade.p2p"):
+        assert await part.sync_with(PEER) is None
+    assert daemon.counters["internal_errors"] == 1 and daemon.counters["sync_failed"] == 0
+    (bug,) = [r for r in caplog.records if r.exc_info is not None]
+    assert bug.exc_info is not None and isinstance(bug.exc_info[1], TypeError)
+    links.stream_error = OSError("connection reset")  # the same call, a network error: counted as such
+    assert await part.sync_with(PEER) is None
+    assert daemon.counters["internal_errors"] == 1 and daemon.counters["sync_failed"] == 1
+
+
+class BytesStream:
+    """A stream that yields `data` and then ends; what is written to it is kept."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.written = b""
+
+    async def read(self, n: int | None = None) -> bytes:
+        size = len(self.data) if n is None else n
+        chunk, self.data = self.data[:size], self.data[size:]
+        return chunk
+
+    async def write(self, data: bytes) -> None:
+        self.written += data
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_a_peer_that_breaks_the_hello_is_held_off_for_hold_s_then_accepted(
+        autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
+    links = FakeLinks()
+    part, daemon = dialing(links, tmp_path)
+    admission = Admission(daemon, links, part.book, membership=None,  # type: ignore[arg-type]  # never read here
+                          revocations=None, persist_revocations=lambda _: None, siblings=part, syncer=None)  # type: ignore[arg-type]
+    start = trio.current_time()
+    links.up.add(PEER)
+    assert part.on_connected(PEER)
+    # a want where the hello belongs: a broken hello is a failed membership check
+    await admission.serve_hello(BytesStream(encode_frame(messages.encode(messages.Want(CausalContext())))), PEER)
+    assert daemon.counters["hello_refused_malformed"] == 1 and links.dropped == [(start, PEER)]
+    record = part.book.get(PEER)
+    assert record.refused == "malformed" and record.hold_until == start + HOLD_S
+    part.on_disconnected(PEER)
+    await trio.sleep(HOLD_S - 0.001)
+    links.up.add(PEER)  # it connects again just before its hold ends: dropped at once
+    assert not part.on_connected(PEER)
+    assert daemon.counters["connections_refused_held"] == 1
+    links.up.discard(PEER)
+    part.on_disconnected(PEER)
+    await trio.sleep(0.001)
+    links.up.add(PEER)  # the hold is over: this connection is greeted
+    assert part.on_connected(PEER)
+    assert daemon.counters["connections_refused_held"] == 1
