@@ -74,9 +74,29 @@ def check_multiaddr(text: str, *, peer: bool) -> str:
     return text
 
 
+class CuratorLlmConfig(_Section):
+    enabled: bool = Field(False, description="ask a small model about related clusters (needs an Anthropic key)")
+    model: str = Field("claude-haiku-4-5", min_length=1, max_length=100)
+    api_key_file: Path | None = Field(None, description="else ANTHROPIC_API_KEY from the environment")
+    base_url: str | None = Field(None, max_length=500, description="the Messages API's base URL (tests, proxies)")
+    max_tokens: int = Field(2048, ge=64, le=32_000)
+    timeout_s: float = Field(30.0, gt=0, le=600)
+    max_clusters: int = Field(32, ge=1, le=256)
+    usd_per_mtok_in: float = Field(1.0, ge=0)
+    usd_per_mtok_out: float = Field(5.0, ge=0)
+
+
 class CuratorConfig(_Section):
     tick_seconds: float = Field(10.0, gt=0, le=3600)
     cycle_ticks: int = Field(50, ge=1, le=100_000)
+    window_days: float = Field(10.0, gt=0, le=36_500, description="the forgetting curve's e-folding time, unused")
+    eviction_threshold: float = Field(0.05, ge=0, le=1, description="archive below this local confidence")
+    capacity_rules: int = Field(100, ge=1, le=10_000_000)
+    capacity_knowledge: int = Field(5_000, ge=1, le=10_000_000)
+    capacity_summaries: int = Field(50_000, ge=1, le=10_000_000)
+    replay_budget: int = Field(500, ge=0, le=100_000, description="episodes replayed per cycle")
+    playbook_keep: int = Field(20, ge=1, le=10_000, description="PLAYBOOK.md versions kept under playbook/")
+    llm: CuratorLlmConfig = Field(default_factory=CuratorLlmConfig)
 
 
 class ApiConfig(_Section):
@@ -151,6 +171,19 @@ DEFAULT_CONFIG_TOML = """\
 [curator]
 # tick_seconds = 10.0
 # cycle_ticks = 50
+# window_days = 10.0       # unused knowledge: 0.7 -> below 0.1 (fades) after ~20 days
+# eviction_threshold = 0.05
+# capacity_rules = 100     # heuristic, constraint, preference, strategy_outcome
+# capacity_knowledge = 5000
+# capacity_summaries = 50000
+# replay_budget = 500
+# playbook_keep = 20
+
+[curator.llm]
+# enabled = false          # needs ANTHROPIC_API_KEY (or api_key_file)
+# model = "claude-haiku-4-5"
+# max_tokens = 2048
+# timeout_s = 30.0
 
 [api]
 # tcp_port = 7410          # also serve on 127.0.0.1 (requires token)
