@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Path, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.convertors import Convertor, register_url_convertor
@@ -24,6 +24,16 @@ from crdt import InvalidValue
 from daemon.agent import memory as am
 from daemon.agent.memory import FlushIn, LessonsIn, WorkingMemoryIn
 from daemon.agent.tools import ToolRunner, UnknownTool, definitions, tool_result
+from daemon.api.responses import (
+    CloseOut,
+    FlushOut,
+    LessonsOut,
+    ToolResultOut,
+    ToolsOut,
+    WorkingMemoryOut,
+    WorkingMemoryWritten,
+    errors,
+)
 from daemon.errors import NotFound, UsageError
 from daemon.service.state import DaemonState
 
@@ -86,12 +96,15 @@ def register(app: FastAPI, state: DaemonState) -> None:
     async def too_large(request: Request, exc: am.ContentTooLarge) -> JSONResponse:
         return _error(413, "too_large", str(exc))
 
-    @app.get("/v1/tools")
+    session_param = Path(description="1..40 of A-Z a-z 0-9 . _ -, starting with a letter or digit (else 400)",
+                         json_schema_extra={"pattern": am.SESSION_PATTERN})
+
+    @app.get("/v1/tools", response_model=ToolsOut, responses=errors())
     async def tools() -> dict[str, Any]:
         """Tool definitions for `anthropic.Anthropic().messages.create(tools=...)`."""
         return {"tools": definitions()}
 
-    @app.post("/v1/tools/{name}")
+    @app.post("/v1/tools/{name}", response_model=ToolResultOut, responses=errors(400, 404, 503))
     async def call_tool(name: str, body: ToolCallIn) -> JSONResponse:
         """Run one tool; errors keep the API's status and shape, plus a ready `tool_result` with
         `is_error: true` to hand back to the model."""
@@ -115,25 +128,33 @@ def register(app: FastAPI, state: DaemonState) -> None:
             return failed(400, "bad_request", str(exc), str(exc))
         return JSONResponse(tool_result(text, use_id))
 
-    @app.get("/v1/working-memory/{session:wm_session}")
-    async def working_memory_get(session: str, request: Request) -> dict[str, Any]:
+    @app.api_route("/v1/working-memory/{session:wm_session}/close", methods=["GET", "PUT", "DELETE", "PATCH"],
+                   include_in_schema=False)
+    async def working_memory_close_other(session: str) -> JSONResponse:
+        """Only POST closes a session (a session name never contains `/`)."""
+        return JSONResponse({"error": "http_error", "detail": "Method Not Allowed"}, status_code=405,
+                            headers={"allow": "POST"})
+
+    @app.get("/v1/working-memory/{session:wm_session}", response_model=WorkingMemoryOut, responses=errors(400))
+    async def working_memory_get(request: Request, session: str = session_param) -> dict[str, Any]:
         name = _session(request)
         return await state.db(lambda s: am.read_working_memory(s, name))
 
-    @app.put("/v1/working-memory/{session:wm_session}")
-    async def working_memory_put(session: str, request: Request, body: WorkingMemoryIn) -> dict[str, Any]:
+    @app.put("/v1/working-memory/{session:wm_session}", response_model=WorkingMemoryWritten, responses=errors(400))
+    async def working_memory_put(request: Request, body: WorkingMemoryIn,
+                                 session: str = session_param) -> dict[str, Any]:
         name = _session(request)
         am.check_working_text(body.content)
         return await state.db(lambda s: am.write_working_memory(s, name, body.content, now_ms=state.now_ms()))
 
-    @app.post("/v1/working-memory/{session:wm_session}/close")
-    async def working_memory_close(session: str, request: Request) -> dict[str, Any]:
+    @app.post("/v1/working-memory/{session:wm_session}/close", response_model=CloseOut, responses=errors(400))
+    async def working_memory_close(request: Request, session: str = session_param) -> dict[str, Any]:
         name = _session(request, suffix="/close")
         batch = await state.db(lambda s: am.close_working_memory(s, state.identity, name, now_ms=state.now_ms()))
         _publish(state, batch)
         return {"session": name, "migrated": [e.id for e in batch.created], "existing": batch.existing}
 
-    @app.post("/v1/memory/flush")
+    @app.post("/v1/memory/flush", response_model=FlushOut, responses=errors(400))
     async def flush(body: FlushIn) -> dict[str, Any]:
         am.check_session(body.session)
         batch = await state.db(lambda s: am.flush_facts(s, state.identity, body.session, body.facts,
@@ -141,7 +162,7 @@ def register(app: FastAPI, state: DaemonState) -> None:
         _publish(state, batch)
         return {"session": body.session, "ids": batch.ids, "created": len(batch.created)}
 
-    @app.post("/v1/lessons")
+    @app.post("/v1/lessons", response_model=LessonsOut, responses=errors(400))
     async def lessons(body: LessonsIn) -> dict[str, Any]:
         batch = await state.db(lambda s: am.import_lessons(s, state.identity, body.lessons, now_ms=state.now_ms()))
         _publish(state, batch)

@@ -126,12 +126,26 @@ class DaemonState:
         self.local_write()
         return entry
 
+    async def retract(self, entry_id: str, *, superseded_by: str | None = None) -> Entry:
+        """Retract an own entry (an op that crosses to siblings). Raises `NotFound`, and
+        `crdt.InvalidValue` if another golem wrote it."""
+        entry = await self.db(lambda s: s.retract(entry_id, identity=self.identity, superseded_by=superseded_by))
+        self.publish("entry_retracted", {"id": entry.id})
+        self.local_write()
+        return entry
+
+    async def endorse(self, entry_id: str, *, confirm: bool) -> Entry:
+        """Confirm or contradict a sibling's entry (an op that crosses). Raises `NotFound`, and
+        `crdt.InvalidValue` for one's own entry."""
+        entry = await self.db(lambda s: s.endorse(entry_id, identity=self.identity, confirm=confirm))
+        self.publish("entry_endorsed", {"id": entry.id, "confirm": confirm})
+        self.local_write()
+        return entry
+
     def local_write(self) -> None:
         """Own ops were committed: let the p2p publisher gossip those that cross at once."""
         if self.p2p is not None:
             self.p2p.local_write()
-
-
 
     async def append_episode(self, episode: Episode) -> None:
         await self.db(lambda s: self.data.open_episodes().append([episode]))
