@@ -22,15 +22,16 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from crdt import InvalidValue, Kind, Timestamp
+from crdt.body import MAX_LABELS
 from daemon.api.models import MemoryIn
 from daemon.errors import UsageError
 from daemon.grimoire import Entry, Grimoire, NewEntry
-from daemon.grimoire.fields import EntryFields
+from daemon.grimoire.fields import EntryFields, Label, MetadataFields
 from daemon.grimoire.store import LocalIdentity
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "SESSION_PATTERN",
     "Batch",
     "ContentTooLarge",
+    "FlushFact",
     "FlushIn",
     "Lesson",
     "LessonsIn",
@@ -115,10 +117,22 @@ class WorkingMemoryIn(_Strict):
         description="text (tab, newline, carriage return allowed), at most 64 KiB of UTF-8 (413 beyond)")
 
 
+class FlushMetadata(MetadataFields):
+    """A flushed fact's metadata: one tag fewer, for the `session:<name>` tag the flush adds."""
+
+    tags: Annotated[list[Label], Field(max_length=MAX_LABELS - 1)] = []  # noqa: RUF012 - pydantic copies
+
+
+class FlushFact(EntryFields):
+    """A fact to flush: an entry's fields (see `EntryFields`), with room for the session tag."""
+
+    metadata: FlushMetadata = Field(default_factory=FlushMetadata)
+
+
 class FlushIn(_Strict):
     session: str = Field(max_length=256, description="1..40 of A-Z a-z 0-9 . _ -, checked by check_session (400)",
                          json_schema_extra={"pattern": SESSION_PATTERN})
-    facts: list[EntryFields] = Field(min_length=1, max_length=MAX_FLUSH_ITEMS)
+    facts: list[FlushFact] = Field(min_length=1, max_length=MAX_FLUSH_ITEMS)
 
 
 class LessonsIn(_Strict):

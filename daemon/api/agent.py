@@ -46,7 +46,8 @@ class _AnyText(Convertor[str]):
     """A path parameter that matches anything, newlines and slashes included, so that every bad
     session name reaches the handler and is refused with 400 (not a routing 404)."""
 
-    regex = r"(?s:.*)"
+    # Anything but a path ending in `/close` (that one is the close route's: other methods on it get 405).
+    regex = r"(?s:(?!.*/close$).*)"
 
     def convert(self, value: str) -> str:
         return value
@@ -55,7 +56,14 @@ class _AnyText(Convertor[str]):
         return value
 
 
+class _AnyTextBeforeClose(_AnyText):
+    """The session of `…/{session}/close`: anything."""
+
+    regex = r"(?s:.*)"
+
+
 register_url_convertor("wm_session", _AnyText())
+register_url_convertor("wm_session_close", _AnyTextBeforeClose())
 
 
 class ToolCallIn(BaseModel):
@@ -128,13 +136,6 @@ def register(app: FastAPI, state: DaemonState) -> None:
             return failed(400, "bad_request", str(exc), str(exc))
         return JSONResponse(tool_result(text, use_id))
 
-    @app.api_route("/v1/working-memory/{session:wm_session}/close", methods=["GET", "PUT", "DELETE", "PATCH"],
-                   include_in_schema=False)
-    async def working_memory_close_other(session: str) -> JSONResponse:
-        """Only POST closes a session (a session name never contains `/`)."""
-        return JSONResponse({"error": "http_error", "detail": "Method Not Allowed"}, status_code=405,
-                            headers={"allow": "POST"})
-
     @app.get("/v1/working-memory/{session:wm_session}", response_model=WorkingMemoryOut, responses=errors(400))
     async def working_memory_get(request: Request, session: str = session_param) -> dict[str, Any]:
         name = _session(request)
@@ -147,7 +148,7 @@ def register(app: FastAPI, state: DaemonState) -> None:
         am.check_working_text(body.content)
         return await state.db(lambda s: am.write_working_memory(s, name, body.content, now_ms=state.now_ms()))
 
-    @app.post("/v1/working-memory/{session:wm_session}/close", response_model=CloseOut, responses=errors(400))
+    @app.post("/v1/working-memory/{session:wm_session_close}/close", response_model=CloseOut, responses=errors(400))
     async def working_memory_close(request: Request, session: str = session_param) -> dict[str, Any]:
         name = _session(request, suffix="/close")
         batch = await state.db(lambda s: am.close_working_memory(s, state.identity, name, now_ms=state.now_ms()))

@@ -99,7 +99,7 @@ def create_app(state: DaemonState) -> FastAPI:
         if exc.status_code == 405:  # Allow: every method of every route on this path, not the first one's
             res.headers["allow"] = ", ".join(sorted({
                 m for r in app.routes if isinstance(r, APIRoute) and r.matches(request.scope)[0] != Match.NONE
-                for m in r.methods}))
+                for m in r.methods or ()}))
         return res
 
     @app.exception_handler(NotFound)

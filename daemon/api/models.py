@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from crdt import Kind
 from crdt.body import Category
-from daemon.grimoire.fields import STRICT, Content, EntryFields, Int, KindField, Label, MetadataFields, Unit
+from daemon.grimoire.fields import STRICT, Content, Count, EntryFields, Int, KindField, Label, MetadataFields, Unit
 
 __all__ = [
     "BackupIn", "ConnectIn", "DigestIn", "DisconnectIn", "EndorseIn", "EpisodeIn", "FeedbackIn", "MemoryIn",
@@ -87,7 +87,7 @@ class FeedbackIn(_Strict):
 class EpisodeIn(_Strict):
     summary: Content
     protocol: Label | None = None
-    block_number: Int | None = Field(None, ge=0, lt=2**63)
+    block_number: Count | None = None
     category: Annotated[Category, Field(strict=False)] | None = None
     payload: dict[str, Any] | list[Any] | None = None
     curiosity: Unit = 0.0

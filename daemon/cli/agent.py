@@ -155,7 +155,8 @@ def _flush_body(raw: bytes, name: str, session: str | None) -> FlushIn:
     facts = am.parse_memory_bodies(raw, name=name, extra_tags=(am.session_tag(session),))
     if not 1 <= len(facts) <= am.MAX_FLUSH_ITEMS:
         raise UsageError(f"{name}: {len(facts)} facts; a flush holds 1..{am.MAX_FLUSH_ITEMS}")
-    return FlushIn(session=session, facts=[f.memory for f in facts])
+    return FlushIn(session=session, facts=[am.FlushFact.model_validate(f.memory.model_dump(mode="json"))
+                                          for f in facts])
 
 
 def cmd_flush(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:

@@ -35,6 +35,7 @@ __all__ = [
     "LABEL_PATTERN",
     "Cli",
     "Content",
+    "Count",
     "EntryFields",
     "Int",
     "Label",
@@ -101,7 +102,10 @@ Unit = Annotated[float, Field(ge=0, le=1, strict=True, allow_inf_nan=False)]
 Signed = Annotated[float, Field(ge=-1, le=1, strict=True, allow_inf_nan=False)]
 Label = Annotated[str, Field(max_length=MAX_LABEL_CHARS, strict=True,
                              json_schema_extra={"minLength": 1, "pattern": LABEL_PATTERN}), AfterValidator(_label)]
-ChainId = Annotated[int, Field(strict=True, ge=1, lt=2**63), BeforeValidator(_whole)]
+# JSON-safe integers (2^53 - 1): above that, JSON numbers lose precision in most clients.
+MAX_SAFE_INT = 2**53 - 1
+ChainId = Annotated[int, Field(strict=True, ge=1, le=MAX_SAFE_INT), BeforeValidator(_whole)]
+Count = Annotated[int, Field(strict=True, ge=0, le=MAX_SAFE_INT), BeforeValidator(_whole)]
 StrategyId = Annotated[str, Field(max_length=MAX_STRATEGY_ID_CHARS, strict=True,
                                   json_schema_extra={"minLength": 1, "pattern": LABEL_PATTERN}),
                        AfterValidator(_label)]
