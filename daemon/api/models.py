@@ -25,7 +25,7 @@ GATEWAY_TYPES = ("fact", "preference", "episode", "strategy_outcome", "constrain
 MetadataIn = MetadataFields
 PEER_ID_PATTERN = r"^[A-Za-z0-9]{1,128}$"
 ENTRY_ID_PATTERN = r"^[0-9a-f]{32}$"
-NON_BLANK = r"^[\s\S]*\S[\s\S]*$"
+NON_BLANK = r"\S"  # unanchored, as JSON Schema reads patterns: contains a non-space
 # A sibling's address: /ip4|ip6|dns…/HOST/tcp/PORT/p2p/PEERID (parsed in full by the handler).
 PEER_ADDR_PATTERN = r"^/(ip4|ip6|dns|dns4|dns6)/[^/\x00-\x20\x7f]+/tcp/[0-9]{1,5}/p2p/[1-9A-HJ-NP-Za-km-z]{1,128}$"
 

@@ -48,7 +48,7 @@ __all__ = [
 
 MAX_STRATEGY_ID_CHARS = 128
 # Non-blank (a non-space character) and no NUL anywhere: what `crdt.body.check_content` refuses.
-CONTENT_PATTERN = r"^[^\x00]*\S[^\x00]*$"
+CONTENT_PATTERN = r"^[^\x00]*[^\s\x00][^\x00]*$"
 # A label (tag, token, protocol, strategy id): no control character, at least one non-space.
 LABEL_PATTERN = r"^[^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f][^\x00-\x1f\x7f]*$"
 STRICT = ConfigDict(extra="forbid", regex_engine="python-re", frozen=True)
