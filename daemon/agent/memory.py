@@ -112,8 +112,10 @@ class WorkingMemoryIn(_Strict):
     # The size (64 KiB of UTF-8: 413 beyond), NUL and control characters (400) are checked by
     # `check_working_text`, so the API and the CLI's direct path refuse with the same message;
     # the schema states the same rules (in characters: it cannot count bytes).
-    content: str = Field(max_length=MAX_WORKING_MEMORY_BYTES, json_schema_extra={
-        "pattern": r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f]*$"},
+    # (No constraint pydantic checks itself: a lone surrogate must reach check_working_text,
+    # which names it with a 400; over 64 KiB is a 413.)
+    content: str = Field(strict=False, json_schema_extra={
+        "maxLength": MAX_WORKING_MEMORY_BYTES, "pattern": r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f]*$"},
         description="text (tab, newline, carriage return allowed), at most 64 KiB of UTF-8 (413 beyond)")
 
 
@@ -328,7 +330,8 @@ def close_working_memory(store: Grimoire, identity: LocalIdentity, session: str,
 def _first_error(exc: ValidationError) -> str:
     err = exc.errors()[0]
     loc = ".".join(str(p) for p in err.get("loc", ()))
-    return f"{loc}: {err.get('msg', '')}" if loc else str(err.get("msg", ""))
+    msg = str(err.get("msg", "")).removeprefix("Value error, ")
+    return f"{loc}: {msg}" if loc else msg
 
 
 def _markdown_line(line: str) -> tuple[Kind, str] | None:

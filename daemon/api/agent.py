@@ -35,6 +35,7 @@ from daemon.api.responses import (
     errors,
 )
 from daemon.errors import NotFound, UsageError
+from daemon.grimoire.fields import error_details
 from daemon.service.state import DaemonState
 
 __all__ = ["ToolCallIn", "register"]
@@ -126,8 +127,7 @@ def register(app: FastAPI, state: DaemonState) -> None:
         except UnknownTool as exc:
             return failed(404, "not_found", str(exc), str(exc))
         except ValidationError as exc:
-            details = [{"loc": ["body", "input", *e.get("loc", ())], "msg": str(e.get("msg", ""))}
-                       for e in exc.errors()]
+            details = error_details(exc, prefix=("body", "input"))
             text = "; ".join(f"{'.'.join(str(p) for p in d['loc'][2:]) or 'input'}: {d['msg']}" for d in details)
             return failed(422, "invalid_request", details, f"invalid input: {text}")
         except NotFound as exc:

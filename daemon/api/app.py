@@ -87,7 +87,7 @@ def create_app(state: DaemonState) -> FastAPI:
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         details = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")).removeprefix("Value error, ")}
-                   for e in exc.errors()]
+                   for e in exc.errors()]  # as `grimoire.fields.error_details`
         return _error(422, "invalid_request", details)
 
     @app.exception_handler(StarletteHTTPException)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
 from crdt import Kind
 from crdt.body import Category
@@ -38,7 +38,9 @@ class MemoryIn(EntryFields):
     """POST /v1/memory: an entry's fields; `memory_type: episode` appends a raw episode instead."""
 
     model_config = STRICT
-    memory_type: KindField | Literal["episode"] = Kind.INSIGHT  # type: ignore[assignment]
+    # One enum in the schema (the kinds, then episode), not an anyOf: tool-use consumers read it.
+    memory_type: Annotated[KindField | Literal["episode"], WithJsonSchema(
+        {"type": "string", "enum": [*(k.value for k in Kind), "episode"]})] = Kind.INSIGHT  # type: ignore[assignment]
 
     def entry_fields(self) -> EntryFields:
         """As the one entry model (raises `UsageError` for an episode: not a knowledge entry)."""

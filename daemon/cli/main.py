@@ -13,6 +13,7 @@ import enum
 import json
 import os
 import sys
+import typing
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -26,6 +27,7 @@ from daemon.cli import clade as cli_clade
 from daemon.cli import memory as cli_memory
 from daemon.cli import p2p as cli_p2p
 from daemon.cli import render
+from daemon.cli.render import renders
 from daemon.client import DaemonClient
 from daemon.config import check_multiaddr, load_config
 from daemon.datadir import DataDir
@@ -117,8 +119,7 @@ def _entry_options(p: argparse.ArgumentParser) -> None:
         choices = _choices(info.annotation)
         if choices:
             kw["choices"] = choices
-            if cli.metavar:
-                kw["help"] = f"{cli.help}: one of {', '.join(choices)}"
+            kw["help"] = f"{cli.help}: one of {', '.join(choices)}"
         if cli.parse:
             kw["type"] = _PARSERS[cli.parse]
         if cli.repeat:
@@ -129,10 +130,12 @@ def _entry_options(p: argparse.ArgumentParser) -> None:
 
 
 def _choices(annotation: Any) -> list[str]:
-    """The allowed values of an enum field (optional or not), else []."""
-    for arg in (annotation, *getattr(annotation, "__args__", ())):
-        if isinstance(arg, type) and issubclass(arg, enum.Enum):
-            return [m.value for m in arg]
+    """The allowed values of an enum field (optional or annotated or not), else []."""
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return [m.value for m in annotation]
+    for arg in typing.get_args(annotation):
+        if found := _choices(arg):
+            return found
     return []
 
 
@@ -241,6 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
 # -- handlers: each returns a JSON-ready document; render.text() prints it for humans --
 
 
+@renders(render.init)
 def cmd_init(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     report = data.init(force=args.force)
     return {
@@ -251,11 +255,13 @@ def cmd_init(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     }
 
 
+@renders(render.peer_id)
 def cmd_id(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     identity = data.load_identity()
     return {"peer_id": identity.peer_id, "public_key": identity.public_key.hex(), "data_dir": str(data.root)}
 
 
+@renders(render.status)
 def cmd_status(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     identity = data.load_identity()
     with data.open_store() as store:
@@ -272,6 +278,7 @@ def cmd_status(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     }
 
 
+@renders(render.stopped)
 def cmd_run(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     from daemon.service.runtime import run_daemon
 
@@ -286,6 +293,7 @@ def cmd_run(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     return run_daemon(data, config_path=args.config, log_level=args.log_level, p2p_overrides=overrides)
 
 
+@renders(render.config)
 def cmd_config_show(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     return {"config_file": str(data.config_path), "config": data.load_config().model_dump(mode="json")}
 
@@ -300,6 +308,7 @@ def _read_text_arg(text: str) -> str:
         raise UsageError(f"content: is not valid UTF-8 (byte {exc.start} of standard input)") from None
 
 
+@renders(render.id_only)
 def cmd_remember(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     doc = _entry_document(args)
     client = DaemonClient.for_data_dir(data)
@@ -313,6 +322,7 @@ def cmd_remember(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     return {"id": entry.id, "entry": entry.to_json()}
 
 
+@renders(render.entry_state)
 def cmd_retract(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     """Through the daemon when one runs (its publisher gossips the op), else on the store."""
     client = DaemonClient.for_data_dir(data)
@@ -324,6 +334,7 @@ def cmd_retract(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
         return store.retract(args.id, identity=identity, superseded_by=args.superseded_by).to_json()
 
 
+@renders(render.entry_state)
 def cmd_endorse(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     """Through the daemon when one runs (its publisher gossips the op), else on the store."""
     client = DaemonClient.for_data_dir(data)
@@ -334,6 +345,7 @@ def cmd_endorse(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
         return store.endorse(args.id, identity=identity, confirm=not args.contradict).to_json()
 
 
+@renders(render.entry_block)
 def cmd_show(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     client = DaemonClient.for_data_dir(data)
     if client is not None:
@@ -342,6 +354,7 @@ def cmd_show(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
         return store.get(args.id).to_json()
 
 
+@renders(render.entries)
 def cmd_list(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     client = DaemonClient.for_data_dir(data)
     if client is not None:
@@ -354,6 +367,7 @@ def cmd_list(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     return {"entries": [e.to_json() for e in entries]}
 
 
+@renders(render.forgotten)
 def cmd_forget(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     client = DaemonClient.for_data_dir(data)
     if client is not None:
@@ -369,6 +383,7 @@ def _episode_embedder(data: DataDir) -> Embedder:
     return get_embedder(data.root / "embedder", EPISODE_MODEL)
 
 
+@renders(render.id_only)
 def cmd_episode_add(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     draft = Episode(
         summary=args.summary,
@@ -391,12 +406,14 @@ def cmd_episode_add(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     return {"id": episode.id, "episode": episode.to_json()}
 
 
+@renders(render.episodes)
 def cmd_episode_search(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     vector = _episode_embedder(data).embed([args.query])[0]
     found = data.open_episodes().search([float(x) for x in vector], k=args.k)
     return {"query": args.query, "episodes": [{"similarity": round(sim, 6), **e.to_json()} for e, sim in found]}
 
 
+@renders(render.episodes)
 def cmd_episode_list(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     return {"episodes": [e.to_json() for e in data.open_episodes().scan(limit=args.limit)]}
 
@@ -411,7 +428,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.json:
             print(json.dumps(document, ensure_ascii=False, indent=None))
         else:
-            render.text(args, document)
+            render.text(args, document)  # the renderer the command's handler named
         sys.stdout.flush()
         return 0
     except (UsageError, InvalidValue, MembershipError, VaultError) as exc:

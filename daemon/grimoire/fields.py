@@ -77,6 +77,16 @@ def _content(value: str) -> str:
         raise ValueError(exc.reason) from None
 
 
+def _utf8(value: object) -> object:
+    """Refuse lone surrogates (how Python hands over invalid UTF-8 from argv or files) in words."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("is not valid UTF-8") from None
+    return value
+
+
 def _label(value: str) -> str:
     if not value.strip():
         raise ValueError("must not be empty")
@@ -87,11 +97,13 @@ def _label(value: str) -> str:
 
 # The patterns are the validators' rules written for the schema (Python's `\S` is `not str.isspace`,
 # the test `strip()` applies); the validators say what is wrong in words.
-Content = Annotated[str, Field(max_length=MAX_CONTENT_BYTES, strict=True,
-                               json_schema_extra={"minLength": 1, "pattern": CONTENT_PATTERN},
+# The length is the validator's (in UTF-8 bytes, with the body's own message); the schema says 4096
+# characters, the most it can state.
+Content = Annotated[str, Field(strict=True, json_schema_extra={
+                                   "minLength": 1, "maxLength": MAX_CONTENT_BYTES, "pattern": CONTENT_PATTERN},
                                description=f"non-blank UTF-8 text, at most {MAX_CONTENT_BYTES} bytes encoded (the "
                                            f"schema can count only characters), no NUL"),
-                   AfterValidator(_content)]
+                   BeforeValidator(_utf8), AfterValidator(_content)]
 def _whole(value: object) -> object:
     """JSON's integers include `2.0` (JSON Schema counts a number with no fraction as an integer)."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
@@ -101,14 +113,15 @@ Int = Annotated[int, Field(strict=True), BeforeValidator(_whole)]
 Unit = Annotated[float, Field(ge=0, le=1, strict=True, allow_inf_nan=False)]
 Signed = Annotated[float, Field(ge=-1, le=1, strict=True, allow_inf_nan=False)]
 Label = Annotated[str, Field(max_length=MAX_LABEL_CHARS, strict=True,
-                             json_schema_extra={"minLength": 1, "pattern": LABEL_PATTERN}), AfterValidator(_label)]
+                             json_schema_extra={"minLength": 1, "pattern": LABEL_PATTERN}),
+                 BeforeValidator(_utf8), AfterValidator(_label)]
 # JSON-safe integers (2^53 - 1): above that, JSON numbers lose precision in most clients.
 MAX_SAFE_INT = 2**53 - 1
 ChainId = Annotated[int, Field(strict=True, ge=1, le=MAX_SAFE_INT), BeforeValidator(_whole)]
 Count = Annotated[int, Field(strict=True, ge=0, le=MAX_SAFE_INT), BeforeValidator(_whole)]
 StrategyId = Annotated[str, Field(max_length=MAX_STRATEGY_ID_CHARS, strict=True,
                                   json_schema_extra={"minLength": 1, "pattern": LABEL_PATTERN}),
-                       AfterValidator(_label)]
+                       BeforeValidator(_utf8), AfterValidator(_label)]
 # Enums arrive as their string values (lax for the enum only: the JSON value, never a number).
 KindField = Annotated[Kind, Field(strict=False)]
 CategoryField = Annotated[Category, Field(strict=False)]

@@ -38,6 +38,7 @@ from daemon.grimoire.retrieval import (
     cited_by_response,
     response_sentences,
 )
+from daemon.grimoire.store import wall_clock_ms
 from daemon.grimoire.vectors import missing_vectors, stored_vectors, write_vectors
 from daemon.service.backup import create_backup, default_recipients, report_json
 
@@ -81,7 +82,8 @@ class DaemonState:
 
     @staticmethod
     def now_ms() -> int:
-        return time.time_ns() // 1_000_000
+        """Wall-clock milliseconds since the Unix epoch (the one clock: `grimoire.wall_clock_ms`)."""
+        return wall_clock_ms()
 
     async def db(self, fn: Callable[[Grimoire], T]) -> T:
         """Run `fn(store)` in the writer thread."""
