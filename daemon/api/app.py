@@ -169,20 +169,23 @@ def create_app(state: DaemonState) -> FastAPI:
         return {"entries": [e.to_json() for e in entries]}
 
     @app.get("/v1/entries/{entry_id}", response_model=EntryDoc, responses=errors(404))
-    async def get_entry(entry_id: str, archived: bool = False) -> dict[str, Any]:
-        """One entry; a forgotten (archived) one only with `archived=true` (as for GET /v1/entries),
-        since DELETE made it gone for this golem."""
+    async def get_entry(entry_id: str) -> dict[str, Any]:
+        """One entry, archived (forgotten) ones too: forgetting archives, it does not delete."""
         entry = await state.db(lambda s: s.get(entry_id))
-        if entry.archived and not archived:
-            raise NotFound(f"entry {entry_id} is forgotten (archived); ask with archived=true")
         return entry.to_json()
 
-    @app.delete("/v1/entries/{entry_id}", response_model=ForgetOut, responses=errors(404))
+    @app.post("/v1/entries/{entry_id}/forget", response_model=ForgetOut, responses=errors(404))
     async def forget_entry(entry_id: str) -> dict[str, Any]:
-        """Archive an entry locally (nothing crosses to siblings)."""
+        """Archive an entry locally (nothing crosses to siblings); it stays readable by id and in
+        `GET /v1/entries?archived=true`, so this is not an HTTP DELETE."""
         changed = await state.db(lambda s: s.forget(entry_id))
         state.publish("entry_forgotten", {"id": entry_id})
         return {"id": entry_id, "archived": True, "changed": changed}
+
+    @app.delete("/v1/entries/{entry_id}", response_model=ForgetOut, responses=errors(404), deprecated=True)
+    async def forget_entry_deprecated(entry_id: str) -> dict[str, Any]:
+        """The old spelling of `POST /v1/entries/{entry_id}/forget` (archives; does not delete)."""
+        return await forget_entry(entry_id)
 
     @app.post("/v1/entries/{entry_id}/retract", response_model=EntryDoc, responses=errors(404, 409))
     async def retract_entry(entry_id: str, body: RetractIn | None = None) -> dict[str, Any]:

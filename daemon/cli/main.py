@@ -349,7 +349,7 @@ def cmd_endorse(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
 def cmd_show(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     client = DaemonClient.for_data_dir(data)
     if client is not None:
-        return dict(client.call("GET", f"/v1/entries/{args.id}", params={"archived": True}))
+        return dict(client.call("GET", f"/v1/entries/{args.id}"))
     with data.open_store() as store:
         return store.get(args.id).to_json()
 
@@ -371,7 +371,7 @@ def cmd_list(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
 def cmd_forget(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     client = DaemonClient.for_data_dir(data)
     if client is not None:
-        return dict(client.call("DELETE", f"/v1/entries/{args.id}"))
+        return dict(client.call("POST", f"/v1/entries/{args.id}/forget"))
     with data.open_store() as store:
         changed = store.forget(args.id)
     return {"id": args.id, "archived": True, "changed": changed}
