@@ -99,6 +99,15 @@ def test_state_conflicts_are_409(tcp_daemon: tuple[DaemonProc, str]) -> None:
         assert res.status_code == 409 and res.json()["error"] == "conflict", (path, res.text)
 
 
+def test_a_query_without_words_is_answered_by_meaning(tcp_daemon: tuple[DaemonProc, str]) -> None:
+    daemon, _ = tcp_daemon
+    daemon.request("POST", "/v1/memory", json={"content": "Exclamation marks everywhere", "memory_type": "fact"})
+    res = daemon.request("POST", "/v1/memory/search", json={"query": "!!! ???"})  # schema-valid: non-blank
+    assert res.status_code == 200 and res.json()["results"], res.text
+    assert {r["via"] for r in res.json()["results"]} == {"vector"}
+    assert daemon.request("POST", "/v1/memory/search", json={"query": " \u3000\x1c"}).status_code == 422  # blank
+
+
 @pytest.mark.parametrize(("body", "where"), [
     ({"content": "x", "importance": False}, "importance"),
     ({"content": "x", "confidence": "0.5"}, "confidence"),

@@ -14,7 +14,18 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validat
 
 from crdt import Kind
 from crdt.body import Category
-from daemon.grimoire.fields import STRICT, Content, Count, EntryFields, Int, KindField, Label, MetadataFields, Unit
+from daemon.grimoire.fields import (
+    NON_BLANK,
+    STRICT,
+    Content,
+    Count,
+    EntryFields,
+    Int,
+    KindField,
+    Label,
+    MetadataFields,
+    Unit,
+)
 
 __all__ = [
     "BackupIn", "ConnectIn", "DigestIn", "DisconnectIn", "EndorseIn", "EpisodeIn", "FeedbackIn", "MemoryIn",
@@ -25,7 +36,6 @@ GATEWAY_TYPES = ("fact", "preference", "episode", "strategy_outcome", "constrain
 MetadataIn = MetadataFields
 PEER_ID_PATTERN = r"^[A-Za-z0-9]{1,128}$"
 ENTRY_ID_PATTERN = r"^[0-9a-f]{32}$"
-NON_BLANK = r"\S"  # unanchored, as JSON Schema reads patterns: contains a non-space
 # A sibling's address: /ip4|ip6|dns…/HOST/tcp/PORT/p2p/PEERID (parsed in full by the handler).
 PEER_ADDR_PATTERN = r"^/(ip4|ip6|dns|dns4|dns6)/[^/\x00-\x20\x7f]+/tcp/[0-9]{1,5}/p2p/[1-9A-HJ-NP-Za-km-z]{1,128}$"
 
@@ -52,8 +62,8 @@ class MemoryIn(EntryFields):
 
 
 class SearchIn(_Strict):
-    query: str = Field(min_length=1, max_length=4096, pattern=r"\w",
-                       description="plain words (at least one letter or digit)")
+    query: str = Field(min_length=1, max_length=4096, pattern=NON_BLANK,
+                       description="non-blank; a query without letters or digits is matched by meaning alone")
     top_k: Int = Field(10, ge=1, le=100)
     type_filter: list[KindField] | KindField | None = None
     min_importance: Unit | None = None

@@ -47,10 +47,14 @@ __all__ = [
 ]
 
 MAX_STRATEGY_ID_CHARS = 128
+# Python's whitespace (`str.isspace`, what `strip()` removes), spelled out: `\s` means something
+# else in a JSON Schema (ECMA-262) regex, so the schema and the validators must not rely on it.
+SPACE = r"\t\n\x0b\x0c\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+NON_BLANK = f"[^{SPACE}]"  # unanchored, as JSON Schema reads patterns: contains a non-space
 # Non-blank (a non-space character) and no NUL anywhere: what `crdt.body.check_content` refuses.
-CONTENT_PATTERN = r"^[^\x00]*[^\s\x00][^\x00]*$"
+CONTENT_PATTERN = rf"^[^\x00]*[^{SPACE}\x00][^\x00]*$"
 # A label (tag, token, protocol, strategy id): no control character, at least one non-space.
-LABEL_PATTERN = r"^[^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f][^\x00-\x1f\x7f]*$"
+LABEL_PATTERN = rf"^[^\x00-\x1f\x7f]*[^{SPACE}\x00-\x1f\x7f][^\x00-\x1f\x7f]*$"
 STRICT = ConfigDict(extra="forbid", regex_engine="python-re", frozen=True)
 
 

@@ -196,7 +196,10 @@ class DaemonState:
             found["vector"] = await self._query_vector(query.text)
 
         async def keyword() -> None:
-            found["keyword"] = await self.db(lambda s: self.retriever.keyword_candidates(query))
+            try:
+                found["keyword"] = await self.db(lambda s: self.retriever.keyword_candidates(query))
+            except UsageError:  # no letters or digits to match ("!!!"): the meaning alone answers
+                found["keyword"] = []
 
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(vector)
