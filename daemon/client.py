@@ -17,6 +17,7 @@ import httpx
 
 from daemon.datadir import DataDir
 from daemon.errors import DaemonError, NotFound, UsageError
+from daemon.grimoire.fields import format_errors
 
 __all__ = ["DaemonClient"]
 
@@ -62,7 +63,7 @@ class DaemonClient:
         except ValueError:
             detail = res.text
         if isinstance(detail, list):  # pydantic errors: loc + msg
-            detail = "; ".join(f"{'.'.join(str(p) for p in d.get('loc', [])[1:])}: {d.get('msg')}" for d in detail)
+            detail = format_errors(detail)
         if res.status_code == 404:
             raise NotFound(str(detail))
         if res.status_code < 500:

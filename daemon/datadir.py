@@ -8,7 +8,6 @@ $DATA/  config.toml  identity.key  grimoire.db  episodes/  PLAYBOOK.md  embedder
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +17,7 @@ from crypto.keyfile import read_secret, write_public, write_secret
 from crypto.membership import CLADE_KEY_BYTES
 from daemon.config import DEFAULT_CONFIG_TOML, Config, load_config
 from daemon.errors import UsageError
-from daemon.grimoire import DEFAULT_PLAYBOOK, EpisodeLog, Grimoire, atomic_write
+from daemon.grimoire import DEFAULT_PLAYBOOK, EpisodeLog, Grimoire, atomic_write, wall_clock_ms
 
 __all__ = ["DATA_DIR_ENV", "DEFAULT_DATA_DIR", "DataDir", "InitReport"]
 
@@ -173,7 +172,7 @@ class DataDir:
                     f"{self.identity_path} already holds identity {old.peer_id}; "
                     "pass --force to replace it with a new one"
                 )
-            replaced = self.identity_path.with_name(f"identity.key.replaced-{int(time.time())}")
+            replaced = self.identity_path.with_name(f"identity.key.replaced-{wall_clock_ms() // 1000}")
             os.link(self.identity_path, replaced)
         identity = Identity.generate()
         identity.save(self.identity_path, overwrite=force)

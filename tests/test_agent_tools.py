@@ -192,9 +192,9 @@ def test_memory_recall_and_search(shared: DaemonProc) -> None:
     ("memory_save", {"input": {"content": "x", "surprise": 1}}, 422, "invalid_request", "surprise"),
     ("memory_save", {"input": {}}, 422, "invalid_request", "content"),
     ("memory_save", {"input": {"content": "x", "memory_type": "rumour"}}, 422, "invalid_request", "memory_type"),
-    ("memory_save", {"input": {"content": "   "}}, 400, "bad_request", "content"),
-    ("memory_save", {"input": {"content": "x" * 5000}}, 400, "bad_request", "4096"),
-    ("memory_save", {"input": {"content": "a\x00b"}}, 400, "bad_request", "NUL"),
+    ("memory_save", {"input": {"content": "   "}}, 422, "invalid_request", "content"),
+    ("memory_save", {"input": {"content": "x" * 5000}}, 422, "invalid_request", "4096"),
+    ("memory_save", {"input": {"content": "a\x00b"}}, 422, "invalid_request", "NUL"),
     ("memory_recall", {"input": {"query": "x", "format": "json"}}, 422, "invalid_request", "format"),
     ("memory_recall", {"input": {"query": "x", "include_sensitive": True}}, 422, "invalid_request",
      "include_sensitive"),
@@ -412,10 +412,12 @@ def test_flush_stores_all_tagged_and_a_retry_creates_nothing(shared: DaemonProc)
 
 @pytest.mark.parametrize(("bad", "status", "needle"), [
     ({"content": "x", "importance": 5}, 422, '"facts", 2, "importance"'),
-    ({"content": "   "}, 400, "facts[2]: content"),
-    ({"content": "y" * 5000}, 400, "facts[2]: content"),
-    ({"content": "an episode", "memory_type": "episode"}, 400, "facts[2]: memory_type episode"),
-    ({"content": "too many tags", "metadata": {"tags": [f"t{i}" for i in range(16)]}}, 400, "facts[2]: tags"),
+    # The schema states these now (422 from validation, naming the item), not the entry rules (400).
+    ({"content": "   "}, 422, '"facts", 2, "content"'),
+    ({"content": "y" * 5000}, 422, '"facts", 2, "content"'),
+    ({"content": "an episode", "memory_type": "episode"}, 422, '"facts", 2, "memory_type"'),
+    ({"content": "too many tags", "metadata": {"tags": [f"t{i}" for i in range(16)]}}, 422,
+     '"facts", 2, "metadata", "tags"'),
 ])
 def test_flush_is_all_or_none(shared: DaemonProc, bad: dict[str, Any], status: int, needle: str) -> None:
     good = [{"content": f"all-or-none good fact {status} {needle} {i}"} for i in range(2)]
@@ -458,4 +460,5 @@ def test_lessons_endpoint(shared: DaemonProc) -> None:
     assert again == {"ids": first["ids"], "created": 0, "skipped": 2}
     bad = shared.request("POST", "/v1/lessons", json={"lessons": [body["lessons"][0], {"content": "",
                                                                                         "memory_type": "fact"}]})
-    assert bad.status_code == 400 and "lessons[1]" in bad.json()["detail"]
+    # An empty content breaks the schema now: 422 naming the item (was 400 from the entry rules).
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "lessons", 1, "content"]

@@ -140,7 +140,7 @@ def test_other_endpoints(shared: DaemonProc) -> None:
     assert cycle.status_code == 200 and cycle.json()["entries_pruned"] == 0
     assert "depeg" in shared.data.playbook_path.read_text()
     backup = shared.request("POST", "/v1/backup", json={})
-    assert backup.status_code == 400 and backup.json()["error"] == "bad_request"  # not in a clade yet
+    assert backup.status_code == 409 and backup.json()["error"] == "conflict"  # not in a clade yet
     spec = shared.request("GET", "/openapi.json").json()
     assert "/v1/memory/search" in spec["paths"]
 
@@ -157,18 +157,19 @@ def test_events_stream(shared: DaemonProc) -> None:
 
 
 @pytest.mark.parametrize(("method", "path", "body", "status", "error"), [
-    ("POST", "/v1/memory", {"content": ""}, 400, "bad_request"),
+    ("POST", "/v1/memory", {"content": ""}, 422, "invalid_request"),
     ("POST", "/v1/memory", {"content": "x", "memory_type": "rumour"}, 422, "invalid_request"),
     ("POST", "/v1/memory", {"content": "x", "importance": 2}, 422, "invalid_request"),
     ("POST", "/v1/memory", {"content": "x", "surprise": 1}, 422, "invalid_request"),
-    ("POST", "/v1/memory", {"content": "x" * 5000}, 400, "bad_request"),
+    ("POST", "/v1/memory", {"content": "x" * 5000}, 422, "invalid_request"),
+    ("POST", "/v1/memory", {"content": "é" * 2049}, 422, "invalid_request"),  # 4098 bytes of UTF-8
     ("POST", "/v1/memory", {"content": "x" * 9000}, 422, "invalid_request"),
     ("POST", "/v1/memory/search", {"query": "x", "top_k": 0}, 422, "invalid_request"),
     ("GET", "/v1/entries/0123456789abcdef0123456789abcdef", None, 404, "not_found"),
     ("DELETE", "/v1/entries/nope", None, 404, "not_found"),
-    ("GET", "/v1/entries?limit=0", None, 400, "bad_request"),
+    ("GET", "/v1/entries?limit=0", None, 422, "invalid_request"),
     ("GET", "/v1/nowhere", None, 404, "not_found"),
-    ("POST", "/v1/episodes", {"summary": "x", "category": "vibes"}, 400, "bad_request"),
+    ("POST", "/v1/episodes", {"summary": "x", "category": "vibes"}, 422, "invalid_request"),
     ("POST", "/v1/memory", "not json", 422, "invalid_request"),
 ])
 def test_error_shapes(shared: DaemonProc, method: str, path: str, body: object, status: int, error: str) -> None:

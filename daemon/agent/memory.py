@@ -22,15 +22,16 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from crdt import InvalidValue, Kind, Timestamp
-from crdt.body import Pad, Sensitivity
+from crdt.body import MAX_LABELS
 from daemon.api.models import MemoryIn
 from daemon.errors import UsageError
 from daemon.grimoire import Entry, Grimoire, NewEntry
+from daemon.grimoire.fields import EntryFields, Label, MetadataFields
 from daemon.grimoire.store import LocalIdentity
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "SESSION_PATTERN",
     "Batch",
     "ContentTooLarge",
+    "FlushFact",
     "FlushIn",
     "Lesson",
     "LessonsIn",
@@ -103,22 +105,40 @@ class Lesson:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, regex_engine="python-re")
 
 
 class WorkingMemoryIn(_Strict):
     # The size (64 KiB of UTF-8: 413 beyond), NUL and control characters (400) are checked by
-    # `check_working_text`, so the API and the CLI's direct path refuse with the same message.
-    content: str
+    # `check_working_text`, so the API and the CLI's direct path refuse with the same message;
+    # the schema states the same rules (in characters: it cannot count bytes).
+    # (No constraint pydantic checks itself: a lone surrogate must reach check_working_text,
+    # which names it with a 400; over 64 KiB is a 413.)
+    content: str = Field(strict=False, json_schema_extra={
+        "maxLength": MAX_WORKING_MEMORY_BYTES, "pattern": r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f]*$"},
+        description="text (tab, newline, carriage return allowed), at most 64 KiB of UTF-8 (413 beyond)")
+
+
+class FlushMetadata(MetadataFields):
+    """A flushed fact's metadata: one tag fewer, for the `session:<name>` tag the flush adds."""
+
+    tags: Annotated[list[Label], Field(max_length=MAX_LABELS - 1)] = []  # noqa: RUF012 - pydantic copies
+
+
+class FlushFact(EntryFields):
+    """A fact to flush: an entry's fields (see `EntryFields`), with room for the session tag."""
+
+    metadata: FlushMetadata = Field(default_factory=FlushMetadata)
 
 
 class FlushIn(_Strict):
-    session: str = Field(max_length=256, description="1..40 of A-Z a-z 0-9 . _ -, checked by check_session (400)")
-    facts: list[MemoryIn] = Field(min_length=1, max_length=MAX_FLUSH_ITEMS)
+    session: str = Field(max_length=256, description="1..40 of A-Z a-z 0-9 . _ -, checked by check_session (400)",
+                         json_schema_extra={"pattern": SESSION_PATTERN})
+    facts: list[FlushFact] = Field(min_length=1, max_length=MAX_FLUSH_ITEMS)
 
 
 class LessonsIn(_Strict):
-    lessons: list[MemoryIn] = Field(min_length=1, max_length=MAX_LESSONS)
+    lessons: list[EntryFields] = Field(min_length=1, max_length=MAX_LESSONS)
 
 
 # -- validation ------------------------------------------------------------------------
@@ -157,21 +177,14 @@ def check_working_text(text: str) -> str:
     return text
 
 
-def new_entry(memory: MemoryIn, *, extra_tags: Sequence[str] = ()) -> NewEntry:
+def new_entry(memory: EntryFields, *, extra_tags: Sequence[str] = ()) -> NewEntry:
     """The entry a memory body (as for POST /v1/memory, not an episode) describes."""
-    meta = memory.metadata
-    pad = None if memory.pad is None else Pad(pleasure=memory.pad[0], arousal=memory.pad[1],
-                                              dominance=memory.pad[2])
-    return NewEntry(kind=Kind(memory.memory_type), content=memory.content, confidence=memory.confidence,
-                    importance=memory.importance, quality=memory.quality, category=memory.category,
-                    tokens=tuple(meta.tokens), chains=tuple(meta.chains), protocols=tuple(meta.protocols),
-                    tags=(*meta.tags, *extra_tags), strategy_id=meta.strategy_id,
-                    sensitivity=Sensitivity(memory.sensitivity), pad=pad)
+    return memory.entry_fields().new_entry(extra_tags=extra_tags)
 
 
-def checked_entry(memory: MemoryIn, label: str, *, extra_tags: Sequence[str] = ()) -> NewEntry:
+def checked_entry(memory: EntryFields, label: str, *, extra_tags: Sequence[str] = ()) -> NewEntry:
     """`new_entry`, with every entry rule checked now; errors name `label`."""
-    if memory.memory_type == "episode":
+    if isinstance(memory, MemoryIn) and memory.memory_type == "episode":
         raise UsageError(f"{label}: memory_type episode is not accepted here: episodes are raw observations "
                          "outside the Grimoire's transaction (write them with POST /v1/memory or /v1/episodes)")
     try:
@@ -227,7 +240,7 @@ def _write_batch(store: Grimoire, identity: LocalIdentity, scope: str, news: Seq
     return Batch(ids=ids, created=[by_id[i] for i in created])
 
 
-def flush_facts(store: Grimoire, identity: LocalIdentity, session: str, facts: Sequence[MemoryIn], *,
+def flush_facts(store: Grimoire, identity: LocalIdentity, session: str, facts: Sequence[EntryFields], *,
                 now_ms: int) -> Batch:
     """Store every fact tagged with the session, all or none (an error names `facts[i]`).
 
@@ -241,7 +254,7 @@ def flush_facts(store: Grimoire, identity: LocalIdentity, session: str, facts: S
     return _write_batch(store, identity, f"session/{session}", news, now_ms=now_ms, label=lambda i: f"facts[{i}]")
 
 
-def import_lessons(store: Grimoire, identity: LocalIdentity, lessons: Sequence[MemoryIn], *, now_ms: int,
+def import_lessons(store: Grimoire, identity: LocalIdentity, lessons: Sequence[EntryFields], *, now_ms: int,
                    label: Callable[[int], str] = lambda i: f"lessons[{i}]") -> Batch:
     """Store lessons all or none; one imported before (same kind and content) is skipped."""
     if not 1 <= len(lessons) <= MAX_LESSONS:
@@ -317,7 +330,8 @@ def close_working_memory(store: Grimoire, identity: LocalIdentity, session: str,
 def _first_error(exc: ValidationError) -> str:
     err = exc.errors()[0]
     loc = ".".join(str(p) for p in err.get("loc", ()))
-    return f"{loc}: {err.get('msg', '')}" if loc else str(err.get("msg", ""))
+    msg = str(err.get("msg", "")).removeprefix("Value error, ")
+    return f"{loc}: {msg}" if loc else msg
 
 
 def _markdown_line(line: str) -> tuple[Kind, str] | None:

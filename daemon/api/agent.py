@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Path, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.convertors import Convertor, register_url_convertor
@@ -24,7 +24,18 @@ from crdt import InvalidValue
 from daemon.agent import memory as am
 from daemon.agent.memory import FlushIn, LessonsIn, WorkingMemoryIn
 from daemon.agent.tools import ToolRunner, UnknownTool, definitions, tool_result
+from daemon.api.responses import (
+    CloseOut,
+    FlushOut,
+    LessonsOut,
+    ToolResultOut,
+    ToolsOut,
+    WorkingMemoryOut,
+    WorkingMemoryWritten,
+    errors,
+)
 from daemon.errors import NotFound, UsageError
+from daemon.grimoire.fields import error_details
 from daemon.service.state import DaemonState
 
 __all__ = ["ToolCallIn", "register"]
@@ -36,7 +47,8 @@ class _AnyText(Convertor[str]):
     """A path parameter that matches anything, newlines and slashes included, so that every bad
     session name reaches the handler and is refused with 400 (not a routing 404)."""
 
-    regex = r"(?s:.*)"
+    # Anything but a path ending in `/close` (that one is the close route's: other methods on it get 405).
+    regex = r"(?s:(?!.*/close$).*)"
 
     def convert(self, value: str) -> str:
         return value
@@ -45,7 +57,14 @@ class _AnyText(Convertor[str]):
         return value
 
 
+class _AnyTextBeforeClose(_AnyText):
+    """The session of `…/{session}/close`: anything."""
+
+    regex = r"(?s:.*)"
+
+
 register_url_convertor("wm_session", _AnyText())
+register_url_convertor("wm_session_close", _AnyTextBeforeClose())
 
 
 class ToolCallIn(BaseModel):
@@ -86,12 +105,15 @@ def register(app: FastAPI, state: DaemonState) -> None:
     async def too_large(request: Request, exc: am.ContentTooLarge) -> JSONResponse:
         return _error(413, "too_large", str(exc))
 
-    @app.get("/v1/tools")
+    session_param = Path(description="1..40 of A-Z a-z 0-9 . _ -, starting with a letter or digit (else 400)",
+                         json_schema_extra={"pattern": am.SESSION_PATTERN})
+
+    @app.get("/v1/tools", response_model=ToolsOut, responses=errors())
     async def tools() -> dict[str, Any]:
         """Tool definitions for `anthropic.Anthropic().messages.create(tools=...)`."""
         return {"tools": definitions()}
 
-    @app.post("/v1/tools/{name}")
+    @app.post("/v1/tools/{name}", response_model=ToolResultOut, responses=errors(400, 404, 503))
     async def call_tool(name: str, body: ToolCallIn) -> JSONResponse:
         """Run one tool; errors keep the API's status and shape, plus a ready `tool_result` with
         `is_error: true` to hand back to the model."""
@@ -105,8 +127,7 @@ def register(app: FastAPI, state: DaemonState) -> None:
         except UnknownTool as exc:
             return failed(404, "not_found", str(exc), str(exc))
         except ValidationError as exc:
-            details = [{"loc": ["body", "input", *e.get("loc", ())], "msg": str(e.get("msg", ""))}
-                       for e in exc.errors()]
+            details = error_details(exc, prefix=("body", "input"))
             text = "; ".join(f"{'.'.join(str(p) for p in d['loc'][2:]) or 'input'}: {d['msg']}" for d in details)
             return failed(422, "invalid_request", details, f"invalid input: {text}")
         except NotFound as exc:
@@ -115,25 +136,26 @@ def register(app: FastAPI, state: DaemonState) -> None:
             return failed(400, "bad_request", str(exc), str(exc))
         return JSONResponse(tool_result(text, use_id))
 
-    @app.get("/v1/working-memory/{session:wm_session}")
-    async def working_memory_get(session: str, request: Request) -> dict[str, Any]:
+    @app.get("/v1/working-memory/{session:wm_session}", response_model=WorkingMemoryOut, responses=errors(400))
+    async def working_memory_get(request: Request, session: str = session_param) -> dict[str, Any]:
         name = _session(request)
         return await state.db(lambda s: am.read_working_memory(s, name))
 
-    @app.put("/v1/working-memory/{session:wm_session}")
-    async def working_memory_put(session: str, request: Request, body: WorkingMemoryIn) -> dict[str, Any]:
+    @app.put("/v1/working-memory/{session:wm_session}", response_model=WorkingMemoryWritten, responses=errors(400))
+    async def working_memory_put(request: Request, body: WorkingMemoryIn,
+                                 session: str = session_param) -> dict[str, Any]:
         name = _session(request)
         am.check_working_text(body.content)
         return await state.db(lambda s: am.write_working_memory(s, name, body.content, now_ms=state.now_ms()))
 
-    @app.post("/v1/working-memory/{session:wm_session}/close")
-    async def working_memory_close(session: str, request: Request) -> dict[str, Any]:
+    @app.post("/v1/working-memory/{session:wm_session_close}/close", response_model=CloseOut, responses=errors(400))
+    async def working_memory_close(request: Request, session: str = session_param) -> dict[str, Any]:
         name = _session(request, suffix="/close")
         batch = await state.db(lambda s: am.close_working_memory(s, state.identity, name, now_ms=state.now_ms()))
         _publish(state, batch)
         return {"session": name, "migrated": [e.id for e in batch.created], "existing": batch.existing}
 
-    @app.post("/v1/memory/flush")
+    @app.post("/v1/memory/flush", response_model=FlushOut, responses=errors(400))
     async def flush(body: FlushIn) -> dict[str, Any]:
         am.check_session(body.session)
         batch = await state.db(lambda s: am.flush_facts(s, state.identity, body.session, body.facts,
@@ -141,7 +163,7 @@ def register(app: FastAPI, state: DaemonState) -> None:
         _publish(state, batch)
         return {"session": body.session, "ids": batch.ids, "created": len(batch.created)}
 
-    @app.post("/v1/lessons")
+    @app.post("/v1/lessons", response_model=LessonsOut, responses=errors(400))
     async def lessons(body: LessonsIn) -> dict[str, Any]:
         batch = await state.db(lambda s: am.import_lessons(s, state.identity, body.lessons, now_ms=state.now_ms()))
         _publish(state, batch)

@@ -12,38 +12,68 @@ import hmac
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from crdt import InvalidValue, Kind
-from crdt.body import Category, Pad, Sensitivity
 from daemon.api import agent as api_agent
 from daemon.api.models import (
     BackupIn,
     ConnectIn,
     DigestIn,
     DisconnectIn,
+    EndorseIn,
     EpisodeIn,
     FeedbackIn,
     MemoryIn,
     ProbeIn,
+    RetractIn,
     SearchIn,
     SyncIn,
 )
+from daemon.api.responses import (
+    BackupOut,
+    ConnectOut,
+    CuratorOut,
+    DigestOut,
+    DisconnectOut,
+    EntriesOut,
+    EntryDoc,
+    EpisodeOut,
+    FeedbackOut,
+    ForgetOut,
+    MemoryOut,
+    PeersOut,
+    ProbeOut,
+    RevocationsOut,
+    SearchOut,
+    StateDigestOut,
+    StatusOut,
+    SyncOut,
+    errors,
+)
 from daemon.errors import NotFound, UsageError
-from daemon.grimoire import Episode, NewEntry
+from daemon.grimoire import Episode
+from daemon.grimoire.embedder import ModelIntegrityError
 from daemon.service.state import DaemonState
 
-__all__ = ["MAX_BODY_BYTES", "BodyLimit", "TokenAuth", "create_app"]
+__all__ = ["MAX_BODY_BYTES", "BodyLimit", "Conflict", "TokenAuth", "create_app"]
 
 log = logging.getLogger("clade.api")
 MAX_BODY_BYTES = 1024 * 1024
 DRAIN_BYTES = 16 * 1024 * 1024
+
+
+class Conflict(UsageError):
+    """The daemon's state does not allow the request now (HTTP 409): not in a clade, sync off,
+    not the entry's author."""
 
 
 def _error(status: int, error: str, detail: object) -> JSONResponse:
@@ -51,21 +81,34 @@ def _error(status: int, error: str, detail: object) -> JSONResponse:
 
 
 def create_app(state: DaemonState) -> FastAPI:
-    """The ASGI app for one daemon."""
+    """The ASGI app for one daemon: every route has a response model and documents its error statuses."""
     app = FastAPI(title="clade control API", version="1", docs_url=None, redoc_url=None)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        details = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", ""))} for e in exc.errors()]
+        details = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")).removeprefix("Value error, ")}
+                   for e in exc.errors()]  # as `grimoire.fields.error_details`
         return _error(422, "invalid_request", details)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return _error(exc.status_code, "not_found" if exc.status_code == 404 else "http_error", exc.detail)
+        if exc.status_code == 400:  # a body that is not JSON at all
+            return _error(400, "bad_request", exc.detail)
+        res = _error(exc.status_code, "not_found" if exc.status_code == 404 else "http_error", exc.detail)
+        res.headers.update(exc.headers or {})
+        if exc.status_code == 405:  # Allow: every method of every route on this path, not the first one's
+            res.headers["allow"] = ", ".join(sorted({
+                m for r in app.routes if isinstance(r, APIRoute) and r.matches(request.scope)[0] != Match.NONE
+                for m in r.methods or ()}))
+        return res
 
     @app.exception_handler(NotFound)
     async def not_found(request: Request, exc: NotFound) -> JSONResponse:
         return _error(404, "not_found", str(exc))
+
+    @app.exception_handler(Conflict)
+    async def conflict(request: Request, exc: Conflict) -> JSONResponse:
+        return _error(409, "conflict", str(exc))
 
     @app.exception_handler(UsageError)
     async def usage(request: Request, exc: UsageError) -> JSONResponse:
@@ -75,125 +118,168 @@ def create_app(state: DaemonState) -> FastAPI:
     async def invalid_value(request: Request, exc: InvalidValue) -> JSONResponse:
         return _error(400, "bad_request", str(exc))
 
+    @app.exception_handler(ModelIntegrityError)
+    async def unavailable(request: Request, exc: ModelIntegrityError) -> JSONResponse:
+        return _error(503, "unavailable", f"the embedding model cannot be loaded: {exc}")
+
     @app.exception_handler(Exception)
     async def crash(request: Request, exc: Exception) -> JSONResponse:
         state.counters["api_errors"] += 1
         log.error("api handler failed: %s %s", request.method, request.url.path, exc_info=exc)
         return _error(500, "internal", "the daemon hit an unexpected error; see its log")
 
-    @app.post("/v1/memory", status_code=201)
+    def joined() -> None:
+        if state.data.load_membership() is None:
+            raise Conflict("this golem has not joined a clade (clade join BUNDLE)")
+
+    def p2p_on() -> None:
+        if state.p2p is None:
+            raise Conflict("sync is off: this golem has not joined a clade, or p2p.enabled is false")
+
+    @app.post("/v1/memory", status_code=201, response_model=MemoryOut, responses=errors(503))
     async def store_memory(body: MemoryIn) -> dict[str, Any]:
-        meta = body.metadata
+        """Write a knowledge entry (or, with `memory_type: episode`, append a raw episode)."""
         if body.memory_type == "episode":
+            meta = body.metadata
             episode = Episode(summary=body.content, observed_ms=state.now_ms(), importance=body.importance,
                               protocol=meta.protocols[0] if meta.protocols else None)
             await state.append_episode(episode)
-            return {"id": episode.id, "memory_type": "episode"}
-        pad = None if body.pad is None else Pad(pleasure=body.pad[0], arousal=body.pad[1], dominance=body.pad[2])
-        new = NewEntry(kind=Kind(body.memory_type), content=body.content, confidence=body.confidence,
-                       importance=body.importance, quality=body.quality, category=body.category,
-                       tokens=tuple(meta.tokens), chains=tuple(meta.chains), protocols=tuple(meta.protocols),
-                       tags=tuple(meta.tags), strategy_id=meta.strategy_id, sensitivity=Sensitivity(body.sensitivity),
-                       pad=pad)
-        entry = await state.remember(new)
+            return {"id": episode.id, "memory_type": "episode", "entry": None}
+        entry = await state.remember(body.entry_fields().new_entry())
         return {"id": entry.id, "memory_type": entry.body.kind.value, "entry": entry.to_json()}
 
-    @app.post("/v1/memory/search")
+    @app.post("/v1/memory/search", response_model=SearchOut, responses=errors(503))
     async def search_memory(body: SearchIn) -> dict[str, Any]:
         kinds = body.type_filter if isinstance(body.type_filter, list) else (
             [body.type_filter] if body.type_filter else [])
-        hits = await state.recall(body.query, k=body.top_k, kinds=tuple(kinds), min_importance=body.min_importance)
+        hits = await state.recall(body.query, k=body.top_k, kinds=tuple(Kind(k) for k in kinds),
+                                  min_importance=body.min_importance)
         return {"query": body.query, "results": [
             {"score": round(h.score, 6), "via": h.via, **h.entry.to_json()} for h in hits]}
 
-    @app.get("/v1/status")
+    @app.get("/v1/status", response_model=StatusOut, responses=errors())
     async def status() -> dict[str, Any]:
         return await state.status()
 
-    @app.get("/v1/entries")
-    async def list_entries(kind: list[Kind] | None = None, limit: int = 50, archived: bool = False) -> dict[str, Any]:
-        if not 1 <= limit <= 10_000:
-            raise UsageError(f"limit must be in 1..10000, got {limit}")
+    @app.get("/v1/entries", response_model=EntriesOut, responses=errors())
+    async def list_entries(kind: Annotated[list[Kind] | None, Query()] = None,
+                           limit: Annotated[int, Query(ge=1, le=10_000)] = 50,
+                           archived: bool = False) -> dict[str, Any]:
         entries = await state.db(lambda s: s.list_entries(kinds=kind or (), limit=limit, include_archived=archived))
         return {"entries": [e.to_json() for e in entries]}
 
-    @app.get("/v1/entries/{entry_id}")
+    @app.get("/v1/entries/{entry_id}", response_model=EntryDoc, responses=errors(404))
     async def get_entry(entry_id: str) -> dict[str, Any]:
+        """One entry, archived (forgotten) ones too: forgetting archives, it does not delete."""
         entry = await state.db(lambda s: s.get(entry_id))
-        return dict(entry.to_json())
+        return entry.to_json()
 
-    @app.delete("/v1/entries/{entry_id}")
+    @app.post("/v1/entries/{entry_id}/forget", response_model=ForgetOut, responses=errors(404))
     async def forget_entry(entry_id: str) -> dict[str, Any]:
+        """Archive an entry locally (nothing crosses to siblings); it stays readable by id and in
+        `GET /v1/entries?archived=true`, so this is not an HTTP DELETE."""
         changed = await state.db(lambda s: s.forget(entry_id))
         state.publish("entry_forgotten", {"id": entry_id})
         return {"id": entry_id, "archived": True, "changed": changed}
 
-    @app.post("/v1/digest")
+    @app.delete("/v1/entries/{entry_id}", response_model=ForgetOut, responses=errors(404), deprecated=True)
+    async def forget_entry_deprecated(entry_id: str) -> dict[str, Any]:
+        """The old spelling of `POST /v1/entries/{entry_id}/forget` (archives; does not delete)."""
+        return await forget_entry(entry_id)
+
+    @app.post("/v1/entries/{entry_id}/retract", response_model=EntryDoc, responses=errors(404, 409))
+    async def retract_entry(entry_id: str, body: RetractIn | None = None) -> dict[str, Any]:
+        """The author retracts its own entry (an op: siblings learn of it). 409 if another golem wrote it."""
+        try:
+            entry = await state.retract(entry_id, superseded_by=None if body is None else body.superseded_by)
+        except InvalidValue as exc:
+            raise Conflict(str(exc)) from None
+        return entry.to_json()
+
+    @app.post("/v1/entries/{entry_id}/endorse", response_model=EntryDoc, responses=errors(404, 409))
+    async def endorse_entry(entry_id: str, body: EndorseIn | None = None) -> dict[str, Any]:
+        """Confirm (or, with `confirm: false`, contradict) a sibling's entry. 409 for one's own entry."""
+        try:
+            entry = await state.endorse(entry_id, confirm=True if body is None else body.confirm)
+        except InvalidValue as exc:
+            raise Conflict(str(exc)) from None
+        return entry.to_json()
+
+    @app.post("/v1/digest", response_model=DigestOut, responses=errors(503))
     async def digest(body: DigestIn) -> dict[str, Any]:
         return await state.digest(body.query, budget_tokens=body.budget_tokens, k=body.k, fmt=body.format,
                                   include_sensitive=body.include_sensitive)
 
-    @app.post("/v1/feedback")
+    @app.post("/v1/feedback", response_model=FeedbackOut, responses=errors(404, 503))
     async def feedback(body: FeedbackIn) -> dict[str, Any]:
-        if not body.cited and not body.injected:
-            raise UsageError("give cited and/or injected entry ids")
-        if body.response is not None and not body.response.strip():
-            raise UsageError("response must not be blank")
         return await state.feedback(cited=body.cited, injected=body.injected, response=body.response)
 
-    @app.post("/v1/episodes", status_code=201)
+    @app.post("/v1/episodes", status_code=201, response_model=EpisodeOut, responses=errors())
     async def add_episode(body: EpisodeIn) -> dict[str, Any]:
-        try:
-            category = None if body.category is None else Category(body.category)
-        except ValueError:
-            raise UsageError(f"category {body.category!r} is not one of the twelve") from None
         episode = Episode(summary=body.summary, observed_ms=state.now_ms(), block_number=body.block_number,
-                          category=category, protocol=body.protocol, payload_json=json.dumps(body.payload),
+                          category=body.category, protocol=body.protocol, payload_json=json.dumps(body.payload),
                           curiosity=body.curiosity, importance=body.importance)
         await state.append_episode(episode)
         return {"id": episode.id, "episode": episode.to_json()}
 
-    @app.get("/v1/peers")
+    @app.get("/v1/peers", response_model=PeersOut, responses=errors())
     async def peers() -> dict[str, Any]:
         return {"peers": state.peers()}
 
-    @app.post("/v1/peers/connect")
+    @app.post("/v1/peers/connect", response_model=ConnectOut, responses=errors(400, 409))
     async def peers_connect(body: ConnectIn) -> dict[str, Any]:
+        p2p_on()
         return state.connect_peer(body.addr)
 
-    @app.post("/v1/peers/disconnect")
+    @app.post("/v1/peers/disconnect", response_model=DisconnectOut, responses=errors(404, 409))
     async def peers_disconnect(body: DisconnectIn) -> dict[str, Any]:
+        p2p_on()
         return await state.disconnect_peer(body.peer_id, hold_s=body.hold_s)
 
-    @app.get("/v1/state-digest")
+    @app.get("/v1/state-digest", response_model=StateDigestOut, responses=errors())
     async def state_digest() -> dict[str, Any]:
         """Hashes of the replicated state (ops + causal context): `shared` (what may cross)
         is equal on siblings once synced; `all` also covers this golem's private entries."""
         me = state.identity.peer_id
         return await state.db(lambda s: {"shared": s.state_digest(s.sync_gate(me)), "all": s.state_digest()})
 
-    @app.post("/v1/sync")
+    @app.post("/v1/sync", response_model=SyncOut, responses=errors(409))
     async def sync_now(body: SyncIn | None = None) -> dict[str, Any]:
-        return await state.sync_now(None if body is None else body.peer_id)
+        """Anti-entropy now; 409 while sync is off or if the named peer is not a connected sibling."""
+        p2p_on()
+        try:
+            return await state.sync_now(None if body is None else body.peer_id)
+        except UsageError as exc:
+            raise Conflict(str(exc)) from None
 
-    @app.post("/v1/p2p/probe")
+    @app.post("/v1/p2p/probe", response_model=ProbeOut, responses=errors(409))
     async def probe(body: ProbeIn) -> dict[str, Any]:
         """Publish a raw GossipSub probe (no envelope, no store): siblings emit `probe_received`."""
+        p2p_on()
         return {"id": body.id, "sent_ms": await state.node().publish_probe(body.id)}
 
-    @app.post("/v1/revocations")
+    @app.post("/v1/revocations", response_model=RevocationsOut, responses=errors(400, 409), openapi_extra={
+        "requestBody": {"required": True, "content": {"application/octet-stream": {
+            "schema": {"type": "string", "format": "binary"}}}}})
     async def revocations(request: Request) -> dict[str, Any]:
+        """Adopt an owner-signed revocation list (the file `clade owner revoke` writes). 409 before
+        joining a clade; 400 if it is not this clade owner's valid list."""
+        joined()
         return await state.install_revocations(await request.body())
 
-    @app.post("/v1/backup")
+    @app.post("/v1/backup", response_model=BackupOut, responses=errors(409))
     async def backup(body: BackupIn | None = None) -> dict[str, Any]:
+        """An encrypted backup to the clade's recipients; 409 before joining a clade."""
+        joined()
         return await state.backup(include_identity=bool(body and body.include_identity))
 
-    @app.post("/v1/curator/run")
+    @app.post("/v1/curator/run", response_model=CuratorOut, responses=errors())
     async def curator_run() -> dict[str, Any]:
         return await state.curator_cycle()
 
-    @app.get("/v1/events")
+    @app.get("/v1/events", responses={200: {"content": {"text/event-stream": {"schema": {"type": "string"}}},
+                                             "description": "server-sent events: `event: NAME` + `data: JSON`"},
+                                      **errors()}, response_class=StreamingResponse)
     async def events() -> StreamingResponse:
         async def stream() -> AsyncIterator[bytes]:
             async with state.subscribe() as receive:

@@ -1,86 +1,109 @@
-"""Request bodies of the control API (pydantic: validated on construction, strict sizes).
+"""Request bodies of the control API (pydantic: validated on construction, strict types).
 
-`MemoryIn` and `SearchIn` follow the gateway memory spec's shapes.
+Every constraint the handlers enforce is in these models, so `/openapi.json` states it: strict
+types (no `0` for a bool, no `false` for a number), patterns for non-blank text. `MemoryIn`
+is the one entry field model (`daemon.grimoire.fields.EntryFields`) widened to take
+`memory_type: episode`; `MemoryIn` and `SearchIn` follow the gateway memory spec's shapes.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
 from crdt import Kind
 from crdt.body import Category
+from daemon.grimoire.fields import (
+    NON_BLANK,
+    STRICT,
+    Content,
+    Count,
+    EntryFields,
+    Int,
+    KindField,
+    Label,
+    MetadataFields,
+    Unit,
+)
 
 __all__ = [
-    "BackupIn", "ConnectIn", "DigestIn", "DisconnectIn", "EpisodeIn", "FeedbackIn", "MemoryIn", "MetadataIn", "ProbeIn",
-    "SearchIn", "SyncIn",
+    "BackupIn", "ConnectIn", "DigestIn", "DisconnectIn", "EndorseIn", "EpisodeIn", "FeedbackIn", "MemoryIn",
+    "MetadataIn", "ProbeIn", "RetractIn", "SearchIn", "SyncIn",
 ]
 
 GATEWAY_TYPES = ("fact", "preference", "episode", "strategy_outcome", "constraint")
-MemoryType = Literal[
-    "fact", "preference", "episode", "strategy_outcome", "constraint", "insight", "heuristic", "warning",
-    "regime_shift", "anti_knowledge", "causal_link", "episode_summary", "death_reflection",
-]
+MetadataIn = MetadataFields
+PEER_ID_PATTERN = r"^[A-Za-z0-9]{1,128}$"
+ENTRY_ID_PATTERN = r"^[0-9a-f]{32}$"
+# A sibling's address: /ip4|ip6|dns…/HOST/tcp/PORT/p2p/PEERID (parsed in full by the handler).
+PEER_ADDR_PATTERN = r"^/(ip4|ip6|dns|dns4|dns6)/[^/\x00-\x20\x7f]+/tcp/[0-9]{1,5}/p2p/[1-9A-HJ-NP-Za-km-z]{1,128}$"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, regex_engine="python-re")
 
 
-class MetadataIn(_Strict):
-    tokens: list[str] = Field(default_factory=list, max_length=16)
-    chains: list[int] = Field(default_factory=list, max_length=16)
-    protocols: list[str] = Field(default_factory=list, max_length=16)
-    strategy_id: str | None = Field(None, max_length=128)
-    tags: list[str] = Field(default_factory=list, max_length=16)
+class MemoryIn(EntryFields):
+    """POST /v1/memory: an entry's fields; `memory_type: episode` appends a raw episode instead."""
 
+    model_config = STRICT
+    # One enum in the schema (the kinds, then episode), not an anyOf: tool-use consumers read it.
+    memory_type: Annotated[KindField | Literal["episode"], WithJsonSchema(
+        {"type": "string", "enum": [*(k.value for k in Kind), "episode"]})] = Kind.INSIGHT  # type: ignore[assignment]
 
-class MemoryIn(_Strict):
-    # Emptiness and the 4 KiB (UTF-8 bytes) limit are checked by the entry model itself,
-    # so the API and the CLI refuse bad content with the same message.
-    content: str = Field(max_length=8192)
-    memory_type: MemoryType = "insight"
-    importance: float = Field(0.5, ge=0, le=1, allow_inf_nan=False)
-    confidence: float = Field(0.7, ge=0, le=1, allow_inf_nan=False)
-    metadata: MetadataIn = Field(default_factory=MetadataIn)
-    sensitivity: Literal["public", "private", "sensitive"] = "public"
-    # Grimoire fields beyond the gateway shape (optional):
-    category: Category | None = None
-    quality: float = Field(0.5, ge=0, le=1, allow_inf_nan=False)
-    pad: tuple[float, float, float] | None = None
+    def entry_fields(self) -> EntryFields:
+        """As the one entry model (raises `UsageError` for an episode: not a knowledge entry)."""
+        from daemon.errors import UsageError
+
+        if self.memory_type == "episode":
+            raise UsageError("memory_type episode is not a knowledge entry")
+        return EntryFields.model_validate({**self.model_dump(), "memory_type": self.memory_type})
 
 
 class SearchIn(_Strict):
-    query: str = Field(min_length=1, max_length=4096)
-    top_k: int = Field(10, ge=1, le=100)
-    type_filter: list[Kind] | Kind | None = None
-    min_importance: float | None = Field(None, ge=0, le=1, allow_inf_nan=False)
+    query: str = Field(min_length=1, max_length=4096, pattern=NON_BLANK,
+                       description="non-blank; a query without letters or digits is matched by meaning alone")
+    top_k: Int = Field(10, ge=1, le=100)
+    type_filter: list[KindField] | KindField | None = None
+    min_importance: Unit | None = None
 
 
 class DigestIn(_Strict):
-    query: str = Field(min_length=1, max_length=4096)
-    budget_tokens: int = Field(3000, ge=1, le=200_000)
-    k: int = Field(10, ge=1, le=100)
+    query: str = Field(min_length=1, max_length=4096, pattern=NON_BLANK)
+    budget_tokens: Int = Field(3000, ge=1, le=200_000)
+    k: Int = Field(10, ge=1, le=100)
     format: Literal["xml", "search-results", "json"] = "xml"
     include_sensitive: bool = False
 
 
 class FeedbackIn(_Strict):
+    """At least one of `cited`, `injected` (non-empty)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, regex_engine="python-re", json_schema_extra={
+        "anyOf": [{"required": ["cited"], "properties": {"cited": {"minItems": 1}}},
+                  {"required": ["injected"], "properties": {"injected": {"minItems": 1}}}]})
+
     cited: list[str] = Field(default_factory=list, max_length=256)
     injected: list[str] = Field(default_factory=list, max_length=256)
     # The model's response text: used only when `cited` is empty (backends without citations).
-    response: str | None = Field(None, max_length=65_536)
+    response: str | None = Field(None, max_length=65_536, pattern=NON_BLANK)
+
+    @model_validator(mode="after")
+    def _some_ids(self) -> FeedbackIn:
+        if not self.cited and not self.injected:
+            raise ValueError("give cited and/or injected entry ids")
+        return self
 
 
 class EpisodeIn(_Strict):
-    summary: str = Field(min_length=1, max_length=4096)
-    protocol: str | None = Field(None, max_length=48)
-    block_number: int | None = Field(None, ge=0, lt=2**63)
-    category: str | None = None
-    payload: dict[str, object] | list[object] | None = None
-    curiosity: float = Field(0.0, ge=0, le=1, allow_inf_nan=False)
-    importance: float = Field(0.5, ge=0, le=1, allow_inf_nan=False)
+    summary: Content
+    protocol: Label | None = None
+    block_number: Count | None = None
+    category: Annotated[Category, Field(strict=False)] | None = None
+    payload: dict[str, Any] | list[Any] | None = None
+    curiosity: Unit = 0.0
+    importance: Unit = 0.5
 
 
 class BackupIn(_Strict):
@@ -88,17 +111,26 @@ class BackupIn(_Strict):
 
 
 class ConnectIn(_Strict):
-    addr: str = Field(max_length=512, description="/ip4/…/tcp/…/p2p/PEERID")
+    addr: str = Field(max_length=512, pattern=PEER_ADDR_PATTERN, description="/ip4/…/tcp/…/p2p/PEERID")
 
 
 class DisconnectIn(_Strict):
-    peer_id: str = Field(max_length=128)
-    hold_s: float = Field(600.0, ge=0, le=30 * 86_400, description="refuse the peer for this long")
+    peer_id: str = Field(pattern=PEER_ID_PATTERN)
+    hold_s: float = Field(600.0, ge=0, le=30 * 86_400, allow_inf_nan=False,
+                          description="refuse the peer for this long")
 
 
 class SyncIn(_Strict):
-    peer_id: str | None = Field(None, max_length=128, description="one sibling (default: every connected one)")
+    peer_id: str | None = Field(None, pattern=PEER_ID_PATTERN, description="one sibling (default: every connected one)")
 
 
 class ProbeIn(_Strict):
     id: str = Field(min_length=1, max_length=64)
+
+
+class RetractIn(_Strict):
+    superseded_by: str | None = Field(None, pattern=ENTRY_ID_PATTERN, description="the entry that replaces it")
+
+
+class EndorseIn(_Strict):
+    confirm: bool = Field(True, description="true confirms, false contradicts")

@@ -23,6 +23,8 @@ from pydantic import ValidationError
 
 from daemon.agent import memory as am
 from daemon.agent.memory import FlushIn
+from daemon.cli import render
+from daemon.cli.render import renders
 from daemon.client import DaemonClient
 from daemon.datadir import DataDir
 from daemon.errors import UsageError
@@ -144,7 +146,8 @@ def _flush_body(raw: bytes, name: str, session: str | None) -> FlushIn:
             body = FlushIn.model_validate({**doc, "session": doc.get("session", session)})
         except ValidationError as exc:
             err = exc.errors()[0]
-            raise UsageError(f"{name}: {'.'.join(str(p) for p in err['loc'])}: {err['msg']}") from None
+            msg = str(err["msg"]).removeprefix("Value error, ")
+            raise UsageError(f"{name}: {'.'.join(str(p) for p in err['loc'])}: {msg}") from None
         am.check_session(body.session)
         for i, fact in enumerate(body.facts):
             am.checked_entry(fact, f"{name}: facts[{i}]", extra_tags=(am.session_tag(body.session),))
@@ -155,7 +158,8 @@ def _flush_body(raw: bytes, name: str, session: str | None) -> FlushIn:
     facts = am.parse_memory_bodies(raw, name=name, extra_tags=(am.session_tag(session),))
     if not 1 <= len(facts) <= am.MAX_FLUSH_ITEMS:
         raise UsageError(f"{name}: {len(facts)} facts; a flush holds 1..{am.MAX_FLUSH_ITEMS}")
-    return FlushIn(session=session, facts=[f.memory for f in facts])
+    return FlushIn(session=session, facts=[am.FlushFact.model_validate(f.memory.model_dump(mode="json"))
+                                          for f in facts])
 
 
 def cmd_flush(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
@@ -212,28 +216,41 @@ def _init_with_lessons(init: Handler) -> Handler:
         doc["lessons"] = _import(data, name, lessons)
         return doc
 
-    return cmd_init
+    return renders(render.init)(cmd_init)
 
 
 # -- text output ---------------------------------------------------------------------
 
 
-def render(command: str, args: argparse.Namespace, doc: dict[str, Any]) -> None:
-    if command == "wm" and "migrated" in doc:
-        for entry_id in doc["migrated"]:
-            print(entry_id)
-        already = f"; {len(doc['existing'])} migrated before" if doc["existing"] else ""
-        print(f"session {doc['session']}: {len(doc['migrated'])} entries migrated{already}; cleared")
-    elif command == "wm" and "content" in doc:
-        print(doc["content"], end="" if not doc["content"] or doc["content"].endswith("\n") else "\n")
-    elif command == "wm":
-        print(f"session {doc['session']}: {doc['bytes']} bytes")
-    elif command == "flush":
-        for entry_id in doc["ids"]:
-            print(entry_id)
-        print(f"session {doc['session']}: {doc['created']} stored, {len(doc['ids']) - doc['created']} "
-              "stored before")
-    elif command == "lessons":
-        for entry_id in doc["ids"]:
-            print(entry_id)
-        print(f"{doc['file']}: {doc['created']} lessons imported, {doc['skipped']} imported before")
+def _wm_shown(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    print(doc["content"], end="" if not doc["content"] or doc["content"].endswith("\n") else "\n")
+
+
+def _wm_set(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    print(f"session {doc['session']}: {doc['bytes']} bytes")
+
+
+def _wm_closed(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    for entry_id in doc["migrated"]:
+        print(entry_id)
+    already = f"; {len(doc['existing'])} migrated before" if doc["existing"] else ""
+    print(f"session {doc['session']}: {len(doc['migrated'])} entries migrated{already}; cleared")
+
+
+def _flushed(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    for entry_id in doc["ids"]:
+        print(entry_id)
+    print(f"session {doc['session']}: {doc['created']} stored, {len(doc['ids']) - doc['created']} stored before")
+
+
+def _imported(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    for entry_id in doc["ids"]:
+        print(entry_id)
+    print(f"{doc['file']}: {doc['created']} lessons imported, {doc['skipped']} imported before")
+
+
+renders(_wm_shown)(cmd_wm_show)
+renders(_wm_set)(cmd_wm_set)
+renders(_wm_closed)(cmd_wm_close)
+renders(_flushed)(cmd_flush)
+renders(_imported)(cmd_lessons_import)

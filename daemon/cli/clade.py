@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,8 +31,11 @@ from crypto import (
 from crypto.keyfile import read_secret, write_public, write_secret
 from crypto.membership import CLADE_KEY_BYTES
 from crypto.vault import VaultKeys
+from daemon.cli import render
+from daemon.cli.render import renders
 from daemon.datadir import DataDir
 from daemon.errors import UsageError
+from daemon.grimoire.store import wall_clock_ms
 from daemon.service.backup import create_backup, default_recipients, report_json, restore_backup, verify_backup
 
 __all__ = ["register"]
@@ -95,15 +97,18 @@ def _key_options(p: argparse.ArgumentParser) -> None:
 
 
 def _now() -> int:
-    return int(time.time())
+    """Wall-clock seconds since the Unix epoch (certificates and revocation lists count seconds)."""
+    return wall_clock_ms() // 1000
 
 
+@renders(render.owner_created)
 def cmd_owner_init(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     owner = OwnerKey.create(args.owner_dir, args.clade)
     return {"owner_dir": str(args.owner_dir), "clade": owner.clade_name, "clade_id": owner.clade_id,
             "owner_public_key": owner.public_key.hex()}
 
 
+@renders(render.bundle_written)
 def cmd_owner_admit(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     if args.days < 1 or args.generation < 0:
         raise UsageError("--days must be at least 1 and --generation at least 0")
@@ -120,6 +125,7 @@ def cmd_owner_admit(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
             "generation": args.generation, "not_after": cert.not_after}
 
 
+@renders(render.revocations_written)
 def cmd_owner_revoke(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     owner = OwnerKey.load(args.owner_dir)
     current_path = args.owner_dir / "revocations.bin"
@@ -135,6 +141,7 @@ def cmd_owner_revoke(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     return {"revocations": str(args.out), "version": new.version, "revoked": sorted(new.revoked)}
 
 
+@renders(render.joined)
 def cmd_join(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     identity = data.load_identity()
     try:
@@ -170,6 +177,7 @@ def _x25519_recipient(text: str) -> bytes:
     return key
 
 
+@renders(render.backup_written)
 def cmd_backup(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     identity = data.load_identity()
     config = data.load_config()
@@ -202,12 +210,14 @@ def _vault_keys(args: argparse.Namespace, data: DataDir) -> VaultKeys:
     return VaultKeys(clade_key=clade_key, x25519=x25519)
 
 
+@renders(render.backup_verified)
 def cmd_backup_verify(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     report = verify_backup(args.file, _vault_keys(args, data))
     return {"file": str(args.file), "ok": True, "golem": report.golem, "created_ms": report.created_ms,
             "files": report.files, "bytes": report.bytes}
 
 
+@renders(render.restored)
 def cmd_restore(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     keys = _vault_keys(args, data)
     report = restore_backup(args.file, data, keys, force=args.force)

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import enum
 import json
 import os
 import sys
+import typing
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 from crdt import InvalidValue, Kind
-from crdt.body import Category, Pad, Sensitivity
+from crdt.body import Category, Pad
 from crypto import CryptoError, MembershipError
 from crypto.vault import VaultError
 from daemon.cli import agent as cli_agent
@@ -25,12 +27,14 @@ from daemon.cli import clade as cli_clade
 from daemon.cli import memory as cli_memory
 from daemon.cli import p2p as cli_p2p
 from daemon.cli import render
+from daemon.cli.render import renders
 from daemon.client import DaemonClient
 from daemon.config import check_multiaddr, load_config
 from daemon.datadir import DataDir
 from daemon.errors import DaemonError, UsageError
-from daemon.grimoire import Episode, NewEntry, wall_clock_ms
+from daemon.grimoire import Episode, wall_clock_ms
 from daemon.grimoire.embedder import EPISODE_MODEL, Embedder, ModelIntegrityError, get_embedder
+from daemon.grimoire.fields import EntryFields, cli_options
 
 __all__ = ["build_parser", "main"]
 
@@ -101,6 +105,53 @@ def _pad(text: str) -> Pad:
 
 _KINDS = [k.value for k in Kind]
 _CATEGORIES = [c.value for c in Category]
+_PARSERS: dict[str, Callable[[str], Any]] = {"unit": _unit, "positive_int": _positive_int, "pad": _pad}
+
+
+def _entry_options(p: argparse.ArgumentParser) -> None:
+    """`clade remember`'s options, one per field of the entry model (`EntryFields`)."""
+    for path, info, cli in cli_options():
+        dest = "_".join(path)
+        if cli.positional:
+            p.add_argument(dest, metavar=cli.flag, help=cli.help)
+            continue
+        kw: dict[str, Any] = {"dest": dest, "help": cli.help, "metavar": cli.metavar or path[-1].upper()}
+        choices = _choices(info.annotation)
+        if choices:
+            kw["choices"] = choices
+            kw["help"] = f"{cli.help}: one of {', '.join(choices)}"
+        if cli.parse:
+            kw["type"] = _PARSERS[cli.parse]
+        if cli.repeat:
+            p.add_argument(cli.flag, action="append", default=[], **kw)
+        else:
+            default = info.get_default(call_default_factory=True)
+            p.add_argument(cli.flag, default=getattr(default, "value", default), **kw)
+
+
+def _choices(annotation: Any) -> list[str]:
+    """The allowed values of an enum field (optional or annotated or not), else []."""
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return [m.value for m in annotation]
+    for arg in typing.get_args(annotation):
+        if found := _choices(arg):
+            return found
+    return []
+
+
+def _entry_document(args: argparse.Namespace) -> dict[str, Any]:
+    """The entry fields given on the command line, as the JSON document the API takes."""
+    doc: dict[str, Any] = {}
+    for path, _info, _cli in cli_options():
+        value = getattr(args, "_".join(path))
+        if isinstance(value, Pad):
+            value = list(value.as_tuple())
+        target = doc
+        for part in path[:-1]:
+            target = target.setdefault(part, {})
+        target[path[-1]] = value
+    doc["content"] = _read_text_arg(doc["content"])
+    return doc
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -141,25 +192,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     p = command("remember", cmd_remember, "write a knowledge entry; prints its id")
-    p.add_argument("text", metavar="TEXT", help="the content (UTF-8, at most 4 KiB); '-' reads standard input")
-    p.add_argument("--kind", choices=_KINDS, default="insight", metavar="KIND",
-                   help=f"one of: {', '.join(_KINDS)} (default insight)")
-    p.add_argument("--confidence", type=_unit, default=0.7, help="0..1 (default 0.7)")
-    p.add_argument("--importance", type=_unit, default=0.5, help="0..1 (default 0.5)")
-    p.add_argument("--quality", type=_unit, default=0.5, help="0..1 (default 0.5)")
-    p.add_argument("--category", choices=_CATEGORIES, default=None, metavar="CATEGORY",
-                   help=f"one of: {', '.join(_CATEGORIES)}")
-    p.add_argument("--tag", action="append", default=[], help="repeatable")
-    p.add_argument("--protocol", action="append", default=[], help="repeatable")
-    p.add_argument("--token", action="append", default=[], help="repeatable")
-    p.add_argument("--chain", action="append", type=_positive_int, default=[], help="chain id, repeatable")
-    p.add_argument("--strategy-id", default=None)
-    p.add_argument("--sensitivity", choices=[s.value for s in Sensitivity], default="public")
-    p.add_argument("--pad", type=_pad, default=None, metavar="P,A,D",
-                   help="PAD vector, each -1..1 (write --pad=-0.2,0.5,0 when it starts with a minus)")
+    _entry_options(p)
 
     p = command("retract", cmd_retract, "retract an entry you wrote (siblings learn of it)")
     p.add_argument("id", metavar="ID")
+
+    p.add_argument("--superseded-by", default=None, metavar="ID", help="the entry that replaces it")
 
     p = command("endorse", cmd_endorse, "confirm (or --contradict) a sibling's entry")
     p.add_argument("id", metavar="ID")
@@ -206,6 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
 # -- handlers: each returns a JSON-ready document; render.text() prints it for humans --
 
 
+@renders(render.init)
 def cmd_init(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     report = data.init(force=args.force)
     return {
@@ -216,11 +255,13 @@ def cmd_init(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     }
 
 
+@renders(render.peer_id)
 def cmd_id(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     identity = data.load_identity()
     return {"peer_id": identity.peer_id, "public_key": identity.public_key.hex(), "data_dir": str(data.root)}
 
 
+@renders(render.status)
 def cmd_status(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     identity = data.load_identity()
     with data.open_store() as store:
@@ -237,6 +278,7 @@ def cmd_status(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     }
 
 
+@renders(render.stopped)
 def cmd_run(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     from daemon.service.runtime import run_daemon
 
@@ -251,6 +293,7 @@ def cmd_run(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     return run_daemon(data, config_path=args.config, log_level=args.log_level, p2p_overrides=overrides)
 
 
+@renders(render.config)
 def cmd_config_show(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     return {"config_file": str(data.config_path), "config": data.load_config().model_dump(mode="json")}
 
@@ -265,49 +308,44 @@ def _read_text_arg(text: str) -> str:
         raise UsageError(f"content: is not valid UTF-8 (byte {exc.start} of standard input)") from None
 
 
+@renders(render.id_only)
 def cmd_remember(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    doc = _entry_document(args)
     client = DaemonClient.for_data_dir(data)
     if client is not None:
-        made = client.call("POST", "/v1/memory", body={
-            "content": _read_text_arg(args.text), "memory_type": args.kind, "importance": args.importance,
-            "confidence": args.confidence, "sensitivity": args.sensitivity, "quality": args.quality,
-            "category": args.category, "pad": None if args.pad is None else list(args.pad.as_tuple()),
-            "metadata": {"tokens": args.token, "chains": args.chain, "protocols": args.protocol,
-                         "strategy_id": args.strategy_id, "tags": args.tag}})
+        made = client.call("POST", "/v1/memory", body=doc)
         return {"id": made["id"], "entry": made["entry"]}
+    new = EntryFields.checked(doc).new_entry()
     identity = data.load_identity()
-    new = NewEntry(
-        kind=Kind(args.kind),
-        content=_read_text_arg(args.text),
-        confidence=args.confidence,
-        importance=args.importance,
-        quality=args.quality,
-        category=None if args.category is None else Category(args.category),
-        tokens=tuple(args.token),
-        chains=tuple(args.chain),
-        protocols=tuple(args.protocol),
-        tags=tuple(args.tag),
-        strategy_id=args.strategy_id,
-        sensitivity=Sensitivity(args.sensitivity),
-        pad=args.pad,
-    )
     with data.open_store(identity=identity) as store:
         entry = store.remember(new, identity=identity)
     return {"id": entry.id, "entry": entry.to_json()}
 
 
+@renders(render.entry_state)
 def cmd_retract(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    """Through the daemon when one runs (its publisher gossips the op), else on the store."""
+    client = DaemonClient.for_data_dir(data)
+    if client is not None:
+        return dict(client.call("POST", f"/v1/entries/{args.id}/retract",
+                                body={"superseded_by": args.superseded_by}))
     identity = data.load_identity()
     with data.open_store(identity=identity) as store:
-        return store.retract(args.id, identity=identity).to_json()
+        return store.retract(args.id, identity=identity, superseded_by=args.superseded_by).to_json()
 
 
+@renders(render.entry_state)
 def cmd_endorse(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    """Through the daemon when one runs (its publisher gossips the op), else on the store."""
+    client = DaemonClient.for_data_dir(data)
+    if client is not None:
+        return dict(client.call("POST", f"/v1/entries/{args.id}/endorse", body={"confirm": not args.contradict}))
     identity = data.load_identity()
     with data.open_store(identity=identity) as store:
         return store.endorse(args.id, identity=identity, confirm=not args.contradict).to_json()
 
 
+@renders(render.entry_block)
 def cmd_show(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     client = DaemonClient.for_data_dir(data)
     if client is not None:
@@ -316,6 +354,7 @@ def cmd_show(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
         return store.get(args.id).to_json()
 
 
+@renders(render.entries)
 def cmd_list(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     client = DaemonClient.for_data_dir(data)
     if client is not None:
@@ -328,10 +367,11 @@ def cmd_list(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     return {"entries": [e.to_json() for e in entries]}
 
 
+@renders(render.forgotten)
 def cmd_forget(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     client = DaemonClient.for_data_dir(data)
     if client is not None:
-        return dict(client.call("DELETE", f"/v1/entries/{args.id}"))
+        return dict(client.call("POST", f"/v1/entries/{args.id}/forget"))
     with data.open_store() as store:
         changed = store.forget(args.id)
     return {"id": args.id, "archived": True, "changed": changed}
@@ -343,6 +383,7 @@ def _episode_embedder(data: DataDir) -> Embedder:
     return get_embedder(data.root / "embedder", EPISODE_MODEL)
 
 
+@renders(render.id_only)
 def cmd_episode_add(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     draft = Episode(
         summary=args.summary,
@@ -365,12 +406,14 @@ def cmd_episode_add(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     return {"id": episode.id, "episode": episode.to_json()}
 
 
+@renders(render.episodes)
 def cmd_episode_search(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     vector = _episode_embedder(data).embed([args.query])[0]
     found = data.open_episodes().search([float(x) for x in vector], k=args.k)
     return {"query": args.query, "episodes": [{"similarity": round(sim, 6), **e.to_json()} for e, sim in found]}
 
 
+@renders(render.episodes)
 def cmd_episode_list(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     return {"episodes": [e.to_json() for e in data.open_episodes().scan(limit=args.limit)]}
 
@@ -385,7 +428,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.json:
             print(json.dumps(document, ensure_ascii=False, indent=None))
         else:
-            render.text(args, document)
+            render.text(args, document)  # the renderer the command's handler named
         sys.stdout.flush()
         return 0
     except (UsageError, InvalidValue, MembershipError, VaultError) as exc:

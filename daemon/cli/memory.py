@@ -16,6 +16,8 @@ from collections.abc import Callable
 from typing import Any
 
 from crdt import Kind
+from daemon.cli import render
+from daemon.cli.render import renders
 from daemon.client import DaemonClient
 from daemon.datadir import DataDir
 from daemon.errors import UsageError
@@ -80,6 +82,7 @@ def _query(args: argparse.Namespace, **kw: Any) -> RecallQuery:
                        include_sensitive=args.include_sensitive, **kw)
 
 
+@renders(render.hits)
 def cmd_recall(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     client = DaemonClient.for_data_dir(data)
     plain = args.pad is None and args.min_confidence is None and not args.include_sensitive and not args.keyword_only
@@ -99,6 +102,7 @@ def _namespace(data: DataDir) -> str:
     return joined[0].clade_name if joined else "local"
 
 
+@renders(render.digest)
 def cmd_digest(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     client = DaemonClient.for_data_dir(data)
     if client is not None:
@@ -111,6 +115,7 @@ def cmd_digest(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
                             include_sensitive=args.include_sensitive, namespace=_namespace(data))
 
 
+@renders(render.feedback)
 def cmd_feedback(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     if not args.cited and not args.injected:
         raise UsageError("give --cited ID… and/or --injected ID…")
@@ -134,6 +139,7 @@ def cmd_feedback(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     return {"weights": weights, "cited": sorted(set(cited)), "matched_by_response": matched}
 
 
+@renders(render.embeddings_check)
 def cmd_embeddings_check(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     embedder = _embedder(data)()
     with data.open_store() as store:
@@ -143,6 +149,7 @@ def cmd_embeddings_check(args: argparse.Namespace, data: DataDir) -> dict[str, A
             "ok": report["other_model"] == 0}
 
 
+@renders(render.embeddings_prepared)
 def cmd_embeddings_prepare(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     started = time.monotonic()
     embedder = _embedder(data)()
@@ -150,6 +157,7 @@ def cmd_embeddings_prepare(args: argparse.Namespace, data: DataDir) -> dict[str,
             "cache": str(model_cache_dir(data.root / "embedder")), "seconds": round(time.monotonic() - started, 2)}
 
 
+@renders(render.embeddings_rebuilt)
 def cmd_embeddings_rebuild(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     factory = _embedder(data)
     with data.open_store() as store:

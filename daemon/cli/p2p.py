@@ -11,11 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from daemon.cli.render import renders
 from daemon.client import DaemonClient
 from daemon.datadir import DataDir
 from daemon.errors import DaemonError, UsageError
 
-__all__ = ["register", "render"]
+__all__ = ["register"]
 
 Handler = Callable[[argparse.Namespace, DataDir], Any]
 
@@ -83,8 +84,13 @@ def cmd_demo(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     return run_demo(args.siblings)
 
 
-def render(command: str, args: argparse.Namespace, doc: dict[str, Any]) -> None:
-    if command == "peers" and "peers" in doc:
+def _peers(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    sub = getattr(args, "peers_command", None)
+    if sub == "connect":
+        print(f"dialing {doc['peer_id']} at {doc['dialing']}")
+    elif sub == "disconnect":
+        print(f"disconnected {doc['peer_id']}; refused for {doc['held_s']:.0f} s")
+    else:
         if not doc["peers"]:
             print("no peers known yet")
         for p in doc["peers"]:
@@ -94,18 +100,26 @@ def render(command: str, args: argparse.Namespace, doc: dict[str, Any]) -> None:
             position = f"behind {p['behind']} ahead {p['ahead']}" if p["behind"] is not None else "not synced"
             print(f"{p['peer_id']}  {link}  {state:<8}  rtt {rtt:<8} {position}  "
                   f"in {p['msgs_in']}/{p['bytes_in']}B out {p['msgs_out']}/{p['bytes_out']}B")
-    elif command == "peers" and "dialing" in doc:
-        print(f"dialing {doc['peer_id']} at {doc['dialing']}")
-    elif command == "peers":
-        print(f"disconnected {doc['peer_id']}; refused for {doc['held_s']:.0f} s")
-    elif command == "sync":
-        for s in doc["synced"]:
-            if "error" in s:
-                print(f"{s['peer_id']}: {s['error']}")
-            else:
-                print(f"{s['peer_id']}: {s['applied']} ops applied in {s['rounds']} rounds, {s['seconds']} s")
-    elif command == "revocations":
-        verdict = "adopted" if doc["adopted"] else "not newer than the installed list; kept the installed one"
-        print(f"revocation list v{doc['version']} ({len(doc['revoked'])} revoked): {verdict}")
-    elif command == "demo":
-        print(doc["report"])
+
+
+def _synced(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    for s in doc["synced"]:
+        if "error" in s:
+            print(f"{s['peer_id']}: {s['error']}")
+        else:
+            print(f"{s['peer_id']}: {s['applied']} ops applied in {s['rounds']} rounds, {s['seconds']} s")
+
+
+def _revocations(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    verdict = "adopted" if doc["adopted"] else "not newer than the installed list; kept the installed one"
+    print(f"revocation list v{doc['version']} ({len(doc['revoked'])} revoked): {verdict}")
+
+
+def _demo(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    print(doc["report"])
+
+
+renders(_peers)(cmd_peers)
+renders(_synced)(cmd_sync)
+renders(_revocations)(cmd_revocations)
+renders(_demo)(cmd_demo)

@@ -1,15 +1,44 @@
-"""Human-readable output of CLI documents (the `--json` form is the document itself)."""
+"""Human-readable output of CLI documents (the `--json` form is the document itself).
+
+Each command's handler names its renderer with `@renders(fn)`: the output is chosen by the
+command that made the document, never guessed from its keys. `text(args, doc)` prints `doc`
+with the renderer of `args.handler`.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-__all__ = ["text"]
+__all__ = ["Renderer", "renders", "text"]
+
+Renderer = Callable[[argparse.Namespace, dict[str, Any]], None]
+H = TypeVar("H", bound=Callable[..., Any])
+_RENDERERS: dict[Callable[..., Any], Renderer] = {}
 
 
-def _line(entry: dict[str, Any], width: int = 72) -> str:
+def renders(renderer: Renderer) -> Callable[[H], H]:
+    """Decorate a command handler: its documents are printed by `renderer`."""
+
+    def mark(handler: H) -> H:
+        _RENDERERS[handler] = renderer
+        return handler
+
+    return mark
+
+
+def text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    """Print `doc`, the result of `args.handler`, for a person at a terminal."""
+    _RENDERERS[args.handler](args, doc)
+
+
+# -- renderers shared by several commands ----------------------------------------------
+
+
+def line(entry: dict[str, Any], width: int = 72) -> str:
+    """One entry on one line."""
     content = " ".join(entry["content"].split())
     if len(content) > width:
         content = content[: width - 1] + "…"
@@ -17,7 +46,8 @@ def _line(entry: dict[str, Any], width: int = 72) -> str:
     return f"{entry['id']}  {entry['kind']:<16} c={entry['confidence']:.2f}  {content}{flag}"
 
 
-def _entry_block(entry: dict[str, Any]) -> str:
+def entry_block(args: argparse.Namespace, entry: dict[str, Any]) -> None:
+    """`clade show`: every field of one entry, then its content."""
     meta = entry["metadata"]
     rows = [
         ("id", entry["id"]),
@@ -41,107 +71,127 @@ def _entry_block(entry: dict[str, Any]) -> str:
     if entry["pad"] is not None:
         rows.append(("pad", ", ".join(f"{x:.2f}" for x in entry["pad"])))
     head = "\n".join(f"{k:<12}{v}" for k, v in rows)
-    return f"{head}\n\n{entry['content']}"
+    print(f"{head}\n\n{entry['content']}")
 
 
-def _toml_value(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
+def entry_state(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    """`clade retract`, `clade endorse`: the entry's status and tally."""
+    print(f"{doc['id']} {doc['status']} (confirms {doc['confirms']}, contradicts {doc['contradicts']})")
 
 
-def _config(doc: dict[str, Any]) -> str:
+def entries(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    for entry in doc["entries"]:
+        print(line(entry))
+
+
+def hits(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    for hit in doc["results"]:
+        print(f"{hit['score']:7.3f}  {line(hit)}")
+
+
+def id_only(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    print(doc["id"])
+
+
+def peer_id(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    print(doc["peer_id"])
+
+
+def init(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    print(f"initialised {doc['data_dir']}")
+    print(f"peer id {doc['peer_id']}")
+    if doc["replaced_identity"]:
+        print(f"previous identity kept as {doc['replaced_identity']}")
+    if doc.get("lessons"):  # `clade init --lessons FILE`
+        lessons = doc["lessons"]
+        print(f"{lessons['file']}: {lessons['created']} lessons imported, {lessons['skipped']} imported before")
+
+
+def status(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    kinds = ", ".join(f"{k} {n}" for k, n in doc["by_kind"].items()) or "none"
+    print(f"data dir   {doc['data_dir']}")
+    print(f"peer id    {doc['peer_id']}")
+    print(f"entries    {doc['entries']} ({kinds}); archived {doc['archived']}")
+    print(f"episodes   {doc['episodes']}")
+    print(f"schema     v{doc['schema_version']}")
+
+
+def stopped(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    print(f"clade: stopped by {doc['stopped_by']}")
+
+
+def config(args: argparse.Namespace, doc: dict[str, Any]) -> None:
     out = [f"# effective configuration ({doc['config_file']} + CLADE_* overrides)"]
     for section, keys in doc["config"].items():
         out.append(f"\n[{section}]")
         for key, value in keys.items():
-            out.append(f"# {key} is unset" if value is None else f"{key} = {_toml_value(value)}")
-    return "\n".join(out)
+            out.append(f"# {key} is unset" if value is None else f"{key} = {json.dumps(value, ensure_ascii=False)}")
+    print("\n".join(out))
 
 
-def text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
-    """Print `doc`, the result of `args.command`, for a person at a terminal."""
-    command = args.command
-    if command == "init":
-        print(f"initialised {doc['data_dir']}")
-        print(f"peer id {doc['peer_id']}")
-        if doc["replaced_identity"]:
-            print(f"previous identity kept as {doc['replaced_identity']}")
-        if doc.get("lessons"):
-            lessons = doc["lessons"]
-            print(f"{lessons['file']}: {lessons['created']} lessons imported, {lessons['skipped']} imported before")
-    elif command == "id":
-        print(doc["peer_id"])
-    elif command == "owner":
-        if "owner_public_key" in doc:
-            print(f"clade {doc['clade']} ({doc['clade_id']}) created in {doc['owner_dir']}")
-            print("keep this directory off the golems; back it up offline")
-        elif "bundle" in doc:
-            print(f"admission bundle for {doc['peer_id']} written to {doc['bundle']}")
-        else:
-            print(f"revocation list v{doc['version']} written to {doc['revocations']} ({len(doc['revoked'])} revoked)")
-    elif command == "join":
-        print(f"joined clade {doc['clade']} ({doc['clade_id']}) as {doc['peer_id']}, generation {doc['generation']}")
-    elif command == "backup":
-        if "ok" in doc:
-            print(f"{doc['file']}: ok ({doc['files']} files, {doc['bytes']} bytes, golem {doc['golem']})")
-        else:
-            print(f"{doc['path']} ({doc['bytes']} bytes, {doc['files']} files; for {', '.join(doc['recipients'])})")
-    elif command == "restore":
-        print(f"restored {doc['files']} files of golem {doc['golem']} into {doc['data_dir']}")
-    elif command == "run":
-        print(f"clade: stopped by {doc['stopped_by']}")
-    elif command == "status":
-        kinds = ", ".join(f"{k} {n}" for k, n in doc["by_kind"].items()) or "none"
-        print(f"data dir   {doc['data_dir']}")
-        print(f"peer id    {doc['peer_id']}")
-        print(f"entries    {doc['entries']} ({kinds}); archived {doc['archived']}")
-        print(f"episodes   {doc['episodes']}")
-        print(f"schema     v{doc['schema_version']}")
-    elif command == "config":
-        print(_config(doc))
-    elif command == "remember":
-        print(doc["id"])
-    elif command in ("retract", "endorse"):
-        print(f"{doc['id']} {doc['status']} (confirms {doc['confirms']}, contradicts {doc['contradicts']})")
-    elif command == "show":
-        print(_entry_block(doc))
-    elif command == "list":
-        for entry in doc["entries"]:
-            print(_line(entry))
-    elif command == "forget":
-        print(f"{doc['id']} archived" + ("" if doc["changed"] else " (already)"))
-    elif command == "recall":
-        for hit in doc["results"]:
-            print(f"{hit['score']:7.3f}  {_line(hit)}")
-    elif command == "digest":
-        print(doc["document"], end="" if doc["document"].endswith("\n") else "\n")
-    elif command == "feedback":
-        cited = set(doc.get("cited", ()))
-        for entry_id, weight in doc["weights"].items():
-            print(f"{entry_id}  weight {weight:.2f}{'  cited' if entry_id in cited else ''}")
-    elif command == "embeddings":
-        if "embedded" in doc:
-            print(f"re-embedded {doc['embedded']} entries with {doc['model']}")
-        elif "cache" in doc:
-            print(f"{doc['model']} ({doc['model_version']}, {doc['dim']}-d) ready in {doc['seconds']} s; "
-                  f"prepared models in {doc['cache']}")
-        else:
-            print(f"{doc['model']} ({doc['model_version']}): {doc['current']} current, "
-                  f"{doc['other_model']} of another model, {doc['missing']} missing")
-    elif command == "episode":
-        if "episodes" in doc:
-            for ep in doc["episodes"]:
-                summary = " ".join(ep["summary"].split())[:72]
-                lead = f"{ep['similarity']:.3f}  " if "similarity" in ep else ""
-                print(f"{lead}{ep['id']}  {ep['observed_ms']}  {ep['protocol'] or '-':<12} {summary}")
-        else:
-            print(doc["id"])
-    elif command in ("wm", "flush", "lessons"):
-        from daemon.cli.agent import render as render_agent
+def forgotten(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    print(f"{doc['id']} archived" + ("" if doc["changed"] else " (already)"))
 
-        render_agent(command, args, doc)
-    elif command in ("peers", "sync", "revocations", "demo"):
-        from daemon.cli.p2p import render as render_p2p
 
-        render_p2p(command, args, doc)
-    else:  # pragma: no cover - every command is listed above
-        print(json.dumps(doc, ensure_ascii=False, indent=2))
+def episodes(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    """`clade episode list` and `episode search` (with a similarity column)."""
+    for ep in doc["episodes"]:
+        summary = " ".join(ep["summary"].split())[:72]
+        lead = f"{ep['similarity']:.3f}  " if "similarity" in ep else ""
+        print(f"{lead}{ep['id']}  {ep['observed_ms']}  {ep['protocol'] or '-':<12} {summary}")
+
+
+def digest(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    document = doc["document"]
+    if not isinstance(document, str):  # --format json / search-results: the documents as JSON
+        document = json.dumps(document, ensure_ascii=False, indent=2)
+    print(document, end="" if document.endswith("\n") else "\n")
+
+
+def feedback(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    cited = set(doc.get("cited", ()))
+    for entry_id, weight in doc["weights"].items():
+        print(f"{entry_id}  weight {weight:.2f}{'  cited' if entry_id in cited else ''}")
+
+
+def embeddings_check(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    print(f"{doc['model']} ({doc['model_version']}): {doc['current']} current, "
+          f"{doc['other_model']} of another model, {doc['missing']} missing")
+
+
+def embeddings_rebuilt(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    print(f"re-embedded {doc['embedded']} entries with {doc['model']}")
+
+
+def embeddings_prepared(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    print(f"{doc['model']} ({doc['model_version']}, {doc['dim']}-d) ready in {doc['seconds']} s; "
+          f"prepared models in {doc['cache']}")
+
+
+def owner_created(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    print(f"clade {doc['clade']} ({doc['clade_id']}) created in {doc['owner_dir']}")
+    print("keep this directory off the golems; back it up offline")
+
+
+def bundle_written(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    print(f"admission bundle for {doc['peer_id']} written to {doc['bundle']}")
+
+
+def revocations_written(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    print(f"revocation list v{doc['version']} written to {doc['revocations']} ({len(doc['revoked'])} revoked)")
+
+
+def joined(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    print(f"joined clade {doc['clade']} ({doc['clade_id']}) as {doc['peer_id']}, generation {doc['generation']}")
+
+
+def backup_written(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    print(f"{doc['path']} ({doc['bytes']} bytes, {doc['files']} files; for {', '.join(doc['recipients'])})")
+
+
+def backup_verified(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    print(f"{doc['file']}: ok ({doc['files']} files, {doc['bytes']} bytes, golem {doc['golem']})")
+
+
+def restored(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    print(f"restored {doc['files']} files of golem {doc['golem']} into {doc['data_dir']}")

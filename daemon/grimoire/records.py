@@ -7,10 +7,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from crdt import EntryBody, Kind, Origin, Pad, Sensitivity, Timestamp
 from crdt.body import Category, check_unit
 
-__all__ = ["Entry", "NewEntry", "Provenance", "Status"]
+__all__ = ["Entry", "EntryDoc", "MetadataDoc", "NewEntry", "Provenance", "Status"]
 
 Status = str  # "active" | "retracted"
 Provenance = str  # Origin values: where *this* golem got the entry
@@ -56,6 +58,49 @@ class NewEntry:
         )
 
 
+class MetadataDoc(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tokens: list[str]
+    chains: list[int]
+    protocols: list[str]
+    strategy_id: str | None
+    tags: list[str]
+
+
+class EntryDoc(BaseModel):
+    """A stored entry as JSON: the CLI's `--json` and the control API's shape (`Entry.to_json`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    author: str
+    kind: str
+    category: str | None
+    content: str
+    metadata: MetadataDoc
+    confidence: float
+    importance: float
+    quality: float
+    sensitivity: str
+    pad: list[float] | None
+    origin: str
+    generation: int
+    bloodstain: bool
+    created_hlc: str
+    created_at: str
+    status: str
+    superseded_by: str | None
+    provenance: str
+    local_confidence: float
+    access_count: int
+    last_accessed_at: str | None
+    archived: bool
+    confirms: int
+    contradicts: int
+    cite_weight: float
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Entry:
     """A stored entry: its immutable body, its author slot and this golem's local view."""
@@ -79,9 +124,13 @@ class Entry:
         return self.body.id
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict (stable keys; the CLI's and the API's shape)."""
+        """A JSON-ready dict (stable keys; the CLI's and the API's shape: `EntryDoc`)."""
+        return self.doc().model_dump()
+
+    def doc(self) -> EntryDoc:
+        """This entry as its JSON document model."""
         b = self.body
-        return {
+        return EntryDoc.model_validate({
             "id": b.id,
             "author": b.author,
             "kind": b.kind.value,
@@ -114,7 +163,7 @@ class Entry:
             "confirms": self.confirms,
             "contradicts": self.contradicts,
             "cite_weight": self.cite_weight,
-        }
+        })
 
 
 def _iso(ms: int) -> str:

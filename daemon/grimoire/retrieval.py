@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from crdt import Kind, Sensitivity
-from daemon.errors import UsageError
+from daemon.errors import NotFound, UsageError
 
 from . import scoring
 from .curator.decay import RETRIEVAL_THRESHOLD
@@ -188,7 +188,7 @@ def _factors(c: RankFields, semantic: float, pad: tuple[float, float, float] | N
 def apply_feedback(store: Grimoire, *, cited: Sequence[str], injected: Sequence[str],
                    now_ms: int | None = None) -> dict[str, float]:
     """Citation feedback, all or nothing: cited entries gain weight and count one access (a
-    use); injected-but-not-cited ones lose a little weight. Raises `UsageError` for an unknown id."""
+    use); injected-but-not-cited ones lose a little weight. Raises `NotFound` for an unknown id."""
     cited_set = set(cited)
     now = wall_clock_ms() if now_ms is None else now_ms
     changes: dict[str, float] = {}
@@ -196,7 +196,7 @@ def apply_feedback(store: Grimoire, *, cited: Sequence[str], injected: Sequence[
         for entry_id in dict.fromkeys([*cited, *injected]):
             row = conn.execute("SELECT cite_weight FROM entries WHERE id = ?", (entry_id,)).fetchone()
             if row is None:
-                raise UsageError(f"no entry with id {entry_id!r}")
+                raise NotFound(f"no entry with id {entry_id!r}")
             if entry_id in cited_set:
                 weight = scoring.cited(row[0])
                 # A use is evidence: the forgetting curve restarts from its base and grows more stable.

@@ -61,12 +61,17 @@ _STOPWORDS = frozenset({
     "they", "this", "to", "was", "we", "were", "what", "when", "where", "which", "while", "who", "why", "will",
     "with", "would", "you", "your",
 })
-_ENTRY_COLUMNS = (
-    "id, author, kind, category, content, tokens, chains, protocols, tags, strategy_id, "
-    "importance, quality, sensitivity, pad_pleasure, pad_arousal, pad_dominance, origin, "
-    "generation, bloodstain, created_hlc, confidence, status, superseded_by, provenance, "
-    "local_confidence, access_count, last_accessed_ms, archived, stored_ms, confirms, contradicts, cite_weight"
+# Every column an `Entry` is built from, by name (`_entry_from_row` reads a sqlite3.Row).
+_ENTRY_COLUMN_NAMES = (
+    "id", "author", "kind", "category", "content", "tokens", "chains", "protocols", "tags", "strategy_id",
+    "importance", "quality", "sensitivity", "pad_pleasure", "pad_arousal", "pad_dominance", "origin",
+    "generation", "bloodstain", "created_hlc", "confidence", "status", "superseded_by", "provenance",
+    "local_confidence", "access_count", "last_accessed_ms", "archived", "stored_ms", "confirms", "contradicts",
+    "cite_weight",
 )
+_ENTRY_COLUMNS = ", ".join(_ENTRY_COLUMN_NAMES)
+# SQLite's primary result codes for "another connection holds the lock" (sqlite3.Error.sqlite_errorcode & 0xff).
+_BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
 DEFAULT_MAX_SKEW_MS = 60_000
 
 
@@ -149,7 +154,7 @@ class Grimoire:
             raise StoreError(f"{path}: {exc}") from None
         except sqlite3.OperationalError as exc:
             conn.close()
-            if "locked" in str(exc) or "busy" in str(exc):
+            if _is_busy(exc):
                 raise StoreError(
                     f"{path} is locked by another writer (waited {busy_timeout_ms} ms); retry, or raise "
                     "store.busy_timeout_ms"
@@ -200,17 +205,31 @@ class Grimoire:
         else:
             self._conn.execute("COMMIT")
 
+    @contextmanager
+    def _snapshot(self) -> Iterator[SqliteBackend]:
+        """One read transaction (a consistent snapshot in WAL mode) and a read-only backend on it."""
+        self._conn.execute("BEGIN")
+        try:
+            yield SqliteBackend(self._conn, local_replica=None, stored_ms=0)
+        finally:
+            self._conn.execute("COMMIT")
+
+    def _named(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        """Rows of a query as `sqlite3.Row` (columns read by name)."""
+        cursor = self._conn.cursor()
+        cursor.row_factory = sqlite3.Row
+        try:
+            return list(cursor.execute(sql, params).fetchall())
+        finally:
+            cursor.close()
+
     def _next_timestamp(self, conn: sqlite3.Connection) -> Timestamp:
         """A fresh HLC reading above every one this file has issued (call inside `_write`)."""
         row = conn.execute("SELECT value FROM meta WHERE key = 'last_hlc'").fetchone()
         if row is not None:
             self._clock.observe(Timestamp.unpack(row[0]))
         stamp = self._clock.now()
-        conn.execute(
-            "INSERT INTO meta (key, value) VALUES ('last_hlc', ?) "
-            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            (stamp.pack(),),
-        )
+        _set_meta(conn, "last_hlc", stamp.pack())
         return stamp
 
     # -- local writes (each through a mutator: every entry has its signed ops) --------
@@ -237,10 +256,7 @@ class Grimoire:
                               now=lambda: self._next_timestamp(conn))
             yield backend, mutator
             backend.flush()
-            conn.execute(
-                "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (seq_key, last[0]),
-            )
+            _set_meta(conn, seq_key, last[0])
 
     def remember(self, new: NewEntry, *, identity: LocalIdentity) -> Entry:
         """Write a local entry; returns it once committed. Raises `crdt.InvalidValue`."""
@@ -321,11 +337,11 @@ class Grimoire:
         promoted: list[str] = []
         kinds = sorted(k.value for k in PROMOTABLE)
         with self._local_write(identity) as (backend, mutator):
-            rows = self._conn.execute(
+            rows = self._named(
                 f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE author = ? AND promoted_ms IS NULL AND archived = 0 "
                 f"AND status = 'active' AND kind IN ({', '.join('?' * len(kinds))})",
                 (identity.peer_id, *kinds),
-            ).fetchall()
+            )
             for row in rows:
                 entry = _entry_from_row(row)
                 if not ready_to_promote(entry, now_ms=now_ms, tick_seconds=tick_seconds):
@@ -367,13 +383,9 @@ class Grimoire:
 
     def ops_of(self, writer: str, after_seq: int) -> list[Op]:
         """`writer`'s ops above `after_seq` that still hold a slot, bodies first, in seq order."""
-        self._conn.execute("BEGIN")
-        try:
-            backend = SqliteBackend(self._conn, local_replica=None, stored_ms=0)
+        with self._snapshot() as backend:
             return [*backend.ops_after(writer, after_seq, bodies=True),
                     *backend.ops_after(writer, after_seq, bodies=False)]
-        finally:
-            self._conn.execute("COMMIT")
 
     def backfill_ops(self, identity: LocalIdentity) -> int:
         """Give entries written before schema v3 (no ops yet) their signed ops; returns how many."""
@@ -382,11 +394,11 @@ class Grimoire:
             return 0
         done = 0
         with self._local_write(identity) as (backend, mutator):
-            rows = self._conn.execute(
+            rows = self._named(
                 f"SELECT {_ENTRY_COLUMNS} FROM entries e WHERE author = ? AND NOT EXISTS "
                 "(SELECT 1 FROM ops o WHERE o.entry_id = e.id AND o.slot = 0) ORDER BY created_hlc",
                 (identity.peer_id,),
-            ).fetchall()
+            )
             for row in rows:
                 entry = _entry_from_row(row)
                 for op in mutator.create(entry.body, entry.confidence):
@@ -432,11 +444,7 @@ class Grimoire:
     def _raise_clock_floor(conn: sqlite3.Connection, seen: Timestamp) -> None:
         row = conn.execute("SELECT value FROM meta WHERE key = 'last_hlc'").fetchone()
         if row is None or Timestamp.unpack(row[0]) < seen:
-            conn.execute(
-                "INSERT INTO meta (key, value) VALUES ('last_hlc', ?) "
-                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (seen.pack(),),
-            )
+            _set_meta(conn, "last_hlc", seen.pack())
 
     def causal_context(self) -> CausalContext:
         """The local causal context (what this replica has seen)."""
@@ -455,12 +463,8 @@ class Grimoire:
         Consume it promptly: the snapshot (a read transaction) stays open until the
         iterator is exhausted or closed.
         """
-        self._conn.execute("BEGIN")
-        try:
-            backend = SqliteBackend(self._conn, local_replica=None, stored_ms=0)
+        with self._snapshot() as backend:
             yield from extract_deltas(backend, peer, gate=gate, max_ops=max_ops, max_bytes=max_bytes)
-        finally:
-            self._conn.execute("COMMIT")
 
     def state_digest(self, gate: Gate | None = None) -> str:
         """Canonical hash of ops and context: equal on replicas that have converged.
@@ -468,15 +472,11 @@ class Grimoire:
         With `gate` (e.g. `sync_gate(me)`), only the ops that may be shared are hashed:
         siblings that synced agree on that part, while private entries differ by design.
         """
-        self._conn.execute("BEGIN")
-        try:
-            backend = SqliteBackend(self._conn, local_replica=None, stored_ms=0)
+        with self._snapshot() as backend:
             ops = backend.all_ops()
             if gate is not None:
                 ops = [op for op in ops if (body := backend.body(op.entry_id)) is not None and gate(body)]
             return digest(ops, backend.context)
-        finally:
-            self._conn.execute("COMMIT")
 
     def forget(self, entry_id: str) -> bool:
         """Archive an entry locally (no op crosses). False if it was already archived.
@@ -496,24 +496,23 @@ class Grimoire:
 
     def get(self, entry_id: str) -> Entry:
         """The entry with this id (archived ones too); raises `NotFound`."""
-        row = self._conn.execute(
-            f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE id = ?", (entry_id,)
-        ).fetchone()
-        if row is None:
+        rows = self._named(f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE id = ?", (entry_id,))
+        if not rows:
             raise NotFound(f"no entry with id {entry_id!r}")
-        return _entry_from_row(row)
+        return _entry_from_row(rows[0])
 
     def rank_fields(self, entry_ids: Sequence[str]) -> list[RankFields]:
         """What ranking needs of these entries (any order; unknown ids are skipped)."""
         return [_rank_fields(r) for r in self.rows_by_id(_RANK_COLUMNS, entry_ids)]
 
     def rows_by_id(self, columns: str, entry_ids: Sequence[str]) -> list[Any]:
-        """Raw rows of `columns` (trusted SQL, never user input) for these ids; unknown ids skipped."""
+        """Rows of `columns` (trusted SQL, never user input) for these ids, as `sqlite3.Row` (by
+        position or by name); unknown ids skipped."""
         rows: list[Any] = []
         for start in range(0, len(entry_ids), 500):
             chunk = list(entry_ids[start:start + 500])
-            rows.extend(self._conn.execute(
-                f"SELECT {columns} FROM entries WHERE id IN ({', '.join('?' * len(chunk))})", chunk).fetchall())
+            rows.extend(self._named(
+                f"SELECT {columns} FROM entries WHERE id IN ({', '.join('?' * len(chunk))})", chunk))
         return rows
 
     def get_many(self, entry_ids: Sequence[str]) -> list[Entry]:
@@ -534,10 +533,10 @@ class Grimoire:
             if not words:
                 return []
             match = f'{column} : {"^ " if initial else ""}"{" ".join(words)}"'
-            rows = self._conn.execute(
+            rows = self._named(
                 f"SELECT {_prefixed('e.')} FROM entries_fts JOIN entries e ON e.rid = entries_fts.rowid "
                 "WHERE entries_fts MATCH ? AND e.archived = 0 AND e.status = 'active' "
-                "ORDER BY e.created_hlc DESC LIMIT ?", (match, 4 * limit)).fetchall()
+                "ORDER BY e.created_hlc DESC LIMIT ?", (match, 4 * limit))
             return [_entry_from_row(r) for r in rows]
 
         for tag in tags:
@@ -557,10 +556,10 @@ class Grimoire:
     ) -> list[Entry]:
         """Newest first; `kinds` empty means all kinds."""
         where, params = _filters(kinds, include_archived, None)
-        rows = self._conn.execute(
+        rows = self._named(
             f"SELECT {_ENTRY_COLUMNS} FROM entries {where} ORDER BY created_hlc DESC LIMIT ?",
             (*params, int(limit)),
-        ).fetchall()
+        )
         return [_entry_from_row(r) for r in rows]
 
     def recall(
@@ -612,8 +611,7 @@ class Grimoire:
 
     def counts(self) -> StoreCounts:
         """Entry totals, all read from one snapshot (so they agree with each other)."""
-        self._conn.execute("BEGIN")
-        try:
+        with self._snapshot():
             total, archived = self._conn.execute(
                 "SELECT count(*), coalesce(sum(archived), 0) FROM entries"
             ).fetchone()
@@ -622,8 +620,6 @@ class Grimoire:
                     "SELECT kind, count(*) FROM entries WHERE archived = 0 GROUP BY kind ORDER BY kind"
                 ).fetchall()
             )
-        finally:
-            self._conn.execute("COMMIT")
         return StoreCounts(entries=int(total), archived=int(archived), by_kind=by_kind)
 
     def integrity_check(self) -> str:
@@ -647,15 +643,27 @@ def _enable_wal(conn: sqlite3.Connection, path: Path, busy_timeout_ms: int) -> N
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             break
         except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() >= deadline:
+            if not _is_busy(exc) or time.monotonic() >= deadline:
                 raise
             time.sleep(0.02)  # blocking by design: the store is synchronous (run in a thread)
     if mode != "wal":
         raise StoreError(f"{path}: cannot switch to WAL journal mode (got {mode})")
 
 
+def _is_busy(exc: sqlite3.Error) -> bool:
+    """Whether SQLite refused because another connection holds the lock (by result code, not text)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in _BUSY_CODES
+
+
+def _set_meta(conn: sqlite3.Connection, key: str, value: object) -> None:
+    """Insert or replace one `meta` row."""
+    conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                 (key, value))
+
+
 def _prefixed(prefix: str) -> str:
-    return ", ".join(prefix + c.strip() for c in _ENTRY_COLUMNS.split(","))
+    return ", ".join(prefix + c for c in _ENTRY_COLUMN_NAMES)
 
 
 def _filters(
@@ -700,36 +708,36 @@ _RANK_COLUMNS = ("id, kind, sensitivity, archived, status, local_confidence, imp
                  "pad_pleasure, pad_arousal, pad_dominance, provenance, origin, generation, bloodstain")
 
 
-def _rank_fields(row: Sequence[Any]) -> RankFields:
-    (eid, kind, sensitivity, archived, status, local_confidence, importance, access_count, created,
-     pp, pa, pd, provenance, origin, generation, bloodstain) = row
+def _rank_fields(row: sqlite3.Row) -> RankFields:
+    pp = row["pad_pleasure"]
     return RankFields(
-        id=eid, kind=Kind(kind), sensitivity=Sensitivity(sensitivity), archived=bool(archived), status=status,
-        local_confidence=local_confidence, importance=importance, access_count=access_count,
-        created_ms=Timestamp.unpack(created).ms, pad=None if pp is None else (pp, pa, pd), provenance=provenance,
-        origin=origin, generation=generation, bloodstain=bool(bloodstain))
+        id=row["id"], kind=Kind(row["kind"]), sensitivity=Sensitivity(row["sensitivity"]),
+        archived=bool(row["archived"]), status=row["status"], local_confidence=row["local_confidence"],
+        importance=row["importance"], access_count=row["access_count"],
+        created_ms=Timestamp.unpack(row["created_hlc"]).ms,
+        pad=None if pp is None else (pp, row["pad_arousal"], row["pad_dominance"]), provenance=row["provenance"],
+        origin=row["origin"], generation=row["generation"], bloodstain=bool(row["bloodstain"]))
 
 
-def _entry_from_row(row: Sequence[Any]) -> Entry:
-    (eid, author, kind, category, content, tokens, chains, protocols, tags, strategy_id,
-     importance, quality, sensitivity, pp, pa, pd, origin, generation, bloodstain, created,
-     confidence, status, superseded_by, provenance, local_confidence, access_count,
-     last_accessed_ms, archived, stored_ms, confirms, contradicts, cite_weight) = row
+def _entry_from_row(row: sqlite3.Row) -> Entry:
+    """An `Entry` from a row of `_ENTRY_COLUMNS`, read by column name; verifies the body's hash."""
+    pp = row["pad_pleasure"]
     body = EntryBody(
-        author=author, kind=Kind(kind), content=content, created=Timestamp.unpack(created),
-        category=None if category is None else Category(category),
-        tokens=tuple(json.loads(tokens)), chains=tuple(json.loads(chains)),
-        protocols=tuple(json.loads(protocols)), tags=tuple(json.loads(tags)),
-        strategy_id=strategy_id, importance=importance, quality=quality,
-        sensitivity=Sensitivity(sensitivity),
-        pad=None if pp is None else Pad(pleasure=pp, arousal=pa, dominance=pd),
-        origin=Origin(origin), generation=generation, bloodstain=bool(bloodstain),
+        author=row["author"], kind=Kind(row["kind"]), content=row["content"],
+        created=Timestamp.unpack(row["created_hlc"]),
+        category=None if row["category"] is None else Category(row["category"]),
+        tokens=tuple(json.loads(row["tokens"])), chains=tuple(json.loads(row["chains"])),
+        protocols=tuple(json.loads(row["protocols"])), tags=tuple(json.loads(row["tags"])),
+        strategy_id=row["strategy_id"], importance=row["importance"], quality=row["quality"],
+        sensitivity=Sensitivity(row["sensitivity"]),
+        pad=None if pp is None else Pad(pleasure=pp, arousal=row["pad_arousal"], dominance=row["pad_dominance"]),
+        origin=Origin(row["origin"]), generation=row["generation"], bloodstain=bool(row["bloodstain"]),
     )
-    if body.id != eid:
-        raise StoreError(f"entry {eid}: stored body does not hash to its id (corrupt row)")
+    if body.id != row["id"]:
+        raise StoreError(f"entry {row['id']}: stored body does not hash to its id (corrupt row)")
     return Entry(
-        body=body, confidence=confidence, status=status, superseded_by=superseded_by,
-        provenance=provenance, local_confidence=local_confidence, access_count=access_count,
-        last_accessed_ms=last_accessed_ms, archived=bool(archived), stored_ms=stored_ms,
-        confirms=confirms, contradicts=contradicts, cite_weight=cite_weight,
+        body=body, confidence=row["confidence"], status=row["status"], superseded_by=row["superseded_by"],
+        provenance=row["provenance"], local_confidence=row["local_confidence"], access_count=row["access_count"],
+        last_accessed_ms=row["last_accessed_ms"], archived=bool(row["archived"]), stored_ms=row["stored_ms"],
+        confirms=row["confirms"], contradicts=row["contradicts"], cite_weight=row["cite_weight"],
     )

@@ -32,6 +32,7 @@ import zstandard
 from crypto.vault import DecryptingReader, EncryptingWriter, VaultError, VaultHeader, VaultKeys
 from daemon.datadir import DataDir
 from daemon.errors import DaemonError, UsageError
+from daemon.grimoire.store import wall_clock_ms
 
 __all__ = ["BackupReport", "RestoreReport", "create_backup", "restore_backup", "verify_backup"]
 
@@ -109,7 +110,7 @@ def create_backup(
     Raises `VaultError` without recipients, `DaemonError` if the store cannot be read.
     """
     started = time.monotonic()
-    now_ms = time.time_ns() // 1_000_000
+    now_ms = wall_clock_ms()
     if out is None:
         data.backups_path.mkdir(mode=0o700, exist_ok=True)
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now_ms / 1000))
@@ -347,7 +348,7 @@ def _swap_into_place(staging: Path, root: Path) -> None:
         os.rename(staging, root)
         _fsync_path(root.parent)
         return
-    old = root.with_name(f".{root.name}.replaced-{int(time.time())}")
+    old = root.with_name(f".{root.name}.replaced-{wall_clock_ms() // 1000}")
     os.rename(root, old)
     try:
         os.rename(staging, root)

@@ -38,6 +38,7 @@ from daemon.grimoire.retrieval import (
     cited_by_response,
     response_sentences,
 )
+from daemon.grimoire.store import wall_clock_ms
 from daemon.grimoire.vectors import missing_vectors, stored_vectors, write_vectors
 from daemon.p2p.ports import P2PControl
 from daemon.service.backup import create_backup, default_recipients, report_json
@@ -80,7 +81,8 @@ class DaemonState:
 
     @staticmethod
     def now_ms() -> int:
-        return time.time_ns() // 1_000_000
+        """Wall-clock milliseconds since the Unix epoch (the one clock: `grimoire.wall_clock_ms`)."""
+        return wall_clock_ms()
 
     async def db(self, fn: Callable[[Grimoire], T]) -> T:
         """Run `fn(store)` in the writer thread."""
@@ -125,12 +127,26 @@ class DaemonState:
         self.local_write()
         return entry
 
+    async def retract(self, entry_id: str, *, superseded_by: str | None = None) -> Entry:
+        """Retract an own entry (an op that crosses to siblings). Raises `NotFound`, and
+        `crdt.InvalidValue` if another golem wrote it."""
+        entry = await self.db(lambda s: s.retract(entry_id, identity=self.identity, superseded_by=superseded_by))
+        self.publish("entry_retracted", {"id": entry.id})
+        self.local_write()
+        return entry
+
+    async def endorse(self, entry_id: str, *, confirm: bool) -> Entry:
+        """Confirm or contradict a sibling's entry (an op that crosses). Raises `NotFound`, and
+        `crdt.InvalidValue` for one's own entry."""
+        entry = await self.db(lambda s: s.endorse(entry_id, identity=self.identity, confirm=confirm))
+        self.publish("entry_endorsed", {"id": entry.id, "confirm": confirm})
+        self.local_write()
+        return entry
+
     def local_write(self) -> None:
         """Own ops were committed: let the p2p publisher gossip those that cross at once."""
         if self.p2p is not None:
             self.p2p.local_write()
-
-
 
     async def append_episode(self, episode: Episode) -> None:
         await self.db(lambda s: self.data.open_episodes().append([episode]))
@@ -179,7 +195,10 @@ class DaemonState:
             found["vector"] = await self._query_vector(query.text)
 
         async def keyword() -> None:
-            found["keyword"] = await self.db(lambda s: self.retriever.keyword_candidates(query))
+            try:
+                found["keyword"] = await self.db(lambda s: self.retriever.keyword_candidates(query))
+            except UsageError:  # no letters or digits to match ("!!!"): the meaning alone answers
+                found["keyword"] = []
 
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(vector)

@@ -25,6 +25,7 @@ import httpx
 
 from crypto import AdmissionBundle, Certificate, OwnerKey
 from daemon.datadir import DataDir
+from daemon.grimoire.store import wall_clock_ms
 
 __all__ = ["EventLog", "Golem", "LoopbackClade", "run_demo"]
 
@@ -62,7 +63,7 @@ class EventLog:
                     name = line[7:]
                 elif line.startswith("data: ") and name is not None:
                     with self._cond:
-                        self.events.append((time.time() * 1000, name, json.loads(line[6:])))
+                        self.events.append((wall_clock_ms(), name, json.loads(line[6:])))
                         self._cond.notify_all()
 
     def wait_for(self, predicate: Any, *, timeout: float) -> tuple[float, str, dict[str, Any]]:
@@ -202,7 +203,7 @@ class LoopbackClade:
     @staticmethod
     def admit(data: DataDir, owner: OwnerKey) -> None:
         identity = data.load_identity()
-        now = int(time.time())
+        now = wall_clock_ms() // 1000
         cert = Certificate.issue(owner, identity.peer_id, generation=0, not_before=now - 300, not_after=now + 86_400)
         membership, clade_key = AdmissionBundle.open(AdmissionBundle.create(owner, cert), identity, now=now)
         data.install_membership(membership, clade_key)
@@ -242,7 +243,7 @@ class LoopbackClade:
 
 def _write(golem: Golem, content: str, kind: str, **extra: Any) -> tuple[str, float]:
     made = golem.call("POST", "/v1/memory", json={"content": content, "memory_type": kind, **extra})
-    return made["id"], time.time() * 1000
+    return made["id"], wall_clock_ms()
 
 
 def run_demo(siblings: int) -> dict[str, Any]:

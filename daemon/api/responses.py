@@ -1,0 +1,238 @@
+"""Response bodies of the control API, and the statuses each route documents.
+
+Handlers return plain dicts (the agent tools call them directly); FastAPI checks each against
+the route's `response_model`, so `/openapi.json` states every shape. Every error is `ErrorOut`
+(`{error, detail}`) with a documented status:
+
+- 400 `bad_request`: a well-formed value the daemon refuses (e.g. a tool input it cannot use);
+- 401 `unauthorized`: the TCP listener without the bearer token (never on the unix socket);
+- 404 `not_found`: no such entry, peer, tool or path;
+- 409 `conflict`: the daemon's state does not allow it now (not in a clade, sync off, not yours);
+- 413 `too_large`: a request body over 1 MiB (or working memory over 64 KiB);
+- 422 `invalid_request`: the body or a parameter breaks the schema (`detail` is `[{loc, msg}]`);
+- 503 `unavailable`: the embedding model cannot be loaded.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from daemon.grimoire.records import EntryDoc
+
+__all__ = [
+    "BackupOut", "CloseOut", "ConnectOut", "CuratorOut", "DigestOut", "DisconnectOut", "EntriesOut", "EntryDoc",
+    "EpisodeOut", "ErrorDetail", "ErrorOut", "FeedbackOut", "FlushOut", "ForgetOut", "HitDoc", "LessonsOut",
+    "MemoryOut", "PeersOut", "ProbeOut", "RevocationsOut", "SearchOut", "StateDigestOut", "StatusOut", "SyncOut",
+    "ToolResultOut", "ToolsOut", "WorkingMemoryOut", "WorkingMemoryWritten", "errors",
+]
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorDetail(_Out):
+    loc: list[str | int]
+    msg: str
+
+
+class ErrorOut(_Out):
+    error: Literal["bad_request", "unauthorized", "not_found", "conflict", "too_large", "invalid_request",
+                   "unavailable", "http_error", "internal"]
+    detail: str | list[ErrorDetail] | None
+    tool_result: dict[str, Any] | None = Field(None, description="POST /v1/tools/{name} only: a ready tool_result "
+                                                                 "block with is_error true")
+
+
+_WHY = {
+    400: "a body that is not JSON, or a well-formed value the daemon cannot use",
+    401: "the TCP listener needs `Authorization: Bearer TOKEN` (the unix socket does not)",
+    404: "no such entry, peer, tool or path",
+    409: "the daemon's state does not allow it now (not in a clade, sync off, not the author)",
+    413: "request body over 1 MiB",
+    422: "the body or a parameter breaks the schema",
+    503: "the embedding model cannot be loaded",
+}
+
+
+def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The `responses=` of a route: 400 (a body that is not JSON), 401, 413 and 422 for every
+    route, plus `statuses`."""
+    return {s: {"model": ErrorOut, "description": _WHY[s]} for s in sorted({400, 401, 413, 422, *statuses})}
+
+
+class MemoryOut(_Out):
+    id: str
+    memory_type: str
+    entry: EntryDoc | None = Field(description="the stored entry (null for an episode)")
+
+
+class HitDoc(EntryDoc):
+    score: float
+    via: Literal["vector", "keyword", "both"]
+
+
+class SearchOut(_Out):
+    query: str
+    results: list[HitDoc]
+
+
+class CladeRef(_Out):
+    name: str
+    id: str
+
+
+class CuratorOut(_Out):
+    entries_pruned: int
+    entries_promoted: int
+    heuristics_proposed: int
+    entries_embedded: int
+    at_ms: int
+    seconds: float
+
+
+class StatusOut(_Out):
+    peer_id: str
+    data_dir: str
+    uptime_s: float
+    entries: int
+    archived: int
+    by_kind: dict[str, int]
+    clade: CladeRef | None
+    peers: int
+    p2p: dict[str, Any] | None = Field(description="the p2p service's own status (null while sync is off)")
+    last_curator_cycle: CuratorOut | None
+    counters: dict[str, int]
+
+
+class EntriesOut(_Out):
+    entries: list[EntryDoc]
+
+
+class ForgetOut(_Out):
+    id: str
+    archived: bool
+    changed: bool
+
+
+class DigestOut(_Out):
+    format: Literal["xml", "search-results", "json"]
+    tokens: int
+    budget_tokens: int
+    entries: list[str]
+    pinned: list[str]
+    document: Any = Field(description="xml: a string; json and search-results: the documents")
+
+
+class FeedbackOut(_Out):
+    weights: dict[str, float]
+    cited: list[str]
+    matched_by_response: list[str]
+
+
+class EpisodeDoc(_Out):
+    id: str
+    observed_ms: int
+    block_number: int | None
+    category: str | None
+    protocol: str | None
+    summary: str
+    payload: Any
+    curiosity: float
+    importance: float
+    pad: list[float] | None
+    quality_verified: bool
+    replay_count: int
+
+
+class EpisodeOut(_Out):
+    id: str
+    episode: EpisodeDoc
+
+
+class PeersOut(_Out):
+    peers: list[dict[str, Any]] = Field(description="one record per known peer (see README: clade peers)")
+
+
+class ConnectOut(_Out):
+    peer_id: str
+    dialing: str
+
+
+class DisconnectOut(_Out):
+    peer_id: str
+    held_s: float
+
+
+class StateDigestOut(_Out):
+    shared: str
+    all: str
+
+
+class SyncOut(_Out):
+    synced: list[dict[str, Any]]
+
+
+class ProbeOut(_Out):
+    id: str
+    sent_ms: int
+
+
+class RevocationsOut(_Out):
+    version: int
+    revoked: list[str]
+    adopted: bool
+
+
+class BackupOut(_Out):
+    path: str
+    bytes: int
+    files: int
+    episodes_version: int | None
+    recipients: list[str]
+    seconds: float
+    pruned: list[str]
+
+
+class ToolsOut(_Out):
+    tools: list[dict[str, Any]]
+
+
+class ToolResultOut(_Out):
+    type: Literal["tool_result"]
+    tool_use_id: str | None = None
+    content: list[dict[str, Any]]
+    is_error: bool
+
+
+class WorkingMemoryOut(_Out):
+    session: str
+    content: str
+    bytes: int
+    updated_ms: int | None
+
+
+class WorkingMemoryWritten(_Out):
+    session: str
+    bytes: int
+    updated_ms: int | None
+
+
+class CloseOut(_Out):
+    session: str
+    migrated: list[str]
+    existing: list[str]
+
+
+class FlushOut(_Out):
+    session: str
+    ids: list[str]
+    created: int
+
+
+class LessonsOut(_Out):
+    ids: list[str]
+    created: int
+    skipped: int

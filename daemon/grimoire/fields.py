@@ -1,0 +1,220 @@
+"""An entry's writable fields, declared once.
+
+`EntryFields` is the one model of what a writer gives for a knowledge entry, in the gateway
+memory spec's shape (`content`, `memory_type`, `importance`, `metadata{tokens, chains,
+protocols, strategy_id, tags}`, plus the Grimoire's `confidence`, `sensitivity`, `category`,
+`quality`, `pad`). Everything else derives from it:
+
+- the control API's request body (`daemon.api.models.MemoryIn` is this model, widened to take
+  `memory_type: episode`), so its OpenAPI schema is these constraints;
+- the options of `clade remember` (`cli_options()`: every field carries its `Cli` metadata);
+- the store's input (`EntryFields.new_entry()` → `records.NewEntry` → `crdt.EntryBody`).
+
+The constraints here equal the body's own checks (`crdt.body`): strict types (no `0` for a
+bool, no `false` for a number), non-blank content without NUL, labels 1..48 characters without
+control characters. The one rule a JSON schema cannot state is the 4 KiB *UTF-8* content limit
+(the schema counts 4,096 characters); it is checked here too, so the API and the CLI refuse it
+with the same message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from crdt import InvalidValue, Kind
+from crdt.body import MAX_CONTENT_BYTES, MAX_LABEL_CHARS, MAX_LABELS, Category, Pad, Sensitivity, check_content
+
+from .records import NewEntry
+
+__all__ = [
+    "CONTENT_PATTERN",
+    "LABEL_PATTERN",
+    "Cli",
+    "Content",
+    "Count",
+    "EntryFields",
+    "Int",
+    "Label",
+    "MetadataFields",
+    "Unit",
+    "cli_options",
+    "error_details",
+    "format_errors",
+]
+
+MAX_STRATEGY_ID_CHARS = 128
+# Python's whitespace (`str.isspace`, what `strip()` removes), spelled out: `\s` means something
+# else in a JSON Schema (ECMA-262) regex, so the schema and the validators must not rely on it.
+SPACE = r"\t\n\x0b\x0c\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+NON_BLANK = f"[^{SPACE}]"  # unanchored, as JSON Schema reads patterns: contains a non-space
+# Non-blank (a non-space character) and no NUL anywhere: what `crdt.body.check_content` refuses.
+CONTENT_PATTERN = rf"^[^\x00]*[^{SPACE}\x00][^\x00]*$"
+# A label (tag, token, protocol, strategy id): no control character, at least one non-space.
+LABEL_PATTERN = rf"^[^\x00-\x1f\x7f]*[^{SPACE}\x00-\x1f\x7f][^\x00-\x1f\x7f]*$"
+STRICT = ConfigDict(extra="forbid", regex_engine="python-re", frozen=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Cli:
+    """How a field appears as a `clade remember` option (kept in the field's Annotated metadata).
+
+    `flag` is the option (`--tag`) or, with `positional`, the argument's metavar; `repeat` makes it
+    repeatable (a list field); `parse` names a parser of `daemon.cli.main` for values that argparse
+    cannot type by itself (e.g. `pad`)."""
+
+    flag: str
+    help: str
+    repeat: bool = False
+    positional: bool = False
+    metavar: str | None = None
+    parse: str | None = None
+
+
+def _content(value: str) -> str:
+    try:
+        return check_content(value)
+    except InvalidValue as exc:
+        raise ValueError(exc.reason) from None
+
+
+def _utf8(value: object) -> object:
+    """Refuse lone surrogates (how Python hands over invalid UTF-8 from argv or files) in words."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("is not valid UTF-8") from None
+    return value
+
+
+def _label(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty")
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ValueError(f"must not contain control characters: {value!r}")
+    return value
+
+
+# The patterns are the validators' rules written for the schema (Python's `\S` is `not str.isspace`,
+# the test `strip()` applies); the validators say what is wrong in words.
+# The length is the validator's (in UTF-8 bytes, with the body's own message); the schema says 4096
+# characters, the most it can state.
+Content = Annotated[str, Field(strict=True, json_schema_extra={
+                                   "minLength": 1, "maxLength": MAX_CONTENT_BYTES, "pattern": CONTENT_PATTERN},
+                               description=f"non-blank UTF-8 text, at most {MAX_CONTENT_BYTES} bytes encoded (the "
+                                           f"schema can count only characters), no NUL"),
+                   BeforeValidator(_utf8), AfterValidator(_content)]
+def _whole(value: object) -> object:
+    """JSON's integers include `2.0` (JSON Schema counts a number with no fraction as an integer)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+Int = Annotated[int, Field(strict=True), BeforeValidator(_whole)]
+Unit = Annotated[float, Field(ge=0, le=1, strict=True, allow_inf_nan=False)]
+Signed = Annotated[float, Field(ge=-1, le=1, strict=True, allow_inf_nan=False)]
+Label = Annotated[str, Field(max_length=MAX_LABEL_CHARS, strict=True,
+                             json_schema_extra={"minLength": 1, "pattern": LABEL_PATTERN}),
+                 BeforeValidator(_utf8), AfterValidator(_label)]
+# JSON-safe integers (2^53 - 1): above that, JSON numbers lose precision in most clients.
+MAX_SAFE_INT = 2**53 - 1
+ChainId = Annotated[int, Field(strict=True, ge=1, le=MAX_SAFE_INT), BeforeValidator(_whole)]
+Count = Annotated[int, Field(strict=True, ge=0, le=MAX_SAFE_INT), BeforeValidator(_whole)]
+StrategyId = Annotated[str, Field(max_length=MAX_STRATEGY_ID_CHARS, strict=True,
+                                  json_schema_extra={"minLength": 1, "pattern": LABEL_PATTERN}),
+                       BeforeValidator(_utf8), AfterValidator(_label)]
+# Enums arrive as their string values (lax for the enum only: the JSON value, never a number).
+KindField = Annotated[Kind, Field(strict=False)]
+CategoryField = Annotated[Category, Field(strict=False)]
+SensitivityField = Annotated[Sensitivity, Field(strict=False)]
+
+
+class MetadataFields(BaseModel):
+    """What an entry is about (the gateway spec's `metadata`)."""
+
+    model_config = STRICT
+
+    tokens: Annotated[list[Label], Field(max_length=MAX_LABELS),
+                      Cli("--token", "token symbol, repeatable", repeat=True)] = []
+    chains: Annotated[list[ChainId], Field(max_length=MAX_LABELS),
+                      Cli("--chain", "chain id, repeatable", repeat=True, parse="positive_int")] = []
+    protocols: Annotated[list[Label], Field(max_length=MAX_LABELS),
+                         Cli("--protocol", "repeatable", repeat=True)] = []
+    strategy_id: Annotated[StrategyId | None, Cli("--strategy-id", "the strategy this is about")] = None
+    tags: Annotated[list[Label], Field(max_length=MAX_LABELS),
+                    Cli("--tag", "repeatable", repeat=True)] = []
+
+
+class EntryFields(BaseModel):
+    """The writable fields of a knowledge entry (see the module docstring for what derives from it)."""
+
+    model_config = STRICT
+
+    content: Annotated[Content, Cli("TEXT", "the content (UTF-8, at most 4 KiB); '-' reads standard input",
+                                    positional=True)]
+    memory_type: Annotated[KindField, Cli("--kind", "what it is", metavar="KIND")] = Kind.INSIGHT
+    importance: Annotated[Unit, Cli("--importance", "0..1", parse="unit")] = 0.5
+    confidence: Annotated[Unit, Cli("--confidence", "0..1", parse="unit")] = 0.7
+    metadata: MetadataFields = Field(default_factory=MetadataFields)
+    sensitivity: Annotated[SensitivityField, Cli("--sensitivity", "public may cross to siblings; private and "
+                                                                  "sensitive never leave this golem")
+                           ] = Sensitivity.PUBLIC
+    category: Annotated[CategoryField | None, Cli("--category", "knowledge category", metavar="CATEGORY")] = None
+    quality: Annotated[Unit, Cli("--quality", "0..1", parse="unit")] = 0.5
+    pad: Annotated[tuple[Signed, Signed, Signed] | None,
+                   Field(description="[pleasure, arousal, dominance], each -1..1"),
+                   Cli("--pad", "PAD vector, each -1..1 (write --pad=-0.2,0.5,0 when it starts with a minus)",
+                       metavar="P,A,D", parse="pad")] = None
+
+    def entry_fields(self) -> EntryFields:
+        """These fields as the one entry model (a subclass such as the API's `MemoryIn` may refuse)."""
+        return self
+
+    def new_entry(self, *, extra_tags: Sequence[str] = ()) -> NewEntry:
+        """The store's input for these fields (checked again, with author and clock, when written)."""
+        meta = self.metadata
+        kind = self.memory_type
+        return NewEntry(
+            kind=Kind(kind), content=self.content, confidence=self.confidence, importance=self.importance,
+            quality=self.quality, category=self.category, tokens=tuple(meta.tokens), chains=tuple(meta.chains),
+            protocols=tuple(meta.protocols), tags=(*meta.tags, *extra_tags), strategy_id=meta.strategy_id,
+            sensitivity=self.sensitivity,
+            pad=None if self.pad is None else Pad(pleasure=self.pad[0], arousal=self.pad[1], dominance=self.pad[2]))
+
+    @classmethod
+    def checked(cls, doc: dict[str, Any]) -> EntryFields:
+        """Validate a JSON-like document; raises `UsageError` with `format_errors`' one line."""
+        from daemon.errors import UsageError
+
+        try:
+            return cls.model_validate(doc)
+        except ValidationError as exc:
+            raise UsageError(format_errors(error_details(exc, prefix=("body",)))) from None
+
+
+def cli_options(model: type[BaseModel] = EntryFields, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...],
+                                                                                                   Any, Cli]]:
+    """(path in the document, the field's annotation, its `Cli`) for every leaf field that has one,
+    nested models included, in declaration order."""
+    for name, info in model.model_fields.items():
+        sub = info.annotation
+        if isinstance(sub, type) and issubclass(sub, BaseModel):
+            yield from cli_options(sub, (*path, name))
+            continue
+        for meta in info.metadata:
+            if isinstance(meta, Cli):
+                yield (*path, name), info, meta
+
+
+def error_details(exc: ValidationError, *, prefix: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """pydantic's errors as the API's `[{loc, msg}]` (the shape of a 422's `detail`)."""
+    return [{"loc": [*prefix, *e.get("loc", ())], "msg": str(e.get("msg", "")).removeprefix("Value error, ")}
+            for e in exc.errors()]
+
+
+def format_errors(details: list[dict[str, Any]]) -> str:
+    """One line for a person: `field.path: message; …` (the first `loc` part, e.g. `body`, dropped)."""
+    return "; ".join(f"{'.'.join(str(p) for p in d.get('loc', [])[1:])}: {d.get('msg')}" for d in details)
