@@ -57,6 +57,7 @@ from daemon.api.responses import (
     StateDigestOut,
     StatusOut,
     SyncOut,
+    UnarchiveOut,
     errors,
 )
 from daemon.errors import NotFound, UsageError
@@ -181,6 +182,13 @@ def create_app(state: DaemonState) -> FastAPI:
         changed = await state.db(lambda s: s.forget(entry_id))
         state.publish("entry_forgotten", {"id": entry_id})
         return {"id": entry_id, "archived": True, "changed": changed}
+
+    @app.post("/v1/entries/{entry_id}/unarchive", response_model=UnarchiveOut, responses=errors(404))
+    async def unarchive_entry(entry_id: str) -> dict[str, Any]:
+        """Undo an archive (forget, or the curator's prune or merge): live again at its base confidence."""
+        changed = await state.db(lambda s: s.unarchive(entry_id))
+        state.publish("entry_unarchived", {"id": entry_id})
+        return {"id": entry_id, "archived": False, "changed": changed}
 
     @app.delete("/v1/entries/{entry_id}", response_model=ForgetOut, responses=errors(404), deprecated=True)
     async def forget_entry_deprecated(entry_id: str) -> dict[str, Any]:

@@ -22,10 +22,36 @@ from pydantic import BaseModel, ConfigDict, Field
 from daemon.grimoire.records import EntryDoc
 
 __all__ = [
-    "BackupOut", "CloseOut", "ConnectOut", "CuratorOut", "DigestOut", "DisconnectOut", "EntriesOut", "EntryDoc",
-    "EpisodeOut", "ErrorDetail", "ErrorOut", "FeedbackOut", "FlushOut", "ForgetOut", "HitDoc", "LessonsOut",
-    "MemoryOut", "PeersOut", "ProbeOut", "RevocationsOut", "SearchOut", "StateDigestOut", "StatusOut", "SyncOut",
-    "ToolResultOut", "ToolsOut", "WorkingMemoryOut", "WorkingMemoryWritten", "errors",
+    "BackupOut",
+    "CloseOut",
+    "ConnectOut",
+    "CuratorOut",
+    "DigestOut",
+    "DisconnectOut",
+    "EntriesOut",
+    "EntryDoc",
+    "EpisodeOut",
+    "ErrorDetail",
+    "ErrorOut",
+    "FeedbackOut",
+    "FlushOut",
+    "ForgetOut",
+    "HitDoc",
+    "LessonsOut",
+    "MemoryOut",
+    "PeersOut",
+    "ProbeOut",
+    "RevocationsOut",
+    "SearchOut",
+    "StateDigestOut",
+    "StatusOut",
+    "SyncOut",
+    "ToolResultOut",
+    "ToolsOut",
+    "UnarchiveOut",
+    "WorkingMemoryOut",
+    "WorkingMemoryWritten",
+    "errors",
 ]
 
 
@@ -85,9 +111,22 @@ class CladeRef(_Out):
 
 
 class CuratorOut(_Out):
+    """`CuratorCycleComplete` (README "How the Grimoire forgets")."""
+
+    entries_decayed: int
     entries_pruned: int
+    entries_merged: int
+    entries_superseded: int
+    episodes_consolidated: int
     entries_promoted: int
     heuristics_proposed: int
+    entries_validated: int
+    since_ms: int | None = Field(description="the previous cycle (null: this was the first)")
+    llm_decisions: int
+    llm_refused: dict[str, int]
+    llm_cost_usd: float
+    llm_error: str | None
+    duration_ms: int
     entries_embedded: int
     at_ms: int
     seconds: float
@@ -112,6 +151,12 @@ class EntriesOut(_Out):
 
 
 class ForgetOut(_Out):
+    id: str
+    archived: bool
+    changed: bool
+
+
+class UnarchiveOut(_Out):
     id: str
     archived: bool
     changed: bool

@@ -24,6 +24,7 @@ from crypto import CryptoError, MembershipError
 from crypto.vault import VaultError
 from daemon.cli import agent as cli_agent
 from daemon.cli import clade as cli_clade
+from daemon.cli import curator as cli_curator
 from daemon.cli import memory as cli_memory
 from daemon.cli import p2p as cli_p2p
 from daemon.cli import render
@@ -238,6 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_memory.register(command, kinds=_KINDS, unit=_unit, positive=_positive_int, pad=_pad, parser_class=_Parser,
                         common=common)
     cli_agent.register(sub, command, common=common, parser_class=_Parser)
+    cli_curator.register(command, common=common, parser_class=_Parser)
     return parser
 
 

@@ -35,6 +35,7 @@ class NewEntry:
     strategy_id: str | None = None
     sensitivity: Sensitivity = Sensitivity.PUBLIC
     pad: Pad | None = None
+    bloodstain: bool = False  # a death reflection's mark (only `clade testament` writes one)
 
     def body(self, author: str, created: Timestamp) -> EntryBody:
         """The immutable body; raises `crdt.InvalidValue` naming the first bad field."""
@@ -55,6 +56,7 @@ class NewEntry:
             sensitivity=self.sensitivity,
             pad=self.pad,
             origin=Origin.SELF,
+            bloodstain=self.bloodstain,
         )
 
 

@@ -489,7 +489,27 @@ class Grimoire:
                 raise NotFound(f"no entry with id {entry_id!r}")
             if row[0]:
                 return False
-            conn.execute("UPDATE entries SET archived = 1 WHERE id = ?", (entry_id,))
+            conn.execute("UPDATE entries SET archived = 1, archived_reason = 'forgotten', archived_ms = ? "
+                         "WHERE id = ?", (self._wall_ms(), entry_id))
+            return True
+
+    def unarchive(self, entry_id: str) -> bool:
+        """Undo an archive (`forget` or the curator's prune or merge): the entry is live again at
+        its base confidence, its forgetting curve restarted now. False if it was not archived.
+
+        Raises `NotFound` for an unknown id.
+        """
+        with self._write() as conn:
+            row = conn.execute("SELECT archived FROM entries WHERE id = ?", (entry_id,)).fetchone()
+            if row is None:
+                raise NotFound(f"no entry with id {entry_id!r}")
+            if not row[0]:
+                return False
+            conn.execute(
+                "UPDATE entries SET archived = 0, archived_reason = NULL, archived_ms = NULL, "
+                "local_superseded_by = NULL, local_confidence = coalesce(decay_base, local_confidence), "
+                "decay_base = coalesce(decay_base, local_confidence), decay_anchor_ms = ? WHERE id = ?",
+                (self._wall_ms(), entry_id))
             return True
 
     # -- reads ---------------------------------------------------------------------

@@ -24,8 +24,9 @@ from crdt import Kind
 from crypto import Identity
 from daemon.config import Config, check_multiaddr
 from daemon.datadir import DataDir
-from daemon.errors import NotFound, UsageError
-from daemon.grimoire import Episode, Grimoire, NewEntry, write_playbook
+from daemon.errors import DaemonError, NotFound, UsageError
+from daemon.grimoire import Episode, Grimoire, NewEntry
+from daemon.grimoire.curator.cycle import apply_llm, llm_clusters, run_cycle
 from daemon.grimoire.digest import build_digest, digest_query
 from daemon.grimoire.embedder import expected_info, get_embedder
 from daemon.grimoire.models import MINILM
@@ -42,6 +43,7 @@ from daemon.grimoire.store import wall_clock_ms
 from daemon.grimoire.vectors import missing_vectors, stored_vectors, write_vectors
 from daemon.p2p.ports import P2PControl
 from daemon.service.backup import create_backup, default_recipients, report_json
+from daemon.service.curation import llm_for, render_playbook, replay_items, settings_for, vectors_for
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -317,35 +319,57 @@ class DaemonState:
         return doc
 
     async def curator_cycle(self) -> dict[str, Any]:
-        """One curator cycle: promote own entries that passed the gate (they cross to
-        siblings), snapshot PLAYBOOK.md, checkpoint the WAL, maintain the episode index.
-
-        Decay, pruning and compression come with the curator step; their counts are
-        reported as 0 until then.
-        """
+        """One curator cycle (daemon/grimoire/curator/cycle.py): validate, decay, prune, compress,
+        consolidate episodes, promote; the optional LLM pass (its call off the store's thread);
+        then PLAYBOOK.md (the previous version kept), the WAL checkpoint and the episode index.
+        The report is returned, published as `curator_cycle_complete` and logged."""
         started = time.monotonic()
-        promoted = await self.db(lambda s: s.promote_ready(
-            self.identity, now_ms=self.now_ms(), tick_seconds=self.config.curator.tick_seconds))
-        if promoted:
+        config = self.config.curator
+        settings = settings_for(config)
+        now = self.now_ms()
+        try:  # the model loads off the store's thread; no model means exact duplicates only
+            await anyio.to_thread.run_sync(lambda: self.retriever.embedder)
+            vectors = await self.db(lambda s: vectors_for(s, self.retriever))
+        except Exception as exc:  # noqa: BLE001 - a broken model must not stop forgetting
+            log.warning("curator: no vectors this cycle (%s)", exc)
+            vectors = {}
+        try:
+            episodes = await anyio.to_thread.run_sync(
+                lambda: replay_items(self.data.open_episodes(), now_ms=now, settings=settings))
+        except Exception as exc:  # noqa: BLE001 - the episode log is optional for a cycle
+            log.warning("curator: episodes not replayed this cycle (%s)", exc)
+            episodes = []
+        report = await self.db(lambda s: run_cycle(s, identity=self.identity, now_ms=now, settings=settings,
+                                                   vectors=vectors, episodes=episodes))
+        try:
+            llm = llm_for(config)
+        except DaemonError as exc:
+            log.warning("curator: %s; running the deterministic path alone", exc)
+            llm = None
+        if llm is not None:
+            asked = await self.db(lambda s: llm_clusters(s, self.identity, vectors, since_ms=report.since_ms,
+                                                         settings=settings))
+            if asked.groups:
+                outcome = await anyio.to_thread.run_sync(lambda: llm(asked.clusters))
+                await self.db(lambda s: apply_llm(s, self.identity, asked, outcome, now_ms=now, report=report))
+        if report.promoted or report.entries_merged or report.entries_superseded or report.llm_decisions \
+                or report.episodes_consolidated:
             self.local_write()
 
-        def cycle(store: Grimoire) -> None:
-            playbook = ["# PLAYBOOK", "", "Active warnings and heuristics of this golem's Grimoire.", ""]
-            for entry in store.list_entries(kinds=[Kind.WARNING, Kind.HEURISTIC, Kind.ANTI_KNOWLEDGE], limit=200):
-                if entry.status == "active":
-                    playbook.append(f"- [{entry.body.kind.value}] {' '.join(entry.body.content.split())}")
-            write_playbook(self.data.playbook_path, "\n".join(playbook) + "\n")
+        def finish(store: Grimoire) -> None:
+            render_playbook(store, self.data.playbook_path, now_ms=now, keep=config.playbook_keep)
             store.checkpoint()
 
-        await self.db(cycle)
+        await self.db(finish)
         # The episode ANN index (built past 100k rows, re-merged as rows arrive) takes tens of
         # seconds: build it here, in the background, never on a request and never on the writer thread.
         try:
             await anyio.to_thread.run_sync(lambda: self.data.open_episodes().ensure_index())
         except Exception as exc:  # noqa: BLE001 - an index build failure must not stop the cycle
             log.warning("curator: episode index maintenance failed: %s", exc)
-        self.last_curator = {"entries_pruned": 0, "entries_promoted": len(promoted), "heuristics_proposed": 0,
-                             "entries_embedded": self.counters["entries_embedded"], "at_ms": self.now_ms(),
-                             "seconds": round(time.monotonic() - started, 3)}
+        report.duration_ms = round((time.monotonic() - started) * 1000)
+        self.last_curator = {**report.to_json(), "entries_embedded": self.counters["entries_embedded"],
+                             "at_ms": self.now_ms(), "seconds": round(time.monotonic() - started, 3)}
+        log.info("curator cycle: %s", " ".join(f"{k}={v}" for k, v in report.to_json().items() if v))
         self.publish("curator_cycle_complete", self.last_curator)
         return self.last_curator

@@ -35,7 +35,8 @@ from .llm import Cluster, Member
 from .llm_client import LlmOutcome
 from .prune import DEFAULT_CAPACITY, Candidate, select_prunes
 
-__all__ = ["CuratorSettings", "CycleReport", "LiveEntry", "live_entries", "run_cycle", "simulate"]
+__all__ = ["Consultation", "CuratorSettings", "CycleReport", "LiveEntry", "apply_llm", "live_entries", "llm_clusters",
+           "run_cycle", "simulate"]
 
 MS_PER_DAY = 86_400_000
 _LAST_CYCLE_KEY = "curator_last_cycle_ms"
@@ -73,6 +74,7 @@ class CycleReport:
     entries_promoted: int = 0
     heuristics_proposed: int = 0
     entries_validated: int = 0
+    since_ms: int | None = None  # the previous cycle (None: the first)
     llm_decisions: int = 0
     llm_refused: dict[str, int] = field(default_factory=dict)
     llm_cost_usd: float = 0.0
@@ -149,10 +151,13 @@ def run_cycle(
     _prune(store, live, now_ms, settings, report)
     live = live_entries(store)
     last = _meta_int(store, _LAST_CYCLE_KEY)
+    report.since_ms = last
     fresh = {e.id for e in live if last is None or e.fresh_ms > last}
     _compress(store, identity, live, vectors or {}, fresh, now_ms, settings, report)
-    if llm is not None:
-        _consult(store, identity, live_entries(store), vectors or {}, fresh, now_ms, settings, llm, report)
+    if llm is not None:  # in process (the CLI's direct path); the daemon calls the model off the store's thread
+        asked = llm_clusters(store, identity, vectors or {}, since_ms=last, settings=settings)
+        if asked.groups:
+            apply_llm(store, identity, asked, llm(asked.clusters), now_ms=now_ms, report=report)
     _consolidate(store, identity, episodes, now_ms, settings, report)
     report.promoted = store.promote_ready(identity, now_ms=now_ms, tick_seconds=settings.tick_seconds)
     report.entries_promoted = len(report.promoted)
@@ -230,26 +235,42 @@ def _compress(store: Grimoire, identity: Identity, live: Sequence[LiveEntry],
     report.entries_superseded = len(contradictions)
 
 
-def _consult(store: Grimoire, identity: Identity, live: Sequence[LiveEntry],
-             vectors: Mapping[str, NDArray[np.float32]], fresh: set[str], now_ms: int, settings: CuratorSettings,
-             llm: Callable[[Sequence[Cluster]], LlmOutcome], report: CycleReport) -> None:
-    """The optional LLM pass over related clusters the guard left alone; applies only what `llm.accept` passed."""
+@dataclass(frozen=True, slots=True)
+class Consultation:
+    """What the LLM pass asks about: the related groups (ids) and the clusters the model sees."""
+
+    groups: list[tuple[str, ...]]
+    clusters: list[Cluster]
+
+
+def llm_clusters(store: Grimoire, identity: Identity, vectors: Mapping[str, NDArray[np.float32]], *,
+                 since_ms: int | None, settings: CuratorSettings = CuratorSettings()) -> Consultation:
+    """Related clusters (cosine ≥ `settings.related`) among live entries with one changed since
+    `since_ms` (None: all) — what the guard left alone, for the optional LLM pass."""
     me = identity.peer_id
+    live = live_entries(store)
     by_id = {e.id: e for e in live}
+    fresh = {e.id for e in live if since_ms is None or e.fresh_ms > since_ms}
     similar = [Similar(e.id, e.kind, e.content, e.author == me, e.base, e.evidence, e.created_ms) for e in live]
     groups = related_clusters(similar, vectors, fresh=fresh, related=settings.related)
-    if not groups:
-        return
     clusters = [Cluster(tuple(Member(i, by_id[i].author == me, by_id[i].kind.value, by_id[i].local_confidence,
                                      by_id[i].created_ms, by_id[i].content) for i in ids)) for ids in groups]
-    outcome = llm(clusters)
+    return Consultation(groups, clusters)
+
+
+def apply_llm(store: Grimoire, identity: Identity, asked: Consultation, outcome: LlmOutcome, *, now_ms: int,
+              report: CycleReport) -> None:
+    """Apply the decisions `llm.accept` passed (supersede, never delete); record cost and refusals."""
     report.llm_refused = dict(outcome.refused)
     report.llm_cost_usd = round(outcome.cost_usd, 6)
     report.llm_error = outcome.error
-    author = {e.id: e.author for e in live}
+    by_id = {e.id: e for e in live_entries(store)}
+    author = {i: e.author for i, e in by_id.items()}
     done: set[str] = set()
     for d in outcome.decisions:
-        ids = groups[d.cluster]
+        ids = asked.groups[d.cluster]
+        if any(i not in by_id for i in ids):
+            continue  # something changed it since the question was asked: ask again next cycle
         if d.action == "MERGE" and d.into is not None:
             pairs = [(i, d.into) for i in ids if i != d.into]
         elif d.action == "SUPERSEDE" and d.older is not None and d.newer is not None:
@@ -260,6 +281,7 @@ def _consult(store: Grimoire, identity: Identity, live: Sequence[LiveEntry],
                                           d.evidence), importance=first.importance, tags=("rewritten",)),
                                  identity=identity)
             report.heuristics_proposed += first.kind is Kind.HEURISTIC
+            author[new.id] = identity.peer_id
             pairs = [(i, new.id) for i in d.evidence]
         else:
             continue

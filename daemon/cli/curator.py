@@ -1,0 +1,192 @@
+"""CLI commands for forgetting and inheritance (registered by `daemon.cli.main`).
+
+    clade curator run [--json]              one cycle now (through the daemon when one runs)
+    clade curator simulate --days N [--json]  what decay and pruning would do in N days; writes nothing
+    clade unarchive ID                      undo an archive (forget, prune, local merge)
+    clade testament --out FILE [--reflection FILE] [--json]
+    clade inherit FILE [--json]
+
+`testament` and `inherit` work on the store directly (a dying golem's daemon is stopped; an
+heir inherits before it first runs): with a daemon running they refuse and say so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from crdt import Kind
+from crypto.vault import VaultKeys
+from daemon.cli.render import renders
+from daemon.client import DaemonClient
+from daemon.datadir import DataDir
+from daemon.errors import UsageError
+from daemon.grimoire import NewEntry, wall_clock_ms
+from daemon.grimoire.curator.bequest import export_testament, inherit, read_testament
+from daemon.grimoire.curator.cycle import run_cycle, simulate
+from daemon.grimoire.curator.testament import TestamentError
+from daemon.service.curation import settings_for
+
+__all__ = ["register"]
+
+Handler = Callable[[argparse.Namespace, DataDir], Any]
+MAX_REFLECTION_BYTES = 4096
+
+
+def _days(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of days") from None
+    if not 0 <= value <= 36_500:
+        raise argparse.ArgumentTypeError("days must be between 0 and 36500")
+    return value
+
+
+def register(command: Callable[[str, Handler, str], argparse.ArgumentParser], *,
+             common: argparse.ArgumentParser, parser_class: type[argparse.ArgumentParser]) -> None:
+    p = command("curator", cmd_curator_run, "the curator: run a cycle now, or simulate what it will forget")
+    sub = p.add_subparsers(dest="curator_command", required=True, metavar="SUBCOMMAND", parser_class=parser_class)
+    sub.add_parser("run", parents=[common], help="run one cycle now").set_defaults(handler=cmd_curator_run)
+    sim = sub.add_parser("simulate", parents=[common],
+                         help="project decay and pruning N days ahead with no further use (writes nothing)")
+    sim.set_defaults(handler=cmd_curator_simulate)
+    sim.add_argument("--days", type=_days, required=True)
+
+    p = command("unarchive", cmd_unarchive, "undo an archive (forget, the curator's prune or local merge)")
+    p.add_argument("id", metavar="ID")
+
+    p = command("testament", cmd_testament, "write this golem's testament for a successor (vault-encrypted)")
+    p.add_argument("--out", type=Path, required=True, metavar="FILE")
+    p.add_argument("--reflection", type=Path, default=None, metavar="FILE",
+                   help="the death reflection (≤ 4 KiB of UTF-8), stored bloodstained; '-' reads stdin")
+
+    p = command("inherit", cmd_inherit, "import a predecessor's testament (provenance inherited, discounted)")
+    p.add_argument("file", type=Path, metavar="FILE")
+
+
+def _cycle_text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    parts = [f"{k.replace('_', ' ')} {v}" for k, v in doc.items()
+             if k.startswith(("entries_", "episodes_", "heuristics_")) and v]
+    print(f"curator cycle in {doc.get('duration_ms', 0)} ms: " + (", ".join(parts) or "nothing to do"))
+    if doc.get("llm_error"):
+        print(f"  LLM pass skipped: {doc['llm_error']}")
+
+
+@renders(_cycle_text)
+def cmd_curator_run(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    client = DaemonClient.for_data_dir(data)
+    if client is not None:
+        return dict(client.call("POST", "/v1/curator/run"))
+    config = data.load_config()
+    identity = data.load_identity()
+    with data.open_store(identity=identity) as store:
+        return run_cycle(store, identity=identity, now_ms=wall_clock_ms(),
+                         settings=settings_for(config.curator)).to_json()
+
+
+def _simulate_text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    s = doc["summary"]
+    print(f"in {doc['days']:g} days with no further use: {s['fade']} of {s['entries']} entries fade below "
+          f"the retrieval threshold, {s['pruned']} would be archived, {s['kept']} kept")
+    for e in doc["entries"]:
+        if e["fades"] or e["pruned"]:
+            mark = "archived" if e["pruned"] else "fades"
+            print(f"  {e['id']}  {e['kind']:<16} {e['confidence_now']:.2f} -> {e['confidence_after']:.2f}  {mark}")
+
+
+@renders(_simulate_text)
+def cmd_curator_simulate(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    config = data.load_config()
+    with data.open_store() as store:
+        return simulate(store, now_ms=wall_clock_ms(), days=args.days, settings=settings_for(config.curator))
+
+
+def _unarchived_text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    print(f"{doc['id']} is live again" if doc["changed"] else f"{doc['id']} was not archived")
+
+
+@renders(_unarchived_text)
+def cmd_unarchive(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    client = DaemonClient.for_data_dir(data)
+    if client is not None:
+        return dict(client.call("POST", f"/v1/entries/{args.id}/unarchive"))
+    with data.open_store() as store:
+        changed = store.unarchive(args.id)
+    return {"id": args.id, "archived": False, "changed": changed}
+
+
+def _no_daemon(data: DataDir, what: str) -> None:
+    if DaemonClient.for_data_dir(data) is not None:
+        raise UsageError(f"a daemon is running on {data.root}; stop it (systemctl stop clade, or Ctrl-C on "
+                         f"`clade run`) before {what}")
+
+
+def _read_reflection(path: Path) -> str:
+    try:
+        raw = sys.stdin.buffer.read(MAX_REFLECTION_BYTES + 1) if str(path) == "-" else path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    if len(raw) > MAX_REFLECTION_BYTES:
+        raise UsageError(f"the reflection is over {MAX_REFLECTION_BYTES} bytes; shorten it")
+    try:
+        text = raw.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise UsageError(f"{path} is not UTF-8 text") from None
+    if not text or "\x00" in text:
+        raise UsageError(f"{path}: the reflection must be non-empty text without NUL")
+    return text
+
+
+def _bequest_text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    print(f"testament written to {doc['path']}: {doc['entries']} entries ({doc['warnings']} warnings), "
+          f"{doc['bytes']:,} bytes" + (f", reflection {doc['reflection_id']}" if doc["reflection_id"] else ""))
+
+
+@renders(_bequest_text)
+def cmd_testament(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    _no_daemon(data, "writing the testament")
+    joined = data.load_membership()
+    if joined is None:
+        raise UsageError("this golem has not joined a clade: a testament is encrypted to the clade key and the owner")
+    membership, clade_key = joined
+    reflection = _read_reflection(args.reflection) if args.reflection is not None else None
+    identity = data.load_identity()
+    now = wall_clock_ms()
+    with data.open_store(identity=identity) as store:
+        reflection_id = None
+        if reflection is not None:
+            reflection_id = store.remember(NewEntry(kind=Kind.DEATH_REFLECTION, content=reflection, confidence=0.9,
+                                                    importance=1.0, bloodstain=True), identity=identity).id
+        report = export_testament(store, identity, clade_id=membership.clade_id, clade_keys=[clade_key],
+                                  x25519_recipients=[membership.owner_x25519_public_key()], out=args.out,
+                                  now_ms=now, reflection_id=reflection_id)
+    return {"path": report.path, "entries": report.entries, "warnings": report.warnings,
+            "reflection_id": report.reflection_id, "bytes": report.bytes}
+
+
+def _inherit_text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    gens = ", ".join(f"generation {g}: {n}" for g, n in sorted(doc["generations"].items()))
+    print(f"inherited {doc['entries']} entries from {doc['golem']} ({gens or 'none'})")
+
+
+@renders(_inherit_text)
+def cmd_inherit(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    _no_daemon(data, "inheriting")
+    joined = data.load_membership()
+    if joined is None:
+        raise UsageError("join the clade first (`clade join BUNDLE`): a testament opens with the clade key")
+    membership, clade_key = joined
+    identity = data.load_identity()
+    try:
+        doc = read_testament(args.file, VaultKeys(clade_key=clade_key))
+        with data.open_store(identity=identity) as store:
+            report = inherit(store, doc, clade_id=membership.clade_id, local_replica=identity.peer_id,
+                             now_ms=wall_clock_ms())
+    except TestamentError as exc:
+        raise UsageError(f"{exc} (nothing was imported)") from None
+    return {"golem": report.golem, "entries": report.entries, "applied_ops": report.applied_ops,
+            "generations": {str(g): n for g, n in report.generations.items()}}
