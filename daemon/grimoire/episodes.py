@@ -201,7 +201,7 @@ class EpisodeLog:
     def search(self, vector: Sequence[float], *, k: int = 10) -> list[tuple[Episode, float]]:
         """Nearest episodes by cosine (ANN once `ensure_index` built one); (episode, similarity)."""
         # No `where embedding IS NOT NULL`: rows without a vector are never returned anyway
-        # (bench/recall.py checks it), and the prefilter made ANN search 5x slower.
+        # (bench/bench_recall.py checks it), and the prefilter made ANN search 5x slower.
         builder: Any = self._table.search(list(vector), vector_column_name="embedding")  # a vector query
         query = builder.distance_type("cosine").select([*_SCAN_COLUMNS, "_distance"]).limit(k)
         if self.has_vector_index():
@@ -217,7 +217,7 @@ class EpisodeLog:
         """Build an IVF-PQ cosine index once the table passes `threshold` rows; True if built now.
 
         Below the threshold a flat scan is exact and fast enough; above it, ANN keeps
-        searches in milliseconds (bench/recall.py has the figures).
+        searches in milliseconds (bench/bench_recall.py has the figures).
         """
         rows = self.count()
         if rows < threshold:

@@ -1,6 +1,6 @@
 """The embedding models clade runs offline, and how each is made ready on disk.
 
-Three choices for `[embedding] model` (bench/recall_options.py compares them):
+Three choices for `[embedding] model` (bench/bench_recall_options.py compares them):
 
 - `sentence-transformers/all-MiniLM-L6-v2` alone (the default): 384-d, the smallest and
   fastest; recall p99 54 ms at 50,000 entries through the daemon on 2 vCPUs.

@@ -14,7 +14,7 @@ being stretched into the whole 0.40, and anchoring at the best keeps every candi
 above zero so the source multiplier still acts. Recency, importance and PAD are
 already on absolute 0..1 scales and are not rescaled: stretching them over the candidates
 would turn a few seconds of age or 0.01 of importance into the whole weight of their factor
-(bench/recall.py measures the variants).
+(bench/bench_recall.py measures the variants).
 
 Citation feedback does not multiply the rank (DESIGN.md had × citation weight): a citation
 is a *use* and counts one access, which importance already weighs (0.3·min(uses/10, 1)).

@@ -1,7 +1,7 @@
 """Entry vectors in grimoire.db: which entries need one, writing them, and an in-memory
 index (a float32 matrix) that catches up with new vectors by time watermark.
 
-Measured choice (bench/recall.py): brute-force cosine over a contiguous numpy matrix
+Measured choice (bench/bench_recall.py): brute-force cosine over a contiguous numpy matrix
 answers a 50,000-entry top-k in a few ms, well under the embedding of the query itself,
 so entries need no ANN index; episodes (up to millions) use LanceDB's.
 """
@@ -105,7 +105,7 @@ class VectorIndex:
         clause, params = _matches(self.info)
         rows = store.connection.execute(
             # INDEXED BY: otherwise SQLite prefers the model index and walks every vector
-            # (76 ms a query at 50,000 entries in bench/recall.py) instead of only the new ones.
+            # (76 ms a query at 50,000 entries in bench/bench_recall.py) instead of only the new ones.
             "SELECT id, embedding, embedding_created_ms FROM entries INDEXED BY entries_by_embedding_time "
             f"WHERE embedding_created_ms > ? AND {clause} ORDER BY embedding_created_ms",
             (self._watermark, *params)).fetchall()

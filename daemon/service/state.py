@@ -52,7 +52,7 @@ __all__ = ["INLINE_EMBED_LIMIT", "DaemonState"]
 
 # Read-your-writes: a search first embeds the newest entries still without a vector, outside
 # the store's thread, at most this many: about half a second of model time after a burst
-# (MiniLM ~15 ms per 200-character entry; the fused space ~117 ms: bench/recall_options.py).
+# (MiniLM ~15 ms per 200-character entry; the fused space ~117 ms: bench/bench_recall_options.py).
 # The embedder service works through any older backlog in batches of BACKLOG_BATCH; entries
 # beyond the tail are found by keyword until it has.
 INLINE_EMBED_LIMIT = {MINILM: 32}

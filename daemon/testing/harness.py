@@ -1,6 +1,6 @@
 """A clade on loopback: an owner and N golems, each a real `clade run` process.
 
-`clade demo` uses it to show sync end to end; the multi-daemon tests and `bench/clade.py`
+`clade demo` uses it to show sync end to end; the multi-daemon tests and `bench/bench_clade.py`
 use the same harness. Everything lives in one directory; `close()` stops every daemon.
 """
 
