@@ -17,13 +17,13 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from crdt import CausalContext, Delta, Op, SlotKind, open_op
 from crypto.identity import signature_ok
 from crypto.vault import DecryptingReader, EncryptingWriter, VaultError, VaultKeys
 
 from ..store import Grimoire
+from ..store import LocalIdentity as Signer
 from . import testament
 from .cycle import live_entries
 
@@ -31,12 +31,6 @@ __all__ = ["BequestReport", "InheritReport", "export_testament", "inherit"]
 
 MAX_FILE_BYTES = testament.MAX_TESTAMENT_BYTES + 16 * 1024 * 1024
 
-
-class Signer(Protocol):
-    @property
-    def peer_id(self) -> str: ...
-
-    def sign(self, message: bytes) -> bytes: ...
 
 
 @dataclass(frozen=True, slots=True)

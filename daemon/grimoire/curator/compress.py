@@ -127,6 +127,34 @@ def _invert(text: str) -> str:
     return "".join(chr(0x10FFFF - ord(ch)) for ch in text)
 
 
+class _Groups:
+    """Union-find over 0..n-1 (path halving; the smaller index is a group's root)."""
+
+    def __init__(self, n: int) -> None:
+        self.parent = list(range(n))
+
+    def find(self, i: int) -> int:
+        parent = self.parent
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    def union(self, a: int, b: int) -> int | None:
+        """Join the groups of a and b; the new root, or None if they were one group already."""
+        ra, rb = self.find(a), self.find(b)
+        if ra == rb:
+            return None
+        self.parent[max(ra, rb)] = min(ra, rb)
+        return min(ra, rb)
+
+    def groups(self) -> dict[int, list[int]]:
+        out: dict[int, list[int]] = {}
+        for i in range(len(self.parent)):
+            out.setdefault(self.find(i), []).append(i)
+        return out
+
+
 def _close_pairs(
     group: Sequence[Similar], vectors: Mapping[str, NDArray[np.float32]], fresh: Collection[str], threshold: float
 ) -> list[tuple[int, int, float]]:
@@ -163,37 +191,23 @@ def find_merges(
     for s in sorted(live, key=lambda s: s.id):
         by_kind.setdefault(s.kind, []).append(s)
     for _kind, group in sorted(by_kind.items()):
-        parent = list(range(len(group)))
-        reason = ["exact"] * len(group)
-
-        def find(i: int, parent: list[int] = parent) -> int:
-            while parent[i] != i:
-                parent[i] = parent[parent[i]]
-                i = parent[i]
-            return i
-
-        def union(a: int, b: int, how: str, parent: list[int] = parent, reason: list[str] = reason) -> None:
-            ra, rb = find(a), find(b)
-            if ra != rb:
-                parent[max(ra, rb)] = min(ra, rb)
-                if how == "near":
-                    reason[min(ra, rb)] = "near"
-
+        uf = _Groups(len(group))
+        near_roots: set[int] = set()
         first: dict[str, int] = {}
         for i, s in enumerate(group):
             key = normalised_text(s.content)
             if key in first:  # a dictionary lookup: exact duplicates are checked over every live entry
-                union(first[key], i, "exact")
+                uf.union(first[key], i)
             first.setdefault(key, i)
         for i, j, _cos in _close_pairs(group, vectors, fresh_ids, near):
             a, b = group[i].content, group[j].content
             if (numbers_in(a) == numbers_in(b) and polarity(a) == polarity(b)
                     and _overlap(_words(a), _words(b)) >= min_overlap):
-                union(i, j, "near")
-        clusters: dict[int, list[int]] = {}
-        for i in range(len(group)):
-            clusters.setdefault(find(i), []).append(i)
-        for root, members in sorted(clusters.items()):
+                root = uf.union(i, j)
+                near_roots.add(uf.find(i) if root is None else root)
+        reason = {root: "near" if any(uf.find(r) == root for r in near_roots) else "exact"
+                  for root in uf.groups()}
+        for root, members in sorted(uf.groups().items()):
             if len(members) < 2:
                 continue
             winner = max((group[i] for i in members), key=_strength)
@@ -252,20 +266,9 @@ def related_clusters(
     for s in sorted(live, key=lambda s: s.id):
         by_kind.setdefault(s.kind, []).append(s)
     for _kind, group in sorted(by_kind.items()):
-        parent = list(range(len(group)))
-
-        def find(i: int, parent: list[int] = parent) -> int:
-            while parent[i] != i:
-                parent[i] = parent[parent[i]]
-                i = parent[i]
-            return i
-
+        uf = _Groups(len(group))
         for i, j, _cos in _close_pairs(group, vectors, fresh_ids, related):
-            ri, rj = find(i), find(j)
-            if ri != rj:
-                parent[max(ri, rj)] = min(ri, rj)
-        clusters: dict[int, list[str]] = {}
-        for i, s in enumerate(group):
-            clusters.setdefault(find(i), []).append(s.id)
-        out.extend(tuple(sorted(ids)[:max_size]) for ids in clusters.values() if len(ids) > 1)
+            uf.union(i, j)
+        out.extend(tuple(sorted(group[i].id for i in members)[:max_size])
+                   for members in uf.groups().values() if len(members) > 1)
     return sorted(out)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -28,6 +28,7 @@ from crdt import Kind, Timestamp
 from .. import scoring
 from ..records import NewEntry
 from ..store import Grimoire
+from ..store import LocalIdentity as Identity
 from .compress import Similar, find_contradictions, find_merges, related_clusters
 from .consolidate import ReplayItem, baselines, select_replay
 from .decay import DECAY_WINDOW_DAYS, EVICTION_THRESHOLD, RETRIEVAL_THRESHOLD, Retention, decayed
@@ -41,12 +42,6 @@ __all__ = ["Consultation", "CuratorSettings", "CycleReport", "LiveEntry", "apply
 MS_PER_DAY = 86_400_000
 _LAST_CYCLE_KEY = "curator_last_cycle_ms"
 
-
-class Identity(Protocol):
-    @property
-    def peer_id(self) -> str: ...
-
-    def sign(self, message: bytes) -> bytes: ...
 
 
 @dataclass(frozen=True, slots=True)
