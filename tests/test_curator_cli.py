@@ -85,3 +85,26 @@ def test_curator_run_through_the_daemon(data_dir: DataDir) -> None:
         assert status["last_curator_cycle"]["entries_merged"] == 0
     finally:
         assert daemon.stop() == 0
+
+
+def test_restore_as_successor_inherits_knowledge_only(cli: CliRunner, data_dir: DataDir, tmp_path: Path) -> None:
+    owner_dir = tmp_path / "owner"
+    assert cli("owner", "init", "--owner-dir", str(owner_dir), "--clade", "alpha").code == 0
+    _join(cli, data_dir, owner_dir, tmp_path, "dead")
+    insight = cli("remember", "Funding flips before CPI prints", "--kind", "insight", "--confidence", "0.9",
+                  "--json").json()["id"]
+    backup = tmp_path / "dead.clade-vault"
+    assert cli("backup", "--out", str(backup)).code == 0
+
+    heir = DataDir(tmp_path / "heir")
+    heir.init()
+    _join(cli, heir, owner_dir, tmp_path, "heir")
+    before = heir.load_identity().peer_id
+    done = clade_subprocess(["--data-dir", str(heir.root), "restore", str(backup), "--as-successor", "--json"])
+    assert done.returncode == 0, done.stderr
+    assert heir.load_identity().peer_id == before  # the heir keeps its own identity
+    with heir.open_store() as store:
+        got = store.get(insight)
+        assert got.provenance == "inherited" and abs(got.local_confidence - 0.4) < 1e-9
+    again = cli("restore", str(backup), "--as-successor")  # the dead golem's own dir: refused
+    assert again.code == 2 and "own" in again.err

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import argparse
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,10 +34,20 @@ from crypto.membership import CLADE_KEY_BYTES
 from crypto.vault import VaultKeys
 from daemon.cli import render
 from daemon.cli.render import renders
+from daemon.client import DaemonClient
 from daemon.datadir import DataDir
 from daemon.errors import UsageError
+from daemon.grimoire import Grimoire
+from daemon.grimoire.curator.bequest import inherit, successor_document
 from daemon.grimoire.store import wall_clock_ms
-from daemon.service.backup import create_backup, default_recipients, report_json, restore_backup, verify_backup
+from daemon.service.backup import (
+    create_backup,
+    default_recipients,
+    extract_grimoire,
+    report_json,
+    restore_backup,
+    verify_backup,
+)
 
 __all__ = ["register"]
 
@@ -86,6 +97,9 @@ def register(sub: Any, command: Callable[[str, Handler, str], argparse.ArgumentP
     p = command("restore", cmd_restore, "restore a backup into the data dir (verifies everything first)")
     p.add_argument("file", type=Path, metavar="FILE")
     p.add_argument("--force", action="store_true", help="replace a non-empty data dir")
+    p.add_argument("--as-successor", action="store_true",
+                   help="keep this golem's identity: inherit the backup's knowledge only (provenance inherited, "
+                        "discounted), for a new golem taking over from a dead one")
     _key_options(p)
 
 
@@ -220,6 +234,32 @@ def cmd_backup_verify(args: argparse.Namespace, data: DataDir) -> dict[str, Any]
 @renders(render.restored)
 def cmd_restore(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     keys = _vault_keys(args, data)
+    if args.as_successor:
+        return _restore_as_successor(args, data, keys)
     report = restore_backup(args.file, data, keys, force=args.force)
     return {"file": str(args.file), "data_dir": str(report.target), "golem": report.golem,
             "created_ms": report.created_ms, "files": report.files, "bytes": report.bytes, "kept": report.kept}
+
+
+def _restore_as_successor(args: argparse.Namespace, data: DataDir, keys: VaultKeys) -> dict[str, Any]:
+    """Boot from a predecessor's backup, knowledge only: this golem keeps its identity and
+    membership; every live entry is inherited at the first generation's discount."""
+    if DaemonClient.for_data_dir(data) is not None:
+        raise UsageError(f"a daemon is running on {data.root}; stop it before restoring")
+    joined = data.load_membership()
+    if joined is None:
+        raise UsageError("join the clade first (`clade join BUNDLE`): a successor inherits as a member")
+    membership, _ = joined
+    identity = data.load_identity()
+    with tempfile.TemporaryDirectory(prefix=".successor-", dir=data.root) as tmp:
+        header, db = extract_grimoire(args.file, keys, Path(tmp))
+        if header.golem == identity.peer_id:
+            raise UsageError("this backup is this golem's own: restore it without --as-successor")
+        with Grimoire.open(db) as old:
+            doc = successor_document(old, golem=header.golem, clade_id=membership.clade_id, now_ms=wall_clock_ms())
+        with data.open_store(identity=identity) as store:
+            report = inherit(store, doc, clade_id=membership.clade_id, local_replica=identity.peer_id,
+                             now_ms=wall_clock_ms())
+    return {"file": str(args.file), "data_dir": str(data.root), "golem": header.golem,
+            "created_ms": header.created_ms, "entries": report.entries, "applied_ops": report.applied_ops,
+            "as_successor": True}

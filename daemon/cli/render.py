@@ -194,4 +194,7 @@ def backup_verified(args: argparse.Namespace, doc: dict[str, Any]) -> None:
 
 
 def restored(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    if doc.get("as_successor"):
+        print(f"inherited {doc['entries']} entries of golem {doc['golem']} into {doc['data_dir']} (as its successor)")
+        return
     print(f"restored {doc['files']} files of golem {doc['golem']} into {doc['data_dir']}")

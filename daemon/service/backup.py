@@ -310,6 +310,27 @@ def restore_backup(path: Path, target: DataDir, keys: VaultKeys, *, force: bool 
                          kept=kept)
 
 
+def extract_grimoire(path: Path, keys: VaultKeys, into: Path) -> tuple[VaultHeader, Path]:
+    """Verify a backup completely and extract only its grimoire.db into the directory `into`
+    (what `clade restore --as-successor` inherits from). Raises `VaultError` or `UsageError`."""
+    manifest: dict[str, object] | None = None
+    db: Path | None = None
+    with _open_plaintext(path, keys) as (header, reader, tar):
+        for member in tar:
+            if member.isfile() and member.name == MANIFEST:
+                extracted = tar.extractfile(member)
+                assert extracted is not None
+                manifest = json.loads(extracted.read(64 * 1024))
+            elif member.isfile() and member.name == "grimoire.db":
+                tar.extract(member, into, filter="data")
+                db = into / "grimoire.db"
+        _finish(reader)
+    _check_manifest(manifest, header)
+    if db is None:
+        raise VaultError(f"{path} holds no grimoire.db: not a clade backup")
+    return header, db
+
+
 def _keep_local_identity(staging: Path, root: Path) -> list[str]:
     """Carry the target's own identity and membership over when the backup has none.
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from crdt import CausalContext, Delta, Op, SlotKind, open_op
+from crdt import CausalContext, Delta, Op, SlotKind, Verifier, open_op
 from crypto.identity import signature_ok
 from crypto.vault import DecryptingReader, EncryptingWriter, VaultError, VaultKeys
 
@@ -27,7 +27,7 @@ from ..store import LocalIdentity as Signer
 from . import testament
 from .cycle import live_entries
 
-__all__ = ["BequestReport", "InheritReport", "export_testament", "inherit"]
+__all__ = ["BequestReport", "InheritReport", "export_testament", "inherit", "read_testament", "successor_document"]
 
 MAX_FILE_BYTES = testament.MAX_TESTAMENT_BYTES + 16 * 1024 * 1024
 
@@ -54,11 +54,30 @@ def _trusted(writer: str, message: bytes, signature: bytes) -> bool:
     return True  # ops in grimoire.db were verified when they arrived
 
 
-def _ops_of(store: Grimoire, entry_id: str) -> tuple[Op, ...]:
+def _ops_of(store: Grimoire, entry_id: str, verify: Verifier = _trusted) -> tuple[Op, ...]:
     rows = store.connection.execute(
         "SELECT writer, signed, signature FROM ops WHERE entry_id = ? AND slot IN (?, ?) ORDER BY slot",
         (entry_id, int(SlotKind.BODY), int(SlotKind.AUTHOR))).fetchall()
-    return tuple(open_op(w, bytes(s), bytes(sig), _trusted) for w, s, sig in rows)
+    return tuple(open_op(w, bytes(s), bytes(sig), verify) for w, s, sig in rows)
+
+
+def _items(store: Grimoire, ids: Sequence[str], generation: dict[str, int],
+           verify: Verifier = _trusted) -> list[testament.TestamentItem]:
+    items = []
+    for entry_id in ids:
+        ops = _ops_of(store, entry_id, verify)
+        if ops and ops[0].slot is SlotKind.BODY:
+            items.append(testament.TestamentItem(generation.get(entry_id, 0) + 1, ops))
+    return items
+
+
+def successor_document(store: Grimoire, *, golem: str, clade_id: str, now_ms: int) -> testament.TestamentDocument:
+    """A predecessor's whole live knowledge (from its backup's grimoire.db) as a testament an heir
+    inherits (`clade restore --as-successor`); every op is verified again by its author's key."""
+    rows = store.connection.execute(
+        "SELECT id, inherited_generation FROM entries WHERE archived = 0 AND status = 'active' ORDER BY rid").fetchall()
+    items = _items(store, [r[0] for r in rows], {r[0]: int(r[1]) for r in rows}, signature_ok)
+    return testament.TestamentDocument(golem, clade_id, now_ms, None, tuple(items))
 
 
 def export_testament(
@@ -83,11 +102,7 @@ def export_testament(
     chosen = testament.select(cands, limit=testament.MAX_ENTRIES - (1 if reflection_id else 0))
     if reflection_id is not None and reflection_id not in chosen:
         chosen = [reflection_id, *chosen]
-    items = []
-    for entry_id in chosen:
-        ops = _ops_of(store, entry_id)
-        if ops and ops[0].slot is SlotKind.BODY:
-            items.append(testament.TestamentItem(int(rows.get(entry_id, 0)) + 1, ops))
+    items = _items(store, chosen, {i: int(g) for i, g in rows.items()})
     doc = testament.TestamentDocument(identity.peer_id, clade_id, now_ms, reflection_id, tuple(items))
     plain = testament.encode(doc, identity.sign)
     tmp = out.with_name(f".{out.name}.tmp")
