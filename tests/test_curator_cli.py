@@ -43,12 +43,14 @@ def test_testament_and_inherit_between_two_golems(cli: CliRunner, data_dir: Data
     assert cli("owner", "init", "--owner-dir", str(owner_dir), "--clade", "alpha").code == 0
     _join(cli, data_dir, owner_dir, tmp_path, "dying")
     warning = cli("remember", "Never bridge through the old router", "--kind", "warning", "--json").json()["id"]
+    assert cli("episode", "add", "--summary", "Swapped 200k on Curve at 31 bps slippage", "--protocol",
+               "curve").code == 0
     reflection = tmp_path / "reflection.md"
     reflection.write_text("I died chasing APY on an unaudited fork. Check audits first.")
     out = tmp_path / "golem.testament"
     made = cli("testament", "--out", str(out), "--reflection", str(reflection), "--json")
     assert made.code == 0, made.err
-    assert made.json()["entries"] == 2 and made.json()["warnings"] == 1
+    assert made.json()["entries"] == 3 and made.json()["warnings"] == 1 and made.json()["episode_summaries"] == 1
 
     heir = DataDir(tmp_path / "heir")
     heir.init()

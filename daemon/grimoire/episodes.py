@@ -184,14 +184,16 @@ class EpisodeLog:
         return [(r["id"], int(r["observed_ms"]), r["protocol"], float(r["curiosity"]), float(r["importance"]),
                  bool(r["quality_verified"])) for r in rows]
 
-    def payloads(self, ids: Sequence[str]) -> dict[str, str]:
-        """id → payload_json for these episodes (unknown ids are left out)."""
+    def payloads(self, ids: Sequence[str], column: str = "payload_json") -> dict[str, str]:
+        """id → payload_json (or another text column, e.g. "summary") for these episodes; unknown ids are left out."""
+        if column not in ("payload_json", "summary", "protocol"):
+            raise ValueError(f"not a text column of episodes: {column!r}")
         out: dict[str, str] = {}
         for start in range(0, len(ids), 500):
             quoted = ", ".join("'" + i.replace("'", "''") + "'" for i in ids[start:start + 500])
-            query = self._table.search().where(f"id IN ({quoted})").select(["id", "payload_json"]).limit(None)
+            query = self._table.search().where(f"id IN ({quoted})").select(["id", column]).limit(None)
             for r in query.to_arrow().to_pylist():
-                out[r["id"]] = r["payload_json"]
+                out[r["id"]] = r[column]
         return out
 
     @property

@@ -90,8 +90,10 @@ def export_testament(
     out: Path,
     now_ms: int,
     reflection_id: str | None = None,
+    also: Sequence[str] = (),
 ) -> BequestReport:
-    """Write the testament to `out` (atomically: a temp file renamed into place)."""
+    """Write the testament to `out` (atomically: a temp file renamed into place). `reflection_id`
+    and `also` (e.g. the episode summaries written for it) go in first, the selection after."""
     if not clade_keys and not x25519_recipients:
         raise ValueError("a testament needs a recipient: join a clade first (the clade key and the owner)")
     live = live_entries(store)
@@ -99,9 +101,9 @@ def export_testament(
         "SELECT id, inherited_generation FROM entries WHERE archived = 0 AND status = 'active'").fetchall())
     cands = [testament.TestamentCandidate(e.id, e.kind, e.local_confidence, e.keep_score(e.local_confidence, now_ms),
                                           e.confirms, 0) for e in live]
-    chosen = testament.select(cands, limit=testament.MAX_ENTRIES - (1 if reflection_id else 0))
-    if reflection_id is not None and reflection_id not in chosen:
-        chosen = [reflection_id, *chosen]
+    first = [i for i in dict.fromkeys([*([reflection_id] if reflection_id else []), *also])]
+    rest = testament.select([c for c in cands if c.id not in set(first)], limit=testament.MAX_ENTRIES - len(first))
+    chosen = [*first, *rest][: testament.MAX_ENTRIES]
     items = _items(store, chosen, {i: int(g) for i, g in rows.items()})
     doc = testament.TestamentDocument(identity.peer_id, clade_id, now_ms, reflection_id, tuple(items))
     plain = testament.encode(doc, identity.sign)
