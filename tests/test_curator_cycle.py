@@ -187,3 +187,24 @@ def test_replay_reads_the_pool_then_only_the_chosen_payloads(tmp_path: Path) -> 
     pool = sorted(log.replay_pool())
     assert [p[0] for p in pool] == [f"it's-{i}" for i in range(6)] and pool[0][5] is True
     assert log.payloads(["it's-2", "nope"]) == {"it's-2": '{"slippage_bps": 2}'}
+
+
+def test_recall_leaves_out_what_decay_faded_but_not_a_low_base(tmp_path: Path) -> None:
+    from daemon.grimoire.retrieval import RecallQuery, Retriever
+
+    with Grimoire.open(tmp_path / "g.db", create=True, wall_ms=lambda: T0) as store:
+        low = store.remember(NewEntry(kind=Kind.INSIGHT, content="Maybe gas is cheap on tuesdays", confidence=0.05),
+                             identity=ME).id
+        fades = store.remember(NewEntry(kind=Kind.INSIGHT, content="Gas on tuesdays was cheap last month"),
+                               identity=ME).id
+
+        def found(now: int) -> set[str]:
+            hits = Retriever(store, lambda: None).recall(  # type: ignore[arg-type,return-value]
+                RecallQuery(text="gas tuesdays", k=10, keyword_only=True), now_ms=now)
+            return {h.entry.id for h in hits}
+
+        assert found(T0) == {low, fades}  # 0.05 written is 0.05 held: visible
+        run_cycle(store, identity=ME, now_ms=T0 + 22 * DAY)  # 0.7·e^(−2.2) = 0.078 < 0.1; 0.05 → 0.006
+        assert found(T0 + 22 * DAY) == set()
+        apply_feedback(store, cited=[fades], injected=[], now_ms=T0 + 22 * DAY)  # a use brings it back
+        assert found(T0 + 22 * DAY) == {fades}

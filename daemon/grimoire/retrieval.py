@@ -167,8 +167,8 @@ def _passes(c: RankFields, q: RecallQuery, now: int) -> bool:
         return False
     if c.sensitivity is Sensitivity.SENSITIVE and not q.include_sensitive:
         return False
-    if c.local_confidence < RETRIEVAL_THRESHOLD:  # faded (curator/decay.py): archived soon unless used
-        return False
+    if c.local_confidence < min(RETRIEVAL_THRESHOLD, c.base_confidence):
+        return False  # faded by decay (curator/decay.py): archived soon unless used; a low base alone never hides
     if q.min_confidence is not None and c.local_confidence < q.min_confidence:
         return False
     return q.min_importance is None or composite_importance(c, now) >= q.min_importance

@@ -722,10 +722,12 @@ class RankFields:
     origin: str
     generation: int
     bloodstain: bool
+    base_confidence: float  # local confidence before decay (curator/decay.py)
 
 
 _RANK_COLUMNS = ("id, kind, sensitivity, archived, status, local_confidence, importance, access_count, created_hlc, "
-                 "pad_pleasure, pad_arousal, pad_dominance, provenance, origin, generation, bloodstain")
+                 "pad_pleasure, pad_arousal, pad_dominance, provenance, origin, generation, bloodstain, "
+                 "coalesce(decay_base, local_confidence) AS base_confidence")
 
 
 def _rank_fields(row: sqlite3.Row) -> RankFields:
@@ -736,7 +738,8 @@ def _rank_fields(row: sqlite3.Row) -> RankFields:
         importance=row["importance"], access_count=row["access_count"],
         created_ms=Timestamp.unpack(row["created_hlc"]).ms,
         pad=None if pp is None else (pp, row["pad_arousal"], row["pad_dominance"]), provenance=row["provenance"],
-        origin=row["origin"], generation=row["generation"], bloodstain=bool(row["bloodstain"]))
+        origin=row["origin"], generation=row["generation"], bloodstain=bool(row["bloodstain"]),
+        base_confidence=row["base_confidence"])
 
 
 def _entry_from_row(row: sqlite3.Row) -> Entry:
