@@ -51,6 +51,7 @@ class SqliteBackend:
         self._context: CausalContext | None = None
         self._snapshot: dict[str, tuple[int, list[int]]] = {}
         self._bodies: dict[str, EntryBody | None] = {}
+        self.written: list[Op] = []  # every op put in this transaction, in order (the Styx outbox reads them)
 
     @property
     def context(self) -> CausalContext:
@@ -102,6 +103,7 @@ class SqliteBackend:
             yield _load_op(row)
 
     def put(self, op: Op, replaces: Op | None) -> None:
+        self.written.append(op)
         self._conn.execute(
             "INSERT INTO ops (entry_id, slot, writer, seq, hlc, signed, signature) VALUES (?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (entry_id, slot, writer) DO UPDATE SET seq = excluded.seq, hlc = excluded.hlc, "

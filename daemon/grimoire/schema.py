@@ -188,8 +188,27 @@ ALTER TABLE entries ADD COLUMN local_superseded_by TEXT;
 ALTER TABLE entries ADD COLUMN inherited_generation INTEGER NOT NULL DEFAULT 0;
 """
 
+_V10_STYX_OUTBOX = """
+-- What waits to be pushed to Styx (daemon/styx/outbox.py): written in the transaction of the
+-- change that caused it, removed only once Styx acknowledged it; never truncated. `item` is
+-- the exact JSON every attempt sends; a parked item waits for `clade styx retry`.
+CREATE TABLE styx_outbox (
+    n               INTEGER PRIMARY KEY AUTOINCREMENT,
+    idempotency_key TEXT NOT NULL UNIQUE,
+    kind            TEXT NOT NULL,
+    layer           TEXT NOT NULL,
+    item            TEXT NOT NULL,
+    created_ms      INTEGER NOT NULL,
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    next_ms         INTEGER NOT NULL DEFAULT 0,
+    last_error      TEXT,
+    parked_ms       INTEGER
+) STRICT;
+CREATE INDEX styx_outbox_due ON styx_outbox (parked_ms, next_ms, n);
+"""
+
 MIGRATIONS: tuple[str, ...] = (_V1_ENTRIES, _V2_FTS, _V3_OPS, _V4_RETRIEVAL, _V5_VECTOR_MODEL, _V6_PROMOTION,
-                               _V7_AGENT_MEMORY, _V8_UNEMBEDDED, _V9_CURATOR)
+                               _V7_AGENT_MEMORY, _V8_UNEMBEDDED, _V9_CURATOR, _V10_STYX_OUTBOX)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -1,0 +1,129 @@
+"""The Styx outbox in grimoire.db: written with its cause, drained by the pusher, never truncated.
+
+`OutboxWriter` is the store's hook (`Grimoire.outbox`): inside the transaction of a local
+write it looks at the ops written and enqueues, per crossing entry, one item (wire.py shape)
+with the idempotency key `WRITER:SEQ` of the body op that caused it — a warning or regime
+shift when written, a death reflection when written, an insight or heuristic when the curator
+promotes it (its body re-emitted under a fresh dot). One item per cause: the key is what Styx
+deduplicates by, so the item carries its first layer (clade for warnings; vault for a death
+reflection) and Styx fans it out further. Private and sensitive entries, raw episodes and
+kinds that never cross are never enqueued.
+
+The rest are reads and updates the pusher and the operator use: `due`, `delivered`,
+`retry_later`, `park`, `unpark`, `status`. Nothing here deletes an undelivered item; only an
+acknowledged one leaves the table.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from crdt import Op, SlotKind, Timestamp
+from crdt.body import EntryBody
+
+from .wire import LAYERS, at_once, item_json, layers_for
+
+__all__ = ["OutboxItem", "OutboxWriter", "delivered", "due", "park", "retry_later", "status", "unpark"]
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxItem:
+    n: int
+    key: str
+    kind: str
+    layer: str
+    item: str
+    created_ms: int
+    attempts: int
+
+
+class OutboxWriter:
+    """The `Grimoire.outbox` hook: enqueue what crosses to the enabled layers."""
+
+    def __init__(self, *, layers: Sequence[str] = LAYERS, now_ms: Any = None) -> None:
+        self.layers = tuple(layers)
+        self._now_ms = now_ms
+
+    def __call__(self, conn: sqlite3.Connection, ops: Sequence[Op], me: str) -> None:
+        for op in ops:
+            if op.writer != me or op.slot is not SlotKind.BODY or not isinstance(op.value, EntryBody):
+                continue
+            body = op.value
+            row = conn.execute(
+                "SELECT confidence, promoted_ms FROM entries WHERE id = ? AND status = 'active'", (body.id,)).fetchone()
+            if row is None:
+                continue
+            confidence, promoted_ms = float(row[0]), row[1]
+            if not (at_once(body.kind) or promoted_ms is not None):
+                continue
+            layers = layers_for(body.kind, confidence, body.sensitivity.value, enabled=self.layers)
+            if not layers:
+                continue
+            entry = _entry_doc(conn, body.id)
+            item = item_json(writer=op.writer, seq=op.seq, layer=layers[0], entry=entry)
+            created = op.hlc.ms if self._now_ms is None else int(self._now_ms())
+            conn.execute("INSERT OR IGNORE INTO styx_outbox (idempotency_key, kind, layer, item, created_ms) "
+                         "VALUES (?, ?, ?, ?, ?)", (f"{op.writer}:{op.seq}", body.kind.value, layers[0], item,
+                                                    created))
+
+
+def _entry_doc(conn: sqlite3.Connection, entry_id: str) -> dict[str, Any]:
+    row = conn.execute(
+        "SELECT id, kind, content, confidence, importance, category, tokens, chains, protocols, strategy_id, tags, "
+        "provenance, created_hlc FROM entries WHERE id = ?", (entry_id,)).fetchone()
+    created = Timestamp.unpack(row[12]).ms
+    return {"id": row[0], "kind": row[1], "content": row[2], "confidence": row[3], "importance": row[4],
+            "category": row[5], "metadata": {"tokens": json.loads(row[6]), "chains": json.loads(row[7]),
+                                             "protocols": json.loads(row[8]), "strategy_id": row[9],
+                                             "tags": json.loads(row[10])},
+            "provenance": row[11],
+            "created_at": datetime.fromtimestamp(created / 1000, UTC).isoformat(timespec="milliseconds")
+            .replace("+00:00", "Z")}
+
+
+def due(conn: sqlite3.Connection, *, now_ms: int, limit: int) -> list[OutboxItem]:
+    """Unparked items whose retry time has come, oldest first (order per kind is kept)."""
+    rows = conn.execute(
+        "SELECT n, idempotency_key, kind, layer, item, created_ms, attempts FROM styx_outbox "
+        "WHERE parked_ms IS NULL AND next_ms <= ? ORDER BY n LIMIT ?", (now_ms, limit)).fetchall()
+    return [OutboxItem(*r) for r in rows]
+
+
+def delivered(conn: sqlite3.Connection, ns: Sequence[int]) -> None:
+    conn.executemany("DELETE FROM styx_outbox WHERE n = ?", [(n,) for n in ns])
+
+
+def retry_later(conn: sqlite3.Connection, ns: Sequence[int], *, next_ms: int, error: str) -> None:
+    conn.executemany("UPDATE styx_outbox SET attempts = attempts + 1, next_ms = ?, last_error = ? WHERE n = ?",
+                     [(next_ms, error[:500], n) for n in ns])
+
+
+def park(conn: sqlite3.Connection, ns: Sequence[int], *, now_ms: int, reason: str) -> None:
+    conn.executemany("UPDATE styx_outbox SET attempts = attempts + 1, parked_ms = ?, last_error = ? WHERE n = ?",
+                     [(now_ms, reason[:500], n) for n in ns])
+
+
+def unpark(conn: sqlite3.Connection, key: str | None) -> int:
+    """Back to the queue: one parked item (by idempotency key) or all of them (None). Returns how many."""
+    if key is None:
+        return conn.execute("UPDATE styx_outbox SET parked_ms = NULL, next_ms = 0 WHERE parked_ms IS NOT NULL").rowcount
+    return conn.execute("UPDATE styx_outbox SET parked_ms = NULL, next_ms = 0 WHERE idempotency_key = ? "
+                        "AND parked_ms IS NOT NULL", (key,)).rowcount
+
+
+def status(conn: sqlite3.Connection, *, now_ms: int) -> dict[str, Any]:
+    """queue_depth, oldest_age_s, parked (with reasons) — the outbox part of `clade styx status`."""
+    depth, oldest = conn.execute(
+        "SELECT count(*), min(created_ms) FROM styx_outbox WHERE parked_ms IS NULL").fetchone()
+    parked = [{"idempotency_key": k, "kind": kind, "reason": reason, "parked_at_ms": at}
+              for k, kind, reason, at in conn.execute(
+                  "SELECT idempotency_key, kind, last_error, parked_ms FROM styx_outbox WHERE parked_ms IS NOT NULL "
+                  "ORDER BY n LIMIT 100")]
+    (n_parked,) = conn.execute("SELECT count(*) FROM styx_outbox WHERE parked_ms IS NOT NULL").fetchone()
+    return {"queue_depth": int(depth), "oldest_age_s": None if oldest is None else round((now_ms - oldest) / 1000, 1),
+            "parked": int(n_parked), "parked_items": parked}
