@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from daemon.errors import ConfigError
 
@@ -111,7 +111,28 @@ class BackupConfig(_Section):
 
 class StyxConfig(_Section):
     enabled: bool = False
-    url: str | None = None
+    url: str | None = Field(None, max_length=500, pattern=r"^https?://[^\s]+$",
+                            description="the Styx endpoint, e.g. https://styx.example/ (TLS verified)")
+    token: SecretStr | None = Field(None, min_length=1, max_length=4096,
+                                    description="prefer token_file or CLADE_STYX__TOKEN; shown as ********")
+    token_file: Path | None = None
+    clade_enabled: bool = True
+    lethe_enabled: bool = True
+    vault_enabled: bool = True
+    batch: int = Field(100, ge=1, le=1000)
+    backoff_base_s: float = Field(1.0, gt=0, le=600)
+    backoff_cap_s: float = Field(60.0, gt=0, le=3600)
+    timeout_s: float = Field(10.0, gt=0, le=600)
+    outbox_warn: int = Field(10_000, ge=1, description="say so (status, event, log) past this many waiting items")
+
+    def bearer(self) -> str | None:
+        """The token (from `token_file` when set, else `token`); raises `ConfigError` if the file is unreadable."""
+        if self.token_file is not None:
+            try:
+                return self.token_file.read_text().strip() or None
+            except OSError as exc:
+                raise ConfigError(f"[styx] token_file {self.token_file}: {exc.strerror}") from None
+        return None if self.token is None else self.token.get_secret_value()
 
 
 class EmbeddingConfig(_Section):
@@ -196,6 +217,15 @@ DEFAULT_CONFIG_TOML = """\
 [styx]
 # enabled = false
 # url = "https://…"
+# token_file = "/etc/clade/styx.token"   # or CLADE_STYX__TOKEN in the environment; never logged
+# clade_enabled = true
+# lethe_enabled = true
+# vault_enabled = true
+# batch = 100
+# backoff_base_s = 1.0
+# backoff_cap_s = 60.0
+# timeout_s = 10.0
+# outbox_warn = 10000
 
 [embedding]
 # model = "sentence-transformers/all-MiniLM-L6-v2"

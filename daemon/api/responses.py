@@ -144,6 +144,7 @@ class StatusOut(_Out):
     p2p: dict[str, Any] | None = Field(description="the p2p service's own status (null while sync is off)")
     last_curator_cycle: CuratorOut | None
     counters: dict[str, int]
+    styx: dict[str, Any] | None = Field(None, description="the Styx outbox and pusher (null: Styx is off)")
 
 
 class EntriesOut(_Out):

@@ -37,6 +37,8 @@ from daemon.grimoire import atomic_write
 from daemon.service.logs import quiet_libp2p, setup_logging
 from daemon.service.notify import Notifier, watchdog_interval
 from daemon.service.state import DaemonState
+from daemon.styx.outbox import OutboxWriter
+from daemon.styx.pusher import Pusher
 
 __all__ = ["FatalError", "run_daemon", "socket_path"]
 
@@ -112,6 +114,28 @@ class Daemon:
                 await self.stop.wait()
                 return
             await self.state.curator_cycle()
+
+    @staticmethod
+    def start_styx(state: DaemonState, config: Config, golem: str) -> None:
+        """Hook the outbox into the store and make the pusher (its task starts with the services)."""
+        styx = config.styx
+        if not styx.url:
+            raise FatalError("[styx] enabled is true but url is not set (CLADE_STYX__URL or [styx] url)")
+        try:
+            token = styx.bearer()
+        except DaemonError as exc:
+            raise FatalError(str(exc)) from None
+        layers = [n for n, on in (("vault", styx.vault_enabled), ("clade", styx.clade_enabled),
+                                  ("lethe", styx.lethe_enabled)) if on]
+        state.store.outbox = OutboxWriter(layers=layers)
+        state.styx = Pusher(state.db, url=styx.url, token=token, golem=golem, wall_ms=state.now_ms,
+                            batch=styx.batch, base_s=styx.backoff_base_s, cap_s=styx.backoff_cap_s,
+                            timeout_s=styx.timeout_s)
+
+    async def styx_service(self) -> None:
+        """Drain the Styx outbox until the daemon stops (state.styx is set when [styx] is enabled)."""
+        assert self.state is not None and self.state.styx is not None
+        await self.state.styx.run()
 
     async def embedder_service(self) -> None:
         """Work through entries without vectors in small batches, pausing when there are none."""
@@ -251,6 +275,8 @@ class Daemon:
         sock = socket_path(self.data)
         owns_files = False  # never remove another daemon's socket or run.json
         try:
+            if config.styx.enabled:
+                self.start_styx(state, config, identity.peer_id)
             other = _live_pid(self.data)
             if other is not None:
                 raise FatalError(f"another clade daemon (pid {other}) runs on {self.data.root}")
@@ -279,6 +305,8 @@ class Daemon:
                     services.start_soon(self.supervise, "embedder", self.embedder_service)
                     if config.p2p.enabled:
                         services.start_soon(self.supervise, "p2p", self.p2p_service)
+                    if config.styx.enabled:
+                        services.start_soon(self.supervise, "styx", self.styx_service)
                     services.start_soon(self.supervise, "watchdog",
                                         lambda: self.watchdog_service(watchdog_interval()))
                     status = await self.status_line()

@@ -44,6 +44,8 @@ from daemon.grimoire.vectors import missing_vectors, stored_vectors, write_vecto
 from daemon.p2p.ports import P2PControl
 from daemon.service.backup import create_backup, default_recipients, report_json
 from daemon.service.curation import llm_for, render_playbook, replay_items, settings_for, vectors_for
+from daemon.styx import outbox as styx_outbox
+from daemon.styx.pusher import Pusher
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -80,6 +82,7 @@ class DaemonState:
     # embed the same entries twice; a query waits at most one backlog batch.
     _embedding: anyio.Lock = field(default_factory=anyio.Lock)
     p2p: P2PControl | None = None  # the running p2p node (set by the runtime while sync runs)
+    styx: Pusher | None = None  # the Styx outbox's drain (set by the runtime when [styx] is enabled)
 
     @staticmethod
     def now_ms() -> int:
@@ -146,9 +149,12 @@ class DaemonState:
         return entry
 
     def local_write(self) -> None:
-        """Own ops were committed: let the p2p publisher gossip those that cross at once."""
+        """Own ops were committed: let the p2p publisher gossip those that cross at once, and
+        the Styx pusher push what the write enqueued."""
         if self.p2p is not None:
             self.p2p.local_write()
+        if self.styx is not None:
+            self.styx.wake()
 
     async def append_episode(self, episode: Episode) -> None:
         await self.db(lambda s: self.data.open_episodes().append([episode]))
@@ -258,8 +264,19 @@ class DaemonState:
             "peers": len(self.peers()),
             "p2p": None if self.p2p is None else self.p2p.status(),
             "last_curator_cycle": self.last_curator,
+            "styx": None if self.styx is None else await self.db(self.styx_status),
             "counters": dict(self.counters),
         }
+
+    def styx_status(self, store: Grimoire) -> dict[str, Any]:
+        """`clade styx status` (on the store's thread): outbox depth and age, parked items, the pusher's counters."""
+        assert self.styx is not None
+        st = self.styx.stats
+        doc = styx_outbox.status(store.connection, now_ms=self.now_ms())
+        doc.update({"last_success_ms": st.last_success_ms, "failures": st.failures, "delivered": st.delivered,
+                    "last_error": st.last_error, "url": self.styx.url,
+                    "outbox_warning": doc["queue_depth"] > self.config.styx.outbox_warn})
+        return doc
 
     def peers(self) -> list[dict[str, Any]]:
         """Every peer the p2p service knows (empty while sync is off)."""

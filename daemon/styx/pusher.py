@@ -1,0 +1,133 @@
+"""Drain the Styx outbox: batches over httpx, retried with no attempt limit, parked when hopeless.
+
+One task. Each round takes up to `batch` due items (oldest first), POSTs them to
+`{url}/v1/styx/entries` with `Authorization: Bearer …`, `Idempotency-Key` (a hash of the
+batch's item keys: a retried batch keeps it) and the stored item texts spliced verbatim, and
+acts on `policy.classify`: delivered → removed; retry → every item of the batch waits
+max(Retry-After, full-jitter backoff); park → each item parked with the status and reason
+until `clade styx retry`. Between rounds it sleeps until the next item is due or a local write
+wakes it. Timers run on `trio.current_time()`; the wall clock only stamps items.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+import httpx
+import trio
+
+from daemon.grimoire import Grimoire
+
+from . import outbox
+from .policy import classify
+from .wire import batch_body
+
+__all__ = ["Pusher", "PusherStats"]
+
+log = logging.getLogger("clade.styx")
+T = TypeVar("T")
+IDLE_S = 30.0
+
+
+class Db(Protocol):
+    """Run a function on the store's writer thread (`DaemonState.db`)."""
+
+    def __call__(self, fn: Callable[[Grimoire], T], /) -> Awaitable[T]: ...
+
+
+@dataclass(slots=True)
+class PusherStats:
+    delivered: int = 0
+    failures: int = 0
+    parked: int = 0
+    last_success_ms: int | None = None
+    last_error: str | None = None
+    consecutive_failures: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Pusher:
+    """The outbox's drain; `wake()` after a local write, `run()` in the daemon's nursery."""
+
+    def __init__(self, db: Db, *, url: str, token: str | None,
+                 golem: str, wall_ms: Callable[[], int], batch: int = 100, base_s: float = 1.0,
+                 cap_s: float = 60.0, timeout_s: float = 10.0, rng: random.Random | None = None,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self._db = db
+        self.url = url.rstrip("/")
+        self._headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+        self.golem = golem
+        self._wall_ms = wall_ms
+        self.batch = batch
+        self.base_s, self.cap_s, self.timeout_s = base_s, cap_s, timeout_s
+        self._rng = rng or random.Random()
+        self._transport = transport
+        self._wake = trio.Event()
+        self.stats = PusherStats()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        async with httpx.AsyncClient(timeout=self.timeout_s, transport=self._transport, verify=True) as client:
+            task_status.started()
+            while True:
+                self._wake = trio.Event()
+                pause = await self.round(client)
+                if pause > 0:
+                    with trio.move_on_after(pause):
+                        await self._wake.wait()
+
+    async def round(self, client: httpx.AsyncClient) -> float:
+        """Push one batch if any is due; returns how long to wait before the next round (0: at once)."""
+        now = self._wall_ms()
+        items = await self._db(lambda s: outbox.due(s.connection, now_ms=now, limit=self.batch))
+        if not items:
+            nxt = await self._db(lambda s: s.connection.execute(
+                "SELECT min(next_ms) FROM styx_outbox WHERE parked_ms IS NULL").fetchone()[0])
+            return IDLE_S if nxt is None else max(0.05, min(IDLE_S, (nxt - now) / 1000))
+        key = hashlib.sha256("\n".join(i.key for i in items).encode()).hexdigest()[:32]
+        status: int | None = None
+        retry_after: str | None = None
+        reason = ""
+        try:
+            body = batch_body(self.golem, [i.item for i in items])
+            answer = await client.post(f"{self.url}/v1/styx/entries", content=body,
+                                       headers={**self._headers, "Idempotency-Key": key})
+            status, retry_after = answer.status_code, answer.headers.get("Retry-After")
+            if status >= 400:
+                reason = answer.text[:200]
+        except (httpx.TransportError, httpx.InvalidURL) as exc:  # timeouts, resets, refused, DNS, TLS
+            reason = f"{type(exc).__name__}: {str(exc)[:200]}"
+        failures = self.stats.consecutive_failures + 1
+        out = classify(status, failures=failures, rng=self._rng, retry_after=retry_after, now_s=now / 1000,
+                       reason=reason, base_s=self.base_s, cap_s=self.cap_s)
+        ns = [i.n for i in items]
+        if out.action == "delivered":
+            await self._db(lambda s: _tx(s, lambda c: outbox.delivered(c, ns)))
+            self.stats.delivered += len(ns)
+            self.stats.last_success_ms = now
+            self.stats.consecutive_failures = 0
+            return 0.0
+        self.stats.failures += 1
+        self.stats.last_error = out.reason
+        if out.action == "park":
+            await self._db(lambda s: _tx(s, lambda c: outbox.park(c, ns, now_ms=now, reason=out.reason)))
+            self.stats.parked += len(ns)
+            log.warning("styx: %d item(s) parked (%s); fix the cause, then `clade styx retry --all`", len(ns),
+                        out.reason)
+            return 0.0
+        self.stats.consecutive_failures = failures
+        next_ms = now + int(out.delay_s * 1000)
+        await self._db(lambda s: _tx(s, lambda c: outbox.retry_later(c, ns, next_ms=next_ms, error=out.reason)))
+        return out.delay_s
+
+
+def _tx(store: Grimoire, fn: Callable[[Any], None]) -> None:
+    with store.transaction() as conn:
+        fn(conn)

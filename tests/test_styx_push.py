@@ -1,0 +1,97 @@
+"""A real daemon pushes to the reference Styx server and loses nothing (daemon/styx/pusher.py)."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from daemon.datadir import DataDir
+from daemon.testing.styx_server import StyxServer
+from tests.daemon_proc import DaemonProc
+
+TOKEN = "s" * 40
+
+
+@pytest.fixture
+def styx(tmp_path: Path) -> Iterator[StyxServer]:
+    server = StyxServer(tmp_path / "styx.db", token=TOKEN).start()
+    yield server
+    server.stop()
+
+
+def _env(styx: StyxServer) -> dict[str, str]:
+    return {"CLADE_STYX__ENABLED": "true", "CLADE_STYX__URL": styx.url, "CLADE_STYX__TOKEN": TOKEN,
+            "CLADE_STYX__BACKOFF_CAP_S": "0.5", "CLADE_STYX__BACKOFF_BASE_S": "0.1"}
+
+
+def _wait(predicate: object, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.1)
+
+
+def _flush(daemon: DaemonProc, start: int, count: int, *, kind: str = "warning", private: bool = False) -> None:
+    facts = [{"content": f"Warning number {i}: never LP in pool {i} under $100K TVL", "memory_type": kind,
+              **({"sensitivity": "private"} if private else {})} for i in range(start, start + count)]
+    answer = daemon.request("POST", "/v1/memory/flush", json={"session": f"s{start}", "facts": facts})
+    assert answer.status_code == 200, answer.text
+
+
+def test_styx_down_across_two_kills_then_up_every_item_once(data_dir: DataDir, styx: StyxServer) -> None:
+    styx.set_faults(status=503, retry_after=0)  # down for the whole production
+    daemon = DaemonProc(data_dir, env=_env(styx))
+    _flush(daemon, 0, 250)
+    _flush(daemon, 10_000, 5, private=True)  # never pushed
+    daemon.stop(signal.SIGKILL)
+    daemon = DaemonProc(data_dir, env=_env(styx))
+    _flush(daemon, 250, 250)
+    _flush(daemon, 500, 250)
+    daemon.stop(signal.SIGKILL)
+    daemon = DaemonProc(data_dir, env=_env(styx))
+    _flush(daemon, 750, 250)
+    assert styx.keys() == []
+    status = daemon.request("GET", "/v1/status").json()["styx"]
+    assert status["queue_depth"] == 1000 and status["failures"] >= 1
+    styx.clear_faults()  # Styx is back
+    try:
+        _wait(lambda: len(styx.keys()) == 1000, 120, "1,000 items at Styx")
+        _wait(lambda: daemon.request("GET", "/v1/status").json()["styx"]["queue_depth"] == 0, 30, "an empty outbox")
+        keys = styx.keys()
+        assert len(set(keys)) == 1000
+        contents = {r["content"] for r in styx.query("never LP pool", [], 100)}
+        assert not any("10000" in c or "10004" in c for c in contents)
+        seqs = [int(k.rsplit(":", 1)[1]) for k in keys]
+        assert seqs == sorted(seqs)  # pushed in the order written
+    finally:
+        assert daemon.stop() == 0
+
+
+def test_a_lost_answer_is_retried_with_the_same_keys_and_stored_once(data_dir: DataDir, styx: StyxServer) -> None:
+    styx.set_faults(commit_then_reset=True, times=1)
+    daemon = DaemonProc(data_dir, env=_env(styx))
+    try:
+        _flush(daemon, 0, 20)
+        _wait(lambda: daemon.request("GET", "/v1/status").json()["styx"]["queue_depth"] == 0, 60, "a drained outbox")
+        stats = styx.stats()
+        assert stats["entries"] == 20 and stats["batches"] >= 2 and stats["items_received"] > 20
+    finally:
+        assert daemon.stop() == 0
+
+
+def test_a_hopeless_answer_parks_the_items(data_dir: DataDir, styx: StyxServer) -> None:
+    styx.set_faults(status=403)
+    daemon = DaemonProc(data_dir, env=_env(styx))
+    try:
+        _flush(daemon, 0, 3)
+        _wait(lambda: daemon.request("GET", "/v1/status").json()["styx"]["parked"] == 3, 60, "3 parked items")
+        status = daemon.request("GET", "/v1/status").json()["styx"]
+        assert status["queue_depth"] == 0 and "HTTP 403" in status["parked_items"][0]["reason"]
+        assert TOKEN not in str(daemon.stderr_lines)  # the token is never logged
+    finally:
+        assert daemon.stop() == 0
