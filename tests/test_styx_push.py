@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from collections.abc import Iterator
@@ -95,3 +96,23 @@ def test_a_hopeless_answer_parks_the_items(data_dir: DataDir, styx: StyxServer) 
         assert TOKEN not in str(daemon.stderr_lines)  # the token is never logged
     finally:
         assert daemon.stop() == 0
+
+
+def test_cli_status_and_retry_through_the_daemon(data_dir: DataDir, styx: StyxServer) -> None:
+    from tests.conftest import clade_subprocess
+
+    styx.set_faults(status=401)
+    daemon = DaemonProc(data_dir, env=_env(styx))
+    try:
+        _flush(daemon, 0, 2)
+        _wait(lambda: daemon.request("GET", "/v1/styx/status").json()["parked"] == 2, 60, "2 parked items")
+        shown = clade_subprocess(["--data-dir", str(data_dir.root), "styx", "status"])
+        assert shown.returncode == 0 and b"2 parked" in shown.stdout and b"HTTP 401" in shown.stdout
+        styx.clear_faults()
+        again = clade_subprocess(["--data-dir", str(data_dir.root), "styx", "retry", "--all", "--json"])
+        assert again.returncode == 0 and json.loads(again.stdout) == {"unparked": 2}
+        _wait(lambda: len(styx.keys()) == 2, 60, "2 items at Styx")
+    finally:
+        assert daemon.stop() == 0
+    off = clade_subprocess(["--data-dir", str(data_dir.root), "styx", "status"])
+    assert off.returncode == 2 and b"no daemon" in off.stderr

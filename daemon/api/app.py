@@ -36,6 +36,7 @@ from daemon.api.models import (
     ProbeIn,
     RetractIn,
     SearchIn,
+    StyxRetryIn,
     SyncIn,
 )
 from daemon.api.responses import (
@@ -56,6 +57,8 @@ from daemon.api.responses import (
     SearchOut,
     StateDigestOut,
     StatusOut,
+    StyxRetryOut,
+    StyxStatusOut,
     SyncOut,
     UnarchiveOut,
     errors,
@@ -66,6 +69,13 @@ from daemon.grimoire.embedder import ModelIntegrityError
 from daemon.service.state import DaemonState
 
 __all__ = ["MAX_BODY_BYTES", "BodyLimit", "Conflict", "TokenAuth", "create_app"]
+
+
+def _unpark(store: Any, key: str | None) -> int:
+    from daemon.styx import outbox
+
+    with store.transaction() as conn:
+        return outbox.unpark(conn, key)
 
 log = logging.getLogger("clade.api")
 MAX_BODY_BYTES = 1024 * 1024
@@ -284,6 +294,27 @@ def create_app(state: DaemonState) -> FastAPI:
     @app.post("/v1/curator/run", response_model=CuratorOut, responses=errors())
     async def curator_run() -> dict[str, Any]:
         return await state.curator_cycle()
+
+    def styx_on() -> None:
+        if state.styx is None:
+            raise Conflict("Styx is off: set [styx] enabled = true and url (or CLADE_STYX__ENABLED, CLADE_STYX__URL)")
+
+    @app.get("/v1/styx/status", response_model=StyxStatusOut, responses=errors(409))
+    async def styx_status() -> dict[str, Any]:
+        """The outbox (queue_depth, oldest_age_s, parked with reasons) and the pusher's counters; 409 if Styx is off."""
+        styx_on()
+        return await state.db(state.styx_status)
+
+    @app.post("/v1/styx/retry", response_model=StyxRetryOut, responses=errors(409))
+    async def styx_retry(body: StyxRetryIn) -> dict[str, Any]:
+        """Put parked items back in the queue: one (by idempotency key) or all (`all: true`)."""
+        styx_on()
+        key = None if body.all else body.idempotency_key
+        if key is None and not body.all:
+            raise UsageError("name an idempotency_key or set all: true")
+        n = await state.db(lambda s: _unpark(s, key))
+        state.local_write()
+        return {"unparked": n}
 
     @app.get("/v1/events", responses={200: {"content": {"text/event-stream": {"schema": {"type": "string"}}},
                                              "description": "server-sent events: `event: NAME` + `data: JSON`"},

@@ -29,7 +29,7 @@ from daemon.grimoire.fields import (
 
 __all__ = [
     "BackupIn", "ConnectIn", "DigestIn", "DisconnectIn", "EndorseIn", "EpisodeIn", "FeedbackIn", "MemoryIn",
-    "MetadataIn", "ProbeIn", "RetractIn", "SearchIn", "SyncIn",
+    "MetadataIn", "ProbeIn", "RetractIn", "SearchIn", "StyxRetryIn", "SyncIn",
 ]
 
 GATEWAY_TYPES = ("fact", "preference", "episode", "strategy_outcome", "constraint")
@@ -126,6 +126,11 @@ class SyncIn(_Strict):
 
 class ProbeIn(_Strict):
     id: str = Field(min_length=1, max_length=64)
+
+
+class StyxRetryIn(_Strict):
+    idempotency_key: str | None = Field(None, min_length=3, max_length=200, pattern=r"^[^:]+:[0-9]+$")
+    all: bool = False
 
 
 class RetractIn(_Strict):

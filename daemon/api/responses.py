@@ -39,12 +39,15 @@ __all__ = [
     "HitDoc",
     "LessonsOut",
     "MemoryOut",
+    "ParkedItem",
     "PeersOut",
     "ProbeOut",
     "RevocationsOut",
     "SearchOut",
     "StateDigestOut",
     "StatusOut",
+    "StyxRetryOut",
+    "StyxStatusOut",
     "SyncOut",
     "ToolResultOut",
     "ToolsOut",
@@ -144,7 +147,7 @@ class StatusOut(_Out):
     p2p: dict[str, Any] | None = Field(description="the p2p service's own status (null while sync is off)")
     last_curator_cycle: CuratorOut | None
     counters: dict[str, int]
-    styx: dict[str, Any] | None = Field(None, description="the Styx outbox and pusher (null: Styx is off)")
+    styx: StyxStatusOut | None = Field(None, description="the Styx outbox and pusher (null: Styx is off)")
 
 
 class EntriesOut(_Out):
@@ -155,6 +158,30 @@ class ForgetOut(_Out):
     id: str
     archived: bool
     changed: bool
+
+
+class ParkedItem(_Out):
+    idempotency_key: str
+    kind: str
+    reason: str | None
+    parked_at_ms: int
+
+
+class StyxStatusOut(_Out):
+    queue_depth: int
+    oldest_age_s: float | None
+    parked: int
+    parked_items: list[ParkedItem]
+    last_success_ms: int | None
+    failures: int
+    delivered: int
+    last_error: str | None
+    url: str
+    outbox_warning: bool = Field(description="more items wait than [styx] outbox_warn (nothing is dropped)")
+
+
+class StyxRetryOut(_Out):
+    unparked: int
 
 
 class UnarchiveOut(_Out):
