@@ -124,6 +124,9 @@ class StyxConfig(_Section):
     backoff_cap_s: float = Field(60.0, gt=0, le=3600)
     timeout_s: float = Field(10.0, gt=0, le=600)
     outbox_warn: int = Field(10_000, ge=1, description="say so (status, event, log) past this many waiting items")
+    query_enabled: bool = Field(True, description="ask Styx alongside every local search")
+    query_deadline_ms: int = Field(300, ge=10, le=10_000, description="a slow Styx never delays a search past this")
+    query_layers: list[str] = Field(default_factory=lambda: ["vault", "clade"], max_length=8)
 
     def bearer(self) -> str | None:
         """The token (from `token_file` when set, else `token`); raises `ConfigError` if the file is unreadable."""

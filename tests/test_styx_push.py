@@ -116,3 +116,28 @@ def test_cli_status_and_retry_through_the_daemon(data_dir: DataDir, styx: StyxSe
         assert daemon.stop() == 0
     off = clade_subprocess(["--data-dir", str(data_dir.root), "styx", "status"])
     assert off.returncode == 2 and b"no daemon" in off.stderr
+
+
+def test_search_fans_in_styx_with_discounts_and_a_hanging_styx_does_not_block(data_dir: DataDir,
+                                                                               styx: StyxServer) -> None:
+    from daemon.styx.wire import batch_body, item_json
+
+    entry = {"id": "e" * 32, "kind": "insight", "content": "Funding flips negative before CPI prints",
+             "confidence": 0.7, "importance": 0.5, "category": None, "metadata": {}, "provenance": "self",
+             "created_at": "2026-11-23T00:00:00.000Z"}
+    styx.store_batch(None, json.loads(batch_body("sibling", [
+        item_json(writer="sibling", seq=1, layer="clade", entry=entry)])))
+    daemon = DaemonProc(data_dir, env={**_env(styx), "CLADE_STYX__QUERY_DEADLINE_MS": "300"})
+    try:
+        daemon.request("POST", "/v1/memory", json={"content": "Funding turns negative ahead of CPI",
+                                                   "memory_type": "fact"}).raise_for_status()
+        found = daemon.request("POST", "/v1/memory/search", json={"query": "funding before CPI"}).json()
+        assert found["results"] and found["styx_error"] is None
+        assert [(r["id"], r["layer"], r["score"], r["provenance"]) for r in found["styx"]] == [
+            ("e" * 32, "clade", 0.8, "styx:clade")]  # score 1.0 × the clade discount
+        styx.set_faults(hang=True)
+        slow = daemon.request("POST", "/v1/memory/search", json={"query": "funding before CPI"}).json()
+        assert slow["results"] and slow["styx"] == [] and slow["styx_error"] == "no answer within 300 ms"
+        styx.clear_faults()
+    finally:
+        assert daemon.stop() == 0

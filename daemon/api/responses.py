@@ -103,9 +103,21 @@ class HitDoc(EntryDoc):
     via: Literal["vector", "keyword", "both"]
 
 
+class StyxHitDoc(_Out):
+    id: str
+    kind: str
+    content: str
+    confidence: float
+    layer: str
+    score: float = Field(description="Styx's score times the layer's discount (vault 1.0, clade 0.8, lethe 0.5, …)")
+    provenance: str = Field(description="styx:<layer>")
+
+
 class SearchOut(_Out):
     query: str
     results: list[HitDoc]
+    styx: list[StyxHitDoc] | None = Field(None, description="Styx's answer, ranked by discounted score (null: off)")
+    styx_error: str | None = Field(None, description="why Styx gave nothing this time (the local results stand)")
 
 
 class CladeRef(_Out):

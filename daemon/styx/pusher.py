@@ -25,9 +25,9 @@ from daemon.grimoire import Grimoire
 
 from . import outbox
 from .policy import classify
-from .wire import batch_body
+from .wire import QueryResult, batch_body, parse_query
 
-__all__ = ["Pusher", "PusherStats"]
+__all__ = ["Pusher", "PusherStats", "query"]
 
 log = logging.getLogger("clade.styx")
 T = TypeVar("T")
@@ -60,6 +60,7 @@ class Pusher:
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
         self._db = db
         self.url = url.rstrip("/")
+        self.token = token  # for the query fan-in; never logged
         self._headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
         self.golem = golem
         self._wall_ms = wall_ms
@@ -131,3 +132,22 @@ class Pusher:
 def _tx(store: Grimoire, fn: Callable[[Any], None]) -> None:
     with store.transaction() as conn:
         fn(conn)
+
+
+async def query(url: str, token: str | None, text: str, *, k: int, layers: tuple[str, ...], deadline_s: float,
+                transport: httpx.AsyncBaseTransport | None = None) -> tuple[list[QueryResult], str | None]:
+    """Styx's answer to a recall (discounted by layer), or ([], why) — never later than `deadline_s`."""
+    params = {"q": text, "k": str(k), **({"layers": ",".join(layers)} if layers else {})}
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    with trio.move_on_after(deadline_s) as scope:
+        try:
+            async with httpx.AsyncClient(timeout=deadline_s, transport=transport, verify=True) as client:
+                answer = await client.get(f"{url.rstrip('/')}/v1/styx/query", params=params, headers=headers)
+            if answer.status_code != 200:
+                return [], f"HTTP {answer.status_code}"
+            results, bad = parse_query(answer.json(), k=k)
+            return results, (f"{bad} malformed result(s) dropped" if bad else None)
+        except (httpx.HTTPError, ValueError) as exc:
+            return [], f"{type(exc).__name__}: {str(exc)[:200]}"
+    assert scope.cancelled_caught
+    return [], f"no answer within {deadline_s * 1000:.0f} ms"
