@@ -141,3 +141,25 @@ def test_search_fans_in_styx_with_discounts_and_a_hanging_styx_does_not_block(da
         styx.clear_faults()
     finally:
         assert daemon.stop() == 0
+
+
+def test_backup_push_uploads_the_sealed_file_and_retries_it_whole(data_dir: DataDir, styx: StyxServer,
+                                                                  tmp_path: Path) -> None:
+    from tests.conftest import clade_subprocess
+
+    peer = clade_subprocess(["--data-dir", str(data_dir.root), "id"]).stdout.decode().strip()
+    env = {"CLADE_STYX__URL": styx.url, "CLADE_STYX__TOKEN": TOKEN}
+    styx.set_faults(status=502, times=1)  # the first attempt fails: the file is sent again from its start
+    out = tmp_path / "b.clade-vault"
+    done = clade_subprocess(["--data-dir", str(data_dir.root), "backup", "--out", str(out), "--recipient", peer,
+                             "--push", "--json"], env=env)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["styx"]["attempts"] == 2 and doc["styx"]["bytes"] == out.stat().st_size
+    assert (tmp_path / "vault" / peer / out.name).read_bytes() == out.read_bytes()
+    styx.set_faults(status=403)
+    refused = clade_subprocess(["--data-dir", str(data_dir.root), "backup", "--out", str(tmp_path / "c"),
+                                "--recipient", peer, "--push"], env=env)
+    assert refused.returncode == 1 and b"retrying cannot help" in refused.stderr
+    assert (tmp_path / "c").exists()  # the backup is kept
+    assert TOKEN.encode() not in refused.stderr + refused.stdout

@@ -36,7 +36,7 @@ from daemon.cli import render
 from daemon.cli.render import renders
 from daemon.client import DaemonClient
 from daemon.datadir import DataDir
-from daemon.errors import UsageError
+from daemon.errors import DaemonError, UsageError
 from daemon.grimoire import Grimoire
 from daemon.grimoire.curator.bequest import inherit, successor_document
 from daemon.grimoire.store import wall_clock_ms
@@ -48,6 +48,7 @@ from daemon.service.backup import (
     restore_backup,
     verify_backup,
 )
+from daemon.styx.vault import VaultPushError, push_backup
 
 __all__ = ["register"]
 
@@ -87,6 +88,7 @@ def register(sub: Any, command: Callable[[str, Handler, str], argparse.ArgumentP
     p.add_argument("--recipient", action="append", default=[], metavar="PEER_ID|X25519_HEX",
                    help="also encrypt to this key (repeatable)")
     p.add_argument("--include-identity", action="store_true", help="include identity.key and clade.key")
+    p.add_argument("--push", action="store_true", help="also upload it to the configured Styx vault ([styx] url)")
     backup_sub = p.add_subparsers(dest="backup_command", required=False, metavar="SUBCOMMAND",
                                   parser_class=parser_class)
     verify = backup_sub.add_parser("verify", parents=[common], help="decrypt and check a backup; write nothing")
@@ -205,7 +207,17 @@ def cmd_backup(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     report = create_backup(data, out=args.out, clade_keys=clade_keys, x25519_recipients=publics,
                            recipient_names=names, golem=identity.peer_id, include_identity=args.include_identity,
                            keep=config.backup.keep if args.out is None else None)
-    return report_json(report)
+    doc = report_json(report)
+    if args.push:
+        styx = config.styx
+        if not styx.url:
+            raise UsageError("--push needs [styx] url (or CLADE_STYX__URL)")
+        try:
+            doc["styx"] = push_backup(Path(str(doc["path"])), url=styx.url, token=styx.bearer(),
+                                      peer=identity.peer_id, timeout_s=max(60.0, styx.timeout_s))
+        except VaultPushError as exc:
+            raise DaemonError(str(exc)) from None
+    return doc
 
 
 def _vault_keys(args: argparse.Namespace, data: DataDir) -> VaultKeys:
