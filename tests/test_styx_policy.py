@@ -106,3 +106,15 @@ def test_query_results_are_discounted_by_layer_and_hostile_ones_dropped() -> Non
     assert [(r.id, r.score) for r in results] == [("b", 0.6), ("a", 0.5)] and bad == 5
     assert results[0].provenance == "styx:vault"
     assert parse_query({"results": "no"}, k=3) == ([], 1) and parse_query(None, k=3) == ([], 1)
+
+
+def test_budget_caps_per_tick_and_per_month_and_resumes() -> None:
+    from daemon.styx.policy import Budget
+
+    b = Budget(price_per_call=0.01, price_per_item=0.001, max_per_tick=0.03, monthly=0.05, tick_s=10)
+    assert b.allows(10, now_s=0, month="2026-11") and b.charge(10, now_s=0, month="2026-11") == 0.02
+    assert not b.allows(1, now_s=5, month="2026-11")  # 0.02 + 0.011 > 0.03 this tick
+    assert b.allows(1, now_s=10, month="2026-11")  # the next tick
+    b.charge(10, now_s=10, month="2026-11")  # 0.04 this month
+    assert not b.allows(1, now_s=30, month="2026-11")  # 0.04 + 0.011 > 0.05 this month
+    assert b.allows(1, now_s=30, month="2026-12") and b.spent_month == 0.0  # a new month

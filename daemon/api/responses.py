@@ -189,6 +189,8 @@ class StyxStatusOut(_Out):
     delivered: int
     last_error: str | None
     url: str
+    spend_month_usd: float
+    paused_by_budget: bool
     outbox_warning: bool = Field(description="more items wait than [styx] outbox_warn (nothing is dropped)")
 
 

@@ -48,6 +48,8 @@ def _status_text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
         print(f"  last error: {doc['last_error']}")
     for item in doc["parked_items"]:
         print(f"  parked {item['idempotency_key']} ({item['kind']}): {item['reason']}")
+    if doc["paused_by_budget"]:
+        print(f"  paused by the spend budget (this month {doc['spend_month_usd']:.4f} USD): resumes next period")
     if doc["outbox_warning"]:
         print("  the outbox is past [styx] outbox_warn: nothing is dropped, but Styx is not keeping up")
 

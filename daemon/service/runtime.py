@@ -38,6 +38,7 @@ from daemon.service.logs import quiet_libp2p, setup_logging
 from daemon.service.notify import Notifier, watchdog_interval
 from daemon.service.state import DaemonState
 from daemon.styx.outbox import OutboxWriter
+from daemon.styx.policy import Budget
 from daemon.styx.pusher import Pusher
 
 __all__ = ["FatalError", "run_daemon", "socket_path"]
@@ -128,9 +129,12 @@ class Daemon:
         layers = [n for n, on in (("vault", styx.vault_enabled), ("clade", styx.clade_enabled),
                                   ("lethe", styx.lethe_enabled)) if on]
         state.store.outbox = OutboxWriter(layers=layers)
+        budget = Budget(price_per_call=styx.price_per_call_usd, price_per_item=styx.price_per_item_usd,
+                        max_per_tick=styx.budget_max_per_tick_usd, monthly=styx.budget_monthly_usd,
+                        tick_s=config.curator.tick_seconds)
         state.styx = Pusher(state.db, url=styx.url, token=token, golem=golem, wall_ms=state.now_ms,
                             batch=styx.batch, base_s=styx.backoff_base_s, cap_s=styx.backoff_cap_s,
-                            timeout_s=styx.timeout_s)
+                            timeout_s=styx.timeout_s, budget=budget, on_event=state.publish)
 
     async def styx_service(self) -> None:
         """Drain the Styx outbox until the daemon stops (state.styx is set when [styx] is enabled)."""

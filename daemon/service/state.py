@@ -275,6 +275,8 @@ class DaemonState:
         doc = styx_outbox.status(store.connection, now_ms=self.now_ms())
         doc.update({"last_success_ms": st.last_success_ms, "failures": st.failures, "delivered": st.delivered,
                     "last_error": st.last_error, "url": self.styx.url,
+                    "spend_month_usd": round(self.styx.budget.spent_month, 6),
+                    "paused_by_budget": self.styx.paused_by_budget,
                     "outbox_warning": doc["queue_depth"] > self.config.styx.outbox_warn})
         return doc
 

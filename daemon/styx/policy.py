@@ -21,7 +21,7 @@ import random
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 
-__all__ = ["Outcome", "backoff_s", "classify", "retry_after_s"]
+__all__ = ["Budget", "Outcome", "backoff_s", "classify", "retry_after_s"]
 
 MAX_RETRY_AFTER_S = 86_400.0
 RETRYABLE_4XX = frozenset({408, 429})
@@ -70,3 +70,43 @@ def classify(status: int | None, *, failures: int, rng: random.Random, retry_aft
     hinted = retry_after_s(retry_after, now_s=now_s) if status is not None else None
     why = reason or (f"HTTP {status}" if status is not None else "no answer")
     return Outcome("retry", delay_s=max(delay, hinted or 0.0), reason=why)
+
+
+@dataclass(slots=True)
+class Budget:
+    """Spend caps on Styx calls (USD): per tick (a window of `tick_s` seconds) and per calendar
+    month (UTC). `charge` records a call; `allows` says whether the next one fits. Reaching a
+    cap stops pushing (items keep waiting in the outbox) until the window or the month turns."""
+
+    price_per_call: float = 0.0
+    price_per_item: float = 0.0
+    max_per_tick: float | None = None
+    monthly: float | None = None
+    tick_s: float = 10.0
+    month: str = ""
+    spent_month: float = 0.0
+    tick_start: float = 0.0
+    spent_tick: float = 0.0
+
+    def cost(self, items: int) -> float:
+        return self.price_per_call + self.price_per_item * items
+
+    def _roll(self, now_s: float, month: str) -> None:
+        if month != self.month:
+            self.month, self.spent_month = month, 0.0
+        if now_s - self.tick_start >= self.tick_s:
+            self.tick_start, self.spent_tick = now_s, 0.0
+
+    def allows(self, items: int, *, now_s: float, month: str) -> bool:
+        self._roll(now_s, month)
+        c = self.cost(items)
+        if self.monthly is not None and self.spent_month + c > self.monthly + 1e-12:
+            return False
+        return self.max_per_tick is None or self.spent_tick + c <= self.max_per_tick + 1e-12
+
+    def charge(self, items: int, *, now_s: float, month: str) -> float:
+        self._roll(now_s, month)
+        c = self.cost(items)
+        self.spent_month += c
+        self.spent_tick += c
+        return c

@@ -16,6 +16,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
 import httpx
@@ -24,7 +25,7 @@ import trio
 from daemon.grimoire import Grimoire
 
 from . import outbox
-from .policy import classify
+from .policy import Budget, classify
 from .wire import QueryResult, batch_body, parse_query
 
 __all__ = ["Pusher", "PusherStats", "query"]
@@ -57,7 +58,8 @@ class Pusher:
     def __init__(self, db: Db, *, url: str, token: str | None,
                  golem: str, wall_ms: Callable[[], int], batch: int = 100, base_s: float = 1.0,
                  cap_s: float = 60.0, timeout_s: float = 10.0, rng: random.Random | None = None,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+                 transport: httpx.AsyncBaseTransport | None = None, budget: Budget | None = None,
+                 on_event: Callable[[str, dict[str, Any]], None] | None = None) -> None:
         self._db = db
         self.url = url.rstrip("/")
         self.token = token  # for the query fan-in; never logged
@@ -70,6 +72,9 @@ class Pusher:
         self._transport = transport
         self._wake = trio.Event()
         self.stats = PusherStats()
+        self.budget = budget or Budget()
+        self.paused_by_budget = False
+        self._on_event = on_event or (lambda name, data: None)
 
     def wake(self) -> None:
         self._wake.set()
@@ -92,6 +97,18 @@ class Pusher:
             nxt = await self._db(lambda s: s.connection.execute(
                 "SELECT min(next_ms) FROM styx_outbox WHERE parked_ms IS NULL").fetchone()[0])
             return IDLE_S if nxt is None else max(0.05, min(IDLE_S, (nxt - now) / 1000))
+        month = datetime.fromtimestamp(now / 1000, UTC).strftime("%Y-%m")
+        while items and not self.budget.allows(len(items), now_s=trio.current_time(), month=month):
+            items = items[: len(items) // 2]  # a smaller batch may still fit this tick
+        if not items:
+            if not self.paused_by_budget:
+                self.paused_by_budget = True
+                log.warning("styx: the spend budget is reached; pushing resumes next tick or month "
+                            "(items keep waiting in the outbox)")
+                self._on_event("styx_budget_reached", {"spend_month_usd": round(self.budget.spent_month, 6)})
+            return max(0.05, self.budget.tick_s)
+        self.paused_by_budget = False
+        self.budget.charge(len(items), now_s=trio.current_time(), month=month)
         key = hashlib.sha256("\n".join(i.key for i in items).encode()).hexdigest()[:32]
         status: int | None = None
         retry_after: str | None = None
