@@ -186,6 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bootstrap", action="append", type=_peer_addr, default=None, metavar="MULTIADDR",
                    help="sibling to dial, /ip4/…/tcp/…/p2p/PEERID, repeatable (added to p2p.bootstrap)")
     p.add_argument("--no-mdns", action="store_true", help="do not discover siblings by mDNS")
+    p.add_argument("--styx-url", default=None, metavar="URL",
+                   help="enable Styx with this endpoint (as CLADE_STYX__ENABLED=true CLADE_STYX__URL=URL)")
 
     p = command("config", cmd_config_show, "configuration")
     config_sub = p.add_subparsers(dest="config_command", required=True, metavar="SUBCOMMAND", parser_class=_Parser)
@@ -294,6 +296,9 @@ def cmd_run(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
         overrides["bootstrap"] = list(dict.fromkeys([*configured, *args.bootstrap]))
     if args.no_mdns:
         overrides["mdns"] = False
+    if args.styx_url:
+        os.environ["CLADE_STYX__ENABLED"] = "true"
+        os.environ["CLADE_STYX__URL"] = args.styx_url
     return run_daemon(data, config_path=args.config, log_level=args.log_level, p2p_overrides=overrides)
 
 
