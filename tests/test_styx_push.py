@@ -12,6 +12,7 @@ import pytest
 
 from daemon.datadir import DataDir
 from daemon.testing.styx_server import StyxServer
+from tests.conftest import CliRunner
 from tests.daemon_proc import DaemonProc
 
 TOKEN = "s" * 40
@@ -175,5 +176,25 @@ def test_the_monthly_budget_stops_pushing_but_not_writing(data_dir: DataDir, sty
         status = daemon.request("GET", "/v1/styx/status").json()
         assert len(styx.keys()) == 5 and status["queue_depth"] == 4  # 5 × 0.01 USD; the rest keep waiting
         assert abs(status["spend_month_usd"] - 0.05) < 1e-9
+    finally:
+        assert daemon.stop() == 0
+
+
+def test_the_daemons_backups_go_to_the_vault(cli: CliRunner, data_dir: DataDir, styx: StyxServer,
+                                             tmp_path: Path) -> None:
+    from tests.conftest import clade_subprocess
+
+    owner = tmp_path / "owner"
+    assert cli("owner", "init", "--owner-dir", str(owner), "--clade", "alpha").code == 0
+    peer = clade_subprocess(["--data-dir", str(data_dir.root), "id"]).stdout.decode().strip()
+    bundle = tmp_path / "g.bundle"
+    assert cli("owner", "admit", peer, "--owner-dir", str(owner), "--out", str(bundle)).code == 0
+    assert clade_subprocess(["--data-dir", str(data_dir.root), "join", str(bundle)]).returncode == 0
+    daemon = DaemonProc(data_dir, env={**_env(styx), "CLADE_P2P__ENABLED": "false"})
+    try:
+        doc = daemon.request("POST", "/v1/backup", json={}).json()
+        assert doc["styx"]["attempts"] == 1 and doc.get("styx_error") is None
+        path = Path(doc["path"])
+        assert (tmp_path / "vault" / peer / path.name).read_bytes() == path.read_bytes()
     finally:
         assert daemon.stop() == 0

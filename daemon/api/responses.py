@@ -281,6 +281,8 @@ class BackupOut(_Out):
     recipients: list[str]
     seconds: float
     pruned: list[str]
+    styx: dict[str, Any] | None = Field(None, description="the vault upload (when Styx and its vault are on)")
+    styx_error: str | None = Field(None, description="why the upload failed (the backup is kept)")
 
 
 class ToolsOut(_Out):

@@ -134,7 +134,8 @@ class Daemon:
                         tick_s=config.curator.tick_seconds)
         state.styx = Pusher(state.db, url=styx.url, token=token, golem=golem, wall_ms=state.now_ms,
                             batch=styx.batch, base_s=styx.backoff_base_s, cap_s=styx.backoff_cap_s,
-                            timeout_s=styx.timeout_s, budget=budget, on_event=state.publish)
+                            timeout_s=styx.timeout_s, budget=budget, on_event=state.publish,
+                            outbox_warn=styx.outbox_warn)
 
     async def styx_service(self) -> None:
         """Drain the Styx outbox until the daemon stops (state.styx is set when [styx] is enabled)."""

@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
@@ -46,6 +47,7 @@ from daemon.service.backup import create_backup, default_recipients, report_json
 from daemon.service.curation import llm_for, render_playbook, replay_items, settings_for, vectors_for
 from daemon.styx import outbox as styx_outbox
 from daemon.styx.pusher import Pusher
+from daemon.styx.vault import VaultPushError, push_backup
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -335,6 +337,18 @@ class DaemonState:
             golem=self.identity.peer_id, include_identity=include_identity, keep=self.config.backup.keep))
         doc = report_json(report)
         self.publish("backup_written", doc)
+        styx = self.config.styx
+        if self.styx is not None and styx.vault_enabled:
+            try:
+                pushed = await anyio.to_thread.run_sync(lambda: push_backup(
+                    Path(str(doc["path"])), url=self.styx.url if self.styx else "", token=styx.bearer(),
+                    peer=self.identity.peer_id, timeout_s=max(60.0, styx.timeout_s)))
+                doc["styx"] = pushed
+                self.publish("backup_pushed", pushed)
+            except (VaultPushError, DaemonError) as exc:
+                doc["styx_error"] = str(exc)
+                self.counters["styx_vault_failed"] += 1
+                log.warning("styx: %s", exc)
         return doc
 
     async def curator_cycle(self) -> dict[str, Any]:

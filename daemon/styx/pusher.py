@@ -59,7 +59,7 @@ class Pusher:
                  golem: str, wall_ms: Callable[[], int], batch: int = 100, base_s: float = 1.0,
                  cap_s: float = 60.0, timeout_s: float = 10.0, rng: random.Random | None = None,
                  transport: httpx.AsyncBaseTransport | None = None, budget: Budget | None = None,
-                 on_event: Callable[[str, dict[str, Any]], None] | None = None) -> None:
+                 on_event: Callable[[str, dict[str, Any]], None] | None = None, outbox_warn: int = 10_000) -> None:
         self._db = db
         self.url = url.rstrip("/")
         self.token = token  # for the query fan-in; never logged
@@ -74,6 +74,8 @@ class Pusher:
         self.stats = PusherStats()
         self.budget = budget or Budget()
         self.paused_by_budget = False
+        self.outbox_warn = outbox_warn
+        self.over_warn = False
         self._on_event = on_event or (lambda name, data: None)
 
     def wake(self) -> None:
@@ -93,6 +95,16 @@ class Pusher:
         """Push one batch if any is due; returns how long to wait before the next round (0: at once)."""
         now = self._wall_ms()
         items = await self._db(lambda s: outbox.due(s.connection, now_ms=now, limit=self.batch))
+        if len(items) == self.batch:  # only a full batch can mean a long queue: count it then
+            depth = await self._db(lambda s: s.connection.execute(
+                "SELECT count(*) FROM styx_outbox WHERE parked_ms IS NULL").fetchone()[0])
+            if depth > self.outbox_warn and not self.over_warn:
+                log.warning("styx: %d items wait in the outbox (over outbox_warn %d); nothing is dropped, but Styx "
+                            "is not keeping up: check its health and the budget", depth, self.outbox_warn)
+                self._on_event("styx_outbox_warning", {"queue_depth": int(depth)})
+            self.over_warn = depth > self.outbox_warn
+        elif self.over_warn:
+            self.over_warn = False
         if not items:
             nxt = await self._db(lambda s: s.connection.execute(
                 "SELECT min(next_ms) FROM styx_outbox WHERE parked_ms IS NULL").fetchone()[0])
