@@ -72,13 +72,6 @@ from daemon.styx.pusher import query as styx_query
 
 __all__ = ["MAX_BODY_BYTES", "BodyLimit", "Conflict", "TokenAuth", "create_app"]
 
-
-def _unpark(store: Any, key: str | None) -> int:
-    from daemon.styx import outbox
-
-    with store.transaction() as conn:
-        return outbox.unpark(conn, key)
-
 log = logging.getLogger("clade.api")
 MAX_BODY_BYTES = 1024 * 1024
 DRAIN_BYTES = 16 * 1024 * 1024
@@ -338,9 +331,7 @@ def create_app(state: DaemonState) -> FastAPI:
         key = None if body.all else body.idempotency_key
         if key is None and not body.all:
             raise UsageError("name an idempotency_key or set all: true")
-        n = await state.db(lambda s: _unpark(s, key))
-        state.local_write()
-        return {"unparked": n}
+        return {"unparked": await state.styx_retry(key)}
 
     @app.get("/v1/events", responses={200: {"content": {"text/event-stream": {"schema": {"type": "string"}}},
                                              "description": "server-sent events: `event: NAME` + `data: JSON`"},

@@ -94,6 +94,10 @@ class Retriever:
             done += len(todo)
         return done
 
+    def vectors(self) -> dict[str, NDArray[np.float32]]:
+        """Every current-model entry vector, by id (the in-memory index, refreshed first)."""
+        return self._vector_index().as_mapping()
+
     def _vector_index(self) -> VectorIndex:
         if self._index is None or self._index.info != self.embedder.info:
             self._index = VectorIndex(self.embedder.info)

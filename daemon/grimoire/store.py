@@ -112,9 +112,9 @@ class Grimoire:
         self.path = path
         self._wall_ms = wall_ms
         self._clock = HybridClock(wall_ms)
-        # Called with (connection, ops, local replica) inside every local write's transaction,
+        # Called with (this store, ops, local replica) inside every local write's transaction,
         # before it commits: the Styx outbox (daemon/styx/outbox.py) when Styx is enabled.
-        self.outbox: Callable[[sqlite3.Connection, Sequence[Op], str], None] | None = None
+        self.outbox: Callable[[Grimoire, Sequence[Op], str], None] | None = None
 
     @classmethod
     def open(
@@ -261,7 +261,7 @@ class Grimoire:
             backend.flush()
             _set_meta(conn, seq_key, last[0])
             if self.outbox is not None and backend.written:
-                self.outbox(conn, backend.written, identity.peer_id)
+                self.outbox(self, backend.written, identity.peer_id)
 
     def remember(self, new: NewEntry, *, identity: LocalIdentity) -> Entry:
         """Write a local entry; returns it once committed. Raises `crdt.InvalidValue`."""

@@ -129,6 +129,10 @@ class VectorIndex:
     def __len__(self) -> int:
         return len(self._ids)
 
+    def as_mapping(self) -> dict[str, NDArray[np.float32]]:
+        """id → vector (views into the matrix, no copies) of every indexed entry."""
+        return {entry_id: self._matrix[row] for entry_id, row in self._row.items()}
+
     def vector(self, entry_id: str) -> NDArray[np.float32] | None:
         row = self._row.get(entry_id)
         return None if row is None else self._matrix[row]

@@ -23,7 +23,7 @@ from daemon.config import CuratorConfig
 from daemon.errors import ConfigError
 from daemon.grimoire import EpisodeLog, Grimoire
 from daemon.grimoire.curator.consolidate import ReplayItem, select_replay
-from daemon.grimoire.curator.cycle import CuratorSettings, live_entries
+from daemon.grimoire.curator.cycle import CuratorSettings
 from daemon.grimoire.curator.llm import Cluster
 from daemon.grimoire.curator.llm_client import LlmConfig, LlmOutcome, propose
 from daemon.grimoire.playbook import snapshot_playbook
@@ -44,18 +44,13 @@ def settings_for(config: CuratorConfig) -> CuratorSettings:
 
 
 def vectors_for(store: Grimoire, retriever: Retriever) -> dict[str, NDArray[np.float32]]:
-    """Current-model vectors of the live entries (from the retriever's index; none if no model)."""
+    """Current-model entry vectors by id (the retriever's index; {} if no model can load).
+    Compression looks up only live ids, so archived entries' vectors do no harm here."""
     try:
-        index = retriever._vector_index()
+        return retriever.vectors()
     except Exception as exc:  # noqa: BLE001 - no model (not prepared, corrupt): compress by exact text only
         log.warning("curator: no vectors this cycle (%s); near-duplicates wait for the next", exc)
         return {}
-    out: dict[str, NDArray[np.float32]] = {}
-    for e in live_entries(store):
-        v = index.vector(e.id)
-        if v is not None:
-            out[e.id] = v
-    return out
 
 
 def replay_items(episodes: EpisodeLog, *, now_ms: int, settings: CuratorSettings) -> list[ReplayItem]:

@@ -270,6 +270,17 @@ class DaemonState:
             "counters": dict(self.counters),
         }
 
+    async def styx_retry(self, key: str | None) -> int:
+        """Put parked Styx items back in the queue (one by idempotency key, or all) and wake the pusher."""
+
+        def unpark(store: Grimoire) -> int:
+            with store.transaction() as conn:
+                return styx_outbox.unpark(conn, key)
+
+        n = await self.db(unpark)
+        self.local_write()
+        return n
+
     def styx_status(self, store: Grimoire) -> dict[str, Any]:
         """`clade styx status` (on the store's thread): outbox depth and age, parked items, the pusher's counters."""
         assert self.styx is not None

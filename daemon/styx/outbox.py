@@ -16,15 +16,14 @@ acknowledged one leaves the table.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
-from crdt import Op, SlotKind, Timestamp
+from crdt import Op, SlotKind
 from crdt.body import EntryBody
+from daemon.grimoire.store import Grimoire
 
 from .wire import LAYERS, at_once, item_json, layers_for
 
@@ -49,7 +48,8 @@ class OutboxWriter:
         self.layers = tuple(layers)
         self._now_ms = now_ms
 
-    def __call__(self, conn: sqlite3.Connection, ops: Sequence[Op], me: str) -> None:
+    def __call__(self, store: Grimoire, ops: Sequence[Op], me: str) -> None:
+        conn = store.connection
         for op in ops:
             if op.writer != me or op.slot is not SlotKind.BODY or not isinstance(op.value, EntryBody):
                 continue
@@ -64,26 +64,11 @@ class OutboxWriter:
             layers = layers_for(body.kind, confidence, body.sensitivity.value, enabled=self.layers)
             if not layers:
                 continue
-            entry = _entry_doc(conn, body.id)
-            item = item_json(writer=op.writer, seq=op.seq, layer=layers[0], entry=entry)
+            item = item_json(writer=op.writer, seq=op.seq, layer=layers[0], entry=store.get(body.id).to_json())
             created = op.hlc.ms if self._now_ms is None else int(self._now_ms())
             conn.execute("INSERT OR IGNORE INTO styx_outbox (idempotency_key, kind, layer, item, created_ms) "
                          "VALUES (?, ?, ?, ?, ?)", (f"{op.writer}:{op.seq}", body.kind.value, layers[0], item,
                                                     created))
-
-
-def _entry_doc(conn: sqlite3.Connection, entry_id: str) -> dict[str, Any]:
-    row = conn.execute(
-        "SELECT id, kind, content, confidence, importance, category, tokens, chains, protocols, strategy_id, tags, "
-        "provenance, created_hlc FROM entries WHERE id = ?", (entry_id,)).fetchone()
-    created = Timestamp.unpack(row[12]).ms
-    return {"id": row[0], "kind": row[1], "content": row[2], "confidence": row[3], "importance": row[4],
-            "category": row[5], "metadata": {"tokens": json.loads(row[6]), "chains": json.loads(row[7]),
-                                             "protocols": json.loads(row[8]), "strategy_id": row[9],
-                                             "tags": json.loads(row[10])},
-            "provenance": row[11],
-            "created_at": datetime.fromtimestamp(created / 1000, UTC).isoformat(timespec="milliseconds")
-            .replace("+00:00", "Z")}
 
 
 def due(conn: sqlite3.Connection, *, now_ms: int, limit: int) -> list[OutboxItem]:

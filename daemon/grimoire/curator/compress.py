@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -155,6 +155,14 @@ class _Groups:
         return out
 
 
+def _groups_by_kind(items: Iterable[Similar]) -> list[list[Similar]]:
+    """The entries of each kind, sorted by id; kinds in a fixed order (the results are deterministic)."""
+    by_kind: dict[Kind, list[Similar]] = {}
+    for s in sorted(items, key=lambda s: s.id):
+        by_kind.setdefault(s.kind, []).append(s)
+    return [group for _kind, group in sorted(by_kind.items())]
+
+
 def _close_pairs(
     group: Sequence[Similar], vectors: Mapping[str, NDArray[np.float32]], fresh: Collection[str], threshold: float
 ) -> list[tuple[int, int, float]]:
@@ -187,10 +195,7 @@ def find_merges(
     """Every duplicate cluster's losers, each with its winner; deterministic for the same input."""
     fresh_ids = {s.id for s in live} if fresh is None else set(fresh)
     merges: list[Merge] = []
-    by_kind: dict[Kind, list[Similar]] = {}
-    for s in sorted(live, key=lambda s: s.id):
-        by_kind.setdefault(s.kind, []).append(s)
-    for _kind, group in sorted(by_kind.items()):
+    for group in _groups_by_kind(live):
         uf = _Groups(len(group))
         near_roots: set[int] = set()
         first: dict[str, int] = {}
@@ -228,11 +233,7 @@ def find_contradictions(
     """Each older own entry contradicted by a newer own one, superseded by the newest that contradicts it."""
     fresh_ids = {s.id for s in live} if fresh is None else set(fresh)
     newest: dict[str, tuple[int, str, str]] = {}  # older id -> (created_ms, newer id, reason)
-    by_kind: dict[Kind, list[Similar]] = {}
-    for s in sorted(live, key=lambda s: s.id):
-        if s.own and s.kind in CONTRADICTABLE:
-            by_kind.setdefault(s.kind, []).append(s)
-    for _kind, group in sorted(by_kind.items()):
+    for group in _groups_by_kind(s for s in live if s.own and s.kind in CONTRADICTABLE):
         for i, j, _cos in _close_pairs(group, vectors, fresh_ids, related):
             a, b = group[i], group[j]
             if a.created_ms == b.created_ms or _overlap(_words(a.content), _words(b.content)) < min_overlap:
@@ -262,10 +263,7 @@ def related_clusters(
     optional LLM pass is asked about), each sorted, at most `max_size` members, in a stable order."""
     fresh_ids = {s.id for s in live} if fresh is None else set(fresh)
     out: list[tuple[str, ...]] = []
-    by_kind: dict[Kind, list[Similar]] = {}
-    for s in sorted(live, key=lambda s: s.id):
-        by_kind.setdefault(s.kind, []).append(s)
-    for _kind, group in sorted(by_kind.items()):
+    for group in _groups_by_kind(live):
         uf = _Groups(len(group))
         for i, j, _cos in _close_pairs(group, vectors, fresh_ids, related):
             uf.union(i, j)

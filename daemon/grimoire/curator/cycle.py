@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -140,11 +140,8 @@ def run_cycle(
     started = time.perf_counter()
     report = CycleReport()
     _validate(store, now_ms, report)
-    live = live_entries(store)
-    _decay(store, live, now_ms, settings, report)
-    live = live_entries(store)
-    _prune(store, live, now_ms, settings, report)
-    live = live_entries(store)
+    live = _decay(store, live_entries(store), now_ms, settings, report)
+    live = _prune(store, live, now_ms, settings, report)
     last = _meta_int(store, _LAST_CYCLE_KEY)
     report.since_ms = last
     fresh = {e.id for e in live if last is None or e.fresh_ms > last}
@@ -175,20 +172,26 @@ def _validate(store: Grimoire, now_ms: int, report: CycleReport) -> None:
 
 
 def _decay(store: Grimoire, live: Sequence[LiveEntry], now_ms: int, settings: CuratorSettings,
-           report: CycleReport) -> None:
+           report: CycleReport) -> list[LiveEntry]:
+    """Rewrite local confidence from each anchor; returns the live entries as they now stand."""
     updates = []
+    out = []
     for e in live:
         value = decayed(e.retention(), now_ms, window_days=settings.window_days)
         if abs(value - e.local_confidence) > 1e-9:
             updates.append((value, e.base, e.anchor_ms, e.id))
+            e = replace(e, local_confidence=value)
+        out.append(e)
     with store.transaction() as conn:
         conn.executemany("UPDATE entries SET local_confidence = ?, decay_base = ?, decay_anchor_ms = ? WHERE id = ?",
                          updates)
     report.entries_decayed = len(updates)
+    return out
 
 
 def _prune(store: Grimoire, live: Sequence[LiveEntry], now_ms: int, settings: CuratorSettings,
-           report: CycleReport) -> None:
+           report: CycleReport) -> list[LiveEntry]:
+    """Archive what `select_prunes` picks; returns the entries still live."""
     candidates = [Candidate(e.id, e.kind, e.local_confidence, e.keep_score(e.local_confidence, now_ms), e.created_ms)
                   for e in live]
     prunes = select_prunes(candidates, eviction_threshold=settings.eviction_threshold, capacity=settings.capacity)
@@ -196,6 +199,8 @@ def _prune(store: Grimoire, live: Sequence[LiveEntry], now_ms: int, settings: Cu
         conn.executemany("UPDATE entries SET archived = 1, archived_reason = ?, archived_ms = ? WHERE id = ?",
                          [(p.reason, now_ms, p.id) for p in prunes])
     report.entries_pruned = len(prunes)
+    gone = {p.id for p in prunes}
+    return [e for e in live if e.id not in gone]
 
 
 def _supersede(store: Grimoire, identity: Identity, author: dict[str, str], loser: str, winner: str,
