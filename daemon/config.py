@@ -2,8 +2,9 @@
 
 Every field has a safe default, so an empty or missing file is a valid config. Unknown
 keys are refused (a typo must not silently fall back to a default). Environment overrides
-name a field by section and key joined with a double underscore:
-`CLADE_P2P__MDNS=false`, `CLADE_LOG__LEVEL=debug`, `CLADE_P2P__BOOTSTRAP='["/ip4/…"]'`.
+name a field by section (and sub-section) and key joined with a double underscore:
+`CLADE_P2P__MDNS=false`, `CLADE_LOG__LEVEL=debug`, `CLADE_STYX__BUDGET__MONTHLY=20`,
+`CLADE_P2P__BOOTSTRAP='["/ip4/…"]'`.
 """
 
 from __future__ import annotations
@@ -109,6 +110,29 @@ class BackupConfig(_Section):
     interval_hours: float = Field(24.0, gt=0)
 
 
+class StyxBudgetConfig(_Section):
+    """Spend caps (USD): reaching one stops pushing (never writing to the outbox) until the period turns."""
+
+    max_per_tick: float | None = Field(None, ge=0, description="stop pushing for the rest of a tick")
+    monthly: float | None = Field(None, ge=0, description="stop pushing (and querying) for the rest of the month")
+    tick_s: float = Field(10.0, gt=0, le=86_400, description="the length of a tick")
+
+
+class StyxPricesConfig(_Section):
+    """What Styx charges (USD); every call's cost is recorded in the month's spend."""
+
+    per_call: float = Field(0.0, ge=0, description="one push call")
+    per_item: float = Field(0.0, ge=0, description="one pushed item")
+    per_query: float = Field(0.0, ge=0, description="one query (the search fan-in)")
+
+
+class StyxInjectionConfig(_Section):
+    """How much of Styx's answer may enter a digest (the golem's next LLM call)."""
+
+    max_tokens: int = Field(500, ge=0, le=200_000, description="Styx's share of the digest budget at most")
+    min_confidence: float = Field(0.5, ge=0, le=1, description="results below this confidence stay out")
+
+
 class StyxConfig(_Section):
     enabled: bool = False
     url: str | None = Field(None, max_length=500, pattern=r"^https?://[^\s]+$",
@@ -124,11 +148,10 @@ class StyxConfig(_Section):
     backoff_cap_s: float = Field(60.0, gt=0, le=3600)
     timeout_s: float = Field(10.0, gt=0, le=600)
     outbox_warn: int = Field(10_000, ge=1, description="say so (status, event, log) past this many waiting items")
-    price_per_call_usd: float = Field(0.0, ge=0, description="what one push call costs")
-    price_per_item_usd: float = Field(0.0, ge=0, description="what one pushed item costs")
-    budget_max_per_tick_usd: float | None = Field(None, ge=0, description="stop pushing for the rest of a tick")
-    budget_monthly_usd: float | None = Field(None, ge=0, description="stop pushing for the rest of the month")
-    query_enabled: bool = Field(True, description="ask Styx alongside every local search")
+    budget: StyxBudgetConfig = Field(default_factory=StyxBudgetConfig)
+    prices: StyxPricesConfig = Field(default_factory=StyxPricesConfig)
+    injection: StyxInjectionConfig = Field(default_factory=StyxInjectionConfig)
+    query_enabled: bool = Field(True, description="ask Styx alongside every local search, recall and digest")
     query_deadline_ms: int = Field(300, ge=10, le=10_000, description="a slow Styx never delays a search past this")
     query_layers: list[str] = Field(default_factory=lambda: ["vault", "clade"], max_length=8)
 
@@ -233,6 +256,23 @@ DEFAULT_CONFIG_TOML = """\
 # backoff_cap_s = 60.0
 # timeout_s = 10.0
 # outbox_warn = 10000
+# query_enabled = true                   # ask Styx alongside every search, recall and digest
+# query_deadline_ms = 300                # a slow Styx never delays them past this
+# query_layers = ["vault", "clade"]
+#
+# [styx.budget]                          # USD; at a cap pushing pauses (the outbox keeps filling)
+# max_per_tick = 0.05
+# monthly = 20.0
+# tick_s = 10.0
+#
+# [styx.prices]                          # USD; every call's cost is recorded per month
+# per_call = 0.0
+# per_item = 0.0
+# per_query = 0.0
+#
+# [styx.injection]                       # Styx's share of a digest
+# max_tokens = 500
+# min_confidence = 0.5
 
 [embedding]
 # model = "sentence-transformers/all-MiniLM-L6-v2"
@@ -254,22 +294,24 @@ def _describe(exc: ValidationError, source: str) -> str:
     return f"{source}: key {key}: {first['msg']}{more}"
 
 
-def _env_overrides(env: Mapping[str, str]) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
-    """Split CLADE_SECTION__KEY variables into a nested dict; also map key path -> var name."""
-    overrides: dict[str, dict[str, Any]] = {}
+def _env_overrides(env: Mapping[str, str]) -> tuple[list[tuple[tuple[str, ...], Any]], dict[str, str]]:
+    """CLADE_SECTION__KEY (or CLADE_SECTION__SUB__KEY) variables as (key path, value); also key path -> var name."""
+    overrides: list[tuple[tuple[str, ...], Any]] = []
     names: dict[str, str] = {}
-    for name, raw in env.items():
+    for name, raw in sorted(env.items()):
         if not name.startswith(ENV_PREFIX) or "__" not in name:
             continue
-        section, _, key = name[len(ENV_PREFIX):].lower().partition("__")
+        path = tuple(name[len(ENV_PREFIX):].lower().split("__"))
+        if any(not part for part in path):
+            raise ConfigError(f"environment {name}: an empty key between '__' separators")
         value: Any = raw
         if raw[:1] in "[{":
             try:
                 value = json.loads(raw)
             except json.JSONDecodeError as exc:
                 raise ConfigError(f"environment {name}: not valid JSON: {exc.msg}") from None
-        overrides.setdefault(section, {})[key] = value
-        names[f"{section}.{key}"] = name
+        overrides.append((path, value))
+        names[".".join(path)] = name
     return overrides, names
 
 
@@ -296,11 +338,14 @@ def load_config(path: Path | None, env: Mapping[str, str] | None = None) -> Conf
     if not overrides:
         return config
     merged = config.model_dump()
-    for section, keys in overrides.items():
-        if not isinstance(merged.get(section), dict):
-            var = next(v for k, v in names.items() if k.startswith(section + "."))
-            raise ConfigError(f"environment {var}: unknown section {section!r}")
-        merged[section].update(keys)
+    for keys, value in overrides:
+        node = merged
+        for depth, part in enumerate(keys[:-1]):
+            if not isinstance(node.get(part), dict):
+                section = ".".join(keys[: depth + 1])
+                raise ConfigError(f"environment {names['.'.join(keys)]}: unknown section {section!r}")
+            node = node[part]
+        node[keys[-1]] = value
     try:
         return Config.model_validate(merged)
     except ValidationError as exc:

@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ import pytest
 
 from daemon.cli.main import main
 from daemon.datadir import DataDir
+from daemon.testing.styx_server import StyxServer
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -72,3 +73,14 @@ def clade_subprocess(
         env={**os.environ, **(env or {})},
         check=False,
     )
+
+
+STYX_TOKEN = "s" * 40
+
+
+@pytest.fixture
+def styx(tmp_path: Path) -> Iterator[StyxServer]:
+    """The reference Styx server (daemon/testing/styx_server.py) on 127.0.0.1, bearer `STYX_TOKEN`."""
+    server = StyxServer(tmp_path / "styx.db", token=STYX_TOKEN).start()
+    yield server
+    server.stop()

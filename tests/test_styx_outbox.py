@@ -72,3 +72,25 @@ def test_retry_park_unpark_and_delivery(tmp_path: Path) -> None:
             assert outbox.unpark(conn, b.key) == 1
             outbox.delivered(conn, [a.n, c.n])
         assert [i.n for i in outbox.due(conn, now_ms=T0, limit=10)] == [b.n]
+
+
+def test_the_spend_ledger_adds_up_per_month_and_a_playbook_is_queued_once_per_text(tmp_path: Path) -> None:
+    from daemon.styx import ledger
+
+    with _store(tmp_path) as store:
+        with store.transaction() as conn:
+            ledger.record(conn, "2026-11", 0.02, calls=1, items=2)
+            ledger.record(conn, "2026-11", 0.01, queries=1)
+            ledger.record(conn, "2026-12", 0.5, calls=1)
+        assert ledger.summary(store.connection, "2026-11") == {
+            "month": "2026-11", "usd": 0.03, "calls": 1, "items": 2, "queries": 1}
+        assert ledger.spent(store.connection, "2027-01") == 0.0
+        assert ledger.month_of(1_795_000_000_000) == "2026-11"
+        with store.transaction() as conn:
+            first = outbox.enqueue_playbook(conn, golem="G", text="# PLAYBOOK\n- a\n", now_ms=1, created_at="t")
+            again = outbox.enqueue_playbook(conn, golem="G", text="# PLAYBOOK\n- a\n", now_ms=2, created_at="t")
+            other = outbox.enqueue_playbook(conn, golem="G", text="# PLAYBOOK\n- b\n", now_ms=3, created_at="t")
+        assert first == again != other and first.startswith("G:playbook-")
+        items = outbox.due(store.connection, now_ms=10, limit=10)
+        assert [(i.kind, i.layer) for i in items] == [("playbook", "vault")] * 2
+        assert json.loads(items[0].item)["content"] == "# PLAYBOOK\n- a\n"

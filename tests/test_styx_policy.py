@@ -118,3 +118,19 @@ def test_budget_caps_per_tick_and_per_month_and_resumes() -> None:
     b.charge(10, now_s=10, month="2026-11")  # 0.04 this month
     assert not b.allows(1, now_s=30, month="2026-11")  # 0.04 + 0.011 > 0.05 this month
     assert b.allows(1, now_s=30, month="2026-12") and b.spent_month == 0.0  # a new month
+
+
+def test_a_restart_resumes_the_months_spend_and_queries_count_toward_the_month() -> None:
+    from daemon.styx.policy import Budget
+
+    budget = Budget(price_per_query=0.01, monthly=0.03)
+    budget.resume("2026-11", 0.02)  # what the ledger recorded before the restart
+    assert budget.allows_query(month="2026-11")
+    assert budget.charge_query(month="2026-11") == 0.01
+    assert not budget.allows_query(month="2026-11")  # 0.03 spent: the cap is reached
+    assert budget.allows_query(month="2026-12")  # a new month starts from zero
+    assert budget.spent_month == 0.0
+    budget.resume("2026-12", 0.0)
+    budget.charge_query(month="2026-12")
+    budget.resume("2026-12", 0.0)  # a stale ledger read never lowers what this process has counted
+    assert budget.spent_month == 0.01

@@ -5,24 +5,13 @@ from __future__ import annotations
 import json
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from daemon.datadir import DataDir
 from daemon.testing.styx_server import StyxServer
+from tests.conftest import STYX_TOKEN as TOKEN
 from tests.conftest import CliRunner
 from tests.daemon_proc import DaemonProc
-
-TOKEN = "s" * 40
-
-
-@pytest.fixture
-def styx(tmp_path: Path) -> Iterator[StyxServer]:
-    server = StyxServer(tmp_path / "styx.db", token=TOKEN).start()
-    yield server
-    server.stop()
 
 
 def _env(styx: StyxServer) -> dict[str, str]:
@@ -115,8 +104,12 @@ def test_cli_status_and_retry_through_the_daemon(data_dir: DataDir, styx: StyxSe
         _wait(lambda: len(styx.keys()) == 2, 60, "2 items at Styx")
     finally:
         assert daemon.stop() == 0
-    off = clade_subprocess(["--data-dir", str(data_dir.root), "styx", "status"])
-    assert off.returncode == 2 and b"no daemon" in off.stderr
+    off = clade_subprocess(["--data-dir", str(data_dir.root), "styx", "status", "--json"])  # read from the store
+    assert off.returncode == 0, off.stderr
+    doc = json.loads(off.stdout)
+    assert doc["queue_depth"] == 0 and doc["delivered"] is None and doc["spend"]["calls"] >= 2
+    offline_retry = clade_subprocess(["--data-dir", str(data_dir.root), "styx", "retry", "--all"])
+    assert offline_retry.returncode == 2 and b"no daemon" in offline_retry.stderr
 
 
 def test_search_fans_in_styx_with_discounts_and_a_hanging_styx_does_not_block(data_dir: DataDir,
@@ -167,7 +160,7 @@ def test_backup_push_uploads_the_sealed_file_and_retries_it_whole(data_dir: Data
 
 
 def test_the_monthly_budget_stops_pushing_but_not_writing(data_dir: DataDir, styx: StyxServer) -> None:
-    env = {**_env(styx), "CLADE_STYX__PRICE_PER_ITEM_USD": "0.01", "CLADE_STYX__BUDGET_MONTHLY_USD": "0.05",
+    env = {**_env(styx), "CLADE_STYX__PRICES__PER_ITEM": "0.01", "CLADE_STYX__BUDGET__MONTHLY": "0.05",
            "CLADE_STYX__BATCH": "2"}
     daemon = DaemonProc(data_dir, env=env)
     try:

@@ -68,7 +68,7 @@ from daemon.errors import NotFound, UsageError
 from daemon.grimoire import Episode
 from daemon.grimoire.embedder import ModelIntegrityError
 from daemon.service.state import DaemonState
-from daemon.styx.pusher import query as styx_query
+from daemon.styx.fanin import merge, styx_doc
 
 __all__ = ["MAX_BODY_BYTES", "BodyLimit", "Conflict", "TokenAuth", "create_app"]
 
@@ -167,25 +167,18 @@ def create_app(state: DaemonState) -> FastAPI:
 
         async with trio.open_nursery() as nursery:  # Styx in parallel, bounded by its deadline
             nursery.start_soon(recall_locally)
-            if state.styx is not None and state.config.styx.query_enabled:
+            if state.styx_queried():
                 nursery.start_soon(styx_fan_in, remote, body.query, body.top_k)
         doc: dict[str, Any] = {"query": body.query, "results": [
             {"score": round(h.score, 6), "via": h.via, **h.entry.to_json()} for h in local["hits"]]}
         if remote:
-            doc["styx"] = [{"id": r.id, "kind": r.kind, "content": r.content, "confidence": r.confidence,
-                            "layer": r.layer, "score": round(r.score, 6), "provenance": r.provenance}
-                           for r in remote["results"]]
+            doc["styx"] = [styx_doc(r) for r in remote["results"]]
             doc["styx_error"] = remote["error"]
+            doc["merged"] = merge(doc["results"], remote["results"], k=body.top_k)
         return doc
 
     async def styx_fan_in(into: dict[str, Any], text: str, k: int) -> None:
-        assert state.styx is not None
-        cfg = state.config.styx
-        results, error = await styx_query(state.styx.url, state.styx.token, text, k=k,
-                                          layers=tuple(cfg.query_layers), deadline_s=cfg.query_deadline_ms / 1000)
-        if error:
-            state.counters["styx_query_failed"] += 1
-        into.update(results=results, error=error)
+        into["results"], into["error"] = await state.ask_styx(text, k=k)
 
     @app.get("/v1/status", response_model=StatusOut, responses=errors())
     async def status() -> dict[str, Any]:

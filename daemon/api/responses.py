@@ -113,11 +113,22 @@ class StyxHitDoc(_Out):
     provenance: str = Field(description="styx:<layer>")
 
 
+class MergedHitDoc(_Out):
+    id: str
+    kind: str
+    content: str
+    confidence: float
+    score: float
+    provenance: str = Field(description="local, or styx:<layer>")
+
+
 class SearchOut(_Out):
     query: str
-    results: list[HitDoc]
+    results: list[HitDoc] = Field(description="the local hits")
     styx: list[StyxHitDoc] | None = Field(None, description="Styx's answer, ranked by discounted score (null: off)")
     styx_error: str | None = Field(None, description="why Styx gave nothing this time (the local results stand)")
+    merged: list[MergedHitDoc] | None = Field(
+        None, description="local hits and Styx's results in one ranking, top_k, with provenance (null: Styx off)")
 
 
 class CladeRef(_Out):
@@ -179,17 +190,27 @@ class ParkedItem(_Out):
     parked_at_ms: int
 
 
+class StyxSpendDoc(_Out):
+    month: str = Field(description="YYYY-MM (UTC)")
+    usd: float
+    calls: int
+    items: int
+    queries: int
+
+
 class StyxStatusOut(_Out):
     queue_depth: int
     oldest_age_s: float | None
     parked: int
     parked_items: list[ParkedItem]
     last_success_ms: int | None
+    last_success_at: str | None = Field(description="the last delivered batch, ISO 8601 UTC (null: none yet)")
     failures: int
     delivered: int
     last_error: str | None
     url: str
-    spend_month_usd: float
+    spend_month_usd: float = Field(description="this month's Styx spend (USD), kept across restarts")
+    spend: StyxSpendDoc
     paused_by_budget: bool
     outbox_warning: bool = Field(description="more items wait than [styx] outbox_warn (nothing is dropped)")
 
@@ -210,6 +231,8 @@ class DigestOut(_Out):
     budget_tokens: int
     entries: list[str]
     pinned: list[str]
+    external: list[str] = Field(default_factory=list, description="ids of Styx results in the document")
+    styx_error: str | None = Field(None, description="why Styx added nothing this time")
     document: Any = Field(description="xml: a string; json and search-results: the documents")
 
 

@@ -19,6 +19,7 @@ from crdt import Kind
 from daemon.cli import render
 from daemon.cli.render import renders
 from daemon.client import DaemonClient
+from daemon.config import StyxConfig
 from daemon.datadir import DataDir
 from daemon.errors import UsageError
 from daemon.grimoire.digest import build_digest
@@ -27,6 +28,8 @@ from daemon.grimoire.models import model_cache_dir
 from daemon.grimoire.retrieval import RecallQuery, Retriever, apply_feedback, cited_by_response, response_sentences
 from daemon.grimoire.store import wall_clock_ms
 from daemon.grimoire.vectors import stored_vectors, vector_report
+from daemon.styx.fanin import ask_direct, for_digest, merge, styx_doc
+from daemon.styx.wire import QueryResult
 
 __all__ = ["register"]
 
@@ -91,10 +94,23 @@ def cmd_recall(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
             "query": args.query, "top_k": args.k, "type_filter": args.kind or None,
             "min_importance": args.min_importance}))
     pad = None if args.pad is None else args.pad.as_tuple()
+    styx = _styx(data)
     with data.open_store() as store:
-        hits = Retriever(store, _embedder(data)).recall(_query(args, pad=pad, keyword_only=args.keyword_only))
-    return {"query": args.query, "results": [
-        {"score": round(h.score, 6), "via": h.via, **h.entry.to_json()} for h in hits]}
+        def local() -> list[dict[str, Any]]:
+            hits = Retriever(store, _embedder(data)).recall(_query(args, pad=pad, keyword_only=args.keyword_only))
+            return [{"score": round(h.score, 6), "via": h.via, **h.entry.to_json()} for h in hits]
+
+        if styx is None:
+            return {"query": args.query, "results": local()}
+        results, remote, error = ask_direct(store, styx, args.query, local, k=args.k, now_ms=wall_clock_ms())
+    return {"query": args.query, "results": results, "styx": [styx_doc(r) for r in remote], "styx_error": error,
+            "merged": merge(results, remote, k=args.k)}
+
+
+def _styx(data: DataDir) -> StyxConfig | None:
+    """The [styx] config when a command without a daemon should ask Styx too."""
+    styx = data.load_config().styx
+    return styx if styx.enabled and styx.query_enabled and styx.url else None
 
 
 def _namespace(data: DataDir) -> str:
@@ -109,10 +125,21 @@ def cmd_digest(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
         return dict(client.call("POST", "/v1/digest", body={
             "query": args.query, "budget_tokens": args.budget_tokens, "k": args.k, "format": args.format,
             "include_sensitive": args.include_sensitive}))
+    styx = _styx(data)
     with data.open_store() as store:
-        return build_digest(Retriever(store, _embedder(data)), text=args.query, now_ms=wall_clock_ms(),
-                            budget_tokens=args.budget_tokens, k=args.k, fmt=args.format,
-                            include_sensitive=args.include_sensitive, namespace=_namespace(data))
+        remote: list[QueryResult] = []
+        error = None
+        if styx is not None:  # asked first, within its deadline: the digest is composed from both
+            _, remote, error = ask_direct(store, styx, args.query, lambda: None, k=args.k, now_ms=wall_clock_ms())
+        injection = data.load_config().styx.injection
+        doc = build_digest(Retriever(store, _embedder(data)), text=args.query, now_ms=wall_clock_ms(),
+                           budget_tokens=args.budget_tokens, k=args.k, fmt=args.format,
+                           include_sensitive=args.include_sensitive, namespace=_namespace(data),
+                           external=for_digest(remote, min_confidence=injection.min_confidence),
+                           external_tokens=injection.max_tokens)
+    if error:
+        doc["styx_error"] = error
+    return doc
 
 
 @renders(render.feedback)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -85,8 +86,18 @@ def entries(args: argparse.Namespace, doc: dict[str, Any]) -> None:
 
 
 def hits(args: argparse.Namespace, doc: dict[str, Any]) -> None:
-    for hit in doc["results"]:
-        print(f"{hit['score']:7.3f}  {line(hit)}")
+    if doc.get("merged") is None:
+        for hit in doc["results"]:
+            print(f"{hit['score']:7.3f}  {line(hit)}")
+        return
+    local = {hit["id"]: hit for hit in doc["results"]}  # Styx on: one ranking, Styx's rows marked
+    for row in doc["merged"]:
+        if row["provenance"] == "local":
+            print(f"{row['score']:7.3f}  {line(local[row['id']])}")
+        else:
+            print(f"{row['score']:7.3f}  [{row['provenance']}] {row['kind']} {' '.join(row['content'].split())}")
+    if doc.get("styx_error"):
+        print(f"(styx: {doc['styx_error']})", file=sys.stderr)
 
 
 def id_only(args: argparse.Namespace, doc: dict[str, Any]) -> None:
@@ -146,6 +157,8 @@ def digest(args: argparse.Namespace, doc: dict[str, Any]) -> None:
     if not isinstance(document, str):  # --format json / search-results: the documents as JSON
         document = json.dumps(document, ensure_ascii=False, indent=2)
     print(document, end="" if document.endswith("\n") else "\n")
+    if doc.get("styx_error"):
+        print(f"(styx: {doc['styx_error']})", file=sys.stderr)
 
 
 def feedback(args: argparse.Namespace, doc: dict[str, Any]) -> None:

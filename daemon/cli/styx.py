@@ -1,6 +1,7 @@
 """CLI commands for the Styx client (registered by `daemon.cli.main`); they ask the running daemon.
 
-    clade styx status [--json]           outbox depth and age, parked items, the pusher's counters
+    clade styx status [--json]           outbox depth and age, parked items, spend, the pusher's counters
+                                         (without a running daemon: read from the store, no counters)
     clade styx retry (ID | --all)        put parked items back in the queue
 """
 
@@ -14,6 +15,8 @@ from daemon.cli.render import renders
 from daemon.client import DaemonClient
 from daemon.datadir import DataDir
 from daemon.errors import UsageError
+from daemon.grimoire.store import wall_clock_ms
+from daemon.styx import ledger, outbox
 
 __all__ = ["register"]
 
@@ -42,8 +45,13 @@ def _client(data: DataDir) -> DaemonClient:
 
 def _status_text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
     age = "" if doc["oldest_age_s"] is None else f", oldest {doc['oldest_age_s']:.0f} s"
-    print(f"styx {doc['url']}: {doc['queue_depth']} waiting{age}, {doc['parked']} parked, "
-          f"{doc['delivered']} delivered, {doc['failures']} failed calls")
+    counters = ("the daemon is not running" if doc["delivered"] is None
+                else f"{doc['delivered']} delivered, {doc['failures']} failed calls")
+    print(f"styx {doc['url']}: {doc['queue_depth']} waiting{age}, {doc['parked']} parked, {counters}")
+    spend = doc["spend"]
+    print(f"  spend {spend['month']}: {spend['usd']:.4f} USD ({spend['calls']} calls, {spend['items']} items, "
+          f"{spend['queries']} queries)" + (f"; last success {doc['last_success_at']}" if doc["last_success_at"]
+                                             else ""))
     if doc["last_error"]:
         print(f"  last error: {doc['last_error']}")
     for item in doc["parked_items"]:
@@ -56,7 +64,20 @@ def _status_text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
 
 @renders(_status_text)
 def cmd_styx_status(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
-    return dict(_client(data).call("GET", "/v1/styx/status"))
+    client = DaemonClient.for_data_dir(data)
+    if client is not None:
+        return dict(client.call("GET", "/v1/styx/status"))
+    config = data.load_config().styx  # no daemon: what waits in the store, without the pusher's counters
+    now = wall_clock_ms()
+    month = ledger.month_of(now)
+    with data.open_store() as store:
+        doc = outbox.status(store.connection, now_ms=now)
+        spend = ledger.summary(store.connection, month)
+    doc.update({"last_success_ms": None, "last_success_at": None, "failures": None, "delivered": None,
+                "last_error": None, "url": config.url or "(not configured)", "spend_month_usd": spend["usd"],
+                "spend": spend, "paused_by_budget": config.budget.monthly is not None
+                and spend["usd"] >= config.budget.monthly, "outbox_warning": doc["queue_depth"] > config.outbox_warn})
+    return doc
 
 
 def _retry_text(args: argparse.Namespace, doc: dict[str, Any]) -> None:

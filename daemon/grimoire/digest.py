@@ -12,8 +12,10 @@ fit is skipped (a smaller one further down may still fit), up to `k` (default 10
 3. then the hits the caps held back, in rank order: caps reserve room for other kinds only
    when there are other kinds to fill it — slots are never left empty.
 
-The document lists pinned entries first, then the rest in rank order. The same store and
-query give the same bytes. Sibling text is data, never instructions: every character that
+The document lists pinned entries first, then the rest in rank order, then the external
+results (Styx's answer, `ExternalItem`), which take at most their own share of the budget
+(`[styx.injection] max_tokens`) and never crowd the local entries out of `k`. The same store
+and query give the same bytes. Sibling text is data, never instructions: every character that
 could close a tag or open markup is escaped, and control characters are replaced.
 """
 
@@ -39,8 +41,8 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
 __all__ = [
-    "DEFAULT_PER_KIND", "DigestItem", "build_digest", "compose_json", "compose_search_results", "compose_xml",
-    "digest_query", "render_json", "render_search_results", "render_xml", "tokens",
+    "DEFAULT_PER_KIND", "DigestItem", "ExternalItem", "build_digest", "compose_json", "compose_search_results",
+    "compose_xml", "digest_query", "render_json", "render_search_results", "render_xml", "tokens",
 ]
 
 DEFAULT_BUDGET_TOKENS = 3_000
@@ -64,6 +66,18 @@ class DigestItem:
     entry: Entry
     score: float
     pinned: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ExternalItem:
+    """A result from outside the Grimoire (Styx) as it enters the digest: data, never instructions."""
+
+    id: str
+    kind: str
+    content: str
+    confidence: float
+    score: float
+    source: str  # "styx:<layer>"
 
 
 def _escape(text: str) -> str:
@@ -111,10 +125,30 @@ def _compose(items: Sequence[DigestItem], render: Callable[[DigestItem], str], *
              include_sensitive: bool) -> tuple[str, list[str]]:
     """The document and the ids in it: pieces taken in priority order while the whole stays within
     the budget (one that does not fit is skipped), laid out pinned first, then in rank order."""
+    document, ids, _ = _compose_with(items, render, head=head, sep=sep, tail=tail, budget_tokens=budget_tokens, k=k,
+                                     per_kind=per_kind, include_sensitive=include_sensitive)
+    return document, ids
+
+
+def _compose_with(items: Sequence[DigestItem], render: Callable[[DigestItem], str], *, head: str, sep: str,
+                  tail: str, budget_tokens: int, k: int, per_kind: Mapping[Kind, int], include_sensitive: bool,
+                  external: Sequence[tuple[str, str]] = (), external_tokens: int = 0
+                  ) -> tuple[str, list[str], list[str]]:
+    """`_compose`, plus external (id, piece) pairs in their order, within `external_tokens` and the
+    budget, laid out after the local entries; returns the document, the local ids, the external ids."""
     limit = budget_tokens * 4  # characters
     if len(head) + len(tail) > limit:
-        return "", []
+        return "", [], []
     used = len(head) + len(tail)
+    outside: list[tuple[str, str]] = []
+    share = min(external_tokens * 4, limit - used)
+    spent = 0
+    for ext_id, piece in external:
+        cost = len(piece) + len(sep)  # a separator, at most, joins it to the local part
+        if spent + cost <= share:
+            outside.append((ext_id, piece))
+            spent += cost
+    used += spent
     taken: list[tuple[int, DigestItem, str]] = []
     for position, item in _select(items, k=k, per_kind=per_kind, include_sensitive=include_sensitive):
         if len(taken) >= k:
@@ -125,7 +159,8 @@ def _compose(items: Sequence[DigestItem], render: Callable[[DigestItem], str], *
             taken.append((position, item, piece))
             used += cost
     taken.sort(key=lambda t: (not t[1].pinned, t[0]))
-    return head + sep.join(p for _, _, p in taken) + tail, [item.entry.id for _, item, _ in taken]
+    pieces = [p for _, _, p in taken] + [p for _, p in outside]
+    return head + sep.join(pieces) + tail, [item.entry.id for _, item, _ in taken], [i for i, _ in outside]
 
 
 def _xml_piece(item: DigestItem, now_ms: int) -> str:
@@ -135,6 +170,23 @@ def _xml_piece(item: DigestItem, now_ms: int) -> str:
         f'age="{_age(age_days(b.created.ms, now_ms))}" source="{_escape(e.provenance)}" id="{b.id}">'
         f"{_escape(b.content)}</memory>\n"
     )
+
+
+def _xml_external(item: ExternalItem) -> str:
+    return (f'<memory type="{_escape(item.kind)}" confidence="{item.confidence:.2f}" source="{_escape(item.source)}" '
+            f'id="{_escape(item.id)}">{_escape(item.content)}</memory>\n')
+
+
+def _json_external(item: ExternalItem) -> str:
+    return _dump({"id": item.id, "type": item.kind, "confidence": round(item.confidence, 3), "source": item.source,
+                  "score": round(item.score, 6), "pinned": False, "content": item.content})
+
+
+def _block_external(item: ExternalItem) -> str:
+    layer = item.source.partition(":")[2] or "styx"
+    return _dump({"type": "search_result", "source": f"styx://{layer}/{item.kind}/{item.id}",
+                  "title": " ".join(item.content.split())[:80], "content": [{"type": "text", "text": item.content}],
+                  "citations": {"enabled": True}})
 
 
 def compose_xml(items: Sequence[DigestItem], *, now_ms: int, budget_tokens: int = DEFAULT_BUDGET_TOKENS,
@@ -219,10 +271,12 @@ def build_digest(retriever: Retriever, *, text: str, now_ms: int, budget_tokens:
                  include_sensitive: bool, namespace: str, embed_limit: int | None = None,
                  pinned_tags: Sequence[str] = (), pinned_fact_keys: Sequence[str] = (),
                  query_vector: NDArray[np.float32] | None = None,
-                 keyword: list[tuple[str, float]] | None = None) -> dict[str, Any]:
-    """Pinned entries, then ranked hits (wider than k: caps and the budget skip some), rendered
-    as `fmt`; returns {format, tokens, budget_tokens, entries, document}. Has no side effect:
-    what the model then cites is reported back through `apply_feedback`."""
+                 keyword: list[tuple[str, float]] | None = None, external: Sequence[ExternalItem] = (),
+                 external_tokens: int = 0) -> dict[str, Any]:
+    """Pinned entries, then ranked hits (wider than k: caps and the budget skip some), then
+    `external` results within `external_tokens`, rendered as `fmt`; returns {format, tokens,
+    budget_tokens, entries, pinned, external, document}. Has no side effect: what the model then
+    cites is reported back through `apply_feedback`."""
     wide = digest_query(text, k=k, include_sensitive=include_sensitive)
     hits = retriever.recall(wide, now_ms=now_ms, embed_limit=embed_limit, query_vector=query_vector,
                             keyword=keyword)
@@ -230,14 +284,21 @@ def build_digest(retriever: Retriever, *, text: str, now_ms: int, budget_tokens:
         pinned_tags or pinned_fact_keys) else []
     items = [DigestItem(e, 1.0, pinned=True) for e in pinned]
     items += [DigestItem(h.entry, h.score) for h in hits]
+    local_ids = {item.entry.id for item in items}
+    outside = [x for x in external if x.id not in local_ids]  # our own entry, back from Styx: once is enough
+    render_local: Callable[[DigestItem], str]
     if fmt == "xml":
-        document, chosen = compose_xml(items, now_ms=now_ms, budget_tokens=budget_tokens, k=k,
-                                       include_sensitive=include_sensitive)
+        render_local, render_external = (lambda item: _xml_piece(item, now_ms)), _xml_external
+        head, sep, tail = "<agent_memory>\n", "", "</agent_memory>\n"
     elif fmt == "json":
-        document, chosen = compose_json(items, now_ms=now_ms, budget_tokens=budget_tokens, k=k,
-                                        include_sensitive=include_sensitive)
+        render_local, render_external = (lambda item: _json_piece(item, now_ms)), _json_external
+        head, sep, tail = "[", ",", "]"
     else:
-        document, chosen = compose_search_results(items, namespace=namespace, budget_tokens=budget_tokens, k=k,
-                                                  include_sensitive=include_sensitive)
+        render_local, render_external = (lambda item: _dump(_block(item, namespace))), _block_external
+        head, sep, tail = "[", ",", "]"
+    document, chosen, chosen_external = _compose_with(
+        items, render_local, head=head, sep=sep, tail=tail, budget_tokens=budget_tokens, k=k,
+        per_kind=DEFAULT_PER_KIND, include_sensitive=include_sensitive,
+        external=[(x.id, render_external(x)) for x in outside], external_tokens=external_tokens)
     return {"format": fmt, "tokens": tokens(document), "budget_tokens": budget_tokens, "entries": chosen,
-            "pinned": [e.id for e in pinned if e.id in chosen], "document": document}
+            "pinned": [e.id for e in pinned if e.id in chosen], "external": chosen_external, "document": document}

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict
 from crdt import EntryBody, Kind, Origin, Pad, Sensitivity, Timestamp
 from crdt.body import Category, check_unit
 
-__all__ = ["Entry", "EntryDoc", "MetadataDoc", "NewEntry", "Provenance", "Status"]
+__all__ = ["Entry", "EntryDoc", "MetadataDoc", "NewEntry", "Provenance", "Status", "iso_ms"]
 
 Status = str  # "active" | "retracted"
 Provenance = str  # Origin values: where *this* golem got the entry
@@ -154,13 +154,13 @@ class Entry:
             "generation": b.generation,
             "bloodstain": b.bloodstain,
             "created_hlc": str(b.created),
-            "created_at": _iso(b.created.ms),
+            "created_at": iso_ms(b.created.ms),
             "status": self.status,
             "superseded_by": self.superseded_by,
             "provenance": self.provenance,
             "local_confidence": self.local_confidence,
             "access_count": self.access_count,
-            "last_accessed_at": None if self.last_accessed_ms is None else _iso(self.last_accessed_ms),
+            "last_accessed_at": None if self.last_accessed_ms is None else iso_ms(self.last_accessed_ms),
             "archived": self.archived,
             "confirms": self.confirms,
             "contradicts": self.contradicts,
@@ -168,7 +168,8 @@ class Entry:
         })
 
 
-def _iso(ms: int) -> str:
+def iso_ms(ms: int) -> str:
+    """Wall-clock milliseconds as ISO 8601 UTC with a Z (the API's timestamps)."""
     return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 

@@ -207,8 +207,20 @@ CREATE TABLE styx_outbox (
 CREATE INDEX styx_outbox_due ON styx_outbox (parked_ms, next_ms, n);
 """
 
+_V11_STYX_SPEND = """
+-- What Styx calls cost, per calendar month (UTC, 'YYYY-MM'): the monthly budget survives a
+-- restart. One row per month, updated in the transaction that records each call's outcome.
+CREATE TABLE styx_spend (
+    month   TEXT PRIMARY KEY,
+    usd     REAL NOT NULL DEFAULT 0,
+    calls   INTEGER NOT NULL DEFAULT 0,
+    items   INTEGER NOT NULL DEFAULT 0,
+    queries INTEGER NOT NULL DEFAULT 0
+) STRICT;
+"""
+
 MIGRATIONS: tuple[str, ...] = (_V1_ENTRIES, _V2_FTS, _V3_OPS, _V4_RETRIEVAL, _V5_VECTOR_MODEL, _V6_PROMOTION,
-                               _V7_AGENT_MEMORY, _V8_UNEMBEDDED, _V9_CURATOR, _V10_STYX_OUTBOX)
+                               _V7_AGENT_MEMORY, _V8_UNEMBEDDED, _V9_CURATOR, _V10_STYX_OUTBOX, _V11_STYX_SPEND)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -129,9 +129,9 @@ class Daemon:
         layers = [n for n, on in (("vault", styx.vault_enabled), ("clade", styx.clade_enabled),
                                   ("lethe", styx.lethe_enabled)) if on]
         state.store.outbox = OutboxWriter(layers=layers)
-        budget = Budget(price_per_call=styx.price_per_call_usd, price_per_item=styx.price_per_item_usd,
-                        max_per_tick=styx.budget_max_per_tick_usd, monthly=styx.budget_monthly_usd,
-                        tick_s=config.curator.tick_seconds)
+        budget = Budget(price_per_call=styx.prices.per_call, price_per_item=styx.prices.per_item,
+                        price_per_query=styx.prices.per_query, max_per_tick=styx.budget.max_per_tick,
+                        monthly=styx.budget.monthly, tick_s=styx.budget.tick_s)
         state.styx = Pusher(state.db, url=styx.url, token=token, golem=golem, wall_ms=state.now_ms,
                             batch=styx.batch, base_s=styx.backoff_base_s, cap_s=styx.backoff_cap_s,
                             timeout_s=styx.timeout_s, budget=budget, on_event=state.publish,

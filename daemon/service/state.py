@@ -31,7 +31,7 @@ from daemon.grimoire.curator.cycle import apply_llm, llm_clusters, run_cycle
 from daemon.grimoire.digest import build_digest, digest_query
 from daemon.grimoire.embedder import expected_info, get_embedder
 from daemon.grimoire.models import MINILM
-from daemon.grimoire.records import Entry
+from daemon.grimoire.records import Entry, iso_ms
 from daemon.grimoire.retrieval import (
     Hit,
     RecallQuery,
@@ -45,9 +45,12 @@ from daemon.grimoire.vectors import missing_vectors, stored_vectors, write_vecto
 from daemon.p2p.ports import P2PControl
 from daemon.service.backup import create_backup, default_recipients, report_json
 from daemon.service.curation import llm_for, render_playbook, replay_items, settings_for, vectors_for
+from daemon.styx import ledger as styx_ledger
 from daemon.styx import outbox as styx_outbox
+from daemon.styx.fanin import for_digest
 from daemon.styx.pusher import Pusher
 from daemon.styx.vault import VaultPushError, push_backup
+from daemon.styx.wire import QueryResult
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -85,6 +88,7 @@ class DaemonState:
     _embedding: anyio.Lock = field(default_factory=anyio.Lock)
     p2p: P2PControl | None = None  # the running p2p node (set by the runtime while sync runs)
     styx: Pusher | None = None  # the Styx outbox's drain (set by the runtime when [styx] is enabled)
+    _playbook_queued: str | None = None  # the PLAYBOOK.md text last queued for Styx's vault layer
 
     @staticmethod
     def now_ms() -> int:
@@ -222,16 +226,45 @@ class DaemonState:
         return await self.db(lambda s: self.retriever.recall(query, embed_limit=0, query_vector=vector,
                                                              keyword=keyword))
 
+    async def ask_styx(self, text: str, *, k: int) -> tuple[list[QueryResult], str | None]:
+        """Styx's answer to a search or digest (within the deadline and the monthly budget), or ([], why)."""
+        assert self.styx is not None
+        cfg = self.config.styx
+        results, error = await self.styx.ask(text, k=k, layers=tuple(cfg.query_layers),
+                                             deadline_s=cfg.query_deadline_ms / 1000)
+        if error:
+            self.counters["styx_query_failed"] += 1
+        return results, error
+
+    def styx_queried(self) -> bool:
+        return self.styx is not None and self.config.styx.query_enabled
+
     async def digest(self, text: str, *, budget_tokens: int, k: int, fmt: str,
                      include_sensitive: bool) -> dict[str, Any]:
+        """The digest; with Styx on, its answer (asked in parallel, within the deadline) fills
+        at most `[styx.injection] max_tokens` after the local entries."""
         joined = self.data.load_membership()
         namespace = joined[0].clade_name if joined else "local"
-        vector, keyword = await self._prepared(digest_query(text, k=k, include_sensitive=include_sensitive))
+        remote: dict[str, Any] = {}
+
+        async def ask() -> None:
+            remote["results"], remote["error"] = await self.ask_styx(text, k=k)
+
+        async with anyio.create_task_group() as group:
+            if self.styx_queried():
+                group.start_soon(ask)
+            vector, keyword = await self._prepared(digest_query(text, k=k, include_sensitive=include_sensitive))
         pins = self.config.digest
-        return await self.db(lambda s: build_digest(
+        injection = self.config.styx.injection
+        external = for_digest(remote.get("results", []), min_confidence=injection.min_confidence)
+        doc = await self.db(lambda s: build_digest(
             self.retriever, text=text, now_ms=self.now_ms(), budget_tokens=budget_tokens, k=k, fmt=fmt,
             include_sensitive=include_sensitive, namespace=namespace, embed_limit=0, query_vector=vector,
-            keyword=keyword, pinned_tags=pins.pinned_tags, pinned_fact_keys=pins.pinned_fact_keys))
+            keyword=keyword, pinned_tags=pins.pinned_tags, pinned_fact_keys=pins.pinned_fact_keys,
+            external=external, external_tokens=injection.max_tokens))
+        if remote.get("error"):
+            doc["styx_error"] = remote["error"]
+        return doc
 
     async def feedback(self, *, cited: list[str], injected: list[str], response: str | None) -> dict[str, Any]:
         """Citation feedback from the golem's last LLM call. Without citations, `response` (the
@@ -286,9 +319,13 @@ class DaemonState:
         assert self.styx is not None
         st = self.styx.stats
         doc = styx_outbox.status(store.connection, now_ms=self.now_ms())
-        doc.update({"last_success_ms": st.last_success_ms, "failures": st.failures, "delivered": st.delivered,
-                    "last_error": st.last_error, "url": self.styx.url,
-                    "spend_month_usd": round(self.styx.budget.spent_month, 6),
+        month = styx_ledger.month_of(self.now_ms())
+        last_at = None if st.last_success_ms is None else iso_ms(st.last_success_ms)
+        doc.update({"last_success_ms": st.last_success_ms, "last_success_at": last_at, "failures": st.failures,
+                    "delivered": st.delivered, "last_error": st.last_error, "url": self.styx.url,
+                    "spend_month_usd": round(self.styx.budget.spent_month if self.styx.budget.month == month
+                                             else styx_ledger.spent(store.connection, month), 6),
+                    "spend": styx_ledger.summary(store.connection, month),
                     "paused_by_budget": self.styx.paused_by_budget,
                     "outbox_warning": doc["queue_depth"] > self.config.styx.outbox_warn})
         return doc
@@ -362,6 +399,19 @@ class DaemonState:
                 log.warning("styx: %s", exc)
         return doc
 
+    def _queue_playbook(self, store: Grimoire, now_ms: int) -> bool:
+        """With Styx's vault layer on, queue the PLAYBOOK.md just written if it changed since the last one."""
+        if self.styx is None or not self.config.styx.vault_enabled:
+            return False
+        text = self.data.playbook_path.read_text(encoding="utf-8")
+        if text == self._playbook_queued:
+            return False
+        with store.transaction() as conn:
+            styx_outbox.enqueue_playbook(conn, golem=self.identity.peer_id, text=text, now_ms=now_ms,
+                                         created_at=iso_ms(now_ms))
+        self._playbook_queued = text
+        return True
+
     async def curator_cycle(self) -> dict[str, Any]:
         """One curator cycle (daemon/grimoire/curator/cycle.py): validate, decay, prune, compress,
         consolidate episodes, promote; the optional LLM pass (its call off the store's thread);
@@ -400,11 +450,14 @@ class DaemonState:
                 or report.episodes_consolidated:
             self.local_write()
 
-        def finish(store: Grimoire) -> None:
+        def finish(store: Grimoire) -> bool:
             render_playbook(store, self.data.playbook_path, now_ms=now, keep=config.playbook_keep)
+            queued = self._queue_playbook(store, now)
             store.checkpoint()
+            return queued
 
-        await self.db(finish)
+        if await self.db(finish):
+            self.local_write()
         # The episode ANN index (built past 100k rows, re-merged as rows arrive) takes tens of
         # seconds: build it here, in the background, never on a request and never on the writer thread.
         try:

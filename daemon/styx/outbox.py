@@ -25,9 +25,10 @@ from crdt import Op, SlotKind
 from crdt.body import EntryBody
 from daemon.grimoire.store import Grimoire
 
-from .wire import LAYERS, at_once, item_json, layers_for
+from .wire import LAYERS, at_once, item_json, layers_for, playbook_item
 
-__all__ = ["OutboxItem", "OutboxWriter", "delivered", "due", "park", "retry_later", "status", "unpark"]
+__all__ = ["OutboxItem", "OutboxWriter", "delivered", "due", "enqueue_playbook", "park", "retry_later", "status",
+           "unpark"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +70,14 @@ class OutboxWriter:
             conn.execute("INSERT OR IGNORE INTO styx_outbox (idempotency_key, kind, layer, item, created_ms) "
                          "VALUES (?, ?, ?, ?, ?)", (f"{op.writer}:{op.seq}", body.kind.value, layers[0], item,
                                                     created))
+
+
+def enqueue_playbook(conn: sqlite3.Connection, *, golem: str, text: str, now_ms: int, created_at: str) -> str:
+    """Queue a PLAYBOOK.md snapshot for the vault layer (once per distinct text while it waits); returns its key."""
+    key, item = playbook_item(golem=golem, text=text, created_at=created_at)
+    conn.execute("INSERT OR IGNORE INTO styx_outbox (idempotency_key, kind, layer, item, created_ms) "
+                 "VALUES (?, 'playbook', 'vault', ?, ?)", (key, item, now_ms))
+    return key
 
 
 def due(conn: sqlite3.Connection, *, now_ms: int, limit: int) -> list[OutboxItem]:

@@ -80,6 +80,7 @@ class Budget:
 
     price_per_call: float = 0.0
     price_per_item: float = 0.0
+    price_per_query: float = 0.0
     max_per_tick: float | None = None
     monthly: float | None = None
     tick_s: float = 10.0
@@ -110,3 +111,19 @@ class Budget:
         self.spent_month += c
         self.spent_tick += c
         return c
+
+    def resume(self, month: str, spent: float) -> None:
+        """Start from a month's recorded spend (the ledger), e.g. after a restart."""
+        self.month, self.spent_month = month, max(self.spent_month if month == self.month else 0.0, spent)
+
+    def allows_query(self, *, month: str) -> bool:
+        """Whether one query fits the monthly cap (queries count toward the month, not the tick)."""
+        if month != self.month:
+            self.month, self.spent_month = month, 0.0
+        return self.monthly is None or self.spent_month + self.price_per_query <= self.monthly + 1e-12
+
+    def charge_query(self, *, month: str) -> float:
+        if month != self.month:
+            self.month, self.spent_month = month, 0.0
+        self.spent_month += self.price_per_query
+        return self.price_per_query

@@ -16,7 +16,6 @@ import logging
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
 import httpx
@@ -24,7 +23,7 @@ import trio
 
 from daemon.grimoire import Grimoire
 
-from . import outbox
+from . import ledger, outbox
 from .policy import Budget, classify
 from .wire import QueryResult, batch_body, parse_query
 
@@ -81,7 +80,26 @@ class Pusher:
     def wake(self) -> None:
         self._wake.set()
 
+    async def load_spend(self) -> None:
+        """Take up this month's recorded spend (so a restart does not reset the monthly cap)."""
+        month = ledger.month_of(self._wall_ms())
+        self.budget.resume(month, await self._db(lambda s: ledger.spent(s.connection, month)))
+
+    async def ask(self, text: str, *, k: int, layers: tuple[str, ...], deadline_s: float
+                  ) -> tuple[list[QueryResult], str | None]:
+        """Styx's answer to a search (see `query`), within the monthly budget; its cost is recorded."""
+        month = ledger.month_of(self._wall_ms())
+        if not self.budget.allows_query(month=month):
+            return [], "the monthly Styx budget is reached; Styx is asked again next month"
+        cost = self.budget.charge_query(month=month)
+        answer = await query(self.url, self.token, text, k=k, layers=layers, deadline_s=deadline_s,
+                             transport=self._transport)
+        if cost:
+            await self._db(lambda s: _tx(s, lambda c: ledger.record(c, month, cost, queries=1)))
+        return answer
+
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        await self.load_spend()
         async with httpx.AsyncClient(timeout=self.timeout_s, transport=self._transport, verify=True) as client:
             task_status.started()
             while True:
@@ -109,7 +127,7 @@ class Pusher:
             nxt = await self._db(lambda s: s.connection.execute(
                 "SELECT min(next_ms) FROM styx_outbox WHERE parked_ms IS NULL").fetchone()[0])
             return IDLE_S if nxt is None else max(0.05, min(IDLE_S, (nxt - now) / 1000))
-        month = datetime.fromtimestamp(now / 1000, UTC).strftime("%Y-%m")
+        month = ledger.month_of(now)
         while items and not self.budget.allows(len(items), now_s=trio.current_time(), month=month):
             items = items[: len(items) // 2]  # a smaller batch may still fit this tick
         if not items:
@@ -120,7 +138,7 @@ class Pusher:
                 self._on_event("styx_budget_reached", {"spend_month_usd": round(self.budget.spent_month, 6)})
             return max(0.05, self.budget.tick_s)
         self.paused_by_budget = False
-        self.budget.charge(len(items), now_s=trio.current_time(), month=month)
+        cost = self.budget.charge(len(items), now_s=trio.current_time(), month=month)
         key = hashlib.sha256("\n".join(i.key for i in items).encode()).hexdigest()[:32]
         status: int | None = None
         retry_after: str | None = None
@@ -138,8 +156,12 @@ class Pusher:
         out = classify(status, failures=failures, rng=self._rng, retry_after=retry_after, now_s=now / 1000,
                        reason=reason, base_s=self.base_s, cap_s=self.cap_s)
         ns = [i.n for i in items]
+
+        def spend(conn: Any) -> None:  # the call's cost, with its outcome
+            ledger.record(conn, month, cost, calls=1, items=len(ns))
+
         if out.action == "delivered":
-            await self._db(lambda s: _tx(s, lambda c: outbox.delivered(c, ns)))
+            await self._db(lambda s: _tx(s, lambda c: outbox.delivered(c, ns), spend))
             self.stats.delivered += len(ns)
             self.stats.last_success_ms = now
             self.stats.consecutive_failures = 0
@@ -147,20 +169,23 @@ class Pusher:
         self.stats.failures += 1
         self.stats.last_error = out.reason
         if out.action == "park":
-            await self._db(lambda s: _tx(s, lambda c: outbox.park(c, ns, now_ms=now, reason=out.reason)))
+            await self._db(lambda s: _tx(s, lambda c: outbox.park(c, ns, now_ms=now, reason=out.reason), spend))
             self.stats.parked += len(ns)
             log.warning("styx: %d item(s) parked (%s); fix the cause, then `clade styx retry --all`", len(ns),
                         out.reason)
             return 0.0
         self.stats.consecutive_failures = failures
         next_ms = now + int(out.delay_s * 1000)
-        await self._db(lambda s: _tx(s, lambda c: outbox.retry_later(c, ns, next_ms=next_ms, error=out.reason)))
+        await self._db(lambda s: _tx(s, lambda c: outbox.retry_later(c, ns, next_ms=next_ms, error=out.reason),
+                                     spend))
         return out.delay_s
 
 
-def _tx(store: Grimoire, fn: Callable[[Any], None]) -> None:
+def _tx(store: Grimoire, *steps: Callable[[Any], None]) -> None:
+    """Run `steps` on the store's connection in one transaction."""
     with store.transaction() as conn:
-        fn(conn)
+        for step in steps:
+            step(conn)
 
 
 async def query(url: str, token: str | None, text: str, *, k: int, layers: tuple[str, ...], deadline_s: float,

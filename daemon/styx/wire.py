@@ -8,19 +8,22 @@ lethe_enabled` switch each off):
 | warning, regime_shift | at once | clade, lethe |
 | insight (confidence ≥ 0.6), heuristic (≥ 0.7) | the curator cycle that promotes it | clade |
 | death_reflection | at once | vault (the archive), clade (L1) |
-| PLAYBOOK.md snapshot | each curator cycle | vault |
+| PLAYBOOK.md snapshot (kind `playbook`) | each curator cycle that changed it | vault |
 | raw episodes, positions, preference, strategy_outcome, private or sensitive entries | never | — |
 
 Wire (issue "Styx client", point 8 — other implementations are tested against it):
 `POST {url}/v1/styx/entries`, body `{"golem", "entries": [item…]}`, each item
 `{"idempotency_key": "WRITER:SEQ", "id", "kind", "layer", "content", "confidence",
-"importance", "category", "metadata", "provenance", "created_at"}`. An item is built once,
+"importance", "category", "metadata", "provenance", "created_at"}`. A PLAYBOOK snapshot has
+no op behind it: its key is `GOLEM:playbook-<sha256 of the text, 16 hex>` (the same text, the
+same key, so Styx stores it once). An item is built once,
 when its cause commits, and stored as JSON text in the outbox: a retried item is
 byte-identical.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,7 +31,8 @@ from typing import Any
 
 from crdt import Kind
 
-__all__ = ["LAYER_DISCOUNT", "QueryResult", "at_once", "batch_body", "item_json", "layers_for", "parse_query"]
+__all__ = ["LAYER_DISCOUNT", "QueryResult", "at_once", "batch_body", "item_json", "layers_for", "parse_query",
+           "playbook_item"]
 
 LAYERS = ("vault", "clade", "lethe")
 LAYER_DISCOUNT = {"vault": 1.0, "clade": 0.80, "lethe": 0.50, "marketplace": 0.60, "styx": 0.25}
@@ -73,6 +77,18 @@ def item_json(*, writer: str, seq: int, layer: str, entry: Mapping[str, Any]) ->
         "created_at": entry["created_at"],
     }
     return json.dumps(item, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def playbook_item(*, golem: str, text: str, created_at: str) -> tuple[str, str]:
+    """A PLAYBOOK.md snapshot for the vault layer: (idempotency key, item JSON text)."""
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    name = f"playbook-{digest[:16]}"
+    key = f"{golem}:{name}"
+    item = {"idempotency_key": key, "id": name, "kind": "playbook", "layer": "vault", "content": text,
+            "confidence": 1.0, "importance": 0.5, "category": "playbook",
+            "metadata": {"sha256": digest, "bytes": len(text.encode())}, "provenance": "self",
+            "created_at": created_at}
+    return key, json.dumps(item, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
 def batch_body(golem: str, items: Sequence[str]) -> bytes:

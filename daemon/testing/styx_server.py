@@ -41,6 +41,7 @@ class StyxServer:
         self.token = token
         self.faults: dict[str, Any] = {}
         self.requests = 0
+        self._arrivals: list[tuple[float, str]] = []
         self._lock = threading.Lock()
         self._release = threading.Event()
         self._conn = sqlite3.connect(db, check_same_thread=False)
@@ -79,10 +80,16 @@ class StyxServer:
         self.set_faults()
         self._release.set()
 
-    def take_fault(self) -> dict[str, Any]:
+    def arrivals(self, path: str) -> list[float]:
+        """`time.monotonic()` of every request to `path` (auth passed), in order: how retries were spaced."""
+        with self._lock:
+            return [t for t, p in self._arrivals if p == path]
+
+    def take_fault(self, path: str = "") -> dict[str, Any]:
         """The fault for this request (and use up one of its `times`)."""
         with self._lock:
             self.requests += 1
+            self._arrivals.append((time.monotonic(), path))
             faults = dict(self.faults)
             times = faults.get("times", -1)
             if not faults or times == 0:
@@ -114,6 +121,11 @@ class StyxServer:
             vault = self._conn.execute("SELECT count(*), coalesce(sum(bytes), 0) FROM vault").fetchone()
         return {"entries": entries, "batches": batches[0], "items_received": batches[1], "vault_uploads": vault[0],
                 "vault_bytes": vault[1], "requests": self.requests}
+
+    def items(self) -> list[dict[str, Any]]:
+        """Every stored item as it was sent, in arrival order."""
+        with self._lock:
+            return [json.loads(r[0]) for r in self._conn.execute("SELECT item FROM entries ORDER BY arrived, rowid")]
 
     def keys(self) -> list[str]:
         """Every stored idempotency key, in arrival order."""
@@ -178,7 +190,7 @@ def _handler(server: StyxServer) -> type[BaseHTTPRequestHandler]:
             if server.token and self.headers.get("Authorization") != f"Bearer {server.token}":
                 self._send(401, {"error": "bad or missing bearer token"})
                 return None
-            fault = server.take_fault()
+            fault = server.take_fault(urlsplit(self.path).path)
             if fault.get("hang"):
                 server._release.wait(600)
                 self._reset()
