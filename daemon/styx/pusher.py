@@ -76,6 +76,7 @@ class Pusher:
         self.outbox_warn = outbox_warn
         self.over_warn = False
         self._on_event = on_event or (lambda name, data: None)
+        self._asker: httpx.AsyncClient | None = None
 
     def wake(self) -> None:
         self._wake.set()
@@ -93,14 +94,16 @@ class Pusher:
             return [], "the monthly Styx budget is reached; Styx is asked again next month"
         cost = self.budget.charge_query(month=month)
         answer = await query(self.url, self.token, text, k=k, layers=layers, deadline_s=deadline_s,
-                             transport=self._transport)
+                             transport=self._transport, client=self._asker)
         if cost:
             await self._db(lambda s: _tx(s, lambda c: ledger.record(c, month, cost, queries=1)))
         return answer
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         await self.load_spend()
-        async with httpx.AsyncClient(timeout=self.timeout_s, transport=self._transport, verify=True) as client:
+        async with httpx.AsyncClient(timeout=self.timeout_s, transport=self._transport, verify=True) as client, \
+                httpx.AsyncClient(transport=self._transport, verify=True) as asker:
+            self._asker = asker  # one client for every search's query: its TLS context is built once
             task_status.started()
             while True:
                 self._wake = trio.Event()
@@ -189,14 +192,20 @@ def _tx(store: Grimoire, *steps: Callable[[Any], None]) -> None:
 
 
 async def query(url: str, token: str | None, text: str, *, k: int, layers: tuple[str, ...], deadline_s: float,
-                transport: httpx.AsyncBaseTransport | None = None) -> tuple[list[QueryResult], str | None]:
-    """Styx's answer to a recall (discounted by layer), or ([], why) — never later than `deadline_s`."""
+                transport: httpx.AsyncBaseTransport | None = None, client: httpx.AsyncClient | None = None
+                ) -> tuple[list[QueryResult], str | None]:
+    """Styx's answer to a recall (discounted by layer), or ([], why) — never later than `deadline_s`.
+    `client`: a long-lived one to reuse (else one is made for this call)."""
     params = {"q": text, "k": str(k), **({"layers": ",".join(layers)} if layers else {})}
     headers = {"Authorization": f"Bearer {token}"} if token else {}
+    target = f"{url.rstrip('/')}/v1/styx/query"
     with trio.move_on_after(deadline_s) as scope:
         try:
-            async with httpx.AsyncClient(timeout=deadline_s, transport=transport, verify=True) as client:
-                answer = await client.get(f"{url.rstrip('/')}/v1/styx/query", params=params, headers=headers)
+            if client is not None:
+                answer = await client.get(target, params=params, headers=headers, timeout=deadline_s)
+            else:
+                async with httpx.AsyncClient(timeout=deadline_s, transport=transport, verify=True) as own:
+                    answer = await own.get(target, params=params, headers=headers)
             if answer.status_code != 200:
                 return [], f"HTTP {answer.status_code}"
             results, bad = parse_query(answer.json(), k=k)
