@@ -64,3 +64,19 @@ def test_invalid_env_names_variable(env: dict[str, str], needle: str) -> None:
     with pytest.raises(ConfigError, match="environment") as info:
         load_config(None, env)
     assert needle in str(info.value)
+
+
+def test_env_overrides_reach_sub_sections_and_name_a_wrong_one(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('[styx.budget]\nmonthly = 5.0\nmax_per_tick = 0.5\n[curator.llm]\nmodel = "claude-x"\n')
+    config = load_config(path, env={"CLADE_STYX__BUDGET__MONTHLY": "20", "CLADE_CURATOR__LLM__ENABLED": "true",
+                                    "CLADE_STYX__INJECTION__MAX_TOKENS": "250"})
+    assert config.styx.budget.monthly == 20.0 and config.styx.budget.max_per_tick == 0.5  # the file's other key
+    assert config.curator.llm.enabled and config.curator.llm.model == "claude-x"
+    assert config.styx.injection.max_tokens == 250 and config.styx.prices.per_call == 0.0
+    with pytest.raises(ConfigError, match=r"CLADE_STYX__BUDGT__MONTHLY: unknown section 'styx.budgt'"):
+        load_config(path, env={"CLADE_STYX__BUDGT__MONTHLY": "1"})
+    with pytest.raises(ConfigError, match=r"CLADE_STYX__BUDGET__MONTHLY: key styx.budget.monthly"):
+        load_config(path, env={"CLADE_STYX__BUDGET__MONTHLY": "-1"})
+    with pytest.raises(ConfigError, match=r"CLADE_STYX____X: an empty key"):
+        load_config(path, env={"CLADE_STYX____X": "1"})
