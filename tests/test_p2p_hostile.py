@@ -43,8 +43,9 @@ from libp2p.abc import INetStream
 from libp2p.network.stream.exceptions import StreamError, StreamReset
 from libp2p.peer.id import ID
 from libp2p.peer.peerinfo import info_from_p2p_addr
-from libp2p.pubsub.gossipsub import PROTOCOL_ID_V11
+from libp2p.pubsub.gossipsub import PROTOCOL_ID_V11, GossipSub
 from libp2p.pubsub.pb import rpc_pb2
+from libp2p.pubsub.pubsub import Pubsub
 from libp2p.pubsub.validators import PUBSUB_SIGNING_PREFIX
 from libp2p.tools.anyio_service import background_trio_service
 
@@ -67,7 +68,7 @@ from crypto import Certificate, Identity, OwnerKey, seal_envelope, signature_ok
 from daemon.p2p import messages
 from daemon.p2p.frames import close_quietly, encode_frame, read_frame
 from daemon.p2p.gossip import GossipCodec
-from daemon.p2p.host import GOSSIP_MAX_BYTES, build_host, build_pubsub
+from daemon.p2p.host import GOSSIP_MAX_BYTES, build_host
 from daemon.p2p.node import HELLO_PROTOCOL, SYNC_PROTOCOL, topic_of
 from daemon.p2p.peers import PeerBook
 from daemon.testing.harness import Golem, LoopbackClade
@@ -118,6 +119,14 @@ async def counters(golem: Golem) -> Counter[str]:
     return Counter((await call(golem, "GET", "/v1/status"))["counters"])
 
 
+def plain_pubsub(host: Any) -> tuple[GossipSub, Pubsub]:
+    """py-libp2p's own GossipSub and Pubsub, configured as the daemon's but without its gate."""
+    router = GossipSub(protocols=[PROTOCOL_ID_V11], degree=6, degree_low=4, degree_high=12, heartbeat_interval=1,
+                       adaptive_gossip_enabled=False, spam_protection_enabled=False)
+    return router, Pubsub(host, router, strict_signing=True, seen_ttl=600, validation_timeout=10.0,
+                          max_inbound_rpc_size=GOSSIP_MAX_BYTES)
+
+
 class Mallory:
     """A valid member with a libp2p host in this process, lying on every channel."""
 
@@ -133,7 +142,7 @@ class Mallory:
         self.codec = GossipCodec(identity=self.identity, membership=self.membership, clade_key=self.clade_key,
                                  revocations=lambda: None, max_skew_ms=60_000)
         self.host = build_host(self.identity, mdns=False)
-        self.router, self.pubsub = build_pubsub(self.host)
+        self.router, self.pubsub = plain_pubsub(self.host)  # a hostile peer gates nothing
         self.seq = 0
         self.victim_hello: messages.Hello | None = None
         self.sync_reply: Reply = self.honest
@@ -173,11 +182,11 @@ class Mallory:
         return messages.Hello(self.membership.clade_id, certificate or self.membership.certificate.to_bytes(), b"",
                               tuple(str(a) for a in self.host.get_addrs()), siblings)
 
-    async def say_hello(self, hello: messages.Hello) -> messages.Message | None:
-        """A hello of her own on a fresh stream: the victim's answer, or None if the connection went
-        first (after a refusal the victim drops the connection at once: the frame may not get through)."""
+    async def say_hello(self, hello: messages.Hello, to: ID | None = None) -> messages.Message | None:
+        """A hello of her own on a fresh stream: the victim's (or `to`'s) answer, or None if the connection
+        went first (after a refusal the victim drops the connection at once: the frame may not get through)."""
         with trio.fail_after(WAIT_S):
-            stream = await self.host.new_stream(self.victim_info.peer_id, [HELLO_PROTOCOL])
+            stream = await self.host.new_stream(to or self.victim_info.peer_id, [HELLO_PROTOCOL])
             try:
                 await stream.write(frame(hello))
                 return messages.decode(await read_frame(stream))
@@ -216,6 +225,9 @@ class Mallory:
         info = info_from_p2p_addr(multiaddr.Multiaddr(golem.p2p_addrs[0]))
         with trio.fail_after(WAIT_S):
             await self.host.connect(info)
+            reply = await self.say_hello(self.hello(), info.peer_id)  # the dialer proves membership first
+            if golem is self.victim and isinstance(reply, messages.Hello):
+                self.victim_hello = reply
             while not any(p["peer_id"] == self.me and p["member"] and p["connected"]
                           for p in (await call(golem, "GET", "/v1/peers"))["peers"]):
                 await trio.sleep(0.02)

@@ -98,6 +98,15 @@ class FakeLinks:
     def let_in(self, peer_id: str) -> None:
         self.let.append((trio.current_time(), peer_id))
 
+    def admit(self, peer_id: str) -> None:
+        pass
+
+    def forget(self, peer_id: str) -> None:
+        pass
+
+    async def open_gossip(self, peer_id: str) -> None:
+        pass
+
 
 def split(addr: str) -> tuple[str, str]:
     transport, sep, peer_id = addr.partition("/p2p/")
@@ -168,7 +177,7 @@ async def test_a_held_peer_is_neither_dialed_nor_accepted_until_its_hold_ends(
         part.on_disconnected(PEER)
         await trio.sleep(100.0)
         links.up.add(PEER)  # the held peer dials us: dropped at once, and counted
-        assert not part.on_connected(PEER)
+        assert part.on_connected(PEER) is None
         await trio.sleep(0.001)
         links.up.discard(PEER)
 
@@ -262,7 +271,7 @@ async def test_a_peer_that_breaks_the_hello_is_held_off_for_hold_s_then_accepted
     part.on_disconnected(PEER)
     await trio.sleep(HOLD_S - 0.001)
     links.up.add(PEER)  # it connects again just before its hold ends: dropped at once
-    assert not part.on_connected(PEER)
+    assert part.on_connected(PEER) is None
     assert daemon.counters["connections_refused_held"] == 1
     links.up.discard(PEER)
     part.on_disconnected(PEER)

@@ -304,7 +304,10 @@ def test_a_hold_stays_on_the_record() -> None:
     assert book.get(PEER[0]) is held and held.hold_until == float("inf") and held.refused == "revoked"
 
 
-def test_a_full_book_evicts_the_oldest_strangers_and_keeps_siblings() -> None:
+def test_a_full_book_evicts_the_oldest_candidates_and_keeps_siblings() -> None:
+    """Learned addresses never admitted (peer exchange, mDNS) fill the book: the least recently
+    used go first; members, connected peers and bootstraps stay. (Strangers have their own,
+    smaller cap: tests/test_p2p_strangers.py.)"""
     book = PeerBook()
     keep = {}
     for name, flags in (("connected", {"connected": True}), ("member", {"member": True}),
@@ -318,7 +321,8 @@ def test_a_full_book_evicts_the_oldest_strangers_and_keeps_siblings() -> None:
     learned_dial.dial = learned_dial.learned = True
     learned_dial.last_seen_ms = 1
     for i in range(PeerBook.MAX_PEERS - 4):
-        book.get(f"stranger{i:04d}").last_seen_ms = 10 + i
+        candidate = book.get(f"stranger{i:04d}")
+        candidate.learned = candidate.dial = True
     assert len(book.all()) == PeerBook.MAX_PEERS
     book.get("newcomer")
     ids = {r.peer_id for r in book.all()}

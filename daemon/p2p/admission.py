@@ -5,6 +5,19 @@ remote peer id, so an owner-signed, valid, unrevoked certificate for that id pro
 membership. A failed check is refused and held off (revoked: forever); a hello lost with
 its connection is not a failed check.
 
+The order leaks nothing to a stranger:
+
+1. the dialer proves itself first, with a bare hello (clade id, certificate, revocations;
+   no addresses, no siblings);
+2. the listener says nothing until that hello verifies: a peer that connects and sends no
+   hello within `HELLO_WAIT_S` (2 s) is dropped and held off; one that fails the check gets
+   only a refusal;
+3. the listener's answer, to a verified member, carries its addresses and its connected
+   siblings (peer exchange); the dialer, once it has verified the answer, sends a second
+   hello with its own;
+4. only then does GossipSub exchange anything with the peer (`gate`): `Links.admit` and
+   `open_gossip` on success, `forget` and `shut_out` on a refusal.
+
 `Admission` owns the membership side of the peer book (`member`, `refused`, and the hold
 it puts on a refused peer, on `trio.current_time()`), the current revocation list, and
 the nursery its hellos run in. It asks `Siblings` (dialing) to learn the addresses a
@@ -30,12 +43,13 @@ from .links import TRANSPORT_ERRORS
 from .peers import PeerBook
 from .ports import Daemon, Links, Siblings, Stream, Syncer, internal_error
 
-__all__ = ["HELLO_PROTOCOL", "HOLD_S", "NO_HELLO_HOLD_S", "Admission"]
+__all__ = ["HELLO_PROTOCOL", "HELLO_WAIT_S", "HOLD_S", "NO_HELLO_HOLD_S", "Admission"]
 
 log = logging.getLogger("clade.p2p")
 
 HELLO_PROTOCOL = "/clade/hello/1.0.0"
-HELLO_TIMEOUT_S = 10.0
+HELLO_TIMEOUT_S = 5.0  # the dialer's wait for the listener's answer (a sibling under load may be slow)
+HELLO_WAIT_S = 2.0  # the listener's wait for a connected peer's first hello (a silent stranger)
 HOLD_S = 300.0  # a peer that failed the membership check is not dialed (nor accepted) for this long
 NO_HELLO_HOLD_S = 60.0  # a stranger that connected but never completed a hello
 # A hello that broke the protocol (refused and held), or whose link died (backed off).
@@ -58,6 +72,7 @@ class Admission:
         self.syncer = syncer
         self.counters = daemon.counters
         self._nursery: trio.Nursery | None = None
+        self._admitted_events: dict[str, trio.Event] = {}  # `expect_hello`'s waits, set by `_admit`
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Host the hellos this part starts (`greet`), until cancelled."""
@@ -73,6 +88,27 @@ class Admission:
 
     async def _hello_task(self, peer_id: str, then_sync: bool) -> None:
         await self.hello(peer_id, then_sync=then_sync)
+
+    def expect_hello(self, peer_id: str) -> None:
+        """A peer dialed us: it must prove membership within `HELLO_WAIT_S`, else it is dropped."""
+        if self._nursery is not None:
+            self._nursery.start_soon(self._await_hello, peer_id)
+
+    async def _await_hello(self, peer_id: str) -> None:
+        if await self._wait_verified(peer_id, HELLO_WAIT_S):
+            return
+        record = self.book.find(peer_id)
+        if self.links.connected(peer_id) and (record is None or not record.refused):
+            self.counters["hello_not_sent"] += 1
+            await self._no_hello(peer_id)
+
+    async def _wait_verified(self, peer_id: str, timeout_s: float) -> bool:
+        """True once `peer_id` is admitted on its current connection, False after `timeout_s`."""
+        deadline = trio.current_time() + timeout_s
+        event = self._admitted_events.setdefault(peer_id, trio.Event())
+        with trio.move_on_at(deadline):
+            await event.wait()
+        return event.is_set()
 
     async def adopt_revocations(self, revocations: RevocationList) -> bool:
         """Install a newer owner-signed revocation list: persist it, drop revoked peers at
@@ -94,15 +130,28 @@ class Admission:
             self.greet(record.peer_id, then_sync=False)
         return True
 
-    def _my_hello(self) -> messages.Hello:
+    def _my_hello(self, to_peer: str) -> messages.Hello:
+        """Our hello; addresses and siblings only for a peer verified on its current connection."""
+        record = self.book.find(to_peer)
+        verified = record is not None and record.member and record.connected and self._verified(to_peer)
         return messages.Hello(
             clade_id=self.membership.clade_id,
             certificate=self.membership.certificate.to_bytes(),
             revocations=b"" if self.revocations is None else self.revocations.to_bytes(),
-            addrs=tuple(self.links.listen_addrs()[: messages.MAX_ADDRS]),
+            addrs=tuple(self.links.listen_addrs()[: messages.MAX_ADDRS]) if verified else (),
             siblings=tuple(f"{r.addrs[0].split('/p2p/')[0]}/p2p/{r.peer_id}"
-                           for r in self.book.members()[: messages.MAX_SIBLINGS] if r.addrs),
+                           for r in self.book.members()[: messages.MAX_SIBLINGS]
+                           if r.addrs and r.peer_id != to_peer) if verified else (),
         )
+
+    def _verified(self, peer_id: str) -> bool:
+        event = self._admitted_events.get(peer_id)
+        return event is not None and event.is_set()
+
+    def forget(self, peer_id: str) -> None:
+        """The peer's last connection closed: it proves itself again on the next one."""
+        self._admitted_events.pop(peer_id, None)
+        self.links.forget(peer_id)
 
     async def _check_hello(self, hello: messages.Hello, peer_id: str) -> str | None:
         """None if the hello proves `peer_id` (Noise-authenticated) is a member, else the reason."""
@@ -124,8 +173,14 @@ class Admission:
             return "wrong_peer"
         return None
 
-    async def _admit(self, peer_id: str, hello: messages.Hello, rtt_ms: float | None) -> None:
+    async def _admit(self, peer_id: str, hello: messages.Hello, rtt_ms: float | None) -> bool:
+        """Record a verified member; returns True if it was not verified on this connection yet."""
         record = self.book.get(peer_id)
+        first = not self._verified(peer_id)
+        self.links.admit(peer_id)
+        self._admitted_events.setdefault(peer_id, trio.Event()).set()
+        if first and self._nursery is not None:
+            self._nursery.start_soon(self.links.open_gossip, peer_id)
         for addr in hello.addrs:
             if "/ip4/0.0.0.0/" not in addr and "/ip6/::/" not in addr:
                 self.book.add_addr(peer_id, addr)
@@ -147,14 +202,18 @@ class Admission:
             self.counters["peers_admitted"] += 1
             self.daemon.publish("peer_up", {"peer_id": peer_id})
             log.info("sibling %s connected", peer_id)
+        return first
 
     async def _refuse(self, peer_id: str, reason: str, *, by_peer: bool = False) -> None:
         """Drop a peer whose membership check failed (or, `by_peer`, that refused ours) and
         hold it off for HOLD_S; a revoked one forever, and out of GossipSub too."""
         record = self.book.get(peer_id)
+        was_member = record.member
         record.member = False
+        self.forget(peer_id)
         forever = reason == "revoked" and not by_peer
         record.hold_until = float("inf") if forever else trio.current_time() + HOLD_S
+        shut_out(self.links, record)  # no pubsub stream (each would redial it) during the hold
         if by_peer:  # it may be us who is wrong (e.g. revoked): keep it as a sibling to retry
             record.refused = f"refused us: {reason}"
             self.counters[f"hello_refused_by_peer_{reason}"] += 1
@@ -162,10 +221,12 @@ class Admission:
         else:
             record.refused = reason
             record.dial = False
-            if reason == "revoked":
-                shut_out(self.links, record)
             self.counters[f"hello_refused_{reason}"] += 1
-            log.warning("peer %s failed the membership check (%s): disconnected", peer_id, reason)
+            # A member or would-be member (a revoked or expired certificate) is the operator's
+            # business; a stranger (another clade, garbage) is only counted.
+            stranger = not was_member and reason not in ("revoked", "expired", "not_yet_valid")
+            (log.info if stranger else log.warning)(
+                "peer %s failed the membership check (%s): disconnected", peer_id, reason)
             self.daemon.publish("peer_refused", {"peer_id": peer_id, "reason": reason})
         await drop(self.links, self.book, peer_id)
 
@@ -177,7 +238,7 @@ class Admission:
             with trio.fail_after(HELLO_TIMEOUT_S):
                 stream = await self.links.open_stream(peer_id, HELLO_PROTOCOL)
                 started = trio.current_time()
-                frame = encode_frame(messages.encode(self._my_hello()))
+                frame = encode_frame(messages.encode(self._my_hello(peer_id)))
                 await stream.write(frame)
                 payload = await read_frame(stream)
                 rtt_ms = (trio.current_time() - started) * 1000
@@ -192,7 +253,8 @@ class Admission:
             if reason is not None:
                 await self._refuse(peer_id, reason)
                 return
-            await self._admit(peer_id, reply, rtt_ms)
+            if await self._admit(peer_id, reply, rtt_ms):
+                self.greet(peer_id, then_sync=False)  # now that it is verified: our addresses and siblings
         except HELLO_ERRORS as exc:  # the peer speaks no clade, or the link died
             await self._hello_failed(peer_id, exc)
             return
@@ -225,6 +287,7 @@ class Admission:
         self.counters["hello_incomplete"] += 1
         if not (record.dial or record.member):
             record.hold_until = trio.current_time() + NO_HELLO_HOLD_S
+            shut_out(self.links, record)
         await drop(self.links, self.book, peer_id)
 
     async def serve_hello(self, stream: Stream, peer_id: str) -> None:
@@ -246,7 +309,7 @@ class Admission:
                     await self._refuse(peer_id, reason)
                     return
                 await self._admit(peer_id, hello, None)
-                frame = encode_frame(messages.encode(self._my_hello()))
+                frame = encode_frame(messages.encode(self._my_hello(peer_id)))
                 await stream.write(frame)
             self.book.note_traffic(peer_id, sent=len(frame), received=len(payload), now_ms=self.daemon.now_ms())
         except HELLO_ERRORS as exc:

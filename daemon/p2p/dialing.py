@@ -6,7 +6,9 @@ backoff and jitter.
 `hold_until` and `blacklisted` of each record, the set of dials in flight and the dialer's
 wake-up. Every timer is on `trio.current_time()` (tests run it on `MockClock`). It reaches
 the network only through the `Links` port and greets nobody itself: the node routes a new
-connection to admission when `on_connected` says so.
+connection to admission when `on_connected` says so. Nothing else dials: py-libp2p's
+auto-connector is off (`host.disable_auto_connector`) and Pubsub opens no stream (which
+would redial) to a peer that has not proved membership (`gate`).
 """
 
 from __future__ import annotations
@@ -163,15 +165,16 @@ class Dialing:
 
     # -- connection events (routed here by the node) -------------------------------------------
 
-    def on_connected(self, peer_id: str) -> bool:
-        """A connection to `peer_id` opened. True if it is new and must be greeted (hello);
-        a peer held off is dropped at once instead."""
+    def on_connected(self, peer_id: str) -> bool | None:
+        """A connection to `peer_id` opened: True if it is the peer's first (a hello is due),
+        False if another was already up, None if the peer is held off (dropped at once,
+        counted, not logged: a held peer may retry many times a second)."""
         record = self.book.get(peer_id)
         if trio.current_time() < record.hold_until:
             self.counters["connections_refused_held"] += 1
             if self._nursery is not None:
                 self._nursery.start_soon(drop, self.links, self.book, peer_id)
-            return False
+            return None
         was = record.connected
         record.connected = True
         record.last_seen_ms = self.daemon.now_ms()

@@ -5,11 +5,16 @@
 - one connection per peer (else every dial waits 250 ms), health pings so hung peers are noticed;
 - GossipSub v1.1 only (v1.2 costs ~60x the CPU here), heartbeat 1 s, no adaptive gossip,
   spam protection off (it silently drops above 10 msg/s, our own publishes included):
-  every message is checked by our validator instead.
+  every message is checked by our validator instead;
+- Pubsub behind the membership gate (`gate.GatedPubsub`): nothing exchanged with a peer
+  before its hello proves it a member;
+- no auto-connector: `min_connections=0` does not turn it off (NOTES-libp2p 17; it would
+  dial every peer in the peerstore, refused ones too), so `disable_auto_connector` does.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import multiaddr
@@ -21,7 +26,6 @@ from libp2p.crypto.x25519 import create_new_key_pair as create_x25519_key_pair
 from libp2p.custom_types import TProtocol
 from libp2p.network.config import ConnectionConfig
 from libp2p.pubsub.gossipsub import PROTOCOL_ID_V11, GossipSub
-from libp2p.pubsub.pubsub import Pubsub
 from libp2p.security.noise.transport import PROTOCOL_ID as NOISE_PROTOCOL_ID
 from libp2p.security.noise.transport import Transport as NoiseTransport
 from libp2p.stream_muxer.yamux.yamux import PROTOCOL_ID as YAMUX_PROTOCOL_ID
@@ -29,7 +33,9 @@ from libp2p.stream_muxer.yamux.yamux import Yamux
 
 from crypto import Identity
 
-__all__ = ["GOSSIP_MAX_BYTES", "build_host", "build_pubsub", "parse_multiaddr"]
+from .gate import GatedPubsub, MemberGate
+
+__all__ = ["GOSSIP_MAX_BYTES", "build_host", "build_pubsub", "disable_auto_connector", "parse_multiaddr"]
 
 GOSSIP_MAX_BYTES = 1024 * 1024 + 64 * 1024  # one sealed 1 MiB batch plus RPC framing
 
@@ -56,11 +62,27 @@ def build_host(identity: Identity, *, mdns: bool) -> IHost:
         ping_timeout=5.0,
         abort_connection_on_ping_failure=True,
     )
-    return new_host(key_pair=key_pair, sec_opt=security, muxer_opt={TProtocol(YAMUX_PROTOCOL_ID): Yamux},
+    host = new_host(key_pair=key_pair, sec_opt=security, muxer_opt={TProtocol(YAMUX_PROTOCOL_ID): Yamux},
                     connection_config=connections, enable_mDNS=mdns)
+    disable_auto_connector(host)
+    return host
 
 
-def build_pubsub(host: IHost) -> tuple[GossipSub, Pubsub]:
+async def _never_connect() -> None:
+    return None
+
+
+def disable_auto_connector(host: IHost) -> None:
+    """Keep the swarm's auto-connector from dialing anyone: its target is (low + high
+    watermark) / 2 whatever `min_connections` says, and lowering the high watermark would make
+    the pruner close our siblings' connections instead. Every dial here is `Dialing`'s."""
+    connector = getattr(host.get_network(), "auto_connector", None)
+    if connector is not None:
+        connector.maybe_connect = _never_connect
+
+
+def build_pubsub(host: IHost, gate: MemberGate, *, wait_s: float,
+                 counters: Counter[str] | None = None) -> tuple[GossipSub, GatedPubsub]:
     router = GossipSub(
         protocols=[PROTOCOL_ID_V11],
         degree=6, degree_low=4, degree_high=12,
@@ -68,6 +90,6 @@ def build_pubsub(host: IHost) -> tuple[GossipSub, Pubsub]:
         adaptive_gossip_enabled=False,
         spam_protection_enabled=False,
     )
-    pubsub = Pubsub(host, router, strict_signing=True, seen_ttl=600, validation_timeout=10.0,
-                    max_inbound_rpc_size=GOSSIP_MAX_BYTES)
+    pubsub = GatedPubsub(host, router, strict_signing=True, seen_ttl=600, validation_timeout=10.0,
+                         max_inbound_rpc_size=GOSSIP_MAX_BYTES, gate=gate, wait_s=wait_s, counters=counters)
     return router, pubsub

@@ -17,10 +17,10 @@ from libp2p.custom_types import TProtocol
 from libp2p.exceptions import BaseLibp2pError
 from libp2p.peer.id import ID
 from libp2p.peer.peerinfo import PeerInfo
-from libp2p.pubsub.pubsub import Pubsub
 from libp2p.rcmgr.exceptions import ResourceManagerException
 from libp2p.tools.anyio_service.exceptions import ServiceException
 
+from .gate import GatedPubsub, MemberGate
 from .host import parse_multiaddr
 from .ports import Stream
 
@@ -50,11 +50,12 @@ def parse_peer_id(peer_id: str) -> ID | None:
 
 
 class HostLinks:
-    """`ports.Links` over one host and one Pubsub."""
+    """`ports.Links` over one host and one gated Pubsub."""
 
-    def __init__(self, host: IHost, pubsub: Pubsub) -> None:
+    def __init__(self, host: IHost, pubsub: GatedPubsub, gate: MemberGate) -> None:
         self.host = host
         self.pubsub = pubsub
+        self.gate = gate
 
     def listen_addrs(self) -> list[str]:
         return [str(a) for a in self.host.get_addrs()]
@@ -104,3 +105,19 @@ class HostLinks:
         pid = parse_peer_id(peer_id)
         if pid is not None:
             self.pubsub.remove_from_blacklist(pid)
+
+    def admit(self, peer_id: str) -> None:
+        self.gate.admit(peer_id)
+
+    def forget(self, peer_id: str) -> None:
+        self.gate.forget(peer_id)
+
+    async def open_gossip(self, peer_id: str) -> None:
+        pid = parse_peer_id(peer_id)
+        if pid is None:
+            return
+        try:
+            if not await self.pubsub.open_to(pid):
+                log.debug("no pubsub stream to %s (it went away, or is shut out)", peer_id)
+        except TRANSPORT_ERRORS as exc:  # the peer went away meanwhile: a new connection starts over
+            log.debug("opening the pubsub stream to %s: %r", peer_id, exc)

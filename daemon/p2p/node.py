@@ -40,10 +40,11 @@ from .admission import Admission
 from .broadcast import Broadcast
 from .catchup import CatchUp
 from .dialing import Dialing
+from .gate import MemberGate
 from .gossip import GossipCodec
 from .host import build_host, build_pubsub, parse_multiaddr
 from .links import TRANSPORT_ERRORS, HostLinks
-from .peers import PeerBook
+from .peers import PeerBook, PeerRecord
 from .ports import Daemon, log
 
 __all__ = ["HELLO_PROTOCOL", "SYNC_PROTOCOL", "P2PNode", "parse_peer_addr", "topic_of"]
@@ -65,15 +66,19 @@ def parse_peer_addr(addr: str) -> tuple[str, str]:
         raise ValueError(str(exc)) from None
 
 
+ConnEvent = tuple[str, str, bool]  # ("connected" | "disconnected", peer id, we dialed it)
+
+
 class Events(INotifee):
     """Connection events from libp2p, handed to the node's task (never handled inline)."""
 
-    def __init__(self, send: trio.MemorySendChannel[tuple[str, str]]) -> None:
+    def __init__(self, send: trio.MemorySendChannel[ConnEvent]) -> None:
         self.send = send
 
     def _post(self, kind: str, conn: INetConn) -> None:
+        outbound = bool(getattr(conn.muxed_conn, "is_initiator", False))
         with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
-            self.send.send_nowait((kind, conn.muxed_conn.peer_id.to_base58()))
+            self.send.send_nowait((kind, conn.muxed_conn.peer_id.to_base58(), outbound))
 
     async def connected(self, network: INetwork, conn: INetConn) -> None:
         self._post("connected", conn)
@@ -110,8 +115,11 @@ class P2PNode:
         self.book = PeerBook()
         self.rng = random.Random()
         self.host = build_host(identity, mdns=mdns)
-        self.router, self.pubsub = build_pubsub(self.host)
-        self.links = HostLinks(self.host, self.pubsub)
+        self.gate = MemberGate()
+        self.router, self.pubsub = build_pubsub(self.host, self.gate, wait_s=admission.HELLO_WAIT_S + 1.0,
+                                                counters=daemon.counters)
+        self.links = HostLinks(self.host, self.pubsub, self.gate)
+        self.book.on_evict = self._evicted
         self.dialing = Dialing(daemon, self.links, self.book, me=me, known_path=known_path, rng=self.rng,
                                parse_addr=parse_peer_addr, dial_errors=(*TRANSPORT_ERRORS, ValueError))
         self.catchup = CatchUp(daemon, self.links, self.book, me=me, max_skew_ms=max_skew_ms,
@@ -160,13 +168,25 @@ class P2PNode:
 
     # -- libp2p's callbacks, routed to the parts -----------------------------------------------
 
-    async def _connection_events(self, receive: trio.MemoryReceiveChannel[tuple[str, str]]) -> None:
-        async for kind, peer_id in receive:
+    async def _connection_events(self, receive: trio.MemoryReceiveChannel[ConnEvent]) -> None:
+        async for kind, peer_id, outbound in receive:
             if kind == "connected":
-                if self.dialing.on_connected(peer_id):
+                new = self.dialing.on_connected(peer_id)
+                if new is None:  # held off: dropped at once
+                    continue
+                if outbound:  # the dialer proves membership first (admission's module docstring)
                     self.admission.greet(peer_id)
+                elif new:
+                    self.admission.expect_hello(peer_id)
             else:
+                if not self.links.connected(peer_id):
+                    self.admission.forget(peer_id)
                 self.dialing.on_disconnected(peer_id)
+
+    def _evicted(self, record: PeerRecord) -> None:
+        """A stranger left the peer book: lift its GossipSub blacklist (a revoked peer's stays)."""
+        if record.blacklisted and record.refused != "revoked":
+            self.links.let_in(record.peer_id)
 
     async def _hello_handler(self, stream: INetStream) -> None:
         await self.admission.serve_hello(stream, stream.muxed_conn.peer_id.to_base58())
@@ -181,7 +201,7 @@ class P2PNode:
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         self.dialing.load_known()
-        events_send, events_receive = trio.open_memory_channel[tuple[str, str]](4096)
+        events_send, events_receive = trio.open_memory_channel[ConnEvent](4096)
         self.host.get_network().register_notifee(Events(events_send))
         token = trio.lowlevel.current_trio_token()
 

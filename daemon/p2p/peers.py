@@ -6,6 +6,7 @@ Pure bookkeeping (no I/O): the node updates it, `clade peers` and `GET /v1/peers
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,30 +58,49 @@ class PeerRecord:
 
 
 class PeerBook:
-    """Every peer this golem has heard of (bounded: the oldest non-dialed strangers go first)."""
+    """Every peer this golem has heard of, bounded. Members, siblings to dial (bootstraps,
+    known and learned ones) are kept up to `MAX_PEERS`; *strangers* (peers that connected
+    but never proved membership, refused and held ones included) are kept apart, at most
+    `MAX_STRANGERS`, the least recently active dropped first, so a scanner cannot grow the
+    book (or `GET /v1/peers`). `on_evict` hears of each stranger dropped."""
 
     MAX_PEERS = 1024
+    MAX_STRANGERS = 256
 
-    def __init__(self) -> None:
-        self._peers: dict[str, PeerRecord] = {}
+    def __init__(self, on_evict: Callable[[PeerRecord], None] | None = None) -> None:
+        self._peers: dict[str, PeerRecord] = {}  # least recently touched first
+        self.on_evict = on_evict
 
     def get(self, peer_id: str) -> PeerRecord:
         record = self._peers.get(peer_id)
         if record is None:
-            if len(self._peers) >= self.MAX_PEERS:
-                self._evict()
+            if len(self._peers) >= self.MAX_PEERS:  # strangers and never-admitted learned addresses go
+                self._evict(len(self._peers) // 10, lambda r: not r.member and (not r.dial or r.learned))
+            if self.strangers() >= self.MAX_STRANGERS:
+                self._evict(1, self.is_stranger)
             record = self._peers[peer_id] = PeerRecord(peer_id)
+        else:  # recently used: last in line for eviction
+            self._peers[peer_id] = self._peers.pop(peer_id)
         return record
 
     def find(self, peer_id: str) -> PeerRecord | None:
         return self._peers.get(peer_id)
 
-    def _evict(self) -> None:
-        strangers = [r for r in self._peers.values()
-                     if not r.connected and not r.member and (not r.dial or r.learned)]
-        victims = sorted(strangers, key=lambda r: r.last_seen_ms or 0)[: max(1, len(self._peers) // 10)]
+    @staticmethod
+    def is_stranger(record: PeerRecord) -> bool:
+        """Never proved membership and not a sibling we dial (nor a learned candidate)."""
+        return not record.member and not record.dial and not record.learned
+
+    def strangers(self) -> int:
+        return sum(1 for r in self._peers.values() if self.is_stranger(r))
+
+    def _evict(self, count: int, evictable: Callable[[PeerRecord], bool]) -> None:
+        """Drop up to `count` evictable records not connected, least recently touched first."""
+        victims = [r for r in self._peers.values() if not r.connected and evictable(r)][: max(1, count)]
         for record in victims:
             del self._peers[record.peer_id]
+            if self.on_evict is not None:
+                self.on_evict(record)
 
     def add_addr(self, peer_id: str, addr: str) -> PeerRecord:
         record = self.get(peer_id)

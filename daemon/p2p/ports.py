@@ -94,6 +94,19 @@ class Links(Protocol):
         """Undo `shut_out`. Never raises."""
         ...
 
+    def admit(self, peer_id: str) -> None:
+        """`peer_id` proved membership on its current connection: GossipSub may exchange
+        messages with it (`gate.MemberGate`). Never raises."""
+        ...
+
+    def forget(self, peer_id: str) -> None:
+        """Undo `admit` (its connection closed, or it was refused). Never raises."""
+        ...
+
+    async def open_gossip(self, peer_id: str) -> None:
+        """Start GossipSub with an admitted peer (open our pubsub stream to it). Never raises."""
+        ...
+
 
 class Siblings(Protocol):
     """Dialing's side of admission: learn siblings a member names, remember admitted ones."""
