@@ -188,13 +188,13 @@ def create_app(state: DaemonState) -> FastAPI:
     async def list_entries(kind: Annotated[list[Kind] | None, Query()] = None,
                            limit: Annotated[int, Query(ge=1, le=10_000)] = 50,
                            archived: bool = False) -> dict[str, Any]:
-        entries = await state.db(lambda s: s.list_entries(kinds=kind or (), limit=limit, include_archived=archived))
+        entries = await state.read(lambda r: r.list_entries(kinds=kind or (), limit=limit, include_archived=archived))
         return {"entries": [e.to_json() for e in entries]}
 
     @app.get("/v1/entries/{entry_id}", response_model=EntryDoc, responses=errors(404))
     async def get_entry(entry_id: str) -> dict[str, Any]:
         """One entry, archived (forgotten) ones too: forgetting archives, it does not delete."""
-        entry = await state.db(lambda s: s.get(entry_id))
+        entry = await state.read(lambda r: r.get(entry_id))
         return entry.to_json()
 
     @app.post("/v1/entries/{entry_id}/forget", response_model=ForgetOut, responses=errors(404))

@@ -36,6 +36,7 @@ from crdt import Kind
 from .records import Entry
 from .retrieval import RecallQuery, Retriever
 from .scoring import age_days
+from .store import Grimoire
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -272,15 +273,15 @@ def build_digest(retriever: Retriever, *, text: str, now_ms: int, budget_tokens:
                  pinned_tags: Sequence[str] = (), pinned_fact_keys: Sequence[str] = (),
                  query_vector: NDArray[np.float32] | None = None,
                  keyword: list[tuple[str, float]] | None = None, external: Sequence[ExternalItem] = (),
-                 external_tokens: int = 0) -> dict[str, Any]:
+                 external_tokens: int = 0, store: Grimoire | None = None) -> dict[str, Any]:
     """Pinned entries, then ranked hits (wider than k: caps and the budget skip some), then
     `external` results within `external_tokens`, rendered as `fmt`; returns {format, tokens,
     budget_tokens, entries, pinned, external, document}. Has no side effect: what the model then
     cites is reported back through `apply_feedback`."""
     wide = digest_query(text, k=k, include_sensitive=include_sensitive)
     hits = retriever.recall(wide, now_ms=now_ms, embed_limit=embed_limit, query_vector=query_vector,
-                            keyword=keyword)
-    pinned = retriever.store.pinned(tags=pinned_tags, fact_keys=pinned_fact_keys) if (
+                            keyword=keyword, store=store)
+    pinned = (store or retriever.store).pinned(tags=pinned_tags, fact_keys=pinned_fact_keys) if (
         pinned_tags or pinned_fact_keys) else []
     items = [DigestItem(e, 1.0, pinned=True) for e in pinned]
     items += [DigestItem(h.entry, h.score) for h in hits]

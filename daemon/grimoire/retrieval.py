@@ -14,6 +14,7 @@ golem that recalls all day would otherwise make the same few entries top every l
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -71,6 +72,7 @@ class Retriever:
         self._embedder_factory = embedder
         self._embedder: Embedder | None = None
         self._index: VectorIndex | None = None
+        self._index_lock = threading.Lock()  # recalls on several read connections share the index
 
     @property
     def embedder(self) -> Embedder:
@@ -98,17 +100,20 @@ class Retriever:
         """Every current-model entry vector, by id (the in-memory index, refreshed first)."""
         return self._vector_index().as_mapping()
 
-    def _vector_index(self) -> VectorIndex:
-        if self._index is None or self._index.info != self.embedder.info:
-            self._index = VectorIndex(self.embedder.info)
-        self._index.refresh(self.store)
-        return self._index
+    def _vector_index(self, store: Grimoire | None = None) -> VectorIndex:
+        """The in-memory index, brought up to date from `store` (default: the writer's)."""
+        with self._index_lock:
+            if self._index is None or self._index.info != self.embedder.info:
+                self._index = VectorIndex(self.embedder.info)
+            self._index.refresh(store or self.store)
+            return self._index
 
-    def keyword_candidates(self, query: RecallQuery) -> list[tuple[str, float]]:
+    def keyword_candidates(self, query: RecallQuery, *, store: Grimoire | None = None) -> list[tuple[str, float]]:
         """The keyword half of `recall` on its own: (id, BM25) of the best FTS5 matches; empty
         when the query has no searchable word (raises `UsageError` then only if keyword-only)."""
         try:
-            return self.store.keyword_scores(query.text, k=max(CANDIDATES, 5 * query.k), kinds=query.kinds)
+            return (store or self.store).keyword_scores(query.text, k=max(CANDIDATES, 5 * query.k),
+                                                        kinds=query.kinds)
         except UsageError:
             if query.keyword_only:
                 raise
@@ -116,7 +121,7 @@ class Retriever:
 
     def recall(self, query: RecallQuery, *, now_ms: int | None = None, embed_limit: int | None = None,
                query_vector: NDArray[np.float32] | None = None,
-               keyword: list[tuple[str, float]] | None = None) -> list[Hit]:
+               keyword: list[tuple[str, float]] | None = None, store: Grimoire | None = None) -> list[Hit]:
         """The top `query.k` entries by rank. Raises `UsageError` for an empty query.
 
         First embeds entries that lack a vector, newest first — all of them, or at most
@@ -124,25 +129,29 @@ class Retriever:
         and passes 0). Entries still without a vector take part through keyword search.
         `query_vector` and `keyword`, when given, are the query's embedding and
         `keyword_candidates` (the daemon computes them side by side, off this thread).
+        `store`: a read connection to read through (with `embed_limit=0`: a recall then writes
+        nothing), default the writer's.
         """
         if not query.text.strip():
             raise UsageError("query must not be empty")
+        reader = store or self.store
         now = wall_clock_ms() if now_ms is None else now_ms
         via: dict[str, str] = {}
         vec: NDArray[np.float32] | None = None
         index: VectorIndex | None = None
         if not query.keyword_only:
-            self.index_missing(limit=embed_limit, newest_first=True)
-            index = self._vector_index()
+            if embed_limit != 0:
+                self.index_missing(limit=embed_limit, newest_first=True)
+            index = self._vector_index(reader)
             vec = self.embedder.embed([query.text])[0] if query_vector is None else query_vector
             for entry_id, _ in index.nearest(vec, max(CANDIDATES, 5 * query.k)):
                 via[entry_id] = "vector"
         bm25: dict[str, float] = {}
-        for entry_id, score in self.keyword_candidates(query) if keyword is None else keyword:
+        for entry_id, score in self.keyword_candidates(query, store=reader) if keyword is None else keyword:
             via[entry_id] = "both" if entry_id in via else "keyword"
             bm25[entry_id] = score
         best = max(bm25.values(), default=0.0)
-        candidates = [c for c in self.store.rank_fields(list(via)) if _passes(c, query, now)]
+        candidates = [c for c in reader.rank_fields(list(via)) if _passes(c, query, now)]
         raw = []
         for cand in candidates:
             # Relevance: the cosine with the query; keyword-only, BM25 relative to the best match.
@@ -155,7 +164,7 @@ class Retriever:
             raw.append(_factors(cand, semantic, query.pad, now))
         ranked = sorted(zip(candidates, scoring.normalise(raw), strict=True),
                         key=lambda cf: (-cf[1].score, cf[0].id))[: query.k]
-        full = {e.id: e for e in self.store.get_many([c.id for c, _ in ranked])}
+        full = {e.id: e for e in reader.get_many([c.id for c, _ in ranked])}
         return [Hit(full[c.id], f.score, f, via[c.id]) for c, f in ranked if c.id in full]
 
 

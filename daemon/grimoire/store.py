@@ -171,6 +171,21 @@ class Grimoire:
             raise
         return cls(conn, path, wall_ms)
 
+    @classmethod
+    def open_reader(cls, path: Path, *, busy_timeout_ms: int = 10_000,
+                    wall_ms: Callable[[], int] = wall_clock_ms) -> Grimoire:
+        """A read-only connection to an open store (WAL: it reads beside the writer and sees
+        every transaction committed before each of its statements). Writing through it raises
+        `sqlite3.OperationalError`. Raises `StoreError` if the store cannot be opened."""
+        try:
+            conn = sqlite3.connect(path, isolation_level=None, timeout=busy_timeout_ms / 1000,
+                                   check_same_thread=False)
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            conn.execute("PRAGMA query_only = ON")
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open {path} for reading: {exc}") from None
+        return cls(conn, path, wall_ms)
+
     def close(self) -> None:
         self._conn.close()
 

@@ -325,6 +325,8 @@ class Daemon:
         finally:
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(store.checkpoint)
+            if self.state is not None:
+                self.state.close_readers()
             store.close()
             if owns_files:
                 self.data.run_path.unlink(missing_ok=True)

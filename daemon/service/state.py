@@ -8,6 +8,7 @@ one writer and the trio loop never blocks on disk or on the embedding model.
 from __future__ import annotations
 
 import logging
+import queue
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
@@ -69,6 +70,7 @@ BACKLOG_BATCH = 8
 log = logging.getLogger("clade.state")
 T = TypeVar("T")
 Event = tuple[str, dict[str, Any]]
+READERS = 3  # read connections; 2 cores: more only queue
 
 
 @dataclass
@@ -81,6 +83,11 @@ class DaemonState:
     counters: Counter[str] = field(default_factory=Counter)
     last_curator: dict[str, Any] | None = None
     _limiter: anyio.CapacityLimiter = field(default_factory=lambda: anyio.CapacityLimiter(1))
+    # Reads (search, digest, status, listings) on their own connections: they never wait for
+    # the writer (WAL), and up to READERS run side by side.
+    _read_limiter: anyio.CapacityLimiter = field(default_factory=lambda: anyio.CapacityLimiter(READERS))
+    _readers: queue.SimpleQueue[Grimoire] = field(default_factory=queue.SimpleQueue)
+    _all_readers: list[Grimoire] = field(default_factory=list)
     _subscribers: set[MemoryObjectSendStream[Event]] = field(default_factory=set)
     _retriever: Retriever | None = None
     # One user of the model at a time (query tail or background backlog), so the two never
@@ -98,6 +105,28 @@ class DaemonState:
     async def db(self, fn: Callable[[Grimoire], T]) -> T:
         """Run `fn(store)` in the writer thread."""
         return await anyio.to_thread.run_sync(fn, self.store, limiter=self._limiter)
+
+    async def read(self, fn: Callable[[Grimoire], T]) -> T:
+        """Run `fn(reader)` on a read-only connection (a worker thread; never behind the writer).
+        `fn` must not write: the connection refuses it."""
+        def run() -> T:
+            try:
+                reader = self._readers.get_nowait()
+            except queue.Empty:
+                reader = Grimoire.open_reader(self.store.path, busy_timeout_ms=self.config.store.busy_timeout_ms)
+                self._all_readers.append(reader)
+            try:
+                return fn(reader)
+            finally:
+                self._readers.put(reader)
+
+        return await anyio.to_thread.run_sync(run, limiter=self._read_limiter)
+
+    def close_readers(self) -> None:
+        """Close the read connections (at shutdown, once no read runs)."""
+        for reader in self._all_readers:
+            reader.close()
+        self._all_readers.clear()
 
     @property
     def retriever(self) -> Retriever:
@@ -174,12 +203,12 @@ class DaemonState:
         lookup); the backlog also re-embeds vectors of another model after a model change."""
         others = not newest_first
         info = expected_info(self.config.embedding.model)
-        if info is not None and not await self.db(lambda s: missing_vectors(s, info, limit=1, other_models=others)):
-            return 0  # nothing to embed: do not load the model (300 MB) for nothing
+        if info is not None and not await self.read(lambda r: missing_vectors(r, info, limit=1, other_models=others)):
+            return 0  # nothing to embed: do not load the model (300 MB) for nothing, nor wait for the writer
         async with self._embedding:
             embedder = await anyio.to_thread.run_sync(lambda: self.retriever.embedder)
-            todo = await self.db(lambda s: missing_vectors(s, embedder.info, limit=limit, newest_first=newest_first,
-                                                           other_models=others))
+            todo = await self.read(lambda r: missing_vectors(r, embedder.info, limit=limit, newest_first=newest_first,
+                                                             other_models=others))
             if not todo:
                 return 0
             vectors = await anyio.to_thread.run_sync(lambda: embedder.embed([content for _, content in todo]))
@@ -210,7 +239,7 @@ class DaemonState:
 
         async def keyword() -> None:
             try:
-                found["keyword"] = await self.db(lambda s: self.retriever.keyword_candidates(query))
+                found["keyword"] = await self.read(lambda r: self.retriever.keyword_candidates(query, store=r))
             except UsageError:  # no letters or digits to match ("!!!"): the meaning alone answers
                 found["keyword"] = []
 
@@ -223,8 +252,8 @@ class DaemonState:
                      min_importance: float | None = None) -> list[Hit]:
         query = RecallQuery(text=text, k=k, kinds=kinds, min_importance=min_importance)
         vector, keyword = await self._prepared(query)
-        return await self.db(lambda s: self.retriever.recall(query, embed_limit=0, query_vector=vector,
-                                                             keyword=keyword))
+        return await self.read(lambda r: self.retriever.recall(query, embed_limit=0, query_vector=vector,
+                                                               keyword=keyword, store=r))
 
     async def ask_styx(self, text: str, *, k: int) -> tuple[list[QueryResult], str | None]:
         """Styx's answer to a search or digest (within the deadline and the monthly budget), or ([], why)."""
@@ -257,11 +286,11 @@ class DaemonState:
         pins = self.config.digest
         injection = self.config.styx.injection
         external = for_digest(remote.get("results", []), min_confidence=injection.min_confidence)
-        doc = await self.db(lambda s: build_digest(
+        doc = await self.read(lambda r: build_digest(
             self.retriever, text=text, now_ms=self.now_ms(), budget_tokens=budget_tokens, k=k, fmt=fmt,
             include_sensitive=include_sensitive, namespace=namespace, embed_limit=0, query_vector=vector,
             keyword=keyword, pinned_tags=pins.pinned_tags, pinned_fact_keys=pins.pinned_fact_keys,
-            external=external, external_tokens=injection.max_tokens))
+            external=external, external_tokens=injection.max_tokens, store=r))
         if remote.get("error"):
             doc["styx_error"] = remote["error"]
         return doc
@@ -286,7 +315,7 @@ class DaemonState:
         return await self._embed_pending(limit=batch, newest_first=False)
 
     async def status(self) -> dict[str, Any]:
-        counts = await self.db(lambda s: s.counts())
+        counts = await self.read(lambda r: r.counts())
         joined = self.data.load_membership()
         return {
             "peer_id": self.identity.peer_id,
