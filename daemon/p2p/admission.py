@@ -308,9 +308,14 @@ class Admission:
                         await stream.read(1)
                     await self._refuse(peer_id, reason)
                     return
-                await self._admit(peer_id, hello, None)
+                first = await self._admit(peer_id, hello, None)
                 frame = encode_frame(messages.encode(self._my_hello(peer_id)))
                 await stream.write(frame)
+                if first and self._nursery is not None:
+                    # The dialer pulls from us after its hello; we pull from it too, so what it
+                    # wrote while apart (a restart, a partition) arrives now, not at the next
+                    # anti-entropy tick.
+                    self._nursery.start_soon(self.syncer.sync_with, peer_id)
             self.book.note_traffic(peer_id, sent=len(frame), received=len(payload), now_ms=self.daemon.now_ms())
         except HELLO_ERRORS as exc:
             await self._hello_failed(peer_id, exc)

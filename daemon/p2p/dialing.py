@@ -113,11 +113,14 @@ class Dialing:
         try:
             known = json.loads(self.known_path.read_text())
             for peer_id, addrs in dict(known).items():
-                for addr in list(addrs)[:8]:
-                    self.book.add_addr(str(peer_id), str(addr)).dial = True
+                record = self.book.get(str(peer_id))
+                record.dial = True
+                # After any address configured now (a bootstrap): a sibling that moved to a new
+                # port is dialed where the operator says first, its old address last.
+                record.addrs = [*record.addrs, *(str(a) for a in list(addrs)[:8] if str(a) not in record.addrs)][:8]
         except FileNotFoundError:
             return
-        except (OSError, ValueError, TypeError) as exc:
+        except (OSError, ValueError, TypeError, RecursionError) as exc:  # unreadable, not JSON, wrong shape, too deep
             log.warning("ignoring %s (%s); siblings will be found again via bootstrap/mDNS", self.known_path, exc)
 
     async def save_known(self) -> None:
