@@ -11,7 +11,7 @@ from .context import CausalContext, Dot
 from .errors import CrdtError, InvalidValue, RemoteProtocolError
 from .hlc import HybridClock, Timestamp
 from .mutators import Mutator
-from .ops import AuthorValue, EndorseValue, Op, Signer, SlotKind, Status, Verifier, make_op, open_op
+from .ops import AuthorValue, EndorseValue, Op, Signer, SlotKind, Status, Verifier, make_op, open_op, open_stored_op
 from .replica import (
     ApplyReport,
     Backend,
@@ -65,4 +65,5 @@ __all__ = [
     "make_op",
     "may_cross",
     "open_op",
+    "open_stored_op",
 ]

@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import msgpack
 
@@ -295,6 +295,29 @@ class EntryBody:
     def canonical(self) -> bytes:
         """Deterministic bytes of the body (msgpack, float64, fixed field order)."""
         return msgpack.packb(self.to_wire(), use_bin_type=True, use_single_float=False)
+
+    @classmethod
+    def from_trusted_wire(cls, wire: Any, entry_id: str) -> EntryBody:
+        """Rebuild a body this replica checked when it arrived (its own store's, read back to be
+        sent on): no validation and no re-hash — `entry_id` is the id it was stored under.
+        Never use it on bytes from a peer: that is `from_wire`."""
+        (_, _, author, kind, content, created, category, tokens, chains, protocols, tags,
+         strategy_id, importance, quality, sensitivity, pad, origin, generation, bloodstain) = wire
+        body = object.__new__(cls)
+        s = object.__setattr__
+        for name, value in (
+                ("author", author), ("kind", Kind(kind)), ("content", content),
+                ("created", Timestamp.unpack(created)),
+                ("category", None if category is None else Category(category)),
+                ("tokens", tuple(tokens)), ("chains", tuple(chains)),
+                ("protocols", tuple(protocols)), ("tags", tuple(tags)),
+                ("strategy_id", strategy_id), ("importance", importance), ("quality", quality),
+                ("sensitivity", Sensitivity(sensitivity)),
+                ("pad", None if pad is None else Pad(pleasure=pad[0], arousal=pad[1], dominance=pad[2])),
+                ("origin", Origin(origin)), ("generation", generation), ("bloodstain", bloodstain),
+                ("_id", entry_id)):
+            s(body, name, value)
+        return body
 
     @classmethod
     def from_wire(cls, wire: object) -> EntryBody:

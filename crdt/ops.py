@@ -256,6 +256,18 @@ def open_op(writer: object, signed: object, signature: object, verify: Verifier)
     return op
 
 
+def open_stored_op(writer: str, signed: bytes, signature: bytes) -> Op:
+    """Decode an op from this replica's own store: it was checked (signature, format, rules)
+    when it arrived, so nothing is verified, validated or re-hashed again — extraction for a
+    peer is a read, not a second admission. Never use it on bytes from a peer: that is `open_op`."""
+    _, seq, hlc, entry_id, slot, value = msgpack.unpackb(signed, raw=False)
+    kind = SlotKind(slot)
+    entry = entry_id.hex()
+    decoded = EntryBody.from_trusted_wire(value, entry) if kind is SlotKind.BODY else _decode_value(kind, value)
+    return Op(writer=writer, seq=seq, hlc=Timestamp.unpack(hlc), entry_id=entry, slot=kind, value=decoded,
+              signed=signed, signature=signature)
+
+
 def _decode_value(kind: SlotKind, value: object) -> Value:
     if kind is SlotKind.BODY:
         return EntryBody.from_wire(value)

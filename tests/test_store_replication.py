@@ -244,3 +244,28 @@ def test_pre_v3_entries_get_their_ops(tmp_path: Path) -> None:
         deltas = list(store.iter_deltas(CausalContext()))
         assert [op.entry_id for d in deltas for op in d.ops] == [body.id, body.id]
         assert store.backfill_ops(ident) == 0  # once only
+
+
+@pytest.mark.parametrize("seed", [3, 17])
+def test_a_stored_op_read_back_equals_the_op_admitted(seed: int) -> None:
+    """`open_stored_op` (extraction: no re-validation, no re-hash) gives exactly what `open_op`
+    (admission: signature, format, rules, hash) gives, for every kind of op and body field."""
+    from crdt import EntryBody, open_op, open_stored_op
+
+    rng = random.Random(seed)
+    replicas = [SimReplica(identity) for identity in IDENTITIES[:3]]
+    counter = [0]
+    ops = []
+    for _ in range(300):
+        made = random_op(rng, rng.choice(replicas), counter)
+        ops += made
+        for replica in replicas:  # everyone learns it, so endorsements of others' entries happen
+            replica.receive(gossip(made))
+    assert {op.slot for op in ops} == {SlotKind.BODY, SlotKind.AUTHOR, SlotKind.ENDORSE}
+    for op in ops:
+        admitted = open_op(op.writer, op.signed, op.signature, signature_ok)
+        stored = open_stored_op(op.writer, op.signed, op.signature)
+        assert stored == admitted and stored.dot == admitted.dot and stored.wire_size == admitted.wire_size
+        if isinstance(admitted.value, EntryBody):
+            assert isinstance(stored.value, EntryBody) and stored.value.id == admitted.value.id
+            assert stored.value.canonical() == admitted.value.canonical()

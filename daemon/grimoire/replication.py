@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import msgpack
 
-from crdt import AuthorValue, CausalContext, Dot, EndorseValue, EntryBody, Op, open_op
+from crdt import AuthorValue, CausalContext, Dot, EndorseValue, EntryBody, Op, open_stored_op
 
 from .records import dumps_list
 
@@ -25,14 +25,10 @@ CLADE_LOCAL_CONFIDENCE = 0.4
 _OP_COLUMNS = "writer, seq, signed, signature"
 
 
-def _trusted(writer: str, message: bytes, signature: bytes) -> bool:
-    """Ops in grimoire.db were verified when they arrived; decoding them again needs no check."""
-    return True
-
-
 def _load_op(row: tuple[str, int, bytes, bytes]) -> Op:
+    """Ops in grimoire.db were verified and validated when they arrived: read back, not re-admitted."""
     writer, _, signed, signature = row
-    return open_op(writer, signed, signature, _trusted)
+    return open_stored_op(writer, signed, signature)
 
 
 def load_context(conn: sqlite3.Connection) -> CausalContext:
