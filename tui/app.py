@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import os
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -74,6 +75,7 @@ class CladeTui(App[None]):
         self.polls = 0
         self.events_seen = 0
         self.action_log: list[str] = []
+        self.problem_log: deque[str] = deque(maxlen=50)  # recent problems, newest last
         self._pending: list[FeedItem] = []
         self._wake = asyncio.Event()
         self._main = MainScreen()
@@ -202,6 +204,8 @@ class CladeTui(App[None]):
             self.title = "clade"
 
     def watch_problem(self, problem: str) -> None:
+        if problem:
+            self.problem_log.append(problem)
         if self._main.is_mounted:
             self._main.query_one(HeaderBar).problem = problem
 
