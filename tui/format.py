@@ -274,8 +274,8 @@ def feed_item(event: str, data: Any, at_ms: int) -> FeedItem | None:
         ids: list[Any] = raw if isinstance(raw, list) else []
         first = _entry_id(ids[0]) if ids else None
         more = f" (+{len(ids) - 1} more)" if len(ids) > 1 else ""
-        return FeedItem(at_ms, "entry", f"received {s('entries', '0')} entries from {short_id(s('from'))} "
-                                        f"via {s('via')}: {first or '-'}{more}", Level.INFO, first)
+        return FeedItem(at_ms, "entry", f"received {first or '-'}{more} from {short_id(s('from'))} "
+                                        f"via {s('via')}", Level.INFO, first)
     if event in ("entry_retracted", "entry_forgotten", "entry_unarchived"):
         verb = event.removeprefix("entry_")
         return FeedItem(at_ms, "entry", f"{verb} {s('id')}", Level.INFO, _entry_id(d.get("id")))
