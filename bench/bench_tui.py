@@ -80,6 +80,15 @@ class Terminal:
     def cpu_s(self) -> float:
         return proc_cpu_ticks(self.proc.pid) / CLK_TCK
 
+    def kill(self) -> None:
+        """Stop it whatever state it is in (a bench that fails must not leave a TUI running)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        if not self._stop:
+            self._stop = True
+            os.close(self.leader)
+
     def quit(self) -> int:
         os.write(self.leader, b"q")
         try:
@@ -101,12 +110,14 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     res: dict[str, Any] = {"machine": machine_info(work), "params": {
         "idle_s": args.idle, "rate": args.rate, "burst_s": args.burst, "arrivals": args.arrivals}}
     clade = LoopbackClade(work, 2)
+    terms: list[Terminal] = []
     try:
         clade.start_all()
         g0, g1 = clade.golems
         starts = []
         for i in range(3):
             term = Terminal(g0.data.root)
+            terms.append(term)
             starts.append(term.wait_for("daemon: up", "1 connected of"))
             progress(f"cold start {i + 1}: {starts[-1]:.2f} s")
             if i < 2:
@@ -154,6 +165,8 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         progress(f"arrival: {res['arrival_ms']}")
         res["quit_status"] = term.quit()
     finally:
+        for t in terms:
+            t.kill()
         clade.close()
     res["failed"] = [] if res.get("quit_status") == 0 else ["clade tui did not quit with status 0"]
     res["total_seconds"] = round(time.perf_counter() - started, 1)
