@@ -113,8 +113,14 @@ def test_siblings_feed_entry_view_and_entry_actions(clade2: LoopbackClade) -> No
                     "the sibling's entry in the feed")
         await asyncio.to_thread(g0.call, "POST", "/v1/sync", json={})
         await until(pilot, lambda: str(table.get_row(g1.peer_id)[4]) == "100%", "completion 100% after a sync")
-        # Open it (o: the selected feed line, the newest) and act on it, each time through the dialog.
-        await until(pilot, lambda: app._main.query_one(FeedPanel).selected_entry() == theirs, "cursor on it")
+        # Select its line (as the arrows would: later lines, e.g. the sync's, may follow it), open
+        # it with o and act on it, each time through the dialog.
+        panel = app._main.query_one(FeedPanel)
+        lines = panel.query_one(DataTable)
+        row = next(key for key, entry in panel._ids.items() if entry == theirs)
+        lines.focus()
+        lines.move_cursor(row=lines.get_row_index(row))
+        await until(pilot, lambda: panel.selected_entry() == theirs, "cursor on it")
         await pilot.press("o")
         await until(pilot, lambda: isinstance(app.screen, EntryScreen) and app.screen.doc is not None, "entry view")
         body_text = str(app.screen.query_one("#entry-body").render())

@@ -209,7 +209,8 @@ class SearchScreen(_AppScreen):
 
     def on_mount(self) -> None:
         table = self.query_one("#results", DataTable)
-        table.add_columns("score", "kind", "conf", "content")
+        for name, width in (("score", 6), ("kind", 16), ("conf", 5), ("content", 200)):
+            table.add_column(name, width=width)  # fixed: see SiblingsTable.COLUMNS
         self.query_one("#query", Input).focus()
 
     @on(Input.Changed, "#query")
@@ -272,7 +273,8 @@ class HelpScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.add_columns("keys", "id", "does", "where")
+        for name, width in (("keys", 10), ("id", 17), ("does", 56), ("where", 7)):
+            table.add_column(name, width=width)  # fixed: see SiblingsTable.COLUMNS
         keys = effective_keys(self._keymap)
         for spec in KEYS:
             table.add_row(", ".join(_pretty(k) for k in keys[spec.id]), spec.id, spec.description, spec.scope,

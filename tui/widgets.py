@@ -93,15 +93,18 @@ class SiblingsTable(DataTable[Any]):
     peers: reactive[list[PeerView]] = reactive(list, always_update=True)
     ops: reactive[int | None] = reactive(None)
 
-    COLUMNS = ("link", "sibling", "seen", "rtt", "sync", "msgs in/out", "bytes in/out", "address")
+    # Fixed widths: a table sized from its content redraws later, once measured (and a
+    # snapshot could catch the first frame).
+    COLUMNS = (("link", 13), ("sibling", 9), ("seen", 13), ("rtt", 6), ("sync", 18), ("msgs in/out", 13),
+               ("bytes in/out", 21), ("address", 40))
 
     def __init__(self, now_ms: Callable[[], int], **kw: Any) -> None:
         super().__init__(cursor_type="row", zebra_stripes=False, **kw)
         self._now_ms = now_ms
 
     def on_mount(self) -> None:
-        for name in self.COLUMNS:
-            self.add_column(name, key=name)
+        for name, width in self.COLUMNS:
+            self.add_column(name, key=name, width=width)
 
     def watch_peers(self, peers: list[PeerView]) -> None:
         if not self.columns:
@@ -169,9 +172,9 @@ class FeedPanel(Vertical):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.add_column("time", key="time")
-        table.add_column("kind", key="kind")
-        table.add_column("what", key="what")
+        table.add_column("time", key="time", width=8)  # fixed widths: see SiblingsTable.COLUMNS
+        table.add_column("kind", key="kind", width=8)
+        table.add_column("what", key="what", width=160)
         self.call_after_refresh(self._show_state)
 
     def add(self, items: Iterable[FeedItem]) -> None:
