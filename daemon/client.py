@@ -19,7 +19,21 @@ from daemon.datadir import DataDir
 from daemon.errors import DaemonError, NotFound, UsageError
 from daemon.grimoire.fields import format_errors
 
-__all__ = ["DaemonClient"]
+__all__ = ["DaemonClient", "find_socket"]
+
+
+def find_socket(data: DataDir) -> Path | None:
+    """The unix socket of the live daemon serving `data` (from `$DATA/run.json`), else None.
+
+    None when run.json is missing or unreadable, its pid is gone, or the socket file is absent.
+    """
+    try:
+        info = json.loads(data.run_path.read_text())
+        pid, socket = int(info["pid"]), Path(info["socket"])
+        os.kill(pid, 0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return socket if socket.exists() else None
 
 
 class DaemonClient:
@@ -33,13 +47,8 @@ class DaemonClient:
         """A client if a live daemon serves this data dir, else None (use the store directly)."""
         if os.environ.get("CLADE_NO_DAEMON"):
             return None
-        try:
-            info = json.loads(data.run_path.read_text())
-            pid, socket = int(info["pid"]), Path(info["socket"])
-            os.kill(pid, 0)
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-        return cls(socket) if socket.exists() else None
+        socket = find_socket(data)
+        return None if socket is None else cls(socket)
 
     def call(self, method: str, path: str, *, body: dict[str, Any] | None = None,
              params: dict[str, Any] | None = None) -> Any:

@@ -186,6 +186,25 @@ class DigestConfig(_Section):
         return values
 
 
+class TuiConfig(_Section):
+    """`clade tui`: its keys (binding id -> keys, Textual's keymap) and its colours."""
+
+    keymap: dict[str, str] = Field(default_factory=dict, max_length=64,
+                                   description='binding id -> comma-separated keys, e.g. {"quit" = "x,ctrl+q"}; '
+                                               "`?` in the TUI lists the ids")
+    theme: Literal["auto", "truecolor", "256", "16", "mono"] = Field(
+        "auto", description="auto: from $COLORTERM/$TERM (truecolor, 256 or 16 colours; NO_COLOR: mono)")
+    poll_s: float = Field(1.0, ge=0.2, le=60.0, description="how often the status, peers and stats are read")
+
+    @field_validator("keymap")
+    @classmethod
+    def _keys(cls, value: dict[str, str]) -> dict[str, str]:
+        for binding_id, keys in value.items():
+            if not binding_id.strip() or not keys.strip() or len(keys) > 100:
+                raise ValueError(f"{binding_id!r} = {keys!r}: name a binding id and 1..100 characters of keys")
+        return value
+
+
 class LogConfig(_Section):
     level: Literal["debug", "info", "warning", "error"] = "warning"
 
@@ -202,6 +221,7 @@ class Config(_Section):
     embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
     digest: DigestConfig = Field(default_factory=DigestConfig)
     log: LogConfig = Field(default_factory=LogConfig)
+    tui: TuiConfig = Field(default_factory=TuiConfig)
 
 
 DEFAULT_CONFIG_TOML = """\
@@ -284,6 +304,11 @@ DEFAULT_CONFIG_TOML = """\
 
 [log]
 # level = "warning"
+
+[tui]
+# theme = "auto"           # or "truecolor", "256", "16", "mono"
+# poll_s = 1.0
+# keymap = { quit = "q,ctrl+q", "action.backup" = "B" }   # binding id -> keys; `?` lists the ids
 """
 
 

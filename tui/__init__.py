@@ -1,0 +1,13 @@
+"""`clade tui`: the operator's terminal UI, a Textual app talking only to the daemon's control API.
+
+Modules: `format` (pure: completion %, badges, rates, feed lines), `client` (the API and its
+event stream, typed and fault-tolerant), `keys` (every binding, remappable), `themes`
+(16/256/truecolor/mono), `widgets` (the panels), `screens`, `app` (`CladeTui`) and `main`
+(`run`, used by the CLI).
+"""
+
+from tui.app import CladeTui
+from tui.client import ApiClient, Endpoint
+from tui.main import run
+
+__all__ = ["ApiClient", "CladeTui", "Endpoint", "run"]

@@ -22,7 +22,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from daemon.grimoire.records import EntryDoc
 
 __all__ = [
+    "BackupFileOut",
     "BackupOut",
+    "BackupsOut",
     "CloseOut",
     "ConnectOut",
     "CuratorOut",
@@ -37,6 +39,7 @@ __all__ = [
     "FlushOut",
     "ForgetOut",
     "HitDoc",
+    "KnowledgeStatsOut",
     "LessonsOut",
     "MemoryOut",
     "ParkedItem",
@@ -348,3 +351,30 @@ class LessonsOut(_Out):
     ids: list[str]
     created: int
     skipped: int
+
+
+class KnowledgeStatsOut(_Out):
+    """`GET /v1/knowledge/stats`: what the operator's knowledge panel and sync completion need."""
+
+    live: int = Field(description="entries not archived")
+    by_kind: dict[str, int] = Field(description="live entries per kind")
+    confidence_histogram: list[int] = Field(description="live entries by local confidence, 10 buckets "
+                                                        "[0, 0.1), [0.1, 0.2) … [0.9, 1.0]")
+    ops: int = Field(description="ops in this golem's causal context (the base of a sibling's completion %)")
+
+
+class BackupFileOut(_Out):
+    name: str
+    bytes: int
+    at_ms: int = Field(description="when it was written (file modification time, wall ms)")
+
+
+class BackupsOut(_Out):
+    """`GET /v1/backups`: the backups kept in `$DATA/backups` and the scheduler's next run."""
+
+    count: int
+    total_bytes: int
+    last: BackupFileOut | None = Field(description="the newest backup (null: none yet)")
+    interval_hours: float
+    keep: int
+    next_due_ms: int | None = Field(description="the scheduler's next backup (null: not in a clade, none scheduled)")

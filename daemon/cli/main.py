@@ -29,6 +29,7 @@ from daemon.cli import memory as cli_memory
 from daemon.cli import p2p as cli_p2p
 from daemon.cli import render
 from daemon.cli import styx as cli_styx
+from daemon.cli import tui as cli_tui
 from daemon.cli.render import renders
 from daemon.client import DaemonClient
 from daemon.config import check_multiaddr, load_config
@@ -244,6 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_agent.register(sub, command, common=common, parser_class=_Parser)
     cli_curator.register(command, common=common, parser_class=_Parser)
     cli_styx.register(command, common=common, parser_class=_Parser)
+    cli_tui.register(command)
     return parser
 
 

@@ -662,6 +662,17 @@ class Grimoire:
             )
         return StoreCounts(entries=int(total), archived=int(archived), by_kind=by_kind)
 
+    def confidence_histogram(self, bins: int = 10) -> list[int]:
+        """Live (unarchived) entries counted by local confidence in `bins` equal buckets over
+        [0, 1] (the last bucket includes 1.0)."""
+        counts = [0] * bins
+        rows = self._conn.execute(
+            "SELECT min(max(CAST(local_confidence * ? AS INTEGER), 0), ? - 1) AS b, count(*) FROM entries "
+            "WHERE archived = 0 GROUP BY b", (bins, bins)).fetchall()
+        for bucket, n in rows:
+            counts[int(bucket)] = int(n)
+        return counts
+
     def integrity_check(self) -> str:
         """SQLite's `PRAGMA integrity_check` verdict ("ok" when healthy)."""
         return str(self._conn.execute("PRAGMA integrity_check").fetchone()[0])

@@ -91,6 +91,8 @@ class Broadcast:
             return True
         forwarded_by = forwarder.to_base58()
         self.book.note_traffic(forwarded_by, received=len(msg.data), now_ms=self.daemon.now_ms())
+        self.counters["gossip_msgs_in"] += 1  # the operator's traffic rates (tui/), gossip apart from sync
+        self.counters["gossip_bytes_in"] += len(msg.data)
         # py-libp2p marks a message seen only after validation: the same message arriving from
         # a second mesh peer meanwhile is a GossipSub duplicate, not a replay by anyone.
         key = bytes(msg.from_id) + bytes(msg.seqno)
@@ -211,6 +213,8 @@ class Broadcast:
             self.counters["gossip_ops_published"] += len(chunk)
             for record in self.book.members():
                 self.book.note_traffic(record.peer_id, sent=len(data), now_ms=self.daemon.now_ms())
+                self.counters["gossip_msgs_out"] += 1
+                self.counters["gossip_bytes_out"] += len(data)
 
 
 def _chunks(ops: list[Op]) -> list[list[Op]]:

@@ -96,6 +96,8 @@ class CatchUp:
                 await close_quietly(stream)
         self.book.note_traffic(peer_id, sent=result.bytes_out, received=result.bytes_in, msgs_out=result.rounds,
                                msgs_in=result.rounds + result.deltas, now_ms=self.daemon.now_ms())
+        self._count_traffic(sent=result.bytes_out, received=result.bytes_in, msgs_out=result.rounds,
+                            msgs_in=result.rounds + result.deltas)
         if result.rounds == 1 and not result.deltas and result.first_round_ms is not None:
             record.note_rtt(result.first_round_ms)
         if result.remote_context is not None:
@@ -116,6 +118,13 @@ class CatchUp:
             log.info("synced from %s: %d ops in %d rounds", peer_id, report.applied, result.rounds)
         self.daemon.publish("sync_complete", summary)
         return summary
+
+    def _count_traffic(self, *, sent: int, received: int, msgs_out: int, msgs_in: int) -> None:
+        """Sync traffic in the daemon's counters (the operator's rates, tui/), apart from gossip's."""
+        self.counters["sync_msgs_out"] += msgs_out
+        self.counters["sync_msgs_in"] += msgs_in
+        self.counters["sync_bytes_out"] += sent
+        self.counters["sync_bytes_in"] += received
 
     async def _local_context(self) -> CausalContext:
         return await self.daemon.db(lambda s: s.causal_context())
@@ -146,6 +155,8 @@ class CatchUp:
             figures = await serve(stream, extract=self._extract, on_round=on_round)
             self.book.note_traffic(peer_id, sent=figures.bytes_out, received=figures.bytes_in,
                                    msgs_out=figures.rounds, msgs_in=figures.rounds, now_ms=self.daemon.now_ms())
+            self._count_traffic(sent=figures.bytes_out, received=figures.bytes_in, msgs_out=figures.rounds,
+                                msgs_in=figures.rounds)
         except RemoteProtocolError as exc:
             self.counters[f"sync_rejected_{exc.reason}"] += 1
             log.warning("sync request from %s refused: %s", peer_id, exc)

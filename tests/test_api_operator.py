@@ -1,0 +1,68 @@
+"""`GET /v1/knowledge/stats` and `GET /v1/backups` (the operator TUI's reads) on a real daemon,
+the scheduler arithmetic behind `next_due_ms`, and the `[tui]` config section."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from daemon.api.operator import next_backup_ms
+from daemon.config import load_config
+from daemon.datadir import DataDir
+from daemon.errors import ConfigError
+from daemon.testing.harness import LoopbackClade
+from tests.daemon_proc import DaemonProc
+
+
+def test_knowledge_stats_count_live_entries_by_confidence_and_ops(data_dir: DataDir) -> None:
+    daemon = DaemonProc(data_dir)
+    try:
+        before = daemon.request("GET", "/v1/knowledge/stats").json()
+        assert before == {"live": 0, "by_kind": {}, "confidence_histogram": [0] * 10, "ops": 0}
+        for content, confidence in (("a", 0.05), ("b", 0.55), ("c", 1.0)):
+            assert daemon.request("POST", "/v1/memory", json={"content": content, "memory_type": "insight",
+                                                              "confidence": confidence}).status_code == 201
+        forgotten = daemon.request("GET", "/v1/entries").json()["entries"][0]["id"]
+        assert daemon.request("POST", f"/v1/entries/{forgotten}/forget").status_code == 200
+        stats = daemon.request("GET", "/v1/knowledge/stats").json()
+        assert stats["live"] == 2 and stats["by_kind"] == {"insight": 2}
+        assert sum(stats["confidence_histogram"]) == 2 and stats["ops"] > before["ops"]
+        backups = daemon.request("GET", "/v1/backups").json()
+        assert backups["count"] == 0 and backups["last"] is None and backups["next_due_ms"] is None  # no clade
+    finally:
+        assert daemon.stop() == 0
+
+
+@pytest.mark.slow
+def test_backups_list_the_newest_and_the_next_scheduled_run(tmp_path: Path) -> None:
+    clade = LoopbackClade(tmp_path, 1)
+    try:
+        (golem,) = clade.golems
+        clade.start(golem)
+        made = golem.call("POST", "/v1/backup", json={})
+        got = golem.call("GET", "/v1/backups")
+        assert got["count"] == 1 and got["last"]["bytes"] == made["bytes"] == got["total_bytes"]
+        assert got["last"]["name"] == Path(made["path"]).name
+        assert got["next_due_ms"] > got["last"]["at_ms"] and got["interval_hours"] == 24.0
+    finally:
+        clade.close()
+
+
+def test_next_backup_follows_the_schedule_from_the_start() -> None:
+    hour = 3_600_000
+    assert next_backup_ms(started_ms=0, now_ms=0, interval_ms=hour) == hour
+    assert next_backup_ms(started_ms=0, now_ms=hour - 1, interval_ms=hour) == hour
+    assert next_backup_ms(started_ms=0, now_ms=hour + 1, interval_ms=hour) == 2 * hour
+
+
+def test_tui_config_section_and_its_environment_override(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('[tui]\ntheme = "16"\nkeymap = { quit = "x,ctrl+q", "action.backup" = "ctrl+b" }\n')
+    config = load_config(path, env={})
+    assert config.tui.theme == "16" and config.tui.keymap == {"quit": "x,ctrl+q", "action.backup": "ctrl+b"}
+    env = load_config(path, env={"CLADE_TUI__KEYMAP": '{"help": "h"}', "CLADE_TUI__THEME": "mono"})
+    assert env.tui.keymap == {"help": "h"} and env.tui.theme == "mono"
+    path.write_text('[tui]\ntheme = "neon"\n')
+    with pytest.raises(ConfigError, match=r"tui\.theme"):
+        load_config(path, env={})
