@@ -255,3 +255,26 @@ def test_ten_thousand_stranger_ids_leave_the_peer_book_bounded() -> None:
     assert f"stranger-{9_999}" in {r.peer_id for r in book.all()}  # the most recent stay
     assert "stranger-0" not in {r.peer_id for r in book.all()} and evicted[0].peer_id == "stranger-0"
     assert len(evicted) == 10_000 - (PeerBook.MAX_STRANGERS - 1)
+
+
+@pytest.mark.slow
+async def test_inbound_connections_give_back_their_slots(tmp_path: Path) -> None:
+    """py-libp2p holds each inbound connection's slot (of 300) until the swarm stops: after 300
+    connections in a daemon's life it refused everyone, siblings included. 320 short stranger
+    connections later, a sibling that dials in is still admitted."""
+    clade = LoopbackClade(tmp_path, 2)
+    a, b = clade.golems
+    try:
+        await trio.to_thread.run_sync(lambda: clade.start(a, bootstrap=[], env=ENV))
+        stranger = Stranger(clade_id(a))
+        async with stranger.running():
+            peer_a = info_from_p2p_addr(multiaddr.Multiaddr(a.p2p_addrs[0])).peer_id
+            for _ in range(320):  # the first is silent (dropped after 2 s, then held); the rest are held
+                await stranger.connect(a)
+                await wait_until("a drops the stranger", lambda: _dropped(stranger, peer_a))
+            shed = await counters(a)
+        assert shed["connections_refused_held"] >= 300 and shed["hello_not_sent"] == 1
+        await trio.to_thread.run_sync(lambda: clade.start(b, bootstrap=[a], env=ENV))
+        await trio.to_thread.run_sync(lambda: clade.wait_connected([a, b], timeout=WAIT_S))
+    finally:
+        await trio.to_thread.run_sync(clade.close)

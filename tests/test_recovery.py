@@ -61,3 +61,30 @@ def test_a_sibling_killed_and_restarted_on_a_new_port_converges_both_ways(tmp_pa
         _everywhere([a, b, c], while_down + after, "b SIGKILLed and restarted")
     finally:
         clade.close()
+
+
+def _synced_since(golem: Golem, other: Golem, ms: float) -> bool:
+    record = next((p for p in golem.call("GET", "/v1/peers")["peers"] if p["peer_id"] == other.peer_id), None)
+    return record is not None and (record["last_sync"] or 0) >= ms
+
+
+def test_gossip_from_a_restarted_sibling_comes_back(tmp_path: Path) -> None:
+    """B keeps A's old pubsub stream when A comes back before B noticed it die: B must drop it
+    and open a new one, or A never learns B's subscription and its gossip never reaches B."""
+    clade = _clade(tmp_path, 2)
+    a, b = clade.golems
+    try:
+        for round_ in range(3):
+            a.stop(signal.SIGKILL)
+            restarted_ms = time.time() * 1000
+            clade.start(a, bootstrap=[b], env=NO_TIMER)
+            clade.wait_connected(clade.golems)
+            # Both reconnection pulls are over: what arrives next can only come by gossip.
+            eventually(lambda t=restarted_ms: _synced_since(b, a, t) and _synced_since(a, b, t),
+                       what="the reconnection syncs")
+            before = b.call("GET", "/v1/status")["counters"].get("gossip_accepted", 0)
+            entry = write(a, f"a's warning after restart {round_}")
+            _everywhere([b], [entry], f"restart {round_}: a's next write")
+            assert b.call("GET", "/v1/status")["counters"].get("gossip_accepted", 0) > before  # by gossip
+    finally:
+        clade.close()

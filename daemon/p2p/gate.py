@@ -10,8 +10,11 @@ peer ids, and the timing and sizes of the clade's traffic until its hello failed
 - `GatedPubsub` treats a connected peer that is not admitted as blacklisted: Pubsub opens no
   stream to it (so it sends it nothing, not even our subscriptions) and drops what it
   forwards; the peer's own inbound pubsub stream is not read at all until the peer is
-  admitted, and is reset if it is not admitted within `wait_s` — its publishes and control
-  messages are dropped unread. Admission then calls `open_to(peer)` to start gossip.
+  admitted, and is reset if its connection goes first (admission drops a peer that is
+  refused or silent) — its publishes and control messages are dropped unread. The stream is
+  not reset merely for waiting: a member's hello may be slow under load, and a reset stream
+  loses the subscriptions written into it, which Pubsub never sends again. Admission then
+  calls `open_to(peer)` to start gossip.
 
 A peer not connected is judged by the explicit blacklist alone, so a message a member
 forwards from another member we are not connected to still passes.
@@ -48,22 +51,25 @@ class MemberGate:
             event.set()
 
     def forget(self, peer_id: str) -> None:
-        """The peer's connection closed (or it was refused): it proves itself again next time."""
+        """The peer must prove itself again (a new connection, a refusal, a disconnect)."""
         self._admitted.discard(peer_id)
         event = self._waiting.pop(peer_id, None)
         if event is not None:
-            event.set()  # waiters look again and find it not admitted
+            event.set()  # waiters look again: still connected, they go on waiting
 
     def admitted(self, peer_id: str) -> bool:
         return peer_id in self._admitted
 
-    async def wait(self, peer_id: str, timeout_s: float) -> bool:
-        """True once `peer_id` is admitted; False if it is forgotten or `timeout_s` passes first."""
-        if peer_id in self._admitted:
-            return True
-        event = self._waiting.setdefault(peer_id, trio.Event())
+    async def wait(self, peer_id: str, timeout_s: float, connected: Callable[[], bool]) -> bool:
+        """True once `peer_id` is admitted; False once it is no longer `connected()` (refused,
+        silent, gone: admission drops those) or after `timeout_s`, a safety net."""
         with trio.move_on_after(timeout_s):
-            await event.wait()
+            while peer_id not in self._admitted:
+                if not connected():
+                    return False
+                event = self._waiting.setdefault(peer_id, trio.Event())
+                with trio.move_on_after(1.0):  # a dropped connection wakes nobody: look again
+                    await event.wait()
         return peer_id in self._admitted
 
     def __len__(self) -> int:
@@ -89,7 +95,8 @@ class GatedPubsub(Pubsub):
     async def stream_handler(self, stream: INetStream) -> None:
         """Read a peer's pubsub stream only once the peer is admitted; reset it otherwise."""
         peer_id = stream.muxed_conn.peer_id
-        if peer_id in self.blacklisted_peers or not await self.gate.wait(peer_id.to_base58(), self.wait_s):
+        if peer_id in self.blacklisted_peers or not await self.gate.wait(
+                peer_id.to_base58(), self.wait_s, lambda: self._connected(peer_id)):
             self.counters["gossip_streams_refused"] += 1
             try:
                 await stream.reset()
@@ -99,5 +106,15 @@ class GatedPubsub(Pubsub):
         await super().stream_handler(stream)
 
     async def open_to(self, peer_id: ID) -> bool:
-        """Start gossip with a peer just admitted: open our pubsub stream to it (idempotent)."""
+        """Start gossip with a peer just admitted on a new connection: open our pubsub stream
+        to it. A stream left from its previous connection (it restarted and reconnected before
+        Pubsub noticed the old one die) is dropped first: Pubsub would otherwise keep writing
+        into it and never send the peer our subscriptions, so the peer would leave us out of
+        its mesh and gossip from it would stop until the next restart."""
+        stream = self.peers.get(peer_id)
+        if stream is not None:
+            live = {id(conn.muxed_conn) for conn in self.host.get_network().get_connections(peer_id)}
+            if id(stream.muxed_conn) not in live:
+                self.counters["gossip_stale_streams"] += 1
+                self._handle_dead_peer(peer_id)
         return await self.ensure_peer_stream(peer_id, timeout=10.0)

@@ -9,7 +9,11 @@
 - Pubsub behind the membership gate (`gate.GatedPubsub`): nothing exchanged with a peer
   before its hello proves it a member;
 - no auto-connector: `min_connections=0` does not turn it off (NOTES-libp2p 17; it would
-  dial every peer in the peerstore, refused ones too), so `disable_auto_connector` does.
+  dial every peer in the peerstore, refused ones too), so `disable_auto_connector` does;
+- an inbound connection gives back its slot when it closes (`release_inbound_slots`):
+  py-libp2p 0.8.1 holds each one until the whole swarm stops, so after 300 inbound
+  connections in a daemon's life (a stranger scan, or siblings restarting) it refused every
+  new one, siblings included, and kept each closed connection's handler in memory.
 """
 
 from __future__ import annotations
@@ -35,7 +39,8 @@ from crypto import Identity
 
 from .gate import GatedPubsub, MemberGate
 
-__all__ = ["GOSSIP_MAX_BYTES", "build_host", "build_pubsub", "disable_auto_connector", "parse_multiaddr"]
+__all__ = ["GOSSIP_MAX_BYTES", "InboundClosed", "build_host", "build_pubsub", "disable_auto_connector",
+           "parse_multiaddr", "release_inbound_slots"]
 
 GOSSIP_MAX_BYTES = 1024 * 1024 + 64 * 1024  # one sealed 1 MiB batch plus RPC framing
 
@@ -65,7 +70,35 @@ def build_host(identity: Identity, *, mdns: bool) -> IHost:
     host = new_host(key_pair=key_pair, sec_opt=security, muxer_opt={TProtocol(YAMUX_PROTOCOL_ID): Yamux},
                     connection_config=connections, enable_mDNS=mdns)
     disable_auto_connector(host)
+    release_inbound_slots(host)
     return host
+
+
+class InboundClosed(Exception):
+    """An inbound connection closed: ends py-libp2p's handler for it, which gives back its slot."""
+
+
+def release_inbound_slots(host: IHost) -> None:
+    """Make py-libp2p's per-connection inbound handler end when its connection closes.
+
+    After upgrading an inbound connection the swarm's handler waits for the swarm itself to
+    finish, holding one of its `max_connections` inbound slots (and the handler's memory)
+    for good. Here the upgrade step waits for *its* connection to close instead, then raises
+    `InboundClosed`, which the handler treats as a finished connection (it closes the raw
+    socket, already closed, and releases the slot)."""
+    swarm: Any = host.get_network()
+    upgrade = getattr(swarm, "upgrade_inbound_raw_conn", None)
+    if upgrade is None:
+        return
+
+    async def upgrade_and_hold(raw_conn: Any, maddr: Any) -> Any:
+        muxed = await upgrade(raw_conn, maddr)
+        conn = next((c for c in swarm.get_connections(muxed.peer_id) if c.muxed_conn is muxed), None)
+        if conn is not None:
+            await conn.event_closed.wait()
+        raise InboundClosed(f"inbound connection from {muxed.peer_id} closed")
+
+    swarm.upgrade_inbound_raw_conn = upgrade_and_hold
 
 
 async def _never_connect() -> None:

@@ -53,6 +53,9 @@ HELLO_PROTOCOL = TProtocol(admission.HELLO_PROTOCOL)
 SYNC_PROTOCOL = TProtocol(catchup.SYNC_PROTOCOL)
 
 
+GOSSIP_GATE_WAIT_S = 60.0  # a peer's pubsub stream waits for its hello at most this long (see gate)
+
+
 def topic_of(clade_id: str) -> str:
     return f"/clade/{clade_id}/v1"
 
@@ -116,7 +119,7 @@ class P2PNode:
         self.rng = random.Random()
         self.host = build_host(identity, mdns=mdns)
         self.gate = MemberGate()
-        self.router, self.pubsub = build_pubsub(self.host, self.gate, wait_s=admission.HELLO_WAIT_S + 1.0,
+        self.router, self.pubsub = build_pubsub(self.host, self.gate, wait_s=GOSSIP_GATE_WAIT_S,
                                                 counters=daemon.counters)
         self.links = HostLinks(self.host, self.pubsub, self.gate)
         self.book.on_evict = self._evicted
@@ -171,6 +174,7 @@ class P2PNode:
     async def _connection_events(self, receive: trio.MemoryReceiveChannel[ConnEvent]) -> None:
         async for kind, peer_id, outbound in receive:
             if kind == "connected":
+                self.admission.forget(peer_id)  # a new connection proves membership again
                 new = self.dialing.on_connected(peer_id)
                 if new is None:  # held off: dropped at once
                     continue
