@@ -44,6 +44,7 @@ bench: install
 	$(BIN)/python -m bench.bench_api
 	$(BIN)/python -m bench.bench_clade
 	$(BIN)/python -m bench.bench_curator
+	$(BIN)/python -m bench.bench_rotate
 
 install-service:
 	sudo systemd/install.sh

@@ -11,6 +11,7 @@ Run them from the repository root as modules (`make bench` runs them all, one af
     .venv/bin/python -m bench.bench_vault            # backup / verify / restore vs raw libsodium, zstd, age
     .venv/bin/python -m bench.bench_api              # the control API over its unix socket
     .venv/bin/python -m bench.bench_clade            # a clade of real daemons on loopback
+    .venv/bin/python -m bench.bench_rotate           # clade key rotation: owner bundles, live rotations
 
 Each prints a table on stdout (progress on stderr), then one JSON line: the result document
 described in `bench.common`.
