@@ -46,6 +46,7 @@ bench: install
 	$(BIN)/python -m bench.bench_curator
 	$(BIN)/python -m bench.bench_styx
 	$(BIN)/python -m bench.bench_tui
+	$(BIN)/python -m bench.bench_rotate
 
 install-service:
 	sudo systemd/install.sh

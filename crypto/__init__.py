@@ -7,6 +7,7 @@ Pure functions over bytes and files; every primitive comes from PyNaCl (libsodiu
 from .envelope import Envelope, EnvelopeError, EnvelopeReason, ReplayGuard, open_envelope, seal_envelope
 from .errors import BadSignature, CryptoError, InvalidPeerId, KeyFileError, UnsafeKeyFile
 from .identity import Identity, peer_id_of, public_key_of, signature_ok, verify
+from .keyring import EpochKey, KeyRing
 from .membership import (
     AdmissionBundle,
     Certificate,
@@ -26,9 +27,11 @@ __all__ = [
     "Envelope",
     "EnvelopeError",
     "EnvelopeReason",
+    "EpochKey",
     "Identity",
     "InvalidPeerId",
     "KeyFileError",
+    "KeyRing",
     "Membership",
     "MembershipError",
     "OwnerKey",

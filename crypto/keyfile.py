@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .errors import KeyFileError, UnsafeKeyFile
 
-__all__ = ["read_secret", "write_public", "write_secret"]
+__all__ = ["read_secret", "read_secret_file", "write_public", "write_secret"]
 
 
 def read_secret(path: Path, size: int, what: str) -> bytes:
@@ -16,6 +16,17 @@ def read_secret(path: Path, size: int, what: str) -> bytes:
 
     Raises `UnsafeKeyFile` (with the chmod to run) or `KeyFileError`.
     """
+    data = read_secret_file(path, size + 1, what)
+    if len(data) != size:
+        raise KeyFileError(
+            f"{path} holds {len(data)} bytes, a {what} has {size}: the file is truncated or not a {what}"
+        )
+    return data
+
+
+def read_secret_file(path: Path, max_size: int, what: str) -> bytes:
+    """Read a secret file of at most `max_size` bytes (the rest is not read), refusing a file
+    that group or others can access. Raises `UnsafeKeyFile` or `KeyFileError`."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except FileNotFoundError:
@@ -31,14 +42,14 @@ def read_secret(path: Path, size: int, what: str) -> bytes:
                 f"{path} has mode {stat.S_IMODE(mode):04o}: group or others can access the "
                 f"{what}; fix it with `chmod 600 {path}` and check who may have copied it"
             )
-        data = os.read(fd, size + 1)
+        chunks = []
+        left = max_size
+        while left > 0 and (chunk := os.read(fd, left)):
+            chunks.append(chunk)
+            left -= len(chunk)
     finally:
         os.close(fd)
-    if len(data) != size:
-        raise KeyFileError(
-            f"{path} holds {len(data)} bytes, a {what} has {size}: the file is truncated or not a {what}"
-        )
-    return data
+    return b"".join(chunks)
 
 
 def _write(path: Path, data: bytes, *, mode: int, overwrite: bool) -> None:

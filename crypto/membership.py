@@ -42,6 +42,8 @@ __all__ = [
     "Reason",
     "RevocationList",
     "clade_id_of",
+    "open_clade_key",
+    "seal_clade_key",
 ]
 
 CLADE_KEY_BYTES = 32
@@ -85,7 +87,11 @@ def _verify(public_key: bytes, message: bytes, signature: bytes, what: str) -> N
         raise MembershipError(Reason.BAD_SIGNATURE, f"{what} is not signed by the clade's owner") from None
 
 
-def _decode(data: bytes, *, tag: str, fields: int, max_len: int, what: str) -> list[object]:
+def _decode(data: bytes, *, tag: str, fields: int, max_len: int, what: str,
+            versions: dict[int, int] | None = None) -> list[object]:
+    """[signed, signature, *fields after tag and version]; `versions` maps each accepted
+    format version to its field count (default: only FORMAT_VERSION with `fields`)."""
+    accepted = versions or {FORMAT_VERSION: fields}
     try:
         outer = unpack(data, max_len=max_len, fields=2)
         signed, signature = outer
@@ -94,25 +100,29 @@ def _decode(data: bytes, *, tag: str, fields: int, max_len: int, what: str) -> l
         inner = unpack(signed, max_len=max_len, tag=tag)
     except Malformed as exc:
         raise MembershipError(Reason.MALFORMED, f"{what}: {exc}") from None
-    if inner[1] != FORMAT_VERSION:
-        raise MembershipError(Reason.UNKNOWN_VERSION, f"{what} format version {inner[1]} (this clade reads 1)")
-    if len(inner) != fields:
-        raise MembershipError(Reason.MALFORMED, f"{what}: expected {fields} fields")
+    if inner[1] not in accepted:
+        readable = ", ".join(str(v) for v in sorted(accepted))
+        raise MembershipError(Reason.UNKNOWN_VERSION, f"{what} format version {inner[1]} (this clade reads {readable})")
+    if len(inner) != accepted[inner[1]]:
+        raise MembershipError(Reason.MALFORMED, f"{what}: expected {accepted[inner[1]]} fields")
     return [signed, signature, *inner[2:]]
 
 
 class OwnerKey:
     """The owner's signing key and clade, kept in an owner directory off the golems.
 
-    Files: `owner.key` (Ed25519 seed, 0600), `clade.key` (32 bytes, 0600), `clade.json`
-    (name, clade id, owner public key), `revocations.bin` (the latest signed list).
+    Files: `owner.key` (Ed25519 seed, 0600), `clade.key` (the current clade key, 32 bytes,
+    0600), `clade.json` (name, clade id, owner public key, key epoch), `revocations.bin`
+    (the latest signed list); after a rotation (`crypto.rotation`) also `members.json` and
+    `clade-keys/<epoch>.key` (every epoch's key, 0600).
     """
 
-    def __init__(self, seed: bytes, clade_name: str, clade_key: bytes) -> None:
+    def __init__(self, seed: bytes, clade_name: str, clade_key: bytes, key_epoch: int = 0) -> None:
         self._signing_key = nacl.signing.SigningKey(seed)
         self.public_key = bytes(self._signing_key.verify_key)
         self.clade_name = clade_name
         self.clade_key = clade_key
+        self.key_epoch = key_epoch
         self.clade_id = clade_id_of(self.public_key, clade_name)
 
     def sign(self, message: bytes) -> bytes:
@@ -137,9 +147,7 @@ class OwnerKey:
             raise KeyFileError(f"{owner_dir / 'owner.key'} already exists; this directory holds an owner key")
         owner = cls(secrets.token_bytes(32), name, secrets.token_bytes(CLADE_KEY_BYTES))
         write_secret(owner_dir / "clade.key", owner.clade_key)
-        write_public(owner_dir / "clade.json", json.dumps(
-            {"clade": name, "clade_id": owner.clade_id, "owner_public_key": owner.public_key.hex()},
-            indent=2).encode() + b"\n")
+        write_public(owner_dir / "clade.json", owner.info_json())
         write_secret(owner_dir / "owner.key", bytes(owner._signing_key))
         return owner
 
@@ -153,10 +161,23 @@ class OwnerKey:
             name = info["clade"]
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise KeyFileError(f"{owner_dir / 'clade.json'} is missing or unreadable: {exc}") from None
-        owner = cls(seed, name, clade_key)
+        epoch = info.get("key_epoch", 0)
+        if type(epoch) is not int or epoch < 0:
+            raise KeyFileError(f"{owner_dir / 'clade.json'}: key_epoch must be a non-negative integer")
+        owner = cls(seed, name, clade_key, epoch)
         if info.get("clade_id") != owner.clade_id:
             raise KeyFileError(f"{owner_dir / 'clade.json'} does not match owner.key (clade id differs)")
         return owner
+
+    def with_clade_key(self, clade_key: bytes, key_epoch: int) -> OwnerKey:
+        """The same owner and clade with another clade key (a rotation)."""
+        return OwnerKey(bytes(self._signing_key), self.clade_name, clade_key, key_epoch)
+
+    def info_json(self) -> bytes:
+        """The `clade.json` document (public: no key material)."""
+        return json.dumps({"clade": self.clade_name, "clade_id": self.clade_id,
+                           "owner_public_key": self.public_key.hex(), "key_epoch": self.key_epoch},
+                          indent=2).encode() + b"\n"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -308,31 +329,69 @@ class Membership:
         return bytes(nacl.signing.VerifyKey(self.owner_public_key).to_curve25519_public_key())
 
 
+def seal_clade_key(peer_id: str, clade_key: bytes) -> bytes:
+    """`clade_key` sealed (SealedBox) to the X25519 key derived from `peer_id`'s Ed25519 key:
+    only that golem can open it (`open_clade_key`)."""
+    golem_x25519 = nacl.signing.VerifyKey(public_key_of(peer_id)).to_curve25519_public_key()
+    return bytes(nacl.public.SealedBox(golem_x25519).encrypt(clade_key))
+
+
+def open_clade_key(sealed: bytes, identity: Identity) -> bytes:
+    """Open `seal_clade_key`'s box; raises `MembershipError` (not for this golem, wrong length)."""
+    try:
+        clade_key = nacl.public.SealedBox(identity.x25519_private_key()).decrypt(sealed)
+    except nacl.exceptions.CryptoError:
+        raise MembershipError(Reason.BAD_SIGNATURE,
+                              "the sealed clade key does not open with this golem's key") from None
+    if len(clade_key) != CLADE_KEY_BYTES:
+        raise MembershipError(Reason.MALFORMED, "sealed clade key has the wrong length")
+    return bytes(clade_key)
+
+
 class AdmissionBundle:
-    """Make and open the owner-signed file that admits one golem to the clade."""
+    """Make and open the owner-signed file that admits one golem to the clade.
+
+        v1: [signed, signature], signed = ["clade.bundle", 1, certificate, owner public key, clade name, sealed key]
+        v2: the same plus the key epoch: ["clade.bundle", 2, …, sealed key, epoch]
+
+    An owner whose clade key was never rotated (epoch 0) writes v1, which daemons from
+    before rotation also read.
+    """
 
     TAG = "clade.bundle"
 
     @staticmethod
     def create(owner: OwnerKey, certificate: Certificate) -> bytes:
-        golem_x25519 = nacl.signing.VerifyKey(public_key_of(certificate.peer_id)).to_curve25519_public_key()
-        sealed = nacl.public.SealedBox(golem_x25519).encrypt(owner.clade_key)
-        signed = pack([AdmissionBundle.TAG, FORMAT_VERSION, certificate.to_bytes(), owner.public_key,
-                       owner.clade_name, sealed])
+        sealed = seal_clade_key(certificate.peer_id, owner.clade_key)
+        fields: list[object] = [AdmissionBundle.TAG, FORMAT_VERSION, certificate.to_bytes(), owner.public_key,
+                                owner.clade_name, sealed]
+        if owner.key_epoch:
+            fields[1] = 2
+            fields.append(owner.key_epoch)
+        signed = pack(fields)
         return pack([signed, owner.sign(signed)])
 
     @staticmethod
     def open(data: bytes, identity: Identity, *, now: int) -> tuple[Membership, bytes]:
-        """Check a bundle for this golem and return (membership, clade key).
+        """Check a bundle for this golem and return (membership, clade key); see `open_epoch`."""
+        membership, _, clade_key = AdmissionBundle.open_epoch(data, identity, now=now)
+        return membership, clade_key
+
+    @staticmethod
+    def open_epoch(data: bytes, identity: Identity, *, now: int) -> tuple[Membership, int, bytes]:
+        """Check a bundle for this golem and return (membership, key epoch, clade key).
 
         Raises `MembershipError`: malformed or unknown version, not signed by the owner it
         names, for another peer (`wrong_peer`), certificate invalid now, or a clade key
         that does not open with this golem's key.
         """
-        signed, signature, cert_bytes, owner_pub, name, sealed = _decode(
-            data, tag=AdmissionBundle.TAG, fields=6, max_len=MAX_BUNDLE_BYTES, what="admission bundle")
+        signed, signature, cert_bytes, owner_pub, name, sealed, *rest = _decode(
+            data, tag=AdmissionBundle.TAG, fields=6, max_len=MAX_BUNDLE_BYTES, what="admission bundle",
+            versions={FORMAT_VERSION: 6, 2: 7})
+        epoch = rest[0] if rest else 0
         if (not isinstance(cert_bytes, bytes) or not isinstance(owner_pub, bytes) or len(owner_pub) != 32
-                or not isinstance(name, str) or not isinstance(sealed, bytes)):
+                or not isinstance(name, str) or not isinstance(sealed, bytes) or type(epoch) is not int
+                or not 0 <= epoch < 1 << 32 or (rest and epoch == 0)):
             raise MembershipError(Reason.MALFORMED, "admission bundle fields have the wrong types")
         assert isinstance(signed, bytes) and isinstance(signature, bytes)
         _verify(owner_pub, signed, signature, "admission bundle")
@@ -341,11 +400,5 @@ class AdmissionBundle:
             raise MembershipError(Reason.WRONG_PEER,
                                   f"bundle admits {certificate.peer_id}, but this golem is {identity.peer_id}")
         certificate.verify(owner_pub, clade_id_of(owner_pub, name), now=now)
-        try:
-            clade_key = nacl.public.SealedBox(identity.x25519_private_key()).decrypt(sealed)
-        except nacl.exceptions.CryptoError:
-            raise MembershipError(Reason.BAD_SIGNATURE,
-                                  "the sealed clade key does not open with this golem's key") from None
-        if len(clade_key) != CLADE_KEY_BYTES:
-            raise MembershipError(Reason.MALFORMED, "sealed clade key has the wrong length")
-        return Membership(certificate=certificate, owner_public_key=owner_pub, clade_name=name), clade_key
+        clade_key = open_clade_key(sealed, identity)
+        return Membership(certificate=certificate, owner_public_key=owner_pub, clade_name=name), epoch, clade_key

@@ -56,6 +56,10 @@ class VaultKeys:
 
     clade_key: bytes | None = None
     x25519: nacl.public.PrivateKey | None = None
+    clade_keys: tuple[bytes, ...] = ()  # more clade keys to try (older epochs, after a rotation)
+
+    def all_clade_keys(self) -> list[bytes]:
+        return ([self.clade_key] if self.clade_key is not None else []) + list(self.clade_keys)
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,16 +186,17 @@ def read_header(source: BinaryIO) -> tuple[VaultHeader, bytes]:
 
 def _unwrap(header: VaultHeader, keys: VaultKeys) -> bytes:
     tried = []
+    clade_keys = {clade_key_id(k): k for k in keys.all_clade_keys()}
     for kind, ident, wrapped in header.recipients:
         try:
-            if kind == "clade" and keys.clade_key is not None and ident == clade_key_id(keys.clade_key):
-                return nacl.secret.SecretBox(keys.clade_key).decrypt(wrapped)
+            if kind == "clade" and ident in clade_keys:
+                return nacl.secret.SecretBox(clade_keys[ident]).decrypt(wrapped)
             if kind == "x25519" and keys.x25519 is not None and ident == bytes(keys.x25519.public_key):
                 return nacl.public.SealedBox(keys.x25519).decrypt(wrapped)
         except nacl.exceptions.CryptoError:
             raise VaultError(f"the {kind} recipient entry is corrupt (tampered file)") from None
         tried.append(kind)
-    held = [n for n, k in (("a clade key", keys.clade_key), ("an owner/X25519 key", keys.x25519)) if k is not None]
+    held = [n for n, k in (("a clade key", clade_keys or None), ("an owner/X25519 key", keys.x25519)) if k is not None]
     raise VaultError(
         f"none of the keys given ({', '.join(held) or 'none'}) is a recipient of this backup "
         f"(recipients: {', '.join(header.describe())}); try --owner-dir or --clade-key"

@@ -41,6 +41,9 @@ class P2PConfig(_Section):
     mdns: bool = True
     sync_interval_s: float = Field(30.0, ge=1.0, le=3600.0, description="anti-entropy with a random sibling")
     max_skew_ms: int = Field(60_000, ge=1_000, le=86_400_000, description="refuse ops stamped further ahead")
+    key_grace_s: float = Field(86_400.0, ge=0.0, le=30 * 86_400.0,
+                               description="after installing a rotated clade key, keep accepting gossip sealed "
+                                           "with the previous one for this long (siblings not rotated yet)")
 
     @field_validator("listen")
     @classmethod
@@ -238,6 +241,7 @@ DEFAULT_CONFIG_TOML = """\
 # mdns = true
 # sync_interval_s = 30.0
 # max_skew_ms = 60000
+# key_grace_s = 86400.0    # old-epoch gossip accepted this long after a key rotation
 
 [curator]
 # tick_seconds = 10.0

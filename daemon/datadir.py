@@ -2,18 +2,25 @@
 
 ```
 $DATA/  config.toml  identity.key  grimoire.db  episodes/  PLAYBOOK.md  embedder/  backups/
+        membership.cert  clade.key  clade.keys  revocations.bin  (once joined)
 ```
+
+`clade.key` is the current clade key (32 bytes, 0600); `clade.keys` (0600) is the keyring
+of every epoch this golem holds (`crypto.keyring`), written first. A golem that joined
+before key rotation existed has only `clade.key`: that is epoch 0.
 """
 
 from __future__ import annotations
 
+import hmac
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from crypto import CryptoError, Identity, Membership, RevocationList
-from crypto.keyfile import read_secret, write_public, write_secret
+from crypto import CryptoError, EpochKey, Identity, KeyRing, Membership, RevocationList
+from crypto.keyfile import read_secret, read_secret_file, write_public, write_secret
+from crypto.keyring import MAX_KEYRING_BYTES
 from crypto.membership import CLADE_KEY_BYTES
 from daemon.config import DEFAULT_CONFIG_TOML, Config, load_config
 from daemon.errors import UsageError
@@ -74,6 +81,10 @@ class DataDir:
         return self.root / "clade.key"
 
     @property
+    def keyring_path(self) -> Path:
+        return self.root / "clade.keys"
+
+    @property
     def revocations_path(self) -> Path:
         return self.root / "revocations.bin"
 
@@ -86,16 +97,78 @@ class DataDir:
         return self.root / "run.json"
 
     def load_membership(self) -> tuple[Membership, bytes] | None:
-        """(membership, clade key) if this golem has joined a clade, else None."""
+        """(membership, current clade key) if this golem has joined a clade, else None."""
+        joined = self.load_keys()
+        return None if joined is None else (joined[0], joined[1].current.key)
+
+    def load_keys(self) -> tuple[Membership, KeyRing] | None:
+        """(membership, every clade key held, by epoch) if this golem has joined a clade.
+
+        Raises `CryptoError` (`KeyFileError`, `UnsafeKeyFile`) for a key file that is unsafe
+        or corrupt, or a keyring of another clade."""
         if not self.membership_path.exists():
             return None
         membership = Membership.from_bytes(self.membership_path.read_bytes())
-        return membership, read_secret(self.clade_key_path, CLADE_KEY_BYTES, "clade key")
+        if not self.keyring_path.exists():  # joined before rotation existed: clade.key is epoch 0
+            key = read_secret(self.clade_key_path, CLADE_KEY_BYTES, "clade key")
+            return membership, KeyRing(membership.clade_id, [EpochKey(epoch=0, installed_ms=0, key=key)])
+        ring = KeyRing.from_bytes(read_secret_file(self.keyring_path, MAX_KEYRING_BYTES, "clade keyring"))
+        if ring.clade_id != membership.clade_id:
+            raise CryptoError(f"{self.keyring_path} holds keys of clade {ring.clade_id}, "
+                              f"but membership.cert names {membership.clade_id}")
+        return membership, ring
 
-    def install_membership(self, membership: Membership, clade_key: bytes) -> None:
-        """Write `membership.cert` and `clade.key` (0600): what `clade join` installs."""
-        write_secret(self.clade_key_path, clade_key, overwrite=True)
+    def save_keyring(self, ring: KeyRing) -> None:
+        """Write `clade.keys`, then `clade.key` (its current key): both 0600, durably."""
+        write_secret(self.keyring_path, ring.to_bytes(), overwrite=True)
+        write_secret(self.clade_key_path, ring.current.key, overwrite=True)
+
+    def install_membership(self, membership: Membership, clade_key: bytes, *, epoch: int = 0,
+                           now_ms: int | None = None) -> KeyRing:
+        """Write the keyring, `clade.key` and `membership.cert`: what `clade join` of an
+        admission bundle installs. Keys held for the same clade are kept (old backups)."""
+        key = EpochKey(epoch=epoch, installed_ms=wall_clock_ms() if now_ms is None else now_ms, key=clade_key)
+        ring = KeyRing(membership.clade_id, [key])
+        try:
+            held = self.load_keys()
+        except CryptoError:
+            held = None  # an unreadable old membership is replaced
+        if held is not None and held[1].clade_id == membership.clade_id:
+            ring = held[1].with_key(key)
+        self.save_keyring(ring)
         write_public(self.membership_path, membership.to_bytes(), overwrite=True)
+        return ring
+
+    def install_clade_key(self, epoch: int, clade_key: bytes, *, now_ms: int | None = None) -> tuple[KeyRing, bool]:
+        """Add a (rotated) clade key to the keyring; returns (the ring, whether it changed).
+
+        Raises `UsageError` before joining, and for a different key of an epoch already held."""
+        joined = self.load_keys()
+        if joined is None:
+            raise UsageError("this golem has not joined a clade (clade join ADMISSION_BUNDLE first)")
+        ring = joined[1]
+        held = ring.get(epoch)
+        if held is not None:
+            if not hmac.compare_digest(held, clade_key):
+                raise UsageError(f"this golem already holds a different key for epoch {epoch}")
+            return ring, False
+        key = EpochKey(epoch=epoch, installed_ms=wall_clock_ms() if now_ms is None else now_ms, key=clade_key)
+        ring = ring.with_key(key)
+        self.save_keyring(ring)
+        return ring, True
+
+    def drop_keys_before(self, epoch: int) -> tuple[KeyRing, list[int]]:
+        """Forget the clade keys of epochs below `epoch` (never the current one); returns the
+        ring and the epochs dropped. Backups sealed only to those keys no longer open here."""
+        joined = self.load_keys()
+        if joined is None:
+            raise UsageError("this golem has not joined a clade")
+        ring = joined[1]
+        kept = ring.dropping_before(epoch)
+        dropped = [e for e in ring.epochs if e not in kept.epochs]
+        if dropped:
+            self.save_keyring(kept)
+        return kept, dropped
 
     def load_revocations(self, membership: Membership) -> RevocationList | None:
         """The installed revocation list, checked against the owner; None if there is none.

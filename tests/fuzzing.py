@@ -19,6 +19,8 @@ Decoders (reachable from → the only error that may escape):
 - `RevocationList.from_bytes` + `verify` (a hello; `revocations.bin`) → MembershipError
 - `Membership.from_bytes` (`membership.cert`) → MembershipError
 - `AdmissionBundle.open` (`clade join BUNDLE`) → MembershipError
+- `RotationBundle.open` (`clade join ROTATION_BUNDLE`) → MembershipError, and
+  `KeyRing.from_bytes` (`clade.keys`) → KeyFileError: in tests/test_rotation_keys.py
 - `crypto.vault.read_header`, `DecryptingReader` (`clade restore` / `backup verify`) → VaultError
 
 The delta codec (`crdt.decode_delta`) has its own file, tests/test_crdt_codec_fuzz.py; here

@@ -123,7 +123,10 @@ def test_forged_sender_signature_is_refused(owner: OwnerKey) -> None:
 
 @pytest.mark.parametrize(("data", "reason"), [
     (b"", EnvelopeReason.UNKNOWN_VERSION),
-    (b"\x02" + b"x" * 64, EnvelopeReason.UNKNOWN_VERSION),
+    (b"\x03" + b"x" * 64, EnvelopeReason.UNKNOWN_VERSION),
+    (b"\x02" + b"x" * 64, EnvelopeReason.BAD_CIPHERTEXT),  # v2: an epoch, then ciphertext
+    (b"\x02\x00\x00", EnvelopeReason.MALFORMED),  # too short for its epoch
+    (b"\x02\x00\x00\x00\x00" + b"x" * 64, EnvelopeReason.MALFORMED),  # epoch 0 is v1 only
     (b"\x01" + b"x" * 10, EnvelopeReason.BAD_CIPHERTEXT),
     (b"\x01" + b"x" * (2 * 1024 * 1024), EnvelopeReason.OVERSIZED),
 ])

@@ -52,6 +52,7 @@ from daemon.api.responses import (
     EpisodeOut,
     FeedbackOut,
     ForgetOut,
+    KeysOut,
     MemoryOut,
     PeersOut,
     ProbeOut,
@@ -297,6 +298,14 @@ def create_app(state: DaemonState) -> FastAPI:
         joining a clade; 400 if it is not this clade owner's valid list."""
         joined()
         return await state.install_revocations(await request.body())
+
+    @app.post("/v1/keys/reload", response_model=KeysOut, responses=errors(400, 409))
+    async def keys_reload() -> dict[str, Any]:
+        """Re-read the clade keys (what `clade join ROTATION_BUNDLE` and SIGHUP do): gossip is sealed
+        with the newest epoch at once, no restart. 409 before joining a clade; 400 for a keyring that
+        cannot be read or names another clade."""
+        joined()
+        return await state.reload_keys()
 
     @app.post("/v1/backup", response_model=BackupOut, responses=errors(409))
     async def backup(body: BackupIn | None = None) -> dict[str, Any]:

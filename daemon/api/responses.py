@@ -39,6 +39,7 @@ __all__ = [
     "FlushOut",
     "ForgetOut",
     "HitDoc",
+    "KeysOut",
     "KnowledgeStatsOut",
     "LessonsOut",
     "MemoryOut",
@@ -297,6 +298,13 @@ class RevocationsOut(_Out):
     version: int
     revoked: list[str]
     adopted: bool
+
+
+class KeysOut(_Out):
+    epoch: int = Field(description="the clade key epoch own gossip and new backups use")
+    epochs: list[int] = Field(description="every epoch this golem holds a key for (old backups open with them)")
+    previous_epoch: int | None = Field(description="the epoch in use before this reload (null: none was loaded)")
+    changed: bool
 
 
 class BackupOut(_Out):

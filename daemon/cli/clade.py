@@ -3,7 +3,9 @@
     clade owner init --owner-dir DIR --clade NAME
     clade owner admit PEER_ID --owner-dir DIR [--generation N] [--days D] --out BUNDLE
     clade owner revoke PEER_ID --owner-dir DIR --out REVOCATIONS
-    clade join BUNDLE [--force]
+    clade owner rotate --owner-dir DIR --out BUNDLES_DIR [--member PEER_ID]…
+    clade join BUNDLE [--force]            (an admission or a rotation bundle)
+    clade keys [--drop-before EPOCH]
     clade backup [--out FILE] [--recipient PEER_ID|X25519_HEX]… [--include-identity]
     clade backup verify FILE [--owner-dir DIR | --clade-key FILE | --identity-key FILE]
     clade restore FILE [--owner-dir DIR | --clade-key FILE | --identity-key FILE] [--force]
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,6 +34,17 @@ from crypto import (
 )
 from crypto.keyfile import read_secret, write_public, write_secret
 from crypto.membership import CLADE_KEY_BYTES
+from crypto.rotation import (
+    MemberRecord,
+    RotationBundle,
+    commit_rotation,
+    is_rotation_bundle,
+    load_members,
+    owner_epoch_keys,
+    prepare_rotation,
+    record_member,
+    rotation_recipients,
+)
 from crypto.vault import VaultKeys
 from daemon.cli import render
 from daemon.cli.render import renders
@@ -78,10 +92,22 @@ def register(sub: Any, command: Callable[[str, Handler, str], argparse.ArgumentP
     revoke.add_argument("peer_id", metavar="PEER_ID")
     revoke.add_argument("--owner-dir", required=True, type=Path)
     revoke.add_argument("--out", required=True, type=Path, metavar="REVOCATIONS")
+    rotate = owner.add_parser("rotate", parents=[common],
+                              help="new clade key (epoch + 1): one bundle per member not revoked")
+    rotate.set_defaults(handler=cmd_owner_rotate)
+    rotate.add_argument("--owner-dir", required=True, type=Path)
+    rotate.add_argument("--out", required=True, type=Path, metavar="BUNDLES_DIR")
+    rotate.add_argument("--member", action="append", default=[], metavar="PEER_ID",
+                        help="also a member (one admitted before the owner kept members.json); repeatable")
 
-    p = command("join", cmd_join, "install an admission bundle (membership certificate and clade key)")
+    p = command("join", cmd_join, "install an admission bundle (membership and clade key) or a rotation bundle "
+                                  "(a new clade key; a running daemon reloads it)")
     p.add_argument("bundle", type=Path, metavar="BUNDLE")
     p.add_argument("--force", action="store_true", help="replace a membership of another clade")
+
+    p = command("keys", cmd_keys, "the clade key epochs this golem holds")
+    p.add_argument("--drop-before", type=int, default=None, metavar="EPOCH",
+                   help="forget the keys of older epochs (backups sealed only to them will no longer open here)")
 
     p = command("backup", cmd_backup, "write an encrypted backup of the data dir")
     p.add_argument("--out", type=Path, default=None, help="file to write (default: $DATA/backups/…)")
@@ -137,24 +163,70 @@ def cmd_owner_admit(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     cert = Certificate.issue(owner, args.peer_id, generation=args.generation,
                              not_before=now - CLOCK_ALLOWANCE_S, not_after=now + args.days * 86_400)
     write_secret(args.out, AdmissionBundle.create(owner, cert))
+    record_member(args.owner_dir, MemberRecord(peer_id=args.peer_id, generation=args.generation,
+                                               not_after=cert.not_after))
     return {"bundle": str(args.out), "peer_id": args.peer_id, "clade": owner.clade_name, "clade_id": owner.clade_id,
-            "generation": args.generation, "not_after": cert.not_after}
+            "generation": args.generation, "not_after": cert.not_after, "key_epoch": owner.key_epoch}
+
+
+def _owner_revocations(owner_dir: Path, owner: OwnerKey) -> RevocationList | None:
+    path = owner_dir / "revocations.bin"
+    if not path.exists():
+        return None
+    current = RevocationList.from_bytes(path.read_bytes())
+    current.verify(owner.public_key, owner.clade_id)
+    return current
 
 
 @renders(render.revocations_written)
 def cmd_owner_revoke(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     owner = OwnerKey.load(args.owner_dir)
     current_path = args.owner_dir / "revocations.bin"
-    current = None
-    if current_path.exists():
-        current = RevocationList.from_bytes(current_path.read_bytes())
-        current.verify(owner.public_key, owner.clade_id)
+    current = _owner_revocations(args.owner_dir, owner)
     revoked = set(current.revoked if current else ()) | {args.peer_id}
     new = RevocationList.issue(owner, version=(current.version if current else 0) + 1, revoked=revoked,
                                issued_at=_now())
     write_public(current_path, new.to_bytes(), overwrite=True)
     write_public(args.out, new.to_bytes(), overwrite=True)
     return {"revocations": str(args.out), "version": new.version, "revoked": sorted(new.revoked)}
+
+
+@renders(render.rotation_written)
+def cmd_owner_rotate(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    started = time.monotonic()
+    owner = OwnerKey.load(args.owner_dir)
+    for peer in args.member:
+        try:
+            public_key_of(peer)
+        except InvalidPeerId as exc:
+            raise UsageError(f"--member {peer}: {exc}") from None
+    now = _now()
+    members = load_members(args.owner_dir) + [
+        MemberRecord(peer_id=p, generation=0, not_after=now + 1) for p in args.member]
+    chosen, left_out = rotation_recipients(members, _owner_revocations(args.owner_dir, owner), now=now)
+    if not chosen:
+        raise UsageError(f"no member to give a new key to ({len(members)} known, none current and unrevoked); "
+                         "name members with --member PEER_ID")
+    args.out.mkdir(mode=0o700, parents=True, exist_ok=True)
+    rotated = prepare_rotation(owner, args.owner_dir)
+    bundles = []
+    for peer in chosen:
+        path = args.out / f"{peer}.rotation"
+        write_secret(path, RotationBundle.create(rotated, peer, issued_at=now), overwrite=True)
+        bundles.append(str(path))
+    commit_rotation(rotated, args.owner_dir)
+    return {"clade": owner.clade_name, "clade_id": owner.clade_id, "epoch": rotated.key_epoch,
+            "previous_epoch": owner.key_epoch, "bundles": bundles, "left_out": left_out,
+            "seconds": round(time.monotonic() - started, 3)}
+
+
+def _reload_daemon(data: DataDir) -> dict[str, Any] | None:
+    """Ask a daemon running on this data dir to reload its clade keys (None: none runs)."""
+    client = DaemonClient.for_data_dir(data)
+    if client is None:
+        return None
+    doc: dict[str, Any] = client.call("POST", "/v1/keys/reload")
+    return doc
 
 
 @renders(render.joined)
@@ -164,18 +236,53 @@ def cmd_join(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
         bundle = args.bundle.read_bytes()
     except OSError as exc:
         raise UsageError(f"cannot read bundle {args.bundle}: {exc.strerror}") from None
+    if is_rotation_bundle(bundle):
+        return _join_rotation(args, data, identity, bundle)
     try:
-        membership, clade_key = AdmissionBundle.open(bundle, identity, now=_now())
+        membership, epoch, clade_key = AdmissionBundle.open_epoch(bundle, identity, now=_now())
     except MembershipError as exc:
         raise UsageError(f"bundle {args.bundle} refused: {exc}") from None
     existing = data.load_membership() if data.membership_path.exists() else None
     if existing is not None and existing[0].clade_id != membership.clade_id and not args.force:
         raise UsageError(f"this golem already belongs to clade {existing[0].clade_name} ({existing[0].clade_id}); "
                          "pass --force to switch clades")
-    data.install_membership(membership, clade_key)
+    ring = data.install_membership(membership, clade_key, epoch=epoch)
     cert = membership.certificate
     return {"clade": membership.clade_name, "clade_id": membership.clade_id, "peer_id": cert.peer_id,
-            "generation": cert.generation, "not_after": cert.not_after}
+            "generation": cert.generation, "not_after": cert.not_after, "key_epoch": ring.current.epoch,
+            "reloaded": _reload_daemon(data) if existing is not None else None}
+
+
+def _join_rotation(args: argparse.Namespace, data: DataDir, identity: Identity, bundle: bytes) -> dict[str, Any]:
+    """Install a rotation bundle's key beside the ones held; a running daemon reloads them."""
+    joined = data.load_membership()
+    if joined is None:
+        raise UsageError("a rotation bundle is for a member: join with an admission bundle first")
+    membership = joined[0]
+    try:
+        epoch, clade_key = RotationBundle.open(bundle, identity, membership)
+    except MembershipError as exc:
+        raise UsageError(f"rotation bundle {args.bundle} refused: {exc}") from None
+    ring, added = data.install_clade_key(epoch, clade_key)
+    return {"clade": membership.clade_name, "clade_id": membership.clade_id, "peer_id": identity.peer_id,
+            "rotation": True, "epoch": epoch, "added": added, "key_epoch": ring.current.epoch,
+            "epochs": ring.epochs, "reloaded": _reload_daemon(data)}
+
+
+@renders(render.keys_held)
+def cmd_keys(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    dropped: list[int] = []
+    if args.drop_before is not None:
+        _, dropped = data.drop_keys_before(args.drop_before)
+    joined = data.load_keys()
+    if joined is None:
+        raise UsageError("this golem has not joined a clade (clade join BUNDLE)")
+    membership, ring = joined
+    grace_ms = int(data.load_config().p2p.key_grace_s * 1000)
+    keys = [{"epoch": k.epoch, "installed_ms": k.installed_ms, "current": k.epoch == ring.current.epoch,
+             "gossip_until_ms": ring.grace_ends_ms(k.epoch, grace_ms)} for k in ring.entries()]
+    return {"clade": membership.clade_name, "clade_id": membership.clade_id, "key_epoch": ring.current.epoch,
+            "keys": keys, "dropped": dropped, "reloaded": _reload_daemon(data) if dropped else None}
 
 
 def _x25519_recipient(text: str) -> bytes:
@@ -223,17 +330,20 @@ def cmd_backup(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
 def _vault_keys(args: argparse.Namespace, data: DataDir) -> VaultKeys:
     if args.owner_dir is not None:
         owner = OwnerKey.load(args.owner_dir)
-        return VaultKeys(clade_key=owner.clade_key, x25519=owner.x25519_private_key())
+        return VaultKeys(clade_key=owner.clade_key, x25519=owner.x25519_private_key(),
+                         clade_keys=tuple(owner_epoch_keys(args.owner_dir, owner)))
     if args.clade_key is not None:
         return VaultKeys(clade_key=read_secret(args.clade_key, CLADE_KEY_BYTES, "clade key"))
     if args.identity_key is not None:
         return VaultKeys(x25519=Identity.load(args.identity_key).x25519_private_key())
-    clade_key = read_secret(data.clade_key_path, CLADE_KEY_BYTES, "clade key") if data.clade_key_path.exists() \
-        else None
+    joined = data.load_keys()
+    held = joined[1].all_keys() if joined is not None else (
+        [read_secret(data.clade_key_path, CLADE_KEY_BYTES, "clade key")] if data.clade_key_path.exists() else [])
     x25519 = data.load_identity().x25519_private_key() if data.identity_path.exists() else None
-    if clade_key is None and x25519 is None:
+    if not held and x25519 is None:
         raise UsageError("no key to decrypt with: pass --owner-dir, --clade-key or --identity-key")
-    return VaultKeys(clade_key=clade_key, x25519=x25519)
+    # every epoch this golem still holds: a backup from before a rotation opens with its old key
+    return VaultKeys(clade_key=held[0] if held else None, x25519=x25519, clade_keys=tuple(held[1:]))
 
 
 @renders(render.backup_verified)

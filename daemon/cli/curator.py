@@ -204,13 +204,13 @@ def _inherit_text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
 @renders(_inherit_text)
 def cmd_inherit(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     _no_daemon(data, "inheriting")
-    joined = data.load_membership()
+    joined = data.load_keys()
     if joined is None:
         raise UsageError("join the clade first (`clade join BUNDLE`): a testament opens with the clade key")
-    membership, clade_key = joined
+    membership, ring = joined
     identity = data.load_identity()
-    try:
-        doc = read_testament(args.file, VaultKeys(clade_key=clade_key))
+    try:  # a testament written before a key rotation opens with the older key this golem kept
+        doc = read_testament(args.file, VaultKeys(clade_key=ring.current.key, clade_keys=tuple(ring.all_keys()[1:])))
         with data.open_store(identity=identity) as store:
             report = inherit(store, doc, clade_id=membership.clade_id, local_replica=identity.peer_id,
                              now_ms=wall_clock_ms())

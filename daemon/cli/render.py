@@ -13,6 +13,8 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from daemon.grimoire.records import iso_ms
+
 __all__ = ["Renderer", "renders", "text"]
 
 Renderer = Callable[[argparse.Namespace, dict[str, Any]], None]
@@ -192,10 +194,41 @@ def bundle_written(args: argparse.Namespace, doc: dict[str, Any]) -> None:
 
 def revocations_written(args: argparse.Namespace, doc: dict[str, Any]) -> None:
     print(f"revocation list v{doc['version']} written to {doc['revocations']} ({len(doc['revoked'])} revoked)")
+    print("the revoked golem still holds the clade key: run `clade owner rotate` next")
 
 
 def joined(args: argparse.Namespace, doc: dict[str, Any]) -> None:
-    print(f"joined clade {doc['clade']} ({doc['clade_id']}) as {doc['peer_id']}, generation {doc['generation']}")
+    if doc.get("rotation"):
+        state = "installed" if doc["added"] else "already held"
+        print(f"clade key epoch {doc['epoch']} {state} (clade {doc['clade']}; current epoch {doc['key_epoch']}, "
+              f"held: {', '.join(map(str, doc['epochs']))})")
+    else:
+        print(f"joined clade {doc['clade']} ({doc['clade_id']}) as {doc['peer_id']}, generation {doc['generation']}")
+    reloaded = doc.get("reloaded")
+    if reloaded is not None:
+        print(f"the running daemon reloaded its keys: sealing with epoch {reloaded['epoch']}")
+    elif doc.get("rotation"):
+        print("no daemon runs on this data dir: the key is used from its next start")
+
+
+def rotation_written(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    print(f"clade {doc['clade']}: key epoch {doc['previous_epoch']} -> {doc['epoch']}, "
+          f"{len(doc['bundles'])} rotation bundle(s) in {doc['seconds']:.2f} s:")
+    for path in doc["bundles"]:
+        print(f"  {path}")
+    for peer, why in sorted(doc["left_out"].items()):
+        print(f"  no bundle for {peer} ({why})")
+    print("on each golem: clade join BUNDLE (a running daemon picks the key up at once)")
+
+
+def keys_held(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    if doc["dropped"]:
+        print(f"dropped the keys of epoch(s) {', '.join(map(str, doc['dropped']))}")
+    for key in doc["keys"]:
+        until = key["gossip_until_ms"]
+        note = "current" if key["current"] else (
+            f"gossip accepted until {iso_ms(until)}" if until is not None else "")
+        print(f"epoch {key['epoch']:<4} installed {iso_ms(key['installed_ms'])}  {note}")
 
 
 def backup_written(args: argparse.Namespace, doc: dict[str, Any]) -> None:

@@ -5,16 +5,32 @@ delivered or forwarded: envelope (size, ciphertext, clade, certificate, revocati
 sender signature, freshness, replay), then the delta codec (every op's writer signature),
 then the clock (no op stamped more than `max_skew_ms` ahead). Any failure raises
 `RemoteProtocolError` with the counter label; nothing of a rejected message is used.
+
+The clade keys come from a function (the daemon's keyring, replaced when `clade join` of a
+rotation bundle reloads it): own gossip is sealed with the newest epoch; a message is
+opened with the key of the epoch it names, an older one only within the grace period
+(`crypto.keyring`: `unknown_epoch`, `epoch_expired` otherwise).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from crdt import Delta, RemoteProtocolError
 from crdt.codec import decode_delta, encode_delta
-from crypto import EnvelopeError, Identity, Membership, ReplayGuard, RevocationList, open_envelope, seal_envelope
+from crypto import (
+    EnvelopeError,
+    EpochKey,
+    Identity,
+    KeyRing,
+    Membership,
+    ReplayGuard,
+    RevocationList,
+    open_envelope,
+    seal_envelope,
+)
 from crypto.identity import signature_ok
 
 __all__ = ["GossipCodec", "Opened"]
@@ -28,23 +44,48 @@ class Opened:
 
 
 class GossipCodec:
-    def __init__(self, *, identity: Identity, membership: Membership, clade_key: bytes,
-                 revocations: Callable[[], RevocationList | None], max_skew_ms: int) -> None:
+    """Seal own deltas and open siblings' messages.
+
+    Keys: `keyring` (called for each message, so a reload takes effect at once) and
+    `key_grace_ms`; or, for a clade that never rotates (tests, tools), one `clade_key` as
+    epoch 0. `counters`, if given, counts `gossip_accepted_old_epoch` (opened in the grace
+    period)."""
+
+    def __init__(self, *, identity: Identity, membership: Membership,
+                 revocations: Callable[[], RevocationList | None], max_skew_ms: int,
+                 clade_key: bytes | None = None, keyring: Callable[[], KeyRing] | None = None,
+                 key_grace_ms: Callable[[], int] | None = None, counters: Counter[str] | None = None) -> None:
+        if keyring is None:
+            if clade_key is None:
+                raise TypeError("GossipCodec needs a clade_key or a keyring")
+            fixed = KeyRing(membership.clade_id, [EpochKey(epoch=0, installed_ms=0, key=clade_key)])
+
+            def keyring() -> KeyRing:
+                return fixed
+
         self.identity = identity
         self.membership = membership
-        self.clade_key = clade_key
+        self.keyring: Callable[[], KeyRing] = keyring
+        self.key_grace_ms: Callable[[], int] = key_grace_ms or (lambda: 0)
+        self.counters = counters
         self.revocations = revocations
         self.max_skew_ms = max_skew_ms
         self.replay = ReplayGuard()
 
     def seal(self, delta: Delta, *, now_ms: int) -> bytes:
+        current = self.keyring().current
         return seal_envelope(encode_delta(delta), sender=self.identity, membership=self.membership,
-                             clade_key=self.clade_key, now_ms=now_ms)
+                             clade_key=current.key, epoch=current.epoch, now_ms=now_ms)
 
     def open(self, data: bytes, *, publisher: str, now_ms: int) -> Opened:
         """Check a message published by `publisher` (GossipSub's signed origin)."""
+        ring, grace_ms = self.keyring(), self.key_grace_ms()
+
+        def key_of(epoch: int) -> bytes:
+            return ring.key_for(epoch, now_ms=now_ms, grace_ms=grace_ms)
+
         try:
-            envelope = open_envelope(data, clade_key=self.clade_key, owner_public_key=self.membership.owner_public_key,
+            envelope = open_envelope(data, clade_key=key_of, owner_public_key=self.membership.owner_public_key,
                                      clade_id=self.membership.clade_id, now_ms=now_ms,
                                      revocations=self.revocations(), replay=self.replay)
         except EnvelopeError as exc:
@@ -60,4 +101,6 @@ class GossipCodec:
         if future:
             raise RemoteProtocolError("clock_skew", f"{len(future)} op(s) stamped up to "
                                       f"{max(op.hlc.ms for op in future) - now_ms} ms ahead")
+        if envelope.epoch < ring.current.epoch and self.counters is not None:
+            self.counters["gossip_accepted_old_epoch"] += 1  # a sibling that has not rotated yet
         return Opened(envelope.sender, delta, len(data))

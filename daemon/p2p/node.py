@@ -33,7 +33,7 @@ from libp2p.peer.peerinfo import PeerInfo, info_from_p2p_addr
 from libp2p.tools.anyio_service import background_trio_service
 from multiaddr.exceptions import Error as MultiaddrError
 
-from crypto import Identity, Membership, RevocationList
+from crypto import Identity, KeyRing, Membership, RevocationList
 
 from . import admission, catchup
 from .admission import Admission
@@ -105,7 +105,8 @@ class Events(INotifee):
 class P2PNode:
     """The p2p service: the parts above over one host, one GossipSub and one peer book."""
 
-    def __init__(self, daemon: Daemon, *, identity: Identity, membership: Membership, clade_key: bytes,
+    def __init__(self, daemon: Daemon, *, identity: Identity, membership: Membership,
+                 keyring: Callable[[], KeyRing], key_grace_ms: Callable[[], int],
                  revocations: RevocationList | None, persist_revocations: Callable[[RevocationList], object],
                  known_path: Path, listen: list[str], bootstrap: list[str], mdns: bool,
                  sync_interval_s: float, max_skew_ms: int) -> None:
@@ -130,8 +131,9 @@ class P2PNode:
         self.admission = Admission(daemon, self.links, self.book, membership=membership, revocations=revocations,
                                    persist_revocations=persist_revocations, siblings=self.dialing,
                                    syncer=self.catchup)
-        codec = GossipCodec(identity=identity, membership=membership, clade_key=clade_key,
-                            revocations=lambda: self.admission.revocations, max_skew_ms=max_skew_ms)
+        codec = GossipCodec(identity=identity, membership=membership, keyring=keyring, key_grace_ms=key_grace_ms,
+                            counters=daemon.counters, revocations=lambda: self.admission.revocations,
+                            max_skew_ms=max_skew_ms)
         self.broadcast = Broadcast(daemon, self.links, self.book, me=me, codec=codec, topic=self.topic,
                                    probe_topic=self.probe_topic, max_skew_ms=max_skew_ms)
         self.listen_addrs: list[str] = []

@@ -29,6 +29,9 @@ from typing import IO, BinaryIO, cast
 
 import zstandard
 
+from crypto import CryptoError, KeyRing
+from crypto.keyfile import read_secret_file
+from crypto.keyring import MAX_KEYRING_BYTES
 from crypto.vault import DecryptingReader, EncryptingWriter, VaultError, VaultHeader, VaultKeys
 from daemon.datadir import DataDir
 from daemon.errors import DaemonError, UsageError
@@ -38,7 +41,7 @@ __all__ = ["BackupReport", "RestoreReport", "create_backup", "restore_backup", "
 
 MANIFEST = "clade-backup.json"
 SUFFIX = ".clade-vault"
-_SECRET_FILES = ("identity.key", "clade.key")
+_SECRET_FILES = ("identity.key", "clade.key", "clade.keys")
 _PLAIN_FILES = ("PLAYBOOK.md", "config.toml", "membership.cert", "revocations.bin")
 
 
@@ -345,7 +348,28 @@ def _keep_local_identity(staging: Path, root: Path) -> list[str]:
     if "identity.key" in kept and (staging / "membership.cert").exists() and "membership.cert" not in kept:
         # the backup's membership certificate names the predecessor, not this golem
         os.replace(staging / "membership.cert", staging / "membership.cert.predecessor")
+    if _merge_keyrings(staging, root) and "clade.keys" not in kept:
+        kept.append("clade.keys")
     return kept
+
+
+def _merge_keyrings(staging: Path, root: Path) -> bool:
+    """Keep the clade keys the golem holds now when restoring a backup from before a key
+    rotation: the restored keyring is the union of both (same clade), and `clade.key` its
+    newest. True if the golem's keys were merged in."""
+    restored, ours = staging / "clade.keys", root / "clade.keys"
+    if not restored.exists():
+        return False
+    try:
+        ring = KeyRing.from_bytes(read_secret_file(restored, MAX_KEYRING_BYTES, "clade keyring"))
+        merged = False
+        if ours.exists() and not ours.samefile(restored):
+            ring = ring.merged(KeyRing.from_bytes(read_secret_file(ours, MAX_KEYRING_BYTES, "clade keyring")))
+            merged = True
+    except CryptoError:
+        return False  # another clade's keys, or unreadable: the backup is restored as it is
+    DataDir(staging).save_keyring(ring)
+    return merged
 
 
 def _fsync_path(path: Path) -> None:

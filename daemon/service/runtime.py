@@ -7,9 +7,10 @@ A service that crashes is logged with its traceback and restarted with exponenti
 backoff (1 s … 60 s); a fatal error (store unreadable, identity unsafe) stops the daemon
 with a clear message and exit code 1. SIGTERM/SIGINT: STOPPING=1, stop accepting
 requests, let in-flight ones finish (5 s grace), checkpoint the WAL, exit 0. SIGHUP:
-RELOADING=1, reload config.toml (an invalid file is refused and the old config kept),
-READY=1. WATCHDOG=1 is sent at half of `$WATCHDOG_USEC` only while the writer thread
-answers a trivial query in time.
+RELOADING=1, reload config.toml (an invalid file is refused and the old config kept) and
+the clade keys (a rotation bundle joined meanwhile is used at once), READY=1.
+WATCHDOG=1 is sent at half of `$WATCHDOG_USEC` only while the writer thread answers a
+trivial query in time.
 """
 
 from __future__ import annotations
@@ -174,19 +175,24 @@ class Daemon:
 
         assert self.state is not None
         state = self.state
-        joined = self.data.load_membership()
+        try:
+            joined = self.data.load_keys()
+        except CryptoError as exc:
+            raise FatalError(f"clade keys: {exc}") from None
         if joined is None:
             log.info("not a member of a clade: sync is off (run `clade join BUNDLE`, then restart)")
             task_status.started()
             return
-        membership, clade_key = joined
+        membership, keyring = joined
+        state.keys = keyring
         try:
             revocations = self.data.load_revocations(membership)
         except CryptoError as exc:
             raise FatalError(f"{self.data.revocations_path}: {exc}; remove it or install a valid list") from None
         config = state.config.p2p
         try:
-            node = P2PNode(state, identity=state.identity, membership=membership, clade_key=clade_key,
+            node = P2PNode(state, identity=state.identity, membership=membership,
+                           keyring=lambda: state.keys or keyring, key_grace_ms=state.key_grace_ms,
                            revocations=revocations, persist_revocations=self.data.install_revocations,
                            known_path=self.data.root / "peers.json", listen=config.listen,
                            bootstrap=config.bootstrap, mdns=config.mdns, sync_interval_s=config.sync_interval_s,
@@ -250,6 +256,12 @@ class Daemon:
         setup_logging(fresh.log.level)
         log.warning("config reloaded; changed: %s", ", ".join(changed) or "nothing")
         self.state.publish("config_reloaded", {"changed": changed})
+        if self.data.membership_path.exists():  # a rotation bundle joined while we ran
+            try:
+                await self.state.reload_keys()
+            except (CryptoError, DaemonError) as exc:
+                log.error("clade keys not reloaded, keeping the running ones: %s", exc)
+                self.state.publish("error", {"service": "reload", "error": str(exc)})
         self.notifier.send(READY=1, STATUS=await self.status_line())
 
     def load_config(self) -> Config:

@@ -23,7 +23,7 @@ import numpy as np
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from crdt import Kind
-from crypto import Identity
+from crypto import CryptoError, Identity, KeyRing
 from daemon.config import Config, check_multiaddr
 from daemon.datadir import DataDir
 from daemon.errors import DaemonError, NotFound, UsageError
@@ -95,6 +95,7 @@ class DaemonState:
     # embed the same entries twice; a query waits at most one backlog batch.
     _embedding: anyio.Lock = field(default_factory=anyio.Lock)
     p2p: P2PControl | None = None  # the running p2p node (set by the runtime while sync runs)
+    keys: KeyRing | None = None  # the clade keys gossip uses (set by the p2p service, replaced by reload_keys)
     styx: Pusher | None = None  # the Styx outbox's drain (set by the runtime when [styx] is enabled)
     _playbook_queued: str | None = None  # the PLAYBOOK.md text last queued for Styx's vault layer
 
@@ -401,6 +402,38 @@ class DaemonState:
                 raise UsageError(f"{target} is not a connected sibling (see `clade peers`)")
             results.append(await node.sync_with(target) or {"peer_id": target, "error": "sync failed; see the log"})
         return {"synced": results}
+
+    def key_grace_ms(self) -> int:
+        """How long gossip sealed with a superseded clade key is still accepted (`p2p.key_grace_s`)."""
+        return int(self.config.p2p.key_grace_s * 1000)
+
+    async def reload_keys(self) -> dict[str, Any]:
+        """Re-read the clade keys from the data dir (after `clade join` of a rotation bundle, or
+        `clade keys --drop-before`): gossip is sealed with the newest epoch from now on.
+
+        Raises `UsageError` before joining, for an unreadable keyring or one of another clade
+        than the running one (switching clades needs a restart)."""
+        try:
+            joined = await anyio.to_thread.run_sync(self.data.load_keys)
+        except CryptoError as exc:
+            raise UsageError(f"clade keys not reloaded: {exc}") from None
+        if joined is None:
+            raise UsageError("this golem has not joined a clade (clade join BUNDLE)")
+        ring = joined[1]
+        previous = self.keys
+        if previous is not None and previous.clade_id != ring.clade_id:
+            raise UsageError(f"the data dir now names clade {ring.clade_id}, the daemon runs {previous.clade_id}: "
+                             "restart it to switch clades")
+        self.keys = ring
+        changed = previous is None or previous.epochs != ring.epochs
+        doc = {"epoch": ring.current.epoch, "epochs": ring.epochs,
+               "previous_epoch": None if previous is None else previous.current.epoch, "changed": changed}
+        if changed:
+            self.counters["keys_reloaded"] += 1
+            log.warning("clade keys reloaded: sealing with epoch %d (held: %s)", ring.current.epoch,
+                        ", ".join(map(str, ring.epochs)))
+        self.publish("keys_reloaded", doc)
+        return doc
 
     async def install_revocations(self, data: bytes) -> dict[str, Any]:
         """Adopt an owner-signed revocation list (newer than ours): persisted, revoked peers dropped."""
