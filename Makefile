@@ -45,6 +45,7 @@ bench: install
 	$(BIN)/python -m bench.bench_clade
 	$(BIN)/python -m bench.bench_curator
 	$(BIN)/python -m bench.bench_styx
+	$(BIN)/python -m bench.bench_strangers
 
 install-service:
 	sudo systemd/install.sh

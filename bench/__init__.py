@@ -13,6 +13,7 @@ Run them from the repository root as modules (`make bench` runs them all, one af
     .venv/bin/python -m bench.bench_clade            # a clade of real daemons on loopback
     .venv/bin/python -m bench.bench_curator          # curator cycles, testaments, the decay ablation
     .venv/bin/python -m bench.bench_styx             # outbox overhead, drain vs raw httpx, search fan-in
+    .venv/bin/python -m bench.bench_strangers        # stranger storms: CPU per refused connection, sync latency
 
 Each prints a table on stdout (progress on stderr), then one JSON line: the result document
 described in `bench.common`.
