@@ -47,6 +47,7 @@ bench: install
 	$(BIN)/python -m bench.bench_styx
 	$(BIN)/python -m bench.bench_tui
 	$(BIN)/python -m bench.bench_rotate
+	$(BIN)/python -m bench.bench_strangers
 
 install-service:
 	sudo systemd/install.sh

@@ -1,0 +1,869 @@
+"""Benchmark membership hygiene: what strangers cost a daemon, and whether its clade sync notices.
+
+    .venv/bin/python -m bench.bench_strangers [--seconds 12] [--baseline-seconds 15] [--rate 5]
+                                              [--workers 2] [--kinds garbage,silent,held] [--quick] [--out DIR]
+
+Two real `clade run` daemons, A and its sibling B, on 127.0.0.1 (`daemon.testing.harness`).
+Strangers are driven from separate worker processes (this module with `--worker KIND`), each
+running many concurrent dial loops; every stranger is a fresh Ed25519 identity
+(`crypto.Identity.generate()`) speaking Noise + Yamux exactly as `daemon.p2p.host.build_host`
+configures them. Measures:
+
+1. Baseline: warnings written on A at `--rate`/s for `--baseline-seconds`, and raw GossipSub
+   probes (`POST /v1/p2p/probe`) at the same rate at the same time (the transport floor).
+   Latency A -> B as in bench_clade: warning = B's `entries_received.committed_ms` minus the
+   time A's HTTP response arrived; probe = `received_ms - sent_ms`. A's CPU rate over the
+   phase is the idle-plus-load floor the storms are measured against.
+2. Stranger storms, at most `--seconds` and `--budget` dials each, with the same propagation load running throughout:
+   (a) garbage: fresh identity, dial A, send a framed `b"\\x93garbage"` on `/clade/hello/1.0.0`:
+       refused (`hello_refused_malformed`) and held off 300 s;
+   (b) silent: fresh identity, dial A, say nothing: dropped after 2 s (`hello_not_sent`) and
+       held off 60 s; many dial loops per worker, so it also shows how many A holds at once;
+   (c) held: one identity per dial loop is refused once (garbage), then redials in a loop during
+       its hold: dropped at once (`connections_refused_held`), the cheap path.
+   For each: strangers offered (client dials started) and shed (A's counters) per second;
+   A's CPU (utime+stime, /proc/<pid>/stat) over the storm divided by the connections A shed,
+   gross and net of the baseline CPU rate -> CPU us per refused connection; A -> B propagation
+   p50/p99 and its ratio to the baseline; A's RSS and open fds before/after/peak; the size of
+   `GET /v1/peers` (the peer book keeps at most 256 strangers).
+3. Client cost: CPU ms per stranger connection on the client side for the lean dialer used
+   by the storms (raw TCP + `TransportUpgrader`: Noise + Yamux, no host) vs a full py-libp2p
+   host per identity (`build_host` + `host.run` + `connect` + `new_stream`).
+
+py-libp2p 0.8.1 accepts at most 300 inbound connections per process *lifetime* (the swarm's
+inbound handler holds its `_inbound_limiter` slot until the swarm stops): so A is restarted
+before each storm, each storm stops after `--budget` dials (280), and a last section pushes A
+past 300 and restarts B to see whether it can reconnect. After each restart of A the bench
+probes until gossip A -> B works again (`gossip_resumed_s`; None = not within `--drain`).
+CPU per connection: gross = A's CPU over the phase window / connections shed; net subtracts
+the baseline's CPU rate over the same window (it undercounts when the storm ran shorter than
+the window or A's gossip was down).
+
+Checks (the run fails, exit 1): a stranger is never admitted (no hello answer, no
+`peers_admitted`, no member but B in A's peer book); no stranger ever sees a pubsub stream
+from A (every stream A opens to a stranger is recorded by protocol); A and B stay up; no
+traceback or internal error in their logs; no warning or probe lost; the peer book stays bounded.
+
+Figures are printed as they are measured (progress on stderr); a table at the end, then the
+JSON result line (bench.common). Other processes' CPU is recorded per phase.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.bench_clade import Api, Watch, content, paced
+from bench.common import HostLoad, dist, emit, machine_info, machine_rows, out, print_table, progress, workdir
+from bench.common.machine import CLK_TCK, proc_cpu_ticks, proc_status_kib
+from bench.common.report import ROOT, bench_command
+from daemon.testing.harness import EventLog, Golem, LoopbackClade
+
+KINDS = ("garbage", "silent", "held")
+GARBAGE = b"\x93garbage"
+PUBSUB_MARKERS = ("/meshsub/", "/floodsub/")
+TAIL_S = 3.0  # after the storm: A drops the last silent strangers 2 s after they connected
+STRANGER_COUNTERS = ("hello_not_sent", "connections_refused_held")
+
+
+# -- the stranger side (worker processes) -------------------------------------------------------
+
+
+def run_worker(args: argparse.Namespace) -> int:
+    """One worker process: `--concurrency` dial loops of `--worker` kind until `--seconds` after
+    `--start-at`; prints one JSON line (its tally) on stdout."""
+    import trio
+
+    tally = trio.run(_worker_main, args)
+    print(json.dumps(tally, separators=(",", ":")), flush=True)
+    return 0
+
+
+async def _worker_main(args: argparse.Namespace) -> dict[str, Any]:
+    import multiaddr
+    import trio
+    from libp2p.crypto.ed25519 import create_new_key_pair
+    from libp2p.crypto.x25519 import create_new_key_pair as create_x25519_key_pair
+    from libp2p.custom_types import TProtocol
+    from libp2p.peer.id import ID
+    from libp2p.peer.peerinfo import PeerInfo
+    from libp2p.protocol_muxer.multiselect import MULTISELECT_PROTOCOL_ID
+    from libp2p.protocol_muxer.multiselect_client import MultiselectClient
+    from libp2p.protocol_muxer.multiselect_communicator import MultiselectCommunicator
+    from libp2p.security.noise.transport import PROTOCOL_ID as NOISE_PROTOCOL_ID
+    from libp2p.security.noise.transport import Transport as NoiseTransport
+    from libp2p.stream_muxer.yamux.yamux import PROTOCOL_ID as YAMUX_PROTOCOL_ID
+    from libp2p.stream_muxer.yamux.yamux import Yamux
+    from libp2p.transport.tcp.tcp import TCP
+    from libp2p.transport.upgrader import TransportUpgrader
+
+    from crypto import Identity
+    from daemon.p2p import messages
+    from daemon.p2p.admission import HELLO_PROTOCOL
+    from daemon.p2p.frames import close_quietly, encode_frame, read_frame
+    from daemon.p2p.host import build_host
+
+    full = multiaddr.Multiaddr(args.target)
+    peer = ID.from_base58(full.value_for_protocol("p2p"))
+    transport_addr = full.decapsulate(multiaddr.Multiaddr(f"/p2p/{peer}"))
+    tcp = TCP()
+    hello_proto = TProtocol(HELLO_PROTOCOL)
+    frame = encode_frame(GARBAGE)
+    errors: Counter[str] = Counter()
+    inbound: Counter[str] = Counter()
+    first_errors: list[str] = []
+    t: dict[str, Any] = {"kind": args.worker, "client": args.client, "attempted": 0, "connected": 0,
+                         "refused": 0, "admitted": 0, "replies": Counter(), "open_now": 0, "open_max": 0,
+                         "handshake_ms": [], "held_ms": [], "primed": 0}
+
+    async def lean_dial(identity: Identity) -> Any:
+        key_pair = create_new_key_pair(identity.seed)
+        noise = NoiseTransport(key_pair, noise_privkey=create_x25519_key_pair().private_key)
+        upgrader = TransportUpgrader({TProtocol(NOISE_PROTOCOL_ID): noise}, {TProtocol(YAMUX_PROTOCOL_ID): Yamux})
+        raw = await tcp.dial(transport_addr)
+        try:
+            secured = await upgrader.upgrade_security(raw, True, peer)
+            return await upgrader.upgrade_connection(secured, peer)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await raw.close()
+            raise
+
+    async def watch_inbound(muxed: Any) -> None:
+        """Every stream A opens to us: read its multistream proposal, note the protocol, reset."""
+        while True:
+            try:
+                stream = await muxed.accept_stream()
+            except Exception:  # noqa: BLE001 - the connection is gone
+                return
+            name = "?"
+            with trio.move_on_after(1), contextlib.suppress(Exception):
+                communicator = MultiselectCommunicator(stream)
+                if await communicator.read() == MULTISELECT_PROTOCOL_ID:  # answer the header, read the proposal
+                    await communicator.write(MULTISELECT_PROTOCOL_ID)
+                    name = await communicator.read()
+            inbound[name] += 1
+            with contextlib.suppress(Exception):
+                await stream.reset()
+
+    async def send_hello(muxed: Any) -> str:
+        """Our garbage hello; what came back: refused (a refusal, or the stream/connection closed)."""
+        stream = await muxed.open_stream()
+        try:
+            await MultiselectClient().select_one_of([hello_proto], MultiselectCommunicator(stream))
+            await stream.write(frame)
+            try:
+                reply = messages.decode(await read_frame(stream))
+            except EOFError:
+                return "closed"
+            except Exception as exc:  # noqa: BLE001 - A dropped the connection under us: refused
+                return f"closed:{type(exc).__name__}"
+            if isinstance(reply, messages.Hello):
+                return "hello"
+            if isinstance(reply, messages.Refused):
+                return f"refused:{reply.reason}"
+            return type(reply).__name__
+        finally:
+            await close_quietly(stream)
+
+    async def lean_session(identity: Identity, action: str) -> None:
+        started = trio.current_time()
+        t["attempted"] += 1
+        muxed = await lean_dial(identity)
+        t["connected"] += 1
+        t["handshake_ms"].append(round((trio.current_time() - started) * 1000, 2))
+        t["open_now"] += 1
+        t["open_max"] = max(t["open_max"], t["open_now"])
+        connected = trio.current_time()
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(muxed.start)
+                await muxed.event_started.wait()
+                nursery.start_soon(watch_inbound, muxed)
+                reply = ""
+                if action == "hello":
+                    reply = await send_hello(muxed)
+                    t["replies"][reply.split(":")[0] if reply.startswith("closed") else reply] += 1
+                    if reply == "hello":
+                        t["admitted"] += 1
+                # garbage: we close right after the answer; silent and held: until A drops us
+                with trio.move_on_after(1.0 if action == "hello" else 10.0):
+                    await muxed.event_shutting_down.wait()
+                if muxed.event_shutting_down.is_set():
+                    t["refused"] += 1
+                    t["held_ms"].append(round((trio.current_time() - connected) * 1000, 1))
+                elif action == "hello" and reply != "hello":
+                    t["refused"] += 1  # answered with a refusal or EOF; we hang up
+                nursery.cancel_scope.cancel()
+        finally:
+            t["open_now"] -= 1
+            with contextlib.suppress(Exception), trio.move_on_after(2):
+                await muxed.close()
+
+    async def host_session(identity: Identity) -> None:
+        """The same garbage hello from a full py-libp2p host built for this identity (the costly way)."""
+        t["attempted"] += 1
+        host = build_host(identity, mdns=False)
+        async with host.run([]):
+            try:
+                started = trio.current_time()
+                await host.connect(PeerInfo(peer, [transport_addr]))
+                t["connected"] += 1
+                t["handshake_ms"].append(round((trio.current_time() - started) * 1000, 2))
+                stream = await host.new_stream(peer, [hello_proto])
+                await stream.write(frame)
+                try:
+                    reply = messages.decode(await read_frame(stream))
+                    kind = "hello" if isinstance(reply, messages.Hello) else type(reply).__name__
+                except Exception:  # noqa: BLE001 - closed under us: refused
+                    kind = "closed"
+                t["replies"][kind] += 1
+                t["admitted"] += kind == "hello"
+                t["refused"] += kind != "hello"
+                await close_quietly(stream)
+            finally:
+                with trio.CancelScope(shield=True), trio.move_on_after(5):
+                    await host.close()
+
+    async def loop(index: int, deadline: float) -> None:
+        held_identity: Identity | None = None
+        while trio.current_time() < deadline and (not args.budget or t["attempted"] < args.budget):
+            try:
+                with trio.fail_after(15):
+                    if args.worker == "held":
+                        if held_identity is None:  # refused once: held off for 300 s from now on
+                            held_identity = Identity.generate()
+                            t["attempted"] -= 1  # the priming dial is not part of the storm
+                            t["connected"] -= 1
+                            t["refused"] -= 1
+                            await lean_session(held_identity, "hello")
+                            t["primed"] += 1
+                            continue
+                        await lean_session(held_identity, "nothing")
+                    elif args.client == "host":
+                        await host_session(Identity.generate())
+                    else:
+                        await lean_session(Identity.generate(), "hello" if args.worker == "garbage" else "nothing")
+            except trio.TooSlowError:
+                errors["timeout"] += 1
+            except Exception as exc:  # noqa: BLE001 - counted: a refused dial is data, not a crash
+                chain = f"{exc!r} {exc.__cause__!r} {getattr(exc.__cause__, '__cause__', None)!r}"
+                errors["closed_at_accept" if "handshake read failed" in chain else type(exc).__name__] += 1
+                if len(first_errors) < 3:
+                    cause = exc.__cause__
+                    first_errors.append(f"{exc!r} <- {cause!r} <- {getattr(cause, '__cause__', None)!r}")
+                await trio.sleep(0.05)
+
+    await trio.sleep(max(0.0, args.start_at - time.time()))
+    cpu0 = _own_cpu()
+    wall0 = time.monotonic()
+    deadline = trio.current_time() + args.seconds
+    async with trio.open_nursery() as nursery:
+        for i in range(args.concurrency):
+            nursery.start_soon(loop, i, deadline)
+    wall = time.monotonic() - wall0  # the storm's active time (it may end early: --budget)
+    cpu = _own_cpu() - cpu0
+    hs = sorted(t.pop("handshake_ms"))
+    held = sorted(t.pop("held_ms"))
+    t.update(wall_s=round(wall, 2), cpu_s=round(cpu, 3), errors=dict(errors), first_errors=first_errors,
+             inbound_streams=dict(inbound),
+             replies=dict(t["replies"]), handshake_ms=dist(hs), held_ms=dist(held))
+    return t
+
+
+def _own_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def launch_workers(kind: str, target: str, *, n: int, concurrency: int, seconds: float, start_at: float,
+                   client: str = "lean", budget: int = 0) -> list[subprocess.Popen[str]]:
+    argv = ["--worker", kind, "--target", target, "--concurrency", str(concurrency), "--seconds", str(seconds),
+            "--start-at", f"{start_at:.3f}", "--client", client, "--budget", str(budget // max(1, n))]
+    return [subprocess.Popen(bench_command("bench_strangers", *argv), cwd=ROOT, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for _ in range(n)]
+
+
+def collect_workers(procs: Sequence[subprocess.Popen[str]], timeout: float) -> tuple[list[dict[str, Any]], list[str]]:
+    tallies: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for proc in procs:
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, stderr = proc.communicate()
+            problems.append(f"worker {proc.pid} did not finish in {timeout:.0f} s")
+        lines = [x for x in stdout.splitlines() if x.startswith("{")]
+        if proc.returncode != 0 or not lines:
+            problems.append(f"worker {proc.pid} exited {proc.returncode}: {stderr.strip()[-400:]}")
+            continue
+        tallies.append(json.loads(lines[-1]))
+    return tallies, problems
+
+
+def merge_tallies(tallies: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    merged: dict[str, Any] = {"workers": len(tallies)}
+    for key in ("attempted", "connected", "refused", "admitted", "open_max", "primed", "cpu_s"):
+        merged[key] = round(sum(float(t.get(key, 0)) for t in tallies), 3)
+    for key in ("errors", "inbound_streams", "replies"):
+        total: Counter[str] = Counter()
+        for t in tallies:
+            total.update(t.get(key, {}))
+        merged[key] = dict(total)
+    merged["first_errors"] = [e for t in tallies for e in t.get("first_errors", [])][:3]
+    merged["wall_s"] = max((float(t["wall_s"]) for t in tallies), default=0.0)
+    merged["handshake_ms_p50_by_worker"] = [t["handshake_ms"]["p50"] for t in tallies]
+    merged["handshake_ms_p99_by_worker"] = [t["handshake_ms"]["p99"] for t in tallies]
+    merged["held_ms_p50_by_worker"] = [t["held_ms"]["p50"] for t in tallies]
+    merged["client_cpu_ms_per_conn"] = (round(merged["cpu_s"] * 1000 / merged["connected"], 2)
+                                        if merged["connected"] else None)
+    return merged
+
+
+# -- the daemon side ----------------------------------------------------------------------------------
+
+
+class Sampler:
+    """A's RSS and open fds every `every` s, and the size of its peer book every other sample."""
+
+    def __init__(self, a: Golem, api: Api, every: float = 1.0) -> None:
+        assert a.proc is not None
+        self.pid = a.proc.pid
+        self.api = api
+        self.every = every
+        self.rss_kib: list[int] = []
+        self.fds: list[int] = []
+        self.peers: list[int] = []
+        self.strangers: list[int] = []
+        self.stranger_members: set[str] = set()
+        self.member_ids: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self, members: set[str]) -> Sampler:
+        self.member_ids = members
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        i = 0
+        while not self._stop.is_set():
+            with contextlib.suppress(OSError, RuntimeError, ValueError):
+                self.rss_kib.append(proc_status_kib(self.pid, "VmRSS"))
+                self.fds.append(len(os.listdir(f"/proc/{self.pid}/fd")))
+                if i % 2 == 0:
+                    self.note_peers(self.api.call("GET", "/v1/peers")["peers"])
+            i += 1
+            self._stop.wait(self.every)
+
+    def note_peers(self, peers: list[dict[str, Any]]) -> None:
+        self.peers.append(len(peers))
+        self.strangers.append(sum(1 for p in peers if not p["member"] and p["peer_id"] not in self.member_ids))
+        self.stranger_members.update(p["peer_id"] for p in peers if p["member"] and p["peer_id"] not in self.member_ids)
+
+    def stop(self) -> dict[str, Any]:
+        self._stop.set()
+        self._thread.join(10)
+        self.api.close()
+        return {"rss_mib_max": round(max(self.rss_kib, default=0) / 1024, 1),
+                "fds_max": max(self.fds, default=0), "fds_min": min(self.fds, default=0),
+                "peers_max": max(self.peers, default=0), "strangers_in_book_max": max(self.strangers, default=0),
+                "samples": len(self.rss_kib)}
+
+
+def stranger_counters(counters: dict[str, int]) -> dict[str, int]:
+    """A's counters for strangers it shed: refusals (not by a peer), silent ones, held redials."""
+    return {k: int(v) for k, v in counters.items()
+            if k in STRANGER_COUNTERS or (k.startswith("hello_refused_") and "by_peer" not in k)
+            or k in ("hello_failed", "hello_incomplete", "gossip_streams_refused", "peers_admitted",
+                     "internal_errors")}
+
+
+def shed_total(delta: dict[str, int]) -> int:
+    return sum(v for k, v in delta.items() if k in STRANGER_COUNTERS or k.startswith("hello_refused_"))
+
+
+def propagate(api: Api, b: Golem, watch: Watch, *, rate: float, seconds: float, tag: str, rng: random.Random,
+              timeout: float) -> dict[str, Any]:
+    """Warnings and probes from A at `rate`/s each, concurrently, for `seconds`; latency to B."""
+    count = max(1, round(rate * seconds))
+    acks: dict[str, float] = {}
+    sent: dict[str, float] = {}
+    lost: list[str] = []
+
+    def write(i: int) -> None:
+        try:
+            made = api.call("POST", "/v1/memory", json={"content": content(rng, tag, i), "memory_type": "warning"})
+            acks[made["id"]] = time.time() * 1000
+        except (RuntimeError, OSError) as exc:
+            lost.append(f"write {i}: {exc}")
+
+    def probe(i: int) -> None:
+        pid = f"{tag}-{i}"
+        try:
+            sent[pid] = float(api.call("POST", "/v1/p2p/probe", json={"id": pid})["sent_ms"])
+        except (RuntimeError, OSError) as exc:
+            lost.append(f"probe {i}: {exc}")
+
+    paces: dict[str, Any] = {}
+    threads = [threading.Thread(target=lambda: paces.__setitem__("warnings", paced(count, rate, write, workers=4))),
+               threading.Thread(target=lambda: paces.__setitem__("probes", paced(count, rate, probe, workers=4)))]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    keys = {(b.name, i) for i in acks}
+    pkeys = {(b.name, p) for p in sent}
+    missing_w = watch.wait(keys, "entries", timeout)
+    missing_p = watch.wait(pkeys, "probes", timeout)
+    warn = [watch.entries[k][0] - acks[k[1]] for k in keys if k in watch.entries]
+    prob = [watch.probes[k][1] - watch.probes[k][0] for k in pkeys if k in watch.probes]
+    return {"count": count, "rate": rate, "pace": paces, "warning_ms": dist(warn), "probe_ms": dist(prob),
+            "missing_warnings": missing_w, "missing_probes": missing_p, "api_errors": lost[:5],
+            "api_error_count": len(lost)}
+
+
+def settle_embedders(golems: Sequence[Golem], timeout: float) -> tuple[float, bool]:
+    """Until no daemon's `entries_embedded` moved for 1 s (A restarts, so its counter cannot be
+    compared with its entries as bench_clade does); (seconds, settled)."""
+    t0 = time.monotonic()
+    last: list[int] = []
+    stable = 0
+    while time.monotonic() - t0 < timeout:
+        now = [int(g.call("GET", "/v1/status")["counters"].get("entries_embedded", 0)) for g in golems]
+        stable = stable + 1 if now == last else 0
+        if stable >= 2:
+            return time.monotonic() - t0, True
+        last = now
+        time.sleep(0.5)
+    return time.monotonic() - t0, False
+
+
+def wait_no_strangers(a: Golem, members: set[str], timeout: float) -> float:
+    """Until A has no stranger connected (the last silent ones are dropped 2 s after connecting)."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        peers = a.call("GET", "/v1/peers")["peers"]
+        if not any(p["connected"] and p["peer_id"] not in members for p in peers):
+            break
+        time.sleep(0.25)
+    return time.monotonic() - t0
+
+
+def log_problems(golems: Sequence[Golem]) -> list[str]:
+    bad = ("Traceback", "internal error", "ERROR", "CRITICAL", "Exception")
+    found = []
+    for g in golems:
+        for line in g.stderr_lines:
+            if any(b in line for b in bad):
+                found.append(f"{g.name}: {line[:300]}")
+    return found
+
+
+def run_phase(name: str, kind: str | None, ctx: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    a: Golem = ctx["a"]
+    b: Golem = ctx["b"]
+    api: Api = ctx["api"]
+    members = {a.peer_id, b.peer_id}
+    seconds = args.baseline_seconds if kind is None else args.seconds
+    drained_s, drained = settle_embedders([a, b], args.drain)
+    settled_s = wait_no_strangers(a, members, 15)
+    assert a.proc is not None and b.proc is not None
+    pid_a, pid_b = a.proc.pid, b.proc.pid
+    rss0 = proc_status_kib(pid_a, "VmRSS")
+    fds0 = len(os.listdir(f"/proc/{pid_a}/fd"))
+    peers0 = len(api.call("GET", "/v1/peers")["peers"])
+    c0 = stranger_counters(api.call("GET", "/v1/status")["counters"])
+    procs: list[subprocess.Popen[str]] = []
+    lead = 3.0 if kind is not None else 0.2  # worker start-up (imports) happens before the window
+    start_at = time.time() + lead
+    if kind is not None:
+        concurrency = {"garbage": args.concurrency, "silent": args.silent_concurrency, "held": args.concurrency}[kind]
+        progress(f"[{name}] {args.workers} worker(s) x {concurrency} dial loops, {seconds:g} s")
+        procs = launch_workers(kind, a.p2p_addrs[0], n=args.workers, concurrency=concurrency, seconds=seconds,
+                               start_at=start_at, budget=args.budget)
+    else:
+        progress(f"[{name}] propagation only, {seconds:g} s")
+    time.sleep(max(0.0, start_at - time.time()))
+    host = HostLoad()
+    t0 = time.monotonic()
+    ticks_a0, ticks_b0 = proc_cpu_ticks(pid_a), proc_cpu_ticks(pid_b)
+    sampler = Sampler(a, Api(a)).start(members)
+    prop = propagate(api, b, ctx["watch"], rate=args.rate, seconds=seconds, tag=name, rng=ctx["rng"],
+                     timeout=args.timeout)
+    tallies, problems = collect_workers(procs, timeout=seconds + 60)
+    time.sleep(max(0.0, t0 + seconds + TAIL_S - time.monotonic()))
+    window = time.monotonic() - t0
+    cpu_a = (proc_cpu_ticks(pid_a) - ticks_a0) / CLK_TCK
+    cpu_b = (proc_cpu_ticks(pid_b) - ticks_b0) / CLK_TCK
+    samples = sampler.stop()
+    load = host.report(name, quiet=True)
+    c1 = stranger_counters(api.call("GET", "/v1/status")["counters"])
+    peers = api.call("GET", "/v1/peers")["peers"]
+    sampler.note_peers(peers)
+    delta = {k: c1.get(k, 0) - c0.get(k, 0) for k in sorted(set(c0) | set(c1)) if c1.get(k, 0) != c0.get(k, 0)}
+    shed = shed_total(delta)
+    res: dict[str, Any] = {
+        "kind": kind, "seconds": seconds, "window_s": round(window, 2), "embed_drain_s": round(drained_s, 1),
+        "embed_drained": drained, "settle_s": round(settled_s, 1), "propagation": prop,
+        "a_cpu_s": round(cpu_a, 2), "a_cpu_pct": round(cpu_a / window * 100, 1),
+        "b_cpu_pct": round(cpu_b / window * 100, 1), "a_counters_delta": delta, "shed": shed,
+        "shed_per_s": round(shed / seconds, 1),
+        "rss_mib_before": round(rss0 / 1024, 1), "rss_mib_after": round(proc_status_kib(pid_a, "VmRSS") / 1024, 1),
+        "fds_before": fds0, "fds_after": len(os.listdir(f"/proc/{pid_a}/fd")), "peers_before": peers0,
+        "peers_after": len(peers), "sampled": samples, "stranger_members": sorted(sampler.stranger_members),
+        "host": load, "worker_problems": problems,
+    }
+    if kind is not None:
+        res["clients"] = merge_tallies(tallies)
+        active = max(0.1, min(seconds, res["clients"]["wall_s"]))
+        res["storm_active_s"] = round(active, 2)
+        res["offered_per_s"] = round(res["clients"]["attempted"] / active, 1)
+        res["shed_per_s"] = round(shed / active, 1)
+    return res
+
+
+def finish_phase(res: dict[str, Any], base: dict[str, Any] | None) -> None:
+    """CPU per shed connection (gross, and net of the baseline CPU rate) and latency ratios."""
+    if base is None or res["kind"] is None:
+        return
+    floor = base["a_cpu_s"] / base["window_s"] * res["window_s"]
+    shed = max(1, res["shed"])
+    res["a_cpu_us_per_conn_gross"] = round(res["a_cpu_s"] / shed * 1e6)
+    res["a_cpu_us_per_conn_net"] = round(max(0.0, res["a_cpu_s"] - floor) / shed * 1e6)
+    for what in ("warning_ms", "probe_ms"):
+        for p in ("p50", "p99"):
+            b0 = base["propagation"][what][p]
+            res.setdefault("latency_ratio", {})[f"{what[:-3]}_{p}"] = round(res["propagation"][what][p] / b0, 2) \
+                if b0 else None
+
+
+def phase_failures(name: str, res: dict[str, Any], a: Golem, b: Golem) -> list[str]:
+    failed = []
+    c = res.get("clients", {})
+    if c.get("admitted"):
+        failed.append(f"{name}: {c['admitted']} stranger(s) got a hello answer (admitted)")
+    if res["a_counters_delta"].get("peers_admitted"):
+        failed.append(f"{name}: A admitted {res['a_counters_delta']['peers_admitted']} peer(s)")
+    if res["stranger_members"]:
+        failed.append(f"{name}: A's peer book lists strangers as members: {res['stranger_members'][:3]}")
+    leaked = {p: n for p, n in c.get("inbound_streams", {}).items() if any(m in p for m in PUBSUB_MARKERS)}
+    if leaked:
+        failed.append(f"{name}: A opened pubsub streams to strangers: {leaked}")
+    if res["propagation"]["missing_warnings"] or res["propagation"]["missing_probes"]:
+        failed.append(f"{name}: {res['propagation']['missing_warnings']} warning(s) and "
+                      f"{res['propagation']['missing_probes']} probe(s) never reached B")
+    if res["propagation"]["api_error_count"]:
+        failed.append(f"{name}: {res['propagation']['api_error_count']} API call(s) on A failed")
+    if res["sampled"]["strangers_in_book_max"] > 256:
+        failed.append(f"{name}: {res['sampled']['strangers_in_book_max']} strangers in A's peer book (cap 256)")
+    failed += [f"{name}: {p}" for p in res["worker_problems"]]
+    for g in (a, b):
+        if not g.running:
+            failed.append(f"{name}: {g.name} died")
+    return failed
+
+
+def print_phase(name: str, r: dict[str, Any]) -> None:
+    p = r["propagation"]
+    line = (f"  {name:<9} warn p50 {p['warning_ms']['p50']:>6.1f} p99 {p['warning_ms']['p99']:>6.1f}  "
+            f"probe p50 {p['probe_ms']['p50']:>5.1f} p99 {p['probe_ms']['p99']:>6.1f}  A cpu {r['a_cpu_pct']:>5.1f}%  "
+            f"B cpu {r['b_cpu_pct']:>5.1f}%  others {r['host']['other_share_of_machine']:.0%}")
+    if r["kind"] is not None:
+        c = r["clients"]
+        line += (f"\n  {'':<9} offered {r['offered_per_s']:>6.1f}/s  shed {r['shed_per_s']:>6.1f}/s  "
+                 f"A {r['a_cpu_us_per_conn_gross']:>6} us/conn gross, {r['a_cpu_us_per_conn_net']:>6} net  "
+                 f"client {c['client_cpu_ms_per_conn']} ms/conn  open max {c['open_max']:g} (A fds max "
+                 f"{r['sampled']['fds_max']})  latency x{r['latency_ratio']}")
+        line += f"\n  {'':<9} A counters {r['a_counters_delta']}; replies {c['replies']}; errors {c['errors']}; " \
+                f"streams from A {c['inbound_streams']}"
+    out(line)
+
+
+def client_costs(ctx: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """Client CPU per garbage-hello connection: the lean dialer vs a full host per identity (one
+    worker each, the daemon's CPU not measured here)."""
+    a: Golem = ctx["a"]
+    res: dict[str, Any] = {}
+    for client in ("lean", "host"):
+        wait_no_strangers(a, {a.peer_id, ctx["b"].peer_id}, 15)
+        procs = launch_workers("garbage", a.p2p_addrs[0], n=1, concurrency=4, seconds=args.client_seconds,
+                               start_at=time.time() + 3, client=client)
+        tallies, problems = collect_workers(procs, timeout=args.client_seconds + 60)
+        merged = merge_tallies(tallies)
+        merged["per_s"] = round(merged["connected"] / args.client_seconds, 1)
+        merged["problems"] = problems
+        res[client] = merged
+        progress(f"[client] {client}: {merged['connected']:g} connections, {merged['client_cpu_ms_per_conn']} ms "
+                 f"CPU each, {merged['per_s']}/s from one process")
+    return res
+
+
+# -- main ---------------------------------------------------------------------------------------
+
+
+ENV = {"CLADE_P2P__SYNC_INTERVAL_S": "30"}
+
+
+def warm_up(ctx: dict[str, Any], args: argparse.Namespace) -> None:
+    """One warning A -> B, then the embedders settle: each daemon loads its model on first use."""
+    made = ctx["api"].call("POST", "/v1/memory", json={"content": "warm-up: gas spike, delay swaps",
+                                                       "memory_type": "warning"})
+    ctx["watch"].wait({(ctx["b"].name, made["id"])}, "entries", args.drain)
+    time.sleep(0.5)
+    settle_embedders([ctx["a"], ctx["b"]], args.drain)
+    ctx.setdefault("gossip_resumed_s", []).append(wait_gossip(ctx, args.drain))
+
+
+def wait_gossip(ctx: dict[str, Any], timeout: float) -> float | None:
+    """Seconds until a probe from A reaches B over GossipSub (after a restart the mesh re-forms);
+    None if none did within `timeout`."""
+    t0 = time.monotonic()
+    n = 0
+    while time.monotonic() - t0 < timeout:
+        n += 1
+        pid = f"gossip-check-{time.time_ns()}-{n}"
+        ctx["api"].call("POST", "/v1/p2p/probe", json={"id": pid})
+        if not ctx["watch"].wait({(ctx["b"].name, pid)}, "probes", 1.0):
+            return round(time.monotonic() - t0, 1)
+    return None
+
+
+def restart_a(ctx: dict[str, Any], args: argparse.Namespace) -> float:
+    """A fresh A process (dialing B), warmed up: every storm starts with py-libp2p's inbound budget whole."""
+    a, b = ctx["a"], ctx["b"]
+    t0 = time.monotonic()
+    ctx["api"].close()
+    a.stop()
+    a.p2p_addrs = []  # Golem.start keeps the old (dead) address otherwise: A listens on a new port
+    ctx["clade"].start(a, bootstrap=[b], env=ENV)
+    ctx["clade"].wait_connected([a, b], timeout=60)
+    ctx["api"] = Api(a)
+    warm_up(ctx, args)
+    progress(f"  A restarted and warmed up in {time.monotonic() - t0:.1f} s; gossip A -> B resumed after "
+             f"{ctx['gossip_resumed_s'][-1]} s of probing")
+    return time.monotonic() - t0
+
+
+def inbound_cap(ctx: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """Push A past 300 inbound connections in its lifetime (garbage hellos), then restart B (a new
+    port, so only B's dial can reconnect them): does B get back in?"""
+    a, b = ctx["a"], ctx["b"]
+    out(f"\n== inbound cap: {args.cap_dials} more garbage dials to A, then B restarts ==")
+    c0 = stranger_counters(ctx["api"].call("GET", "/v1/status")["counters"])
+    procs = launch_workers("garbage", a.p2p_addrs[0], n=1, concurrency=args.concurrency, seconds=30,
+                           start_at=time.time() + 3, budget=args.cap_dials)
+    tallies, problems = collect_workers(procs, timeout=90)
+    clients = merge_tallies(tallies)
+    c1 = stranger_counters(ctx["api"].call("GET", "/v1/status")["counters"])
+    shed_in_run = shed_total(c1)
+    b.stop()
+    b.p2p_addrs = []
+    t0 = time.monotonic()
+    ctx["clade"].start(b, bootstrap=[a], env=ENV)
+    reconnected = True
+    try:
+        ctx["clade"].wait_connected([a, b], timeout=args.reconnect_timeout)
+    except TimeoutError:
+        reconnected = False
+    took = time.monotonic() - t0
+    res = {"clients": clients, "worker_problems": problems, "a_counters_delta": {
+        k: c1.get(k, 0) - c0.get(k, 0) for k in c1 if c1.get(k, 0) != c0.get(k, 0)},
+        "a_inbound_before_restart": shed_in_run + 1, "b_reconnected": reconnected, "b_reconnect_s": round(took, 1)}
+    out(f"  A shed {shed_in_run} strangers since it started; the last {clients['attempted']:g} dials: "
+        f"{clients['connected']:g} handshakes, errors {clients['errors']}")
+    out(f"  B restarted: {'reconnected to A' if reconnected else 'NOT reconnected'} after {took:.1f} s")
+    return res
+
+
+def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    started = time.monotonic()
+    info = machine_info(root)
+    res: dict[str, Any] = {"machine": info, "params": {k: v for k, v in vars(args).items() if k != "out"},
+                           "phases": {}, "failed": []}
+    res["params"]["out"] = str(args.out) if args.out else None
+    clade = LoopbackClade(root / "clade", 2)
+    a, b = clade.golems
+    log: EventLog | None = None
+    ctx: dict[str, Any] = {}
+    try:
+        progress("starting daemons A and B")
+        clade.start(a, bootstrap=[], env=ENV)
+        clade.start(b, bootstrap=[a], env=ENV)
+        clade.wait_connected([a, b], timeout=60)
+        log = EventLog(b.socket).start()
+        ctx = {"a": a, "b": b, "api": Api(a), "watch": Watch({b.name: log}), "clade": clade,
+                               "rng": random.Random(args.seed)}
+        out(f"A = {a.name} ({a.peer_id[:16]}…), B = {b.name}; strangers from {args.workers} worker process(es); "
+            f"A is restarted before each storm (py-libp2p accepts at most 300 inbound connections per process)")
+        warm_up(ctx, args)
+        out("  phase     propagation A -> B (ms)                  daemon CPU (100% = one core), others' share of "
+            "the machine")
+        base = run_phase("baseline", None, ctx, args)
+        res["phases"]["baseline"] = base
+        print_phase("baseline", base)
+        res["failed"] += phase_failures("baseline", base, a, b)
+        for kind in args.kinds:
+            if not (a.running and b.running):
+                break
+            restart_a(ctx, args)
+            r = run_phase(kind, kind, ctx, args)
+            finish_phase(r, base)
+            res["phases"][kind] = r
+            print_phase(kind, r)
+            res["failed"] += phase_failures(kind, r, a, b)
+        if args.client_seconds > 0 and a.running and b.running:
+            restart_a(ctx, args)
+            res["client_costs"] = client_costs(ctx, args)
+        if args.cap_dials > 0 and a.running and b.running:
+            res["inbound_cap"] = inbound_cap(ctx, args)
+            if not res["inbound_cap"]["b_reconnected"]:
+                res["failed"].append(
+                    f"B restarted after {res['inbound_cap']['a_inbound_before_restart']} inbound connections to A "
+                    f"and could not reconnect in {args.reconnect_timeout:g} s (A closes every new inbound "
+                    f"connection at once: {res['inbound_cap']['clients']['errors']})")
+        res["gossip_resumed_s"] = ctx.get("gossip_resumed_s", [])
+        if None in res["gossip_resumed_s"]:
+            res["failed"].append(f"gossip A -> B did not resume after a restart of A: {res['gossip_resumed_s']}")
+        res["a_peers_end"] = len(ctx["api"].call("GET", "/v1/peers")["peers"]) if a.running else None
+        res["log_problems"] = log_problems([a, b])
+        if res["log_problems"]:
+            res["failed"].append(f"{len(res['log_problems'])} problem line(s) in the daemons' logs: "
+                                 f"{res['log_problems'][0]}")
+    except (TimeoutError, RuntimeError) as exc:
+        res["failed"].append(f"{type(exc).__name__}: {exc}")
+        out(f"  !! {type(exc).__name__}: {exc}")
+    finally:
+        if log is not None:
+            log.close()
+        if "api" in ctx:
+            ctx["api"].close()
+        clade.close()
+    res["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    res["total_seconds"] = round(time.monotonic() - started, 1)
+    return res
+
+
+def report(res: dict[str, Any]) -> None:
+    rows = machine_rows(res["machine"])
+    rows.append(("load average start / end", f"{res['machine']['loadavg_start']} / {res['loadavg_end']}"))
+    phases = res["phases"]
+    base = phases.get("baseline")
+    if base is not None:
+        p = base["propagation"]
+        rows += [("## baseline (A -> B, no strangers)", ""),
+                 ("warnings / probes", f"{p['count']} each at {p['rate']:g}/s over {base['seconds']:g} s"),
+                 ("warning p50 / p99", f"{p['warning_ms']['p50']:.1f} / {p['warning_ms']['p99']:.1f} ms"),
+                 ("probe p50 / p99", f"{p['probe_ms']['p50']:.1f} / {p['probe_ms']['p99']:.1f} ms"),
+                 ("A CPU", f"{base['a_cpu_pct']:.1f}% of a core "
+                           f"({base['a_cpu_s']:.2f} s over {base['window_s']:.1f} s)"),
+                 ("others' share of the machine", f"{base['host']['other_share_of_machine']:.0%} "
+                                                  f"(load {base['host']['loadavg_1m']})")]
+    for kind in KINDS:
+        r = phases.get(kind)
+        if r is None:
+            continue
+        c, p = r["clients"], r["propagation"]
+        rows += [(f"## storm: {kind} ({r['seconds']:g} s, {c['workers']} worker processes)", ""),
+                 ("strangers offered / shed per s", f"{r['offered_per_s']:.1f} / {r['shed_per_s']:.1f} "
+                                                    f"({c['attempted']:g} dials, {c['connected']:g} handshakes, "
+                                                    f"A shed {r['shed']})"),
+                 ("A counters", json.dumps(r["a_counters_delta"])),
+                 ("A CPU per shed connection", f"{r['a_cpu_us_per_conn_gross']} us gross, "
+                                               f"{r['a_cpu_us_per_conn_net']} us net of the baseline"),
+                 ("A / B CPU", f"{r['a_cpu_pct']:.1f}% / {r['b_cpu_pct']:.1f}% of a core"),
+                 ("warning p50 / p99", f"{p['warning_ms']['p50']:.1f} / {p['warning_ms']['p99']:.1f} ms "
+                                       f"(x{r['latency_ratio']['warning_p50']} / x{r['latency_ratio']['warning_p99']}"
+                                       f" the baseline)"),
+                 ("probe p50 / p99", f"{p['probe_ms']['p50']:.1f} / {p['probe_ms']['p99']:.1f} ms "
+                                     f"(x{r['latency_ratio']['probe_p50']} / x{r['latency_ratio']['probe_p99']})"),
+                 ("A RSS before / after / max", f"{r['rss_mib_before']} / {r['rss_mib_after']} / "
+                                                f"{r['sampled']['rss_mib_max']} MiB"),
+                 ("A open fds before / after / max",
+                  f"{r['fds_before']} / {r['fds_after']} / {r['sampled']['fds_max']}"),
+                 ("GET /v1/peers entries before / after / max",
+                  f"{r['peers_before']} / {r['peers_after']} / {r['sampled']['peers_max']}"),
+                 ("client: CPU per connection, open at once", f"{c['client_cpu_ms_per_conn']} ms, {c['open_max']:g}"),
+                 ("client: handshake p50 by worker", f"{c['handshake_ms_p50_by_worker']} ms"),
+                 ("client: time A kept it, p50 by worker", f"{c['held_ms_p50_by_worker']} ms"),
+                 ("client: replies / errors", f"{c['replies']} / {c['errors']}"),
+                 ("streams A opened to strangers", json.dumps(c["inbound_streams"])),
+                 ("others' share of the machine", f"{r['host']['other_share_of_machine']:.0%} "
+                                                  f"(load {r['host']['loadavg_1m']})")]
+    cc = res.get("client_costs")
+    if cc:
+        rows.append(("## client cost (garbage hello, 1 process x 4 loops)", ""))
+        for client, label in (("lean", "raw TCP + TransportUpgrader"), ("host", "a build_host per identity")):
+            x = cc[client]
+            rows.append((label, f"{x['client_cpu_ms_per_conn']} ms CPU per connection, {x['per_s']}/s"))
+    rows.append(("## checks", ""))
+    rows.append(("failed", "; ".join(res["failed"]) or "nothing"))
+    rows.append(("total wall clock", f"{res['total_seconds']:.1f} s"))
+    print_table(rows, cap=48)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench.bench_strangers", description=__doc__.split("\n\n")[0])
+    p.add_argument("--seconds", type=float, default=12.0, help="per storm at most (default 12; see --budget)")
+    p.add_argument("--baseline-seconds", type=float, default=15.0, help="baseline propagation (default 15)")
+    p.add_argument("--rate", type=float, default=5.0, help="warnings/s and probes/s from A (default 5)")
+    p.add_argument("--workers", type=int, default=2, help="stranger worker processes per storm (default 2)")
+    p.add_argument("--concurrency", type=int, default=8, help="dial loops per worker, garbage and held (default 8)")
+    p.add_argument("--silent-concurrency", type=int, default=100, help="dial loops per worker, silent (default 100)")
+    p.add_argument("--kinds", type=lambda s: [k for k in s.split(",") if k], default=list(KINDS),
+                   help="storms to run (default garbage,silent,held)")
+    p.add_argument("--client-seconds", type=float, default=5.0,
+                   help="client-cost comparison per dialer (default 5; 0 skips)")
+    p.add_argument("--timeout", type=float, default=30.0, help="wait this long for deliveries after the last write")
+    p.add_argument("--drain", type=float, default=30.0, help="wait up to this long for the embedders between phases")
+    p.add_argument("--cap-dials", type=int, default=350,
+                   help="garbage dials that push A past py-libp2p's inbound cap before B restarts (0 skips)")
+    p.add_argument("--reconnect-timeout", type=float, default=20.0, help="for B to reconnect after the cap")
+    p.add_argument("--quick", action="store_true", help="8 s phases, 1 worker, no client comparison")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--out", type=Path, default=None, help="keep the daemons' data directories here")
+    # a worker process (started by the bench itself)
+    p.add_argument("--worker", choices=KINDS, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--target", default="", help=argparse.SUPPRESS)
+    p.add_argument("--start-at", type=float, default=0.0, help=argparse.SUPPRESS)
+    p.add_argument("--client", choices=("lean", "host"), default="lean", help=argparse.SUPPRESS)
+    p.add_argument("--budget", type=int, default=280,
+                   help="dials per storm, all workers together (default 280: under py-libp2p's lifetime cap of "
+                        "300 inbound connections, see the cap section; 0 = no limit)")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.seconds = args.baseline_seconds = 8.0
+        args.workers = 1
+        args.client_seconds = 0.0
+    bad = [k for k in args.kinds if k not in KINDS]
+    if bad:
+        p.error(f"unknown kinds {bad}; pick from {', '.join(KINDS)}")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.worker is not None:
+        return run_worker(args)
+    with workdir(args.out, "clade-bench-strangers-") as root:
+        res = run(args, root)
+    report(res)
+    emit("strangers", res)
+    return 1 if res["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
