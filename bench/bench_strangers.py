@@ -30,10 +30,12 @@ configures them. Measures:
    by the storms (raw TCP + `TransportUpgrader`: Noise + Yamux, no host) vs a full py-libp2p
    host per identity (`build_host` + `host.run` + `connect` + `new_stream`).
 
-py-libp2p 0.8.1 accepts at most 300 inbound connections per process *lifetime* (the swarm's
-inbound handler holds its `_inbound_limiter` slot until the swarm stops): so A is restarted
-before each storm, each storm stops after `--budget` dials (280), and a last section pushes A
-past 300 and restarts B to see whether it can reconnect. After each restart of A the bench
+py-libp2p 0.8.1 alone accepts at most 300 inbound connections per process *lifetime* (the
+swarm's inbound handler holds its `_inbound_limiter` slot until the swarm stops); the daemon
+gives each slot back when its connection closes (`daemon.p2p.host.release_inbound_slots`).
+A is still restarted before each storm (each phase starts from the same state), each storm
+stops after `--budget` dials (280), and a last section pushes A past 300 and restarts B to
+check that it reconnects. After each restart of A the bench
 probes until gossip A -> B works again (`gossip_resumed_s`; None = not within `--drain`).
 CPU per connection: gross = A's CPU over the phase window / connections shed; net subtracts
 the baseline's CPU rate over the same window (it undercounts when the storm ran shorter than
