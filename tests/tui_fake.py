@@ -64,8 +64,11 @@ def status_doc(counters: dict[str, int] | None = None) -> dict[str, Any]:
         "styx": {"queue_depth": 17, "oldest_age_s": 42.0, "parked": 1,
                  "parked_items": [{"idempotency_key": f"{ME}:9", "kind": "clade", "reason": "413 too large",
                                    "parked_at_ms": NOW_MS - 60_000}],
-                 "last_success_ms": NOW_MS - 5_000, "failures": 0, "delivered": 1234, "last_error": None,
-                 "url": "https://styx.example/", "spend_month_usd": 0.0421, "paused_by_budget": False,
+                 "last_success_ms": NOW_MS - 5_000, "last_success_at": "2026-11-23T06:59:55.000Z",
+                 "failures": 0, "delivered": 1234, "last_error": None,
+                 "url": "https://styx.example/", "spend_month_usd": 0.0421,
+                 "spend": {"month": "2026-11", "usd": 0.0421, "calls": 42, "items": 1234, "queries": 0},
+                 "paused_by_budget": False,
                  "outbox_warning": False},
     }
     return StatusOut.model_validate(doc).model_dump(mode="json")
