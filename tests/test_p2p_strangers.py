@@ -166,6 +166,8 @@ async def test_a_silent_stranger_gets_no_gossip_is_dropped_and_its_own_publishes
             await wait_until("a drops the silent stranger", lambda: _dropped(stranger, peer_a))
             # The marker: b received a's three warnings (gossip ran while the stranger was connected).
             await wait_until("b has a's warnings", lambda: _has_entries(b, 3))
+            await wait_until("a resets the stranger's pubsub stream, unread",
+                             lambda: _counter_above(a, "gossip_streams_refused", before))
             after = await counters(a)
         assert stranger.gossip == [], stranger.gossip
         assert stranger.hellos == []  # a never spoke first
@@ -175,6 +177,10 @@ async def test_a_silent_stranger_gets_no_gossip_is_dropped_and_its_own_publishes
             assert after[name] == before[name], name  # its publish was not even looked at
         record = next(p for p in (await call(a, "GET", "/v1/peers"))["peers"] if p["peer_id"] == stranger.peer_id)
         assert not record["member"] and not record["connected"]
+
+
+async def _counter_above(golem: Golem, name: str, before: Any) -> bool:
+    return bool((await counters(golem))[name] > before[name])
 
 
 async def _dropped(stranger: Stranger, peer: ID) -> bool:
@@ -269,11 +275,17 @@ async def test_inbound_connections_give_back_their_slots(tmp_path: Path) -> None
         stranger = Stranger(clade_id(a))
         async with stranger.running():
             peer_a = info_from_p2p_addr(multiaddr.Multiaddr(a.p2p_addrs[0])).peer_id
-            for _ in range(320):  # the first is silent (dropped after 2 s, then held); the rest are held
+            await stranger.connect(a)  # a garbage hello first: refused, held off 5 minutes
+            with trio.fail_after(WAIT_S):
+                stream = await stranger.host.new_stream(peer_a, [HELLO_PROTOCOL])
+                await stream.write(encode_frame(b"\x93garbage"))
+                await close_quietly(stream)
+            for i in range(320):  # then 320 connections during the hold, each dropped at once
+                await wait_until(f"a drops the stranger's connection {i}", lambda: _dropped(stranger, peer_a))
                 await stranger.connect(a)
-                await wait_until("a drops the stranger", lambda: _dropped(stranger, peer_a))
+            await wait_until("a drops the last one", lambda: _dropped(stranger, peer_a))
             shed = await counters(a)
-        assert shed["connections_refused_held"] >= 300 and shed["hello_not_sent"] == 1
+        assert shed["connections_refused_held"] >= 300 and shed["hello_refused_malformed"] == 1
         await trio.to_thread.run_sync(lambda: clade.start(b, bootstrap=[a], env=ENV))
         await trio.to_thread.run_sync(lambda: clade.wait_connected([a, b], timeout=WAIT_S))
     finally:

@@ -67,6 +67,7 @@ class FakeLinks:
         self.let: list[tuple[float, str]] = []
         self.on_dialed: Callable[[str], None] = lambda peer: None
         self.stream_error: Exception = OSError("no route")
+        self.admitted_peers: set[str] = set()
 
     def listen_addrs(self) -> list[str]:
         return []
@@ -99,10 +100,13 @@ class FakeLinks:
         self.let.append((trio.current_time(), peer_id))
 
     def admit(self, peer_id: str) -> None:
-        pass
+        self.admitted_peers.add(peer_id)
 
     def forget(self, peer_id: str) -> None:
-        pass
+        self.admitted_peers.discard(peer_id)
+
+    def admitted(self, peer_id: str) -> bool:
+        return peer_id in self.admitted_peers and peer_id in self.up
 
     async def open_gossip(self, peer_id: str) -> None:
         pass

@@ -72,7 +72,7 @@ class Admission:
         self.syncer = syncer
         self.counters = daemon.counters
         self._nursery: trio.Nursery | None = None
-        self._admitted_events: dict[str, trio.Event] = {}  # `expect_hello`'s waits, set by `_admit`
+        self._admitted_events: dict[str, trio.Event] = {}  # wakes `expect_hello`'s waits (`_admit`, `forget`)
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Host the hellos this part starts (`greet`), until cancelled."""
@@ -103,12 +103,11 @@ class Admission:
             await self._no_hello(peer_id)
 
     async def _wait_verified(self, peer_id: str, timeout_s: float) -> bool:
-        """True once `peer_id` is admitted on its current connection, False after `timeout_s`."""
-        deadline = trio.current_time() + timeout_s
-        event = self._admitted_events.setdefault(peer_id, trio.Event())
-        with trio.move_on_at(deadline):
-            await event.wait()
-        return event.is_set()
+        """True once `peer_id` is admitted on an open connection, False after `timeout_s`."""
+        with trio.move_on_after(timeout_s):
+            while not self._verified(peer_id):
+                await self._admitted_events.setdefault(peer_id, trio.Event()).wait()
+        return self._verified(peer_id)
 
     async def adopt_revocations(self, revocations: RevocationList) -> bool:
         """Install a newer owner-signed revocation list: persist it, drop revoked peers at
@@ -145,12 +144,14 @@ class Admission:
         )
 
     def _verified(self, peer_id: str) -> bool:
-        event = self._admitted_events.get(peer_id)
-        return event is not None and event.is_set()
+        """Proved membership on a connection that is still open (a new connection proves again)."""
+        return self.links.admitted(peer_id)
 
     def forget(self, peer_id: str) -> None:
-        """The peer's last connection closed: it proves itself again on the next one."""
-        self._admitted_events.pop(peer_id, None)
+        """The peer was refused, or its last connection closed: it proves itself again."""
+        event = self._admitted_events.pop(peer_id, None)
+        if event is not None:
+            event.set()
         self.links.forget(peer_id)
 
     async def _check_hello(self, hello: messages.Hello, peer_id: str) -> str | None:
@@ -178,7 +179,9 @@ class Admission:
         record = self.book.get(peer_id)
         first = not self._verified(peer_id)
         self.links.admit(peer_id)
-        self._admitted_events.setdefault(peer_id, trio.Event()).set()
+        event = self._admitted_events.pop(peer_id, None)
+        if event is not None:
+            event.set()
         if first and self._nursery is not None:
             self._nursery.start_soon(self.links.open_gossip, peer_id)
         for addr in hello.addrs:

@@ -5,8 +5,8 @@ peer sends on its own stream (subscriptions, GRAFT, IHAVE/IWANT, publishes), and
 the mesh 60–100 ms later (NOTES-libp2p 19): a stranger would learn the topic, the members'
 peer ids, and the timing and sizes of the clade's traffic until its hello failed. Here:
 
-- `MemberGate` is the set of peers admitted *on their current connection* (admission adds a
-  peer when its hello succeeds; a disconnect removes it, so every connection proves itself);
+- `MemberGate` is the set of peers admitted *on a connection still open* (admission adds a
+  peer when its hello succeeds; a new connection proves itself again);
 - `GatedPubsub` treats a connected peer that is not admitted as blacklisted: Pubsub opens no
   stream to it (so it sends it nothing, not even our subscriptions) and drops what it
   forwards; the peer's own inbound pubsub stream is not read at all until the peer is
@@ -38,42 +38,49 @@ log = logging.getLogger("clade.p2p")
 
 
 class MemberGate:
-    """Who has proved membership on its current connection (peer ids as base58)."""
+    """Who has proved membership on a connection that is still open (peer ids as base58).
 
-    def __init__(self) -> None:
-        self._admitted: set[str] = set()
+    `admit` records the connections open when the proof came (`live(peer)`: identities of the
+    peer's open connections); `admitted` holds only while one of them is still open. So a
+    peer that reconnects proves itself again even before its old connection's close has been
+    noticed, and a late "connected" event cannot undo a proof made on that very connection."""
+
+    def __init__(self, live: Callable[[str], frozenset[int]]) -> None:
+        self._live = live
+        self._admitted: dict[str, frozenset[int]] = {}
         self._waiting: dict[str, trio.Event] = {}
 
     def admit(self, peer_id: str) -> None:
-        self._admitted.add(peer_id)
+        self._admitted[peer_id] = self._live(peer_id)
         event = self._waiting.pop(peer_id, None)
         if event is not None:
             event.set()
 
     def forget(self, peer_id: str) -> None:
-        """The peer must prove itself again (a new connection, a refusal, a disconnect)."""
-        self._admitted.discard(peer_id)
+        """The peer must prove itself again (a refusal, a disconnect)."""
+        self._admitted.pop(peer_id, None)
         event = self._waiting.pop(peer_id, None)
         if event is not None:
             event.set()  # waiters look again: still connected, they go on waiting
 
     def admitted(self, peer_id: str) -> bool:
-        return peer_id in self._admitted
+        proved_on = self._admitted.get(peer_id)
+        return proved_on is not None and not proved_on.isdisjoint(self._live(peer_id))
 
     async def wait(self, peer_id: str, timeout_s: float, connected: Callable[[], bool]) -> bool:
         """True once `peer_id` is admitted; False once it is no longer `connected()` (refused,
         silent, gone: admission drops those) or after `timeout_s`, a safety net."""
         with trio.move_on_after(timeout_s):
-            while peer_id not in self._admitted:
+            while not self.admitted(peer_id):
                 if not connected():
                     return False
                 event = self._waiting.setdefault(peer_id, trio.Event())
                 with trio.move_on_after(1.0):  # a dropped connection wakes nobody: look again
                     await event.wait()
-        return peer_id in self._admitted
+        return self.admitted(peer_id)
 
     def __len__(self) -> int:
-        return len(self._admitted)
+        return sum(1 for peer in self._admitted if self.admitted(peer))
 
 
 class GatedPubsub(Pubsub):

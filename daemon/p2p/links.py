@@ -64,6 +64,12 @@ class HostLinks:
         pid = parse_peer_id(peer_id)
         return pid is not None and bool(self.host.get_network().get_connections(pid))
 
+    def connection_ids(self, peer_id: str) -> frozenset[int]:
+        pid = parse_peer_id(peer_id)
+        if pid is None:
+            return frozenset()
+        return frozenset(id(conn.muxed_conn) for conn in self.host.get_network().get_connections(pid))
+
     async def dial(self, peer_id: str, addrs: list[str]) -> None:
         pid = ID.from_base58(peer_id)
         network = self.host.get_network()
@@ -108,6 +114,9 @@ class HostLinks:
 
     def admit(self, peer_id: str) -> None:
         self.gate.admit(peer_id)
+
+    def admitted(self, peer_id: str) -> bool:
+        return self.gate.admitted(peer_id)
 
     def forget(self, peer_id: str) -> None:
         self.gate.forget(peer_id)

@@ -119,7 +119,7 @@ class P2PNode:
         self.book = PeerBook()
         self.rng = random.Random()
         self.host = build_host(identity, mdns=mdns)
-        self.gate = MemberGate()
+        self.gate = MemberGate(live=lambda peer: self.links.connection_ids(peer))
         self.router, self.pubsub = build_pubsub(self.host, self.gate, wait_s=GOSSIP_GATE_WAIT_S,
                                                 counters=daemon.counters)
         self.links = HostLinks(self.host, self.pubsub, self.gate)
@@ -176,7 +176,6 @@ class P2PNode:
     async def _connection_events(self, receive: trio.MemoryReceiveChannel[ConnEvent]) -> None:
         async for kind, peer_id, outbound in receive:
             if kind == "connected":
-                self.admission.forget(peer_id)  # a new connection proves membership again
                 new = self.dialing.on_connected(peer_id)
                 if new is None:  # held off: dropped at once
                     continue

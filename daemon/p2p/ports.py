@@ -103,6 +103,10 @@ class Links(Protocol):
         """Undo `admit` (its connection closed, or it was refused). Never raises."""
         ...
 
+    def admitted(self, peer_id: str) -> bool:
+        """`admit` was called while a connection to `peer_id` that is still open was up. Never raises."""
+        ...
+
     async def open_gossip(self, peer_id: str) -> None:
         """Start GossipSub with an admitted peer (open our pubsub stream to it). Never raises."""
         ...
