@@ -11,9 +11,11 @@ Memory is bounded: a channel holds at most `depth` blocks, a block at most `bloc
 
 Errors: the first exception in a stage reaches the thread that drives the pipeline as the
 same exception object (a `VaultError` from a tampered chunk, an `OSError` from a full
-disk), at the point where the serial code would have raised it — a `ReadStage` delivers
-the blocks before a failure first. `Stages.close()` (the context manager's exit) cancels
-every channel and joins every thread, so no stage outlives the call that started it.
+disk): from a `ReadStage` where the serial code would have raised it (the blocks before
+the failure are delivered first), from a `WriteStage` at the producer's next `write` or
+`close`, so a producer stops within a channel's depth. `Stages.close()` (the context
+manager's exit) cancels every channel and joins every thread, so no stage outlives the
+call that started it.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import TypeVar
 
 __all__ = ["BLOCK_BYTES", "DEPTH", "ReadStage", "Stages", "WriteStage", "live_stage_threads"]
 
-BLOCK_BYTES = 64 * 1024  # = the vault chunk; 256 KiB blocks cost ~6 MiB more peak RSS for no less CPU
+BLOCK_BYTES = 64 * 1024  # = the vault chunk; 256 KiB blocks: ~6 MiB more peak RSS, about the same CPU
 DEPTH = 4
 _PREFIX = "clade-vault-"
 
