@@ -51,7 +51,7 @@ import nacl.bindings as sodium
 import nacl.public
 import zstandard
 
-from bench.common import Generator, machine_info, machine_rows, print_table, progress
+from bench.common import Generator, HostLoad, machine_info, machine_rows, print_table, progress
 from bench.common.report import ROOT, add_common_args, at_least, bench_command, disk_row, main_in_workdir, not_empty
 from bench.common.workload import CHAINS, ERRORS, PROTOCOLS, TOKENS
 from crypto.vault import CHUNK_BYTES, VaultKeys
@@ -496,7 +496,9 @@ def bench_age(data_root: Path, workdir: Path, plaintext_bytes: int) -> dict[str,
     }
     for name, script in (("backup", enc), ("restore", dec)):
         progress(f"  {name}: {script if name == 'restore' else res['backup_command']}")
+        host = HostLoad()
         usage = wait_child([str(tools["bash"]), "-c", script], workdir)
+        load = host.report(name, quiet=True)
         wall = usage["wall"]
         if usage["code"] != 0:
             raise RuntimeError(f"age pipeline {name} exited with {usage['code']}")
@@ -509,7 +511,7 @@ def bench_age(data_root: Path, workdir: Path, plaintext_bytes: int) -> dict[str,
         res[name] = {"pipeline_s": round(wall, 3), "fsync_s": round(fsync_s, 3), "seconds": round(wall + fsync_s, 3),
                      "mb_s": round(plaintext_bytes / (wall + fsync_s) / MB, 1),
                      "cpu_user_s": round(usage["utime"], 3), "cpu_sys_s": round(usage["stime"], 3),
-                     "peak_rss_mib_any_process": round(usage["maxrss_kib"] * 1024 / MIB, 1)}
+                     "peak_rss_mib_any_process": round(usage["maxrss_kib"] * 1024 / MIB, 1), "host": load}
     res["file_bytes"] = out.stat().st_size
     res["restored_bytes"] = dir_size(target)
     return res
@@ -538,6 +540,12 @@ def machine(workdir: Path) -> dict[str, Any]:
 
 
 # -- output ---------------------------------------------------------------------------------------
+
+
+def host_row(h: dict[str, Any], label: str = "  other processes meanwhile") -> tuple[str, str]:
+    """The CPU everything else on the machine used during a step (`HostLoad`)."""
+    return (label, f"{h['other_cpu_s']:.1f} CPU-s in {h['seconds']:.1f} s ({h['other_share_of_machine']:.0%} of "
+                   f"the machine), load average {h['loadavg_1m']:.2f}")
 
 
 def print_report(res: dict[str, Any]) -> None:
@@ -586,6 +594,7 @@ def print_report(res: dict[str, Any]) -> None:
                         f"(+{r['peak_rss_mib'] - base:.1f} over baseline)"),
             ("  RSS at 10/25/50/75/90% of the call",
              " / ".join(f"{rp[f'p{p}_time_mib']:.0f}" for p in (10, 25, 50, 75, 90)) + " MiB"),
+            host_row(r["host"]),
         ]
     rows += [
         ("backup file", f"{c['file_bytes'] / MIB:,.1f} MiB, compression ratio {c['ratio']:.3f} "
@@ -614,6 +623,7 @@ def print_report(res: dict[str, Any]) -> None:
                       f"{a[k]['cpu_sys_s']:.1f} sys s, peak RSS {a[k]['peak_rss_mib_any_process']:.1f} MiB "
                       "(largest process)")
               for label, k in (("backup (incl. fsync)", "backup"), ("restore", "restore"))),
+            *(host_row(a[k]["host"], f"  other processes during {k}") for k in ("backup", "restore")),
             ("age file", f"{a['file_bytes'] / MIB:,.1f} MiB"),
             ("clade backup time / age pipeline time", f"{res['ratios']['backup_vs_age']:.2f}x"),
             ("clade restore time / age pipeline time", f"{res['ratios']['restore_vs_age']:.2f}x"),
@@ -653,7 +663,9 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     clade: dict[str, Any] = {}
     for step in ("baseline", "backup", "verify", "restore"):
         progress(f"  {step}")
+        host = HostLoad()
         clade[step] = run_step(step, params, workdir)
+        clade[step]["host"] = host.report(step, quiet=True)
     plain = clade["verify"]["plaintext_bytes"]
     for step in ("backup", "verify", "restore"):
         clade[step]["mb_s"] = round(plain / clade[step]["seconds"] / MB, 1)

@@ -4,11 +4,17 @@ Backup never stops writers: SQLite's online backup API copies a consistent image
 grimoire.db; the LanceDB table is captured at one version (its manifests are listed
 first; data files are immutable once a manifest names them, so files written after that
 are unreferenced extras); PLAYBOOK.md and config.toml are small files replaced atomically.
-Memory use is bounded by one 64 KiB chunk plus zstd's window, whatever the store's size.
 
-Restore decrypts, decompresses and unpacks into a staging directory next to the target,
-checks everything (every chunk authenticated up to the final one, manifest, SQLite
-integrity), and only then moves it into place.
+The work runs as a pipeline of threads (`daemon.service.pipeline`): tar and the file reads
+on the calling thread, zstd on a second, secretstream and the file writes on a third —
+zstd and libsodium release the GIL, so they overlap on separate cores. Memory use is
+bounded by a few blocks in flight between the stages plus zstd's window, whatever the
+store's size.
+
+Restore decrypts, decompresses and unpacks into a staging directory next to the target
+(decrypt and decompress each on a thread of their own, each extracted file fsynced by a
+fourth while the next one is written), checks everything (every chunk authenticated up
+to the final one, manifest, SQLite integrity), and only then moves it into place.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from crypto.vault import DecryptingReader, EncryptingWriter, VaultError, VaultHe
 from daemon.datadir import DataDir
 from daemon.errors import DaemonError, UsageError
 from daemon.grimoire.store import wall_clock_ms
+from daemon.service.pipeline import BLOCK_BYTES, ReadStage, Stages, WriteStage
 
 __all__ = ["BackupReport", "RestoreReport", "create_backup", "restore_backup", "verify_backup"]
 
@@ -43,6 +50,7 @@ MANIFEST = "clade-backup.json"
 SUFFIX = ".clade-vault"
 _SECRET_FILES = ("identity.key", "clade.key", "clade.keys")
 _PLAIN_FILES = ("PLAYBOOK.md", "config.toml", "membership.cert", "revocations.bin")
+SYNC_BYTES = 16 * 2**20
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,13 +92,24 @@ def _lance_snapshot(episodes: Path) -> tuple[list[Path], int | None]:
 
 
 class _CountingSink:
-    def __init__(self, fh: BinaryIO) -> None:
+    """The backup file as the sealing stage sees it: counts the bytes and, every
+    `SYNC_BYTES`, asks `sync` (a stage of its own) to fdatasync what is written so far —
+    the disk writes then overlap compression, and the final fsync finds little left."""
+
+    def __init__(self, fh: BinaryIO, sync: WriteStage | None = None) -> None:
         self.fh = fh
         self.bytes = 0
+        self._sync = sync
+        self._unsynced = 0
 
     def write(self, data: bytes) -> int:
         self.fh.write(data)
         self.bytes += len(data)
+        self._unsynced += len(data)
+        if self._sync is not None and self._unsynced >= SYNC_BYTES:
+            self.fh.flush()
+            self._sync.write(b"s")
+            self._unsynced = 0
         return len(data)
 
     def flush(self) -> None:
@@ -139,32 +158,16 @@ def create_backup(
         }
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
-            with os.fdopen(fd, "wb") as raw:
-                sink = _CountingSink(raw)
+            with os.fdopen(fd, "wb") as raw, Stages() as stages:
+                sync = stages.add(WriteStage("sync", lambda _: os.fdatasync(fd), lambda: None, block_bytes=1,
+                                             depth=64))
+                sink = _CountingSink(raw, sync)
                 vault = EncryptingWriter(cast(BinaryIO, sink), golem=golem, created_ms=now_ms,
                                          clade_keys=clade_keys, x25519_recipients=x25519_recipients)
-                compressor = zstandard.ZstdCompressor(level=3).stream_writer(cast(IO[bytes], vault), closefd=False)
-                with tarfile.open(fileobj=cast(IO[bytes], compressor), mode="w|", format=tarfile.PAX_FORMAT) as tar:
-                    blob = json.dumps(manifest, indent=2).encode()
-                    info = tarfile.TarInfo(MANIFEST)
-                    info.size, info.mtime, info.mode = len(blob), now_ms // 1000, 0o644
-                    tar.addfile(info, fileobj=io.BytesIO(blob))
-                    tar.add(snapshot_db, arcname="grimoire.db")
-                    files += 2
-                    for path in lance_files:
-                        try:
-                            tar.add(path, arcname=str(path.relative_to(data.root)), recursive=False)
-                            files += 1
-                        except FileNotFoundError:
-                            continue  # an unreferenced file removed meanwhile
-                    names = list(_PLAIN_FILES) + (list(_SECRET_FILES) if include_identity else [])
-                    for name in names:
-                        if (data.root / name).exists():
-                            tar.add(data.root / name, arcname=name)
-                            files += 1
-                compressor.flush(zstandard.FLUSH_FRAME)
-                compressor.close()  # type: ignore[no-untyped-call]
-                vault.close()
+                compress = _compress_stages(stages, vault)
+                files = _write_tar(compress, data, snapshot_db, lance_files, manifest, now_ms, include_identity)
+                compress.close()  # the frame ended, the final chunk sealed, everything handed to `raw`
+                sync.close()
                 raw.flush()
                 os.fsync(raw.fileno())
             os.replace(tmp, out)
@@ -176,6 +179,51 @@ def create_backup(
                         entries_db_bytes=data.db_path.stat().st_size if data.db_path.exists() else 0,
                         episodes_version=lance_version, recipients=recipient_names,
                         seconds=time.monotonic() - started, pruned=pruned)
+
+
+def _compress_stages(stages: Stages, vault: EncryptingWriter) -> WriteStage:
+    """zstd level 3 on one thread, feeding a second that seals and writes; returns the first
+    (its `close` ends the frame, then waits for the final chunk to be sealed and written)."""
+    seal = stages.add(WriteStage("seal", vault.write, vault.close))
+    compressor = zstandard.ZstdCompressor(level=3).compressobj()
+
+    def step(block: bytes) -> None:
+        if out := compressor.compress(block):
+            seal.write(out)
+
+    def end() -> None:
+        seal.write(compressor.flush())
+        seal.close()
+
+    return stages.add(WriteStage("compress", step, end))
+
+
+def _write_tar(sink: WriteStage, data: DataDir, snapshot_db: Path, lance_files: list[Path],
+               manifest: dict[str, object], now_ms: int, include_identity: bool) -> int:
+    """The archive's members into `sink` (mode "w": tarfile writes straight to it, no
+    stream buffer; `sink.tell()` is all it needs). Returns how many files it holds."""
+    files = 0
+    with tarfile.open(fileobj=cast(IO[bytes], sink), mode="w", format=tarfile.PAX_FORMAT) as tar:
+        # each file read in blocks the size the stage hands on (not in typeshed's TarFile)
+        tar.copybufsize = BLOCK_BYTES  # type: ignore[attr-defined]
+        blob = json.dumps(manifest, indent=2).encode()
+        info = tarfile.TarInfo(MANIFEST)
+        info.size, info.mtime, info.mode = len(blob), now_ms // 1000, 0o644
+        tar.addfile(info, fileobj=io.BytesIO(blob))
+        tar.add(snapshot_db, arcname="grimoire.db")
+        files += 2
+        for path in lance_files:
+            try:
+                tar.add(path, arcname=str(path.relative_to(data.root)), recursive=False)
+                files += 1
+            except FileNotFoundError:
+                continue  # an unreferenced file removed meanwhile
+        names = list(_PLAIN_FILES) + (list(_SECRET_FILES) if include_identity else [])
+        for name in names:
+            if (data.root / name).exists():
+                tar.add(data.root / name, arcname=name)
+                files += 1
+    return files
 
 
 def default_recipients(data: DataDir) -> tuple[list[bytes], list[bytes], list[str]]:
@@ -202,32 +250,55 @@ def _prune(directory: Path, keep: int) -> list[str]:
     return removed
 
 
+class _Plaintext:
+    """The decrypted, decompressed stream of a backup, made on two threads ahead of tar."""
+
+    def __init__(self, reader: DecryptingReader, stream: ReadStage, stages: Stages) -> None:
+        self.reader = reader
+        self.stream = stream
+        self._stages = stages
+
+    def finish(self) -> None:
+        """Authenticate everything up to the final chunk (tar stops reading at its end
+        marker): read the stream to its end, which takes the decrypting stage to the final
+        chunk; then, with both threads gone, make sure of it."""
+        self.stream.drain()
+        self._stages.close()
+        self.reader.drain()  # nothing left to read unless zstd stopped short of the end
+
+
 @contextmanager
-def _open_plaintext(path: Path, keys: VaultKeys) -> Iterator[tuple[VaultHeader, DecryptingReader, tarfile.TarFile]]:
+def _open_plaintext(path: Path, keys: VaultKeys) -> Iterator[tuple[VaultHeader, _Plaintext, tarfile.TarFile]]:
     try:
         fh = path.open("rb")
     except OSError as exc:
         raise UsageError(f"cannot read backup {path}: {exc.strerror}") from None
     with fh:
-        reader = DecryptingReader(fh, keys)
-        decompressor = zstandard.ZstdDecompressor().stream_reader(cast(IO[bytes], reader), read_across_frames=True)
-        try:
-            with tarfile.open(fileobj=cast(IO[bytes], decompressor), mode="r|") as tar:
-                yield reader.header, reader, tar
-        except (tarfile.TarError, zstandard.ZstdError, EOFError) as exc:
-            raise VaultError(f"backup content is not a valid archive ({exc})") from None
+        reader = DecryptingReader(fh, keys)  # the header and key unwrap: errors raised here, before any thread
+        with Stages() as stages:
+            opened = stages.add(ReadStage("open", lambda: reader.read(BLOCK_BYTES)))
+            decompressor = zstandard.ZstdDecompressor().stream_reader(cast(IO[bytes], opened), read_size=BLOCK_BYTES,
+                                                                      read_across_frames=True)
+            inflated = stages.add(ReadStage("inflate", lambda: decompressor.read(BLOCK_BYTES)))
+            try:
+                with tarfile.open(fileobj=cast(IO[bytes], inflated), mode="r|") as tar:
+                    # files extracted in blocks the size the stages pass on (not in typeshed's TarFile)
+                    tar.copybufsize = BLOCK_BYTES  # type: ignore[attr-defined]
+                    yield reader.header, _Plaintext(reader, inflated, stages), tar
+            except (tarfile.TarError, zstandard.ZstdError, EOFError) as exc:
+                raise VaultError(f"backup content is not a valid archive ({exc})") from None
 
 
-def _finish(reader: DecryptingReader) -> None:
+def _finish(plaintext: _Plaintext) -> None:
     """Authenticate everything up to the final chunk (tar stops reading at its end marker)."""
-    reader.drain()
+    plaintext.finish()
 
 
 def verify_backup(path: Path, keys: VaultKeys) -> RestoreReport:
     """Decrypt and check every byte of a backup; writes nothing. Raises `VaultError`."""
     files = size = 0
     manifest: dict[str, object] | None = None
-    with _open_plaintext(path, keys) as (header, reader, tar):
+    with _open_plaintext(path, keys) as (header, plaintext, tar):
         for member in tar:
             if member.isfile():
                 extracted = tar.extractfile(member)
@@ -240,7 +311,7 @@ def verify_backup(path: Path, keys: VaultKeys) -> RestoreReport:
                     while block := extracted.read(1 << 20):
                         size += len(block)
                 files += 1
-        _finish(reader)
+        _finish(plaintext)
     _check_manifest(manifest, header)
     return RestoreReport(golem=header.golem, created_ms=header.created_ms, files=files, bytes=size, target=None)
 
@@ -280,31 +351,43 @@ def restore_backup(path: Path, target: DataDir, keys: VaultKeys, *, force: bool 
     try:
         files = size = 0
         manifest: dict[str, object] | None = None
-        with _open_plaintext(path, keys) as (header, reader, tar):
-            for member in tar:
-                tar.extract(member, staging, filter="data")
-                if member.isfile():
-                    files += 1
-                    size += member.size
-            _finish(reader)
-        manifest_path = staging / MANIFEST
-        if manifest_path.exists():
-            manifest = json.loads(manifest_path.read_text())
-            manifest_path.unlink()
-        _check_manifest(manifest, header)
-        for name in _SECRET_FILES:
-            if (staging / name).exists():
-                os.chmod(staging / name, 0o600)
-        check = sqlite3.connect(staging / "grimoire.db")
-        try:
-            verdict = check.execute("PRAGMA integrity_check").fetchone()[0]
-        finally:
-            check.close()
-        if verdict != "ok":
-            raise VaultError(f"restored grimoire.db fails its integrity check: {verdict}")
+        synced: list[Path] = []
+        with Stages() as background:
+            # each extracted file is fsynced on a thread of its own while the next is written
+            fsync = background.add(WriteStage("fsync", lambda name: _fsync_path(Path(os.fsdecode(name))),
+                                              lambda: None, block_bytes=1, depth=256))
+            with _open_plaintext(path, keys) as (header, plaintext, tar):
+                for member in tar:
+                    tar.extract(member, staging, filter="data")
+                    if member.isfile():
+                        files += 1
+                        size += member.size
+                        if member.name != MANIFEST and not os.path.isabs(member.name):  # else the walk does it
+                            synced.append(staging / member.name)
+                            fsync.write(os.fsencode(synced[-1]))
+                _finish(plaintext)
+            manifest_path = staging / MANIFEST
+            if manifest_path.exists():
+                manifest = json.loads(manifest_path.read_text())
+                manifest_path.unlink()
+            _check_manifest(manifest, header)
+            for name in _SECRET_FILES:
+                if (staging / name).exists():
+                    os.chmod(staging / name, 0o600)
+            check = sqlite3.connect(staging / "grimoire.db")
+            try:
+                verdict = check.execute("PRAGMA integrity_check").fetchone()[0]
+            finally:
+                check.close()
+            if verdict != "ok":
+                raise VaultError(f"restored grimoire.db fails its integrity check: {verdict}")
+            fsync.close()  # before anything is renamed; raises the first fsync error
         kept = _keep_local_identity(staging, root)
         os.chmod(staging, 0o700)
-        _fsync_tree(staging)  # everything durable before the old data dir is replaced
+        # everything durable before the old data dir is replaced: what the thread did not
+        # fsync, or what changed since (modes, the database the check opened), and every directory
+        touched = {staging / name for name in (*_SECRET_FILES, "grimoire.db")}
+        _fsync_tree(staging, skip=set(synced) - touched)
         _swap_into_place(staging, root)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -318,7 +401,7 @@ def extract_grimoire(path: Path, keys: VaultKeys, into: Path) -> tuple[VaultHead
     (what `clade restore --as-successor` inherits from). Raises `VaultError` or `UsageError`."""
     manifest: dict[str, object] | None = None
     db: Path | None = None
-    with _open_plaintext(path, keys) as (header, reader, tar):
+    with _open_plaintext(path, keys) as (header, plaintext, tar):
         for member in tar:
             if member.isfile() and member.name == MANIFEST:
                 extracted = tar.extractfile(member)
@@ -327,7 +410,7 @@ def extract_grimoire(path: Path, keys: VaultKeys, into: Path) -> tuple[VaultHead
             elif member.isfile() and member.name == "grimoire.db":
                 tar.extract(member, into, filter="data")
                 db = into / "grimoire.db"
-        _finish(reader)
+        _finish(plaintext)
     _check_manifest(manifest, header)
     if db is None:
         raise VaultError(f"{path} holds no grimoire.db: not a clade backup")
@@ -380,11 +463,13 @@ def _fsync_path(path: Path) -> None:
         os.close(fd)
 
 
-def _fsync_tree(root: Path) -> None:
-    """fsync every file and directory under `root` (files first, then their directories)."""
+def _fsync_tree(root: Path, skip: set[Path] | None = None) -> None:
+    """fsync every file under `root` but those in `skip` (already durable), then every
+    directory (children before parents)."""
     for directory, _, names in os.walk(root, topdown=False):
         for name in names:
-            _fsync_path(Path(directory) / name)
+            if skip is None or Path(directory) / name not in skip:
+                _fsync_path(Path(directory) / name)
         _fsync_path(Path(directory))
 
 
