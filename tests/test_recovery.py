@@ -74,8 +74,8 @@ def test_gossip_from_a_restarted_sibling_comes_back(tmp_path: Path) -> None:
     clade = _clade(tmp_path, 2)
     a, b = clade.golems
     try:
-        for round_ in range(3):
-            a.stop(signal.SIGKILL)
+        for round_, how in enumerate((signal.SIGKILL, signal.SIGTERM, signal.SIGTERM)):
+            a.stop(how)  # a clean stop also PRUNEs b with a back-off: the new a must still be grafted
             restarted_ms = time.time() * 1000
             clade.start(a, bootstrap=[b], env=NO_TIMER)
             clade.wait_connected(clade.golems)
@@ -84,7 +84,7 @@ def test_gossip_from_a_restarted_sibling_comes_back(tmp_path: Path) -> None:
                        what="the reconnection syncs")
             before = b.call("GET", "/v1/status")["counters"].get("gossip_accepted", 0)
             entry = write(a, f"a's warning after restart {round_}")
-            _everywhere([b], [entry], f"restart {round_}: a's next write")
+            _everywhere([b], [entry], f"restart {round_} ({how.name}): a's next write")
             assert b.call("GET", "/v1/status")["counters"].get("gossip_accepted", 0) > before  # by gossip
     finally:
         clade.close()
