@@ -127,6 +127,30 @@ def plain_pubsub(host: Any) -> tuple[GossipSub, Pubsub]:
                           max_inbound_rpc_size=GOSSIP_MAX_BYTES)
 
 
+@asynccontextmanager
+async def hosting(host: Any, router: Any, pubsub: Any, topic: str, handlers: dict[Any, Reply],
+                  drain: Callable[[Any], Awaitable[None]]) -> AsyncIterator[None]:
+    """Run a test peer's host and GossipSub on 127.0.0.1 with `handlers`, subscribed to `topic`
+    (each message to `drain`), and close them in the order NOTES-libp2p 9 asks."""
+    async with host.run([multiaddr.Multiaddr("/ip4/127.0.0.1/tcp/0")]):
+        try:
+            async with background_trio_service(pubsub), background_trio_service(router):
+                await pubsub.wait_until_ready()
+                for protocol, handler in handlers.items():
+                    host.set_stream_handler(protocol, handler)
+                subscription = await pubsub.subscribe(topic)
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(drain, subscription)
+                    try:
+                        yield
+                    finally:
+                        with trio.CancelScope(shield=True), trio.move_on_after(5):
+                            await host.close()
+                        nursery.cancel_scope.cancel()
+        finally:
+            pubsub.seen_messages.stop()
+
+
 class Mallory:
     """A valid member with a libp2p host in this process, lying on every channel."""
 
@@ -153,24 +177,9 @@ class Mallory:
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Mallory]:
-        async with self.host.run([multiaddr.Multiaddr("/ip4/127.0.0.1/tcp/0")]):
-            try:
-                async with background_trio_service(self.pubsub), background_trio_service(self.router):
-                    await self.pubsub.wait_until_ready()
-                    self.host.set_stream_handler(HELLO_PROTOCOL, self._hello_handler)
-                    self.host.set_stream_handler(SYNC_PROTOCOL, self._sync_handler)
-                    subscription = await self.pubsub.subscribe(self.topic)
-                    async with trio.open_nursery() as nursery:
-                        nursery.start_soon(self._drain, subscription)
-                        try:
-                            yield self
-                        finally:
-                            # NOTES-libp2p 9: close the host before the pubsub services stop.
-                            with trio.CancelScope(shield=True), trio.move_on_after(5):
-                                await self.host.close()
-                            nursery.cancel_scope.cancel()
-            finally:
-                self.pubsub.seen_messages.stop()
+        handlers = {HELLO_PROTOCOL: self._hello_handler, SYNC_PROTOCOL: self._sync_handler}
+        async with hosting(self.host, self.router, self.pubsub, self.topic, handlers, self._drain):
+            yield self
 
     async def _drain(self, subscription: Any) -> None:
         while True:

@@ -18,7 +18,6 @@ import trio
 from libp2p.abc import INetConn, INetStream, INetwork, INotifee
 from libp2p.peer.id import ID
 from libp2p.peer.peerinfo import info_from_p2p_addr
-from libp2p.tools.anyio_service import background_trio_service
 
 from crypto import Identity
 from daemon.p2p import messages
@@ -27,7 +26,7 @@ from daemon.p2p.host import build_host
 from daemon.p2p.node import HELLO_PROTOCOL, topic_of
 from daemon.p2p.peers import PeerBook, PeerRecord
 from daemon.testing.harness import Golem, LoopbackClade
-from tests.test_p2p_hostile import call, counters, plain_pubsub, wait_until
+from tests.test_p2p_hostile import call, counters, hosting, plain_pubsub, wait_until
 
 WAIT_S = 15.0
 ENV = {"CLADE_P2P__SYNC_INTERVAL_S": "3600"}
@@ -87,22 +86,9 @@ class Stranger:
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Stranger]:
-        async with self.host.run([multiaddr.Multiaddr("/ip4/127.0.0.1/tcp/0")]):
-            try:
-                async with background_trio_service(self.pubsub), background_trio_service(self.router):
-                    await self.pubsub.wait_until_ready()
-                    self.host.set_stream_handler(HELLO_PROTOCOL, self._hello)
-                    subscription = await self.pubsub.subscribe(self.topic)
-                    async with trio.open_nursery() as nursery:
-                        nursery.start_soon(self._drain, subscription)
-                        try:
-                            yield self
-                        finally:
-                            with trio.CancelScope(shield=True), trio.move_on_after(5):
-                                await self.host.close()
-                            nursery.cancel_scope.cancel()
-            finally:
-                self.pubsub.seen_messages.stop()
+        async with hosting(self.host, self.router, self.pubsub, self.topic, {HELLO_PROTOCOL: self._hello},
+                           self._drain):
+            yield self
 
     async def _drain(self, subscription: Any) -> None:
         me = ID.from_base58(self.peer_id)

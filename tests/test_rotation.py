@@ -13,7 +13,6 @@ import os
 import signal
 import stat
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,20 +29,7 @@ from daemon.p2p.gossip import GossipCodec
 from daemon.service.backup import verify_backup
 from daemon.testing.harness import EventLog, Golem, LoopbackClade
 from tests.conftest import CliRunner, clade_subprocess
-
-
-def eventually(check: Callable[[], Any], *, timeout: float = 30, what: str = "condition",
-               state: Callable[[], Any] | None = None) -> Any:
-    """Poll `check` until it returns a truthy value (or fail after `timeout` s, showing `state()`)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}"
-                                 + (f"; state: {state()}" if state is not None else ""))
-        time.sleep(0.05)
+from tests.test_p2p_sync import eventually
 
 
 def write(golem: Golem, content: str) -> str:
