@@ -147,7 +147,14 @@ class Golem:
         if self._client is None:  # one client per run of the daemon (a new one costs ~38 ms of CPU)
             self._client = httpx.Client(transport=httpx.HTTPTransport(uds=self.socket), base_url="http://clade",
                                         timeout=120)
-        res = self._client.request(method, path, **kwargs)
+        try:
+            res = self._client.request(method, path, **kwargs)
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
+            # A kept-alive connection the server closed while idle (its keep-alive timeout),
+            # just as we reused it: a GET is safe to send again, on a new connection.
+            if method != "GET" or not self.running:
+                raise
+            res = self._client.request(method, path, **kwargs)
         if res.status_code >= 400:
             raise RuntimeError(f"{self.name}: {method} {path} -> {res.status_code} {res.text}")
         return res.json()
