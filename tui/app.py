@@ -22,6 +22,7 @@ from typing import Any
 
 from textual import work
 from textual.app import App
+from textual.css.query import NoMatches
 from textual.reactive import reactive
 from textual.widgets import Label
 
@@ -166,8 +167,12 @@ class CladeTui(App[None]):
 
     def _flush_feed(self) -> None:
         if self._pending and self._main.is_mounted:
+            try:
+                feed = self._main.query_one(FeedPanel)
+            except NoMatches:  # not composed yet: the lines wait for the next flush
+                return
             pending, self._pending = self._pending, []
-            self._main.query_one(FeedPanel).add(pending)
+            feed.add(pending)
 
     def _show(self, snap: Snapshot) -> None:
         self.snapshot = snap
@@ -181,6 +186,12 @@ class CladeTui(App[None]):
         snap = self.snapshot
         if snap is None or not self._main.is_mounted:
             return
+        try:
+            self._render_snapshot(snap)
+        except NoMatches:  # mounted but its widgets not composed yet (or being torn down): on_mount renders
+            return
+
+    def _render_snapshot(self, snap: Snapshot) -> None:
         main = self._main
         main.query_one(HeaderBar).snapshot = snap
         table = main.query_one(SiblingsTable)
@@ -197,7 +208,8 @@ class CladeTui(App[None]):
 
     def watch_link(self, link: str) -> None:
         if self._main.is_mounted:
-            self._main.query_one(HeaderBar).link = link
+            with contextlib.suppress(NoMatches):  # not composed yet: the header reads `link` when it is
+                self._main.query_one(HeaderBar).link = link
         if link == "down":
             self.title = "clade — disconnected — retrying"
         else:
@@ -207,7 +219,8 @@ class CladeTui(App[None]):
         if problem:
             self.problem_log.append(problem)
         if self._main.is_mounted:
-            self._main.query_one(HeaderBar).problem = problem
+            with contextlib.suppress(NoMatches):
+                self._main.query_one(HeaderBar).problem = problem
 
     # -- keys -------------------------------------------------------------------------------
 
