@@ -15,7 +15,7 @@ from typing import Any
 import multiaddr
 import pytest
 import trio
-from libp2p.abc import INetConn, INetStream, INetwork, INotifee
+from libp2p.abc import INetConn, INetStream, INetwork
 from libp2p.peer.id import ID
 from libp2p.peer.peerinfo import info_from_p2p_addr
 
@@ -23,7 +23,7 @@ from crypto import Identity
 from daemon.p2p import messages
 from daemon.p2p.frames import close_quietly, encode_frame, read_frame
 from daemon.p2p.host import build_host
-from daemon.p2p.node import HELLO_PROTOCOL, topic_of
+from daemon.p2p.node import HELLO_PROTOCOL, ConnectionNotifee, topic_of
 from daemon.p2p.peers import PeerBook, PeerRecord
 from daemon.testing.harness import Golem, LoopbackClade
 from tests.test_p2p_hostile import call, counters, hosting, plain_pubsub, wait_until
@@ -32,7 +32,7 @@ WAIT_S = 15.0
 ENV = {"CLADE_P2P__SYNC_INTERVAL_S": "3600"}
 
 
-class Connections(INotifee):
+class Connections(ConnectionNotifee):
     """Counts the connections a stranger's host sees open, and which of them it dialed."""
 
     def __init__(self) -> None:
@@ -48,18 +48,6 @@ class Connections(INotifee):
 
     async def disconnected(self, network: INetwork, conn: INetConn) -> None:
         self.closed += 1
-
-    async def opened_stream(self, network: INetwork, stream: INetStream) -> None:
-        pass
-
-    async def closed_stream(self, network: INetwork, stream: INetStream) -> None:
-        pass
-
-    async def listen(self, network: INetwork, multiaddr: Any) -> None:
-        pass
-
-    async def listen_close(self, network: INetwork, multiaddr: Any) -> None:
-        pass
 
 
 class Stranger:

@@ -108,6 +108,12 @@ class FakeLinks:
     def admitted(self, peer_id: str) -> bool:
         return peer_id in self.admitted_peers and peer_id in self.up
 
+    async def wait_admitted(self, peer_id: str, timeout_s: float) -> bool:
+        with trio.move_on_after(timeout_s):
+            while not self.admitted(peer_id) and peer_id in self.up:
+                await trio.sleep(0.01)
+        return self.admitted(peer_id)
+
     async def open_gossip(self, peer_id: str) -> None:
         pass
 

@@ -65,13 +65,17 @@ def test_retry_after_is_honoured_in_both_forms(data_dir: DataDir, styx: StyxServ
         assert daemon.stop() == 0
 
 
-def test_the_monthly_spend_survives_a_restart(data_dir: DataDir, styx: StyxServer) -> None:
+def test_the_monthly_budget_stops_pushing_not_writing_and_survives_a_restart(data_dir: DataDir,
+                                                                             styx: StyxServer) -> None:
     env = {**_env(styx), "CLADE_STYX__PRICES__PER_ITEM": "0.01", "CLADE_STYX__BUDGET__MONTHLY": "0.05",
            "CLADE_STYX__BATCH": "2"}
     daemon = DaemonProc(data_dir, env=env)
     try:
         _flush(daemon, 0, 9)
         _wait(lambda: daemon.request("GET", "/v1/styx/status").json()["paused_by_budget"], 60, "the budget pause")
+        status = daemon.request("GET", "/v1/styx/status").json()
+        assert len(styx.keys()) == 5 and status["queue_depth"] == 4  # 5 × 0.01 USD; the rest keep waiting
+        assert abs(status["spend_month_usd"] - 0.05) < 1e-9
     finally:
         assert daemon.stop() == 0
     assert len(styx.keys()) == 5

@@ -161,20 +161,6 @@ def test_backup_push_uploads_the_sealed_file_and_retries_it_whole(data_dir: Data
     assert TOKEN.encode() not in refused.stderr + refused.stdout
 
 
-def test_the_monthly_budget_stops_pushing_but_not_writing(data_dir: DataDir, styx: StyxServer) -> None:
-    env = {**_env(styx), "CLADE_STYX__PRICES__PER_ITEM": "0.01", "CLADE_STYX__BUDGET__MONTHLY": "0.05",
-           "CLADE_STYX__BATCH": "2"}
-    daemon = DaemonProc(data_dir, env=env)
-    try:
-        _flush(daemon, 0, 9)
-        _wait(lambda: daemon.request("GET", "/v1/styx/status").json()["paused_by_budget"], 60, "the budget pause")
-        status = daemon.request("GET", "/v1/styx/status").json()
-        assert len(styx.keys()) == 5 and status["queue_depth"] == 4  # 5 × 0.01 USD; the rest keep waiting
-        assert abs(status["spend_month_usd"] - 0.05) < 1e-9
-    finally:
-        assert daemon.stop() == 0
-
-
 def test_the_daemons_backups_go_to_the_vault(cli: CliRunner, data_dir: DataDir, styx: StyxServer,
                                              tmp_path: Path) -> None:
     from tests.conftest import clade_subprocess

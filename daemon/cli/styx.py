@@ -16,7 +16,7 @@ from daemon.client import DaemonClient
 from daemon.datadir import DataDir
 from daemon.errors import UsageError
 from daemon.grimoire.store import wall_clock_ms
-from daemon.styx import ledger, outbox
+from daemon.styx import outbox
 
 __all__ = ["register"]
 
@@ -68,15 +68,12 @@ def cmd_styx_status(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     if client is not None:
         return dict(client.call("GET", "/v1/styx/status"))
     config = data.load_config().styx  # no daemon: what waits in the store, without the pusher's counters
-    now = wall_clock_ms()
-    month = ledger.month_of(now)
     with data.open_store() as store:
-        doc = outbox.status(store.connection, now_ms=now)
-        spend = ledger.summary(store.connection, month)
+        doc = outbox.stored_status(store.connection, now_ms=wall_clock_ms(), outbox_warn=config.outbox_warn)
+    cap = config.budget.monthly
     doc.update({"last_success_ms": None, "last_success_at": None, "failures": None, "delivered": None,
-                "last_error": None, "url": config.url or "(not configured)", "spend_month_usd": spend["usd"],
-                "spend": spend, "paused_by_budget": config.budget.monthly is not None
-                and spend["usd"] >= config.budget.monthly, "outbox_warning": doc["queue_depth"] > config.outbox_warn})
+                "last_error": None, "url": config.url or "(not configured)",
+                "paused_by_budget": cap is not None and doc["spend_month_usd"] >= cap})
     return doc
 
 

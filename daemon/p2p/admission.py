@@ -72,7 +72,6 @@ class Admission:
         self.syncer = syncer
         self.counters = daemon.counters
         self._nursery: trio.Nursery | None = None
-        self._admitted_events: dict[str, trio.Event] = {}  # wakes `expect_hello`'s waits (`_admit`, `forget`)
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Host the hellos this part starts (`greet`), until cancelled."""
@@ -95,19 +94,12 @@ class Admission:
             self._nursery.start_soon(self._await_hello, peer_id)
 
     async def _await_hello(self, peer_id: str) -> None:
-        if await self._wait_verified(peer_id, HELLO_WAIT_S):
+        if await self.links.wait_admitted(peer_id, HELLO_WAIT_S):
             return
         record = self.book.find(peer_id)
         if self.links.connected(peer_id) and (record is None or not record.refused):
             self.counters["hello_not_sent"] += 1
             await self._no_hello(peer_id)
-
-    async def _wait_verified(self, peer_id: str, timeout_s: float) -> bool:
-        """True once `peer_id` is admitted on an open connection, False after `timeout_s`."""
-        with trio.move_on_after(timeout_s):
-            while not self._verified(peer_id):
-                await self._admitted_events.setdefault(peer_id, trio.Event()).wait()
-        return self._verified(peer_id)
 
     async def adopt_revocations(self, revocations: RevocationList) -> bool:
         """Install a newer owner-signed revocation list: persist it, drop revoked peers at
@@ -149,9 +141,6 @@ class Admission:
 
     def forget(self, peer_id: str) -> None:
         """The peer was refused, or its last connection closed: it proves itself again."""
-        event = self._admitted_events.pop(peer_id, None)
-        if event is not None:
-            event.set()
         self.links.forget(peer_id)
 
     async def _check_hello(self, hello: messages.Hello, peer_id: str) -> str | None:
@@ -179,9 +168,6 @@ class Admission:
         record = self.book.get(peer_id)
         first = not self._verified(peer_id)
         self.links.admit(peer_id)
-        event = self._admitted_events.pop(peer_id, None)
-        if event is not None:
-            event.set()
         if first and self._nursery is not None:
             self._nursery.start_soon(self.links.open_gossip, peer_id)
         for addr in hello.addrs:

@@ -118,6 +118,9 @@ class HostLinks:
     def admitted(self, peer_id: str) -> bool:
         return self.gate.admitted(peer_id)
 
+    async def wait_admitted(self, peer_id: str, timeout_s: float) -> bool:
+        return await self.gate.wait(peer_id, timeout_s, lambda: self.connected(peer_id))
+
     def forget(self, peer_id: str) -> None:
         self.gate.forget(peer_id)
 

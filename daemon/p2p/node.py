@@ -47,7 +47,7 @@ from .links import TRANSPORT_ERRORS, HostLinks
 from .peers import PeerBook, PeerRecord
 from .ports import Daemon, log
 
-__all__ = ["HELLO_PROTOCOL", "SYNC_PROTOCOL", "P2PNode", "parse_peer_addr", "topic_of"]
+__all__ = ["HELLO_PROTOCOL", "SYNC_PROTOCOL", "ConnectionNotifee", "P2PNode", "parse_peer_addr", "topic_of"]
 
 HELLO_PROTOCOL = TProtocol(admission.HELLO_PROTOCOL)
 SYNC_PROTOCOL = TProtocol(catchup.SYNC_PROTOCOL)
@@ -72,7 +72,23 @@ def parse_peer_addr(addr: str) -> tuple[str, str]:
 ConnEvent = tuple[str, str, bool]  # ("connected" | "disconnected", peer id, we dialed it)
 
 
-class Events(INotifee):
+class ConnectionNotifee(INotifee):
+    """An `INotifee` for connection events only: the stream and listen events do nothing."""
+
+    async def opened_stream(self, network: INetwork, stream: INetStream) -> None:
+        pass
+
+    async def closed_stream(self, network: INetwork, stream: INetStream) -> None:
+        pass
+
+    async def listen(self, network: INetwork, multiaddr: Any) -> None:
+        pass
+
+    async def listen_close(self, network: INetwork, multiaddr: Any) -> None:
+        pass
+
+
+class Events(ConnectionNotifee):
     """Connection events from libp2p, handed to the node's task (never handled inline)."""
 
     def __init__(self, send: trio.MemorySendChannel[ConnEvent]) -> None:
@@ -88,18 +104,6 @@ class Events(INotifee):
 
     async def disconnected(self, network: INetwork, conn: INetConn) -> None:
         self._post("disconnected", conn)
-
-    async def opened_stream(self, network: INetwork, stream: INetStream) -> None:
-        pass
-
-    async def closed_stream(self, network: INetwork, stream: INetStream) -> None:
-        pass
-
-    async def listen(self, network: INetwork, multiaddr: Any) -> None:
-        pass
-
-    async def listen_close(self, network: INetwork, multiaddr: Any) -> None:
-        pass
 
 
 class P2PNode:

@@ -107,6 +107,10 @@ class Links(Protocol):
         """`admit` was called while a connection to `peer_id` that is still open was up. Never raises."""
         ...
 
+    async def wait_admitted(self, peer_id: str, timeout_s: float) -> bool:
+        """True once `peer_id` is `admitted`; False once it is disconnected or after `timeout_s`."""
+        ...
+
     async def open_gossip(self, peer_id: str) -> None:
         """Start GossipSub with an admitted peer (open our pubsub stream to it). Never raises."""
         ...

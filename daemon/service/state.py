@@ -46,7 +46,6 @@ from daemon.grimoire.vectors import missing_vectors, stored_vectors, write_vecto
 from daemon.p2p.ports import P2PControl
 from daemon.service.backup import create_backup, default_recipients, report_json
 from daemon.service.curation import llm_for, render_playbook, replay_items, settings_for, vectors_for
-from daemon.styx import ledger as styx_ledger
 from daemon.styx import outbox as styx_outbox
 from daemon.styx.fanin import for_digest
 from daemon.styx.pusher import Pusher
@@ -354,16 +353,12 @@ class DaemonState:
         """`clade styx status` (on the store's thread): outbox depth and age, parked items, the pusher's counters."""
         assert self.styx is not None
         st = self.styx.stats
-        doc = styx_outbox.status(store.connection, now_ms=self.now_ms())
-        month = styx_ledger.month_of(self.now_ms())
+        doc = styx_outbox.stored_status(store.connection, now_ms=self.now_ms(),
+                                        outbox_warn=self.config.styx.outbox_warn)
         last_at = None if st.last_success_ms is None else iso_ms(st.last_success_ms)
         doc.update({"last_success_ms": st.last_success_ms, "last_success_at": last_at, "failures": st.failures,
                     "delivered": st.delivered, "last_error": st.last_error, "url": self.styx.url,
-                    "spend_month_usd": round(self.styx.budget.spent_month if self.styx.budget.month == month
-                                             else styx_ledger.spent(store.connection, month), 6),
-                    "spend": styx_ledger.summary(store.connection, month),
-                    "paused_by_budget": self.styx.paused_by_budget,
-                    "outbox_warning": doc["queue_depth"] > self.config.styx.outbox_warn})
+                    "paused_by_budget": self.styx.paused_by_budget})
         return doc
 
     def peers(self) -> list[dict[str, Any]]:

@@ -25,10 +25,11 @@ from crdt import Op, SlotKind
 from crdt.body import EntryBody
 from daemon.grimoire.store import Grimoire
 
+from . import ledger
 from .wire import LAYERS, at_once, item_json, layers_for, playbook_item
 
 __all__ = ["OutboxItem", "OutboxWriter", "delivered", "due", "enqueue_playbook", "park", "retry_later", "status",
-           "unpark"]
+           "stored_status", "unpark"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +109,15 @@ def unpark(conn: sqlite3.Connection, key: str | None) -> int:
         return conn.execute("UPDATE styx_outbox SET parked_ms = NULL, next_ms = 0 WHERE parked_ms IS NOT NULL").rowcount
     return conn.execute("UPDATE styx_outbox SET parked_ms = NULL, next_ms = 0 WHERE idempotency_key = ? "
                         "AND parked_ms IS NOT NULL", (key,)).rowcount
+
+
+def stored_status(conn: sqlite3.Connection, *, now_ms: int, outbox_warn: int) -> dict[str, Any]:
+    """What `clade styx status` reads from the store: `status`, plus the month's spend (the
+    ledger: `spend`, `spend_month_usd`) and `outbox_warning` (more waiting than `outbox_warn`)."""
+    doc = status(conn, now_ms=now_ms)
+    spend = ledger.summary(conn, ledger.month_of(now_ms))
+    doc.update(spend=spend, spend_month_usd=spend["usd"], outbox_warning=doc["queue_depth"] > outbox_warn)
+    return doc
 
 
 def status(conn: sqlite3.Connection, *, now_ms: int) -> dict[str, Any]:
