@@ -149,8 +149,15 @@ async def test_a_silent_stranger_gets_no_gossip_is_dropped_and_its_own_publishes
         assert after["gossip_streams_refused"] - before["gossip_streams_refused"] >= 1  # its stream: never read
         for name in ("gossip_accepted", "gossip_rejected_malformed", "gossip_rejected_unsealed"):
             assert after[name] == before[name], name  # its publish was not even looked at
-        record = next(p for p in (await call(a, "GET", "/v1/peers"))["peers"] if p["peer_id"] == stranger.peer_id)
-        assert not record["member"] and not record["connected"]
+        # a's own record of the stranger: never a member, and disconnected once a has seen the close
+        await wait_until("a's record shows the stranger gone, never a member",
+                         lambda: _gone_never_member(a, stranger.peer_id))
+
+
+async def _gone_never_member(golem: Golem, peer_id: str) -> bool:
+    record = next(p for p in (await call(golem, "GET", "/v1/peers"))["peers"] if p["peer_id"] == peer_id)
+    assert not record["member"], record
+    return not record["connected"]
 
 
 async def _counter_above(golem: Golem, name: str, before: Any) -> bool:
