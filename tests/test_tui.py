@@ -131,7 +131,12 @@ def test_siblings_feed_entry_view_and_entry_actions(clade2: LoopbackClade) -> No
                 break
             except AssertionError:
                 if attempt == 2:
-                    raise
+                    screen = app.screen
+                    raise AssertionError(
+                        f"no entry view: screen={type(screen).__name__} focused={app.focused!r} "
+                        f"doc={getattr(screen, 'doc', '-')!r} problem={getattr(screen, 'problem', '-')!r} "
+                        f"selected={panel.selected_entry()!r} link={app.link!r} app_problem={app.problem!r} "
+                        f"actions={app.action_log[-5:]!r}") from None
         body_text = str(app.screen.query_one("#entry-body").render())
         for word in ("sibling says: funding", "provenance", "confidence", "endorsements", "superseded_by"):
             assert word in body_text
