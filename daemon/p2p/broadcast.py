@@ -96,13 +96,23 @@ class Broadcast:
         # py-libp2p marks a message seen only after validation: the same message arriving from
         # a second mesh peer meanwhile is a GossipSub duplicate, not a replay by anyone.
         key = bytes(msg.from_id) + bytes(msg.seqno)
-        if key in self._validating or key in self._accepted:
+        if key in self._accepted:
+            # Opened before and not delivered yet: a copy racing the first one's delivery, or
+            # a retransmission after Pubsub gave up waiting for our first answer (its
+            # validation timeout). Valid either way; `_drain` delivers it once.
+            self.counters["gossip_duplicates"] += 1
+            return True
+        if key in self._validating:
             self.counters["gossip_duplicates"] += 1
             return False
         self._validating.add(key)
         try:
-            opened = await trio.to_thread.run_sync(
-                lambda: self.codec.open(bytes(msg.data), publisher=publisher, now_ms=self.daemon.now_ms()))
+            # Shielded: the envelope's id enters the replay guard when it is opened, so an open
+            # that Pubsub's timeout cancelled halfway would turn the next copy into a false
+            # "replayed". It finishes, and its result waits in `_accepted` for that copy.
+            with trio.CancelScope(shield=True):
+                opened = await trio.to_thread.run_sync(
+                    lambda: self.codec.open(bytes(msg.data), publisher=publisher, now_ms=self.daemon.now_ms()))
         except RemoteProtocolError as exc:
             self.counters[f"gossip_rejected_{exc.reason}"] += 1
             log.info("gossip from %s (via %s) rejected: %s", publisher, forwarded_by, exc)

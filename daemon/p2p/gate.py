@@ -29,6 +29,7 @@ from typing import Any
 
 import trio
 from libp2p.abc import INetStream
+from libp2p.exceptions import ValidationError
 from libp2p.peer.id import ID
 from libp2p.pubsub.pubsub import Pubsub
 
@@ -93,6 +94,20 @@ class GatedPubsub(Pubsub):
         self.wait_s = wait_s
         self.counters: Counter[str] = Counter() if counters is None else counters
         self._connected: Callable[[ID], bool] = lambda pid: bool(self.host.get_network().get_connections(pid))
+
+    async def validate_msg(self, msg_forwarder: ID, msg: Any) -> None:
+        """Pubsub's validation, except that a timeout (our validator still busy on a loaded
+        machine) is not remembered as a verdict: Pubsub would refuse every later copy of the
+        message for five minutes, and gossip would lose it to anti-entropy."""
+        try:
+            await super().validate_msg(msg_forwarder, msg)
+        except ValidationError:
+            msg_id = self._msg_id_constructor(msg)
+            cached = self.validation_cache.get(msg_id)
+            if cached is not None and cached.error_message == "Validation timeout":
+                self.validation_cache._remove(msg_id)
+                self.counters["gossip_validation_timeouts"] += 1
+            raise
 
     def is_peer_blacklisted(self, peer_id: ID) -> bool:
         if peer_id in self.blacklisted_peers:
