@@ -305,16 +305,20 @@ class EntryBody:
          strategy_id, importance, quality, sensitivity, pad, origin, generation, bloodstain) = wire
         body = object.__new__(cls)
         s = object.__setattr__
+        if pad is not None:
+            trusted_pad = object.__new__(Pad)
+            for name, value in zip(("pleasure", "arousal", "dominance"), pad, strict=True):
+                s(trusted_pad, name, value)
+            pad = trusted_pad
         for name, value in (
-                ("author", author), ("kind", Kind(kind)), ("content", content),
-                ("created", Timestamp.unpack(created)),
-                ("category", None if category is None else Category(category)),
+                ("author", author), ("kind", _KINDS[kind]), ("content", content),
+                ("created", Timestamp.unpack_trusted(created)),
+                ("category", None if category is None else _CATEGORIES[category]),
                 ("tokens", tuple(tokens)), ("chains", tuple(chains)),
                 ("protocols", tuple(protocols)), ("tags", tuple(tags)),
                 ("strategy_id", strategy_id), ("importance", importance), ("quality", quality),
-                ("sensitivity", Sensitivity(sensitivity)),
-                ("pad", None if pad is None else Pad(pleasure=pad[0], arousal=pad[1], dominance=pad[2])),
-                ("origin", Origin(origin)), ("generation", generation), ("bloodstain", bloodstain),
+                ("sensitivity", _SENSITIVITIES[sensitivity]), ("pad", pad),
+                ("origin", _ORIGINS[origin]), ("generation", generation), ("bloodstain", bloodstain),
                 ("_id", entry_id)):
             s(body, name, value)
         return body
@@ -344,3 +348,10 @@ class EntryBody:
             importance=importance, quality=quality, sensitivity=sensitivity, pad=pad,
             origin=origin, generation=generation, bloodstain=bloodstain,
         )
+
+
+# Enum members by wire value, for `EntryBody.from_trusted_wire` (a dict lookup, not Enum.__call__).
+_KINDS = {k.value: k for k in Kind}
+_CATEGORIES = {c.value: c for c in Category}
+_SENSITIVITIES = {v.value: v for v in Sensitivity}
+_ORIGINS = {o.value: o for o in Origin}

@@ -261,11 +261,27 @@ def open_stored_op(writer: str, signed: bytes, signature: bytes) -> Op:
     when it arrived, so nothing is verified, validated or re-hashed again — extraction for a
     peer is a read, not a second admission. Never use it on bytes from a peer: that is `open_op`."""
     _, seq, hlc, entry_id, slot, value = msgpack.unpackb(signed, raw=False)
-    kind = SlotKind(slot)
+    kind = _SLOT_KINDS[slot]
     entry = entry_id.hex()
-    decoded = EntryBody.from_trusted_wire(value, entry) if kind is SlotKind.BODY else _decode_value(kind, value)
-    return Op(writer=writer, seq=seq, hlc=Timestamp.unpack(hlc), entry_id=entry, slot=kind, value=decoded,
+    decoded: Value
+    if kind is SlotKind.BODY:
+        decoded = EntryBody.from_trusted_wire(value, entry)
+    elif kind is SlotKind.AUTHOR:
+        confidence, status, sup = value
+        decoded = object.__new__(AuthorValue)
+        for name, field_value in (("confidence", confidence), ("status", _STATUSES[status]),
+                                  ("superseded_by", None if sup is None else sup.hex())):
+            object.__setattr__(decoded, name, field_value)
+    else:
+        decoded = object.__new__(EndorseValue)
+        object.__setattr__(decoded, "confirms", value[0])
+        object.__setattr__(decoded, "contradicts", value[1])
+    return Op(writer=writer, seq=seq, hlc=Timestamp.unpack_trusted(hlc), entry_id=entry, slot=kind, value=decoded,
               signed=signed, signature=signature)
+
+
+_SLOT_KINDS = {k.value: k for k in SlotKind}
+_STATUSES = {s.value: s for s in Status}
 
 
 def _decode_value(kind: SlotKind, value: object) -> Value:

@@ -242,6 +242,7 @@ def extract_deltas(
     def passes(op: Op) -> bool:
         if isinstance(op.value, EntryBody):
             body: EntryBody | None = op.value
+            bodies[op.entry_id] = body  # the later phase's ops of this entry need it again
         else:
             if op.entry_id not in bodies:
                 bodies[op.entry_id] = backend.body(op.entry_id)
