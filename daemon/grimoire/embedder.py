@@ -153,8 +153,8 @@ class _OnnxModel:
 
 
 class Embedder:
-    """A loaded vector space: one model, or several fused. Thread-safe; construct through
-    `get_embedder` (one per process).
+    """A loaded vector space: one model, or several fused. Thread-safe (up to two embeddings
+    at once); construct through `get_embedder` (one per process).
 
     Fused spaces (`models.FUSED`) concatenate each model's unit vector scaled by √weight, so
     the result is a unit vector whose cosine with another is the weighted mean of the models'
@@ -173,7 +173,10 @@ class Embedder:
         except Exception as exc:  # noqa: BLE001 - ONNX Runtime, onnx and fastembed raise many types
             raise ModelIntegrityError(f"cannot load embedding model {model} from {model_dir}: {exc}") from None
         self._pool = ThreadPoolExecutor(len(self._parts), thread_name_prefix="embed") if len(self._parts) > 1 else None
-        self._lock = threading.Lock()
+        # ONNX Runtime sessions and the tokenizers are safe to call from several threads: as many
+        # embeddings run at once as there are cores (each model runs on one intra-op thread), so
+        # a query is not queued behind the background embedder's batch, nor behind other queries.
+        self._slots = threading.BoundedSemaphore(max(1, min(2, len(os.sched_getaffinity(0)))))
         probe = self._embed_raw(["probe"])
         known = expected_info(model)
         if known is not None and probe.shape[1] != known.dim:
@@ -196,7 +199,7 @@ class Embedder:
         """Unit-length vectors, one row per text (blocking: call from a worker thread)."""
         if not texts:
             return np.zeros((0, self.info.dim), dtype=np.float32)
-        with self._lock:
+        with self._slots:
             return self._embed_raw([preprocess(t) for t in texts])
 
 
