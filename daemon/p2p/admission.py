@@ -52,6 +52,9 @@ HELLO_TIMEOUT_S = 5.0  # the dialer's wait for the listener's answer (a sibling 
 HELLO_WAIT_S = 2.0  # the listener's wait for a connected peer's first hello (a silent stranger)
 HOLD_S = 300.0  # a peer that failed the membership check is not dialed (nor accepted) for this long
 NO_HELLO_HOLD_S = 60.0  # a stranger that connected but never completed a hello
+# After the pull on a new connection, pull again at these offsets (s): ops written while the
+# link's GossipSub mesh formed (a heartbeat is 1 s) went to a mesh without the new sibling.
+SETTLE_PULLS_S = (2.0, 6.0)
 # A hello that broke the protocol (refused and held), or whose link died (backed off).
 HELLO_ERRORS: tuple[type[Exception], ...] = (RemoteProtocolError, *TRANSPORT_ERRORS)
 
@@ -170,6 +173,7 @@ class Admission:
         self.links.admit(peer_id)
         if first and self._nursery is not None:
             self._nursery.start_soon(self.links.open_gossip, peer_id)
+        known_addrs = list(record.addrs)
         for addr in hello.addrs:
             if "/ip4/0.0.0.0/" not in addr and "/ip6/::/" not in addr:
                 self.book.add_addr(peer_id, addr)
@@ -191,6 +195,10 @@ class Admission:
             self.counters["peers_admitted"] += 1
             self.daemon.publish("peer_up", {"peer_id": peer_id})
             log.info("sibling %s connected", peer_id)
+        elif record.addrs != known_addrs:
+            # A dialer's first hello carries no addresses (it proves membership first); its
+            # second does. Saved now, or a restart would not know where this sibling listens.
+            await self.siblings.save_known()
         return first
 
     async def _refuse(self, peer_id: str, reason: str, *, by_peer: bool = False) -> None:
@@ -255,6 +263,18 @@ class Admission:
             if stream is not None:
                 await close_quietly(stream)
         if then_sync:
+            await self.pull_after_connect(peer_id)
+
+    async def pull_after_connect(self, peer_id: str) -> None:
+        """Pull from a sibling on a new connection, and again once GossipSub has had time to
+        graft it (`SETTLE_PULLS_S`): what either side wrote meanwhile was published to a mesh
+        without it, and would otherwise wait for the anti-entropy timer."""
+        await self.syncer.sync_with(peer_id)
+        started = trio.current_time()
+        for at in SETTLE_PULLS_S:
+            await trio.sleep_until(started + at)
+            if not (self.links.connected(peer_id) and self.book.get(peer_id).member):
+                return
             await self.syncer.sync_with(peer_id)
 
     async def _hello_failed(self, peer_id: str, exc: Exception) -> None:
@@ -304,7 +324,7 @@ class Admission:
                     # The dialer pulls from us after its hello; we pull from it too, so what it
                     # wrote while apart (a restart, a partition) arrives now, not at the next
                     # anti-entropy tick.
-                    self._nursery.start_soon(self.syncer.sync_with, peer_id)
+                    self._nursery.start_soon(self.pull_after_connect, peer_id)
             self.book.note_traffic(peer_id, sent=len(frame), received=len(payload), now_ms=self.daemon.now_ms())
         except HELLO_ERRORS as exc:
             await self._hello_failed(peer_id, exc)
