@@ -48,6 +48,7 @@ bench: install
 	$(BIN)/python -m bench.bench_tui
 	$(BIN)/python -m bench.bench_rotate
 	$(BIN)/python -m bench.bench_strangers
+	$(BIN)/python -m bench.bench_recovery
 
 install-service:
 	sudo systemd/install.sh

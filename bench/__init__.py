@@ -16,6 +16,7 @@ Run them from the repository root as modules (`make bench` runs them all, one af
     .venv/bin/python -m bench.bench_tui              # the operator TUI in a pty: start, CPU, arrival to the feed
     .venv/bin/python -m bench.bench_rotate           # clade key rotation: owner bundles, live rotations
     .venv/bin/python -m bench.bench_strangers        # stranger storms: CPU per refused connection, sync latency
+    .venv/bin/python -m bench.bench_recovery         # kills and a partition: convergence after the last fault
 
 Each prints a table on stdout (progress on stderr), then one JSON line: the result document
 described in `bench.common`.
