@@ -16,7 +16,7 @@ from textual.timer import Timer
 from textual.widgets import Button, DataTable, Footer, Input, Label, Static
 
 from daemon.api.responses import EntryDoc
-from tui.client import ApiError
+from tui.client import ApiError, Refused
 from tui.format import FEED_KINDS
 from tui.keys import KEYS, bindings, effective_keys
 from tui.widgets import FeedPanel, HeaderBar, KnowledgePanel, OpsPanel, SiblingsTable, TrafficPanel
@@ -141,12 +141,18 @@ class EntryScreen(_AppScreen):
     def on_mount(self) -> None:
         self.load()
 
+    RETRY_S = 2.0  # a failed fetch (the daemon busy or restarting) is tried again this often
+
     @work(exclusive=True, group="entry")
     async def load(self) -> None:
         try:
             self.doc = await self.tui.api.entry(self.entry_id)
-        except ApiError as exc:
+            self.problem = ""
+        except Refused as exc:  # the daemon said no (e.g. no such entry): retrying will not help
             self.problem = str(exc)
+        except ApiError as exc:
+            self.problem = f"{exc} — retrying"
+            self.set_timer(self.RETRY_S, self.load)
 
     def watch_problem(self, problem: str) -> None:
         if problem:
