@@ -335,6 +335,9 @@ def test_daemon_stopped_and_restarted_while_the_tui_runs(data_dir: DataDir) -> N
         await until(pilot, lambda: app.link == "up", "reconnected", timeout=60)
         polls = app.polls
         await until(pilot, lambda: app.polls > polls, "polling again")
+        # The stream reconnects once a poll got through (not after its own backoff), and says so.
+        await until(pilot, lambda: app.event_connects >= 2 and app.events_live, "the event stream again")
+        await until(pilot, lambda: any("event stream reconnected" in line for line in feed(app)), "the gap noted")
         marker = await asyncio.to_thread(write, lambda *a, **k: _json(procs[-1], *a, **k), "after the restart",
                                          "insight")
         await until(pilot, lambda: any(marker in line for line in feed(app)), "events again", timeout=60)

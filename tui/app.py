@@ -5,7 +5,9 @@ Two loops (Textual workers on the app's asyncio loop): the poll reads status, pe
 and backups every `poll_s` (sooner after an event that changes them); the event loop reads
 `GET /v1/events` into the feed, batched every 0.1 s. Losing the daemon turns the header's
 badge into "disconnected — retrying"; both loops retry with backoff (0.5 s doubling to 5 s)
-and re-resolve the socket from the data dir, so a restarted daemon is picked up by itself.
+and re-resolve the socket from the data dir, so a restarted daemon is picked up by itself (the
+event stream reconnects as soon as a poll gets through, and the feed says that events from
+the outage are missing: the stream has no replay).
 Nothing the daemon sends can crash the app: bad answers become `BadResponse`, shown in the
 header, and the last good data stays on screen.
 """
@@ -75,10 +77,13 @@ class CladeTui(App[None]):
         self.snapshot: Snapshot | None = None
         self.polls = 0
         self.events_seen = 0
+        self.event_connects = 0  # times the event stream (re)connected
+        self.events_live = False  # the event stream is connected now
         self.action_log: list[str] = []
         self.problem_log: deque[str] = deque(maxlen=50)  # recent problems, newest last
         self._pending: list[FeedItem] = []
         self._wake = asyncio.Event()
+        self._retry_events = asyncio.Event()  # the poll saw the daemon back: reconnect the stream now
         self._main = MainScreen()
 
     def now_ms(self) -> int:
@@ -122,6 +127,8 @@ class CladeTui(App[None]):
                 backoff, wait = 0.5, self.poll_s
                 self.link = "up"
                 self._show(snap)
+                if not self.events_live:  # the daemon answers: the event stream need not wait out its backoff
+                    self._retry_events.set()
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), wait)
@@ -142,7 +149,11 @@ class CladeTui(App[None]):
                 self._lost(str(exc))
             except BadResponse as exc:
                 self.problem = str(exc)
-            await asyncio.sleep(backoff)
+            finally:
+                self.events_live = False
+            self._retry_events.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._retry_events.wait(), backoff)
             backoff = min(5.0, backoff * 2)
 
     def _lost(self, why: str) -> None:
@@ -153,6 +164,11 @@ class CladeTui(App[None]):
         self.events_seen += 1
         if name == "connected":
             self.link = "up"
+            self.events_live = True
+            self.event_connects += 1
+            if self.event_connects > 1:  # the stream has no replay: say what the feed cannot show
+                self._pending.append(FeedItem(self.now_ms(), "link", "event stream reconnected — events while "
+                                              "disconnected are not in this feed", Level.WARN))
             self._wake.set()
             return
         if name == "malformed":

@@ -50,9 +50,17 @@ def let_in(links: Links, record: PeerRecord) -> None:
         links.let_in(record.peer_id)
 
 
+DROP_ATTEMPTS = 3
+
+
 async def drop(links: Links, book: PeerBook, peer_id: str) -> None:
-    """Close the connection to `peer_id` and note whether it is still up."""
-    await links.drop(peer_id)
+    """Close the connections to `peer_id` (trying again, up to `DROP_ATTEMPTS` times, while one
+    is still up: a close that timed out leaves it open) and note whether any is still up."""
+    for attempt in range(DROP_ATTEMPTS):
+        await links.drop(peer_id)
+        if not links.connected(peer_id):
+            break
+        await trio.sleep(0.5 * (attempt + 1))
     record = book.find(peer_id)
     if record is not None:
         record.connected = links.connected(peer_id)
@@ -175,6 +183,7 @@ class Dialing:
         record = self.book.get(peer_id)
         if trio.current_time() < record.hold_until:
             self.counters["connections_refused_held"] += 1
+            record.connected = True  # until `drop` has closed it: the peer table shows what is open
             if self._nursery is not None:
                 self._nursery.start_soon(drop, self.links, self.book, peer_id)
             return None
