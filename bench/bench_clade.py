@@ -55,6 +55,7 @@ import httpx
 
 from bench.common import HostLoad, dist, emit, machine_info, out, percentile, progress, workdir
 from bench.common.machine import CLK_TCK, proc_cpu_ticks, proc_status_kib
+from bench.common.profile import Profiles, summarize
 from bench.common.workload import encode_batches
 from crdt import EntryBody, HybridClock, Kind, Mutator, Op
 from crdt.codec import decode_delta
@@ -217,7 +218,7 @@ class Watch:
 
 
 def run_rate(writer: Api, siblings: list[Golem], watch: Watch, *, rate: float, count: int, timeout: float,
-             rng: random.Random, tag: str, drain: float) -> dict[str, Any]:
+             rng: random.Random, tag: str, drain: float, profile_dir: Path | None = None) -> dict[str, Any]:
     names = [g.name for g in siblings]
     everyone = [writer.golem, *siblings]
     drained_w = wait_embedded(everyone, drain)
@@ -233,6 +234,7 @@ def run_rate(writer: Api, siblings: list[Golem], watch: Watch, *, rate: float, c
         rtts.append(ack - t0)
 
     progress(f"  {tag}: {count} warnings at {rate:g}/s from {writer.golem.name}")
+    profiles = start_profiles(profile_dir, tag, writer.golem, siblings[0])
     host_w = HostLoad()
     cpu_w = DaemonCpu(everyone)
     published0 = writer.call("GET", "/v1/status")["counters"].get("gossip_published", 0)
@@ -261,6 +263,7 @@ def run_rate(writer: Api, siblings: list[Golem], watch: Watch, *, rate: float, c
     after_drain = cpu_w.report(count)
     daemons_w["sibling_cpu_ms_per_msg"] = after_drain["sibling_cpu_ms_per_msg"]
     daemons_w["writer_cpu_ms_per_msg"] = after_drain["writer_cpu_ms_per_msg"]
+    profiled = stop_profiles(profiles)
     progress(f"  {tag}: {count} probes at {rate:g}/s from {writer.golem.name}")
     host_p = HostLoad()
     cpu_p = DaemonCpu(everyone)
@@ -287,11 +290,40 @@ def run_rate(writer: Api, siblings: list[Golem], watch: Watch, *, rate: float, c
                      "p50_ms_by_quarter": by_quarter, "host": load_w, "daemon_cpu": daemons_w,
                      "gossip_messages_published": published,
                      "missing_by_sibling": dict(Counter(k[0] for k in keys if k not in watch.entries))},
+        "profiles": profiled,
         "probes": {"pace": pace_p, "probe_http_ms": dist(probe_rtts), "per_probe_ms": dist(per_probe),
                    "per_delivery_ms": dist(probe_delivery), "deliveries": len(probe_delivery),
                    "missing": missing_p, "host": load_p, "daemon_cpu": daemons_p,
                    "missing_by_sibling": dict(Counter(k[0] for k in pkeys if k not in watch.probes))},
     }
+
+
+def start_profiles(profile_dir: Path | None, tag: str, writer: Golem, sibling: Golem) -> Profiles | None:
+    """py-spy on the writer and one sibling for the warnings phase (`--profile`)."""
+    if profile_dir is None:
+        return None
+    profiles = Profiles(profile_dir)
+    for role, golem in (("writer", writer), ("sibling", sibling)):
+        if golem.proc is not None and profiles.record(f"{tag}-{role}", golem.proc.pid) is None:
+            progress("  --profile: py-spy is not installed (make install puts it in .venv)")
+            return None
+    return profiles
+
+
+def stop_profiles(profiles: Profiles | None) -> dict[str, Any]:
+    """End the recordings and print where each daemon's CPU went."""
+    if profiles is None:
+        return {}
+    found: dict[str, Any] = {}
+    for path in profiles.stop():
+        summary = summarize(path)
+        out(f"  profile {path.name} (py-spy; these CPU figures are not the ones in the table):")
+        for line in summary.lines():
+            out(f"    {line}")
+        found[path.stem] = {"file": str(path), "samples": summary.samples,
+                            "self_by_group": dict(summary.self_by_group.most_common()),
+                            "by_our_caller": dict(summary.by_our_caller.most_common(20))}
+    return found
 
 
 def warm_up(writer: Api, siblings: list[Golem], watch: Watch, drain: float) -> dict[str, Any]:
@@ -401,7 +433,7 @@ def bench_propagation(root: Path, n: int, args: argparse.Namespace, rng: random.
         rows = []
         for phase, rate in enumerate(args.rates):
             r = run_rate(api, siblings, watch, rate=rate, count=args.count, timeout=args.timeout, rng=rng,
-                         tag=f"n{n}p{phase}r{rate:g}", drain=args.drain)
+                         tag=f"n{n}p{phase}r{rate:g}", drain=args.drain, profile_dir=args.profile)
             print_rate(n, r)
             rows.append(r)
         if watch.truncated:
@@ -734,6 +766,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--ceiling-repeats", type=int, default=3)
     p.add_argument("--cpu-seconds", type=float, default=30.0, help="per steady-state phase (0 skips)")
     p.add_argument("--cpu-load", type=float, default=1.0, help="warnings/s in the loaded phase (0: idle only)")
+    p.add_argument("--profile", type=Path, default=None, metavar="DIR",
+                   help="py-spy the writer and one sibling through each warnings phase; raw stacks and a summary "
+                        "(sampling costs CPU: take the table's figures from a run without it)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", type=Path, default=None, help="keep data directories here (default: a temp dir)")
     return p.parse_args(argv)

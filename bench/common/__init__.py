@@ -9,10 +9,12 @@
   (`main_in_workdir`), and `emit`;
 - `daemon`: one `clade run` subprocess with a fake `$NOTIFY_SOCKET`, and /proc samples of
   it (bench_api, bench_recall_daemon; bench_clade uses `daemon.testing.harness`);
+- `profile`: py-spy recordings of running daemons and a summary of where their CPU went
+  (ours against py-libp2p, trio, the model…; bench_clade `--profile DIR`);
 - `vectors`: the recall benches' stores of generated entries with perturbed real
   embeddings, and their RSS probe (bench_recall, bench_recall_options).
 
-`daemon` and `vectors` are imported by name (they pull in httpx, numpy): the package itself
+`daemon`, `profile` and `vectors` are imported by name (they pull in httpx, numpy): the package itself
 imports only what every bench needs.
 
 The result document
