@@ -173,6 +173,10 @@ def report_odd(golems: Sequence[Golem], where: str) -> dict[str, dict[str, int]]
     if found:
         out(f"  !! counters signalling trouble ({where}): " + "; ".join(
             f"{name}: {', '.join(f'{k}={v}' for k, v in c.items())}" for name, c in found.items()))
+        for g in golems:  # what the daemons logged about it (CLADE_LOG__LEVEL=info shows rejections)
+            said = [line for line in g.stderr_lines if any(w in line for w in ("rejected", "failed", "refused"))]
+            for line in said[-5:]:
+                out(f"     {g.name}: {line[:300]}")
     return found
 
 

@@ -44,6 +44,7 @@ from daemon.grimoire.retrieval import (
 from daemon.grimoire.store import wall_clock_ms
 from daemon.grimoire.vectors import missing_vectors, stored_vectors, write_vectors
 from daemon.p2p.ports import P2PControl
+from daemon.service.background import BackgroundThread
 from daemon.service.backup import create_backup, default_recipients, report_json
 from daemon.service.curation import llm_for, render_playbook, replay_items, settings_for, vectors_for
 from daemon.styx import outbox as styx_outbox
@@ -64,7 +65,7 @@ __all__ = ["BACKLOG_BATCH", "INLINE_EMBED_LIMIT", "DaemonState"]
 # beyond the tail are found by keyword until it has.
 INLINE_EMBED_LIMIT = {MINILM: 32}
 INLINE_EMBED_LIMIT_OTHER = 8
-BACKLOG_BATCH = {MINILM: 32}  # MiniLM: ~2 ms an entry in a batch of 32, ~11 ms one by one
+BACKLOG_BATCH = {MINILM: 32}  # MiniLM, 32-token entries: ~7 ms each in a batch of 16, ~10 ms one by one (1 thread)
 BACKLOG_BATCH_OTHER = 8  # the fused space: a batch stays under a second of model time
 
 log = logging.getLogger("clade.state")
@@ -90,9 +91,12 @@ class DaemonState:
     _all_readers: list[Grimoire] = field(default_factory=list)
     _subscribers: set[MemoryObjectSendStream[Event]] = field(default_factory=set)
     _retriever: Retriever | None = None
-    # One user of the model at a time (query tail or background backlog), so the two never
-    # embed the same entries twice; a query waits at most one backlog batch.
+    # One query tail embedding at a time (concurrent queries would embed the same entries);
+    # the backlog has its own lock and runs on a low-priority thread, so a query never waits
+    # for it. The two may embed the same few newest entries once: the vectors are identical.
     _embedding: anyio.Lock = field(default_factory=anyio.Lock)
+    _backlog_lock: anyio.Lock = field(default_factory=anyio.Lock)
+    _background: BackgroundThread = field(default_factory=lambda: BackgroundThread("embed-backlog"))
     p2p: P2PControl | None = None  # the running p2p node (set by the runtime while sync runs)
     keys: KeyRing | None = None  # the clade keys gossip uses (set by the p2p service, replaced by reload_keys)
     styx: Pusher | None = None  # the Styx outbox's drain (set by the runtime when [styx] is enabled)
@@ -124,10 +128,12 @@ class DaemonState:
         return await anyio.to_thread.run_sync(run, limiter=self._read_limiter)
 
     def close_readers(self) -> None:
-        """Close the read connections (at shutdown, once no read runs)."""
+        """Close the read connections and the background embedder thread (at shutdown, once no
+        read runs)."""
         for reader in self._all_readers:
             reader.close()
         self._all_readers.clear()
+        self._background.close()
 
     @property
     def retriever(self) -> Retriever:
@@ -206,13 +212,17 @@ class DaemonState:
         info = expected_info(self.config.embedding.model)
         if info is not None and not await self.read(lambda r: missing_vectors(r, info, limit=1, other_models=others)):
             return 0  # nothing to embed: do not load the model (300 MB) for nothing, nor wait for the writer
-        async with self._embedding:
+        async with self._embedding if newest_first else self._backlog_lock:
             embedder = await anyio.to_thread.run_sync(lambda: self.retriever.embedder)
             todo = await self.read(lambda r: missing_vectors(r, embedder.info, limit=limit, newest_first=newest_first,
                                                              other_models=others))
             if not todo:
                 return 0
-            vectors = await anyio.to_thread.run_sync(lambda: embedder.embed([content for _, content in todo]))
+            texts = [content for _, content in todo]
+            if newest_first:  # a query waits for these: normal priority
+                vectors = await anyio.to_thread.run_sync(lambda: embedder.embed(texts))
+            else:
+                vectors = await self._background.run(lambda: embedder.embed(texts))
             await self.db(lambda s: write_vectors(s, embedder.info, [i for i, _ in todo], vectors))
         self.counters["entries_embedded"] += len(todo)
         return len(todo)
