@@ -55,7 +55,7 @@ import httpx
 
 from bench.common import HostLoad, dist, emit, machine_info, out, percentile, progress, workdir
 from bench.common.machine import CLK_TCK, proc_cpu_ticks, proc_status_kib
-from bench.common.profile import Profiles, summarize
+from bench.common.profile import start_profiles, stop_profiles
 from bench.common.workload import encode_batches
 from crdt import EntryBody, HybridClock, Kind, Mutator, Op
 from crdt.codec import decode_delta
@@ -238,7 +238,7 @@ def run_rate(writer: Api, siblings: list[Golem], watch: Watch, *, rate: float, c
         rtts.append(ack - t0)
 
     progress(f"  {tag}: {count} warnings at {rate:g}/s from {writer.golem.name}")
-    profiles = start_profiles(profile_dir, tag, writer.golem, siblings[0])
+    profiles = start_profiles(profile_dir, {f"{tag}-writer": writer.golem.proc, f"{tag}-sibling": siblings[0].proc})
     host_w = HostLoad()
     cpu_w = DaemonCpu(everyone)
     published0 = writer.call("GET", "/v1/status")["counters"].get("gossip_published", 0)
@@ -300,34 +300,6 @@ def run_rate(writer: Api, siblings: list[Golem], watch: Watch, *, rate: float, c
                    "missing": missing_p, "host": load_p, "daemon_cpu": daemons_p,
                    "missing_by_sibling": dict(Counter(k[0] for k in pkeys if k not in watch.probes))},
     }
-
-
-def start_profiles(profile_dir: Path | None, tag: str, writer: Golem, sibling: Golem) -> Profiles | None:
-    """py-spy on the writer and one sibling for the warnings phase (`--profile`)."""
-    if profile_dir is None:
-        return None
-    profiles = Profiles(profile_dir)
-    for role, golem in (("writer", writer), ("sibling", sibling)):
-        if golem.proc is not None and profiles.record(f"{tag}-{role}", golem.proc.pid) is None:
-            progress("  --profile: py-spy is not installed (make install puts it in .venv)")
-            return None
-    return profiles
-
-
-def stop_profiles(profiles: Profiles | None) -> dict[str, Any]:
-    """End the recordings and print where each daemon's CPU went."""
-    if profiles is None:
-        return {}
-    found: dict[str, Any] = {}
-    for path in profiles.stop():
-        summary = summarize(path)
-        out(f"  profile {path.name} (py-spy; these CPU figures are not the ones in the table):")
-        for line in summary.lines():
-            out(f"    {line}")
-        found[path.stem] = {"file": str(path), "samples": summary.samples,
-                            "self_by_group": dict(summary.self_by_group.most_common()),
-                            "by_our_caller": dict(summary.by_our_caller.most_common(20))}
-    return found
 
 
 def warm_up(writer: Api, siblings: list[Golem], watch: Watch, drain: float) -> dict[str, Any]:

@@ -15,10 +15,14 @@ import signal
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-__all__ = ["Profiles", "Summary", "pyspy_path", "summarize"]
+from bench.common.report import out, progress
+
+__all__ = ["Profiles", "Summary", "pyspy_path", "start_profiles", "stop_profiles", "summarize"]
 
 SAMPLE_RATE = 200  # per second
 # Where a frame's file lives -> the group it is counted in (first match wins).
@@ -150,3 +154,32 @@ class Profiles:
                 print(f"py-spy wrote nothing to {path}: {err.decode(errors='replace')[-300:]}", file=sys.stderr)
         self.running = []
         return done
+
+
+def start_profiles(out_dir: Path | None, procs: Mapping[str, subprocess.Popen[bytes] | None]) -> Profiles | None:
+    """Sample each running process (name -> process) into `out_dir`; None when `out_dir` is None
+    or py-spy is missing (said once, on stderr)."""
+    if out_dir is None:
+        return None
+    profiles = Profiles(out_dir)
+    for name, proc in procs.items():
+        if proc is not None and profiles.record(name, proc.pid) is None:
+            progress("  --profile: py-spy is not installed (make install puts it in .venv)")
+            return None
+    return profiles
+
+
+def stop_profiles(profiles: Profiles | None) -> dict[str, Any]:
+    """End the recordings, print where each process's CPU went; the summaries for the report."""
+    if profiles is None:
+        return {}
+    found: dict[str, Any] = {}
+    for path in profiles.stop():
+        summary = summarize(path)
+        out(f"  profile {path.name} (py-spy; these CPU figures are not the ones in the table):")
+        for line in summary.lines():
+            out(f"    {line}")
+        found[path.stem] = {"file": str(path), "samples": summary.samples,
+                            "self_by_group": dict(summary.self_by_group.most_common()),
+                            "by_our_caller": dict(summary.by_our_caller.most_common(20))}
+    return found

@@ -16,7 +16,7 @@ import json
 import logging
 import sqlite3
 from collections import OrderedDict
-from typing import Any
+from typing import Any, TypeVar
 
 import trio
 from libp2p.peer.id import ID
@@ -36,6 +36,8 @@ __all__ = ["APPLY_BATCH", "Broadcast"]
 log = logging.getLogger("clade.p2p")
 
 APPLY_BATCH = 64  # gossip messages joined in one transaction at most
+RECENT_MESSAGES = 4096  # message ids kept in `_accepted` and in `_delivered`
+V = TypeVar("V")
 STORE_ERRORS = (sqlite3.Error, StoreError, OSError)  # the store could not do it (disk, lock): retried later
 PUBLISH_ERRORS: tuple[type[Exception], ...] = (*TRANSPORT_ERRORS, *STORE_ERRORS)
 
@@ -54,8 +56,8 @@ class Broadcast:
         self.probe_topic = probe_topic
         self.max_skew_ms = max_skew_ms
         self.counters = daemon.counters
-        self._accepted: OrderedDict[bytes, Opened] = OrderedDict()  # validated, not delivered yet (≤ 4096)
-        # Message ids delivered lately (≤ 4096): py-libp2p checks "seen" before it verifies the
+        self._accepted: OrderedDict[bytes, Opened] = OrderedDict()  # validated, not delivered yet
+        # Message ids delivered lately: py-libp2p checks "seen" before it verifies the
         # libp2p signature, so a copy that passed that check while the first was being validated
         # reaches the validator after the first was delivered (measured: 1.5–5.5 ms after it).
         self._delivered: OrderedDict[bytes, None] = OrderedDict()
@@ -125,9 +127,7 @@ class Broadcast:
             return False
         finally:
             self._validating.discard(key)
-        self._accepted[key] = opened
-        while len(self._accepted) > 4096:
-            self._accepted.popitem(last=False)
+        _remember(self._accepted, key, opened)
         return True
 
     def validate_probe(self, forwarder: ID, msg: Any) -> bool:
@@ -153,9 +153,7 @@ class Broadcast:
             msg = await subscription.get()
             key = bytes(msg.from_id) + bytes(msg.seqno)
             opened = self._accepted.pop(key, None)
-            self._delivered[key] = None
-            while len(self._delivered) > 4096:
-                self._delivered.popitem(last=False)
+            _remember(self._delivered, key, None)
             if opened is None:
                 continue  # our own message, or one the validator did not keep
             try:
@@ -235,6 +233,13 @@ class Broadcast:
                 self.book.note_traffic(record.peer_id, sent=len(data), now_ms=self.daemon.now_ms())
                 self.counters["gossip_msgs_out"] += 1
                 self.counters["gossip_bytes_out"] += len(data)
+
+
+def _remember(recent: OrderedDict[bytes, V], key: bytes, value: V) -> None:
+    """Add to a map of recent messages, forgetting the oldest beyond `RECENT_MESSAGES`."""
+    recent[key] = value
+    while len(recent) > RECENT_MESSAGES:
+        recent.popitem(last=False)
 
 
 def _chunks(ops: list[Op]) -> list[list[Op]]:

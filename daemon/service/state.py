@@ -212,17 +212,16 @@ class DaemonState:
         info = expected_info(self.config.embedding.model)
         if info is not None and not await self.read(lambda r: missing_vectors(r, info, limit=1, other_models=others)):
             return 0  # nothing to embed: do not load the model (300 MB) for nothing, nor wait for the writer
-        async with self._embedding if newest_first else self._backlog_lock:
+        # A query waits for its tail: normal priority. The backlog can wait: the low-priority thread.
+        lock, run = ((self._embedding, anyio.to_thread.run_sync) if newest_first
+                     else (self._backlog_lock, self._background.run))
+        async with lock:
             embedder = await anyio.to_thread.run_sync(lambda: self.retriever.embedder)
             todo = await self.read(lambda r: missing_vectors(r, embedder.info, limit=limit, newest_first=newest_first,
                                                              other_models=others))
             if not todo:
                 return 0
-            texts = [content for _, content in todo]
-            if newest_first:  # a query waits for these: normal priority
-                vectors = await anyio.to_thread.run_sync(lambda: embedder.embed(texts))
-            else:
-                vectors = await self._background.run(lambda: embedder.embed(texts))
+            vectors = await run(lambda: embedder.embed([content for _, content in todo]))
             await self.db(lambda s: write_vectors(s, embedder.info, [i for i, _ in todo], vectors))
         self.counters["entries_embedded"] += len(todo)
         return len(todo)
