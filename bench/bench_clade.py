@@ -54,13 +54,9 @@ from typing import Any
 import httpx
 
 from bench.common import HostLoad, dist, emit, machine_info, out, percentile, progress, workdir
+from bench.common.ceiling import bench_ceiling
 from bench.common.machine import CLK_TCK, proc_cpu_ticks, proc_status_kib
 from bench.common.profile import start_profiles, stop_profiles
-from bench.common.workload import encode_batches
-from crdt import EntryBody, HybridClock, Kind, Mutator, Op
-from crdt.codec import decode_delta
-from crypto import Identity, signature_ok
-from daemon.grimoire import Grimoire
 from daemon.testing.harness import EventLog, Golem, LoopbackClade
 
 WORDS = (
@@ -430,55 +426,6 @@ def bench_propagation(root: Path, n: int, args: argparse.Namespace, rng: random.
 # -- 2 + 3. catch-up ---------------------------------------------------------------------------
 
 
-def warning_ops(n_ops: int, rng: random.Random) -> list[Op]:
-    """Signed ops of n_ops/2 warnings (body + author slot each), like `POST /v1/memory` writes."""
-    identity = Identity(rng.randbytes(32))
-    clock = HybridClock(lambda: time.time_ns() // 1_000_000)
-    seq = [0]
-
-    def next_seq() -> int:
-        seq[0] += 1
-        return seq[0]
-
-    mutator = Mutator(identity.peer_id, identity.sign, next_seq=next_seq, now=clock.now)
-    ops: list[Op] = []
-    for i in range(n_ops // 2):
-        body = EntryBody(author=identity.peer_id, kind=Kind.WARNING, content=content(rng, "ceiling", i),
-                         created=clock.now())
-        ops.extend(mutator.create(body, 0.7))
-    return ops
-
-
-def bench_ceiling(root: Path, n_ops: int, repeats: int, rng: random.Random) -> dict[str, Any]:
-    progress(f"[2] ceiling: building {n_ops:,} signed warning ops")
-    batches = encode_batches(warning_ops(n_ops, rng))
-    runs: list[float] = []
-    for rep in range(repeats):
-        path = root / f"ceiling-{rep}.db"
-        decode_s = 0.0
-        with Grimoire.open(path, create=True) as store:
-            t0 = time.perf_counter()
-            applied = 0
-            for _, data in batches:
-                t1 = time.perf_counter()
-                delta, dropped = decode_delta(data, signature_ok)
-                decode_s += time.perf_counter() - t1
-                report = store.apply_delta(delta, rejected=dropped)
-                applied += report.applied
-            seconds = time.perf_counter() - t0
-        if applied != n_ops:
-            raise SystemExit(f"ceiling: applied {applied} of {n_ops} ops")
-        runs.append(seconds)
-        progress(f"  run {rep + 1}/{repeats}: {n_ops / seconds:,.0f} ops/s ({decode_s / seconds:.0%} in decode+verify)")
-        path.unlink(missing_ok=True)
-    best = min(runs)
-    wire = sum(len(d) for _, d in batches)
-    return {"ops": n_ops, "batches": len(batches), "ops_per_batch": [n for n, _ in batches][:3],
-            "best_seconds": round(best, 3), "median_seconds": round(statistics.median(runs), 3),
-            "ops_per_s_best": round(n_ops / best), "ops_per_s_median": round(n_ops / statistics.median(runs)),
-            "encoded_bytes_per_op": round(wire / n_ops, 1)}
-
-
 def bench_catchup(root: Path, args: argparse.Namespace, rng: random.Random, results: dict[str, Any]) -> None:
     n = max(2, args.catchup_golems)
     clade = LoopbackClade(root / "catchup", n)
@@ -577,7 +524,7 @@ def bench_catchup(root: Path, args: argparse.Namespace, rng: random.Random, resu
             f"from {'writer' if s['peer_id'] == writer.peer_id else s['peer_id'][:12]} {s['applied']} ops, "
             f"{s['rounds']} rounds, {s['deltas']} deltas, {s['bytes_in']:,} B, {s['seconds']} s"
             for _, s in syncs))
-    ceiling = bench_ceiling(root, expected, args.ceiling_repeats, rng)  # every daemon is stopped by now
+    ceiling = bench_ceiling(root, expected, args.ceiling_repeats, rng, content)  # every daemon is stopped by now
     rate_ready = catch["ops_per_s_ready"] or float("nan")
     rate_sync = catch["ops_per_s_sync"] or float("nan")
     out(f"\n  {'catch-up':<60} {'value':>12}")
@@ -590,9 +537,11 @@ def bench_catchup(root: Path, args: argparse.Namespace, rng: random.Random, resu
         ("  catch-up throughput (ops/s)", f"{rate_ready:,.0f}"),
         ("sync duration reported by the daemon (s)", f"{sync_s:.3f}"),
         ("  throughput over that (ops/s)", f"{rate_sync:,.0f}"),
-        (f"ceiling: decode+verify+Grimoire.apply_delta, best of {args.ceiling_repeats} (ops/s)",
+        (f"ceiling: ingest.apply_frames (verify || join), best of {args.ceiling_repeats} (ops/s)",
          f"{ceiling['ops_per_s_best']:,}"),
-        ("ceiling: median (ops/s)", f"{ceiling['ops_per_s_median']:,}"),
+        ("ceiling: median (ops/s); process CPU / wall", f"{ceiling['ops_per_s_median']:,}; {ceiling['cpu_per_wall']}"),
+        ("serial decode+verify+apply_delta, best (ops/s); CPU / wall",
+         f"{ceiling['serial']['ops_per_s_best']:,}; {ceiling['serial']['cpu_per_wall']}"),
         ("catch-up / ceiling (ready -> committed)", f"{rate_ready / ceiling['ops_per_s_best']:.2f}"),
         ("catch-up / ceiling (daemon-reported sync time)", f"{rate_sync / ceiling['ops_per_s_best']:.2f}"),
     ]

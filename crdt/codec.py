@@ -13,6 +13,8 @@ dropped and counted by reason while the rest of the batch is used.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import msgpack
@@ -23,7 +25,10 @@ from .errors import InvalidValue, RemoteProtocolError
 from .ops import Op, Verifier, open_op, unpack_strict
 from .replica import MAX_BATCH_BYTES, MAX_BATCH_OPS, Delta
 
-__all__ = ["DELTA_VERSION", "MAX_CLOUD", "MAX_REPLICAS", "decode_delta", "encode_delta"]
+__all__ = [
+    "DELTA_VERSION", "MAX_CLOUD", "MAX_REPLICAS", "PackedDelta", "RawOp", "decode_delta", "encode_delta",
+    "open_ops", "unpack_delta",
+]
 
 DELTA_VERSION = 1
 MAX_REPLICAS = 4096
@@ -78,12 +83,25 @@ def decode_context(raw: object) -> CausalContext:
     return ctx
 
 
-def decode_delta(data: bytes, verify: Verifier) -> tuple[Delta, Counter[str]]:
-    """Decode and verify a delta from a peer.
+RawOp = tuple[object, object, object]
+"""(writer, signed, signature) as they came off the wire: not yet checked or verified."""
 
-    Returns the delta of the ops that passed and a count of dropped ops by reason. Raises
-    `RemoteProtocolError` (reasons `oversized`, `malformed`, `unknown_version`) if the
-    message as a whole is unusable.
+
+@dataclass(frozen=True, slots=True)
+class PackedDelta:
+    """A delta whose framing and context were checked but whose ops are not opened yet:
+    `open_ops` checks and verifies them (in pieces, if the caller wants to overlap that
+    work with joining the pieces already opened; see `replica.DeltaJoin`)."""
+
+    raw_ops: list[RawOp]
+    context: CausalContext
+
+
+def unpack_delta(data: bytes) -> PackedDelta:
+    """Check a delta's size, version, structure and context; its ops stay sealed.
+
+    Raises `RemoteProtocolError` (reasons `oversized`, `malformed`, `unknown_version`) if
+    the message as a whole is unusable.
     """
     if not isinstance(data, bytes | bytearray | memoryview):
         raise RemoteProtocolError("malformed", "a delta is bytes")
@@ -101,7 +119,7 @@ def decode_delta(data: bytes, verify: Verifier) -> tuple[Delta, Counter[str]]:
     _, groups, raw_context = message
     if not isinstance(groups, list) or len(groups) > MAX_REPLICAS:
         raise RemoteProtocolError("malformed", "op groups must be a list")
-    raw_ops: list[tuple[object, object, object]] = []
+    raw_ops: list[RawOp] = []
     for group in groups:
         if not isinstance(group, list) or len(group) != 2 or not isinstance(group[1], list):
             raise RemoteProtocolError("malformed", "an op group is [writer, [op, …]]")
@@ -112,12 +130,29 @@ def decode_delta(data: bytes, verify: Verifier) -> tuple[Delta, Counter[str]]:
             raw_ops.append((writer, item[0], item[1]))
             if len(raw_ops) > MAX_BATCH_OPS:
                 raise RemoteProtocolError("oversized", f"delta carries more than {MAX_BATCH_OPS} ops")
-    context = decode_context(raw_context)
-    rejected: Counter[str] = Counter()
+    return PackedDelta(raw_ops, decode_context(raw_context))
+
+
+def open_ops(raw_ops: Iterable[RawOp], verify: Verifier) -> tuple[list[Op], list[tuple[str | None, str]]]:
+    """Check, verify and decode sealed ops: the ops that passed, and (writer, reason) for
+    each that did not (writer None when it was not even a peer id). Never raises."""
     opened: list[Op] = []
+    refused: list[tuple[str | None, str]] = []
     for writer, signed, signature in raw_ops:
         try:
             opened.append(open_op(writer, signed, signature, verify))
         except RemoteProtocolError as exc:
-            rejected[exc.reason] += 1
-    return Delta(tuple(opened), context), rejected
+            refused.append((writer if isinstance(writer, str) else None, exc.reason))
+    return opened, refused
+
+
+def decode_delta(data: bytes, verify: Verifier) -> tuple[Delta, Counter[str]]:
+    """Decode and verify a delta from a peer.
+
+    Returns the delta of the ops that passed and a count of dropped ops by reason. Raises
+    `RemoteProtocolError` (reasons `oversized`, `malformed`, `unknown_version`) if the
+    message as a whole is unusable.
+    """
+    packed = unpack_delta(data)
+    opened, refused = open_ops(packed.raw_ops, verify)
+    return Delta(tuple(opened), packed.context), Counter(reason for _, reason in refused)

@@ -39,11 +39,13 @@ __all__ = [
     "ApplyReport",
     "Backend",
     "Delta",
+    "DeltaJoin",
     "Gate",
     "MemoryBackend",
     "Outcome",
     "apply_delta",
     "apply_op",
+    "bodies_first",
     "digest",
     "extract_deltas",
     "join",
@@ -178,6 +180,70 @@ class ApplyReport:
         self.applied_ops.extend(other.applied_ops)
 
 
+class DeltaJoin:
+    """Join one delta whose ops arrive in pieces (e.g. as a worker thread verifies them).
+
+    `add` joins ops at once, except a non-body op whose entry is still unknown: it waits
+    for `finish`, since its body may come in a later piece (the wire orders ops by writer,
+    not bodies first). `refuse` records ops dropped before they got here (bad signature,
+    clock skew) against their writer. `finish(context)` retries the waiting ops, merges the
+    delta's context rows under the rules of `apply_delta`, and returns the report. The
+    state reached is the one `apply_delta` reaches for the same ops, in any split.
+    """
+
+    def __init__(self, backend: Backend, *, sender: str | None = None) -> None:
+        self._backend = backend
+        self._sender = sender
+        self._refused_writers: set[str] = set()
+        self._waiting: list[Op] = []
+        self.report = ApplyReport()
+
+    def refuse(self, writer: str | None, reason: str, count: int = 1) -> None:
+        """Count `count` ops refused for `reason`; their writer's context row is then not merged."""
+        self.report.rejected[reason] += count
+        if writer is not None:
+            self._refused_writers.add(writer)
+
+    def add(self, ops: Iterable[Op]) -> None:
+        """Join verified ops (bodies before the other ops of their entries where possible)."""
+        backend = self._backend
+        for op in ops:
+            if op.slot is not SlotKind.BODY and op.dot not in backend.context and backend.body(op.entry_id) is None:
+                self._waiting.append(op)
+            else:
+                self._join(op)
+
+    def finish(self, context: CausalContext) -> ApplyReport:
+        """Join the ops still waiting for a body, then merge `context`; the report."""
+        waiting, self._waiting = self._waiting, []
+        for op in sorted(waiting, key=lambda o: (o.writer, o.seq)):
+            self._join(op)
+        ctx = self._backend.context
+        for writer in context.replicas():
+            if writer in self._refused_writers:
+                continue
+            if self._sender is None:
+                ctx.merge_replica(context, writer, limit=ctx.top(writer))
+            elif writer == self._sender:
+                ctx.merge_replica(context, writer)
+        return self.report
+
+    def _join(self, op: Op) -> None:
+        report = self.report
+        try:
+            outcome = apply_op(self._backend, op)
+        except RemoteProtocolError as exc:
+            self.refuse(op.writer, exc.reason)
+            return
+        if outcome is Outcome.APPLIED:
+            report.applied += 1
+            report.applied_ops.append(op)
+        elif outcome is Outcome.SUPERSEDED:
+            report.superseded += 1
+        else:
+            report.duplicate += 1
+
+
 def apply_delta(backend: Backend, delta: Delta, *, rejected: Counter[str] | None = None,
                 sender: str | None = None) -> ApplyReport:
     """Join a delta: bodies first, then the other ops, then the covered context.
@@ -191,34 +257,16 @@ def apply_delta(backend: Backend, delta: Delta, *, rejected: Counter[str] | None
     seen signed by that writer.
     `rejected` carries refusals that happened before (e.g. bad signatures while decoding).
     """
-    report = ApplyReport()
-    refused_writers: set[str] = set()
-    if rejected:
-        report.rejected.update(rejected)
-    ordered = sorted(delta.ops, key=lambda o: (o.slot is not SlotKind.BODY, o.writer, o.seq))
-    for op in ordered:
-        try:
-            outcome = apply_op(backend, op)
-        except RemoteProtocolError as exc:
-            report.rejected[exc.reason] += 1
-            refused_writers.add(op.writer)
-            continue
-        if outcome is Outcome.APPLIED:
-            report.applied += 1
-            report.applied_ops.append(op)
-        elif outcome is Outcome.SUPERSEDED:
-            report.superseded += 1
-        else:
-            report.duplicate += 1
-    ctx = backend.context
-    for writer in delta.context.replicas():
-        if writer in refused_writers:
-            continue
-        if sender is None:
-            ctx.merge_replica(delta.context, writer, limit=ctx.top(writer))
-        elif writer == sender:
-            ctx.merge_replica(delta.context, writer)
-    return report
+    join = DeltaJoin(backend, sender=sender)
+    for reason, n in (rejected or Counter()).items():
+        join.refuse(None, reason, n)
+    join.add(bodies_first(delta.ops))
+    return join.finish(delta.context)
+
+
+def bodies_first(ops: Iterable[Op]) -> list[Op]:
+    """Ops in join order: every body, then the rest, each by writer and seq."""
+    return sorted(ops, key=lambda o: (o.slot is not SlotKind.BODY, o.writer, o.seq))
 
 
 def extract_deltas(

@@ -13,7 +13,7 @@ import random
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crdt import Kind, MemoryBackend, digest, extract_deltas, join
+from crdt import DeltaJoin, Dot, Kind, MemoryBackend, SlotKind, apply_delta, digest, extract_deltas, join
 from tests.crdt_sim import IDENTITIES, SimReplica, gossip, sync, sync_all
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -211,3 +211,50 @@ def test_deltas_landing_exactly_on_the_one_mib_cap_still_encode() -> None:
         b.receive(data)
     assert max(sizes) > 1024 * 1024 - 2048  # the cap was really approached
     assert b.digest() == a.digest()
+
+
+@SETTINGS
+@given(rng=RANDOMS)
+def test_a_delta_joined_in_shuffled_pieces_reaches_the_state_apply_delta_reaches(rng: random.Random) -> None:
+    """`DeltaJoin` (ops as a verifier thread hands them over, in wire order, not bodies first)
+    gives the state and the counts of `apply_delta`, for any order and split of the ops."""
+    replicas = [SimReplica(IDENTITIES[i]) for i in range(3)]
+    counter = [0]
+    for _ in range(rng.randrange(5, 40)):
+        author = rng.choice(replicas)
+        random_op(rng, author, counter)
+        if rng.random() < 0.2:
+            sync(author, rng.choice([r for r in replicas if r is not author]))
+    source, target = replicas[0], replicas[1]
+    for other in replicas[1:]:  # the source knows what everyone wrote: endorsements of others' entries too
+        sync(other, source)
+    deltas = list(extract_deltas(source.state, target.state.context))
+    whole = join(target.state, MemoryBackend())  # a copy of the target before the deltas
+    for delta in deltas:
+        expected = apply_delta(whole, delta, sender=source.peer_id)
+        ops = list(delta.ops)
+        rng.shuffle(ops)
+        pieces = DeltaJoin(target.state, sender=source.peer_id)
+        while ops:
+            cut = rng.randint(1, len(ops))
+            pieces.add(ops[:cut])
+            ops = ops[cut:]
+        got = pieces.finish(delta.context)
+        assert (got.applied + got.superseded, got.duplicate, dict(got.rejected)) == (
+            expected.applied + expected.superseded, expected.duplicate, dict(expected.rejected))
+    assert state_digest(target.state) == state_digest(whole)
+
+
+def test_a_refused_op_keeps_its_writers_context_row_out() -> None:
+    """A piece's refusal (e.g. a bad signature) stops the merge of its writer's context row, so
+    the seq of the refused op is asked for again instead of being covered for good."""
+    writer, target = SimReplica(IDENTITIES[0]), SimReplica(IDENTITIES[1])
+    ops = writer.create("the pool drains at 14:00", Kind.WARNING, 0.9)
+    (delta,) = extract_deltas(writer.state, target.state.context)
+    body = next(op for op in delta.ops if op.slot is SlotKind.BODY)
+    pieces = DeltaJoin(target.state, sender=writer.peer_id)
+    pieces.add([body])
+    pieces.refuse(writer.peer_id, "bad_signature")  # the author op, dropped by the verifier
+    report = pieces.finish(delta.context)
+    assert report.applied == 1 and report.rejected == {"bad_signature": 1}
+    assert len(ops) == 2 and Dot(writer.peer_id, 2) not in target.state.context

@@ -321,12 +321,15 @@ def pair() -> tuple[Stream, Stream]:
 
 
 def store_functions(asker: SimReplica) -> tuple[Callable[[], Awaitable[CausalContext]],
-                                                  Callable[[bytes], Awaitable[ApplyReport]]]:
+                                                  Callable[[list[bytes]], Awaitable[ApplyReport]]]:
     async def local_context() -> CausalContext:
         return asker.state.context.copy()
 
-    async def apply(data: bytes) -> ApplyReport:
-        return asker.receive(data)
+    async def apply(frames: list[bytes]) -> ApplyReport:
+        total = ApplyReport()
+        for data in frames:
+            total.add(asker.receive(data))
+        return total
 
     return local_context, apply
 

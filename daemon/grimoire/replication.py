@@ -10,19 +10,34 @@ context is loaded once per transaction and the replicas it changed are written b
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 import msgpack
 
-from crdt import AuthorValue, CausalContext, Dot, EndorseValue, EntryBody, Op, open_stored_op
+from crdt import (
+    ApplyReport,
+    AuthorValue,
+    CausalContext,
+    DeltaJoin,
+    Dot,
+    EndorseValue,
+    EntryBody,
+    Op,
+    Timestamp,
+    open_stored_op,
+)
 
 from .records import dumps_list
 
-__all__ = ["CLADE_LOCAL_CONFIDENCE", "SqliteBackend", "load_context"]
+__all__ = ["CLADE_LOCAL_CONFIDENCE", "Piece", "SqliteBackend", "join_delta", "load_context", "raise_clock_floor"]
 
 # DESIGN.md: a sibling's entry enters with local confidence 0.4 (it must be re-earned).
 CLADE_LOCAL_CONFIDENCE = 0.4
 _OP_COLUMNS = "writer, seq, signed, signature"
+
+Piece = tuple[Sequence[Op], Sequence[tuple[str | None, str]]]
+"""Part of a delta: verified ops, and (writer, reason) for each op refused on the way (a bad
+signature…; writer None when it was not even a peer id)."""
 
 
 def _load_op(row: tuple[str, int, bytes, bytes]) -> Op:
@@ -48,6 +63,11 @@ class SqliteBackend:
         self._snapshot: dict[str, tuple[int, list[int]]] = {}
         self._bodies: dict[str, EntryBody | None] = {}
         self.written: list[Op] = []  # every op put in this transaction, in order (the Styx outbox reads them)
+        self._first_new_rid: int | None = None  # entries rows inserted since: rids >= it (none deleted)
+        # Entries whose row this transaction inserted (so no stored op of theirs predates it),
+        # and the ops put since: a slot of such an entry is answered without a query.
+        self._new_entries: set[str] = set()
+        self._put: dict[tuple[str, int, str], Op] = {}
 
     @property
     def context(self) -> CausalContext:
@@ -57,7 +77,15 @@ class SqliteBackend:
         return self._context
 
     def flush(self) -> None:
-        """Write back the context rows that changed."""
+        """Index the new entries rows for keyword search and write back the context rows that
+        changed. Call once before commit."""
+        if self._first_new_rid is not None:
+            # One INSERT … SELECT for the whole transaction: per-row FTS5 inserts (a trigger)
+            # cost a third of joining a sibling's warning (bench_clade's catch-up ceiling).
+            self._conn.execute(
+                "INSERT INTO entries_fts (rowid, content, tags, protocols) "
+                "SELECT rid, content, tags, protocols FROM entries WHERE rid >= ?", (self._first_new_rid,))
+            self._first_new_rid = None
         if self._context is None:
             return
         for replica, vv, cloud in self._context.to_rows():
@@ -70,6 +98,8 @@ class SqliteBackend:
                 self._snapshot[replica] = (vv, cloud)
 
     def slot(self, key: tuple[str, int, str]) -> Op | None:
+        if key[0] in self._new_entries:
+            return self._put.get(key)
         row = self._conn.execute(
             f"SELECT {_OP_COLUMNS} FROM ops WHERE entry_id = ? AND slot = ? AND writer = ?", key
         ).fetchone()
@@ -100,6 +130,7 @@ class SqliteBackend:
 
     def put(self, op: Op, replaces: Op | None) -> None:
         self.written.append(op)
+        self._put[op.key] = op
         self._conn.execute(
             "INSERT INTO ops (entry_id, slot, writer, seq, hlc, signed, signature) VALUES (?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (entry_id, slot, writer) DO UPDATE SET seq = excluded.seq, hlc = excluded.hlc, "
@@ -136,7 +167,7 @@ class SqliteBackend:
         a re-published body, or an archived entry's late ops, which stay archived)."""
         own = b.author == self._local
         pad = b.pad.as_tuple() if b.pad is not None else (None, None, None)
-        self._conn.execute(
+        cursor = self._conn.execute(
             "INSERT INTO entries (id, author, kind, category, content, tokens, chains, protocols, tags, "
             "strategy_id, importance, quality, sensitivity, pad_pleasure, pad_arousal, pad_dominance, origin, "
             "generation, bloodstain, created_hlc, confidence, status, provenance, local_confidence, stored_ms) "
@@ -150,8 +181,48 @@ class SqliteBackend:
                 "self" if own else "clade", 0.0 if own else CLADE_LOCAL_CONFIDENCE, self._stored_ms,
             ),
         )
+        if cursor.rowcount == 1:
+            self._new_entries.add(b.id)
+            if self._first_new_rid is None:
+                # A new rowid is one above the largest, so every row inserted after this one is above it too.
+                self._first_new_rid = cursor.lastrowid
 
     def all_ops(self) -> list[Op]:
         """Every slot-holding op (for digests and tests)."""
         rows = self._conn.execute(f"SELECT {_OP_COLUMNS} FROM ops ORDER BY entry_id, slot, writer").fetchall()
         return [_load_op(r) for r in rows]
+
+
+def join_delta(conn: sqlite3.Connection, context: CausalContext, pieces: Iterable[Piece], *,
+               local_replica: str | None, now_ms: int, max_skew_ms: int, sender: str | None) -> ApplyReport:
+    """Join one delta from a sibling inside the caller's transaction, piece by piece as its
+    ops are verified (`crdt.DeltaJoin`), then its `context`.
+
+    Ops stamped more than `max_skew_ms` ahead of `now_ms` are refused (`clock_skew`), and
+    so is the context row of their writers; the local HLC floor moves past every accepted op.
+    """
+    backend = SqliteBackend(conn, local_replica=local_replica, stored_ms=now_ms)
+    join = DeltaJoin(backend, sender=sender)
+    for ops, refused in pieces:
+        for writer, reason in refused:
+            join.refuse(writer, reason)
+        kept: list[Op] = []
+        for op in ops:
+            if op.hlc.ms - now_ms > max_skew_ms:
+                join.refuse(op.writer, "clock_skew")
+            else:
+                kept.append(op)
+        join.add(kept)
+    report = join.finish(context)
+    backend.flush()
+    if report.applied_ops:
+        raise_clock_floor(conn, max(op.hlc for op in report.applied_ops))
+    return report
+
+
+def raise_clock_floor(conn: sqlite3.Connection, seen: Timestamp) -> None:
+    """Move the stored HLC floor (meta `last_hlc`) up to `seen` if it is below."""
+    row = conn.execute("SELECT value FROM meta WHERE key = 'last_hlc'").fetchone()
+    if row is None or Timestamp.unpack(row[0]) < seen:
+        conn.execute("INSERT INTO meta (key, value) VALUES ('last_hlc', ?) "
+                     "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (seen.pack(),))

@@ -219,8 +219,24 @@ CREATE TABLE styx_spend (
 ) STRICT;
 """
 
+_V12_INGEST = """
+-- New entries rows are indexed for keyword search by the transaction that inserts them, in
+-- one INSERT ... SELECT before commit (daemon/grimoire/replication.py, SqliteBackend.flush):
+-- the per-row trigger cost a third of joining a sibling's entry.
+DROP TRIGGER entries_fts_insert;
+-- The vector indexes hold embedded entries only: a new entry has no vector, and indexing its
+-- NULLs was one more index write per entry joined (every lookup names a vector time or model).
+DROP INDEX entries_by_embedding_time;
+CREATE INDEX entries_by_embedding_time ON entries (embedding_created_ms) WHERE embedding_created_ms IS NOT NULL;
+DROP INDEX entries_by_embedding_model;
+CREATE INDEX entries_by_embedding_model
+    ON entries (embedding_model, embedding_model_version, embedding_preprocess_hash)
+    WHERE embedding_model IS NOT NULL;
+"""
+
 MIGRATIONS: tuple[str, ...] = (_V1_ENTRIES, _V2_FTS, _V3_OPS, _V4_RETRIEVAL, _V5_VECTOR_MODEL, _V6_PROMOTION,
-                               _V7_AGENT_MEMORY, _V8_UNEMBEDDED, _V9_CURATOR, _V10_STYX_OUTBOX, _V11_STYX_SPEND)
+                               _V7_AGENT_MEMORY, _V8_UNEMBEDDED, _V9_CURATOR, _V10_STYX_OUTBOX, _V11_STYX_SPEND,
+                               _V12_INGEST)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

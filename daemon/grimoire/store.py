@@ -14,7 +14,7 @@ import re
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Callable, Collection, Generator, Iterator, Sequence
+from collections.abc import Callable, Collection, Generator, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,8 +33,8 @@ from crdt import (
     Op,
     Pad,
     Timestamp,
-    apply_delta,
     apply_op,
+    bodies_first,
     digest,
     extract_deltas,
     may_cross,
@@ -46,7 +46,7 @@ from daemon.errors import NotFound, StoreError, UsageError
 
 from .promotion import PROMOTABLE, ready_to_promote, sync_gate
 from .records import Entry, NewEntry
-from .replication import SqliteBackend, load_context
+from .replication import Piece, SqliteBackend, join_delta, load_context
 from .schema import SCHEMA_VERSION, NewerSchema, migrate, user_version
 
 __all__ = ["Grimoire", "LocalIdentity", "RecallHit", "StoreCounts", "wall_clock_ms"]
@@ -445,26 +445,17 @@ class Grimoire:
         and so is the context the delta carries for their writers; the local HLC then
         moves past every accepted op.
         """
-        now = self._wall_ms()
-        refused: Counter[str] = Counter(rejected or {})
-        future = {op.writer for op in delta.ops if op.hlc.ms - now > max_skew_ms}
-        if future:
-            kept = tuple(op for op in delta.ops if op.hlc.ms - now <= max_skew_ms)
-            refused["clock_skew"] += len(delta.ops) - len(kept)
-            delta = Delta(kept, delta.context.restricted(r for r in delta.context.replicas() if r not in future))
-        with self._write() as conn:
-            backend = SqliteBackend(conn, local_replica=local_replica, stored_ms=now)
-            report = apply_delta(backend, delta, rejected=refused, sender=sender)
-            backend.flush()
-            if report.applied_ops:
-                self._raise_clock_floor(conn, max(op.hlc for op in report.applied_ops))
-        return report
+        dropped = [(None, reason) for reason, n in (rejected or Counter()).items() for _ in range(n)]
+        return self.join_delta(delta.context, [(bodies_first(delta.ops), dropped)], local_replica=local_replica,
+                               max_skew_ms=max_skew_ms, sender=sender)
 
-    @staticmethod
-    def _raise_clock_floor(conn: sqlite3.Connection, seen: Timestamp) -> None:
-        row = conn.execute("SELECT value FROM meta WHERE key = 'last_hlc'").fetchone()
-        if row is None or Timestamp.unpack(row[0]) < seen:
-            _set_meta(conn, "last_hlc", seen.pack())
+    def join_delta(self, context: CausalContext, pieces: Iterable[Piece], *, local_replica: str | None = None,
+                   max_skew_ms: int = DEFAULT_MAX_SKEW_MS, sender: str | None = None) -> ApplyReport:
+        """`apply_delta` for a delta whose ops arrive in pieces as they are verified
+        (`daemon.grimoire.ingest`); one transaction, committed after the last piece."""
+        with self._write() as conn:
+            return join_delta(conn, context, pieces, local_replica=local_replica, now_ms=self._wall_ms(),
+                              max_skew_ms=max_skew_ms, sender=sender)
 
     def causal_context(self) -> CausalContext:
         """The local causal context (what this replica has seen)."""

@@ -57,7 +57,8 @@ def write_vectors(store: Grimoire, info: EmbeddingInfo, ids: Sequence[str], vect
     so `VectorIndex.refresh` reads only vectors newer than its watermark, never again the
     whole last millisecond's batch."""
     with store.transaction() as conn:
-        (latest,) = conn.execute("SELECT coalesce(max(embedding_created_ms), 0) FROM entries").fetchone()
+        (latest,) = conn.execute("SELECT coalesce(max(embedding_created_ms), 0) FROM entries "
+                                  "WHERE embedding_created_ms IS NOT NULL").fetchone()
         now = max(wall_clock_ms(), int(latest) + 1)
         conn.executemany(
             "UPDATE entries SET embedding = ?, embedding_model = ?, embedding_model_version = ?, "

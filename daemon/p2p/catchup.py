@@ -20,9 +20,10 @@ from typing import Any
 import trio
 
 from crdt import ApplyReport, CausalContext, RemoteProtocolError
-from crdt.codec import decode_delta, encode_delta
+from crdt.codec import encode_delta
 from crypto.identity import signature_ok
 from daemon.grimoire import Grimoire
+from daemon.grimoire.ingest import apply_frames
 
 from . import messages
 from .errors import SyncRefused
@@ -74,7 +75,7 @@ class CatchUp:
         try:
             stream = await self.links.open_stream(peer_id, SYNC_PROTOCOL)
             result = await pull(stream, local_context=self._local_context,
-                                apply=functools.partial(self._apply_sync_delta, sender=peer_id))
+                                apply=functools.partial(self._apply_sync_round, sender=peer_id))
         except SyncRefused as exc:
             self.counters["sync_refused_by_peer"] += 1
             log.warning("sync with %s refused: %s", peer_id, exc)
@@ -129,12 +130,17 @@ class CatchUp:
     async def _local_context(self) -> CausalContext:
         return await self.daemon.db(lambda s: s.causal_context())
 
-    async def _apply_sync_delta(self, data: bytes, *, sender: str) -> ApplyReport:
-        delta, dropped = await trio.to_thread.run_sync(decode_delta, data, signature_ok)
-        report = await self.daemon.db(lambda s: s.apply_delta(delta, rejected=dropped, local_replica=self.me,
-                                                              max_skew_ms=self.max_skew_ms, sender=sender))
-        self.daemon.publish("sync_progress", {"peer_id": sender, "applied": report.applied, "bytes": len(data)})
-        return report
+    async def _apply_sync_round(self, frames: list[bytes], *, sender: str) -> ApplyReport:
+        """Join a round's deltas on the writer thread while a verifier thread opens the next
+        ops (`daemon.grimoire.ingest`); one `sync_progress` event per delta."""
+        joined = await self.daemon.db(lambda s: apply_frames(s, frames, signature_ok, local_replica=self.me,
+                                                             max_skew_ms=self.max_skew_ms, sender=sender))
+        total = ApplyReport()
+        for frame in joined:
+            total.add(frame.report)
+            self.daemon.publish("sync_progress", {"peer_id": sender, "applied": frame.report.applied,
+                                                  "bytes": frame.size})
+        return total
 
     async def serve_sync(self, stream: Stream, peer_id: str) -> None:
         """Answer a sibling's pull on `stream` (the node's stream handler). Never raises."""

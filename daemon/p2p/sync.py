@@ -77,10 +77,11 @@ async def pull(
     stream: SyncStream,
     *,
     local_context: Callable[[], Awaitable[CausalContext]],
-    apply: Callable[[bytes], Awaitable[ApplyReport]],
+    apply: Callable[[list[bytes]], Awaitable[ApplyReport]],
     read_timeout_s: float = READ_TIMEOUT_S,
 ) -> PullResult:
-    """Ask until the responder has nothing we lack. Applied rounds stay applied whatever
+    """Ask until the responder has nothing we lack; `apply` joins one round's deltas (in
+    order; it may verify one while joining another). Applied deltas stay applied whatever
     is raised (see the module docstring for what may be)."""
     state = PullState()
     result = PullResult()
@@ -100,9 +101,9 @@ async def pull(
             result.first_round_ms = (trio.current_time() - started) * 1000
         result.rounds = state.rounds
         result.remote_context = ended.context
-        for frame in ended.deltas:
-            result.report.add(await apply(frame))
-            result.deltas += 1
+        if ended.deltas:
+            result.report.add(await apply(list(ended.deltas)))
+            result.deltas += len(ended.deltas)
         state.round_applied(await local_context())
     return result
 

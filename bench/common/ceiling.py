@@ -1,0 +1,95 @@
+"""The local ceiling of catch-up: how fast this machine joins signed ops with no network.
+
+`warning_ops` builds the ops a writer's `POST /v1/memory` warnings make (body + author slot
+each); `bench_ceiling` joins them into a fresh store two ways, interleaved in each repeat:
+
+- serial: decode + verify + `Grimoire.apply_delta`, one frame after the other on one thread
+  (the receive path before the pipeline);
+- pipelined: `daemon.grimoire.ingest.apply_frames`, the daemon's catch-up path (a verifier
+  thread opens the next ops while the caller joins the ones already opened).
+
+Both report ops/s (best and median) and the process CPU over the wall time (1.0: no
+overlap; up to 2.0 on two cores).
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.common.report import progress
+from bench.common.workload import encode_batches
+from crdt import EntryBody, HybridClock, Kind, Mutator, Op, decode_delta
+from crypto import Identity, signature_ok
+from daemon.grimoire import Grimoire
+from daemon.grimoire.ingest import apply_frames
+
+__all__ = ["bench_ceiling", "warning_ops"]
+
+
+def warning_ops(n_ops: int, rng: random.Random, content: Callable[[random.Random, str, int], str]) -> list[Op]:
+    """Signed ops of n_ops/2 warnings (body + author slot each), like `POST /v1/memory` writes."""
+    identity = Identity(rng.randbytes(32))
+    clock = HybridClock(lambda: time.time_ns() // 1_000_000)
+    seq = [0]
+
+    def next_seq() -> int:
+        seq[0] += 1
+        return seq[0]
+
+    mutator = Mutator(identity.peer_id, identity.sign, next_seq=next_seq, now=clock.now)
+    ops: list[Op] = []
+    for i in range(n_ops // 2):
+        body = EntryBody(author=identity.peer_id, kind=Kind.WARNING, content=content(rng, "ceiling", i),
+                         created=clock.now())
+        ops.extend(mutator.create(body, 0.7))
+    return ops
+
+
+def _serial(store: Grimoire, frames: list[bytes]) -> int:
+    applied = 0
+    for data in frames:
+        delta, dropped = decode_delta(data, signature_ok)
+        applied += store.apply_delta(delta, rejected=dropped).applied
+    return applied
+
+
+def _pipelined(store: Grimoire, frames: list[bytes]) -> int:
+    return sum(f.report.applied for f in apply_frames(store, frames, signature_ok))
+
+
+def _summary(n_ops: int, runs: list[tuple[float, float]]) -> dict[str, Any]:
+    walls = [w for w, _ in runs]
+    best = min(walls)
+    return {"best_seconds": round(best, 3), "median_seconds": round(statistics.median(walls), 3),
+            "ops_per_s_best": round(n_ops / best), "ops_per_s_median": round(n_ops / statistics.median(walls)),
+            "cpu_per_wall": round(statistics.median(c / w for w, c in runs), 2)}
+
+
+def bench_ceiling(root: Path, n_ops: int, repeats: int, rng: random.Random,
+                  content: Callable[[random.Random, str, int], str]) -> dict[str, Any]:
+    """Join n_ops fresh ops `repeats` times each way (see the module docstring)."""
+    progress(f"[2] ceiling: building {n_ops:,} signed warning ops")
+    batches = encode_batches(warning_ops(n_ops, rng, content))
+    frames = [data for _, data in batches]
+    runs: dict[str, list[tuple[float, float]]] = {"serial": [], "pipelined": []}
+    for rep in range(repeats):
+        for name, join in (("serial", _serial), ("pipelined", _pipelined)):
+            path = root / f"ceiling-{name}-{rep}.db"
+            with Grimoire.open(path, create=True) as store:
+                cpu0, t0 = time.process_time(), time.perf_counter()
+                applied = join(store, frames)
+                seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+            if applied != n_ops:
+                raise SystemExit(f"ceiling ({name}): applied {applied} of {n_ops} ops")
+            runs[name].append((seconds, cpu))
+            progress(f"  run {rep + 1}/{repeats} {name}: {n_ops / seconds:,.0f} ops/s, CPU {cpu / seconds:.2f}x wall")
+            path.unlink(missing_ok=True)
+    wire = sum(len(f) for f in frames)
+    return {"ops": n_ops, "batches": len(frames), "ops_per_batch": [n for n, _ in batches][:3],
+            "encoded_bytes_per_op": round(wire / n_ops, 1),
+            "serial": _summary(n_ops, runs["serial"]), **_summary(n_ops, runs["pipelined"])}

@@ -1,0 +1,148 @@
+"""Join a sibling's delta frames while they are still being verified: two threads, one pipe.
+
+Joining a catch-up round costs two kinds of work per op: unpacking and checking its Ed25519
+signature (PyNaCl releases the GIL while libsodium runs), and the SQLite writes (SQLite
+releases it too). `apply_frames` runs the first on a verifier thread and the second on the
+caller's thread (the store's writer), so on two cores they overlap instead of adding up:
+
+    verifier:  unpack 1 ─ open ops 1..256 ─ open 257..512 ─ … ─ unpack 2 ─ open …
+    writer:                 join 1..256 ───── join 257..512 ─ … ─ finish 1 ─ join …
+
+The pipe carries pieces of `PIECE_OPS` verified ops and is `DEPTH` pieces deep, so memory
+stays bounded whichever side is slower. Each frame is one transaction (`Grimoire.join_delta`),
+committed after its last piece: a frame whose structure is bad raises `RemoteProtocolError`
+when the writer reaches it, after the frames before it are committed (as applying them one
+by one did). The writer closes the pipe whatever happens, which stops the verifier.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from crdt import ApplyReport, CausalContext, Verifier
+from crdt.codec import open_ops, unpack_delta
+
+from .replication import Piece
+from .store import DEFAULT_MAX_SKEW_MS, Grimoire
+
+__all__ = ["DEPTH", "PIECE_OPS", "FrameReport", "apply_frames"]
+
+PIECE_OPS = 256
+DEPTH = 16
+_STALL_S = 300.0  # a verifier that sends nothing this long is stuck (a bug): the writer gives up
+
+
+@dataclass(slots=True)
+class FrameReport:
+    """What joining one frame did (`report`), and its size on the wire."""
+
+    report: ApplyReport
+    size: int
+
+
+@dataclass(slots=True)
+class _Start:
+    context: CausalContext
+
+
+@dataclass(slots=True)
+class _End:
+    pass
+
+
+@dataclass(slots=True)
+class _Failed:
+    error: BaseException
+
+
+_Message = _Start | Piece | _End | _Failed
+
+
+class _Closed(Exception):
+    """The writer closed the pipe: the verifier stops."""
+
+
+@dataclass
+class _Pipe:
+    """A bounded queue the writer can close from its end."""
+
+    items: queue.Queue[_Message] = field(default_factory=lambda: queue.Queue(DEPTH))
+    closed: threading.Event = field(default_factory=threading.Event)
+
+    def put(self, item: _Message) -> None:
+        while True:
+            if self.closed.is_set():
+                raise _Closed
+            try:
+                self.items.put(item, timeout=0.05)
+                return
+            except queue.Full:
+                continue
+
+    def get(self) -> _Message:
+        try:
+            return self.items.get(timeout=_STALL_S)
+        except queue.Empty:
+            raise RuntimeError(f"the delta verifier sent nothing for {_STALL_S:.0f} s") from None
+
+
+def _verify(frames: Sequence[bytes], verify: Verifier, pipe: _Pipe) -> None:
+    """The verifier thread: per frame a start (its context), pieces of opened ops, an end."""
+    try:
+        for frame in frames:
+            packed = unpack_delta(frame)
+            pipe.put(_Start(packed.context))
+            raw = packed.raw_ops
+            for at in range(0, len(raw), PIECE_OPS):
+                pipe.put(open_ops(raw[at:at + PIECE_OPS], verify))
+            pipe.put(_End())
+    except _Closed:
+        return
+    except BaseException as exc:  # noqa: BLE001 - handed to the writer, which raises it
+        try:
+            pipe.put(_Failed(exc))
+        except _Closed:
+            return
+
+
+def _pieces(pipe: _Pipe) -> Iterator[Piece]:
+    while True:
+        item = pipe.get()
+        if isinstance(item, _End):
+            return
+        if isinstance(item, _Failed):
+            raise item.error
+        if isinstance(item, _Start):
+            raise RuntimeError("the delta verifier started a frame inside another")
+        yield item
+
+
+def apply_frames(store: Grimoire, frames: Sequence[bytes], verify: Verifier, *, local_replica: str | None = None,
+                 max_skew_ms: int = DEFAULT_MAX_SKEW_MS, sender: str | None = None) -> list[FrameReport]:
+    """Unpack, verify and join `frames` in order, one transaction each (see the module doc).
+
+    Run on the store's writer thread. Raises `RemoteProtocolError` for a frame that is
+    unusable as a whole (the frames before it stay joined); ops that fail their own checks
+    are counted in the frame's report, as `Grimoire.apply_delta` counts them.
+    """
+    pipe = _Pipe()
+    verifier = threading.Thread(target=_verify, args=(frames, verify, pipe), name="clade-verify", daemon=True)
+    verifier.start()
+    reports: list[FrameReport] = []
+    try:
+        for frame in frames:
+            start = pipe.get()
+            if isinstance(start, _Failed):
+                raise start.error
+            if not isinstance(start, _Start):
+                raise RuntimeError("the delta verifier sent a piece before its frame's start")
+            report = store.join_delta(start.context, _pieces(pipe), local_replica=local_replica,
+                                      max_skew_ms=max_skew_ms, sender=sender)
+            reports.append(FrameReport(report, len(frame)))
+    finally:
+        pipe.closed.set()
+        verifier.join()
+    return reports
