@@ -24,7 +24,7 @@ ME: Identity = IDENTITIES[1]
 
 
 def verifier_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == "clade-verify"]
+    return [t for t in threading.enumerate() if t.name.startswith("clade-verify")]
 
 
 @pytest.fixture

@@ -1,18 +1,22 @@
-"""Join a sibling's delta frames while they are still being verified: two threads, one pipe.
+"""Join a sibling's delta frames while they are still being verified.
 
 Joining a catch-up round costs two kinds of work per op: unpacking and checking its Ed25519
-signature (PyNaCl releases the GIL while libsodium runs), and the SQLite writes (SQLite
-releases it too). `apply_frames` runs the first on a verifier thread and the second on the
-caller's thread (the store's writer), so on two cores they overlap instead of adding up:
+signature (~2/3 of the CPU; PyNaCl releases the GIL while libsodium runs), and the SQLite
+writes (SQLite releases it too). `apply_frames` verifies on `VERIFIERS` pool threads and
+joins on the caller's thread (the store's writer), so on two cores the two overlap instead
+of adding up. A small unpacking thread reads the frames in order and hands the writer, through
+a pipe, each frame's start (its context), its ops in pieces of `PIECE_OPS` (as the pool's
+futures, in order) and its end:
 
-    verifier:  unpack 1 ─ open ops 1..256 ─ open 257..512 ─ … ─ unpack 2 ─ open …
-    writer:                 join 1..256 ───── join 257..512 ─ … ─ finish 1 ─ join …
+    unpacker:   unpack 1 ─ submit 1..256, 257..512, … ─ unpack 2 ─ submit …
+    verifiers:  open 1..256 │ open 257..512 │ open 513..768 │ …
+    writer:                  join 1..256 ─── join 257..512 ─ … ─ finish 1 ─ join …
 
-The pipe carries pieces of `PIECE_OPS` verified ops and is `DEPTH` pieces deep, so memory
-stays bounded whichever side is slower. Each frame is one transaction (`Grimoire.join_delta`),
-committed after its last piece: a frame whose structure is bad raises `RemoteProtocolError`
-when the writer reaches it, after the frames before it are committed (as applying them one
-by one did). The writer closes the pipe whatever happens, which stops the verifier.
+The pipe is `DEPTH` pieces deep, so memory stays bounded whichever side is slower. Each
+frame is one transaction (`Grimoire.join_delta`), committed after its last piece: a frame
+whose structure is bad raises `RemoteProtocolError` when the writer reaches it, after the
+frames before it are committed (as applying them one by one did). The writer closes the pipe
+whatever happens, which stops the unpacker; the pool's unstarted pieces are cancelled.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from crdt import ApplyReport, CausalContext, Verifier
@@ -28,10 +33,11 @@ from crdt.codec import open_ops, unpack_delta
 from .replication import Piece
 from .store import DEFAULT_MAX_SKEW_MS, Grimoire
 
-__all__ = ["DEPTH", "PIECE_OPS", "FrameReport", "apply_frames"]
+__all__ = ["DEPTH", "PIECE_OPS", "VERIFIERS", "FrameReport", "apply_frames"]
 
 PIECE_OPS = 256
 DEPTH = 16
+VERIFIERS = 2  # verifying is ~2/3 of a joined op's CPU (libsodium, outside the GIL): two keep up with one writer
 _STALL_S = 300.0  # a verifier that sends nothing this long is stuck (a bug): the writer gives up
 
 
@@ -58,7 +64,7 @@ class _Failed:
     error: BaseException
 
 
-_Message = _Start | Piece | _End | _Failed
+_Message = _Start | Future[Piece] | _End | _Failed
 
 
 class _Closed(Exception):
@@ -89,15 +95,16 @@ class _Pipe:
             raise RuntimeError(f"the delta verifier sent nothing for {_STALL_S:.0f} s") from None
 
 
-def _verify(frames: Sequence[bytes], verify: Verifier, pipe: _Pipe) -> None:
-    """The verifier thread: per frame a start (its context), pieces of opened ops, an end."""
+def _verify(frames: Sequence[bytes], verify: Verifier, pipe: _Pipe, pool: ThreadPoolExecutor) -> None:
+    """The unpacking thread: per frame a start (its context), the pieces of its ops as the
+    verifiers' futures (in order), an end."""
     try:
         for frame in frames:
             packed = unpack_delta(frame)
             pipe.put(_Start(packed.context))
             raw = packed.raw_ops
             for at in range(0, len(raw), PIECE_OPS):
-                pipe.put(open_ops(raw[at:at + PIECE_OPS], verify))
+                pipe.put(pool.submit(open_ops, raw[at:at + PIECE_OPS], verify))
             pipe.put(_End())
     except _Closed:
         return
@@ -117,7 +124,7 @@ def _pieces(pipe: _Pipe) -> Iterator[Piece]:
             raise item.error
         if isinstance(item, _Start):
             raise RuntimeError("the delta verifier started a frame inside another")
-        yield item
+        yield item.result()
 
 
 def apply_frames(store: Grimoire, frames: Sequence[bytes], verify: Verifier, *, local_replica: str | None = None,
@@ -129,7 +136,8 @@ def apply_frames(store: Grimoire, frames: Sequence[bytes], verify: Verifier, *, 
     are counted in the frame's report, as `Grimoire.apply_delta` counts them.
     """
     pipe = _Pipe()
-    verifier = threading.Thread(target=_verify, args=(frames, verify, pipe), name="clade-verify", daemon=True)
+    pool = ThreadPoolExecutor(VERIFIERS, thread_name_prefix="clade-verify")
+    verifier = threading.Thread(target=_verify, args=(frames, verify, pipe, pool), name="clade-verify", daemon=True)
     verifier.start()
     reports: list[FrameReport] = []
     try:
@@ -145,4 +153,5 @@ def apply_frames(store: Grimoire, frames: Sequence[bytes], verify: Verifier, *, 
     finally:
         pipe.closed.set()
         verifier.join()
+        pool.shutdown(wait=True, cancel_futures=True)
     return reports
