@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -128,12 +128,14 @@ def _pieces(pipe: _Pipe) -> Iterator[Piece]:
 
 
 def apply_frames(store: Grimoire, frames: Sequence[bytes], verify: Verifier, *, local_replica: str | None = None,
-                 max_skew_ms: int = DEFAULT_MAX_SKEW_MS, sender: str | None = None) -> list[FrameReport]:
+                 max_skew_ms: int = DEFAULT_MAX_SKEW_MS, sender: str | None = None,
+                 on_frame: Callable[[FrameReport], None] | None = None) -> list[FrameReport]:
     """Unpack, verify and join `frames` in order, one transaction each (see the module doc).
 
-    Run on the store's writer thread. Raises `RemoteProtocolError` for a frame that is
-    unusable as a whole (the frames before it stay joined); ops that fail their own checks
-    are counted in the frame's report, as `Grimoire.apply_delta` counts them.
+    Run on the store's writer thread; `on_frame` is called there after each frame commits.
+    Raises `RemoteProtocolError` for a frame that is unusable as a whole (the frames before
+    it stay joined); ops that fail their own checks are counted in the frame's report, as
+    `Grimoire.apply_delta` counts them.
     """
     pipe = _Pipe()
     pool = ThreadPoolExecutor(VERIFIERS, thread_name_prefix="clade-verify")
@@ -150,6 +152,8 @@ def apply_frames(store: Grimoire, frames: Sequence[bytes], verify: Verifier, *, 
             report = store.join_delta(start.context, _pieces(pipe), local_replica=local_replica,
                                       max_skew_ms=max_skew_ms, sender=sender)
             reports.append(FrameReport(report, len(frame)))
+            if on_frame is not None:
+                on_frame(reports[-1])
     finally:
         pipe.closed.set()
         verifier.join()

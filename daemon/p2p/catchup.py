@@ -23,7 +23,7 @@ from crdt import ApplyReport, CausalContext, RemoteProtocolError
 from crdt.codec import encode_delta
 from crypto.identity import signature_ok
 from daemon.grimoire import Grimoire
-from daemon.grimoire.ingest import apply_frames
+from daemon.grimoire.ingest import FrameReport, apply_frames
 
 from . import messages
 from .errors import SyncRefused
@@ -131,15 +131,19 @@ class CatchUp:
         return await self.daemon.db(lambda s: s.causal_context())
 
     async def _apply_sync_round(self, frames: list[bytes], *, sender: str) -> ApplyReport:
-        """Join a round's deltas on the writer thread while a verifier thread opens the next
-        ops (`daemon.grimoire.ingest`); one `sync_progress` event per delta."""
+        """Join a round's deltas on the writer thread while verifier threads open the next ops
+        (`daemon.grimoire.ingest`); a `sync_progress` event as each delta commits."""
+        def progress(frame: FrameReport) -> None:  # on the writer thread
+            trio.from_thread.run_sync(functools.partial(
+                self.daemon.publish, "sync_progress",
+                {"peer_id": sender, "applied": frame.report.applied, "bytes": frame.size}))
+
         joined = await self.daemon.db(lambda s: apply_frames(s, frames, signature_ok, local_replica=self.me,
-                                                             max_skew_ms=self.max_skew_ms, sender=sender))
+                                                             max_skew_ms=self.max_skew_ms, sender=sender,
+                                                             on_frame=progress))
         total = ApplyReport()
         for frame in joined:
             total.add(frame.report)
-            self.daemon.publish("sync_progress", {"peer_id": sender, "applied": frame.report.applied,
-                                                  "bytes": frame.size})
         return total
 
     async def serve_sync(self, stream: Stream, peer_id: str) -> None:
