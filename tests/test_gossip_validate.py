@@ -45,6 +45,9 @@ class _Clock:
     async def db(self, fn: Any) -> Any:
         raise AssertionError("the validator does not touch the store")
 
+    async def read(self, fn: Any) -> Any:
+        raise AssertionError("the validator does not touch the store")
+
 
 def _broadcast() -> tuple[Broadcast, _Clock]:
     daemon = _Clock()

@@ -54,6 +54,9 @@ class FakeDaemon:
     async def db(self, fn: Callable[[Any], Any]) -> Any:
         raise AssertionError("the store is not used here")
 
+    async def read(self, fn: Callable[[Any], Any]) -> Any:
+        raise AssertionError("the store is not used here")
+
 
 class FakeLinks:
     """A host whose dials fail with `error` (or succeed if None), recording when each came."""

@@ -195,4 +195,4 @@ class CatchUp:
                 deltas.close()  # ends the read snapshot
             return out, more, store.causal_context()
 
-        return await self.daemon.db(run)
+        return await self.daemon.read(run)  # a read snapshot: writes go on meanwhile

@@ -47,6 +47,10 @@ class Daemon(Protocol):
         """Run `fn(store)` in the store's writer thread."""
         ...
 
+    async def read(self, fn: Callable[[Grimoire], T]) -> T:
+        """Run `fn(reader)` on a read-only connection, never behind the writer (`fn` must not write)."""
+        ...
+
 
 class Stream(Protocol):
     """A libp2p stream as the parts use it."""
