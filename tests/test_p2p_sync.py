@@ -6,6 +6,7 @@ and waits on events or polled state with deadlines, never on fixed sleeps.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -191,6 +192,69 @@ def test_partition_then_heal_converges(clade3: LoopbackClade) -> None:
     LoopbackClade.wait_connected(clade3.golems)
     eventually(lambda: all(set(left + right) <= ids_on(g) for g in clade3.golems), what="both sides everywhere")
     eventually(lambda: converged(clade3.golems), what="identical shared digests")
+
+
+STARTUP_TROUBLE = ("hello_failed", "hello_incomplete", "sync_failed", "sync_serve_failed", "known_save_failed",
+                   "internal_errors")
+
+
+def startup_trouble(golems: list[Golem]) -> dict[str, dict[str, int]]:
+    """The counters no clean startup may raise, by golem (empty if none did)."""
+    found: dict[str, dict[str, int]] = {}
+    for golem in golems:
+        got = counters(golem)
+        bad = {k: got[k] for k in STARTUP_TROUBLE if got.get(k)}
+        if bad:
+            found[golem.name] = bad
+    return found
+
+
+def test_siblings_admitted_together_fail_no_hello_and_no_sync(tmp_path: Path) -> None:
+    """A golem that learns several siblings at once (from its bootstrap's hello, or by dialing
+    them all) admits them within milliseconds of each other, and each admission saves
+    peers.json. Those saves used to race on one temp file (the second `os.replace` raised
+    FileNotFoundError), which failed that sibling's hello: it was dropped and redialed, the
+    hellos in flight to it failed too, and so did the pull it had started (`hello_failed`,
+    `hello_incomplete`, `sync_failed` at startup in the benchmark, with no fault anywhere).
+
+    The race is a matter of timing, so the startup happens four times: four golems started
+    as the benchmark starts them (each bootstraps from g0 and learns the others from its
+    hello), then three newcomers, each dialing every golem already running at once. Nobody
+    is stopped (a sibling going away is a real failure), and every pull after a connection is
+    counted before the counters are read: 3 per sibling (at once, after 2 and 6 s)."""
+    clade = LoopbackClade(tmp_path, 4)
+    newcomers = [clade.add_golem(f"n{i}") for i in range(3)]
+    no_timer = {"CLADE_P2P__SYNC_INTERVAL_S": "3600"}  # only the pulls after connecting run
+    settle_pulls = 3  # at once, then admission.SETTLE_PULLS_S
+
+    def pulls(golem: Golem) -> int:
+        return counters(golem).get("sync_pulls", 0)
+
+    running = list(clade.golems)
+    try:
+        for golem in clade.golems:
+            clade.start(golem, env=no_timer)
+        LoopbackClade.wait_connected(running)
+        eventually(lambda: all(pulls(g) >= settle_pulls * (len(running) - 1) for g in running), timeout=60,
+                   what="every golem's pulls after connecting", state=lambda: startup_trouble(running))
+        assert startup_trouble(running) == {}
+        for newcomer in newcomers:
+            siblings = list(running)
+            before = {g.name: pulls(g) for g in siblings}
+            clade.start(newcomer, bootstrap=siblings, env=no_timer)
+            running.append(newcomer)
+            LoopbackClade.wait_connected(running)
+            eventually(lambda: pulls(newcomer) >= settle_pulls * len(siblings)  # noqa: B023 - read in this round
+                       and all(pulls(g) >= before[g.name] + settle_pulls for g in siblings),  # noqa: B023
+                       timeout=60, what=f"the pulls after {newcomer.name} connected",
+                       state=lambda: startup_trouble(running))
+            assert startup_trouble(running) == {}
+            known = json.loads((newcomer.data.root / "peers.json").read_text())
+            assert set(known) == {g.peer_id for g in siblings}
+    finally:
+        for newcomer in newcomers:
+            newcomer.stop()
+        clade.close()
 
 
 def test_other_clade_and_revoked_golems_get_nothing_and_inject_nothing(tmp_path: Path) -> None:

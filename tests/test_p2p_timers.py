@@ -5,12 +5,15 @@ The parts are driven through fake ports (a host that refuses or accepts dials, a
 that only counts); the jitter source always returns its upper bound, so every delay is
 known: 1 s, 2 s, 4 s … capped at 30 s after the n-th failure (`peers.redial_delay`). The
 real network is covered by the real-daemon tests (test_p2p_sync.py, test_p2p_hostile.py).
+Saving the known siblings (peers.json) from concurrent admissions runs on real threads.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import random
+import threading
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +24,8 @@ import trio
 import trio.testing
 
 from crdt import CausalContext
+from daemon.grimoire import atomic_write
+from daemon.p2p import dialing as dialing_module
 from daemon.p2p import messages
 from daemon.p2p.admission import HOLD_S, Admission
 from daemon.p2p.catchup import CatchUp
@@ -215,6 +220,71 @@ async def test_a_bug_in_a_dial_is_logged_with_its_traceback_and_not_counted_as_a
     assert daemon.counters["internal_errors"] == 4 and daemon.counters["dials_failed"] == 0
     bugs = [r for r in caplog.records if r.exc_info is not None]
     assert len(bugs) == 4 and all(isinstance(r.exc_info[1], KeyError) for r in bugs if r.exc_info)
+
+
+async def test_siblings_admitted_together_are_saved_one_at_a_time_and_all_of_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Eight admissions at once (a newcomer dialing every sibling): each asks for a save.
+    Concurrent saves used to race on one temp file and fail a hello with FileNotFoundError;
+    now they run one at a time, the last one writes every sibling, and the calls a running
+    save covers cost no write of their own."""
+    part, daemon = dialing(FakeLinks(refuse=False), tmp_path)
+    writes: list[bytes] = []
+    real_write = dialing_module.atomic_write
+
+    def counting_write(path: Path, data: bytes) -> None:
+        writes.append(data)
+        real_write(path, data)
+
+    monkeypatch.setattr(dialing_module, "atomic_write", counting_write)
+    peers = [f"12D3KooWSibling{i}" for i in range(8)]
+
+    async def admitted(peer_id: str) -> None:
+        part.add_bootstrap(f"/ip4/127.0.0.1/tcp/{4001 + peers.index(peer_id)}/p2p/{peer_id}")
+        await part.save_known()  # raises nothing, whatever the others do meanwhile
+
+    async with trio.open_nursery() as nursery:
+        for peer_id in peers:
+            nursery.start_soon(admitted, peer_id)
+    assert set(json.loads((tmp_path / "peers.json").read_bytes())) == set(peers)
+    assert 1 <= len(writes) <= 2 and daemon.counters["known_save_failed"] == 0
+    assert [p.name for p in tmp_path.iterdir()] == ["peers.json"]  # no temp file left behind
+
+
+async def test_a_save_that_fails_is_counted_and_does_not_raise(tmp_path: Path) -> None:
+    """The disk, not the sibling being admitted, is at fault: the hello must not fail for it."""
+    daemon = FakeDaemon()
+    part = Dialing(daemon, FakeLinks(), PeerBook(), me="12D3KooWMe", known_path=tmp_path / "gone" / "peers.json",
+                   rng=TopOfRange(), parse_addr=split, dial_errors=TRANSPORT_ERRORS)
+    part.add_bootstrap(ADDR)
+    await part.save_known()
+    await part.save_known()  # a failed save is tried again by the next call
+    assert daemon.counters["known_save_failed"] == 2
+
+
+def test_atomic_write_from_several_threads_at_once_leaves_one_whole_file(tmp_path: Path) -> None:
+    """Threads replacing one file at once (trio.to_thread): none fails, the file is one of
+    the writes whole. With one temp file per process, most of them raised FileNotFoundError."""
+    target = tmp_path / "peers.json"
+    payloads = [bytes([65 + i]) * (50_000 + i) for i in range(4)]
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(payloads))
+
+    def writer(data: bytes) -> None:
+        start.wait()
+        for _ in range(20):
+            try:
+                atomic_write(target, data)
+            except OSError as exc:
+                errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(data,)) for data in payloads]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and target.read_bytes() in payloads
+    assert [p.name for p in tmp_path.iterdir()] == ["peers.json"]
 
 
 def catchup(links: FakeLinks, interval_s: float) -> tuple[CatchUp, FakeDaemon]:

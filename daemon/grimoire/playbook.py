@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 __all__ = ["DEFAULT_PLAYBOOK", "atomic_write", "read_playbook", "snapshot_playbook", "write_playbook"]
@@ -19,8 +20,12 @@ warnings and insights. Edits made here by hand are replaced on the next cycle.
 
 def atomic_write(path: Path, data: bytes, *, mode: int = 0o644) -> None:
     """Replace `path` with `data` so that readers see the old or the new file, never a mix,
-    and the new one survives a crash once this returns."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    and the new one survives a crash once this returns.
+
+    Safe to call from several threads at once (the last to finish wins): each call writes
+    its own temp file. With one per process, two threads (`trio.to_thread`) saving the same
+    file truncated each other's temp file and the second `os.replace` raised FileNotFoundError."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
     try:
         view = memoryview(data)

@@ -3,10 +3,11 @@ restarts (`$DATA/peers.json`), connection events, and redialing with capped expo
 backoff and jitter.
 
 `Dialing` owns the dial side of the peer book: `dial`, `learned`, `failures`, `next_dial`,
-`hold_until` and `blacklisted` of each record, the set of dials in flight and the dialer's
-wake-up. Every timer is on `trio.current_time()` (tests run it on `MockClock`). It reaches
-the network only through the `Links` port and greets nobody itself: the node routes a new
-connection to admission when `on_connected` says so. Nothing else dials: py-libp2p's
+`hold_until` and `blacklisted` of each record, the set of dials in flight, the dialer's
+wake-up and the writes of `peers.json` (one at a time). Every timer is on
+`trio.current_time()` (tests run it on `MockClock`). It reaches the network only through
+the `Links` port and greets nobody itself: the node routes a new connection to admission
+when `on_connected` says so. Nothing else dials: py-libp2p's
 auto-connector is off (`host.disable_auto_connector`) and Pubsub opens no stream (which
 would redial) to a peer that has not proved membership (`gate`).
 """
@@ -88,6 +89,9 @@ class Dialing:
         self._dialing: set[str] = set()  # peer ids with a dial in flight
         self._wake = trio.Event()  # set when the book changed in a way the dialer must see
         self._nursery: trio.Nursery | None = None
+        self._save_lock = trio.Lock()  # one `save_known` writes at a time
+        self._save_asked = 0  # calls of `save_known` so far
+        self._save_done = 0  # calls whose change is on disk
 
     # -- what the operator and the other parts ask -------------------------------------------
 
@@ -132,10 +136,30 @@ class Dialing:
             log.warning("ignoring %s (%s); siblings will be found again via bootstrap/mDNS", self.known_path, exc)
 
     async def save_known(self) -> None:
-        """Persist the siblings to redial after a restart (`Siblings` port)."""
-        known = {r.peer_id: r.addrs for r in self.book.all() if r.dial and r.refused is None and r.addrs}
-        data = json.dumps(known, indent=1, sort_keys=True).encode()
-        await trio.to_thread.run_sync(atomic_write, self.known_path, data)
+        """Persist the siblings to redial after a restart (`Siblings` port). Never raises: a
+        file that cannot be written is counted (`known_save_failed`) and logged; the sibling
+        that prompted the save stays admitted (the disk is not its fault).
+
+        Saves run one at a time, each writing the book as it is when it starts; a call returns
+        at once if a save that started after it was made has already written. Several siblings
+        admitted together (a newcomer dialing them all, or learning them from one hello) cost
+        one or two writes, and never two writers racing on the file (each failed a hello)."""
+        self._save_asked += 1
+        mine = self._save_asked
+        async with self._save_lock:
+            if self._save_done >= mine:
+                return
+            upto = self._save_asked
+            known = {r.peer_id: r.addrs for r in self.book.all() if r.dial and r.refused is None and r.addrs}
+            data = json.dumps(known, indent=1, sort_keys=True).encode()
+            try:
+                await trio.to_thread.run_sync(atomic_write, self.known_path, data)
+            except OSError as exc:
+                self.counters["known_save_failed"] += 1
+                log.warning("could not save the known siblings to %s (%s); a restart will find them again "
+                            "via bootstrap/mDNS", self.known_path, exc)
+                return
+            self._save_done = upto
 
     def discovered(self, peer_id: str, addrs: list[str]) -> None:
         """A peer announced by mDNS."""

@@ -128,7 +128,8 @@ class Siblings(Protocol):
         ...
 
     async def save_known(self) -> None:
-        """Persist the siblings to redial after a restart."""
+        """Persist the siblings to redial after a restart; never raises (a failed write is
+        counted and logged: the admitted sibling is not to blame)."""
         ...
 
 
