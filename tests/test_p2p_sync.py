@@ -257,6 +257,38 @@ def test_siblings_admitted_together_fail_no_hello_and_no_sync(tmp_path: Path) ->
         clade.close()
 
 
+def test_a_sibling_restarting_fails_no_hello_on_the_others(tmp_path: Path) -> None:
+    """A stopping daemon closes its listeners before its connections: its siblings redial it
+    within ~0.3 s of losing it, and were accepted, then cut off mid-hello (`hello_failed`,
+    `hello_incomplete` on each sibling at every restart). A refused dial is not a failed hello.
+    Three restarts of b; every pull after each reconnection is counted before reading."""
+    clade = LoopbackClade(tmp_path, 3)
+    a, b, c = clade.golems
+    no_timer = {"CLADE_P2P__SYNC_INTERVAL_S": "3600"}  # only the pulls after connecting run
+    settle_pulls = 3  # at once, then admission.SETTLE_PULLS_S
+
+    def pulls(golem: Golem) -> int:
+        return counters(golem).get("sync_pulls", 0)
+
+    try:
+        for golem in clade.golems:
+            clade.start(golem, env=no_timer)
+        LoopbackClade.wait_connected(clade.golems)
+        eventually(lambda: all(pulls(g) >= settle_pulls * 2 for g in clade.golems), timeout=60,
+                   what="every golem's pulls after connecting", state=lambda: startup_trouble(clade.golems))
+        for restart in range(3):
+            before = {g.name: pulls(g) for g in (a, c)}
+            b.stop()
+            clade.start(b, bootstrap=[a], env=no_timer)
+            LoopbackClade.wait_connected(clade.golems)
+            eventually(lambda: all(pulls(g) >= before[g.name] + settle_pulls for g in (a, c)),  # noqa: B023
+                       timeout=60, what=f"the pulls after restart {restart + 1}",
+                       state=lambda: startup_trouble([a, c]))
+            assert startup_trouble([a, c]) == {}, f"restart {restart + 1}"
+    finally:
+        clade.close()
+
+
 def test_other_clade_and_revoked_golems_get_nothing_and_inject_nothing(tmp_path: Path) -> None:
     clade = LoopbackClade(tmp_path, 3)
     a, b, r = clade.golems

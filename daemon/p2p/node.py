@@ -208,6 +208,17 @@ class P2PNode:
 
     # -- running ---------------------------------------------------------------------------------
 
+    async def _stop_listening(self) -> None:
+        """Close the listeners before the connections: py-libp2p's `Swarm.close` closes them
+        after, and siblings redial within ~0.3 s of losing us, so for that moment a stopping
+        daemon accepted their redials and then cut them off mid-hello (`hello_failed` on
+        every sibling at each restart). Refused dials are what a stopped daemon should give."""
+        for address, listener in list(self.host.get_network().listeners.items()):
+            try:
+                await listener.close()
+            except Exception:  # noqa: BLE001 - stopping anyway: Swarm.close tries again
+                log.warning("closing the listener on %s failed", address, exc_info=True)
+
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         self.dialing.load_known()
         events_send, events_receive = trio.open_memory_channel[ConnEvent](4096)
@@ -247,6 +258,7 @@ class P2PNode:
                                 # Close the host before pubsub stops (NOTES-libp2p 9), shielded so
                                 # live connections are closed even while we are being cancelled.
                                 with trio.CancelScope(shield=True), trio.move_on_after(5):
+                                    await self._stop_listening()
                                     await self.host.close()
                 finally:
                     self.pubsub.seen_messages.stop()
