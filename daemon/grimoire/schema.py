@@ -232,6 +232,9 @@ DROP INDEX entries_by_embedding_model;
 CREATE INDEX entries_by_embedding_model
     ON entries (embedding_model, embedding_model_version, embedding_preprocess_hash)
     WHERE embedding_model IS NOT NULL;
+-- How many entries hold each indexed word: keyword search asks before it ranks, and leaves
+-- out words too common to rank by (daemon/grimoire/store.py, keyword_scores).
+CREATE VIRTUAL TABLE entries_fts_vocab USING fts5vocab(entries_fts, 'row');
 """
 
 MIGRATIONS: tuple[str, ...] = (_V1_ENTRIES, _V2_FTS, _V3_OPS, _V4_RETRIEVAL, _V5_VECTOR_MODEL, _V6_PROMOTION,

@@ -42,8 +42,9 @@ from crdt import (
 from crdt.body import Category, Origin, Sensitivity
 from crdt.ops import SlotKind
 from crdt.replica import MAX_BATCH_BYTES, MAX_BATCH_OPS, Gate
-from daemon.errors import NotFound, StoreError, UsageError
+from daemon.errors import NotFound, StoreError
 
+from .keywords import affordable, query_words
 from .promotion import PROMOTABLE, ready_to_promote, sync_gate
 from .records import Entry, NewEntry
 from .replication import Piece, SqliteBackend, join_delta, load_context
@@ -51,16 +52,7 @@ from .schema import SCHEMA_VERSION, NewerSchema, migrate, user_version
 
 __all__ = ["Grimoire", "LocalIdentity", "RecallHit", "StoreCounts", "wall_clock_ms"]
 
-_WORD = re.compile(r"\w+", re.UNICODE)
 _FTS_WORD = re.compile(r"[^\W_]+", re.UNICODE)  # FTS5 unicode61 tokens: underscore separates
-_MAX_QUERY_WORDS = 32
-_STOPWORDS = frozenset({
-    "a", "an", "and", "are", "as", "at", "be", "been", "but", "by", "can", "could", "do", "does", "for",
-    "from", "had", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "no", "not",
-    "of", "on", "or", "our", "should", "so", "than", "that", "the", "their", "them", "then", "there", "these",
-    "they", "this", "to", "was", "we", "were", "what", "when", "where", "which", "while", "who", "why", "will",
-    "with", "would", "you", "your",
-})
 # Every column an `Entry` is built from, by name (`_entry_from_row` reads a sqlite3.Row).
 _ENTRY_COLUMN_NAMES = (
     "id", "author", "kind", "category", "content", "tokens", "chains", "protocols", "tags", "strategy_id",
@@ -624,12 +616,10 @@ class Grimoire:
         table for the filters, so a common word over 50,000 entries does not drag every
         matching row through the join. Raises `UsageError` if the query has no words.
         """
-        words = [w.lower() for w in _WORD.findall(query)][:_MAX_QUERY_WORDS]
+        words = affordable(self._conn, query_words(query))
         if not words:
-            raise UsageError(f"query {query!r} has no searchable words (letters or digits)")
-        # Function words match nearly everything: they slow FTS5 down and add only noise.
-        words = [w for w in words if w not in _STOPWORDS] or words
-        match = " OR ".join(f'"{w}"' for w in dict.fromkeys(words))
+            return []
+        match = " OR ".join(f'"{w}"' for w in words)
         where, params = _filters(kinds, False, min_importance, column_prefix="e.")
         where = where.replace("WHERE", "AND", 1) if where else ""
         rows = self._conn.execute(
