@@ -38,7 +38,7 @@ __all__ = ["DEPTH", "PIECE_OPS", "VERIFIERS", "FrameReport", "apply_frames"]
 PIECE_OPS = 256
 DEPTH = 16
 VERIFIERS = 2  # verifying is ~2/3 of a joined op's CPU (libsodium, outside the GIL): two keep up with one writer
-_STALL_S = 300.0  # a verifier that sends nothing this long is stuck (a bug): the writer gives up
+_STALL_S = 300.0  # an unpacker that sends nothing this long is stuck (a bug): the writer gives up
 
 
 @dataclass(slots=True)
@@ -68,7 +68,7 @@ _Message = _Start | Future[Piece] | _End | _Failed
 
 
 class _Closed(Exception):
-    """The writer closed the pipe: the verifier stops."""
+    """The writer closed the pipe: the unpacker stops."""
 
 
 @dataclass
@@ -92,10 +92,10 @@ class _Pipe:
         try:
             return self.items.get(timeout=_STALL_S)
         except queue.Empty:
-            raise RuntimeError(f"the delta verifier sent nothing for {_STALL_S:.0f} s") from None
+            raise RuntimeError(f"the delta unpacker sent nothing for {_STALL_S:.0f} s") from None
 
 
-def _verify(frames: Sequence[bytes], verify: Verifier, pipe: _Pipe, pool: ThreadPoolExecutor) -> None:
+def _unpack(frames: Sequence[bytes], verify: Verifier, pipe: _Pipe, pool: ThreadPoolExecutor) -> None:
     """The unpacking thread: per frame a start (its context), the pieces of its ops as the
     verifiers' futures (in order), an end."""
     try:
@@ -123,7 +123,7 @@ def _pieces(pipe: _Pipe) -> Iterator[Piece]:
         if isinstance(item, _Failed):
             raise item.error
         if isinstance(item, _Start):
-            raise RuntimeError("the delta verifier started a frame inside another")
+            raise RuntimeError("the delta unpacker started a frame inside another")
         yield item.result()
 
 
@@ -139,8 +139,9 @@ def apply_frames(store: Grimoire, frames: Sequence[bytes], verify: Verifier, *, 
     """
     pipe = _Pipe()
     pool = ThreadPoolExecutor(VERIFIERS, thread_name_prefix="clade-verify")
-    verifier = threading.Thread(target=_verify, args=(frames, verify, pipe, pool), name="clade-verify", daemon=True)
-    verifier.start()
+    unpacker = threading.Thread(target=_unpack, args=(frames, verify, pipe, pool), name="clade-verify-unpack",
+                                daemon=True)
+    unpacker.start()
     reports: list[FrameReport] = []
     try:
         for frame in frames:
@@ -148,7 +149,7 @@ def apply_frames(store: Grimoire, frames: Sequence[bytes], verify: Verifier, *, 
             if isinstance(start, _Failed):
                 raise start.error
             if not isinstance(start, _Start):
-                raise RuntimeError("the delta verifier sent a piece before its frame's start")
+                raise RuntimeError("the delta unpacker sent a piece before its frame's start")
             report = store.join_delta(start.context, _pieces(pipe), local_replica=local_replica,
                                       max_skew_ms=max_skew_ms, sender=sender)
             reports.append(FrameReport(report, len(frame)))
@@ -156,6 +157,6 @@ def apply_frames(store: Grimoire, frames: Sequence[bytes], verify: Verifier, *, 
                 on_frame(reports[-1])
     finally:
         pipe.closed.set()
-        verifier.join()
+        unpacker.join()
         pool.shutdown(wait=True, cancel_futures=True)
     return reports
