@@ -107,10 +107,8 @@ def test_join_is_idempotent(rng: random.Random) -> None:
     assert state_digest(join(a, a)) == state_digest(a)
 
 
-@SETTINGS
-@given(rng=RANDOMS)
-def test_anti_entropy_equals_join(rng: random.Random) -> None:
-    """Delta-interval sync of a into b produces exactly the lattice join of the two."""
+def random_history(rng: random.Random) -> list[SimReplica]:
+    """Three replicas after 5-40 random writes, each followed by a sync with probability 0.2."""
     replicas = [SimReplica(IDENTITIES[i]) for i in range(3)]
     counter = [0]
     for _ in range(rng.randrange(5, 40)):
@@ -118,6 +116,14 @@ def test_anti_entropy_equals_join(rng: random.Random) -> None:
         random_op(rng, author, counter)
         if rng.random() < 0.2:
             sync(author, rng.choice([r for r in replicas if r is not author]))
+    return replicas
+
+
+@SETTINGS
+@given(rng=RANDOMS)
+def test_anti_entropy_equals_join(rng: random.Random) -> None:
+    """Delta-interval sync of a into b produces exactly the lattice join of the two."""
+    replicas = random_history(rng)
     a, b = replicas[0], replicas[1]
     expected = state_digest(join(a.state, b.state))
     sync(a, b)
@@ -218,13 +224,7 @@ def test_deltas_landing_exactly_on_the_one_mib_cap_still_encode() -> None:
 def test_a_delta_joined_in_shuffled_pieces_reaches_the_state_apply_delta_reaches(rng: random.Random) -> None:
     """`DeltaJoin` (ops as a verifier thread hands them over, in wire order, not bodies first)
     gives the state and the counts of `apply_delta`, for any order and split of the ops."""
-    replicas = [SimReplica(IDENTITIES[i]) for i in range(3)]
-    counter = [0]
-    for _ in range(rng.randrange(5, 40)):
-        author = rng.choice(replicas)
-        random_op(rng, author, counter)
-        if rng.random() < 0.2:
-            sync(author, rng.choice([r for r in replicas if r is not author]))
+    replicas = random_history(rng)
     source, target = replicas[0], replicas[1]
     for other in replicas[1:]:  # the source knows what everyone wrote: endorsements of others' entries too
         sync(other, source)
