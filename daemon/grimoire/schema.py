@@ -233,7 +233,7 @@ CREATE INDEX entries_by_embedding_model
     ON entries (embedding_model, embedding_model_version, embedding_preprocess_hash)
     WHERE embedding_model IS NOT NULL;
 -- How many entries hold each indexed word: keyword search asks before it ranks, and leaves
--- out words too common to rank by (daemon/grimoire/store.py, keyword_scores).
+-- out words too common to rank by (daemon/grimoire/keywords.py, affordable).
 CREATE VIRTUAL TABLE entries_fts_vocab USING fts5vocab(entries_fts, 'row');
 """
 
