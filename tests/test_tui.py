@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import DataTable
+from textual.widgets import DataTable, Label
 
 from daemon.datadir import DataDir
 from daemon.testing.harness import LoopbackClade
@@ -32,9 +32,10 @@ from tests.daemon_proc import DaemonProc
 from tests.tui_fake import fake_transport, status_doc, transport_factory
 from tui.app import CladeTui
 from tui.client import Endpoint
+from tui.format import FeedItem
 from tui.keys import KEYS
 from tui.screens import ConfirmScreen, EntryScreen, FilterScreen, HelpScreen, SearchScreen
-from tui.widgets import FeedPanel, HeaderBar, SiblingsTable
+from tui.widgets import FeedPanel, FeedTable, HeaderBar, SiblingsTable
 
 Body = Callable[[Pilot[Any]], Awaitable[None]]
 SIZE = (120, 40)
@@ -113,30 +114,33 @@ def test_siblings_feed_entry_view_and_entry_actions(clade2: LoopbackClade) -> No
                     "the sibling's entry in the feed")
         await asyncio.to_thread(g0.call, "POST", "/v1/sync", json={})
         await until(pilot, lambda: str(table.get_row(g1.peer_id)[4]) == "100%", "completion 100% after a sync")
-        # Select its line (as the arrows would: later lines, e.g. the sync's, may follow it), open
-        # it with o and act on it, each time through the dialog.
+        # Select its line with the arrows (later lines, e.g. the sync's, may follow it): the cursor
+        # then stays on it while new lines arrive, and o opens it; each action goes through the dialog.
         panel = app._main.query_one(FeedPanel)
-        lines = panel.query_one(DataTable)
-        row = next(key for key, entry in panel._ids.items() if entry == theirs)
+        lines = panel.query_one(FeedTable)
         lines.focus()
-        lines.move_cursor(row=lines.get_row_index(row))
-        await until(pilot, lambda: panel.selected_entry() == theirs, "cursor on it")
-        for attempt in range(3):  # under load a feed refresh may take the key from the table: press again
-            if not isinstance(app.screen, EntryScreen):
-                lines.focus()
-                await pilot.press("o")
-            try:
-                await until(pilot, lambda: isinstance(app.screen, EntryScreen) and app.screen.doc is not None,
-                            "entry view", timeout=15.0 if attempt < 2 else 30.0)
+        await pilot.press("up")  # any arrow holds the cursor
+        line = next(key for key, entry in panel._ids.items() if entry == theirs)
+        for _ in range(panel.SHOWN):
+            if lines.cursor_row == lines.get_row_index(line):
                 break
-            except AssertionError:
-                if attempt == 2:
-                    screen = app.screen
-                    raise AssertionError(
-                        f"no entry view: screen={type(screen).__name__} focused={app.focused!r} "
-                        f"doc={getattr(screen, 'doc', '-')!r} problem={getattr(screen, 'problem', '-')!r} "
-                        f"selected={panel.selected_entry()!r} link={app.link!r} app_problem={app.problem!r} "
-                        f"actions={app.action_log[-5:]!r}") from None
+            await pilot.press("up" if lines.cursor_row > lines.get_row_index(line) else "down")
+        assert panel.selected_entry() == theirs and not lines.following
+        assert "cursor held" in str(panel.query_one("#feed-state", Label).render())
+        later = await asyncio.to_thread(write, g1.call, "a later line that must not move the cursor")
+        await until(pilot, lambda: any(later in line for line in feed(app)), "a later line in the feed")
+        assert panel.selected_entry() == theirs
+        await pilot.press("o")
+        try:
+            await until(pilot, lambda: isinstance(app.screen, EntryScreen) and app.screen.doc is not None,
+                        "entry view", timeout=30.0)
+        except AssertionError:
+            screen = app.screen
+            raise AssertionError(
+                f"no entry view: screen={type(screen).__name__} focused={app.focused!r} "
+                f"doc={getattr(screen, 'doc', '-')!r} problem={getattr(screen, 'problem', '-')!r} "
+                f"selected={panel.selected_entry()!r} link={app.link!r} app_problem={app.problem!r} "
+                f"actions={app.action_log[-5:]!r}") from None
         body_text = str(app.screen.query_one("#entry-body").render())
         for word in ("sibling says: funding", "provenance", "confidence", "endorsements", "superseded_by"):
             assert word in body_text
@@ -158,6 +162,10 @@ def test_siblings_feed_entry_view_and_entry_actions(clade2: LoopbackClade) -> No
         await until(pilot, lambda: "archived" in str(app.screen.query_one("#entry-body").render()), "reloaded")
         await pilot.press("escape")
         await until(pilot, lambda: app.screen is app._main, "back on the main screen")
+        lines.focus()
+        await pilot.press("end")  # follow the newest line again
+        await until(pilot, lambda: lines.following and lines.cursor_row == lines.row_count - 1, "following")
+        assert "cursor held" not in str(panel.query_one("#feed-state", Label).render())
 
     drive(app, body)
 
@@ -380,6 +388,35 @@ def test_malformed_and_unexpected_answers_never_crash_it() -> None:
     drive(app, body)
     seen = " | ".join(app.problem_log)
     assert "not JSON" in seen and "unexpected answer" in seen and "the daemon failed" in seen
+
+
+def test_a_held_cursor_stays_on_its_line_while_old_lines_scroll_off() -> None:
+    """The feed widget alone (no daemon needed): lines added past `SHOWN` drop the oldest, and a
+    cursor the operator moved stays on the same line, not the same row number."""
+    app = CladeTui(transport_factory(fake_transport(events=[], status=status_doc())), poll_s=3600, env={})
+
+    def lines(start: int, n: int) -> list[FeedItem]:
+        return [FeedItem(at_ms=i, kind="entry", text=f"line {i}", entry_id=f"e{i}") for i in range(start, start + n)]
+
+    async def body(pilot: Pilot[Any]) -> None:
+        panel = app._main.query_one(FeedPanel)
+        table = panel.query_one(FeedTable)
+        panel.add(lines(0, panel.SHOWN))
+        await pilot.pause()
+        assert panel.selected_entry() == f"e{panel.SHOWN - 1}"  # following: the newest
+        table.focus()
+        await pilot.press("pageup", "up")
+        chosen = panel.selected_entry()
+        assert chosen is not None and not table.following
+        panel.add(lines(panel.SHOWN, 40))
+        await pilot.pause()
+        assert panel.selected_entry() == chosen and len(panel.texts()) == panel.SHOWN
+        await pilot.press("end")
+        panel.add(lines(panel.SHOWN + 40, 1))
+        await pilot.pause()
+        assert table.following and panel.selected_entry() == f"e{panel.SHOWN + 40}"
+
+    drive(app, body)
 
 
 @pytest.mark.slow

@@ -141,8 +141,56 @@ class SiblingsTable(DataTable[Any]):
         return getattr(self, "_by_id", {}).get(key)
 
 
+class FeedTable(DataTable[Any]):
+    """The feed's lines. The cursor follows the newest line until the operator moves it (keys or
+    mouse); then it stays on the line they chose while new lines arrive. End follows again."""
+
+    class FollowChanged(Message):
+        """`following` changed (the panel's state line says which)."""
+
+    following: reactive[bool] = reactive(True)
+
+    def watch_following(self) -> None:
+        self.post_message(self.FollowChanged())
+
+    def _hold(self) -> None:
+        self.following = False
+
+    def action_cursor_up(self) -> None:
+        self._hold()
+        super().action_cursor_up()
+
+    def action_cursor_down(self) -> None:
+        self._hold()
+        super().action_cursor_down()
+
+    def action_page_up(self) -> None:
+        self._hold()
+        super().action_page_up()
+
+    def action_page_down(self) -> None:
+        self._hold()
+        super().action_page_down()
+
+    def action_scroll_top(self) -> None:
+        self._hold()
+        super().action_scroll_top()
+
+    def action_scroll_bottom(self) -> None:
+        super().action_scroll_bottom()
+        self.following = True
+
+    def action_scroll_end(self) -> None:  # End: the row cursor has no columns to go to; follow
+        self.action_scroll_bottom()
+
+    async def _on_click(self, event: Any) -> None:
+        self._hold()
+        await super()._on_click(event)
+
+
 class FeedPanel(Vertical):
-    """The live feed: newest last, pausable (new lines wait), filterable by kind or text."""
+    """The live feed: newest last, pausable (new lines wait), filterable by kind or text; the
+    cursor follows new lines unless the operator has moved it (`FeedTable`)."""
 
     class EntryChosen(Message):
         """The operator picked a feed line that names an entry."""
@@ -168,10 +216,10 @@ class FeedPanel(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Label("", id="feed-state")
-        yield DataTable(cursor_type="row", id="feed-table", show_header=False)
+        yield FeedTable(cursor_type="row", id="feed-table", show_header=False)
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
+        table = self.query_one(FeedTable)
         table.add_column("time", key="time", width=8)  # fixed widths: see SiblingsTable.COLUMNS
         table.add_column("kind", key="kind", width=8)
         table.add_column("what", key="what", width=160)
@@ -190,17 +238,33 @@ class FeedPanel(Vertical):
 
     def _append(self, fresh: list[FeedItem]) -> None:
         self.items.extend(fresh)
-        table = self.query_one(DataTable)
-        follow = table.cursor_row >= table.row_count - 1
+        table = self.query_one(FeedTable)
+        held = None if table.following else self._cursor_key(table)
         for item in fresh:
             if item.matches(self.filter_text):
                 self._add_row(table, item)
+        trimmed = False
         while len(self._rows) > self.SHOWN:
             old = self._rows.popleft()
             self._ids.pop(old, None)
             table.remove_row(old)
-        if follow and table.row_count:
+            trimmed = True
+        if not table.row_count:
+            return
+        if table.following:
             table.move_cursor(row=table.row_count - 1, animate=False)
+        elif trimmed:  # lines left at the top: keep the cursor on the operator's line (or the oldest)
+            with contextlib.suppress(RowDoesNotExist):
+                table.move_cursor(row=table.get_row_index(held) if held in self._ids else 0, animate=False)
+
+    @staticmethod
+    def _cursor_key(table: DataTable[Any]) -> str | None:
+        if not table.row_count:
+            return None
+        try:
+            return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        except (RowDoesNotExist, IndexError):
+            return None
 
     def _add_row(self, table: DataTable[Any], item: FeedItem) -> None:
         self._seq += 1
@@ -221,8 +285,9 @@ class FeedPanel(Vertical):
     def watch_filter_text(self) -> None:
         if not self.is_mounted:
             return
-        table = self.query_one(DataTable)
+        table = self.query_one(FeedTable)
         table.clear()
+        table.following = True  # a new selection of lines: start at its newest
         self._rows.clear()
         self._ids.clear()
         for item in list(self.items)[-self.SHOWN * 4:]:
@@ -237,22 +302,20 @@ class FeedPanel(Vertical):
     def watch_waiting(self) -> None:
         self._show_state()
 
+    def on_feed_table_follow_changed(self, message: FeedTable.FollowChanged) -> None:
+        message.stop()
+        self._show_state()
+
     def _show_state(self) -> None:
         if not self.is_mounted:
             return
         state = f"[b reverse] PAUSED [/] {self.waiting} new waiting (p resumes)" if self.paused else "live"
         shown = f"  filter: [b]{_esc(self.filter_text)}[/] (/ changes)" if self.filter_text else "  / filters"
-        self.query_one("#feed-state", Label).update(f"{state}{shown}")
+        held = "" if self.query_one(FeedTable).following else "  cursor held (end follows)"
+        self.query_one("#feed-state", Label).update(f"{state}{shown}{held}")
 
     def selected_entry(self) -> str | None:
-        table = self.query_one(DataTable)
-        if not table.row_count:
-            return None
-        try:
-            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-        except (RowDoesNotExist, IndexError):
-            return None
-        return self._ids.get(key or "")
+        return self._ids.get(self._cursor_key(self.query_one(FeedTable)) or "")
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
@@ -262,7 +325,7 @@ class FeedPanel(Vertical):
 
     def texts(self) -> list[str]:
         """The feed lines on screen, oldest first (for tests and benchmarks)."""
-        table = self.query_one(DataTable)
+        table = self.query_one(FeedTable)
         return [str(table.get_cell(k, "what")) for k in self._rows]
 
 
