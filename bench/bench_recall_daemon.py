@@ -89,6 +89,9 @@ def measure(daemon: Daemon, args: argparse.Namespace, ready_s: float) -> dict[st
             "daemon_cpu_ms_per_query": round(1000 * daemon_cpu / len(lat), 2),
             "rss_mib": round(proc_status_kib(pid, "VmRSS") / 1024, 1),
             "peak_rss_mib": round(proc_status_kib(pid, "VmHWM") / 1024, 1), "other_cpu": round(other, 2),
+            # Of the RSS: private memory (heap, arenas, the vector matrix) and mapped files (libraries).
+            "rss_anon_mib": round(proc_status_kib(pid, "RssAnon") / 1024, 1),
+            "rss_file_mib": round(proc_status_kib(pid, "RssFile") / 1024, 1),
         }
     return res
 
@@ -102,7 +105,8 @@ def print_summary(res: dict[str, Any]) -> None:
     print(f"  latency over {res['queries']} queries: p50 {lat_s['p50_ms']} ms, p99 {lat_s['p99_ms']} ms, "
           f"max {lat_s['max_ms']} ms")
     print(f"  daemon CPU {res['daemon_cpu_ms_per_query']} ms/query; RSS {res['rss_mib']} MiB "
-          f"(peak {res['peak_rss_mib']}); other processes {res['other_cpu']} cores")
+          f"(peak {res['peak_rss_mib']}; anonymous {res['rss_anon_mib']}, files {res['rss_file_mib']}); "
+          f"other processes {res['other_cpu']} cores")
 
 
 if __name__ == "__main__":

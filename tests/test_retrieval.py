@@ -19,7 +19,7 @@ from daemon.grimoire.embedder import EmbeddingInfo, ModelIntegrityError, get_emb
 from daemon.grimoire.records import Entry
 from daemon.grimoire.retrieval import RecallQuery, Retriever, apply_feedback
 from daemon.grimoire.scoring import Factors, importance, normalise, pad_similarity, rank, source_factor, temporal
-from daemon.grimoire.vectors import missing_vectors, vector_report, write_vectors
+from daemon.grimoire.vectors import VectorIndex, missing_vectors, vector_report, write_vectors
 
 ME = Identity(b"\x21" * 32)
 DAY = 86_400_000
@@ -248,6 +248,45 @@ def test_vector_index_catches_up_with_new_entries(store: Grimoire, model_dir: Pa
     r.recall(RecallQuery(text="first", k=5), now_ms=NOW)
     later = write(store, "Morpho vaults rebalance toward the best lending rate")
     assert r.recall(RecallQuery(text="lending optimizer", k=1), now_ms=NOW)[0].entry.id == later
+
+
+def test_vector_index_rows_survive_growth_updates_and_other_models(store: Grimoire) -> None:
+    """VectorIndex against a plain dict of what was written: new rows across several buffer
+    growths, a re-embedded entry updated in place, another model's vectors ignored, and a
+    matrix taken before a refresh still holding its rows after it."""
+    info = EmbeddingInfo(model="test/space", model_version="1", preprocess_hash="h", dim=8)
+    other = EmbeddingInfo(model="test/other", model_version="1", preprocess_hash="h", dim=8)
+    rng = np.random.default_rng(3)
+
+    def unit(n: int) -> np.ndarray:
+        v = rng.normal(size=(n, 8)).astype(np.float32)
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+    index, expected = VectorIndex(info), {}
+    taken = None
+    for batch in (1, 2, 70, 5, 130):
+        ids = [write(store, f"entry {len(expected) + i}") for i in range(batch)]
+        vecs = unit(batch)
+        write_vectors(store, info, ids, vecs)
+        expected.update(zip(ids, vecs, strict=True))
+        write_vectors(store, other, [write(store, "another model's")], unit(1))
+        if taken is None and len(expected) > 50:
+            taken = (index._matrix.copy(), index._matrix)
+        index.refresh(store)
+        assert len(index) == len(expected)
+    again = next(iter(expected))
+    expected[again] = unit(1)[0]
+    write_vectors(store, info, [again], expected[again][None, :])
+    index.refresh(store)
+    assert len(index) == len(expected)
+    for entry_id, vec in expected.items():
+        got = index.vector(entry_id)
+        assert got is not None and np.array_equal(got, vec)
+    assert set(index.as_mapping()) == set(expected)
+    query = unit(1)[0]
+    best = sorted(expected, key=lambda i: -float(expected[i] @ query))[:5]
+    assert [i for i, _ in index.nearest(query, 5)] == best
+    assert taken is not None and np.array_equal(taken[0], taken[1])  # an older view kept its rows
 
 
 def test_entry_factory_for_typing() -> None:

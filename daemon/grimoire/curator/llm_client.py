@@ -12,8 +12,6 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import anthropic
-
 from .llm import TOOL_NAME, Cluster, Decision, accept, request_body
 
 __all__ = ["LlmConfig", "LlmOutcome", "propose"]
@@ -48,6 +46,8 @@ def propose(clusters: Sequence[Cluster], config: LlmConfig) -> LlmOutcome:
     clusters = list(clusters)[: config.max_clusters]
     if not clusters:
         return outcome
+    import anthropic  # here, not at the top: the SDK's types cost a daemon that never calls it 42 MiB
+
     client = anthropic.Anthropic(api_key=config.api_key, base_url=config.base_url, timeout=config.timeout_s,
                                  max_retries=0)
     try:
