@@ -31,6 +31,7 @@ from daemon.p2p.sync_state import (
     ROUND_DELTAS,
     STALL_ROUNDS,
     Closed,
+    DeltaArrived,
     PeerRefused,
     PullPhase,
     PullState,
@@ -69,11 +70,12 @@ def drive(asker: SimReplica, responder: SimReplica, *, max_ops: int = 4096) -> t
                 deltas, more = extract_round(responder, event.context, max_ops=max_ops)
                 serve_state.answer(deltas, more=more, context=responder.state.context.copy())
         while (message := serve_state.next_message()) is not None:
-            for ended in pull_state.receive(message):
-                assert isinstance(ended, RoundEnded)
-                for data in ended.deltas:
-                    assert not asker.receive(data).rejected
-                pull_state.round_applied(asker.state.context.copy())
+            for event in pull_state.receive(message):
+                if isinstance(event, DeltaArrived):
+                    assert not asker.receive(event.delta).rejected
+                else:
+                    assert isinstance(event, RoundEnded)
+                    pull_state.round_applied(asker.state.context.copy())
     assert serve_state.receive_eof() == [Closed()]
     return pull_state, serve_state
 
@@ -151,7 +153,7 @@ def test_pull_refuses_a_round_of_more_than_round_deltas() -> None:
     state = PullState()
     state.start(CausalContext())
     for i in range(ROUND_DELTAS):  # the most a round may bring: accepted
-        assert state.receive(messages.DeltaFrame(bytes([i]))) == []
+        assert state.receive(messages.DeltaFrame(bytes([i]))) == [DeltaArrived(bytes([i]))]
     with pytest.raises(RemoteProtocolError) as caught:
         state.receive(messages.DeltaFrame(b"one too many"))
     assert caught.value.reason == "oversized"
@@ -167,7 +169,7 @@ def test_pull_gives_up_on_a_responder_that_says_more_and_brings_nothing() -> Non
         while True:
             assert isinstance(state.next_message(), messages.Want)
             wants += 1
-            assert state.receive(MORE) == [RoundEnded(deltas=(), more=True, context=CausalContext())]
+            assert state.receive(MORE) == [RoundEnded(deltas=0, more=True, context=CausalContext())]
             state.round_applied(context)
     assert caught.value.reason == "stalled"
     assert wants == STALL_ROUNDS == state.rounds
@@ -182,20 +184,23 @@ def test_pull_keeps_going_while_the_rounds_bring_something() -> None:
     deltas = [d for d in extract_deltas(responder.state, CausalContext(), max_ops=2) if d.ops]
     for delta in deltas:  # two ops per round, each round says "more"
         assert isinstance(state.next_message(), messages.Want)
-        (ended,) = state.receive(messages.DeltaFrame(encode_delta(delta))) + state.receive(MORE)
-        assert isinstance(ended, RoundEnded)
-        asker.receive(ended.deltas[0])
+        arrived, ended = state.receive(messages.DeltaFrame(encode_delta(delta))) + state.receive(MORE)
+        assert isinstance(arrived, DeltaArrived) and ended == RoundEnded(deltas=1, more=True, context=CausalContext())
+        asker.receive(arrived.delta)
         state.round_applied(asker.state.context.copy())
     assert state.stalled == 0 and state.rounds == STALL_ROUNDS + 2 and not state.done
 
 
-def test_a_round_cut_short_before_its_end_applies_nothing() -> None:
+def test_each_delta_is_handed_over_as_it_arrives_and_the_end_counts_them() -> None:
     responder = replica_with(2)
     state = PullState()
     state.start(CausalContext())
     (delta,) = extract_deltas(responder.state, CausalContext())
-    assert state.receive(messages.DeltaFrame(encode_delta(delta))) == []  # no event: nothing to apply yet
-    assert state.phase is PullPhase.AWAITING and len(state.round_deltas) == 1
+    data = encode_delta(delta)
+    assert state.receive(messages.DeltaFrame(data)) == [DeltaArrived(data)]  # join it now, before the end
+    assert state.phase is PullPhase.AWAITING and state.round_deltas == 1
+    assert state.receive(END) == [RoundEnded(deltas=1, more=False, context=CausalContext())]
+    assert state.phase is PullPhase.APPLYING and state.deltas == 1
 
 
 def test_pull_calls_out_of_turn_are_local_errors() -> None:
@@ -325,9 +330,9 @@ def store_functions(asker: SimReplica) -> tuple[Callable[[], Awaitable[CausalCon
     async def local_context() -> CausalContext:
         return asker.state.context.copy()
 
-    async def apply(frames: list[bytes]) -> ApplyReport:
+    async def apply(arrivals: trio.MemoryReceiveChannel[bytes]) -> ApplyReport:
         total = ApplyReport()
-        for data in frames:
+        async for data in arrivals:
             total.add(asker.receive(data))
         return total
 
@@ -335,9 +340,11 @@ def store_functions(asker: SimReplica) -> tuple[Callable[[], Awaitable[CausalCon
 
 
 async def serve_replica(stream: Stream, responder: SimReplica, *, max_ops: int = 4096) -> ServeResult:
-    async def extract(context: CausalContext) -> tuple[list[bytes], bool, CausalContext]:
+    async def extract(context: CausalContext, send: trio.MemorySendChannel[bytes]) -> tuple[bool, CausalContext]:
         deltas, more = extract_round(responder, context, max_ops=max_ops)
-        return deltas, more, responder.state.context.copy()
+        for delta in deltas:
+            await send.send(delta)
+        return more, responder.state.context.copy()
 
     try:
         return await serve(stream, extract=extract, on_round=lambda *_: None)
@@ -395,26 +402,57 @@ async def pull_against(responder: Callable[[Stream], Awaitable[object]],
     return await beside(asker_side, lambda: responder(theirs))
 
 
-async def test_pull_loop_applies_nothing_of_a_round_whose_last_frame_is_truncated() -> None:
-    asker, source = SimReplica(IDENTITIES[1]), replica_with(1)
-    (delta,) = extract_deltas(source.state, CausalContext())
-    good = frame(messages.DeltaFrame(encode_delta(delta)))
-    before = asker.digest()
+async def test_pull_loop_keeps_the_whole_deltas_of_a_round_whose_end_is_truncated() -> None:
+    asker, source = SimReplica(IDENTITIES[1]), replica_with(2)
+    first, second = list(extract_deltas(source.state, CausalContext(), max_ops=1))[:2]
+    frames = [frame(messages.DeltaFrame(encode_delta(d))) for d in (first, second)]
     with trio.fail_after(10), pytest.raises(RemoteProtocolError) as caught:
-        await pull_against(lambda s: answer_with(s, good, frame(END)[:-1]), asker)
-    assert caught.value.reason == "truncated" and asker.digest() == before
-    # the same round, whole, is applied: the refusal above was the truncation
-    await pull_against(lambda s: answer_with(s, good, frame(END)), asker)
-    assert asker.digest() != before and asker.state.body(delta.ops[0].entry_id) is not None
+        await pull_against(lambda s: answer_with(s, *frames, frame(END)[:-1]), asker)
+    assert caught.value.reason == "truncated"
+    # both deltas were joined as they came; the next pull asks from there and loses nothing
+    assert first.ops[0].dot in asker.state.context and second.ops[0].dot in asker.state.context
+    await pull_against(lambda s: serve_replica(s, source), asker)
+    assert asker.digest() == source.digest()
 
 
-async def test_pull_loop_applies_nothing_when_the_stream_ends_inside_a_round() -> None:
+async def test_pull_loop_joins_what_arrived_when_the_stream_ends_inside_a_round() -> None:
     asker, source = SimReplica(IDENTITIES[1]), replica_with(1)
     (delta,) = extract_deltas(source.state, CausalContext())
     before = asker.digest()
     with trio.fail_after(10), pytest.raises(EOFError):
         await pull_against(lambda s: answer_with(s, frame(messages.DeltaFrame(encode_delta(delta)))), asker)
-    assert asker.digest() == before
+    assert asker.digest() != before and asker.state.body(delta.ops[0].entry_id) is not None
+
+
+async def test_pull_loop_stops_reading_when_joining_a_delta_fails() -> None:
+    """A delta the host cannot join (here a malformed one) ends the pull with the host's
+    error at once: the reader does not wait for the rest of the round."""
+    asker = SimReplica(IDENTITIES[1])
+    mine, theirs = pair()
+    local_context, _ = store_functions(asker)
+    joined: list[bytes] = []
+
+    async def apply(arrivals: trio.MemoryReceiveChannel[bytes]) -> ApplyReport:
+        async for data in arrivals:
+            joined.append(data)
+            raise RemoteProtocolError("malformed", "not a delta")
+        return ApplyReport()
+
+    async def silent_after_one_delta(stream: Stream) -> None:
+        assert isinstance(messages.decode(await read_frame(stream)), messages.Want)
+        await stream.write(frame(messages.DeltaFrame(b"junk")))
+        with pytest.raises(EOFError):  # neither more deltas nor the end: the asker hangs up
+            await read_frame(stream)
+
+    async def asker_side() -> PullResult:
+        try:
+            return await pull(mine, local_context=local_context, apply=apply)
+        finally:
+            await mine.close()
+
+    with trio.fail_after(10), pytest.raises(RemoteProtocolError) as caught:
+        await beside(asker_side, lambda: silent_after_one_delta(theirs))
+    assert caught.value.reason == "malformed" and joined == [b"junk"]
 
 
 async def test_pull_loop_raises_sync_refused_for_a_refusal() -> None:
@@ -484,6 +522,75 @@ async def test_serve_loop_ends_cleanly_when_the_asker_closes_between_rounds() ->
     with trio.fail_after(10):
         result = await beside(lambda: serve_replica(theirs, responder), asker)
     assert result.rounds == 1 and result.bytes_out > 0
+
+
+async def test_a_delta_is_joined_while_the_responder_still_extracts_the_round() -> None:
+    """Streaming, both ends: the responder's extraction waits until the asker has joined the
+    first delta before it hands over the second. Were either end to hold the round back
+    (send only once extracted, join only once read), this would never finish."""
+    asker, responder = SimReplica(IDENTITIES[1]), replica_with(1)
+    first, *rest = list(extract_deltas(responder.state, CausalContext(), max_ops=1))
+    assert rest and 1 + len(rest) <= ROUND_DELTAS
+    first_joined = trio.Event()
+    mine, theirs = pair()
+    local_context, _ = store_functions(asker)
+
+    async def apply(arrivals: trio.MemoryReceiveChannel[bytes]) -> ApplyReport:
+        total = ApplyReport()
+        async for data in arrivals:
+            total.add(asker.receive(data))
+            first_joined.set()
+        return total
+
+    async def extract(context: CausalContext, send: trio.MemorySendChannel[bytes]) -> tuple[bool, CausalContext]:
+        deltas = [encode_delta(d) for d in extract_deltas(responder.state, context, max_ops=1)]
+        await send.send(deltas[0])
+        await first_joined.wait()
+        for data in deltas[1:]:
+            await send.send(data)
+        return False, responder.state.context.copy()
+
+    async def responder_side() -> None:
+        try:
+            await serve(theirs, extract=extract, on_round=lambda *_: None)
+        finally:
+            await theirs.close()
+
+    async def asker_side() -> PullResult:
+        try:
+            return await pull(mine, local_context=local_context, apply=apply)
+        finally:
+            await mine.close()
+
+    with trio.fail_after(10):
+        result = await beside(asker_side, responder_side)
+    assert result.rounds == 1 and result.deltas == 1 + len(rest) and asker.digest() == responder.digest()
+
+
+async def test_serve_loop_stops_extracting_when_the_asker_hangs_up_mid_round() -> None:
+    """The asker goes away after the first delta: sending fails, the extraction waiting to
+    hand over more is stopped (its channel breaks) rather than left hanging."""
+    mine, theirs = pair()
+    extraction_ended: list[BaseException] = []
+
+    async def extract(context: CausalContext, send: trio.MemorySendChannel[bytes]) -> tuple[bool, CausalContext]:
+        try:
+            for i in range(ROUND_DELTAS):
+                await send.send(bytes([i]) * 100_000)
+                await trio.sleep(0.01)
+        except BaseException as exc:
+            extraction_ended.append(exc)
+            raise
+        return False, CausalContext()
+
+    async def asker() -> None:
+        await mine.write(frame(WANT))
+        await read_frame(mine)  # the first delta
+        await mine.inner.aclose()  # gone, mid-round
+
+    with trio.fail_after(10), pytest.raises(trio.BrokenResourceError):
+        await beside(lambda: serve(theirs, extract=extract, on_round=lambda *_: None), asker)
+    assert len(extraction_ended) == 1 and isinstance(extraction_ended[0], trio.BrokenResourceError | trio.Cancelled)
 
 
 def test_random_interleavings_of_two_replicas_converge() -> None:

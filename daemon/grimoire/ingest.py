@@ -12,18 +12,21 @@ futures, in order) and its end:
     verifiers:  open 1..256 │ open 257..512 │ open 513..768 │ …
     writer:                  join 1..256 ─── join 257..512 ─ … ─ finish 1 ─ join …
 
-The pipe is `DEPTH` pieces deep, so memory stays bounded whichever side is slower. Each
-frame is one transaction (`Grimoire.join_delta`), committed after its last piece: a frame
-whose structure is bad raises `RemoteProtocolError` when the writer reaches it, after the
-frames before it are committed (as applying them one by one did). The writer closes the pipe
-whatever happens, which stops the unpacker; the pool's unstarted pieces are cancelled.
+The pipe is `DEPTH` pieces deep, so memory stays bounded whichever side is slower. The
+frames may still be arriving (catch-up hands them over as the network does): the unpacker
+takes each when it comes, and only it iterates them. Each frame is one transaction
+(`Grimoire.join_delta`), committed after its last piece: a frame whose structure is bad
+raises `RemoteProtocolError` when the writer reaches it, after the frames before it are
+committed (as applying them one by one did). The writer closes the pipe whatever happens,
+and calls `stop` so that an unpacker waiting for a frame wakes; the unpacker then ends, and
+the pool's unstarted pieces are cancelled.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -52,6 +55,7 @@ class FrameReport:
 @dataclass(slots=True)
 class _Start:
     context: CausalContext
+    size: int
 
 
 @dataclass(slots=True)
@@ -60,11 +64,16 @@ class _End:
 
 
 @dataclass(slots=True)
+class _Done:
+    """No frame follows."""
+
+
+@dataclass(slots=True)
 class _Failed:
     error: BaseException
 
 
-_Message = _Start | Future[Piece] | _End | _Failed
+_Message = _Start | Future[Piece] | _End | _Done | _Failed
 
 
 class _Closed(Exception):
@@ -95,17 +104,20 @@ class _Pipe:
             raise RuntimeError(f"the delta unpacker sent nothing for {_STALL_S:.0f} s") from None
 
 
-def _unpack(frames: Sequence[bytes], verify: Verifier, pipe: _Pipe, pool: ThreadPoolExecutor) -> None:
-    """The unpacking thread: per frame a start (its context), the pieces of its ops as the
-    verifiers' futures (in order), an end."""
+def _unpack(frames: Iterable[bytes], verify: Verifier, pipe: _Pipe, pool: ThreadPoolExecutor) -> None:
+    """The unpacking thread: per frame a start (its context and size), the pieces of its ops
+    as the verifiers' futures (in order), an end; after the last frame, done."""
     try:
         for frame in frames:
+            if pipe.closed.is_set():
+                return
             packed = unpack_delta(frame)
-            pipe.put(_Start(packed.context))
+            pipe.put(_Start(packed.context, len(frame)))
             raw = packed.raw_ops
             for at in range(0, len(raw), PIECE_OPS):
                 pipe.put(pool.submit(open_ops, raw[at:at + PIECE_OPS], verify))
             pipe.put(_End())
+        pipe.put(_Done())
     except _Closed:
         return
     except BaseException as exc:  # noqa: BLE001 - handed to the writer, which raises it
@@ -122,20 +134,23 @@ def _pieces(pipe: _Pipe) -> Iterator[Piece]:
             return
         if isinstance(item, _Failed):
             raise item.error
-        if isinstance(item, _Start):
-            raise RuntimeError("the delta unpacker started a frame inside another")
+        if isinstance(item, _Start | _Done):
+            raise RuntimeError("the delta unpacker started a frame, or stopped, inside another")
         yield item.result()
 
 
-def apply_frames(store: Grimoire, frames: Sequence[bytes], verify: Verifier, *, local_replica: str | None = None,
+def apply_frames(store: Grimoire, frames: Iterable[bytes], verify: Verifier, *, local_replica: str | None = None,
                  max_skew_ms: int = DEFAULT_MAX_SKEW_MS, sender: str | None = None,
-                 on_frame: Callable[[FrameReport], None] | None = None) -> list[FrameReport]:
+                 on_frame: Callable[[FrameReport], None] | None = None,
+                 stop: Callable[[], None] | None = None) -> list[FrameReport]:
     """Unpack, verify and join `frames` in order, one transaction each (see the module doc).
 
     Run on the store's writer thread; `on_frame` is called there after each frame commits.
-    Raises `RemoteProtocolError` for a frame that is unusable as a whole (the frames before
-    it stay joined); ops that fail their own checks are counted in the frame's report, as
-    `Grimoire.apply_delta` counts them.
+    `frames` is iterated once, on another thread, and may block until a frame arrives; if it
+    can, `stop` (called on the writer thread when it is done, joined or failed) must make it
+    end. Raises `RemoteProtocolError` for a frame that is unusable as a whole (the frames
+    before it stay joined); ops that fail their own checks are counted in the frame's report,
+    as `Grimoire.apply_delta` counts them.
     """
     pipe = _Pipe()
     pool = ThreadPoolExecutor(VERIFIERS, thread_name_prefix="clade-verify")
@@ -144,19 +159,20 @@ def apply_frames(store: Grimoire, frames: Sequence[bytes], verify: Verifier, *, 
     unpacker.start()
     reports: list[FrameReport] = []
     try:
-        for frame in frames:
-            start = pipe.get()
+        while not isinstance(start := pipe.get(), _Done):
             if isinstance(start, _Failed):
                 raise start.error
             if not isinstance(start, _Start):
                 raise RuntimeError("the delta unpacker sent a piece before its frame's start")
             report = store.join_delta(start.context, _pieces(pipe), local_replica=local_replica,
                                       max_skew_ms=max_skew_ms, sender=sender)
-            reports.append(FrameReport(report, len(frame)))
+            reports.append(FrameReport(report, start.size))
             if on_frame is not None:
                 on_frame(reports[-1])
     finally:
         pipe.closed.set()
+        if stop is not None:
+            stop()
         unpacker.join()
         pool.shutdown(wait=True, cancel_futures=True)
     return reports

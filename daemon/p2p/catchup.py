@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import logging
 import random
+from collections.abc import Iterator
 from typing import Any
 
 import trio
@@ -106,16 +107,12 @@ class CatchUp:
             record.behind = local.missing_count(result.remote_context)
             record.ahead = result.remote_context.missing_count(local)
         record.last_sync_ms = self.daemon.now_ms()
-        report = result.report
+        report = result.report  # already counted and announced, delta by delta (`_count_joined`)
         self.counters["sync_pulls"] += 1
-        self.counters["sync_ops_applied"] += report.applied
-        for reason, n in report.rejected.items():
-            self.counters[f"sync_rejected_{reason}"] += n
         summary = {"peer_id": peer_id, "rounds": result.rounds, "deltas": result.deltas, "applied": report.applied,
                    "rejected": dict(report.rejected), "bytes_in": result.bytes_in,
                    "seconds": round(trio.current_time() - started, 3)}
         if report.applied:
-            announce_received(self.daemon, peer_id, report, via="sync")
             log.info("synced from %s: %d ops in %d rounds", peer_id, report.applied, result.rounds)
         self.daemon.publish("sync_complete", summary)
         return summary
@@ -130,21 +127,42 @@ class CatchUp:
     async def _local_context(self) -> CausalContext:
         return await self.daemon.db(lambda s: s.causal_context())
 
-    async def _apply_sync_round(self, frames: list[bytes], *, sender: str) -> ApplyReport:
-        """Join a round's deltas on the writer thread while verifier threads open the next ops
-        (`daemon.grimoire.ingest`); a `sync_progress` event as each delta commits."""
-        def progress(frame: FrameReport) -> None:  # on the writer thread
-            trio.from_thread.run_sync(functools.partial(
-                self.daemon.publish, "sync_progress",
-                {"peer_id": sender, "applied": frame.report.applied, "bytes": frame.size}))
+    async def _apply_sync_round(self, arrivals: trio.MemoryReceiveChannel[bytes], *, sender: str) -> ApplyReport:
+        """Join a round's deltas as they arrive, on the writer thread, while verifier threads
+        open the next ops (`daemon.grimoire.ingest`). As each delta commits: its ops counted
+        (`sync_ops_applied`, `sync_rejected_<reason>`), `entries_received` and `sync_progress`
+        published, so a round cut short is accounted for as far as it was joined."""
+        token = trio.lowlevel.current_trio_token()
 
-        joined = await self.daemon.db(lambda s: apply_frames(s, frames, signature_ok, local_replica=self.me,
+        def frames() -> Iterator[bytes]:  # on ingest's unpacking thread: each delta as the reader hands it over
+            while True:
+                try:
+                    yield trio.from_thread.run(arrivals.receive, trio_token=token)
+                except (trio.EndOfChannel, trio.ClosedResourceError):
+                    return
+
+        def committed(frame: FrameReport) -> None:  # on the writer thread
+            trio.from_thread.run_sync(self._count_joined, frame, sender, trio_token=token)
+
+        def stop() -> None:  # on the writer thread, done: wake the unpacker if it waits for a delta
+            trio.from_thread.run_sync(arrivals.close, trio_token=token)
+
+        joined = await self.daemon.db(lambda s: apply_frames(s, frames(), signature_ok, local_replica=self.me,
                                                              max_skew_ms=self.max_skew_ms, sender=sender,
-                                                             on_frame=progress))
+                                                             on_frame=committed, stop=stop))
         total = ApplyReport()
         for frame in joined:
             total.add(frame.report)
         return total
+
+    def _count_joined(self, frame: FrameReport, sender: str) -> None:
+        report = frame.report
+        self.counters["sync_ops_applied"] += report.applied
+        for reason, n in report.rejected.items():
+            self.counters[f"sync_rejected_{reason}"] += n
+        if report.applied:
+            announce_received(self.daemon, sender, report, via="sync")
+        self.daemon.publish("sync_progress", {"peer_id": sender, "applied": report.applied, "bytes": frame.size})
 
     async def serve_sync(self, stream: Stream, peer_id: str) -> None:
         """Answer a sibling's pull on `stream` (the node's stream handler). Never raises."""
@@ -178,21 +196,26 @@ class CatchUp:
         finally:
             await close_quietly(stream)
 
-    async def _extract(self, peer: CausalContext) -> tuple[list[bytes], bool, CausalContext]:
+    async def _extract(self, peer: CausalContext, send: trio.MemorySendChannel[bytes]) -> tuple[bool, CausalContext]:
+        """Extract a round for `peer` from a read snapshot (writes go on meanwhile), handing
+        each delta to `send` as soon as it is encoded, so the first is on the wire while the
+        next is read; whether there are more, and our context."""
         me = self.me
+        token = trio.lowlevel.current_trio_token()
 
-        def run(store: Grimoire) -> tuple[list[bytes], bool, CausalContext]:
+        def run(store: Grimoire) -> tuple[bool, CausalContext]:
             deltas = store.iter_deltas(peer, gate=store.sync_gate(me))
-            out: list[bytes] = []
+            sent = 0
             more = False
             try:
                 for delta in deltas:
-                    if len(out) == ROUND_DELTAS:
+                    if sent == ROUND_DELTAS:
                         more = True
                         break
-                    out.append(encode_delta(delta))
+                    trio.from_thread.run(send.send, encode_delta(delta), trio_token=token)
+                    sent += 1
             finally:
                 deltas.close()  # ends the read snapshot
-            return out, more, store.causal_context()
+            return more, store.causal_context()
 
-        return await self.daemon.read(run)  # a read snapshot: writes go on meanwhile
+        return await self.daemon.read(run)

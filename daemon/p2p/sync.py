@@ -21,15 +21,20 @@ from crdt import ApplyReport, CausalContext
 from . import messages
 from .errors import SyncRefused
 from .frames import encode_frame, read_frame
-from .sync_state import ROUND_DELTAS, PeerRefused, PullState, RoundEnded, ServeState, WantReceived
+from .sync_state import ROUND_DELTAS, DeltaArrived, PeerRefused, PullState, RoundEnded, ServeState, WantReceived
 
-__all__ = ["READ_TIMEOUT_S", "ROUND_DELTAS", "PullResult", "ServeResult", "SyncStream", "pull", "serve"]
+__all__ = ["READ_TIMEOUT_S", "ROUND_DELTAS", "Apply", "PullResult", "ServeResult", "SyncStream", "pull", "serve"]
 
 READ_TIMEOUT_S = 60.0
 
-Extract = Callable[[CausalContext], Awaitable[tuple[list[bytes], bool, CausalContext]]]
-"""Serve side: the deltas (≤ ROUND_DELTAS) the asker's context lacks, whether there are
-more, and our context as of that snapshot."""
+Apply = Callable[[trio.MemoryReceiveChannel[bytes]], Awaitable[ApplyReport]]
+"""Pull side: join one round's deltas in the order they come through the channel, each as it
+comes, until the channel closes; what joining them did. A round cut short closes the channel
+early: join what came."""
+
+Extract = Callable[[CausalContext, trio.MemorySendChannel[bytes]], Awaitable[tuple[bool, CausalContext]]]
+"""Serve side: send the deltas (≤ ROUND_DELTAS) the asker's context lacks through the
+channel, each as soon as it is encoded; then whether there are more, and our context."""
 
 
 class SyncStream(Protocol):
@@ -77,35 +82,75 @@ async def pull(
     stream: SyncStream,
     *,
     local_context: Callable[[], Awaitable[CausalContext]],
-    apply: Callable[[list[bytes]], Awaitable[ApplyReport]],
+    apply: Apply,
     read_timeout_s: float = READ_TIMEOUT_S,
 ) -> PullResult:
-    """Ask until the responder has nothing we lack; `apply` joins one round's deltas (in
-    order; it may verify one while joining another). Applied deltas stay applied whatever
-    is raised (see the module docstring for what may be)."""
+    """Ask until the responder has nothing we lack; `apply` joins each round's deltas while
+    the round is still arriving. Joined deltas stay joined whatever is raised (see the
+    module docstring for what may be), those of a round cut short included."""
     state = PullState()
     result = PullResult()
     started = trio.current_time()
     state.start(await local_context())
     while not state.done:
         result.bytes_out += await _flush(stream, state)
-        ended: RoundEnded | None = None
-        while ended is None:
-            message, size = await _receive(stream, read_timeout_s)
-            result.bytes_in += size
-            for event in state.receive(message):
-                if isinstance(event, PeerRefused):
-                    raise SyncRefused(event.reason, event.detail)
-                ended = event
+        ended, joined = await _pull_round(stream, state, apply, result, read_timeout_s)
         if result.first_round_ms is None:
             result.first_round_ms = (trio.current_time() - started) * 1000
         result.rounds = state.rounds
         result.remote_context = ended.context
-        if ended.deltas:
-            result.report.add(await apply(list(ended.deltas)))
-            result.deltas += len(ended.deltas)
+        result.deltas += ended.deltas
+        result.report.add(joined)
         state.round_applied(await local_context())
     return result
+
+
+async def _pull_round(stream: SyncStream, state: PullState, apply: Apply, result: PullResult,
+                      read_timeout_s: float) -> tuple[RoundEnded, ApplyReport]:
+    """Read one round, handing each delta to `apply` as it arrives; its end and what joining
+    it did, once every delta is joined. If reading fails, the deltas that arrived are joined
+    first, then the reading's error is raised; if `apply` fails, reading stops and its error
+    is raised."""
+    send, arrivals = trio.open_memory_channel[bytes](ROUND_DELTAS)  # a round never blocks the reader
+    failures: list[Exception] = []
+    joined = ApplyReport()
+    ended: RoundEnded | None = None
+
+    async def join(cancel_reading: trio.CancelScope) -> None:
+        nonlocal joined
+        try:
+            async with arrivals:
+                joined = await apply(arrivals)
+        except Exception as exc:  # noqa: BLE001 - raised by _pull_round itself, unwrapped
+            failures.append(exc)
+            cancel_reading.cancel()
+
+    async with trio.open_nursery() as nursery:
+        with trio.CancelScope() as reading:
+            nursery.start_soon(join, reading)
+            with send:  # closed whatever happens: `apply` then ends with what came
+                try:
+                    ended = await _read_round(stream, state, send, result, read_timeout_s)
+                except Exception as exc:  # noqa: BLE001 - raised below, once `apply` has joined what came
+                    failures.append(exc)
+    if failures:
+        raise failures[0]
+    assert ended is not None  # reading returns its end or raises
+    return ended, joined
+
+
+async def _read_round(stream: SyncStream, state: PullState, send: trio.MemorySendChannel[bytes],
+                      result: PullResult, read_timeout_s: float) -> RoundEnded:
+    while True:
+        message, size = await _receive(stream, read_timeout_s)
+        result.bytes_in += size
+        for event in state.receive(message):
+            if isinstance(event, PeerRefused):
+                raise SyncRefused(event.reason, event.detail)
+            if isinstance(event, DeltaArrived):
+                await send.send(event.delta)
+            else:
+                return event
 
 
 async def serve(
@@ -130,10 +175,44 @@ async def serve(
             events = state.receive(message)
         for event in events:
             if isinstance(event, WantReceived):
-                deltas, more, local = await extract(event.context)
+                more, local = await _serve_round(stream, state, extract, event.context, result)
                 on_round(event.context, local, more)
-                state.answer(deltas, more=more, context=local)
+                state.end(more=more, context=local)
             # Closed: the loop ends (`state.closed`)
         result.bytes_out += await _flush(stream, state)
     result.rounds = state.rounds
     return result
+
+
+async def _serve_round(stream: SyncStream, state: ServeState, extract: Extract, context: CausalContext,
+                       result: ServeResult) -> tuple[bool, CausalContext]:
+    """Send each delta `extract` hands over while it extracts the next; its answer (more, our
+    context). If sending fails, `extract` is stopped (its channel breaks) and the sending
+    error raised; if `extract` fails, sending stops and its error is raised."""
+    send, extracted = trio.open_memory_channel[bytes](ROUND_DELTAS)  # extraction never waits for the network
+    failures: list[Exception] = []
+    answer: tuple[bool, CausalContext] | None = None
+
+    async def produce(cancel_sending: trio.CancelScope) -> None:
+        nonlocal answer
+        try:
+            async with send:
+                answer = await extract(context, send)
+        except Exception as exc:  # noqa: BLE001 - raised by _serve_round itself, unwrapped
+            failures.append(exc)
+            cancel_sending.cancel()
+
+    async with trio.open_nursery() as nursery:
+        with trio.CancelScope() as sending:
+            nursery.start_soon(produce, sending)
+            with extracted:  # closed whatever happens: a blocked `extract` then fails instead of waiting
+                try:
+                    async for delta in extracted:
+                        state.send_delta(delta)
+                        result.bytes_out += await _flush(stream, state)
+                except Exception as exc:  # noqa: BLE001 - raised below, once `extract` has stopped
+                    failures.append(exc)
+    if failures:
+        raise failures[0]
+    assert answer is not None  # `extract` returned, or failed above
+    return answer

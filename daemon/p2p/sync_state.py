@@ -5,19 +5,24 @@ The protocol (delta-interval anti-entropy, Almeida, Shoker, Baquero 2018 §6; se
 
     asker (PullState)                      responder (ServeState)
       want(my context)          ───▶       WantReceived(context)
-                                           … the host extracts ≤ ROUND_DELTAS deltas …
-                                ◀───       delta × ≤ ROUND_DELTAS (each ≤ 1 MiB, ≤ 4,096 ops)
+                                           … the host extracts ≤ ROUND_DELTAS deltas,
+      DeltaArrived(delta)       ◀───       sending each as it comes: delta × ≤ ROUND_DELTAS
+                                           (each ≤ 1 MiB, ≤ 4,096 ops)
+      … the host joins each delta as it arrives, in order …
       RoundEnded(deltas, …)     ◀───       end(more, responder's context)
-      … the host applies each delta, then reports its new context …
+      … once every delta is joined, the host reports its new context …
       if more: want(new context) ───▶      …
       else: done                           the asker closes its end: Closed()
 
     or, at the first want:      ◀───       refused(reason, detail)  (not a member, say hello first)
 
 Backpressure: the responder extracts the next round only when asked, so at most one round
-(≤ 4 MiB) is in flight, and the asker reads a whole round before applying it (Yamux resets
-a slow reader). A round resumes from the asker's context, so a sync cut short (peer
-killed, stream reset) loses nothing: the next one continues. A responder that keeps saying
+(≤ 4 MiB) is in flight. The asker joins each delta as it arrives, so verifying and joining
+the first overlaps extracting and sending the next; its reader keeps reading meanwhile
+(Yamux resets a slow reader), holding at most the round. Each delta is a delta-interval
+with its own causal context, so joining the deltas that arrived of a round cut short (peer
+killed, stream reset) is sound and keeps that progress; the next pull asks from the
+context they left, and loses nothing. A responder that keeps saying
 "more" while its rounds change nothing is stuck or lying: after STALL_ROUNDS such rounds
 the asker gives up (`RemoteProtocolError("stalled")`).
 
@@ -46,11 +51,12 @@ ROUND_DELTAS deltas; a real host says `more` when it has further ones):
 ...             deltas = [encode_delta(d) for d in extract_deltas(responder, event.context)]
 ...             serve.answer(deltas, more=False, context=responder.context.copy())
 ...     while (message := serve.next_message()) is not None:     # deltas, then the end
-...         for event in pull.receive(message):                 # RoundEnded, at the end
-...             for data in event.deltas:
-...                 delta, rejected = decode_delta(data, signature_ok)
+...         for event in pull.receive(message):                 # a DeltaArrived each, then RoundEnded
+...             if isinstance(event, DeltaArrived):
+...                 delta, rejected = decode_delta(event.delta, signature_ok)
 ...                 report = apply_delta(asker, delta, rejected=rejected, sender=writer.peer_id)
-...             pull.round_applied(asker.context.copy())
+...             else:
+...                 pull.round_applied(asker.context.copy())
 >>> asker.body(body.id) == body, asker.context == responder.context, pull.rounds
 (True, True, 1)
 >>> serve.receive_eof()                                          # the asker closes its end
@@ -80,6 +86,7 @@ __all__ = [
     "ROUND_DELTAS",
     "STALL_ROUNDS",
     "Closed",
+    "DeltaArrived",
     "PeerRefused",
     "PullPhase",
     "PullState",
@@ -104,13 +111,21 @@ class WantReceived:
     context: CausalContext
 
 
+@dataclass(frozen=True, slots=True)
+class DeltaArrived:
+    """Pull side: a delta of the open round. Join it (after the round's earlier ones)."""
+
+    delta: bytes
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RoundEnded:
-    """Pull side: a round is complete. Apply `deltas` in order, then `round_applied`.
+    """Pull side: a round is complete. Once its deltas are joined, call `round_applied`.
 
-    `more`: the responder has further deltas; `context`: the responder's causal context."""
+    `deltas`: how many the round brought; `more`: the responder has further deltas;
+    `context`: the responder's causal context."""
 
-    deltas: tuple[bytes, ...]
+    deltas: int
     more: bool
     context: CausalContext
 
@@ -128,7 +143,7 @@ class Closed:
     """Serve side: the asker closed its end between rounds (the normal end of a pull)."""
 
 
-PullEvent = RoundEnded | PeerRefused
+PullEvent = DeltaArrived | RoundEnded | PeerRefused
 ServeEvent = WantReceived | Closed
 
 
@@ -156,8 +171,7 @@ class PullState:
     - `phase`: where the exchange is (`PullPhase`).
     - `rounds`: rounds completed (an `end` received).
     - `deltas`: delta frames received over all rounds.
-    - `round_deltas`: the deltas of the open round, kept until its `end` (a round is
-      applied whole, never half: a round cut short applies nothing).
+    - `round_deltas`: deltas received in the open round (each handed over as it came).
     - `last_want`: the context sent in the last want (a stalled round leaves it unchanged).
     - `stalled`: rounds in a row that said "more" and left our context as it was.
     - `remote_context`: the responder's context from the last `end` (None before one).
@@ -169,7 +183,7 @@ class PullState:
         self.phase = PullPhase.START
         self.rounds = 0
         self.deltas = 0
-        self.round_deltas: list[bytes] = []
+        self.round_deltas = 0
         self.last_want: CausalContext | None = None
         self.stalled = 0
         self.remote_context: CausalContext | None = None
@@ -199,7 +213,7 @@ class PullState:
 
     def _want(self, context: CausalContext) -> None:
         self.last_want = context
-        self.round_deltas = []
+        self.round_deltas = 0
         self._outbox.append(messages.Want(context))
         self.phase = PullPhase.AWAITING
 
@@ -218,18 +232,17 @@ class PullState:
         if self.phase is not PullPhase.AWAITING:
             raise LocalProtocolError(f"no reply is due: the pull is {self.phase.value}")
         if isinstance(message, messages.DeltaFrame):
-            if len(self.round_deltas) >= ROUND_DELTAS:
+            if self.round_deltas >= ROUND_DELTAS:
                 raise self._remote("oversized", f"more than {ROUND_DELTAS} deltas in one round")
-            self.round_deltas.append(message.delta)
+            self.round_deltas += 1
             self.deltas += 1
-            return []
+            return [DeltaArrived(message.delta)]
         if isinstance(message, messages.End):
             self.rounds += 1
             self.remote_context = message.context
             self.more = message.more
             self.phase = PullPhase.APPLYING
-            deltas, self.round_deltas = tuple(self.round_deltas), []
-            return [RoundEnded(deltas=deltas, more=message.more, context=message.context)]
+            return [RoundEnded(deltas=self.round_deltas, more=message.more, context=message.context)]
         if isinstance(message, messages.Refused):
             self.phase = PullPhase.REFUSED
             self.refusal = PeerRefused(reason=message.reason, detail=message.detail)
@@ -237,7 +250,7 @@ class PullState:
         raise self._remote("malformed", f"unexpected {_name(message)} in a sync round")
 
     def round_applied(self, context: CausalContext) -> None:
-        """The host applied the last round; `context` is our causal context now. Queues the
+        """The host joined the last round's deltas; `context` is our causal context now. Queues the
         next want if the responder said "more" (else the pull is done).
 
         Raises `RemoteProtocolError("stalled")` when STALL_ROUNDS rounds in a row said "more"
@@ -271,6 +284,7 @@ class ServeState:
     - `rounds`: rounds answered (an `end` queued).
     - `want`: the asker's context of the current (or last) want, None before the first.
     - `deltas`: delta frames queued over all rounds.
+    - `round_deltas`: delta frames queued for the pending want.
     """
 
     def __init__(self) -> None:
@@ -278,6 +292,7 @@ class ServeState:
         self.rounds = 0
         self.want: CausalContext | None = None
         self.deltas = 0
+        self.round_deltas = 0
         self._outbox: deque[messages.Message] = deque()
 
     @property
@@ -305,6 +320,7 @@ class ServeState:
             self._outbox.clear()
             raise RemoteProtocolError("malformed", f"expected a want, got {_name(message)}")
         self.want = message.context
+        self.round_deltas = 0
         self.phase = ServePhase.EXTRACTING
         return [WantReceived(context=message.context)]
 
@@ -314,16 +330,35 @@ class ServeState:
         self.phase = ServePhase.CLOSED
         return [Closed()]
 
-    def answer(self, deltas: Sequence[bytes], *, more: bool, context: CausalContext) -> None:
-        """Answer the pending want: queues each delta, then `end(more, context)`.
+    def send_delta(self, delta: bytes) -> None:
+        """Queue one delta of the pending want's round, as soon as it is extracted.
 
-        Raises `LocalProtocolError` if no want is pending or `deltas` exceeds ROUND_DELTAS."""
+        Raises `LocalProtocolError` if no want is pending or the round has ROUND_DELTAS."""
         if self.phase is not ServePhase.EXTRACTING:
             raise LocalProtocolError(f"no want to answer: serving is {self.phase.value}")
-        if len(deltas) > ROUND_DELTAS:
-            raise LocalProtocolError(f"{len(deltas)} deltas in one round (at most {ROUND_DELTAS})")
-        self._outbox.extend(messages.DeltaFrame(delta) for delta in deltas)
+        if self.round_deltas >= ROUND_DELTAS:
+            raise LocalProtocolError(f"more than {ROUND_DELTAS} deltas in one round")
+        self._outbox.append(messages.DeltaFrame(delta))
+        self.round_deltas += 1
+        self.deltas += 1
+
+    def end(self, *, more: bool, context: CausalContext) -> None:
+        """End the pending want's round: queues `end(more, context)`.
+
+        Raises `LocalProtocolError` if no want is pending."""
+        if self.phase is not ServePhase.EXTRACTING:
+            raise LocalProtocolError(f"no want to answer: serving is {self.phase.value}")
         self._outbox.append(messages.End(more, context))
-        self.deltas += len(deltas)
         self.rounds += 1
         self.phase = ServePhase.IDLE
+
+    def answer(self, deltas: Sequence[bytes], *, more: bool, context: CausalContext) -> None:
+        """Answer the pending want whole: `send_delta` each, then `end`.
+
+        Raises `LocalProtocolError` if no want is pending or `deltas` exceeds ROUND_DELTAS
+        (then nothing is queued)."""
+        if self.phase is ServePhase.EXTRACTING and self.round_deltas + len(deltas) > ROUND_DELTAS:
+            raise LocalProtocolError(f"{len(deltas)} deltas in one round (at most {ROUND_DELTAS})")
+        for delta in deltas:
+            self.send_delta(delta)
+        self.end(more=more, context=context)
