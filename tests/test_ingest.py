@@ -4,7 +4,6 @@ search over what arrived, and no verifier thread left behind whatever fails."""
 
 from __future__ import annotations
 
-import queue
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -114,56 +113,3 @@ def test_a_store_failure_stops_the_verifier_even_with_the_pipe_full(source: Grim
         blocker.close()
     assert not verifier_threads()
     assert target.counts().entries == 0
-
-
-def test_frames_still_arriving_are_joined_as_they_come(source: Grimoire, tmp_path: Path) -> None:
-    """Frames handed over one at a time (as catch-up's reader does): each commits before the
-    next is given, and a malformed one stops the round after them."""
-    target = open_store(tmp_path / "t.db")
-    frames = frames_of(source, target, max_ops=300)
-    handed: queue.Queue[bytes | None] = queue.Queue()
-    committed: list[int] = []
-
-    def arriving() -> Iterator[bytes]:
-        handed.put(frames[0])
-        while (frame := handed.get(timeout=30)) is not None:
-            yield frame
-
-    def on_frame(report: ingest.FrameReport) -> None:
-        committed.append(target.counts().entries)
-        # the next frame only once this one is committed: the join never waits for the round
-        handed.put(b"\x93\x07\x90\x90" if len(committed) == 2 else frames[len(committed)])
-
-    with pytest.raises(RemoteProtocolError) as caught:
-        apply_frames(target, arriving(), signature_ok, local_replica=ME.peer_id, sender=WRITER.peer_id,
-                     on_frame=on_frame, stop=lambda: handed.put(None))
-    assert caught.value.reason == "unknown_version"
-    assert len(committed) == 2 and 0 < committed[0] < committed[1]
-    assert not verifier_threads()
-
-
-def test_a_writer_failure_calls_stop_to_wake_a_source_waiting_for_a_frame(source: Grimoire, tmp_path: Path) -> None:
-    """The writer fails while the unpacker waits for the next frame (the network is slow):
-    `stop` wakes it, the error reaches the caller, and no thread is left behind."""
-    target = open_store(tmp_path / "t.db")
-    frames = frames_of(source, target, max_ops=300)
-    handed: queue.Queue[bytes | None] = queue.Queue()
-    handed.put(frames[0])
-    stopped = threading.Event()
-
-    def arriving() -> Iterator[bytes]:
-        while (frame := handed.get(timeout=30)) is not None:
-            yield frame
-
-    def on_frame(report: ingest.FrameReport) -> None:
-        raise RuntimeError("the host went away")
-
-    def stop() -> None:
-        stopped.set()
-        handed.put(None)
-
-    with pytest.raises(RuntimeError, match="host went away"):
-        apply_frames(target, arriving(), signature_ok, local_replica=ME.peer_id, sender=WRITER.peer_id,
-                     on_frame=on_frame, stop=stop)
-    assert stopped.is_set() and handed.empty()  # the source took the None: it was woken, not timed out
-    assert not verifier_threads()

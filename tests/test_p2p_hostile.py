@@ -23,6 +23,7 @@ exchange naming fake siblings without end (the peer book outgrows its cap).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
@@ -739,4 +740,52 @@ async def test_a_member_cannot_grow_the_victims_peer_book_without_bound(tmp_path
         assert not mallory.errors, mallory.errors
     finally:
         closed.close()
+        await trio.to_thread.run_sync(clade.close)
+
+
+@pytest.mark.slow
+async def test_a_member_stalling_mid_round_holds_neither_the_writer_nor_the_deltas_it_sent(tmp_path: Path) -> None:
+    """Mallory answers the victim's next pull with one good delta, then neither more nor the
+    end. The victim joins that delta at once (its counter moves and the entry is readable
+    while the round is still open), and its store's writer stays free meanwhile: a write
+    through the API lands. Only then does Mallory end the round."""
+    clade = LoopbackClade(tmp_path, 1)
+    (victim,) = clade.golems
+    mallory_dir = clade.add_golem("mallory")
+    release, ended = trio.Event(), trio.Event()
+    try:
+        await trio.to_thread.run_sync(lambda: clade.start(victim, bootstrap=[], env=VICTIM_ENV))
+        mallory = Mallory(mallory_dir, victim)
+        body, ops = mallory.entry("Mallory's one honest warning: pool 7 drains at block 9")
+
+        async def one_delta_then_wait(stream: INetStream) -> None:
+            mallory.sync_reply = mallory.honest  # once: any later pull meets an honest Mallory
+            assert isinstance(messages.decode(await read_frame(stream)), messages.Want)
+            await stream.write(frame(messages.DeltaFrame(encode_delta(Delta(tuple(ops), CausalContext())))))
+            await release.wait()
+            await stream.write(frame(messages.End(False, CausalContext())))
+            with contextlib.suppress(EOFError):
+                await read_frame(stream)  # the victim closes its end
+            ended.set()
+
+        async with mallory.running():
+            await mallory.connect()
+            mallory.sync_reply = one_delta_then_wait  # the pulls after a new connection (2 s, 6 s) meet it
+
+            async def joined() -> bool:
+                return (await counters(victim))["sync_ops_applied"] == len(ops)
+
+            await wait_until("the delta joined while its round is open", joined)
+            assert (await call(victim, "GET", f"/v1/entries/{body.id}"))["content"] == body.content
+            with trio.fail_after(WAIT_S):  # the writer is not waiting for Mallory's round
+                mine = await call(victim, "POST", "/v1/memory", json={
+                    "content": "written while a sibling's round is open", "memory_type": "insight"})
+            assert not ended.is_set() and not release.is_set()  # the round was open all along
+            release.set()
+            with trio.fail_after(WAIT_S):
+                await ended.wait()
+            assert (await call(victim, "GET", f"/v1/entries/{mine['id']}"))["kind"] == "insight"
+            assert (await counters(victim))["sync_ops_applied"] == len(ops)
+        assert victim.running and not mallory.errors, mallory.errors
+    finally:
         await trio.to_thread.run_sync(clade.close)

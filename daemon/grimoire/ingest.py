@@ -12,14 +12,13 @@ futures, in order) and its end:
     verifiers:  open 1..256 │ open 257..512 │ open 513..768 │ …
     writer:                  join 1..256 ─── join 257..512 ─ … ─ finish 1 ─ join …
 
-The pipe is `DEPTH` pieces deep, so memory stays bounded whichever side is slower. The
-frames may still be arriving (catch-up hands them over as the network does): the unpacker
-takes each when it comes, and only it iterates them. Each frame is one transaction
-(`Grimoire.join_delta`), committed after its last piece: a frame whose structure is bad
-raises `RemoteProtocolError` when the writer reaches it, after the frames before it are
-committed (as applying them one by one did). The writer closes the pipe whatever happens,
-and calls `stop` so that an unpacker waiting for a frame wakes; the unpacker then ends, and
-the pool's unstarted pieces are cancelled.
+The pipe is `DEPTH` pieces deep, so memory stays bounded whichever side is slower. Only the
+unpacker iterates the frames; it tells the writer each frame's size and when none follows.
+Each frame is one transaction (`Grimoire.join_delta`), committed after its last piece: a
+frame whose structure is bad raises `RemoteProtocolError` when the writer reaches it, after
+the frames before it are committed (as applying them one by one did). The writer closes the
+pipe whatever happens, which stops the unpacker; the pool's unstarted pieces are cancelled.
+Catch-up never hands this frames still in flight: the writer must not wait for the network.
 """
 
 from __future__ import annotations
@@ -141,16 +140,13 @@ def _pieces(pipe: _Pipe) -> Iterator[Piece]:
 
 def apply_frames(store: Grimoire, frames: Iterable[bytes], verify: Verifier, *, local_replica: str | None = None,
                  max_skew_ms: int = DEFAULT_MAX_SKEW_MS, sender: str | None = None,
-                 on_frame: Callable[[FrameReport], None] | None = None,
-                 stop: Callable[[], None] | None = None) -> list[FrameReport]:
+                 on_frame: Callable[[FrameReport], None] | None = None) -> list[FrameReport]:
     """Unpack, verify and join `frames` in order, one transaction each (see the module doc).
 
     Run on the store's writer thread; `on_frame` is called there after each frame commits.
-    `frames` is iterated once, on another thread, and may block until a frame arrives; if it
-    can, `stop` (called on the writer thread when it is done, joined or failed) must make it
-    end. Raises `RemoteProtocolError` for a frame that is unusable as a whole (the frames
-    before it stay joined); ops that fail their own checks are counted in the frame's report,
-    as `Grimoire.apply_delta` counts them.
+    Raises `RemoteProtocolError` for a frame that is unusable as a whole (the frames before
+    it stay joined); ops that fail their own checks are counted in the frame's report, as
+    `Grimoire.apply_delta` counts them.
     """
     pipe = _Pipe()
     pool = ThreadPoolExecutor(VERIFIERS, thread_name_prefix="clade-verify")
@@ -171,8 +167,6 @@ def apply_frames(store: Grimoire, frames: Iterable[bytes], verify: Verifier, *, 
                 on_frame(reports[-1])
     finally:
         pipe.closed.set()
-        if stop is not None:
-            stop()
         unpacker.join()
         pool.shutdown(wait=True, cancel_futures=True)
     return reports

@@ -12,10 +12,10 @@ logged with its traceback as `internal_errors`.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import random
-from collections.abc import Iterator
 from typing import Any
 
 import trio
@@ -128,31 +128,28 @@ class CatchUp:
         return await self.daemon.db(lambda s: s.causal_context())
 
     async def _apply_sync_round(self, arrivals: trio.MemoryReceiveChannel[bytes], *, sender: str) -> ApplyReport:
-        """Join a round's deltas as they arrive, on the writer thread, while verifier threads
-        open the next ops (`daemon.grimoire.ingest`). As each delta commits: its ops counted
-        (`sync_ops_applied`, `sync_rejected_<reason>`), `entries_received` and `sync_progress`
-        published, so a round cut short is accounted for as far as it was joined."""
+        """Join a round's deltas as they arrive: whatever has arrived goes to the store's writer
+        thread in one `ingest.apply_frames` call (verifier threads open the next ops while it
+        joins), and the deltas arriving meanwhile make the next call. The writer never waits
+        for the network: an empty round never reaches it, and a slow sibling holds a reader,
+        not the writer. As each delta commits: its ops counted (`sync_ops_applied`,
+        `sync_rejected_<reason>`), `entries_received` and `sync_progress` published, so a round
+        cut short is accounted for as far as it was joined."""
         token = trio.lowlevel.current_trio_token()
-
-        def frames() -> Iterator[bytes]:  # on ingest's unpacking thread: each delta as the reader hands it over
-            while True:
-                try:
-                    yield trio.from_thread.run(arrivals.receive, trio_token=token)
-                except (trio.EndOfChannel, trio.ClosedResourceError):
-                    return
 
         def committed(frame: FrameReport) -> None:  # on the writer thread
             trio.from_thread.run_sync(self._count_joined, frame, sender, trio_token=token)
 
-        def stop() -> None:  # on the writer thread, done: wake the unpacker if it waits for a delta
-            trio.from_thread.run_sync(arrivals.close, trio_token=token)
-
-        joined = await self.daemon.db(lambda s: apply_frames(s, frames(), signature_ok, local_replica=self.me,
-                                                             max_skew_ms=self.max_skew_ms, sender=sender,
-                                                             on_frame=committed, stop=stop))
         total = ApplyReport()
-        for frame in joined:
-            total.add(frame.report)
+        async for first in arrivals:
+            batch = [first]
+            with contextlib.suppress(trio.WouldBlock, trio.EndOfChannel):
+                while True:
+                    batch.append(arrivals.receive_nowait())
+            join = functools.partial(apply_frames, frames=batch, verify=signature_ok, local_replica=self.me,
+                                     max_skew_ms=self.max_skew_ms, sender=sender, on_frame=committed)
+            for frame in await self.daemon.db(join):
+                total.add(frame.report)
         return total
 
     def _count_joined(self, frame: FrameReport, sender: str) -> None:
