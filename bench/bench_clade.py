@@ -473,6 +473,7 @@ def bench_catchup(root: Path, args: argparse.Namespace, rng: random.Random, resu
         deadline = time.monotonic() + args.catchup_timeout
         syncs: list[tuple[float, dict[str, Any]]] = []
         committed: list[float] = []
+        progress_at: list[float] = []  # each delta's commit (`sync_progress`), wall ms
         seen = 0
         while time.monotonic() < deadline:
             events = log.events[seen:]
@@ -482,6 +483,8 @@ def bench_catchup(root: Path, args: argparse.Namespace, rng: random.Random, resu
                     syncs.append((at, data))
                 elif name == "entries_received" and data.get("via") == "sync":
                     committed.append(float(data["committed_ms"]))
+                elif name == "sync_progress":
+                    progress_at.append(at)
             if sum(int(s["applied"]) for _, s in syncs) >= expected:
                 break
             time.sleep(0.02)
@@ -518,12 +521,14 @@ def bench_catchup(root: Path, args: argparse.Namespace, rng: random.Random, resu
         "digest_equal": laggard_digest == writer_digest, "bytes_in_sync": bytes_in,
         "bytes_in_peer_record": int(record.get("bytes_in", 0)), "msgs_in_peer_record": record.get("msgs_in"),
         "behind": record.get("behind"), "odd_counters": odd,
+        "deltas_committed_ms_after_ready": [round(at - ready) for at in progress_at],
     }
     out(f"  {laggard.name} restarted: ready {catch['restart_to_ready_ms']} ms after launch; "
         f"{len(syncs)} sync(s) reported: " + "; ".join(
             f"from {'writer' if s['peer_id'] == writer.peer_id else s['peer_id'][:12]} {s['applied']} ops, "
             f"{s['rounds']} rounds, {s['deltas']} deltas, {s['bytes_in']:,} B, {s['seconds']} s"
             for _, s in syncs))
+    out(f"  each delta committed at (ms after ready): {catch['deltas_committed_ms_after_ready']}")
     ceiling = bench_ceiling(root, expected, args.ceiling_repeats, rng, content)  # every daemon is stopped by now
     rate_ready = catch["ops_per_s_ready"] or float("nan")
     rate_sync = catch["ops_per_s_sync"] or float("nan")

@@ -48,6 +48,9 @@ class _Clock:
     async def read(self, fn: Any) -> Any:
         raise AssertionError("the validator does not touch the store")
 
+    def ingesting(self) -> Any:
+        raise AssertionError("the validator joins no catch-up round")
+
 
 def _broadcast() -> tuple[Broadcast, _Clock]:
     daemon = _Clock()

@@ -62,6 +62,9 @@ class FakeDaemon:
     async def read(self, fn: Callable[[Any], Any]) -> Any:
         raise AssertionError("the store is not used here")
 
+    def ingesting(self) -> Any:
+        raise AssertionError("nothing is joined here")
+
 
 class FakeLinks:
     """A host whose dials fail with `error` (or succeed if None), recording when each came."""

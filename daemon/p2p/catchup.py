@@ -132,7 +132,8 @@ class CatchUp:
         thread in one `ingest.apply_frames` call (verifier threads open the next ops while it
         joins), and the deltas arriving meanwhile make the next call. The writer never waits
         for the network: an empty round never reaches it, and a slow sibling holds a reader,
-        not the writer. As each delta commits: its ops counted (`sync_ops_applied`,
+        not the writer. The backlog embedder holds back meanwhile (`Daemon.ingesting`). As each
+        delta commits: its ops counted (`sync_ops_applied`,
         `sync_rejected_<reason>`), `entries_received` and `sync_progress` published, so a round
         cut short is accounted for as far as it was joined."""
         token = trio.lowlevel.current_trio_token()
@@ -141,15 +142,16 @@ class CatchUp:
             trio.from_thread.run_sync(self._count_joined, frame, sender, trio_token=token)
 
         total = ApplyReport()
-        async for first in arrivals:
-            batch = [first]
-            with contextlib.suppress(trio.WouldBlock, trio.EndOfChannel):
-                while True:
-                    batch.append(arrivals.receive_nowait())
-            join = functools.partial(apply_frames, frames=batch, verify=signature_ok, local_replica=self.me,
-                                     max_skew_ms=self.max_skew_ms, sender=sender, on_frame=committed)
-            for frame in await self.daemon.db(join):
-                total.add(frame.report)
+        with self.daemon.ingesting():
+            async for first in arrivals:
+                batch = [first]
+                with contextlib.suppress(trio.WouldBlock, trio.EndOfChannel):
+                    while True:
+                        batch.append(arrivals.receive_nowait())
+                join = functools.partial(apply_frames, frames=batch, verify=signature_ok, local_replica=self.me,
+                                         max_skew_ms=self.max_skew_ms, sender=sender, on_frame=committed)
+                for frame in await self.daemon.db(join):
+                    total.add(frame.report)
         return total
 
     def _count_joined(self, frame: FrameReport, sender: str) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from crdt import ApplyReport
@@ -49,6 +50,11 @@ class Daemon(Protocol):
 
     async def read(self, fn: Callable[[Grimoire], T]) -> T:
         """Run `fn(reader)` on a read-only connection, never behind the writer (`fn` must not write)."""
+        ...
+
+    def ingesting(self) -> AbstractContextManager[None]:
+        """Held while a catch-up round is joined: work that can wait (the backlog embedder)
+        holds back a while, so the join has the cores."""
         ...
 
 

@@ -48,6 +48,7 @@ log = logging.getLogger("clade.daemon")
 GRACE_SECONDS = 5.0
 EMBED_IDLE_SECONDS = 2.0
 EMBED_COALESCE_SECONDS = 1.0
+EMBED_DEFER_SECONDS = 10.0  # a catch-up round being joined holds the backlog back this long at most
 BACKOFF_MAX = 60.0
 
 
@@ -148,9 +149,12 @@ class Daemon:
         """Work through entries without vectors in batches: at once while batches come back
         full (a backlog), after `EMBED_COALESCE_SECONDS` when one was partial (entries trickling
         in from gossip embed together, ~5x cheaper each than one by one), after
-        `EMBED_IDLE_SECONDS` when there was nothing. A search embeds its own tail meanwhile."""
+        `EMBED_IDLE_SECONDS` when there was nothing; never while a catch-up round is being
+        joined (for up to `EMBED_DEFER_SECONDS` at a time: the join has the cores first). A
+        search embeds its own tail meanwhile."""
         assert self.state is not None
         while not self.stop.is_set():
+            await self.state.ingest_idle(at_most_s=EMBED_DEFER_SECONDS)
             done = await self.state.embed_backlog()
             if done >= self.state.backlog_batch():
                 await trio.sleep(0)  # let requests in between batches

@@ -11,8 +11,8 @@ import logging
 import queue
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -97,6 +97,9 @@ class DaemonState:
     _embedding: anyio.Lock = field(default_factory=anyio.Lock)
     _backlog_lock: anyio.Lock = field(default_factory=anyio.Lock)
     _background: BackgroundThread = field(default_factory=lambda: BackgroundThread("embed-backlog"))
+    # Catch-up rounds being joined (`ingesting`): the backlog embedder waits for them, a while.
+    _ingesting: int = 0
+    _ingest_idle: anyio.Event | None = None  # set when the last round is joined; None while none is
     p2p: P2PControl | None = None  # the running p2p node (set by the runtime while sync runs)
     keys: KeyRing | None = None  # the clade keys gossip uses (set by the p2p service, replaced by reload_keys)
     styx: Pusher | None = None  # the Styx outbox's drain (set by the runtime when [styx] is enabled)
@@ -106,6 +109,27 @@ class DaemonState:
     def now_ms() -> int:
         """Wall-clock milliseconds since the Unix epoch (the one clock: `grimoire.wall_clock_ms`)."""
         return wall_clock_ms()
+
+    @contextmanager
+    def ingesting(self) -> Iterator[None]:
+        """Mark a catch-up round being joined (see `ports.Daemon.ingesting`)."""
+        if self._ingest_idle is None:
+            self._ingest_idle = anyio.Event()
+        self._ingesting += 1
+        try:
+            yield
+        finally:
+            self._ingesting -= 1
+            if not self._ingesting:
+                self._ingest_idle.set()
+                self._ingest_idle = None
+
+    async def ingest_idle(self, *, at_most_s: float) -> None:
+        """Return once no catch-up round is being joined, or after `at_most_s`."""
+        idle = self._ingest_idle
+        if idle is not None:
+            with anyio.move_on_after(at_most_s):
+                await idle.wait()
 
     async def db(self, fn: Callable[[Grimoire], T]) -> T:
         """Run `fn(store)` in the writer thread."""
@@ -216,7 +240,9 @@ class DaemonState:
         lock, run = ((self._embedding, anyio.to_thread.run_sync) if newest_first
                      else (self._backlog_lock, self._background.run))
         async with lock:
-            embedder = await anyio.to_thread.run_sync(lambda: self.retriever.embedder)
+            # Loading the model (~1 s of CPU, once) is work that can wait too, on the backlog's path.
+            embedder = await (anyio.to_thread.run_sync if newest_first else self._background.run)(
+                lambda: self.retriever.embedder)
             todo = await self.read(lambda r: missing_vectors(r, embedder.info, limit=limit, newest_first=newest_first,
                                                              other_models=others))
             if not todo:
