@@ -467,6 +467,9 @@ def bench_catchup(root: Path, args: argparse.Namespace, rng: random.Random, resu
         launched = time.time() * 1000
         clade.start(laggard, bootstrap=[writer])
         ready = time.time() * 1000
+        assert laggard.proc is not None and writer.proc is not None
+        cpu_at_ready = (proc_cpu_ticks(laggard.proc.pid), proc_cpu_ticks(writer.proc.pid))
+        profiles = start_profiles(args.profile, {"catchup-asker": laggard.proc, "catchup-responder": writer.proc})
         log = EventLog(laggard.socket).start()
         progress(f"[2] {laggard.name} restarted ({ready - launched:.0f} ms to ready); waiting for the pull")
         expected = 2 * warnings
@@ -488,6 +491,9 @@ def bench_catchup(root: Path, args: argparse.Namespace, rng: random.Random, resu
             if sum(int(s["applied"]) for _, s in syncs) >= expected:
                 break
             time.sleep(0.02)
+        cpu_s = [(proc_cpu_ticks(proc.pid) - t0) / CLK_TCK
+                 for proc, t0 in zip((laggard.proc, writer.proc), cpu_at_ready, strict=True)]
+        profiled = stop_profiles(profiles)
         counters = laggard.call("GET", "/v1/status")["counters"]
         applied_counter = int(counters.get("sync_ops_applied", 0))
         applied_events = sum(int(s["applied"]) for _, s in syncs)
@@ -522,13 +528,18 @@ def bench_catchup(root: Path, args: argparse.Namespace, rng: random.Random, resu
         "bytes_in_peer_record": int(record.get("bytes_in", 0)), "msgs_in_peer_record": record.get("msgs_in"),
         "behind": record.get("behind"), "odd_counters": odd,
         "deltas_committed_ms_after_ready": [round(at - ready) for at in progress_at],
+        "cpu_s_ready_to_committed": {"laggard": round(cpu_s[0], 2), "writer": round(cpu_s[1], 2)},
+        "profiles": profiled,
     }
     out(f"  {laggard.name} restarted: ready {catch['restart_to_ready_ms']} ms after launch; "
         f"{len(syncs)} sync(s) reported: " + "; ".join(
             f"from {'writer' if s['peer_id'] == writer.peer_id else s['peer_id'][:12]} {s['applied']} ops, "
             f"{s['rounds']} rounds, {s['deltas']} deltas, {s['bytes_in']:,} B, {s['seconds']} s"
             for _, s in syncs))
-    out(f"  each delta committed at (ms after ready): {catch['deltas_committed_ms_after_ready']}")
+    out(f"  each delta committed at (ms after ready): {catch['deltas_committed_ms_after_ready']}; CPU from ready "
+        f"to the last (±20 ms): {catch['cpu_s_ready_to_committed']['laggard']} s in {laggard.name} (the asker), "
+        f"{catch['cpu_s_ready_to_committed']['writer']} s in {writer.name} (the responder), of "
+        f"{len(os.sched_getaffinity(0)) * wall_s:.2f} core-s")
     ceiling = bench_ceiling(root, expected, args.ceiling_repeats, rng, content)  # every daemon is stopped by now
     rate_ready = catch["ops_per_s_ready"] or float("nan")
     rate_sync = catch["ops_per_s_sync"] or float("nan")
@@ -697,7 +708,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--cpu-seconds", type=float, default=30.0, help="per steady-state phase (0 skips)")
     p.add_argument("--cpu-load", type=float, default=1.0, help="warnings/s in the loaded phase (0: idle only)")
     p.add_argument("--profile", type=Path, default=None, metavar="DIR",
-                   help="py-spy the writer and one sibling through each warnings phase; raw stacks and a summary "
+                   help="py-spy the writer and one sibling through each warnings phase, and both ends of the "
+                        "catch-up; raw stacks and a summary "
                         "(sampling costs CPU: take the table's figures from a run without it)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", type=Path, default=None, help="keep data directories here (default: a temp dir)")
