@@ -113,3 +113,34 @@ def test_a_store_failure_stops_the_verifier_even_with_the_pipe_full(source: Grim
         blocker.close()
     assert not verifier_threads()
     assert target.counts().entries == 0
+
+
+def test_a_round_join_takes_frames_added_while_it_joins_and_never_waits_for_more(source: Grimoire,
+                                                                                  tmp_path: Path) -> None:
+    """`RoundJoin`: with nothing added, `join_added` returns at once; a frame added while the
+    writer joins an earlier one is joined in the same call; once the added frames are joined
+    it returns, though more may come; `close` ends the unpacker waiting for the next frame."""
+    target = open_store(tmp_path / "t.db")
+    frames = frames_of(source, target, max_ops=300)
+    assert len(frames) >= 4
+    round_join: ingest.RoundJoin
+
+    def add_the_next(report: ingest.FrameReport) -> None:  # on the writer, after each commit
+        if round_join.added < 3:
+            round_join.add(frames[round_join.added])
+
+    round_join = ingest.RoundJoin(signature_ok, local_replica=ME.peer_id, sender=WRITER.peer_id,
+                                  on_frame=add_the_next)
+    try:
+        assert round_join.join_added(target) == [] and not round_join.pending
+        round_join.add(frames[0])
+        first = round_join.join_added(target)  # frames 2 and 3 were added while it ran
+        assert [f.size for f in first] == [len(f) for f in frames[:3]] and not round_join.pending
+        round_join.add(frames[3])
+        assert [f.size for f in round_join.join_added(target)] == [len(frames[3])]
+    finally:
+        round_join.close()
+    assert not verifier_threads()  # the unpacker, waiting for a fifth frame, was woken by close
+    at_once = open_store(tmp_path / "at-once.db")
+    apply_frames(at_once, frames[:4], signature_ok, local_replica=ME.peer_id, sender=WRITER.peer_id)
+    assert target.state_digest() == at_once.state_digest() != source.state_digest()  # 4 frames, not all

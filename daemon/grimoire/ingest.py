@@ -18,7 +18,9 @@ Each frame is one transaction (`Grimoire.join_delta`), committed after its last 
 frame whose structure is bad raises `RemoteProtocolError` when the writer reaches it, after
 the frames before it are committed (as applying them one by one did). The writer closes the
 pipe whatever happens, which stops the unpacker; the pool's unstarted pieces are cancelled.
-Catch-up never hands this frames still in flight: the writer must not wait for the network.
+`RoundJoin` keeps one unpacker and its verifiers for a whole catch-up round: frames are added
+as the network delivers them and verified at once, while the writer joins only frames already
+added, so it never waits for the network.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from crdt.codec import open_ops, unpack_delta
 from .replication import Piece
 from .store import DEFAULT_MAX_SKEW_MS, Grimoire
 
-__all__ = ["DEPTH", "PIECE_OPS", "VERIFIERS", "FrameReport", "apply_frames"]
+__all__ = ["DEPTH", "PIECE_OPS", "VERIFIERS", "FrameReport", "RoundJoin", "apply_frames"]
 
 PIECE_OPS = 256
 DEPTH = 16
@@ -138,35 +140,85 @@ def _pieces(pipe: _Pipe) -> Iterator[Piece]:
         yield item.result()
 
 
+class RoundJoin:
+    """One round's frames, verified as they come and joined when the writer gets to them.
+
+    `add(frame)` (the caller's thread, never blocks) hands a frame to the unpacker, which
+    starts verifying it at once, even while the writer is joining an earlier one; `join_added`
+    (the writer's thread) joins every frame added so far, in order, including those added
+    while it runs, and returns as soon as none is left: the writer never waits for a frame
+    still on the network. `close()` stops the threads (whatever happened; idempotent).
+    """
+
+    def __init__(self, verify: Verifier, *, local_replica: str | None = None, max_skew_ms: int = DEFAULT_MAX_SKEW_MS,
+                 sender: str | None = None, on_frame: Callable[[FrameReport], None] | None = None) -> None:
+        self._local_replica, self._max_skew_ms, self._sender = local_replica, max_skew_ms, sender
+        self._on_frame = on_frame
+        self._frames: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._pipe = _Pipe()
+        self._pool = ThreadPoolExecutor(VERIFIERS, thread_name_prefix="clade-verify")
+        self._unpacker = threading.Thread(target=_unpack, args=(iter(self._frames.get, None), verify, self._pipe,
+                                                                self._pool),
+                                          name="clade-verify-unpack", daemon=True)
+        self._unpacker.start()
+        self.added = 0
+        self.joined = 0
+        self._closed = False
+
+    def add(self, frame: bytes) -> None:
+        if self._closed:
+            raise RuntimeError("the round's join is closed")
+        self.added += 1
+        self._frames.put(frame)
+
+    @property
+    def pending(self) -> bool:
+        return self.joined < self.added
+
+    def join_added(self, store: Grimoire) -> list[FrameReport]:
+        """Join the frames added and not yet joined, one transaction each; `on_frame` after
+        each commits. Raises `RemoteProtocolError` for a frame unusable as a whole (the
+        frames before it stay joined); the round is then over: `close()` it."""
+        reports: list[FrameReport] = []
+        while self.pending:
+            start = self._pipe.get()
+            if isinstance(start, _Failed):
+                raise start.error
+            if not isinstance(start, _Start):
+                raise RuntimeError("the delta unpacker sent a piece before its frame's start")
+            report = store.join_delta(start.context, _pieces(self._pipe), local_replica=self._local_replica,
+                                      max_skew_ms=self._max_skew_ms, sender=self._sender)
+            self.joined += 1
+            reports.append(FrameReport(report, start.size))
+            if self._on_frame is not None:
+                self._on_frame(reports[-1])
+        return reports
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._pipe.closed.set()
+        self._frames.put(None)  # an unpacker waiting for the next frame wakes and ends
+        self._unpacker.join()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
 def apply_frames(store: Grimoire, frames: Iterable[bytes], verify: Verifier, *, local_replica: str | None = None,
                  max_skew_ms: int = DEFAULT_MAX_SKEW_MS, sender: str | None = None,
                  on_frame: Callable[[FrameReport], None] | None = None) -> list[FrameReport]:
-    """Unpack, verify and join `frames` in order, one transaction each (see the module doc).
+    """Unpack, verify and join `frames` in order, one transaction each (see the module doc):
+    a `RoundJoin` given them all at once.
 
     Run on the store's writer thread; `on_frame` is called there after each frame commits.
     Raises `RemoteProtocolError` for a frame that is unusable as a whole (the frames before
     it stay joined); ops that fail their own checks are counted in the frame's report, as
     `Grimoire.apply_delta` counts them.
     """
-    pipe = _Pipe()
-    pool = ThreadPoolExecutor(VERIFIERS, thread_name_prefix="clade-verify")
-    unpacker = threading.Thread(target=_unpack, args=(frames, verify, pipe, pool), name="clade-verify-unpack",
-                                daemon=True)
-    unpacker.start()
-    reports: list[FrameReport] = []
+    join = RoundJoin(verify, local_replica=local_replica, max_skew_ms=max_skew_ms, sender=sender, on_frame=on_frame)
     try:
-        while not isinstance(start := pipe.get(), _Done):
-            if isinstance(start, _Failed):
-                raise start.error
-            if not isinstance(start, _Start):
-                raise RuntimeError("the delta unpacker sent a piece before its frame's start")
-            report = store.join_delta(start.context, _pieces(pipe), local_replica=local_replica,
-                                      max_skew_ms=max_skew_ms, sender=sender)
-            reports.append(FrameReport(report, start.size))
-            if on_frame is not None:
-                on_frame(reports[-1])
+        for frame in frames:
+            join.add(frame)
+        return join.join_added(store)
     finally:
-        pipe.closed.set()
-        unpacker.join()
-        pool.shutdown(wait=True, cancel_futures=True)
-    return reports
+        join.close()

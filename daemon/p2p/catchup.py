@@ -12,7 +12,6 @@ logged with its traceback as `internal_errors`.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import random
@@ -24,7 +23,7 @@ from crdt import ApplyReport, CausalContext, RemoteProtocolError
 from crdt.codec import encode_delta
 from crypto.identity import signature_ok
 from daemon.grimoire import Grimoire
-from daemon.grimoire.ingest import FrameReport, apply_frames
+from daemon.grimoire.ingest import FrameReport, RoundJoin
 
 from . import messages
 from .errors import SyncRefused
@@ -128,30 +127,56 @@ class CatchUp:
         return await self.daemon.db(lambda s: s.causal_context())
 
     async def _apply_sync_round(self, arrivals: trio.MemoryReceiveChannel[bytes], *, sender: str) -> ApplyReport:
-        """Join a round's deltas as they arrive: whatever has arrived goes to the store's writer
-        thread in one `ingest.apply_frames` call (verifier threads open the next ops while it
-        joins), and the deltas arriving meanwhile make the next call. The writer never waits
-        for the network: an empty round never reaches it, and a slow sibling holds a reader,
-        not the writer. The backlog embedder holds back meanwhile (`Daemon.ingesting`). As each
-        delta commits: its ops counted (`sync_ops_applied`,
-        `sync_rejected_<reason>`), `entries_received` and `sync_progress` published, so a round
-        cut short is accounted for as far as it was joined."""
+        """Join a round's deltas as they arrive (`ingest.RoundJoin`): each is handed to the
+        verifier threads the moment it arrives, even while the store's writer thread joins an
+        earlier one, and the writer joins whatever has arrived. The writer never waits for the
+        network: an empty round never reaches it, and a slow sibling holds a reader, not the
+        writer. The backlog embedder holds back meanwhile (`Daemon.ingesting`). As each delta
+        commits: its ops counted (`sync_ops_applied`, `sync_rejected_<reason>`),
+        `entries_received` and `sync_progress` published, so a round cut short is accounted
+        for as far as it was joined."""
         token = trio.lowlevel.current_trio_token()
 
         def committed(frame: FrameReport) -> None:  # on the writer thread
             trio.from_thread.run_sync(self._count_joined, frame, sender, trio_token=token)
 
         total = ApplyReport()
-        with self.daemon.ingesting():
-            async for first in arrivals:
-                batch = [first]
-                with contextlib.suppress(trio.WouldBlock, trio.EndOfChannel):
-                    while True:
-                        batch.append(arrivals.receive_nowait())
-                join = functools.partial(apply_frames, frames=batch, verify=signature_ok, local_replica=self.me,
-                                         max_skew_ms=self.max_skew_ms, sender=sender, on_frame=committed)
-                for frame in await self.daemon.db(join):
-                    total.add(frame.report)
+        round_join: RoundJoin | None = None
+        arrived = trio.Event()
+        all_arrived = False
+        failure: Exception | None = None
+
+        async def feed() -> None:  # as the reader hands each delta over
+            nonlocal round_join, arrived, all_arrived
+            async for frame in arrivals:
+                if round_join is None:  # the threads start with the round's first delta
+                    round_join = RoundJoin(signature_ok, local_replica=self.me, max_skew_ms=self.max_skew_ms,
+                                           sender=sender, on_frame=committed)
+                round_join.add(frame)
+                arrived.set()
+            all_arrived = True
+            arrived.set()
+
+        try:
+            with self.daemon.ingesting():
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(feed)
+                    try:
+                        while not all_arrived or (round_join is not None and round_join.pending):
+                            await arrived.wait()
+                            arrived = trio.Event()  # set again by a delta arriving while the writer joins
+                            if round_join is not None and round_join.pending:
+                                for frame in await self.daemon.db(round_join.join_added):
+                                    total.add(frame.report)
+                    except Exception as exc:  # noqa: BLE001 - raised below, unwrapped
+                        failure = exc
+                        nursery.cancel_scope.cancel()
+        finally:
+            if round_join is not None:  # no join is running: `daemon.db` returns only once its thread has
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(round_join.close)
+        if failure is not None:
+            raise failure
         return total
 
     def _count_joined(self, frame: FrameReport, sender: str) -> None:
