@@ -339,6 +339,19 @@ def store_functions(asker: SimReplica) -> tuple[Callable[[], Awaitable[CausalCon
     return local_context, apply
 
 
+def asking(stream: Stream, local_context: Callable[[], Awaitable[CausalContext]],
+           apply: Callable[[trio.MemoryReceiveChannel[bytes]], Awaitable[ApplyReport]]
+           ) -> Callable[[], Awaitable[PullResult]]:
+    """The asker's side of an exchange: pull over `stream`, then close it."""
+    async def asker_side() -> PullResult:
+        try:
+            return await pull(stream, local_context=local_context, apply=apply)
+        finally:
+            await stream.close()
+
+    return asker_side
+
+
 async def serve_replica(stream: Stream, responder: SimReplica, *, max_ops: int = 4096) -> ServeResult:
     async def extract(context: CausalContext, send: trio.MemorySendChannel[bytes]) -> tuple[bool, CausalContext]:
         deltas, more = extract_round(responder, context, max_ops=max_ops)
@@ -361,14 +374,8 @@ async def test_pull_and_serve_loops_converge_two_replicas_over_a_stream() -> Non
     async def responder_side() -> None:
         served.append(await serve_replica(theirs, responder, max_ops=2))
 
-    async def asker_side() -> PullResult:
-        try:
-            return await pull(mine, local_context=local_context, apply=apply)
-        finally:
-            await mine.close()
-
     with trio.fail_after(10):
-        result = await beside(asker_side, responder_side)
+        result = await beside(asking(mine, local_context, apply), responder_side)
     assert asker.digest() == responder.digest()
     assert (result.rounds, result.deltas, result.report.applied) == (8, 31, 60)
     assert served[0].rounds == 8 and served[0].bytes_in == result.bytes_out - 8  # one length byte per want
@@ -393,13 +400,7 @@ async def pull_against(responder: Callable[[Stream], Awaitable[object]],
     mine, theirs = pair()
     local_context, apply = store_functions(asker)
 
-    async def asker_side() -> PullResult:
-        try:
-            return await pull(mine, local_context=local_context, apply=apply)
-        finally:
-            await mine.close()
-
-    return await beside(asker_side, lambda: responder(theirs))
+    return await beside(asking(mine, local_context, apply), lambda: responder(theirs))
 
 
 async def test_pull_loop_keeps_the_whole_deltas_of_a_round_whose_end_is_truncated() -> None:
@@ -444,14 +445,8 @@ async def test_pull_loop_stops_reading_when_joining_a_delta_fails() -> None:
         with pytest.raises(EOFError):  # neither more deltas nor the end: the asker hangs up
             await read_frame(stream)
 
-    async def asker_side() -> PullResult:
-        try:
-            return await pull(mine, local_context=local_context, apply=apply)
-        finally:
-            await mine.close()
-
     with trio.fail_after(10), pytest.raises(RemoteProtocolError) as caught:
-        await beside(asker_side, lambda: silent_after_one_delta(theirs))
+        await beside(asking(mine, local_context, apply), lambda: silent_after_one_delta(theirs))
     assert caught.value.reason == "malformed" and joined == [b"junk"]
 
 
@@ -556,14 +551,8 @@ async def test_a_delta_is_joined_while_the_responder_still_extracts_the_round() 
         finally:
             await theirs.close()
 
-    async def asker_side() -> PullResult:
-        try:
-            return await pull(mine, local_context=local_context, apply=apply)
-        finally:
-            await mine.close()
-
     with trio.fail_after(10):
-        result = await beside(asker_side, responder_side)
+        result = await beside(asking(mine, local_context, apply), responder_side)
     assert result.rounds == 1 and result.deltas == count and asker.digest() == responder.digest()
 
 
