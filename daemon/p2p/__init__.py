@@ -13,10 +13,11 @@ Only what needs no libp2p is re-exported here: importing libp2p takes about a se
 
 from .errors import LocalProtocolError, P2PError, RemoteProtocolError, SyncRefused
 from .ports import P2PControl
-from .sync_state import Closed, PeerRefused, PullState, RoundEnded, ServeState, WantReceived
+from .sync_state import Closed, DeltaArrived, PeerRefused, PullState, RoundEnded, ServeState, WantReceived
 
 __all__ = [
     "Closed",
+    "DeltaArrived",
     "LocalProtocolError",
     "P2PControl",
     "P2PError",
