@@ -13,7 +13,7 @@ futures, in order) and its end:
     writer:                  join 1..256 ─── join 257..512 ─ … ─ finish 1 ─ join …
 
 The pipe is `DEPTH` pieces deep, so memory stays bounded whichever side is slower. Only the
-unpacker iterates the frames; it tells the writer each frame's size and when none follows.
+unpacker iterates the frames; it tells the writer each frame's size with its start.
 Each frame is one transaction (`Grimoire.join_delta`), committed after its last piece: a
 frame whose structure is bad raises `RemoteProtocolError` when the writer reaches it, after
 the frames before it are committed (as applying them one by one did). The writer closes the
@@ -65,16 +65,11 @@ class _End:
 
 
 @dataclass(slots=True)
-class _Done:
-    """No frame follows."""
-
-
-@dataclass(slots=True)
 class _Failed:
     error: BaseException
 
 
-_Message = _Start | Future[Piece] | _End | _Done | _Failed
+_Message = _Start | Future[Piece] | _End | _Failed
 
 
 class _Closed(Exception):
@@ -107,7 +102,7 @@ class _Pipe:
 
 def _unpack(frames: Iterable[bytes], verify: Verifier, pipe: _Pipe, pool: ThreadPoolExecutor) -> None:
     """The unpacking thread: per frame a start (its context and size), the pieces of its ops
-    as the verifiers' futures (in order), an end; after the last frame, done."""
+    as the verifiers' futures (in order), an end."""
     try:
         for frame in frames:
             if pipe.closed.is_set():
@@ -118,7 +113,6 @@ def _unpack(frames: Iterable[bytes], verify: Verifier, pipe: _Pipe, pool: Thread
             for at in range(0, len(raw), PIECE_OPS):
                 pipe.put(pool.submit(open_ops, raw[at:at + PIECE_OPS], verify))
             pipe.put(_End())
-        pipe.put(_Done())
     except _Closed:
         return
     except BaseException as exc:  # noqa: BLE001 - handed to the writer, which raises it
@@ -135,8 +129,8 @@ def _pieces(pipe: _Pipe) -> Iterator[Piece]:
             return
         if isinstance(item, _Failed):
             raise item.error
-        if isinstance(item, _Start | _Done):
-            raise RuntimeError("the delta unpacker started a frame, or stopped, inside another")
+        if isinstance(item, _Start):
+            raise RuntimeError("the delta unpacker started a frame inside another")
         yield item.result()
 
 
