@@ -147,7 +147,7 @@ class CatchUp:
         failure: Exception | None = None
 
         async def feed() -> None:  # as the reader hands each delta over
-            nonlocal round_join, arrived, all_arrived
+            nonlocal round_join, all_arrived  # `arrived` is read afresh: the loop below replaces it
             async for frame in arrivals:
                 if round_join is None:  # the threads start with the round's first delta
                     round_join = RoundJoin(signature_ok, local_replica=self.me, max_skew_ms=self.max_skew_ms,
