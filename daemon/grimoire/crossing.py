@@ -95,8 +95,9 @@ def promote_ready(store: Grimoire, identity: LocalIdentity, *, now_ms: int, tick
 
 def _admission_input(entry: Entry) -> AdmissionInput:
     b = entry.body
-    return AdmissionInput(confidence=entry.confidence, content=b.content, named=bool(b.tokens or b.chains or b.protocols),
-                          categorised=b.category is not None, uses=entry.access_count,
+    return AdmissionInput(confidence=entry.confidence, content=b.content,
+                          named=bool(b.tokens or b.chains or b.protocols), categorised=b.category is not None,
+                          uses=entry.access_count,
                           positive=entry.outcomes_positive, negative=entry.outcomes_negative)
 
 

@@ -73,7 +73,8 @@ class OutcomeInput:
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(float(value)):
                 raise InvalidValue("value", f"must be a finite number, got {value!r}")
             number = float(value) + 0.0
-        if episode_id is not None and (not isinstance(episode_id, str) or not 0 < len(episode_id) <= MAX_EPISODE_ID_CHARS
+        if episode_id is not None and (not isinstance(episode_id, str)
+                                       or not 0 < len(episode_id) <= MAX_EPISODE_ID_CHARS
                                        or any(ord(c) < 32 for c in episode_id)):
             raise InvalidValue("episode_id", f"must be 1..{MAX_EPISODE_ID_CHARS} characters of text")
         if note is not None:

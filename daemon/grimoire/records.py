@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict
 from crdt import EntryBody, Kind, Origin, Pad, Sensitivity, Timestamp
 from crdt.body import Category, check_unit
 
-__all__ = ["Entry", "EntryDoc", "MetadataDoc", "OutcomesDoc", "NewEntry", "Provenance", "Status", "iso_ms"]
+__all__ = ["Entry", "EntryDoc", "MetadataDoc", "NewEntry", "OutcomesDoc", "Provenance", "Status", "iso_ms"]
 
 Status = str  # "active" | "retracted"
 Provenance = str  # Origin values: where *this* golem got the entry
