@@ -95,8 +95,11 @@ def admission(entry: AdmissionInput, similarity: float | None) -> Admission:
     return Admission(round(score, 9), similarity, score > ADMISSION_THRESHOLD and not duplicate)
 
 
-def max_similarity(vector: NDArray[np.float32] | None, references: Sequence[NDArray[np.float32]]) -> float | None:
-    """The highest cosine of (unit) `vector` against `references`; None without a vector or references."""
-    if vector is None or not references:
+def max_similarity(vector: NDArray[np.float32] | None,
+                   references: NDArray[np.float32] | Sequence[NDArray[np.float32]]) -> float | None:
+    """The highest cosine of (unit) `vector` against `references` (a matrix, one row each, or a
+    list of rows); None without a vector or references."""
+    if vector is None or len(references) == 0:
         return None
-    return float(np.max(np.stack(references) @ vector))
+    matrix = references if isinstance(references, np.ndarray) else np.stack(references)
+    return float(np.max(matrix @ vector))

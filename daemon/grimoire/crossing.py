@@ -44,13 +44,31 @@ from .vitality import read_vitality
 __all__ = ["promote_ready", "release_inherited", "remember_warning"]
 
 Vectors = Mapping[str, NDArray[np.float32]]
+_BLOCK = 4096
+_CANDIDATE_BLOCK = 512
 
 
-def _references(store: Grimoire, me: str, vectors: Vectors) -> list[NDArray[np.float32]]:
+def _reference_similarity(store: Grimoire, me: str, vectors: Vectors, ids: list[str]) -> dict[str, float]:
+    """For each of `ids` with a vector, its highest cosine against what siblings already have:
+    own promoted entries and siblings' entries, archived ones too (the curator archives a
+    sibling's entry merged into an own paraphrase of it). In blocks: no copy of every vector."""
+    wanted = [i for i in ids if i in vectors]
+    if not wanted:
+        return {}
     rows = store.connection.execute(
-        "SELECT id FROM entries WHERE archived = 0 AND ((author = ? AND promoted_ms IS NOT NULL) "
-        "OR provenance = 'clade')", (me,)).fetchall()
-    return [vectors[r[0]] for r in rows if r[0] in vectors]
+        "SELECT id FROM entries WHERE (author = ? AND promoted_ms IS NOT NULL) OR provenance = 'clade'",
+        (me,)).fetchall()
+    refs = [r[0] for r in rows if r[0] in vectors]
+    out: dict[str, float] = {}
+    for first in range(0, len(wanted), _CANDIDATE_BLOCK):  # blocks of 4096 × 512 cosines (8 MiB)
+        ids = wanted[first:first + _CANDIDATE_BLOCK]
+        candidates = np.stack([vectors[i] for i in ids])
+        best = np.full(len(ids), -np.inf, dtype=np.float32)
+        for start in range(0, len(refs), _BLOCK):
+            block = np.stack([vectors[i] for i in refs[start:start + _BLOCK]])
+            best = np.maximum(best, (block @ candidates.T).max(axis=0))
+        out.update((i, float(v)) for i, v in zip(ids, best, strict=True) if np.isfinite(v))
+    return out
 
 
 def promote_ready(store: Grimoire, identity: LocalIdentity, *, now_ms: int, tick_seconds: float,
@@ -68,7 +86,9 @@ def promote_ready(store: Grimoire, identity: LocalIdentity, *, now_ms: int, tick
         f"AND crossing_hold IS NULL AND kind IN ({', '.join('?' * len(kinds))}) ORDER BY created_hlc, id",
         (me, *kinds)).fetchall()
     entries = {e.id: e for e in store.get_many([r[0] for r in rows])}
-    references = _references(store, me, vectors)
+    evidence_ids = [r[0] for r in rows if r[0] in entries and entries[r[0]].body.kind in EVIDENCE_KINDS]
+    reference = _reference_similarity(store, me, vectors, evidence_ids)
+    admitted: list[NDArray[np.float32]] = []
     by_reason: dict[str, list[str]] = {}
     for (entry_id,) in rows:
         entry = entries.get(entry_id)
@@ -76,7 +96,10 @@ def promote_ready(store: Grimoire, identity: LocalIdentity, *, now_ms: int, tick
             continue
         verdict = None
         if entry.body.kind in EVIDENCE_KINDS:
-            verdict = admission(_admission_input(entry), max_similarity(vectors.get(entry_id), references))
+            vector = vectors.get(entry_id)
+            similarity = max((x for x in (reference.get(entry_id), max_similarity(vector, admitted))
+                              if x is not None), default=None)
+            verdict = admission(_admission_input(entry), similarity)
         candidate = Candidate(
             kind=entry.body.kind, confidence=entry.confidence, created_ms=entry.body.created.ms,
             positive=entry.outcomes_positive, negative=entry.outcomes_negative, confirms=entry.confirms,
@@ -87,7 +110,7 @@ def promote_ready(store: Grimoire, identity: LocalIdentity, *, now_ms: int, tick
             continue
         by_reason.setdefault(reason, []).append(entry_id)
         if entry_id in vectors:
-            references.append(vectors[entry_id])
+            admitted.append(vectors[entry_id])  # a reference for the entries after it
     for reason, ids in by_reason.items():
         promoted += store.promote(ids, identity, now_ms=now_ms, reason=reason)
     return promoted
