@@ -349,9 +349,9 @@ def create_app(state: DaemonState) -> FastAPI:
 
         return StreamingResponse(stream(), media_type="text/event-stream")
 
+    api_knowledge.register(app, state)  # outcomes on entries, vitality (before the agent tools that call them)
     api_agent.register(app, state)  # agent memory: tools, working memory, flush, lessons
     api_operator.register(app, state)  # the operator's view: knowledge stats, backups
-    api_knowledge.register(app, state)  # outcomes on entries, vitality
     return app
 
 
