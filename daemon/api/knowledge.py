@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from daemon.api.responses import EntryDoc, VitalityOut, errors
 from daemon.grimoire import Grimoire
@@ -40,6 +40,13 @@ class OutcomeIn(BaseModel):
                                             description="the episode it was observed in")] = None
     note: Annotated[str | None, Field(max_length=MAX_NOTE_BYTES,
                                       description=f"free text, at most {MAX_NOTE_BYTES} bytes of UTF-8")] = None
+
+    @field_validator("note")
+    @classmethod
+    def _note_bytes(cls, note: str | None) -> str | None:
+        if note is not None and len(note.encode("utf-8", "surrogatepass")) > MAX_NOTE_BYTES:
+            raise ValueError(f"must be at most {MAX_NOTE_BYTES} bytes of UTF-8")
+        return note
 
 
 class VitalityIn(BaseModel):
