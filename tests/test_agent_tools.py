@@ -14,12 +14,12 @@ import pytest
 from anthropic.types import ToolParam, ToolResultBlockParam
 from pydantic import TypeAdapter
 
-from daemon.agent.tools import RecallInput
+from daemon.agent.tools import OutcomeInput, RecallInput
 from daemon.api.models import DigestIn, MemoryIn, SearchIn
 from daemon.datadir import DataDir
 from tests.daemon_proc import DaemonProc
 
-TOOL_NAMES = {"memory_save", "memory_recall", "memory_search"}
+TOOL_NAMES = {"memory_save", "memory_recall", "memory_search", "memory_outcome"}
 # Keep the adapter alive: the SDK's content blocks are iterables, which pydantic validates
 # lazily, while iterating, through the adapter's validator.
 RESULT = TypeAdapter(ToolResultBlockParam)
@@ -79,7 +79,8 @@ def test_definitions_are_anthropic_tool_params_derived_from_the_api_models(share
     assert {t["name"] for t in tools} == TOOL_NAMES
     adapter = TypeAdapter(ToolParam)
     allowed = set(ToolParam.__annotations__)
-    models = {"memory_save": MemoryIn, "memory_recall": RecallInput, "memory_search": SearchIn}
+    models = {"memory_save": MemoryIn, "memory_recall": RecallInput, "memory_search": SearchIn,
+              "memory_outcome": OutcomeInput}
     for tool in tools:
         adapter.validate_python(tool)
         assert set(tool) <= allowed, set(tool) - allowed
@@ -98,6 +99,8 @@ def test_definitions_are_anthropic_tool_params_derived_from_the_api_models(share
     assert recall["properties"]["query"]["maxLength"] == digest_query["maxLength"]
     save = next(t for t in tools if t["name"] == "memory_save")["input_schema"]
     assert "warning" in save["properties"]["memory_type"]["enum"]
+    saving = next(t for t in tools if t["name"] == "memory_save")["description"]
+    assert "0.6" in saving and "0.7" in saving and "memory_outcome" in saving  # says what makes an entry cross
     assert save["properties"]["metadata"]["properties"]["tags"]["maxItems"] == 16  # inlined from MetadataIn
 
 
@@ -155,7 +158,8 @@ def test_memory_save_writes_what_post_memory_writes(shared: DaemonProc) -> None:
     assert saved["memory_type"] == "warning"
     via_tool = shared.request("GET", f"/v1/entries/{saved['id']}").json()
     direct = shared.request("POST", "/v1/memory", json={**body, "content": body["content"] + " (direct)"}).json()
-    different = {"id", "content", "created_hlc", "created_at", "stored_ms"}
+    # the direct copy repeats the warning within a day: held from gossip (crossing_hold), as it should be
+    different = {"id", "content", "created_hlc", "created_at", "stored_ms", "crossing_hold"}
     assert {k: v for k, v in via_tool.items() if k not in different} == {
         k: v for k, v in direct["entry"].items() if k not in different}
     episode = call(shared, "memory_save", {"content": "saw a sandwich at block 9", "memory_type": "episode"})
@@ -185,6 +189,25 @@ def test_memory_recall_and_search(shared: DaemonProc) -> None:
         "query": "Pendle PT maturity yields", "top_k": 3, "type_filter": "heuristic"}).json()
     assert {r["id"] for r in endpoint["results"]} == {r["id"] for r in found["results"]}
     assert set(endpoint["results"][0]) == set(found["results"][0])  # the endpoint's document, field for field
+
+
+def test_memory_outcome_records_an_outcome_through_the_route(shared: DaemonProc) -> None:
+    made = call(shared, "memory_save", {"content": "Split Uniswap swaps above 50k into three blocks",
+                                        "memory_type": "heuristic", "confidence": 0.7})
+    entry_id = json.loads(result_text(made))["id"]
+    res = call(shared, "memory_outcome", {"entry_id": entry_id, "effect": "positive", "metric": "slippage_bps",
+                                          "value": -12.5}, "toolu_out")
+    assert res.status_code == 200, res.text
+    assert res.json()["tool_use_id"] == "toolu_out" and res.json()["is_error"] is False
+    out = json.loads(result_text(res))
+    assert out["id"] == entry_id and out["outcomes"] == {"positive": 1, "negative": 0, "neutral": 0}
+    assert out["local_confidence"] == pytest.approx(3.8 / 5)
+    assert shared.request("GET", f"/v1/entries/{entry_id}").json()["outcomes"]["positive"] == 1
+    missing = call(shared, "memory_outcome", {"entry_id": "0" * 32, "effect": "positive"})
+    assert missing.status_code == 404 and missing.json()["tool_result"]["is_error"] is True
+    wrong = call(shared, "memory_outcome", {"entry_id": entry_id, "effect": "great"})
+    assert wrong.status_code == 422 and "effect" in json.dumps(wrong.json()["detail"])
+    assert shared.request("GET", f"/v1/entries/{entry_id}").json()["outcomes"]["positive"] == 1
 
 
 @pytest.mark.parametrize(("name", "body", "status", "error", "where"), [

@@ -32,6 +32,7 @@ __all__ = [
     "human_bytes",
     "short_id",
     "styx_badge",
+    "vitality_text",
 ]
 
 
@@ -56,6 +57,12 @@ class Badge:
     @property
     def text(self) -> str:
         return f"{self.label}: {self.word}"
+
+
+def vitality_text(phase: str, hayflick_ratio: float | None, legacy: bool) -> str:
+    """The header's vitality: `vitality declining (Hayflick 0.9, legacy)`."""
+    notes = ([] if hayflick_ratio is None else [f"Hayflick {hayflick_ratio:g}"]) + (["legacy"] if legacy else [])
+    return f"vitality {phase}" + (f" ({', '.join(notes)})" if notes else "")
 
 
 def short_id(peer_id: str, n: int = 8) -> str:

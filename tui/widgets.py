@@ -37,6 +37,7 @@ from tui.format import (
     human_bytes,
     short_id,
     styx_badge,
+    vitality_text,
 )
 
 __all__ = ["FeedPanel", "HeaderBar", "KnowledgePanel", "OpsPanel", "SiblingsTable", "TrafficPanel", "badge_markup"]
@@ -77,6 +78,8 @@ class HeaderBar(Static):
             clade = st.clade.name if st.clade else "no clade"
             first = (f"[b]clade[/b] golem [b]{_esc(short_id(st.peer_id))}[/b]  clade [b]{_esc(clade)}[/b]  "
                      f"up {duration(st.uptime_s)}  entries {st.entries}  siblings {len(snap.peers)}")
+            if st.vitality is not None:  # the golem's phase (PUT /v1/vitality); legacy marked
+                first += f"  {vitality_text(st.vitality.phase, st.vitality.hayflick_ratio, st.vitality.legacy)}"
             cycle = st.last_curator_cycle.model_dump() if st.last_curator_cycle else None
             badges = [daemon_badge(self.link), curator_badge(cycle, now),
                       styx_badge(st.styx.model_dump() if st.styx else None),

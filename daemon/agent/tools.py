@@ -1,4 +1,5 @@
-"""Agent memory tools in Anthropic tool-use format: `memory_save`, `memory_recall`, `memory_search`.
+"""Agent memory tools in Anthropic tool-use format: `memory_save`, `memory_recall`, `memory_search`,
+`memory_outcome`.
 
 `definitions()` is the `tools=` list for `anthropic.Anthropic().messages.create`: each tool's
 `input_schema` is the JSON Schema of the pydantic model the control API validates that input
@@ -7,7 +8,8 @@ model sees and the validation it meets cannot drift apart.
 
 `ToolRunner` executes a call by validating the input with that model and handing it to the
 very route function that serves the matching endpoint (POST /v1/memory, POST /v1/digest with
-`format: xml`, POST /v1/memory/search): same checks, same errors, same events.
+`format: xml`, POST /v1/memory/search, POST /v1/entries/{id}/outcome): same checks, same
+errors, same events.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, ConfigDict, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from daemon.api.models import DigestIn, MemoryIn, SearchIn
+from daemon.api.knowledge import OutcomeIn
+from daemon.api.models import ENTRY_ID_PATTERN, DigestIn, MemoryIn, SearchIn
 from daemon.errors import NotFound
 
 __all__ = ["TOOLS", "ToolRunner", "ToolSpec", "UnknownTool", "definitions", "input_schema", "tool_result"]
@@ -44,6 +47,15 @@ def _subset(model: type[BaseModel], name: str, keep: tuple[str, ...]) -> type[Ba
 RecallInput = _subset(DigestIn, "memory_recall", ("query", "budget_tokens", "k"))
 
 
+class OutcomeInput(OutcomeIn):
+    """memory_outcome: the route's body plus the entry it is about."""
+
+    entry_id: str = Field(pattern=ENTRY_ID_PATTERN)
+
+    def body(self) -> OutcomeIn:
+        return OutcomeIn.model_validate(self.model_dump(exclude={"entry_id"}))
+
+
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
     name: str
@@ -62,7 +74,14 @@ TOOLS: tuple[ToolSpec, ...] = (
             "chain; a heuristic that worked or failed; a warning about a risk; the outcome of a "
             "strategy. Save one self-contained statement per call, in plain words, with honest "
             "importance and confidence. Do not save scratch notes or secrets. Returns the new "
-            "entry's id."
+            "entry's id. What reaches your siblings: warnings, anti_knowledge and regime shifts at once "
+            "(a near-repeat of a warning you saved in the last 24 hours stays local); insights, facts and "
+            "causal links at the next curator cycle when your confidence is at least 0.6 and they add "
+            "something new — naming numbers, tokens, protocols or chains and being used or proved by "
+            "outcomes helps, a paraphrase of what siblings already have never crosses; heuristics and "
+            "constraints once confidence is at least 0.7, they are about 10 curator ticks old, and "
+            "positive outcomes (memory_outcome) outnumber negative ones. Private and sensitive entries, "
+            "preferences and strategy outcomes never leave you."
         ),
         model=MemoryIn,
         properties={
@@ -79,6 +98,25 @@ TOOLS: tuple[ToolSpec, ...] = (
             "category": "Optional knowledge category.",
             "quality": "Quality of the evidence, 0..1 (default 0.5).",
             "pad": "Optional affect at write time: [pleasure, arousal, dominance], each -1..1.",
+        },
+    ),
+    ToolSpec(
+        name="memory_outcome",
+        description=(
+            "Report what happened when you acted on an entry from your memory, measured by a metric "
+            "(P&L, slippage, gas): positive, negative or neutral. Outcomes are your own evidence: they "
+            "move how much you trust the entry, keep it from fading, and a heuristic or constraint "
+            "reaches your siblings only once its positive outcomes outnumber the negative ones. Use it "
+            "after a trade or action that an entry shaped. Returns the entry with its outcome tallies."
+        ),
+        model=OutcomeInput,
+        properties={
+            "entry_id": "The id of the entry you acted on (from memory_search or memory_save).",
+            "effect": "positive (it helped), negative (it hurt) or neutral.",
+            "metric": "What was measured, e.g. pnl_usd or slippage_bps (1..48 characters).",
+            "value": "The measured value, if any (a finite number).",
+            "episode_id": "The episode it was observed in, if any.",
+            "note": "A short note (at most 4 KiB).",
         },
     ),
     ToolSpec(
@@ -182,6 +220,8 @@ class ToolRunner:
         self._save = _endpoint(app, "POST", "/v1/memory")
         self._digest = _endpoint(app, "POST", "/v1/digest")
         self._search = _endpoint(app, "POST", "/v1/memory/search")
+        self._outcome: Callable[[str, OutcomeIn], Awaitable[dict[str, Any]]] = _endpoint(  # type: ignore[assignment]
+            app, "POST", "/v1/entries/{entry_id}/outcome")
 
     @staticmethod
     def spec(name: str) -> ToolSpec:
@@ -198,6 +238,11 @@ class ToolRunner:
         if spec.name == "memory_save":
             made = await self._save(checked)
             return json.dumps({"id": made["id"], "memory_type": made["memory_type"]})
+        if spec.name == "memory_outcome":
+            assert isinstance(checked, OutcomeInput)
+            entry = await self._outcome(checked.entry_id, checked.body())
+            return json.dumps({"id": entry["id"], "local_confidence": entry["local_confidence"],
+                               "outcomes": entry["outcomes"]})
         if spec.name == "memory_recall":
             body = DigestIn(**checked.model_dump(), format="xml", include_sensitive=False)
             return str((await self._digest(body))["document"])

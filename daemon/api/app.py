@@ -25,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from crdt import InvalidValue, Kind
 from daemon.api import agent as api_agent
+from daemon.api import knowledge as api_knowledge
 from daemon.api import operator as api_operator
 from daemon.api.models import (
     BackupIn,
@@ -348,6 +349,7 @@ def create_app(state: DaemonState) -> FastAPI:
 
         return StreamingResponse(stream(), media_type="text/event-stream")
 
+    api_knowledge.register(app, state)  # outcomes on entries, vitality (before the agent tools that call them)
     api_agent.register(app, state)  # agent memory: tools, working memory, flush, lessons
     api_operator.register(app, state)  # the operator's view: knowledge stats, backups
     return app

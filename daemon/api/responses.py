@@ -56,6 +56,7 @@ __all__ = [
     "ToolResultOut",
     "ToolsOut",
     "UnarchiveOut",
+    "VitalityOut",
     "WorkingMemoryOut",
     "WorkingMemoryWritten",
     "errors",
@@ -175,6 +176,7 @@ class StatusOut(_Out):
     last_curator_cycle: CuratorOut | None
     counters: dict[str, int]
     styx: StyxStatusOut | None = Field(None, description="the Styx outbox and pusher (null: Styx is off)")
+    vitality: VitalityOut | None = Field(None, description="the golem's phase and Hayflick ratio (PUT /v1/vitality)")
 
 
 class EntriesOut(_Out):
@@ -386,3 +388,12 @@ class BackupsOut(_Out):
     interval_hours: float
     keep: int
     next_due_ms: int | None = Field(description="the scheduler's next backup (null: not in a clade, none scheduled)")
+
+
+class VitalityOut(_Out):
+    """GET/PUT /v1/vitality, and `vitality` in GET /v1/status."""
+
+    phase: Literal["thriving", "stable", "conservation", "declining", "terminal"]
+    hayflick_ratio: float | None
+    legacy: bool = Field(description="whether the curator pushes legacy (declining, terminal, or ratio > 0.85)")
+    updated_ms: int | None

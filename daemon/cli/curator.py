@@ -30,7 +30,9 @@ from daemon.grimoire.curator.bequest import export_testament, inherit, read_test
 from daemon.grimoire.curator.consolidate import ReplayItem, select_replay
 from daemon.grimoire.curator.cycle import run_cycle, simulate
 from daemon.grimoire.curator.testament import TestamentError
-from daemon.service.curation import settings_for
+from daemon.grimoire.embedder import get_embedder
+from daemon.grimoire.retrieval import Retriever
+from daemon.service.curation import CYCLE_EMBED_LIMIT, settings_for, vectors_for
 
 __all__ = ["register"]
 
@@ -85,9 +87,14 @@ def cmd_curator_run(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
         return dict(client.call("POST", "/v1/curator/run"))
     config = data.load_config()
     identity = data.load_identity()
+    model = config.embedding.model
     with data.open_store(identity=identity) as store:
-        return run_cycle(store, identity=identity, now_ms=wall_clock_ms(),
-                         settings=settings_for(config.curator)).to_json()
+        # Entries written since their last vector (e.g. by `clade remember` without a daemon) are
+        # embedded first: merging near-duplicates and the admission score compare vectors.
+        retriever = Retriever(store, lambda: get_embedder(data.root / "embedder", model))
+        vectors = vectors_for(store, retriever, embed_missing=CYCLE_EMBED_LIMIT)
+        return run_cycle(store, identity=identity, now_ms=wall_clock_ms(), settings=settings_for(config.curator),
+                         vectors=vectors).to_json()
 
 
 def _simulate_text(args: argparse.Namespace, doc: dict[str, Any]) -> None:

@@ -25,6 +25,7 @@ from crypto.vault import VaultError
 from daemon.cli import agent as cli_agent
 from daemon.cli import clade as cli_clade
 from daemon.cli import curator as cli_curator
+from daemon.cli import knowledge as cli_knowledge
 from daemon.cli import memory as cli_memory
 from daemon.cli import p2p as cli_p2p
 from daemon.cli import render
@@ -38,6 +39,7 @@ from daemon.errors import DaemonError, UsageError
 from daemon.grimoire import Episode, wall_clock_ms
 from daemon.grimoire.embedder import EPISODE_MODEL, Embedder, ModelIntegrityError, get_embedder
 from daemon.grimoire.fields import EntryFields, cli_options
+from daemon.grimoire.vitality import read_vitality
 
 __all__ = ["build_parser", "main"]
 
@@ -244,6 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
                         common=common)
     cli_agent.register(sub, command, common=common, parser_class=_Parser)
     cli_curator.register(command, common=common, parser_class=_Parser)
+    cli_knowledge.register(command)
     cli_styx.register(command, common=common, parser_class=_Parser)
     cli_tui.register(command)
     return parser
@@ -275,6 +278,7 @@ def cmd_status(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     with data.open_store() as store:
         counts = store.counts()
         schema = store.schema_version
+        vitality = read_vitality(store.connection).to_json()
     return {
         "data_dir": str(data.root),
         "peer_id": identity.peer_id,
@@ -283,6 +287,7 @@ def cmd_status(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
         "archived": counts.archived,
         "by_kind": counts.by_kind,
         "episodes": data.open_episodes().count(),
+        "vitality": vitality,
     }
 
 

@@ -127,6 +127,10 @@ def status(args: argparse.Namespace, doc: dict[str, Any]) -> None:
     print(f"entries    {doc['entries']} ({kinds}); archived {doc['archived']}")
     print(f"episodes   {doc['episodes']}")
     print(f"schema     v{doc['schema_version']}")
+    v = doc.get("vitality")
+    if v:
+        ratio = "" if v["hayflick_ratio"] is None else f", Hayflick {v['hayflick_ratio']:g}"
+        print(f"vitality   {v['phase']}{ratio}" + (" (pushing legacy)" if v["legacy"] else ""))
 
 
 def stopped(args: argparse.Namespace, doc: dict[str, Any]) -> None:

@@ -1,49 +1,104 @@
-"""The promotion gate (DESIGN.md "What crosses"): which of this golem's entries its siblings get.
+"""The crossing gates (README "What crosses"): which of this golem's entries its siblings get.
 
-Pure: decisions over entry fields and the time. The static part (`crdt.may_cross`: public,
+Pure: decisions over hand-made inputs and the time. The static part (`crdt.may_cross`: public,
 of a kind that may ever cross) is necessary; on top of it
 
-- warning, anti_knowledge, regime_shift, death_reflection cross at once;
-- insight, fact, causal_link cross once confidence >= 0.6 and quality > 0.55;
-- heuristic, constraint once confidence >= 0.7, active >= 10 curator ticks, confirms > contradicts;
+- warning, anti_knowledge, regime_shift, death_reflection cross at once — except a warning or
+  anti_knowledge the daemon held as a near-duplicate (cosine ≥ 0.95) of one it gossiped in
+  the last 24 h (`WARNING_REPEAT`: held locally, still stored and searchable);
+- insight, fact, causal_link once confidence ≥ 0.6 and the admission score (admission.py)
+  admits them (reason `admitted`);
+- heuristic, constraint once confidence ≥ 0.7, active ≥ 10 curator ticks, and positive evidence
+  outnumbers negative with at least one positive: evidence = this golem's outcomes plus
+  siblings' endorsements (confirms / contradicts count, but are never required) (`validated`);
+- legacy (`legacy_due`: vitality declining or terminal, or Hayflick ratio > 0.85): entries that
+  pass the confidence rule but not yet the tick, outcome or score rule cross too (`legacy`), as
+  long as their evidence is not negative on balance and they are not near-duplicates.
 
-the latter two at the curator cycle that finds them ready ("promotion"). Siblings'
-entries are relayed as they came: their author promoted them.
+Entries held (`crossing_hold`: a repeated warning, an inherited entry not yet validated) are
+never sent, whoever wrote them. Siblings' entries are otherwise relayed as they came.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
+from dataclasses import dataclass
 
 from crdt import EntryBody, Kind, may_cross
 
-from .records import Entry
-
-__all__ = ["CROSS_AT_ONCE", "ready_to_promote", "sync_gate"]
+__all__ = ["CROSS_AT_ONCE", "EVIDENCE_KINDS", "PHASES", "PROMOTABLE", "RULE_KINDS", "WARNING_REPEAT",
+           "Candidate", "crossing_reason", "legacy_due", "sync_gate"]
 
 CROSS_AT_ONCE = frozenset({Kind.WARNING, Kind.ANTI_KNOWLEDGE, Kind.REGIME_SHIFT, Kind.DEATH_REFLECTION})
-_EVIDENCE_KINDS = frozenset({Kind.INSIGHT, Kind.FACT, Kind.CAUSAL_LINK})
-_RULE_KINDS = frozenset({Kind.HEURISTIC, Kind.CONSTRAINT})
-PROMOTABLE = _EVIDENCE_KINDS | _RULE_KINDS
+EVIDENCE_KINDS = frozenset({Kind.INSIGHT, Kind.FACT, Kind.CAUSAL_LINK})
+RULE_KINDS = frozenset({Kind.HEURISTIC, Kind.CONSTRAINT})
+PROMOTABLE = EVIDENCE_KINDS | RULE_KINDS
+REPEATABLE_KINDS = frozenset({Kind.WARNING, Kind.ANTI_KNOWLEDGE})
+EVIDENCE_CONFIDENCE = 0.6
+RULE_CONFIDENCE = 0.7
+RULE_TICKS = 10
+PHASES = ("thriving", "stable", "conservation", "declining", "terminal")
+LEGACY_PHASES = frozenset({"declining", "terminal"})
+LEGACY_HAYFLICK = 0.85
 
 
-def ready_to_promote(entry: Entry, *, now_ms: int, tick_seconds: float, ticks: int = 10) -> bool:
-    """True if an own, active, not yet promoted entry now passes its kind's threshold."""
-    body = entry.body
-    if entry.status != "active" or entry.archived or not may_cross(body) or body.kind not in PROMOTABLE:
-        return False
-    if body.kind in _EVIDENCE_KINDS:
-        return entry.confidence >= 0.6 and body.quality > 0.55
-    active_ms = now_ms - body.created.ms
-    return (entry.confidence >= 0.7 and active_ms >= ticks * tick_seconds * 1000
-            and entry.confirms > entry.contradicts)
+@dataclass(frozen=True, slots=True)
+class WarningRepeat:
+    """A warning this close (cosine) to one gossiped within `window_ms` is held."""
+
+    similarity: float = 0.95
+    window_ms: int = 24 * 3_600_000
 
 
-def sync_gate(local_replica: str, promoted: Collection[str]) -> Callable[[EntryBody], bool]:
-    """The gate for sending ops: may cross, and (a sibling's, crosses at once, or promoted)."""
+WARNING_REPEAT = WarningRepeat()
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """An own, active, unpromoted, crossable entry as the gate sees it."""
+
+    kind: Kind
+    confidence: float  # the author's
+    created_ms: int
+    positive: int = 0  # this golem's outcomes
+    negative: int = 0
+    confirms: int = 0  # siblings' endorsements
+    contradicts: int = 0
+    admitted: bool = False  # the admission score's verdict (evidence kinds)
+    near_duplicate: bool = False
+
+
+def legacy_due(phase: str, hayflick_ratio: float | None) -> bool:
+    """Whether the golem should push its legacy: declining or terminal, or Hayflick ratio > 0.85."""
+    return phase in LEGACY_PHASES or (hayflick_ratio is not None and hayflick_ratio > LEGACY_HAYFLICK)
+
+
+def crossing_reason(c: Candidate, *, now_ms: int, tick_seconds: float, ticks: int = RULE_TICKS,
+                    legacy: bool = False) -> str | None:
+    """Why `c` crosses now (`admitted`, `validated`, `legacy`), or None if it does not yet."""
+    positive, negative = c.positive + c.confirms, c.negative + c.contradicts
+    if c.kind in EVIDENCE_KINDS:
+        if c.confidence < EVIDENCE_CONFIDENCE or c.near_duplicate:
+            return None
+        if c.admitted:
+            return "admitted"
+        return "legacy" if legacy and positive >= negative else None
+    if c.kind in RULE_KINDS:
+        if c.confidence < RULE_CONFIDENCE:
+            return None
+        old_enough = now_ms - c.created_ms >= ticks * tick_seconds * 1000
+        if old_enough and positive >= 1 and positive > negative:
+            return "validated"
+        return "legacy" if legacy and positive >= negative else None
+    return None
+
+
+def sync_gate(local_replica: str, promoted: Collection[str], held: Collection[str] = ()
+              ) -> Callable[[EntryBody], bool]:
+    """The gate for sending ops: may cross, not held, and (a sibling's, crosses at once, or promoted)."""
 
     def gate(body: EntryBody) -> bool:
-        if not may_cross(body):
+        if not may_cross(body) or body.id in held:
             return False
         return body.author != local_replica or body.kind in CROSS_AT_ONCE or body.id in promoted
 

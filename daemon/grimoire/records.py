@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict
 from crdt import EntryBody, Kind, Origin, Pad, Sensitivity, Timestamp
 from crdt.body import Category, check_unit
 
-__all__ = ["Entry", "EntryDoc", "MetadataDoc", "NewEntry", "Provenance", "Status", "iso_ms"]
+__all__ = ["Entry", "EntryDoc", "MetadataDoc", "NewEntry", "OutcomesDoc", "Provenance", "Status", "iso_ms"]
 
 Status = str  # "active" | "retracted"
 Provenance = str  # Origin values: where *this* golem got the entry
@@ -36,6 +36,8 @@ class NewEntry:
     sensitivity: Sensitivity = Sensitivity.PUBLIC
     pad: Pad | None = None
     bloodstain: bool = False  # a death reflection's mark (only `clade testament` writes one)
+    origin: Origin = Origin.SELF  # INHERITED when an heir re-authors a validated inherited entry
+    generation: int = 0
 
     def body(self, author: str, created: Timestamp) -> EntryBody:
         """The immutable body; raises `crdt.InvalidValue` naming the first bad field."""
@@ -55,7 +57,8 @@ class NewEntry:
             quality=self.quality,
             sensitivity=self.sensitivity,
             pad=self.pad,
-            origin=Origin.SELF,
+            origin=self.origin,
+            generation=self.generation,
             bloodstain=self.bloodstain,
         )
 
@@ -68,6 +71,16 @@ class MetadataDoc(BaseModel):
     protocols: list[str]
     strategy_id: str | None
     tags: list[str]
+
+
+class OutcomesDoc(BaseModel):
+    """This golem's outcome tallies for an entry (local: they never cross)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    positive: int
+    negative: int
+    neutral: int
 
 
 class EntryDoc(BaseModel):
@@ -101,6 +114,9 @@ class EntryDoc(BaseModel):
     confirms: int
     contradicts: int
     cite_weight: float
+    outcomes: OutcomesDoc
+    promoted_reason: str | None
+    crossing_hold: str | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -120,6 +136,11 @@ class Entry:
     confirms: int = 0
     contradicts: int = 0
     cite_weight: float = 1.0
+    outcomes_positive: int = 0
+    outcomes_negative: int = 0
+    outcomes_neutral: int = 0
+    promoted_reason: str | None = None  # why the curator let it cross (own entries; None: not promoted)
+    crossing_hold: str | None = None  # why the sync gate holds it back (None: not held)
 
     @property
     def id(self) -> str:
@@ -165,6 +186,10 @@ class Entry:
             "confirms": self.confirms,
             "contradicts": self.contradicts,
             "cite_weight": self.cite_weight,
+            "outcomes": {"positive": self.outcomes_positive, "negative": self.outcomes_negative,
+                         "neutral": self.outcomes_neutral},
+            "promoted_reason": self.promoted_reason,
+            "crossing_hold": self.crossing_hold,
         })
 
 

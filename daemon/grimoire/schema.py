@@ -237,9 +237,38 @@ CREATE INDEX entries_by_embedding_model
 CREATE VIRTUAL TABLE entries_fts_vocab USING fts5vocab(entries_fts, 'row');
 """
 
+_V13_OUTCOMES = """
+-- Outcomes (daemon/grimoire/outcomes.py): what happened when this golem acted on an entry, one
+-- row each, kept locally (never replicated; a sibling's copy has its own). The tallies on the
+-- entry are kept in step in the same transaction; `outcome_prior` is the base local confidence
+-- when the first outcome arrived (the Beta prior's mean, fixed from then on).
+CREATE TABLE outcomes (
+    n           INTEGER PRIMARY KEY AUTOINCREMENT,
+    entry_id    TEXT NOT NULL CHECK (length(entry_id) = 32),
+    effect      TEXT NOT NULL CHECK (effect IN ('positive', 'negative', 'neutral')),
+    metric      TEXT NOT NULL CHECK (length(metric) BETWEEN 1 AND 48),
+    value       REAL,
+    episode_id  TEXT,
+    note        TEXT,
+    recorded_ms INTEGER NOT NULL
+) STRICT;
+CREATE INDEX outcomes_by_entry ON outcomes (entry_id, n);
+ALTER TABLE entries ADD COLUMN outcomes_positive INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE entries ADD COLUMN outcomes_negative INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE entries ADD COLUMN outcomes_neutral INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE entries ADD COLUMN outcome_prior REAL;
+-- Why the sync gate holds an entry back from siblings (NULL: not held): 'near_duplicate' (a
+-- warning repeating one gossiped in the last 24 h), 'inherited' (a predecessor's entry not yet
+-- validated here), 'reissued' (an inherited entry this golem re-authored). daemon/grimoire/promotion.py
+ALTER TABLE entries ADD COLUMN crossing_hold TEXT;
+-- Why the curator promoted an own entry: 'admitted', 'validated', 'legacy', 'inherited'.
+ALTER TABLE entries ADD COLUMN promoted_reason TEXT;
+CREATE INDEX entries_held ON entries (crossing_hold) WHERE crossing_hold IS NOT NULL;
+"""
+
 MIGRATIONS: tuple[str, ...] = (_V1_ENTRIES, _V2_FTS, _V3_OPS, _V4_RETRIEVAL, _V5_VECTOR_MODEL, _V6_PROMOTION,
                                _V7_AGENT_MEMORY, _V8_UNEMBEDDED, _V9_CURATOR, _V10_STYX_OUTBOX, _V11_STYX_SPEND,
-                               _V12_INGEST)
+                               _V12_INGEST, _V13_OUTCOMES)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

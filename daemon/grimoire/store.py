@@ -14,7 +14,7 @@ import re
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Callable, Collection, Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Generator, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,7 +45,9 @@ from crdt.replica import MAX_BATCH_BYTES, MAX_BATCH_OPS, Gate
 from daemon.errors import NotFound, StoreError
 
 from .keywords import affordable, query_words
-from .promotion import PROMOTABLE, ready_to_promote, sync_gate
+from .outcomes import apply_outcome
+from .posterior import OutcomeInput
+from .promotion import sync_gate
 from .records import Entry, NewEntry
 from .replication import Piece, SqliteBackend, join_delta, load_context
 from .schema import SCHEMA_VERSION, NewerSchema, migrate, user_version
@@ -59,7 +61,7 @@ _ENTRY_COLUMN_NAMES = (
     "importance", "quality", "sensitivity", "pad_pleasure", "pad_arousal", "pad_dominance", "origin",
     "generation", "bloodstain", "created_hlc", "confidence", "status", "superseded_by", "provenance",
     "local_confidence", "access_count", "last_accessed_ms", "archived", "stored_ms", "confirms", "contradicts",
-    "cite_weight",
+    "cite_weight", "outcomes_positive", "outcomes_negative", "outcomes_neutral", "promoted_reason", "crossing_hold",
 )
 _ENTRY_COLUMNS = ", ".join(_ENTRY_COLUMN_NAMES)
 # SQLite's primary result codes for "another connection holds the lock" (sqlite3.Error.sqlite_errorcode & 0xff).
@@ -343,47 +345,72 @@ class Grimoire:
             for op in mutator.republish(body, current):
                 apply_op(backend, op)
 
-    def promote_ready(self, identity: LocalIdentity, *, now_ms: int, tick_seconds: float) -> list[str]:
-        """Promote own entries that now pass the gate: mark them and re-emit their ops under
-        fresh dots (siblings counted the old dots as withheld). One transaction; returns ids."""
-        promoted: list[str] = []
-        kinds = sorted(k.value for k in PROMOTABLE)
+    def promote(self, entry_ids: Sequence[str], identity: LocalIdentity, *, now_ms: int, reason: str) -> list[str]:
+        """Mark own entries promoted (`promoted_ms`, `promoted_reason`) and re-emit their ops under
+        fresh dots (siblings counted the old dots as seen-and-withheld). Only own, active, not
+        archived, not yet promoted entries that may cross are promoted; one transaction; returns
+        the ids promoted, in the order given."""
+        done: list[str] = []
         with self._local_write(identity) as (backend, mutator):
-            rows = self._named(
-                f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE author = ? AND promoted_ms IS NULL AND archived = 0 "
-                f"AND status = 'active' AND kind IN ({', '.join('?' * len(kinds))})",
-                (identity.peer_id, *kinds),
-            )
-            for row in rows:
-                entry = _entry_from_row(row)
-                if not ready_to_promote(entry, now_ms=now_ms, tick_seconds=tick_seconds):
+            for entry_id in dict.fromkeys(entry_ids):
+                row = self._conn.execute(
+                    "SELECT author, status, archived, promoted_ms FROM entries WHERE id = ?", (entry_id,)).fetchone()
+                if row is None or row[0] != identity.peer_id or row[1] != "active" or row[2] or row[3] is not None:
                     continue
-                body, current = self._own_entry(backend, entry.id)
+                body, current = self._own_entry(backend, entry_id)
+                if not may_cross(body):
+                    continue
                 for op in mutator.republish(body, current):
                     apply_op(backend, op)
-                self._conn.execute("UPDATE entries SET promoted_ms = ? WHERE id = ?", (now_ms, entry.id))
-                promoted.append(entry.id)
-        return promoted
+                self._conn.execute("UPDATE entries SET promoted_ms = ?, promoted_reason = ? WHERE id = ?",
+                                   (now_ms, reason, entry_id))
+                done.append(entry_id)
+        return done
+
+    def promote_ready(self, identity: LocalIdentity, *, now_ms: int, tick_seconds: float,
+                      vectors: Mapping[str, Any] | None = None) -> list[str]:
+        """Promote own entries that now pass their gate (daemon/grimoire/crossing.py); returns ids."""
+        from .crossing import promote_ready  # the gate's I/O lives there; it imports this module
+
+        return promote_ready(self, identity, now_ms=now_ms, tick_seconds=tick_seconds, vectors=vectors)
+
+    def record_outcome(self, entry_id: str, effect: str, *, metric: str, value: float | None = None,
+                       episode_id: str | None = None, note: str | None = None, now_ms: int) -> Entry:
+        """Record what happened when this golem acted on an entry (posterior.py, outcomes.py): the
+        outcome row, the tally, the local confidence and the decay anchor, in one transaction.
+        Raises `NotFound` for an unknown id, `crdt.InvalidValue` (a ValueError) for a bad field."""
+        checked = OutcomeInput.checked(effect, metric=metric, value=value, episode_id=episode_id, note=note)
+        with self._write() as conn:
+            apply_outcome(conn, entry_id, checked, now_ms=now_ms)
+        return self.get(entry_id)
 
     def sync_gate(self, local_replica: str, entry_ids: Collection[str] | None = None) -> Gate:
         """The gate for ops sent to siblings (see `promotion.sync_gate`), as of now.
 
-        With `entry_ids`, only those entries' promotion is looked up (the gate is then valid
-        for them alone): publishing a few fresh ops must not read every promoted id."""
+        With `entry_ids`, only those entries' promotion and hold are looked up (the gate is then
+        valid for them alone): publishing a few fresh ops must not read every promoted id."""
+        promoted: set[str] = set()
+        held: set[str] = set()
         if entry_ids is None:
             rows = self._conn.execute(
-                "SELECT id FROM entries WHERE author = ? AND promoted_ms IS NOT NULL", (local_replica,)
-            ).fetchall()
+                "SELECT id, author = ? AND promoted_ms IS NOT NULL, crossing_hold IS NOT NULL FROM entries "
+                "WHERE (author = ? AND promoted_ms IS NOT NULL) OR crossing_hold IS NOT NULL",
+                (local_replica, local_replica)).fetchall()
         else:
             ids = list(entry_ids)
             rows = []
             for start in range(0, len(ids), 500):
                 chunk = ids[start:start + 500]
                 rows += self._conn.execute(
-                    f"SELECT id FROM entries WHERE id IN ({', '.join('?' * len(chunk))}) "
-                    "AND author = ? AND promoted_ms IS NOT NULL", (*chunk, local_replica),
+                    "SELECT id, author = ? AND promoted_ms IS NOT NULL, crossing_hold IS NOT NULL FROM entries "
+                    f"WHERE id IN ({', '.join('?' * len(chunk))})", (local_replica, *chunk),
                 ).fetchall()
-        return sync_gate(local_replica, frozenset(r[0] for r in rows))
+        for entry_id, is_promoted, is_held in rows:
+            if is_promoted:
+                promoted.add(entry_id)
+            if is_held:
+                held.add(entry_id)
+        return sync_gate(local_replica, frozenset(promoted), frozenset(held))
 
     def body(self, entry_id: str) -> EntryBody | None:
         """The replicated body of an entry, None if unknown."""
@@ -775,4 +802,7 @@ def _entry_from_row(row: sqlite3.Row) -> Entry:
         provenance=row["provenance"], local_confidence=row["local_confidence"], access_count=row["access_count"],
         last_accessed_ms=row["last_accessed_ms"], archived=bool(row["archived"]), stored_ms=row["stored_ms"],
         confirms=row["confirms"], contradicts=row["contradicts"], cite_weight=row["cite_weight"],
+        outcomes_positive=row["outcomes_positive"], outcomes_negative=row["outcomes_negative"],
+        outcomes_neutral=row["outcomes_neutral"], promoted_reason=row["promoted_reason"],
+        crossing_hold=row["crossing_hold"],
     )

@@ -8,6 +8,7 @@ so entries need no ANN index; episodes (up to millions) use LanceDB's.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -19,7 +20,7 @@ from .store import Grimoire, wall_clock_ms
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-__all__ = ["VectorIndex", "missing_vectors", "stored_vectors", "vector_report", "write_vectors"]
+__all__ = ["VectorIndex", "missing_vectors", "put_vectors", "stored_vectors", "vector_report", "write_vectors"]
 
 
 def _matches(info: EmbeddingInfo) -> tuple[str, tuple[str, str, str]]:
@@ -57,15 +58,21 @@ def write_vectors(store: Grimoire, info: EmbeddingInfo, ids: Sequence[str], vect
     so `VectorIndex.refresh` reads only vectors newer than its watermark, never again the
     whole last millisecond's batch."""
     with store.transaction() as conn:
-        (latest,) = conn.execute("SELECT coalesce(max(embedding_created_ms), 0) FROM entries "
-                                  "WHERE embedding_created_ms IS NOT NULL").fetchone()
-        now = max(wall_clock_ms(), int(latest) + 1)
-        conn.executemany(
-            "UPDATE entries SET embedding = ?, embedding_model = ?, embedding_model_version = ?, "
-            "embedding_preprocess_hash = ?, embedding_created_ms = ? WHERE id = ?",
-            [(vectors[i].astype(np.float32).tobytes(), info.model, info.model_version, info.preprocess_hash, now,
-              entry_id) for i, entry_id in enumerate(ids)],
-        )
+        put_vectors(conn, info, ids, vectors)
+
+
+def put_vectors(conn: sqlite3.Connection, info: EmbeddingInfo, ids: Sequence[str],
+                vectors: NDArray[np.float32]) -> None:
+    """`write_vectors` inside the caller's transaction (e.g. the one writing the entry)."""
+    (latest,) = conn.execute("SELECT coalesce(max(embedding_created_ms), 0) FROM entries "
+                              "WHERE embedding_created_ms IS NOT NULL").fetchone()
+    now = max(wall_clock_ms(), int(latest) + 1)
+    conn.executemany(
+        "UPDATE entries SET embedding = ?, embedding_model = ?, embedding_model_version = ?, "
+        "embedding_preprocess_hash = ?, embedding_created_ms = ? WHERE id = ?",
+        [(vectors[i].astype(np.float32).tobytes(), info.model, info.model_version, info.preprocess_hash, now,
+          entry_id) for i, entry_id in enumerate(ids)],
+    )
 
 
 def stored_vectors(store: Grimoire, info: EmbeddingInfo, ids: Sequence[str]) -> dict[str, NDArray[np.float32]]:

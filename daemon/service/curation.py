@@ -29,10 +29,12 @@ from daemon.grimoire.curator.llm_client import LlmConfig, LlmOutcome, propose
 from daemon.grimoire.playbook import snapshot_playbook
 from daemon.grimoire.retrieval import Retriever
 
-__all__ = ["llm_for", "render_playbook", "replay_items", "settings_for", "vectors_for"]
+__all__ = ["CYCLE_EMBED_LIMIT", "llm_for", "render_playbook", "replay_items", "settings_for", "vectors_for"]
 
 log = logging.getLogger("clade.curator")
 MS_PER_DAY = 86_400_000
+# Entries a cycle embeds before it compares vectors (the rest wait for the backlog embedder).
+CYCLE_EMBED_LIMIT = 4096
 
 
 def settings_for(config: CuratorConfig) -> CuratorSettings:
@@ -43,10 +45,14 @@ def settings_for(config: CuratorConfig) -> CuratorSettings:
         replay_budget=config.replay_budget, tick_seconds=config.tick_seconds)
 
 
-def vectors_for(store: Grimoire, retriever: Retriever) -> dict[str, NDArray[np.float32]]:
-    """Current-model entry vectors by id (the retriever's index; {} if no model can load).
-    Compression looks up only live ids, so archived entries' vectors do no harm here."""
+def vectors_for(store: Grimoire, retriever: Retriever, *, embed_missing: int = 0) -> dict[str, NDArray[np.float32]]:
+    """Current-model entry vectors by id (the retriever's index; {} if no model can load), after
+    embedding up to `embed_missing` entries that lack one (the CLI's direct path: compression and
+    admission compare vectors, so an entry written a moment ago must have its own). Compression
+    looks up only live ids, so archived entries' vectors do no harm here."""
     try:
+        if embed_missing:
+            retriever.index_missing(limit=embed_missing)
         return retriever.vectors()
     except Exception as exc:  # noqa: BLE001 - no model (not prepared, corrupt): compress by exact text only
         log.warning("curator: no vectors this cycle (%s); near-duplicates wait for the next", exc)

@@ -43,10 +43,19 @@ from daemon.grimoire.retrieval import (
 )
 from daemon.grimoire.store import wall_clock_ms
 from daemon.grimoire.vectors import missing_vectors, stored_vectors, write_vectors
+from daemon.grimoire.vitality import read_vitality
 from daemon.p2p.ports import P2PControl
 from daemon.service.background import BackgroundThread
 from daemon.service.backup import create_backup, default_recipients, report_json
-from daemon.service.curation import llm_for, render_playbook, replay_items, settings_for, vectors_for
+from daemon.service.curation import (
+    CYCLE_EMBED_LIMIT,
+    llm_for,
+    render_playbook,
+    replay_items,
+    settings_for,
+    vectors_for,
+)
+from daemon.service.holds import checks_repeats, remember_checked
 from daemon.styx import outbox as styx_outbox
 from daemon.styx.fanin import for_digest
 from daemon.styx.pusher import Pusher
@@ -193,7 +202,10 @@ class DaemonState:
     # -- operations used by the API and the services -----------------------------------
 
     async def remember(self, new: NewEntry) -> Entry:
-        entry = await self.db(lambda s: s.remember(new, identity=self.identity))
+        if checks_repeats(new):  # a warning repeating a recent one is held (daemon/service/holds.py)
+            entry = await remember_checked(self, new)
+        else:
+            entry = await self.db(lambda s: s.remember(new, identity=self.identity))
         self.publish("entry_written", {"id": entry.id, "kind": entry.body.kind.value})
         self.local_write()
         return entry
@@ -370,6 +382,7 @@ class DaemonState:
             "p2p": None if self.p2p is None else self.p2p.status(),
             "last_curator_cycle": self.last_curator,
             "styx": None if self.styx is None else await self.db(self.styx_status),
+            "vitality": await self.read(lambda r: read_vitality(r.connection).to_json()),
             "counters": dict(self.counters),
         }
 
@@ -510,6 +523,13 @@ class DaemonState:
         self._playbook_queued = text
         return True
 
+    async def embed_for_cycle(self) -> int:
+        """Embed entries lacking a vector (up to `CYCLE_EMBED_LIMIT`), the model off the store's thread."""
+        done = 0
+        while done < CYCLE_EMBED_LIMIT and (n := await self._embed_pending(limit=256, newest_first=True)):
+            done += n
+        return done
+
     async def curator_cycle(self) -> dict[str, Any]:
         """One curator cycle (daemon/grimoire/curator/cycle.py): validate, decay, prune, compress,
         consolidate episodes, promote; the optional LLM pass (its call off the store's thread);
@@ -521,6 +541,7 @@ class DaemonState:
         now = self.now_ms()
         try:  # the model loads off the store's thread; no model means exact duplicates only
             await anyio.to_thread.run_sync(lambda: self.retriever.embedder)
+            await self.embed_for_cycle()  # compression and admission compare every entry's vector
             vectors = await self.db(lambda s: vectors_for(s, self.retriever))
         except Exception as exc:  # noqa: BLE001 - a broken model must not stop forgetting
             log.warning("curator: no vectors this cycle (%s)", exc)

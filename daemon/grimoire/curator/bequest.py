@@ -160,7 +160,8 @@ def inherit(store: Grimoire, doc: testament.TestamentDocument, *, clade_id: str,
             value = testament.inherited_confidence(float(row[0]), item.generation, via_archive=via_archive)
             conn.execute(
                 "UPDATE entries SET provenance = 'inherited', local_confidence = ?, decay_base = NULL, "
-                "decay_anchor_ms = ?, inherited_generation = ? WHERE id = ?",
+                # held: a private prior until validated here (daemon/grimoire/crossing.py)
+                "decay_anchor_ms = ?, inherited_generation = ?, crossing_hold = 'inherited' WHERE id = ?",
                 (value, now_ms, item.generation, item.entry_id))
             generations[item.generation] = generations.get(item.generation, 0) + 1
     return InheritReport(doc.golem, sum(generations.values()), report.applied, generations)

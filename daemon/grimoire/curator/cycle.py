@@ -26,6 +26,7 @@ from numpy.typing import NDArray
 from crdt import Kind, Timestamp
 
 from .. import scoring
+from ..crossing import promote_ready
 from ..records import NewEntry
 from ..store import Grimoire
 from ..store import LocalIdentity as Identity
@@ -151,7 +152,8 @@ def run_cycle(
         if asked.groups:
             apply_llm(store, identity, asked, llm(asked.clusters), now_ms=now_ms, report=report)
     _consolidate(store, identity, episodes, now_ms, settings, report)
-    report.promoted = store.promote_ready(identity, now_ms=now_ms, tick_seconds=settings.tick_seconds)
+    report.promoted = promote_ready(store, identity, now_ms=now_ms, tick_seconds=settings.tick_seconds,
+                                    vectors=vectors)
     report.entries_promoted = len(report.promoted)
     with store.transaction() as conn:
         conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) "

@@ -1,0 +1,100 @@
+"""CLI commands for outcomes and vitality (registered by `daemon.cli.main`).
+
+    clade outcome ID positive|negative|neutral [--metric M] [--value X] [--episode E] [--note T]
+    clade vitality [PHASE [--hayflick R]]     show, or set, the golem's phase
+
+Both go through the daemon when one runs (its events, its status), else work on the store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from typing import Any
+
+from daemon.cli.render import renders
+from daemon.client import DaemonClient
+from daemon.datadir import DataDir
+from daemon.grimoire import wall_clock_ms
+from daemon.grimoire.posterior import MAX_METRIC_CHARS, MAX_NOTE_BYTES, Effect
+from daemon.grimoire.promotion import PHASES
+from daemon.grimoire.vitality import Vitality, read_vitality, write_vitality
+
+__all__ = ["register"]
+
+Handler = Callable[[argparse.Namespace, DataDir], Any]
+
+
+def _finite(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
+def _ratio(text: str) -> float:
+    value = _finite(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError("the Hayflick ratio must be between 0 and 1")
+    return value
+
+
+def register(command: Callable[[str, Handler, str], argparse.ArgumentParser]) -> None:
+    p = command("outcome", cmd_outcome, "record what acting on an entry led to (moves its local confidence)")
+    p.add_argument("id", metavar="ID")
+    p.add_argument("effect", choices=[e.value for e in Effect], metavar="EFFECT",
+                   help="positive, negative or neutral")
+    p.add_argument("--metric", default="outcome", help=f"what was measured (1..{MAX_METRIC_CHARS} characters)")
+    p.add_argument("--value", type=_finite, default=None, help="the measured value")
+    p.add_argument("--episode", default=None, metavar="ID", help="the episode it was observed in")
+    p.add_argument("--note", default=None, help=f"free text (at most {MAX_NOTE_BYTES} bytes)")
+
+    p = command("vitality", cmd_vitality, "show or set the golem's vitality (declining or terminal pushes legacy)")
+    p.add_argument("phase", nargs="?", choices=PHASES, default=None, metavar="PHASE", help=", ".join(PHASES))
+    p.add_argument("--hayflick", type=_ratio, default=None, metavar="R", help="Hayflick ratio, 0..1")
+
+
+def _outcome_text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    o = doc["outcomes"]
+    print(f"{doc['id']} local confidence {doc['local_confidence']:.3f} (outcomes: {o['positive']} positive, "
+          f"{o['negative']} negative, {o['neutral']} neutral)")
+
+
+@renders(_outcome_text)
+def cmd_outcome(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    client = DaemonClient.for_data_dir(data)
+    if client is not None:
+        body = {"effect": args.effect, "metric": args.metric, "value": args.value, "episode_id": args.episode,
+                "note": args.note}
+        return dict(client.call("POST", f"/v1/entries/{args.id}/outcome", body=body))
+    with data.open_store() as store:
+        return store.record_outcome(args.id, args.effect, metric=args.metric, value=args.value,
+                                    episode_id=args.episode, note=args.note, now_ms=wall_clock_ms()).to_json()
+
+
+def _vitality_text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    ratio = "" if doc["hayflick_ratio"] is None else f", Hayflick ratio {doc['hayflick_ratio']:g}"
+    print(f"vitality {doc['phase']}{ratio}" + ("; the curator pushes legacy" if doc["legacy"] else ""))
+
+
+@renders(_vitality_text)
+def cmd_vitality(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    client = DaemonClient.for_data_dir(data)
+    if args.phase is None:
+        if args.hayflick is not None:
+            from daemon.errors import UsageError
+
+            raise UsageError("--hayflick needs a PHASE (clade vitality PHASE --hayflick R)")
+        if client is not None:
+            return dict(client.call("GET", "/v1/vitality"))
+        with data.open_store() as store:
+            return read_vitality(store.connection).to_json()
+    if client is not None:
+        return dict(client.call("PUT", "/v1/vitality", body={"phase": args.phase, "hayflick_ratio": args.hayflick}))
+    checked = Vitality.checked(args.phase, args.hayflick)
+    with data.open_store() as store, store.transaction() as conn:
+        return write_vitality(conn, checked, now_ms=wall_clock_ms()).to_json()
