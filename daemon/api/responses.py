@@ -28,6 +28,7 @@ __all__ = [
     "CloseOut",
     "ConnectOut",
     "CuratorOut",
+    "DeathStatusOut",
     "DigestOut",
     "DisconnectOut",
     "EntriesOut",
@@ -175,6 +176,8 @@ class StatusOut(_Out):
     last_curator_cycle: CuratorOut | None
     counters: dict[str, int]
     styx: StyxStatusOut | None = Field(None, description="the Styx outbox and pusher (null: Styx is off)")
+    death: DeathStatusOut | None = Field(None, description="null while the golem lives; after `POST /v1/death` "
+                                                           "(`clade die`): its outcome")
 
 
 class EntriesOut(_Out):
@@ -386,3 +389,15 @@ class BackupsOut(_Out):
     interval_hours: float
     keep: int
     next_due_ms: int | None = Field(description="the scheduler's next backup (null: not in a clade, none scheduled)")
+
+
+class DeathStatusOut(_Out):
+    """The `death` field of `/v1/status` (daemon/service/death_plan.py `DeathRecord.status`)."""
+
+    dead: bool
+    started_ms: int
+    complete: bool = Field(description="every step ran and none failed (else `clade die` again resumes)")
+    failed: list[str] = Field(description="the steps that failed")
+    reflection_id: str | None
+    testament_path: str | None
+    error: str | None = Field(None, description="the death record could not be read")

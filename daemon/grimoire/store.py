@@ -365,6 +365,27 @@ class Grimoire:
                 promoted.append(entry.id)
         return promoted
 
+    def promote(self, entry_ids: Sequence[str], identity: LocalIdentity, *, now_ms: int, reason: str) -> list[str]:
+        """Promote these own entries now, past their kind's tick rule (e.g. a dying golem's best
+        insights, `reason` "death"): those that are active, not archived, not yet promoted and
+        may cross are marked and re-emitted under fresh dots, as `promote_ready` does. One
+        transaction; returns the ids promoted, in the order given."""
+        promoted: list[str] = []
+        with self._local_write(identity) as (backend, mutator):
+            for entry_id in dict.fromkeys(entry_ids):
+                row = self._conn.execute(
+                    "SELECT 1 FROM entries WHERE id = ? AND author = ? AND promoted_ms IS NULL AND archived = 0 "
+                    "AND status = 'active'", (entry_id, identity.peer_id)).fetchone()
+                body = backend.body(entry_id) if row is not None else None
+                if body is None or not may_cross(body):
+                    continue
+                body, current = self._own_entry(backend, entry_id)
+                for op in mutator.republish(body, current):
+                    apply_op(backend, op)
+                self._conn.execute("UPDATE entries SET promoted_ms = ? WHERE id = ?", (now_ms, entry_id))
+                promoted.append(entry_id)
+        return promoted
+
     def sync_gate(self, local_replica: str, entry_ids: Collection[str] | None = None) -> Gate:
         """The gate for ops sent to siblings (see `promotion.sync_gate`), as of now.
 

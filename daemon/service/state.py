@@ -47,6 +47,7 @@ from daemon.p2p.ports import P2PControl
 from daemon.service.background import BackgroundThread
 from daemon.service.backup import create_backup, default_recipients, report_json
 from daemon.service.curation import llm_for, render_playbook, replay_items, settings_for, vectors_for
+from daemon.service.death import death_status
 from daemon.styx import outbox as styx_outbox
 from daemon.styx.fanin import for_digest
 from daemon.styx.pusher import Pusher
@@ -371,6 +372,7 @@ class DaemonState:
             "last_curator_cycle": self.last_curator,
             "styx": None if self.styx is None else await self.db(self.styx_status),
             "counters": dict(self.counters),
+            "death": await anyio.to_thread.run_sync(death_status, self.data),
         }
 
     async def styx_retry(self, key: str | None) -> int:
