@@ -8,13 +8,13 @@ answer lists every step's outcome; a second call resumes what failed and repeats
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
-from crdt.body import MAX_CONTENT_BYTES
 from daemon.api.responses import errors
+from daemon.grimoire.fields import LABEL_PATTERN, Content
 from daemon.service.death import Death
 from daemon.service.death_plan import MAX_CAUSE_CHARS
 from daemon.service.state import DaemonState
@@ -22,28 +22,15 @@ from daemon.service.state import DaemonState
 __all__ = ["DeathIn", "DeathOut", "register"]
 
 
+# One line of text: no control character, at least one non-space.
+Cause = Annotated[str, Field(min_length=1, max_length=MAX_CAUSE_CHARS, pattern=LABEL_PATTERN, strict=True)]
+
+
 class DeathIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, regex_engine="python-re")
 
-    reflection: str = Field(description=f"the death reflection: non-blank UTF-8, at most {MAX_CONTENT_BYTES} bytes")
-    cause: str | None = Field(None, min_length=1, max_length=MAX_CAUSE_CHARS,
-                              description="why the golem dies (kept from the first call)")
-
-    @field_validator("reflection")
-    @classmethod
-    def _reflection(cls, value: str) -> str:
-        text = value.strip()
-        if not text:
-            raise ValueError("must not be blank")
-        if "\x00" in text:
-            raise ValueError("must not contain NUL characters")
-        try:
-            size = len(text.encode("utf-8"))
-        except UnicodeEncodeError:
-            raise ValueError("is not valid UTF-8") from None
-        if size > MAX_CONTENT_BYTES:
-            raise ValueError(f"must be at most {MAX_CONTENT_BYTES} bytes of UTF-8 (one entry), got {size}")
-        return text
+    reflection: Content = Field(description="the death reflection, stored as one bloodstained entry")
+    cause: Cause | None = Field(None, description="why the golem dies (kept from the first call)")
 
 
 class _Out(BaseModel):

@@ -29,8 +29,8 @@ Handler = Callable[[argparse.Namespace, DataDir], Any]
 
 def _cause(text: str) -> str:
     cause = text.strip()
-    if not cause or len(cause) > MAX_CAUSE_CHARS:
-        raise argparse.ArgumentTypeError(f"the cause must be 1..{MAX_CAUSE_CHARS} characters")
+    if not cause or len(cause) > MAX_CAUSE_CHARS or any(ord(c) < 32 or ord(c) == 127 for c in cause):
+        raise argparse.ArgumentTypeError(f"the cause must be one line of 1..{MAX_CAUSE_CHARS} characters")
     return cause
 
 
