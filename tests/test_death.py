@@ -279,3 +279,26 @@ def test_the_record_resumes_what_is_not_done_and_reads_only_its_own_shape() -> N
         with pytest.raises(DeathStateError):
             DeathRecord.from_bytes(bad)
     assert webhook_delays(3, 0.5) == [0.5, 1.0] and webhook_delays(1, 1.0) == []
+
+
+def test_grimoire_promote_takes_only_own_live_crossing_unpromoted_entries(tmp_path: Path) -> None:
+    from crdt import Sensitivity
+    from crypto import Identity
+    from daemon.grimoire import Grimoire, NewEntry
+
+    me, sibling = Identity(b"\x51" * 32), Identity(b"\x52" * 32)
+    with Grimoire.open(tmp_path / "g.db", create=True, wall_ms=lambda: 1_800_000_000_000) as store:
+        good = store.remember(NewEntry(kind=Kind.INSIGHT, content="Funding flips before CPI"), identity=me).id
+        private = store.remember(NewEntry(kind=Kind.INSIGHT, content="Our book is 40% ETH",
+                                          sensitivity=Sensitivity.PRIVATE), identity=me).id
+        soma = store.remember(NewEntry(kind=Kind.STRATEGY_OUTCOME, content="+3,412 USDC"), identity=me).id
+        theirs = store.remember(NewEntry(kind=Kind.INSIGHT, content="Gas is cheap at 03:00"), identity=sibling).id
+        gone = store.remember(NewEntry(kind=Kind.FACT, content="Pool X closed"), identity=me).id
+        store.forget(gone)
+        top = store.local_top(me.peer_id)
+        ids = [good, private, soma, theirs, gone, "f" * 32]
+        assert store.promote(ids, me, now_ms=1_800_000_001_000, reason="death") == [good]
+        assert store.local_top(me.peer_id) > top  # re-emitted under fresh dots: siblings get it
+        assert store.promote(ids, me, now_ms=1_800_000_002_000, reason="death") == []  # once
+        (promoted_ms,) = store.connection.execute("SELECT promoted_ms FROM entries WHERE id = ?", (good,)).fetchone()
+        assert promoted_ms == 1_800_000_001_000
