@@ -200,8 +200,8 @@ def test_bad_reflections_are_refused_and_nothing_dies(joined: DataDir) -> None:
         assert huge.status_code == 413
         long = daemon.request("POST", "/v1/death", json={"reflection": "é" * 2049})
         assert long.status_code == 422 and "4096 bytes" in long.text
-        for body in ({"reflection": "   "}, {}, {"reflection": 5}, {"reflection": "ok", "cause": ""}, {"reflection": "ok", "cause": "a\nb"},
-                     {"reflection": "ok", "extra": 1}):
+        for body in ({"reflection": "   "}, {}, {"reflection": 5}, {"reflection": "ok", "cause": ""},
+                     {"reflection": "ok", "cause": "a\nb"}, {"reflection": "ok", "extra": 1}):
             refused = daemon.request("POST", "/v1/death", json=body)
             assert refused.status_code == 422, (body, refused.text)
         assert daemon.request("GET", "/v1/status").json()["death"] is None
