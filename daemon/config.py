@@ -208,6 +208,16 @@ class TuiConfig(_Section):
         return value
 
 
+class DeathConfig(_Section):
+    """`POST /v1/death` (`clade die`): who hears of it besides the clade and Styx."""
+
+    webhook: str | None = Field(None, max_length=500, pattern=r"^https?://[^\s]+$",
+                                description="POST a JSON notice here when the golem dies")
+    webhook_timeout_s: float = Field(5.0, gt=0, le=60, description="one attempt at most this long")
+    webhook_attempts: int = Field(3, ge=1, le=10, description="then the step is recorded failed")
+    webhook_backoff_s: float = Field(1.0, ge=0, le=60, description="wait before attempt n+1: this × 2^(n-1)")
+
+
 class LogConfig(_Section):
     level: Literal["debug", "info", "warning", "error"] = "warning"
 
@@ -221,6 +231,7 @@ class Config(_Section):
     api: ApiConfig = Field(default_factory=ApiConfig)
     backup: BackupConfig = Field(default_factory=BackupConfig)
     styx: StyxConfig = Field(default_factory=StyxConfig)
+    death: DeathConfig = Field(default_factory=DeathConfig)
     embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
     digest: DigestConfig = Field(default_factory=DigestConfig)
     log: LogConfig = Field(default_factory=LogConfig)
@@ -297,6 +308,12 @@ DEFAULT_CONFIG_TOML = """\
 # [styx.injection]                       # Styx's share of a digest
 # max_tokens = 500
 # min_confidence = 0.5
+
+[death]
+# webhook = "https://…"    # POST a JSON notice when the golem dies (`clade die`)
+# webhook_timeout_s = 5.0
+# webhook_attempts = 3
+# webhook_backoff_s = 1.0  # then 2.0, 4.0 …
 
 [embedding]
 # model = "sentence-transformers/all-MiniLM-L6-v2"

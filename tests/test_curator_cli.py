@@ -50,7 +50,8 @@ def test_testament_and_inherit_between_two_golems(cli: CliRunner, data_dir: Data
     out = tmp_path / "golem.testament"
     made = cli("testament", "--out", str(out), "--reflection", str(reflection), "--json")
     assert made.code == 0, made.err
-    assert made.json()["entries"] == 3 and made.json()["warnings"] == 1 and made.json()["episode_summaries"] == 1
+    # the warning and the reflection; the raw episode stays behind (no episode summary is written or bequeathed)
+    assert made.json()["entries"] == 2 and made.json()["warnings"] == 1 and "episode_summaries" not in made.json()
 
     heir = DataDir(tmp_path / "heir")
     heir.init()
@@ -95,6 +96,12 @@ def test_restore_as_successor_inherits_knowledge_only(cli: CliRunner, data_dir: 
     _join(cli, data_dir, owner_dir, tmp_path, "dead")
     insight = cli("remember", "Funding flips before CPI prints", "--kind", "insight", "--confidence", "0.9",
                   "--json").json()["id"]
+    outcome = cli("remember", "ETH/USDC 1850-2150: 40k USDC position, +3,412 USDC", "--kind", "strategy_outcome",
+                  "--confidence", "0.95", "--json").json()["id"]
+    preference = cli("remember", "Owner prefers max 25% of the book in one pool", "--kind", "preference",
+                     "--json").json()["id"]
+    sensitive = cli("remember", "max_position_usd: 50000", "--kind", "fact", "--sensitivity", "sensitive",
+                    "--json").json()["id"]
     backup = tmp_path / "dead.clade-vault"
     assert cli("backup", "--out", str(backup)).code == 0
 
@@ -108,5 +115,7 @@ def test_restore_as_successor_inherits_knowledge_only(cli: CliRunner, data_dir: 
     with heir.open_store() as store:
         got = store.get(insight)
         assert got.provenance == "inherited" and abs(got.local_confidence - 0.4) < 1e-9
+        held = {r[0] for r in store.connection.execute("SELECT id FROM entries")}
+        assert not held & {outcome, preference, sensitive}  # the soma died with the golem
     again = cli("restore", str(backup), "--as-successor")  # the dead golem's own dir: refused
     assert again.code == 2 and "own" in again.err

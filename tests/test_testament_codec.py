@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crdt import AuthorValue, Kind, SlotKind, Timestamp, make_op
+from crdt import AuthorValue, Kind, Sensitivity, SlotKind, Timestamp, make_op
 from crypto.identity import Identity, signature_ok
 from daemon.grimoire.curator import testament as ts
 from daemon.grimoire.curator.testament import MAX_ENTRIES, decode, encode, inherited_confidence, select
@@ -80,18 +80,59 @@ def test_an_item_mixing_two_entries_is_refused() -> None:
 
 
 _kinds = st.sampled_from(list(Kind))
+_sens = st.sampled_from(list(Sensitivity))
 
 
 @settings(max_examples=50, deadline=None, derandomize=True)
-@given(st.lists(st.tuples(_kinds, st.floats(0, 1), st.floats(0, 1), st.integers(0, 3), st.integers(0, 3)),
+@given(st.lists(st.tuples(_kinds, st.floats(0, 1), st.floats(0, 1), st.integers(0, 3), st.integers(0, 3), _sens),
                 max_size=2600), st.integers(1, MAX_ENTRIES))
-def test_selection_respects_the_cap_and_keeps_every_warning_first(
-    raw: list[tuple[Kind, float, float, int, int]], limit: int
+def test_selection_respects_the_cap_keeps_the_soma_home_and_puts_reflections_and_warnings_first(
+    raw: list[tuple[Kind, float, float, int, int, Sensitivity]], limit: int
 ) -> None:
-    cands = [ts.TestamentCandidate(f"{i:032x}", k, c, s, cf, ct) for i, (k, c, s, cf, ct) in enumerate(raw)]
+    cands = [ts.TestamentCandidate(f"{i:032x}", k, c, s, cf, ct, se) for i, (k, c, s, cf, ct, se) in enumerate(raw)]
     chosen = select(cands, limit=limit)
     assert len(chosen) <= limit and len(set(chosen)) == len(chosen)
-    warnings = [c.id for c in cands if c.kind in (Kind.WARNING, Kind.ANTI_KNOWLEDGE)]
-    assert chosen[:min(limit, len(warnings))] == sorted(
-        warnings, key=lambda i: (-next(c.keep_score for c in cands if c.id == i), i))[:limit]
+    by_id = {c.id: c for c in cands}
+    assert all(by_id[i].sensitivity is Sensitivity.PUBLIC and by_id[i].kind not in SOMA for i in chosen)
+    germline = [c for c in cands if c.sensitivity is Sensitivity.PUBLIC]
+
+    def ranked(kinds: set[Kind]) -> list[str]:
+        return [c.id for c in sorted((c for c in germline if c.kind in kinds), key=lambda c: (-c.keep_score, c.id))]
+
+    lead = ranked({Kind.DEATH_REFLECTION}) + ranked({Kind.WARNING, Kind.ANTI_KNOWLEDGE})
+    assert chosen[:min(limit, len(lead))] == lead[:limit]
     assert select(list(reversed(cands)), limit=limit) == chosen
+
+
+SOMA = {Kind.STRATEGY_OUTCOME, Kind.PREFERENCE, Kind.EPISODE_SUMMARY}
+
+
+def _cand(i: int, kind: Kind, *, keep: float = 0.5, conf: float = 0.8,
+          sensitivity: Sensitivity = Sensitivity.PUBLIC) -> ts.TestamentCandidate:
+    return ts.TestamentCandidate(f"{i:032x}", kind, conf, keep, 0, 0, sensitivity)
+
+
+def test_selection_exact_order_and_the_barrier() -> None:
+    cands = [
+        _cand(1, Kind.STRATEGY_OUTCOME, keep=0.99),  # P&L, position sizes: soma
+        _cand(2, Kind.PREFERENCE, keep=0.98),  # the owner's settings for this golem
+        _cand(3, Kind.EPISODE_SUMMARY, keep=0.97),  # one raw episode retold
+        _cand(4, Kind.FACT, keep=0.96, sensitivity=Sensitivity.SENSITIVE),
+        _cand(5, Kind.WARNING, keep=0.95, sensitivity=Sensitivity.PRIVATE),
+        _cand(6, Kind.INSIGHT, keep=0.9),
+        _cand(7, Kind.WARNING, keep=0.2),
+        _cand(8, Kind.DEATH_REFLECTION, keep=0.1),  # an ancestor's
+        _cand(9, Kind.DEATH_REFLECTION, keep=0.05),  # this golem's, named first
+        _cand(10, Kind.CAUSAL_LINK, keep=0.3),
+        _cand(11, Kind.INSIGHT, keep=0.95, conf=0.1),  # below min_confidence
+    ]
+    assert select(cands, first=[f"{9:032x}"]) == [f"{i:032x}" for i in (9, 8, 7, 10, 6)]
+    assert select(cands, first=[f"{1:032x}"], limit=2) == [f"{i:032x}" for i in (8, 9)]  # soma never leads
+    assert ts.crosses_to_heir(Kind.HEURISTIC, Sensitivity.PUBLIC)
+    assert not ts.crosses_to_heir(Kind.HEURISTIC, Sensitivity.PRIVATE)
+    assert not any(ts.crosses_to_heir(k, Sensitivity.PUBLIC) for k in SOMA)
+
+
+def test_selection_never_exceeds_the_testament_cap() -> None:
+    cands = [_cand(i, Kind.WARNING) for i in range(MAX_ENTRIES + 10)]
+    assert len(select(cands, limit=MAX_ENTRIES * 2)) == MAX_ENTRIES

@@ -7,12 +7,12 @@ from pathlib import Path
 import nacl.public
 import pytest
 
-from crdt import Kind
+from crdt import Kind, Sensitivity
 from crypto import Identity
 from crypto.vault import VaultKeys
 from daemon.grimoire import Grimoire, NewEntry
 from daemon.grimoire.curator import testament as ts
-from daemon.grimoire.curator.bequest import export_testament, inherit, read_testament
+from daemon.grimoire.curator.bequest import export_testament, inherit, read_testament, successor_document
 
 A, B, C = (Identity(bytes([n]) * 32) for n in (0x41, 0x42, 0x43))
 CLADE_KEY = b"\x07" * 32
@@ -76,3 +76,64 @@ def test_tampered_or_foreign_testaments_import_nothing(tmp_path: Path) -> None:
         with pytest.raises(ts.TestamentError, match="decrypt"):
             read_testament(tmp_path / "t", VaultKeys(clade_key=b"\x08" * 32))
         assert b.connection.execute("SELECT count(*) FROM entries").fetchone()[0] == 0
+
+
+def _soma_and_germline(store: Grimoire, who: Identity) -> tuple[dict[str, str], dict[str, str]]:
+    """A dying golem's store: what must die with it (by name) and what an heir must get."""
+    soma = {
+        "outcome": store.remember(NewEntry(kind=Kind.STRATEGY_OUTCOME, confidence=0.95, importance=1.0,
+                                           content="ETH/USDC range 1850-2150: 40k USDC position, +3,412.18 USDC P&L"),
+                                  identity=who).id,
+        "preference": store.remember(NewEntry(kind=Kind.PREFERENCE, confidence=0.95, importance=1.0,
+                                              content="Owner prefers max 25% of the book in one pool"),
+                                     identity=who).id,
+        "sensitive": store.remember(NewEntry(kind=Kind.FACT, confidence=0.95, importance=1.0,
+                                             sensitivity=Sensitivity.SENSITIVE,
+                                             content="max_position_usd: 50000"), identity=who).id,
+        "private": store.remember(NewEntry(kind=Kind.WARNING, confidence=0.95, sensitivity=Sensitivity.PRIVATE,
+                                           content="Never exceed 2x leverage on the owner's main account"),
+                                  identity=who).id,
+        "episode": store.remember(NewEntry(kind=Kind.EPISODE_SUMMARY, confidence=0.9,
+                                           content="Episode: swapped 200k on Curve at 31 bps slippage"),
+                                  identity=who).id,
+    }
+    germline = {
+        "warning": store.remember(NewEntry(kind=Kind.WARNING, content="Never LP under $100K TVL", confidence=0.9),
+                                  identity=who).id,
+        "insight": store.remember(NewEntry(kind=Kind.INSIGHT, content="Funding flips before CPI prints",
+                                           confidence=0.8), identity=who).id,
+    }
+    return soma, germline
+
+
+def test_the_soma_dies_with_the_golem_by_either_path(tmp_path: Path) -> None:
+    with Grimoire.open(tmp_path / "a.db", create=True, wall_ms=lambda: T0) as a:
+        soma, germline = _soma_and_germline(a, A)
+        reflection = a.remember(NewEntry(kind=Kind.DEATH_REFLECTION, content="I died chasing APY.", confidence=0.9,
+                                         bloodstain=True), identity=A).id
+        export_testament(a, A, clade_id="clade-x", clade_keys=[CLADE_KEY], x25519_recipients=[], out=tmp_path / "t",
+                         now_ms=T0 + 1000, reflection_id=reflection)
+    by_file = read_testament(tmp_path / "t", KEYS)
+    with Grimoire.open(tmp_path / "a.db") as backup:  # what `restore --as-successor` reads from the backup
+        by_backup = successor_document(backup, golem=A.peer_id, clade_id="clade-x", now_ms=T0 + 1000)
+    for n, doc in enumerate((by_file, by_backup)):
+        assert [it.entry_id for it in doc.items][:2] == [reflection, germline["warning"]]
+        assert doc.reflection_id == reflection
+        with Grimoire.open(tmp_path / f"heir{n}.db", create=True, wall_ms=lambda: T0) as heir:
+            inherit(heir, doc, clade_id="clade-x", local_replica=B.peer_id, now_ms=T0 + 2000)
+            held = {r[0] for r in heir.connection.execute("SELECT id FROM entries")}
+            assert held == {reflection, *germline.values()}
+            assert not held & set(soma.values())
+            (ops,) = heir.connection.execute("SELECT count(*) FROM ops WHERE entry_id IN ({})".format(
+                ", ".join("?" * len(soma))), list(soma.values())).fetchone()
+            assert ops == 0  # not even an op of the soma crossed
+            assert heir.get(reflection).body.bloodstain
+
+
+def test_the_successor_path_is_capped_like_the_testament(tmp_path: Path) -> None:
+    with Grimoire.open(tmp_path / "a.db", create=True, wall_ms=lambda: T0) as a:
+        for i in range(ts.MAX_ENTRIES + 40):
+            a.remember(NewEntry(kind=Kind.INSIGHT, content=f"Pool {i} thins out on Sundays", confidence=0.8),
+                       identity=A)
+        doc = successor_document(a, golem=A.peer_id, clade_id="clade-x", now_ms=T0 + 1000)
+    assert len(doc.items) == ts.MAX_ENTRIES and doc.reflection_id is None

@@ -25,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from crdt import InvalidValue, Kind
 from daemon.api import agent as api_agent
+from daemon.api import death as api_death
 from daemon.api import knowledge as api_knowledge
 from daemon.api import operator as api_operator
 from daemon.api.models import (
@@ -352,6 +353,7 @@ def create_app(state: DaemonState) -> FastAPI:
     api_knowledge.register(app, state)  # outcomes on entries, vitality (before the agent tools that call them)
     api_agent.register(app, state)  # agent memory: tools, working memory, flush, lessons
     api_operator.register(app, state)  # the operator's view: knowledge stats, backups
+    api_death.register(app, state)  # a death the clade hears
     return app
 
 

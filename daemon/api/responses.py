@@ -28,6 +28,7 @@ __all__ = [
     "CloseOut",
     "ConnectOut",
     "CuratorOut",
+    "DeathStatusOut",
     "DigestOut",
     "DisconnectOut",
     "EntriesOut",
@@ -177,6 +178,8 @@ class StatusOut(_Out):
     counters: dict[str, int]
     styx: StyxStatusOut | None = Field(None, description="the Styx outbox and pusher (null: Styx is off)")
     vitality: VitalityOut | None = Field(None, description="the golem's phase and Hayflick ratio (PUT /v1/vitality)")
+    death: DeathStatusOut | None = Field(None, description="null while the golem lives; after `POST /v1/death` "
+                                                           "(`clade die`): its outcome")
 
 
 class EntriesOut(_Out):
@@ -397,3 +400,13 @@ class VitalityOut(_Out):
     hayflick_ratio: float | None
     legacy: bool = Field(description="whether the curator pushes legacy (declining, terminal, or ratio > 0.85)")
     updated_ms: int | None
+class DeathStatusOut(_Out):
+    """The `death` field of `/v1/status` (daemon/service/death_plan.py `DeathRecord.status`)."""
+
+    dead: bool
+    started_ms: int
+    complete: bool = Field(description="every step ran and none failed (else `clade die` again resumes)")
+    failed: list[str] = Field(description="the steps that failed")
+    reflection_id: str | None
+    testament_path: str | None
+    error: str | None = Field(None, description="the death record could not be read")

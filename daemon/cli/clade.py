@@ -126,8 +126,9 @@ def register(sub: Any, command: Callable[[str, Handler, str], argparse.ArgumentP
     p.add_argument("file", type=Path, metavar="FILE")
     p.add_argument("--force", action="store_true", help="replace a non-empty data dir")
     p.add_argument("--as-successor", action="store_true",
-                   help="keep this golem's identity: inherit the backup's knowledge only (provenance inherited, "
-                        "discounted), for a new golem taking over from a dead one")
+                   help="keep this golem's identity: inherit the backup's germline only, as a testament "
+                        "(provenance inherited, discounted; no outcomes, preferences, private or sensitive "
+                        "entries; at most 2,048), for a new golem taking over from a dead one")
     _key_options(p)
 
 
@@ -365,7 +366,8 @@ def cmd_restore(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
 
 def _restore_as_successor(args: argparse.Namespace, data: DataDir, keys: VaultKeys) -> dict[str, Any]:
     """Boot from a predecessor's backup, knowledge only: this golem keeps its identity and
-    membership; every live entry is inherited at the first generation's discount."""
+    membership; the testament's selection (the germline, ≤ 2,048 entries: bequest.successor_document)
+    is inherited at the first generation's discount."""
     if DaemonClient.for_data_dir(data) is not None:
         raise UsageError(f"a daemon is running on {data.root}; stop it before restoring")
     joined = data.load_membership()

@@ -6,8 +6,11 @@
     clade testament --out FILE [--reflection FILE] [--json]
     clade inherit FILE [--json]
 
-`testament` and `inherit` work on the store directly (a dying golem's daemon is stopped; an
-heir inherits before it first runs): with a daemon running they refuse and say so.
+`testament` and `inherit` work on the store directly (the offline case: a dying golem's
+daemon is stopped; an heir inherits before it first runs): with a daemon running they refuse
+and say so (`clade die` is the death of a running golem). The testament carries the germline
+only (curator/testament.py `select`): no episode summaries, outcomes, preferences, private
+or sensitive entries.
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +26,9 @@ from crypto.vault import VaultKeys
 from daemon.cli.render import renders
 from daemon.client import DaemonClient
 from daemon.datadir import DataDir
-from daemon.errors import DaemonError, UsageError
+from daemon.errors import UsageError
 from daemon.grimoire import NewEntry, wall_clock_ms
 from daemon.grimoire.curator.bequest import export_testament, inherit, read_testament
-from daemon.grimoire.curator.consolidate import ReplayItem, select_replay
 from daemon.grimoire.curator.cycle import run_cycle, simulate
 from daemon.grimoire.curator.testament import TestamentError
 from daemon.grimoire.embedder import get_embedder
@@ -134,7 +135,9 @@ def _no_daemon(data: DataDir, what: str) -> None:
                          f"`clade run`) before {what}")
 
 
-def _read_reflection(path: Path) -> str:
+def read_reflection(path: Path) -> str:
+    """A death reflection from a file ('-': stdin): non-empty UTF-8 of at most 4 KiB (an entry's
+    content). Raises `UsageError` saying what was wrong."""
     try:
         raw = sys.stdin.buffer.read(MAX_REFLECTION_BYTES + 1) if str(path) == "-" else path.read_bytes()
     except OSError as exc:
@@ -150,28 +153,6 @@ def _read_reflection(path: Path) -> str:
     return text
 
 
-TESTAMENT_EPISODES = 32
-
-
-def _episode_summaries(data: DataDir, now_ms: int) -> list[str]:
-    """The top episodes (replay's priority, recent and old) as one-line summaries for the testament."""
-    try:
-        episodes = data.open_episodes()
-        pool = [ReplayItem(i, ms, protocol, curiosity, importance, verified, "null")
-                for i, ms, protocol, curiosity, importance, verified in episodes.replay_pool()]
-    except (OSError, DaemonError):
-        return []
-    chosen = select_replay(pool, now_ms=now_ms, budget=TESTAMENT_EPISODES, recent_ms=7 * 86_400_000)
-    texts = episodes.payloads([e.id for e in chosen], column="summary")
-    out = []
-    for e in sorted(chosen, key=lambda e: (e.observed_ms, e.id)):
-        day = datetime.fromtimestamp(e.observed_ms / 1000, UTC).strftime("%Y-%m-%d")
-        text = " ".join(texts.get(e.id, "").split())[:600]
-        if text:
-            out.append(f"Episode {day}" + (f" on {e.protocol}" if e.protocol else "") + f": {text}")
-    return out
-
-
 def _bequest_text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
     print(f"testament written to {doc['path']}: {doc['entries']} entries ({doc['warnings']} warnings), "
           f"{doc['bytes']:,} bytes" + (f", reflection {doc['reflection_id']}" if doc["reflection_id"] else ""))
@@ -184,22 +165,18 @@ def cmd_testament(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     if joined is None:
         raise UsageError("this golem has not joined a clade: a testament is encrypted to the clade key and the owner")
     membership, clade_key = joined
-    reflection = _read_reflection(args.reflection) if args.reflection is not None else None
+    reflection = read_reflection(args.reflection) if args.reflection is not None else None
     identity = data.load_identity()
     now = wall_clock_ms()
-    summaries = _episode_summaries(data, now)
     with data.open_store(identity=identity) as store:
-        summary_ids = [store.remember(NewEntry(kind=Kind.EPISODE_SUMMARY, content=text, importance=0.6,
-                                               confidence=0.6, tags=("testament",)), identity=identity).id
-                       for text in summaries]
         reflection_id = None
         if reflection is not None:
             reflection_id = store.remember(NewEntry(kind=Kind.DEATH_REFLECTION, content=reflection, confidence=0.9,
                                                     importance=1.0, bloodstain=True), identity=identity).id
         report = export_testament(store, identity, clade_id=membership.clade_id, clade_keys=[clade_key],
                                   x25519_recipients=[membership.owner_x25519_public_key()], out=args.out,
-                                  now_ms=now, reflection_id=reflection_id, also=summary_ids)
-    return {"path": report.path, "episode_summaries": len(summary_ids), "entries": report.entries,
+                                  now_ms=now, reflection_id=reflection_id)
+    return {"path": report.path, "entries": report.entries,
             "warnings": report.warnings, "reflection_id": report.reflection_id, "bytes": report.bytes}
 
 

@@ -25,6 +25,7 @@ from crypto.vault import VaultError
 from daemon.cli import agent as cli_agent
 from daemon.cli import clade as cli_clade
 from daemon.cli import curator as cli_curator
+from daemon.cli import death as cli_death
 from daemon.cli import knowledge as cli_knowledge
 from daemon.cli import memory as cli_memory
 from daemon.cli import p2p as cli_p2p
@@ -247,6 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_agent.register(sub, command, common=common, parser_class=_Parser)
     cli_curator.register(command, common=common, parser_class=_Parser)
     cli_knowledge.register(command)
+    cli_death.register(command)
     cli_styx.register(command, common=common, parser_class=_Parser)
     cli_tui.register(command)
     return parser

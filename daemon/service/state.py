@@ -55,6 +55,7 @@ from daemon.service.curation import (
     settings_for,
     vectors_for,
 )
+from daemon.service.death import death_status
 from daemon.service.holds import checks_repeats, remember_checked
 from daemon.styx import outbox as styx_outbox
 from daemon.styx.fanin import for_digest
@@ -384,6 +385,7 @@ class DaemonState:
             "styx": None if self.styx is None else await self.db(self.styx_status),
             "vitality": await self.read(lambda r: read_vitality(r.connection).to_json()),
             "counters": dict(self.counters),
+            "death": await anyio.to_thread.run_sync(death_status, self.data),
         }
 
     async def styx_retry(self, key: str | None) -> int:

@@ -1,8 +1,11 @@
 """Writing a testament and inheriting one: the I/O around testament.py.
 
-`export_testament` picks the entries (testament.select), collects each one's signed body and
-author ops from the store, signs the document with the golem's key and writes it as a vault
-stream (crypto/vault.py) to the clade key and the owner — the same recipients as a backup.
+`bequest` picks the entries (testament.select: the germline only, ≤ 2,048, the death
+reflection and warnings first) and collects each one's signed body and author ops from the
+store. Both ways an heir inherits go through it: `export_testament` signs its document with
+the golem's key and writes it as a vault stream (crypto/vault.py) to the clade key and the
+owner — the same recipients as a backup; `successor_document` reads a predecessor's backup
+(`clade restore --as-successor`) and verifies every op again by its author's key.
 
 `inherit` decrypts, checks the golem's signature and every op's (testament.decode), refuses a
 testament of another clade, and only then applies the ops in one store transaction with
@@ -18,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from crdt import CausalContext, Delta, Op, SlotKind, Verifier, open_op
+from crdt import CausalContext, Delta, Op, Sensitivity, SlotKind, Verifier, open_op
 from crypto.identity import signature_ok
 from crypto.vault import DecryptingReader, EncryptingWriter, VaultError, VaultKeys
 
@@ -27,10 +30,10 @@ from ..store import LocalIdentity as Signer
 from . import testament
 from .cycle import live_entries
 
-__all__ = ["BequestReport", "InheritReport", "export_testament", "inherit", "read_testament", "successor_document"]
+__all__ = ["BequestReport", "InheritReport", "bequest", "export_testament", "inherit", "read_testament",
+           "successor_document"]
 
 MAX_FILE_BYTES = testament.MAX_TESTAMENT_BYTES + 16 * 1024 * 1024
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,13 +74,32 @@ def _items(store: Grimoire, ids: Sequence[str], generation: dict[str, int],
     return items
 
 
+def bequest(store: Grimoire, *, golem: str, clade_id: str, now_ms: int, reflection_id: str | None = None,
+            verify: Verifier = _trusted) -> testament.TestamentDocument:
+    """What an heir of `golem` inherits from `store`, as an (unsigned) testament document:
+    `testament.select` over every live entry, the death reflection `reflection_id` first.
+    A reflection that does not pass the barrier (private) is left out and not named."""
+    live = live_entries(store)
+    rows = {r[0]: (Sensitivity(r[1]), int(r[2]), int(r[3])) for r in store.connection.execute(
+        "SELECT id, sensitivity, inherited_generation, contradicts FROM entries "
+        "WHERE archived = 0 AND status = 'active'")}
+    cands = [testament.TestamentCandidate(e.id, e.kind, e.local_confidence, e.keep_score(e.local_confidence, now_ms),
+                                          e.confirms, rows[e.id][2], rows[e.id][0]) for e in live if e.id in rows]
+    chosen = testament.select(cands, first=[reflection_id] if reflection_id else [])
+    items = _items(store, chosen, {i: g for i, (_, g, _) in rows.items()}, verify)
+    named = reflection_id if reflection_id in {it.entry_id for it in items} else None
+    return testament.TestamentDocument(golem, clade_id, now_ms, named, tuple(items))
+
+
 def successor_document(store: Grimoire, *, golem: str, clade_id: str, now_ms: int) -> testament.TestamentDocument:
-    """A predecessor's whole live knowledge (from its backup's grimoire.db) as a testament an heir
-    inherits (`clade restore --as-successor`); every op is verified again by its author's key."""
-    rows = store.connection.execute(
-        "SELECT id, inherited_generation FROM entries WHERE archived = 0 AND status = 'active' ORDER BY rid").fetchall()
-    items = _items(store, [r[0] for r in rows], {r[0]: int(r[1]) for r in rows}, signature_ok)
-    return testament.TestamentDocument(golem, clade_id, now_ms, None, tuple(items))
+    """What a successor inherits from its predecessor's backup (`clade restore --as-successor`;
+    `store` is the backup's grimoire.db): `bequest`, the predecessor's newest death reflection
+    first; every op is verified again by its author's key."""
+    row = store.connection.execute(
+        "SELECT id FROM entries WHERE author = ? AND kind = 'death_reflection' AND archived = 0 AND status = 'active' "
+        "ORDER BY stored_ms DESC, id LIMIT 1", (golem,)).fetchone()
+    return bequest(store, golem=golem, clade_id=clade_id, now_ms=now_ms, reflection_id=None if row is None else row[0],
+                   verify=signature_ok)
 
 
 def export_testament(
@@ -90,22 +112,12 @@ def export_testament(
     out: Path,
     now_ms: int,
     reflection_id: str | None = None,
-    also: Sequence[str] = (),
 ) -> BequestReport:
-    """Write the testament to `out` (atomically: a temp file renamed into place). `reflection_id`
-    and `also` (e.g. the episode summaries written for it) go in first, the selection after."""
+    """Write the testament (`bequest`, `reflection_id` first) to `out` atomically (a temp file
+    renamed into place)."""
     if not clade_keys and not x25519_recipients:
         raise ValueError("a testament needs a recipient: join a clade first (the clade key and the owner)")
-    live = live_entries(store)
-    rows = dict(store.connection.execute(
-        "SELECT id, inherited_generation FROM entries WHERE archived = 0 AND status = 'active'").fetchall())
-    cands = [testament.TestamentCandidate(e.id, e.kind, e.local_confidence, e.keep_score(e.local_confidence, now_ms),
-                                          e.confirms, 0) for e in live]
-    first = [i for i in dict.fromkeys([*([reflection_id] if reflection_id else []), *also])]
-    rest = testament.select([c for c in cands if c.id not in set(first)], limit=testament.MAX_ENTRIES - len(first))
-    chosen = [*first, *rest][: testament.MAX_ENTRIES]
-    items = _items(store, chosen, {i: int(g) for i, g in rows.items()})
-    doc = testament.TestamentDocument(identity.peer_id, clade_id, now_ms, reflection_id, tuple(items))
+    doc = bequest(store, golem=identity.peer_id, clade_id=clade_id, now_ms=now_ms, reflection_id=reflection_id)
     plain = testament.encode(doc, identity.sign)
     tmp = out.with_name(f".{out.name}.tmp")
     with tmp.open("wb") as fh:
@@ -115,9 +127,9 @@ def export_testament(
         fh.flush()
         os.fsync(fh.fileno())
     tmp.replace(out)
-    kinds = {e.id: e.kind for e in live}
-    warnings = sum(1 for it in items if kinds.get(it.entry_id) in testament.ALWAYS)
-    return BequestReport(str(out), len(items), warnings, reflection_id, out.stat().st_size)
+    kinds = dict(store.connection.execute("SELECT id, kind FROM entries WHERE archived = 0 AND status = 'active'"))
+    warnings = sum(1 for it in doc.items if kinds.get(it.entry_id) in testament.ALWAYS)
+    return BequestReport(str(out), len(doc.items), warnings, doc.reflection_id, out.stat().st_size)
 
 
 def read_testament(path: Path, keys: VaultKeys) -> testament.TestamentDocument:

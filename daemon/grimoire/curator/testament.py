@@ -11,10 +11,19 @@ the entry's own signed ops (its body and its author's latest slot), so every ent
 verified by its author's key exactly as a sibling's op is, and N says how many generations
 after the golem that learned it an heir of this testament is.
 
-Selection (`select`): at most `MAX_ENTRIES` (2,048) — every warning and anti_knowledge
-first (by keep score if even they exceed the cap), then causal links, validated heuristics
-(confirms > contradicts), then the rest above `min_confidence` by keep score. Episode
-summaries and the death reflection (bloodstain) are written as entries by the caller first.
+Selection (`select`), the ONE function behind both ways an heir inherits (`clade testament`
+→ `clade inherit`, and `clade restore --as-successor`): the soma dies with the golem. An
+entry goes to an heir only if it passes the same Weismann barrier as gossip to a sibling
+(`crosses_to_heir` = `crdt.may_cross`): sensitivity public, and a kind that may ever cross —
+never strategy_outcome (trade outcomes, position sizes, exact P&L, strategy parameters),
+preference (the owner's settings for this golem) or episode_summary (one raw episode
+retold: raw episodes never cross; what the curator distilled from them — insights,
+heuristics, causal links — does). Exact parameters written as any other kind must be marked
+private or sensitive by their writer, which keeps them home. Of what passes, at most
+`MAX_ENTRIES` (2,048), in order: the caller's `first` ids (the death reflection), every
+other death reflection, every warning and anti_knowledge (by keep score if even they exceed
+the cap), then causal links, validated heuristics (confirms > contradicts), then the rest
+above `min_confidence` by keep score.
 
 Inheritance discount (`inherited_confidence`): the N-th generation holds an entry at
 min(original, base × 0.85^(N−1)), base 0.4 from a direct predecessor, 0.3 through the Styx
@@ -28,8 +37,9 @@ from dataclasses import dataclass
 
 import msgpack
 
-from crdt import Kind, Op, RemoteProtocolError, Verifier, open_op
+from crdt import Kind, Op, RemoteProtocolError, Sensitivity, Verifier, open_op
 from crdt.ops import unpack_strict
+from crdt.replica import NEVER_CROSS
 
 __all__ = [
     "MAX_ENTRIES",
@@ -37,6 +47,7 @@ __all__ = [
     "TestamentDocument",
     "TestamentError",
     "TestamentItem",
+    "crosses_to_heir",
     "decode",
     "encode",
     "inherited_confidence",
@@ -67,6 +78,7 @@ class TestamentCandidate:
     keep_score: float
     confirms: int
     contradicts: int
+    sensitivity: Sensitivity = Sensitivity.PUBLIC
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,19 +100,34 @@ class TestamentDocument:
     items: tuple[TestamentItem, ...]
 
 
-def select(candidates: Sequence[TestamentCandidate], *, min_confidence: float = 0.3,
+def crosses_to_heir(kind: Kind, sensitivity: Sensitivity) -> bool:
+    """The Weismann barrier for an heir, the same as for a sibling (`crdt.may_cross`): public,
+    and not a soma kind (strategy_outcome, preference, episode_summary)."""
+    return sensitivity is Sensitivity.PUBLIC and kind not in NEVER_CROSS
+
+
+def select(candidates: Sequence[TestamentCandidate], *, first: Sequence[str] = (), min_confidence: float = 0.3,
            limit: int = MAX_ENTRIES) -> list[str]:
-    """The ids to bequeath, at most `limit`, in priority order (deterministic)."""
+    """The ids to bequeath, at most `limit` (≤ `MAX_ENTRIES`), in priority order (deterministic).
+    Only candidates that pass `crosses_to_heir`; `first` (e.g. the death reflection) leads,
+    if it is among the candidates and passes."""
 
     def by_keep(c: TestamentCandidate) -> tuple[float, str]:
         return (-c.keep_score, c.id)
 
-    always = sorted((c for c in candidates if c.kind in ALWAYS), key=by_keep)
-    links = sorted((c for c in candidates if c.kind is Kind.CAUSAL_LINK), key=by_keep)
-    rules = sorted((c for c in candidates if c.kind is Kind.HEURISTIC and c.confirms > c.contradicts), key=by_keep)
-    chosen = {c.id for c in always + links + rules}
-    rest = sorted((c for c in candidates if c.id not in chosen and c.confidence >= min_confidence), key=by_keep)
-    return [c.id for c in always + links + rules + rest][:limit]
+    germline = [c for c in candidates if crosses_to_heir(c.kind, c.sensitivity)]
+    by_id = {c.id: c for c in germline}
+    lead = [by_id[i] for i in dict.fromkeys(first) if i in by_id]
+    led = {c.id for c in lead}
+    body = [c for c in germline if c.id not in led]
+    reflections = sorted((c for c in body if c.kind is Kind.DEATH_REFLECTION), key=by_keep)
+    always = sorted((c for c in body if c.kind in ALWAYS), key=by_keep)
+    links = sorted((c for c in body if c.kind is Kind.CAUSAL_LINK), key=by_keep)
+    rules = sorted((c for c in body if c.kind is Kind.HEURISTIC and c.confirms > c.contradicts), key=by_keep)
+    ranked = lead + reflections + always + links + rules
+    chosen = {c.id for c in ranked}
+    rest = sorted((c for c in body if c.id not in chosen and c.confidence >= min_confidence), key=by_keep)
+    return [c.id for c in ranked + rest][:min(limit, MAX_ENTRIES)]
 
 
 def inherited_confidence(original: float, generation: int, *, via_archive: bool = False) -> float:
