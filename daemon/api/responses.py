@@ -33,6 +33,7 @@ __all__ = [
     "EntriesOut",
     "EntryDoc",
     "EpisodeOut",
+    "EpisodeVerifyOut",
     "ErrorDetail",
     "ErrorOut",
     "FeedbackOut",
@@ -148,9 +149,12 @@ class CuratorOut(_Out):
     entries_merged: int
     entries_superseded: int
     episodes_consolidated: int
+    episodes_replayed: int
     entries_promoted: int
     heuristics_proposed: int
     entries_validated: int
+    entries_archived_capacity: int = Field(description="of entries_pruned: the Grimoire over its budget")
+    archived_capacity_by_kind: dict[str, int]
     since_ms: int | None = Field(description="the previous cycle (null: this was the first)")
     llm_decisions: int
     llm_refused: dict[str, int]
@@ -168,6 +172,7 @@ class StatusOut(_Out):
     uptime_s: float
     entries: int
     archived: int
+    archived_for_capacity: int = Field(description="of `archived`: by the curator, the Grimoire over its budget")
     by_kind: dict[str, int]
     clade: CladeRef | None
     peers: int
@@ -386,3 +391,9 @@ class BackupsOut(_Out):
     interval_hours: float
     keep: int
     next_due_ms: int | None = Field(description="the scheduler's next backup (null: not in a clade, none scheduled)")
+
+
+class EpisodeVerifyOut(_Out):
+    id: str
+    changed: bool = Field(description="false: it was verified already (the call is idempotent)")
+    episode: EpisodeDoc
