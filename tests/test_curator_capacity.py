@@ -15,9 +15,9 @@ from crdt import Kind
 from daemon.config import load_config
 from daemon.datadir import DataDir
 from daemon.grimoire import Grimoire, NewEntry
-from daemon.grimoire.store import LocalIdentity
 from daemon.grimoire.curator import Candidate, capacity_counts, eviction_class, select_prunes
 from daemon.grimoire.curator.cycle import CuratorSettings, run_cycle, simulate
+from daemon.grimoire.store import LocalIdentity
 from daemon.service.curation import capacity_event
 from tests.conftest import CliRunner
 from tests.daemon_proc import DaemonProc
