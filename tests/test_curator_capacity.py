@@ -166,3 +166,39 @@ def test_daemon_publishes_the_capacity_archive_and_counts_it(data_dir: DataDir) 
         daemon.wait_for("over its budget of 100 live entries")
     finally:
         assert daemon.stop() == 0
+
+
+def test_tui_shows_the_capacity_archive(data_dir: DataDir) -> None:
+    """The operator's TUI against a real daemon: a feed line and the count in the knowledge panel."""
+    import asyncio
+    from typing import Any
+
+    from textual.pilot import Pilot
+
+    from tests.test_tui import drive, feed, tui_for, until
+    from tui.widgets import KnowledgePanel
+
+    identity = data_dir.load_identity()
+    with data_dir.open_store(identity=identity) as store:
+        for i in range(3):
+            store.remember(NewEntry(kind=Kind.STRATEGY_OUTCOME, content=f"Closed position {i} at +{i}%"),
+                           identity=identity)
+        store.remember(NewEntry(kind=Kind.CONSTRAINT, content=TVL_RULE), identity=identity)
+    daemon = DaemonProc(data_dir, env={"CLADE_CURATOR__CAPACITY": "2"})
+    try:
+        app = tui_for(data_dir)
+
+        async def body(pilot: Pilot[Any]) -> None:
+            await until(pilot, lambda: app.snapshot is not None, "a poll")
+            run = await asyncio.to_thread(daemon.request, "POST", "/v1/curator/run")
+            assert run.status_code == 200 and run.json()["entries_archived_capacity"] == 2
+            await until(pilot, lambda: any(line.startswith("over budget (2 live entries): archived 2 "
+                                                           "(2 strategy_outcome)") for line in feed(app)),
+                        "the capacity feed line")
+            assert any(line.startswith("curator cycle: 2 pruned (2 over budget)") for line in feed(app))
+            panel = app._main.query_one(KnowledgePanel)
+            await until(pilot, lambda: "2[/b] over budget" in str(panel.render()), "the count in the panel")
+
+        drive(app, body)
+    finally:
+        assert daemon.stop() == 0
