@@ -10,19 +10,21 @@ name a field by section (and sub-section) and key joined with a double underscor
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from daemon.errors import ConfigError
 
 __all__ = ["DEFAULT_CONFIG_TOML", "ENV_PREFIX", "Config", "check_multiaddr", "load_config"]
 
 ENV_PREFIX = "CLADE_"
+RETIRED_CAPACITY_KEYS = ("capacity_rules", "capacity_knowledge", "capacity_summaries")
 
 
 class _Section(BaseModel):
@@ -95,12 +97,26 @@ class CuratorConfig(_Section):
     cycle_ticks: int = Field(50, ge=1, le=100_000)
     window_days: float = Field(10.0, gt=0, le=36_500, description="the forgetting curve's e-folding time, unused")
     eviction_threshold: float = Field(0.05, ge=0, le=1, description="archive below this local confidence")
-    capacity_rules: int = Field(100, ge=1, le=10_000_000)
-    capacity_knowledge: int = Field(5_000, ge=1, le=10_000_000)
-    capacity_summaries: int = Field(50_000, ge=1, le=10_000_000)
+    capacity: int = Field(50_000, ge=1, le=10_000_000,
+                          description="live knowledge entries at most; the excess is archived (reversibly), "
+                                      "strategy outcomes and summaries first, rules and warnings last")
     replay_budget: int = Field(500, ge=0, le=100_000, description="episodes replayed per cycle")
     playbook_keep: int = Field(20, ge=1, le=10_000, description="PLAYBOOK.md versions kept under playbook/")
     llm: CuratorLlmConfig = Field(default_factory=CuratorLlmConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _retired_capacity_keys(cls, data: Any) -> Any:
+        """`capacity_rules`, `capacity_knowledge`, `capacity_summaries` (per-tier limits before
+        the one budget) are accepted, ignored and warned about: an old config file still loads."""
+        if isinstance(data, dict) and any(k in data for k in RETIRED_CAPACITY_KEYS):
+            data = dict(data)
+            old = {k: data.pop(k) for k in RETIRED_CAPACITY_KEYS if k in data}
+            logging.getLogger("clade.config").warning(
+                "[curator] %s no longer apply (ignored): the Grimoire has one budget of live entries, "
+                "[curator] capacity (default 50000); remove them from the config file",
+                ", ".join(f"{k} = {v!r}" for k, v in old.items()))
+        return data
 
 
 class ApiConfig(_Section):
@@ -259,9 +275,7 @@ DEFAULT_CONFIG_TOML = """\
 # cycle_ticks = 50
 # window_days = 10.0       # unused knowledge: 0.7 -> below 0.1 (fades) after ~20 days
 # eviction_threshold = 0.05
-# capacity_rules = 100     # heuristic, constraint, preference, strategy_outcome
-# capacity_knowledge = 5000
-# capacity_summaries = 50000
+# capacity = 50000         # live entries at most: strategy outcomes and summaries archived first, rules last
 # replay_budget = 500
 # playbook_keep = 20
 

@@ -42,7 +42,8 @@ ACTION_METHODS = frozenset(k.action for k in KEYS if k.id in ACTION_IDS)
 # Events after which the status/peers/stats are worth reading again at once.
 REFRESH_EVENTS = frozenset({"entry_written", "entries_received", "entry_forgotten", "entry_retracted",
                             "entry_endorsed", "entry_unarchived", "peer_up", "peer_down", "peer_refused",
-                            "sync_complete", "curator_cycle_complete", "backup_written", "backup_pushed"})
+                            "sync_complete", "curator_cycle_complete", "entries_archived_capacity", "backup_written",
+                            "backup_pushed"})
 MIN_POLL_GAP_S = 0.25
 HOLD_S = 600.0
 

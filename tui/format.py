@@ -298,8 +298,17 @@ def feed_item(event: str, data: Any, at_ms: int) -> FeedItem | None:
     if event == "sync_complete":
         return FeedItem(at_ms, "sync", f"synced with {short_id(s('peer_id'))}: {s('applied', '0')} ops applied")
     if event == "curator_cycle_complete":
-        return FeedItem(at_ms, "curator", f"curator cycle: {s('entries_pruned', '0')} pruned, "
+        capacity = d.get("entries_archived_capacity")
+        over = f" ({capacity} over budget)" if isinstance(capacity, int) and capacity else ""
+        return FeedItem(at_ms, "curator", f"curator cycle: {s('entries_pruned', '0')} pruned{over}, "
                                           f"{s('entries_merged', '0')} merged, {s('entries_promoted', '0')} promoted")
+    if event == "entries_archived_capacity":
+        raw_kinds = d.get("by_kind")
+        kinds = raw_kinds if isinstance(raw_kinds, Mapping) else {}
+        parts = ", ".join(f"{n} {k}" for k, n in kinds.items())
+        return FeedItem(at_ms, "curator", f"over budget ({s('capacity')} live entries): archived {s('count', '0')}"
+                                          + (f" ({parts})" if parts else "") + "; clade unarchive ID undoes one",
+                        Level.WARN)
     if event == "backup_written":
         return FeedItem(at_ms, "backup", f"backup written: {human_bytes(_num(d.get('bytes')))}", Level.OK)
     if event == "backup_pushed":
@@ -308,7 +317,7 @@ def feed_item(event: str, data: Any, at_ms: int) -> FeedItem | None:
         return FeedItem(at_ms, "styx", f"{event.replace('_', ' ')} {_brief(d)}".rstrip(), Level.WARN)
     if event == "error":
         return FeedItem(at_ms, "error", f"error in {s('service')}: {s('error')}", Level.BAD)
-    if event in ("sync_progress", "probe_received", "episode_written"):
+    if event in ("sync_progress", "probe_received", "episode_written", "episode_verified"):
         return None
     return FeedItem(at_ms, "other", f"{event.replace('_', ' ')} {_brief(d)}".rstrip())
 

@@ -348,7 +348,8 @@ class KnowledgePanel(Static):
             return "knowledge: waiting for the daemon…"
         st = snap.status
         by_kind = snap.stats.by_kind if snap.stats else st.by_kind
-        lines = [f"[b]{st.entries}[/b] live entries, {st.archived} archived"]
+        lines = [f"[b]{st.entries}[/b] live entries, {st.archived} archived"
+                 + (f" ([b]{st.archived_for_capacity}[/b] over budget)" if st.archived_for_capacity else "")]
         kinds = sorted(by_kind.items(), key=lambda kv: (-kv[1], kv[0]))
         for i in range(0, len(kinds), 2):
             pair = kinds[i:i + 2]

@@ -24,8 +24,10 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from crdt import InvalidValue, Kind
+from crdt.body import Pad
 from daemon.api import agent as api_agent
 from daemon.api import death as api_death
+from daemon.api import episodes as api_episodes
 from daemon.api import knowledge as api_knowledge
 from daemon.api import operator as api_operator
 from daemon.api.models import (
@@ -151,8 +153,9 @@ def create_app(state: DaemonState) -> FastAPI:
         """Write a knowledge entry (or, with `memory_type: episode`, append a raw episode)."""
         if body.memory_type == "episode":
             meta = body.metadata
+            pad = None if body.pad is None else Pad(pleasure=body.pad[0], arousal=body.pad[1], dominance=body.pad[2])
             episode = Episode(summary=body.content, observed_ms=state.now_ms(), importance=body.importance,
-                              protocol=meta.protocols[0] if meta.protocols else None)
+                              protocol=meta.protocols[0] if meta.protocols else None, pad=pad)
             await state.append_episode(episode)
             return {"id": episode.id, "memory_type": "episode", "entry": None}
         entry = await state.remember(body.entry_fields().new_entry())
@@ -252,7 +255,8 @@ def create_app(state: DaemonState) -> FastAPI:
     async def add_episode(body: EpisodeIn) -> dict[str, Any]:
         episode = Episode(summary=body.summary, observed_ms=state.now_ms(), block_number=body.block_number,
                           category=body.category, protocol=body.protocol, payload_json=json.dumps(body.payload),
-                          curiosity=body.curiosity, importance=body.importance)
+                          curiosity=body.curiosity, importance=body.importance, quality_verified=body.verified,
+                          pad=None if body.pad is None else body.pad.pad())
         await state.append_episode(episode)
         return {"id": episode.id, "episode": episode.to_json()}
 
@@ -354,6 +358,7 @@ def create_app(state: DaemonState) -> FastAPI:
     api_agent.register(app, state)  # agent memory: tools, working memory, flush, lessons
     api_operator.register(app, state)  # the operator's view: knowledge stats, backups
     api_death.register(app, state)  # a death the clade hears
+    api_episodes.register(app, state)  # episodes: verify (what consolidation replays)
     return app
 
 

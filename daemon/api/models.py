@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
 from crdt import Kind
-from crdt.body import Category
+from crdt.body import Category, Pad
 from daemon.grimoire.fields import (
     NON_BLANK,
     STRICT,
@@ -24,12 +24,13 @@ from daemon.grimoire.fields import (
     KindField,
     Label,
     MetadataFields,
+    Signed,
     Unit,
 )
 
 __all__ = [
     "BackupIn", "ConnectIn", "DigestIn", "DisconnectIn", "EndorseIn", "EpisodeIn", "FeedbackIn", "MemoryIn",
-    "MetadataIn", "ProbeIn", "RetractIn", "SearchIn", "StyxRetryIn", "SyncIn",
+    "MetadataIn", "PadIn", "ProbeIn", "RetractIn", "SearchIn", "StyxRetryIn", "SyncIn",
 ]
 
 GATEWAY_TYPES = ("fact", "preference", "episode", "strategy_outcome", "constraint")
@@ -96,6 +97,17 @@ class FeedbackIn(_Strict):
         return self
 
 
+class PadIn(_Strict):
+    """Pleasure, arousal, dominance when the episode was observed, each -1..1."""
+
+    pleasure: Signed
+    arousal: Signed
+    dominance: Signed
+
+    def pad(self) -> Pad:
+        return Pad(pleasure=self.pleasure, arousal=self.arousal, dominance=self.dominance)
+
+
 class EpisodeIn(_Strict):
     summary: Content
     protocol: Label | None = None
@@ -104,6 +116,8 @@ class EpisodeIn(_Strict):
     payload: dict[str, Any] | list[Any] | None = None
     curiosity: Unit = 0.0
     importance: Unit = 0.5
+    verified: bool = Field(False, description="quality-verified: consolidation replays verified episodes only")
+    pad: PadIn | None = None
 
 
 class BackupIn(_Strict):

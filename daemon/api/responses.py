@@ -34,6 +34,7 @@ __all__ = [
     "EntriesOut",
     "EntryDoc",
     "EpisodeOut",
+    "EpisodeVerifyOut",
     "ErrorDetail",
     "ErrorOut",
     "FeedbackOut",
@@ -150,9 +151,12 @@ class CuratorOut(_Out):
     entries_merged: int
     entries_superseded: int
     episodes_consolidated: int
+    episodes_replayed: int = Field(0, description="verified episodes replayed (their replay_count rose)")
     entries_promoted: int
     heuristics_proposed: int
     entries_validated: int
+    entries_archived_capacity: int = Field(0, description="of entries_pruned: the Grimoire over its budget")
+    archived_capacity_by_kind: dict[str, int] = Field(default_factory=dict)
     since_ms: int | None = Field(description="the previous cycle (null: this was the first)")
     llm_decisions: int
     llm_refused: dict[str, int]
@@ -170,6 +174,7 @@ class StatusOut(_Out):
     uptime_s: float
     entries: int
     archived: int
+    archived_for_capacity: int = Field(0, description="of `archived`: by the curator, the Grimoire over its budget")
     by_kind: dict[str, int]
     clade: CladeRef | None
     peers: int
@@ -410,3 +415,7 @@ class DeathStatusOut(_Out):
     reflection_id: str | None
     testament_path: str | None
     error: str | None = Field(None, description="the death record could not be read")
+class EpisodeVerifyOut(_Out):
+    id: str
+    changed: bool = Field(description="false: it was verified already (the call is idempotent)")
+    episode: EpisodeDoc

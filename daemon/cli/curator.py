@@ -26,14 +26,14 @@ from crypto.vault import VaultKeys
 from daemon.cli.render import renders
 from daemon.client import DaemonClient
 from daemon.datadir import DataDir
-from daemon.errors import UsageError
-from daemon.grimoire import NewEntry, wall_clock_ms
+from daemon.errors import DaemonError, UsageError
+from daemon.grimoire import EpisodeLog, NewEntry, wall_clock_ms
 from daemon.grimoire.curator.bequest import export_testament, inherit, read_testament
 from daemon.grimoire.curator.cycle import run_cycle, simulate
 from daemon.grimoire.curator.testament import TestamentError
 from daemon.grimoire.embedder import get_embedder
 from daemon.grimoire.retrieval import Retriever
-from daemon.service.curation import CYCLE_EMBED_LIMIT, settings_for, vectors_for
+from daemon.service.curation import CYCLE_EMBED_LIMIT, record_replays, replay_items, settings_for, vectors_for
 
 __all__ = ["register"]
 
@@ -79,6 +79,10 @@ def _cycle_text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
     print(f"curator cycle in {doc.get('duration_ms', 0)} ms: " + (", ".join(parts) or "nothing to do"))
     if doc.get("llm_error"):
         print(f"  LLM pass skipped: {doc['llm_error']}")
+    if doc.get("entries_archived_capacity"):
+        kinds = ", ".join(f"{n} {k}" for k, n in doc.get("archived_capacity_by_kind", {}).items())
+        print(f"  the Grimoire was over its budget ([curator] capacity): archived {doc['entries_archived_capacity']} "
+              f"({kinds}); `clade unarchive ID` brings one back")
 
 
 @renders(_cycle_text)
@@ -88,20 +92,32 @@ def cmd_curator_run(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
         return dict(client.call("POST", "/v1/curator/run"))
     config = data.load_config()
     identity = data.load_identity()
+    settings = settings_for(config.curator)
+    now = wall_clock_ms()
+    try:
+        episodes: EpisodeLog | None = data.open_episodes()
+    except DaemonError as exc:  # the episode log is optional for a cycle
+        print(f"clade: warning: episodes not replayed ({exc})", file=sys.stderr)
+        episodes = None
+    replay = [] if episodes is None else replay_items(episodes, now_ms=now, settings=settings)
     model = config.embedding.model
     with data.open_store(identity=identity) as store:
         # Entries written since their last vector (e.g. by `clade remember` without a daemon) are
         # embedded first: merging near-duplicates and the admission score compare vectors.
         retriever = Retriever(store, lambda: get_embedder(data.root / "embedder", model))
         vectors = vectors_for(store, retriever, embed_missing=CYCLE_EMBED_LIMIT)
-        return run_cycle(store, identity=identity, now_ms=wall_clock_ms(), settings=settings_for(config.curator),
-                         vectors=vectors).to_json()
+        report = run_cycle(store, identity=identity, now_ms=now, settings=settings, vectors=vectors,
+                           episodes=replay)
+    if episodes is not None:
+        record_replays(episodes, report)
+    return report.to_json()
 
 
 def _simulate_text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
     s = doc["summary"]
     print(f"in {doc['days']:g} days with no further use: {s['fade']} of {s['entries']} entries fade below "
-          f"the retrieval threshold, {s['pruned']} would be archived, {s['kept']} kept")
+          f"the retrieval threshold, {s['pruned']} would be archived ({s['over_capacity']} over the budget of "
+          f"{s['capacity']} live entries), {s['kept']} kept")
     for e in doc["entries"]:
         if e["fades"] or e["pruned"]:
             mark = "archived" if e["pruned"] else "fades"

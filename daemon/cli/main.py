@@ -26,6 +26,7 @@ from daemon.cli import agent as cli_agent
 from daemon.cli import clade as cli_clade
 from daemon.cli import curator as cli_curator
 from daemon.cli import death as cli_death
+from daemon.cli import episodes as cli_episodes
 from daemon.cli import knowledge as cli_knowledge
 from daemon.cli import memory as cli_memory
 from daemon.cli import p2p as cli_p2p
@@ -233,6 +234,9 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--payload-json", default="null", metavar="JSON")
     add.add_argument("--curiosity", type=_unit, default=0.0)
     add.add_argument("--importance", type=_unit, default=0.5)
+    add.add_argument("--verified", action="store_true", help="quality-verified: consolidation replays only those")
+    add.add_argument("--pad", type=_pad, default=None, metavar="P,A,D",
+                     help="PAD when observed, each -1..1 (write --pad=-0.2,0.5,0 when it starts with a minus)")
     found = ep_sub.add_parser("search", parents=[common], help="find episodes by meaning")
     found.set_defaults(handler=cmd_episode_search)
     found.add_argument("query", metavar="QUERY")
@@ -240,6 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     lst = ep_sub.add_parser("list", parents=[common], help="list episodes, newest first")
     lst.set_defaults(handler=cmd_episode_list)
     lst.add_argument("--limit", type=_positive_int, default=50)
+    cli_episodes.register(ep_sub, common=common)
 
     cli_clade.register(sub, command, common, _Parser)
     cli_p2p.register(command, common, _Parser, peer_addr=_peer_addr, positive=_positive_int)
@@ -287,6 +292,7 @@ def cmd_status(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
         "schema_version": schema,
         "entries": counts.entries - counts.archived,
         "archived": counts.archived,
+        "archived_for_capacity": counts.archived_for_capacity,
         "by_kind": counts.by_kind,
         "episodes": data.open_episodes().count(),
         "vitality": vitality,
@@ -412,6 +418,8 @@ def cmd_episode_add(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
         payload_json=args.payload_json,
         curiosity=args.curiosity,
         importance=args.importance,
+        quality_verified=args.verified,
+        pad=args.pad,
     )
     try:
         vector = _episode_embedder(data).embed([draft.summary])[0]

@@ -124,7 +124,9 @@ def status(args: argparse.Namespace, doc: dict[str, Any]) -> None:
     kinds = ", ".join(f"{k} {n}" for k, n in doc["by_kind"].items()) or "none"
     print(f"data dir   {doc['data_dir']}")
     print(f"peer id    {doc['peer_id']}")
-    print(f"entries    {doc['entries']} ({kinds}); archived {doc['archived']}")
+    capacity = doc.get("archived_for_capacity", 0)
+    print(f"entries    {doc['entries']} ({kinds}); archived {doc['archived']}"
+          + (f" ({capacity} for capacity: the Grimoire was over its budget)" if capacity else ""))
     print(f"episodes   {doc['episodes']}")
     print(f"schema     v{doc['schema_version']}")
     v = doc.get("vitality")

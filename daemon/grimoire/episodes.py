@@ -1,7 +1,8 @@
 """Episodes: raw local observations in the LanceDB table `episodes` (never replicated).
 
-Appends are atomic per call (one LanceDB version commit: a crash leaves the table at the
-previous version). LanceDB is imported lazily: it costs over a second of start-up.
+Appends and updates (`verify`, `count_replays`) are atomic per call: each is one LanceDB
+version commit, so a crash leaves the table at the previous version. LanceDB is imported
+lazily: it costs over a second of start-up.
 """
 
 from __future__ import annotations
@@ -9,12 +10,12 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crdt.body import Category, Pad, check_content, check_unit, parse_enum
-from daemon.errors import StoreError, UsageError
+from daemon.errors import NotFound, StoreError, UsageError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -176,11 +177,41 @@ class EpisodeLog:
             order = order[:limit]
         return [_episode_from_row(r) for r in table.take(order).to_pylist()]
 
-    def replay_pool(self) -> list[tuple[str, int, str | None, float, float, bool]]:
-        """(id, observed_ms, protocol, curiosity, importance, quality_verified) of every episode:
-        what replay chooses from, without the payloads (read only for the chosen: `payloads`)."""
+    def get(self, episode_id: str) -> Episode | None:
+        """One episode (without its embedding), or None if no episode has this id."""
+        query = self._table.search().where(f"id = {_quote(episode_id)}").select(_SCAN_COLUMNS).limit(1)
+        rows = query.to_arrow().to_pylist()
+        return _episode_from_row(rows[0]) if rows else None
+
+    def verify(self, episode_id: str) -> tuple[Episode, bool]:
+        """Mark an episode quality-verified (what consolidation replays); returns it and whether
+        it changed. Idempotent. Raises `NotFound` for an unknown id."""
+        episode = self.get(episode_id)
+        if episode is None:
+            raise NotFound(f"no episode {episode_id!r}")
+        if episode.quality_verified:
+            return episode, False
+        self._table.update(where=f"id = {_quote(episode_id)}", values={"quality_verified": True})
+        return replace(episode, quality_verified=True), True
+
+    def count_replays(self, ids: Sequence[str]) -> int:
+        """Add one to `replay_count` of each of these episodes, in one commit; returns how many
+        rows changed (unknown ids are left out)."""
+        if not ids:
+            return 0
+        quoted = ", ".join(_quote(i) for i in dict.fromkeys(ids))
+        result = self._table.update(where=f"id IN ({quoted})", values_sql={"replay_count": "replay_count + 1"})
+        return int(getattr(result, "rows_updated", 0))
+
+    def replay_pool(self, *, verified_only: bool = False) -> list[tuple[str, int, str | None, float, float, bool]]:
+        """(id, observed_ms, protocol, curiosity, importance, quality_verified) of every episode
+        (`verified_only`: of the quality-verified ones): what replay chooses from, without the
+        payloads (read only for the chosen: `payloads`)."""
         columns = ["id", "observed_ms", "protocol", "curiosity", "importance", "quality_verified"]
-        rows = self._table.search().select(columns).limit(None).to_arrow().to_pylist()
+        query = self._table.search()
+        if verified_only:
+            query = query.where("quality_verified = true")
+        rows = query.select(columns).limit(None).to_arrow().to_pylist()
         return [(r["id"], int(r["observed_ms"]), r["protocol"], float(r["curiosity"]), float(r["importance"]),
                  bool(r["quality_verified"])) for r in rows]
 
@@ -190,7 +221,7 @@ class EpisodeLog:
             raise ValueError(f"not a text column of episodes: {column!r}")
         out: dict[str, str] = {}
         for start in range(0, len(ids), 500):
-            quoted = ", ".join("'" + i.replace("'", "''") + "'" for i in ids[start:start + 500])
+            quoted = ", ".join(_quote(i) for i in ids[start:start + 500])
             query = self._table.search().where(f"id IN ({quoted})").select(["id", column]).limit(None)
             for r in query.to_arrow().to_pylist():
                 out[r["id"]] = r[column]
@@ -237,6 +268,11 @@ class EpisodeLog:
         self._table.create_index("embedding", config=IvfPq(distance_type="cosine", num_partitions=partitions,
                                                            num_sub_vectors=48))
         return True
+
+
+def _quote(text: str) -> str:
+    """A SQL string literal for a LanceDB filter."""
+    return "'" + text.replace("'", "''") + "'"
 
 
 def _episode_from_row(row: dict[str, Any]) -> Episode:

@@ -96,6 +96,7 @@ class StoreCounts:
     entries: int
     archived: int
     by_kind: dict[str, int]
+    archived_for_capacity: int = 0  # of `archived`: by the curator because the Grimoire was over its budget
 
 
 class Grimoire:
@@ -660,15 +661,17 @@ class Grimoire:
     def counts(self) -> StoreCounts:
         """Entry totals, all read from one snapshot (so they agree with each other)."""
         with self._snapshot():
-            total, archived = self._conn.execute(
-                "SELECT count(*), coalesce(sum(archived), 0) FROM entries"
+            total, archived, for_capacity = self._conn.execute(
+                "SELECT count(*), coalesce(sum(archived), 0), "
+                "coalesce(sum(archived = 1 AND archived_reason = 'over_capacity'), 0) FROM entries"
             ).fetchone()
             by_kind = dict(
                 self._conn.execute(
                     "SELECT kind, count(*) FROM entries WHERE archived = 0 GROUP BY kind ORDER BY kind"
                 ).fetchall()
             )
-        return StoreCounts(entries=int(total), archived=int(archived), by_kind=by_kind)
+        return StoreCounts(entries=int(total), archived=int(archived), by_kind=by_kind,
+                           archived_for_capacity=int(for_capacity))
 
     def confidence_histogram(self, bins: int = 10) -> list[int]:
         """Live (unarchived) entries counted by local confidence in `bins` equal buckets over

@@ -1,8 +1,10 @@
 """The daemon's side of the curator: what a cycle reads besides the store, and what it writes after.
 
 `cycle_inputs` gathers, off the store's thread where it can: the vectors of live entries (the
-retriever's in-memory index, current model only), the replay pool of episodes (their fields;
-payloads only for the chosen) and the LLM pass when it is configured. `render_playbook`
+retriever's in-memory index, current model only), the replay pool of episodes (the verified
+ones' fields; payloads only for the chosen) and the LLM pass when it is configured. After the
+cycle, `record_replays` counts the replay in the episode log and `capacity_event` tells the
+operator what the Grimoire's budget archived. `render_playbook`
 writes PLAYBOOK.md from the active warnings, anti_knowledge and heuristics and keeps the
 previous version. The cycle itself is `daemon.grimoire.curator.cycle.run_cycle`.
 """
@@ -14,6 +16,7 @@ import os
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -23,13 +26,14 @@ from daemon.config import CuratorConfig
 from daemon.errors import ConfigError
 from daemon.grimoire import EpisodeLog, Grimoire
 from daemon.grimoire.curator.consolidate import ReplayItem, select_replay
-from daemon.grimoire.curator.cycle import CuratorSettings
+from daemon.grimoire.curator.cycle import CuratorSettings, CycleReport
 from daemon.grimoire.curator.llm import Cluster
 from daemon.grimoire.curator.llm_client import LlmConfig, LlmOutcome, propose
 from daemon.grimoire.playbook import snapshot_playbook
 from daemon.grimoire.retrieval import Retriever
 
-__all__ = ["CYCLE_EMBED_LIMIT", "llm_for", "render_playbook", "replay_items", "settings_for", "vectors_for"]
+__all__ = ["CYCLE_EMBED_LIMIT", "capacity_event", "llm_for", "record_replays", "render_playbook", "replay_items",
+           "settings_for", "vectors_for"]
 
 log = logging.getLogger("clade.curator")
 MS_PER_DAY = 86_400_000
@@ -40,8 +44,7 @@ CYCLE_EMBED_LIMIT = 4096
 def settings_for(config: CuratorConfig) -> CuratorSettings:
     return CuratorSettings(
         window_days=config.window_days, eviction_threshold=config.eviction_threshold,
-        capacity={"rules": config.capacity_rules, "knowledge": config.capacity_knowledge,
-                  "summaries": config.capacity_summaries},
+        capacity=config.capacity,
         replay_budget=config.replay_budget, tick_seconds=config.tick_seconds)
 
 
@@ -60,14 +63,33 @@ def vectors_for(store: Grimoire, retriever: Retriever, *, embed_missing: int = 0
 
 
 def replay_items(episodes: EpisodeLog, *, now_ms: int, settings: CuratorSettings) -> list[ReplayItem]:
-    """The episodes replay picks this cycle, with their payloads (read for the chosen only)."""
+    """The verified episodes replay picks this cycle, with their payloads (read for the chosen
+    only). Unverified episodes are never replayed: `clade episode verify ID` marks one."""
     pool = [ReplayItem(i, ms, protocol, curiosity, importance, verified, "null")
-            for i, ms, protocol, curiosity, importance, verified in episodes.replay_pool()]
+            for i, ms, protocol, curiosity, importance, verified in episodes.replay_pool(verified_only=True)]
     chosen = select_replay(pool, now_ms=now_ms, budget=settings.replay_budget,
                            recent_ms=int(settings.recent_days * MS_PER_DAY))
     payloads = episodes.payloads([e.id for e in chosen])
     return [ReplayItem(e.id, e.observed_ms, e.protocol, e.curiosity, e.importance, e.verified,
                        payloads.get(e.id, "null")) for e in chosen]
+
+
+def record_replays(episodes: EpisodeLog, report: CycleReport) -> int:
+    """Add one to `replay_count` of every episode the cycle replayed (one LanceDB commit), once
+    the cycle's store writes are done: a crash before it loses one cycle's count, nothing else."""
+    return episodes.count_replays(report.replayed)
+
+
+def capacity_event(report: CycleReport, *, capacity: int, live: int) -> dict[str, Any]:
+    """The `entries_archived_capacity` event of a cycle that archived entries because the
+    Grimoire was over its budget, and a warning in the log: the operator must hear of it.
+    `live`: live entries after the cycle."""
+    kinds = ", ".join(f"{n} {kind}" for kind, n in report.archived_capacity_by_kind.items())
+    log.warning("curator: the Grimoire was over its budget of %d live entries; archived %d (%s). They stay "
+                "readable and `clade unarchive ID` brings one back; raise [curator] capacity to keep more",
+                capacity, report.entries_archived_capacity, kinds)
+    return {"count": report.entries_archived_capacity, "by_kind": dict(report.archived_capacity_by_kind),
+            "ids": list(report.archived_capacity_ids), "capacity": capacity, "live": live}
 
 
 def llm_for(config: CuratorConfig, env: dict[str, str] | None = None

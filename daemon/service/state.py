@@ -49,7 +49,9 @@ from daemon.service.background import BackgroundThread
 from daemon.service.backup import create_backup, default_recipients, report_json
 from daemon.service.curation import (
     CYCLE_EMBED_LIMIT,
+    capacity_event,
     llm_for,
+    record_replays,
     render_playbook,
     replay_items,
     settings_for,
@@ -377,6 +379,7 @@ class DaemonState:
             "uptime_s": round(time.monotonic() - self.started_monotonic, 3),
             "entries": counts.entries - counts.archived,
             "archived": counts.archived,
+            "archived_for_capacity": counts.archived_for_capacity,
             "by_kind": counts.by_kind,
             "clade": None if joined is None else {"name": joined[0].clade_name, "id": joined[0].clade_id},
             "peers": len(self.peers()),
@@ -556,6 +559,11 @@ class DaemonState:
             episodes = []
         report = await self.db(lambda s: run_cycle(s, identity=self.identity, now_ms=now, settings=settings,
                                                    vectors=vectors, episodes=episodes))
+        if report.replayed:
+            try:
+                await self.db(lambda s: record_replays(self.data.open_episodes(), report))
+            except Exception as exc:  # noqa: BLE001 - a replay count lost must not stop the cycle
+                log.warning("curator: replay counts not recorded this cycle (%s)", exc)
         try:
             llm = llm_for(config)
         except DaemonError as exc:
@@ -590,4 +598,8 @@ class DaemonState:
                              "at_ms": self.now_ms(), "seconds": round(time.monotonic() - started, 3)}
         log.info("curator cycle: %s", " ".join(f"{k}={v}" for k, v in report.to_json().items() if v))
         self.publish("curator_cycle_complete", self.last_curator)
+        if report.entries_archived_capacity:  # the operator must hear of it (event, log, status count)
+            counts = await self.read(lambda r: r.counts())
+            self.publish("entries_archived_capacity", capacity_event(report, capacity=settings.capacity,
+                                                                     live=counts.entries - counts.archived))
         return self.last_curator

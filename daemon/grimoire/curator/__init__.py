@@ -10,13 +10,13 @@ prunes archive.
 from .compress import Merge, Similar, Supersede, find_contradictions, find_merges
 from .consolidate import Baseline, ReplayItem, baselines, select_replay
 from .decay import EVICTION_THRESHOLD, RETRIEVAL_THRESHOLD, Retention, decayed, stability_days
-from .prune import DEFAULT_CAPACITY, TIERS, Candidate, Prune, select_prunes, tier_of
+from .prune import CLASS_NAMES, DEFAULT_CAPACITY, Candidate, Prune, capacity_counts, eviction_class, select_prunes
 
 __all__ = [
+    "CLASS_NAMES",
     "DEFAULT_CAPACITY",
     "EVICTION_THRESHOLD",
     "RETRIEVAL_THRESHOLD",
-    "TIERS",
     "Baseline",
     "Candidate",
     "Merge",
@@ -26,11 +26,12 @@ __all__ = [
     "Similar",
     "Supersede",
     "baselines",
+    "capacity_counts",
     "decayed",
+    "eviction_class",
     "find_contradictions",
     "find_merges",
     "select_prunes",
     "select_replay",
     "stability_days",
-    "tier_of",
 ]

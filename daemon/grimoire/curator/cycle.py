@@ -35,7 +35,7 @@ from .consolidate import ReplayItem, baselines, select_replay
 from .decay import DECAY_WINDOW_DAYS, EVICTION_THRESHOLD, RETRIEVAL_THRESHOLD, Retention, decayed
 from .llm import Cluster, Member
 from .llm_client import LlmOutcome
-from .prune import DEFAULT_CAPACITY, Candidate, select_prunes
+from .prune import DEFAULT_CAPACITY, Candidate, capacity_counts, select_prunes
 
 __all__ = ["Consultation", "CuratorSettings", "CycleReport", "LiveEntry", "apply_llm", "live_entries", "llm_clusters",
            "run_cycle", "simulate"]
@@ -50,7 +50,7 @@ class CuratorSettings:
     window_days: float = DECAY_WINDOW_DAYS
     eviction_threshold: float = EVICTION_THRESHOLD
     retrieval_threshold: float = RETRIEVAL_THRESHOLD
-    capacity: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_CAPACITY))
+    capacity: int = DEFAULT_CAPACITY  # live entries at most (prune.py)
     near_duplicate: float = 0.92
     related: float = 0.85
     replay_budget: int = 500
@@ -67,9 +67,12 @@ class CycleReport:
     entries_merged: int = 0
     entries_superseded: int = 0
     episodes_consolidated: int = 0
+    episodes_replayed: int = 0
     entries_promoted: int = 0
     heuristics_proposed: int = 0
     entries_validated: int = 0
+    entries_archived_capacity: int = 0  # of entries_pruned: archived because the Grimoire was over its budget
+    archived_capacity_by_kind: dict[str, int] = field(default_factory=dict)
     since_ms: int | None = None  # the previous cycle (None: the first)
     llm_decisions: int = 0
     llm_refused: dict[str, int] = field(default_factory=dict)
@@ -77,10 +80,13 @@ class CycleReport:
     llm_error: str | None = None
     duration_ms: int = 0
     promoted: list[str] = field(default_factory=list)
+    archived_capacity_ids: list[str] = field(default_factory=list)  # in eviction order
+    replayed: list[str] = field(default_factory=list)  # the verified episodes replayed (their replay_count rises)
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
-        out.pop("promoted")
+        for internal in ("promoted", "archived_capacity_ids", "replayed"):
+            out.pop(internal)
         return out
 
 
@@ -194,13 +200,16 @@ def _decay(store: Grimoire, live: Sequence[LiveEntry], now_ms: int, settings: Cu
 def _prune(store: Grimoire, live: Sequence[LiveEntry], now_ms: int, settings: CuratorSettings,
            report: CycleReport) -> list[LiveEntry]:
     """Archive what `select_prunes` picks; returns the entries still live."""
-    candidates = [Candidate(e.id, e.kind, e.local_confidence, e.keep_score(e.local_confidence, now_ms), e.created_ms)
-                  for e in live]
+    candidates = [Candidate(e.id, e.kind, e.local_confidence, e.keep_score(e.local_confidence, now_ms), e.created_ms,
+                            e.evidence) for e in live]
     prunes = select_prunes(candidates, eviction_threshold=settings.eviction_threshold, capacity=settings.capacity)
     with store.transaction() as conn:
         conn.executemany("UPDATE entries SET archived = 1, archived_reason = ?, archived_ms = ? WHERE id = ?",
                          [(p.reason, now_ms, p.id) for p in prunes])
     report.entries_pruned = len(prunes)
+    report.archived_capacity_by_kind = capacity_counts(prunes)
+    report.archived_capacity_ids = [p.id for p in prunes if p.reason == "over_capacity"]
+    report.entries_archived_capacity = len(report.archived_capacity_ids)
     gone = {p.id for p in prunes}
     return [e for e in live if e.id not in gone]
 
@@ -296,10 +305,15 @@ def apply_llm(store: Grimoire, identity: Identity, asked: Consultation, outcome:
 
 def _consolidate(store: Grimoire, identity: Identity, episodes: Sequence[ReplayItem], now_ms: int,
                  settings: CuratorSettings, report: CycleReport) -> None:
-    if not episodes:
+    """Replay verified episodes only (unverified ones never consolidate); the ids replayed go
+    to `report.replayed` for the caller to count in the episode log once the store is written."""
+    verified = [e for e in episodes if e.verified]
+    if not verified:
         return
-    replayed = select_replay(episodes, now_ms=now_ms, budget=settings.replay_budget,
+    replayed = select_replay(verified, now_ms=now_ms, budget=settings.replay_budget,
                              recent_ms=int(settings.recent_days * MS_PER_DAY))
+    report.replayed = [e.id for e in replayed]
+    report.episodes_replayed = len(replayed)
     for b in baselines(replayed):
         previous = store.connection.execute(
             "SELECT id, content FROM entries WHERE author = ? AND kind = 'fact' AND status = 'active' "
@@ -320,13 +334,15 @@ def simulate(store: Grimoire, *, now_ms: int, days: float, settings: CuratorSett
     later = now_ms + int(days * MS_PER_DAY)
     live = live_entries(store)
     after = {e.id: decayed(e.retention(), later, window_days=settings.window_days) for e in live}
-    prunes = {p.id for p in select_prunes(
-        [Candidate(e.id, e.kind, after[e.id], e.keep_score(after[e.id], later), e.created_ms) for e in live],
-        eviction_threshold=settings.eviction_threshold, capacity=settings.capacity)}
+    chosen = select_prunes(
+        [Candidate(e.id, e.kind, after[e.id], e.keep_score(after[e.id], later), e.created_ms, e.evidence)
+         for e in live], eviction_threshold=settings.eviction_threshold, capacity=settings.capacity)
+    prunes = {p.id for p in chosen}
     entries = [{"id": e.id, "kind": e.kind.value,
                 "confidence_now": round(decayed(e.retention(), now_ms, window_days=settings.window_days), 4),
                 "confidence_after": round(after[e.id], 4), "fades": after[e.id] < settings.retrieval_threshold,
                 "pruned": e.id in prunes} for e in live]
     return {"days": days, "entries": entries, "summary": {
         "entries": len(entries), "fade": sum(1 for x in entries if x["fades"]),
-        "pruned": len(prunes), "kept": len(entries) - len(prunes)}}
+        "pruned": len(prunes), "kept": len(entries) - len(prunes), "capacity": settings.capacity,
+        "over_capacity": sum(1 for p in chosen if p.reason == "over_capacity")}}

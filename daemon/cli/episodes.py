@@ -1,0 +1,37 @@
+"""`clade episode verify ID`: mark an episode quality-verified (registered by `daemon.cli.main`).
+
+Consolidation replays verified episodes only. Through the daemon when one runs
+(`POST /v1/episodes/{id}/verify`), else on the episode log directly; idempotent either way.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from daemon.cli.render import renders
+from daemon.client import DaemonClient
+from daemon.datadir import DataDir
+
+__all__ = ["register"]
+
+
+def register(episode_commands: Any, *, common: argparse.ArgumentParser) -> None:
+    """Add `verify` to the `clade episode` subcommands (`episode_commands`: argparse's subparsers)."""
+    p = episode_commands.add_parser("verify", parents=[common], help="mark an episode quality-verified "
+                                                                     "(consolidation replays only those)")
+    p.set_defaults(handler=cmd_episode_verify)
+    p.add_argument("id", metavar="ID")
+
+
+def _verified_text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    print(f"{doc['id']} verified" + ("" if doc["changed"] else " (already)"))
+
+
+@renders(_verified_text)
+def cmd_episode_verify(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    client = DaemonClient.for_data_dir(data)
+    if client is not None:
+        return dict(client.call("POST", f"/v1/episodes/{args.id}/verify"))
+    episode, changed = data.open_episodes().verify(args.id)
+    return {"id": episode.id, "changed": changed, "episode": episode.to_json()}
