@@ -139,7 +139,7 @@ def test_what_crosses_what_stays_and_a_death_the_clade_hears(clade3: LoopbackCla
         assert all(v == "done" for v in statuses.values() if v != "skipped"), died
         assert webhook.arrived.wait(15)
         notice = webhook.bodies[0]
-        assert notice["peer_id"] == a.peer_id
+        assert notice["event"] == "death" and notice["golem"] == a.peer_id
         reflection = next(e["id"] for e in a.call("GET", "/v1/entries", params={"limit": 10_000})["entries"]
                           if e["kind"] == "death_reflection")
         arrived(logs, (b,), reflection)
