@@ -262,6 +262,9 @@ def test_pick_insights_takes_a_handful_of_the_best_that_may_cross() -> None:
              c(7, Kind.FACT, 0.6), c(8, Kind.INSIGHT, 0.5), c(9, Kind.WARNING, 0.99), c(10, Kind.INSIGHT, 0.9)]
     assert pick_insights(cands) == [f"{i:032x}" for i in (1, 10, 4, 5, 7)]
     assert pick_insights(cands, n=0) == []
+    refuted = InsightCandidate(f"{99:032x}", Kind.HEURISTIC, 0.99, 0.5, True, False, positive=1, negative=2)
+    even = InsightCandidate(f"{98:032x}", Kind.HEURISTIC, 0.98, 0.5, True, False, positive=1, negative=1)
+    assert pick_insights([refuted, even]) == [even.id]  # death waives the ticks, not the evidence
 
 
 def test_the_record_resumes_what_is_not_done_and_reads_only_its_own_shape() -> None:

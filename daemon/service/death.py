@@ -169,10 +169,11 @@ class Death:
 
         def promote(store: Grimoire) -> list[str]:
             meta = {r[0]: r[1:] for r in store.connection.execute(
-                "SELECT id, sensitivity, promoted_ms FROM entries WHERE author = ? AND archived = 0 "
-                "AND status = 'active'", (identity.peer_id,))}
+                "SELECT id, sensitivity, promoted_ms, outcomes_positive + confirms, outcomes_negative + contradicts "
+                "FROM entries WHERE author = ? AND archived = 0 AND status = 'active'", (identity.peer_id,))}
             cands = [InsightCandidate(e.id, e.kind, e.local_confidence, e.keep_score(e.local_confidence, now),
-                                      meta[e.id][0] == "public", meta[e.id][1] is not None)
+                                      meta[e.id][0] == "public", meta[e.id][1] is not None, meta[e.id][2],
+                                      meta[e.id][3])
                      for e in live_entries(store) if e.id in meta and e.kind in INSIGHT_KINDS]
             picked = pick_insights(cands)
             return store.promote(picked, identity, now_ms=now, reason="death")

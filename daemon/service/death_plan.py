@@ -148,12 +148,17 @@ class InsightCandidate:
     keep_score: float
     may_cross: bool  # public, of a kind that may cross
     promoted: bool
+    positive: int = 0  # outcomes and siblings' confirmations
+    negative: int = 0  # outcomes and siblings' contradictions
 
 
 def pick_insights(candidates: Sequence[InsightCandidate], *, n: int = DEATH_INSIGHTS) -> list[str]:
     """The handful pushed to the clade at death: the top `n` not yet promoted insights,
-    heuristics, causal links and facts that may cross, by confidence, then keep score, then id."""
-    eligible = [c for c in candidates if c.kind in INSIGHT_KINDS and c.may_cross and not c.promoted]
+    heuristics, causal links and facts that may cross, by confidence, then keep score, then id.
+    Death waives the tick rule, as legacy does (promotion.crossing_reason), never the evidence:
+    an entry whose negative outcomes and contradictions outweigh the positive ones stays home."""
+    eligible = [c for c in candidates if c.kind in INSIGHT_KINDS and c.may_cross and not c.promoted
+                and c.positive >= c.negative]
     eligible.sort(key=lambda c: (-c.confidence, -c.keep_score, c.id))
     return [c.id for c in eligible[:max(0, n)]]
 
