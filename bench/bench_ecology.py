@@ -22,9 +22,12 @@ Measured:
   sibling, and hours from the write to the arrival (p50 / p90);
 - containment: bad heuristics and near-copies that never reached a sibling; soma rows
   (strategy_outcome, sensitive) found on a sibling (must be 0);
-- calibration: the Brier score of each forecast (the entry's local confidence just before an
-  outcome, against the outcome), days 1–10 and 21–30, beside the Brier score of the writer's
-  stated confidence (what a golem without outcomes would believe);
+- calibration: the Brier score of each forecast against the outcome that followed it, days
+  1–10 and the last 10: the golem's belief just before the outcome (its local confidence at
+  the last evidence, i.e. the Beta posterior over its outcomes, before the forgetting curve),
+  the decayed local confidence recall ranks by, and the writer's stated confidence (what a
+  golem without outcomes would believe); and the mean belief in good and in bad entries at
+  the end (how far outcomes pulled them apart);
 - nothing destroyed: no store's count of entry rows ever fell, and every entry ever written
   is still a row (active, superseded or archived).
 
@@ -131,8 +134,8 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         store = Grimoire.open(work / f"golem-{g}.db", create=True, wall_ms=lambda: clock["now"])
         golems.append(Golem(f"G{g}", Identity(bytes([g + 1]) * 32), store, Retriever(store, lambda: embedder)))
     world: dict[str, Written] = {}
-    forecasts: dict[str, list[tuple[float, int]]] = {"early": [], "late": []}
-    stated_forecasts: dict[str, list[tuple[float, int]]] = {"early": [], "late": []}
+    forecasts: dict[str, dict[str, list[tuple[float, int]]]] = {
+        arm: {"early": [], "late": []} for arm in ("belief", "decayed", "stated")}
     cycles = 0
 
     def write(g: int, kind: str, truth: str, new: NewEntry) -> None:
@@ -169,8 +172,8 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                                                           content=f"Wallet {g} keeps {rng.randint(10, 99)} ETH "
                                                                   "on the hot signer.", confidence=0.9))
             if step == steps_per_day // 2:
-                for g, golem in enumerate(golems):
-                    _act(rng, g, golem, world, day, args.days, clock["now"], forecasts, stated_forecasts)
+                for golem in golems:
+                    _act(rng, golem, world, day, args.days, clock["now"], forecasts)
             for golem in golems:
                 golem.retriever.index_missing()
                 run_cycle(golem.store, identity=golem.identity, now_ms=clock["now"], settings=settings,
@@ -193,9 +196,18 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     res["crossing"] = _crossing(world)
     soma_ids = {w.id for w in world.values() if w.kind == "soma"}
     res["soma_on_siblings"] = sum(1 for w in world.values() if w.id in soma_ids and w.arrived)
-    res["brier"] = {"outcome_driven": {k: _brier(v) for k, v in forecasts.items()},
-                    "stated_confidence": {k: _brier(v) for k, v in stated_forecasts.items()},
-                    "outcomes": {k: len(v) for k, v in forecasts.items()}}
+    res["brier"] = {arm: {k: _brier(v) for k, v in phases.items()} for arm, phases in forecasts.items()}
+    res["brier"]["outcomes"] = {k: len(v) for k, v in forecasts["belief"].items()}
+    beliefs: dict[str, list[float]] = {"good": [], "bad": []}
+    for golem in golems:
+        for entry_id, belief in golem.store.connection.execute(
+                "SELECT id, coalesce(decay_base, local_confidence) FROM entries WHERE outcomes_positive "
+                "+ outcomes_negative > 0" if _has_outcomes(golem.store) else "SELECT id, 0 FROM entries WHERE 0"):
+            w = world.get(entry_id)
+            if w is not None and w.truth in beliefs:
+                beliefs[w.truth].append(float(belief))
+    res["belief_at_end"] = {k: {"mean": round(statistics.fmean(v), 3) if v else None, "entries": len(v)}
+                            for k, v in beliefs.items()}
     missing = 0
     for g, golem in enumerate(golems):
         held = {r[0] for r in golem.store.connection.execute("SELECT id FROM entries")}
@@ -214,20 +226,25 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     return res
 
 
-def _act(rng: random.Random, g: int, golem: Golem, world: dict[str, Written], day: int, days: int, now_ms: int,
-         forecasts: dict[str, list[tuple[float, int]]], stated: dict[str, list[tuple[float, int]]]) -> None:
+def _has_outcomes(store: Grimoire) -> bool:
+    return any(r[1] == "outcomes_positive" for r in store.connection.execute("PRAGMA table_info(entries)"))
+
+
+def _act(rng: random.Random, golem: Golem, world: dict[str, Written], day: int, days: int, now_ms: int,
+         forecasts: dict[str, dict[str, list[tuple[float, int]]]]) -> None:
     """The golem acts on up to 6 live entries it holds and reports what came of it."""
     rows = golem.store.connection.execute(
-        "SELECT id, local_confidence FROM entries WHERE archived = 0 AND status = 'active' "
-        "AND kind IN ('insight', 'heuristic') AND local_confidence >= 0.1").fetchall()
-    pool = [(i, c) for i, c in rows if i in world and world[i].truth in HELP]
+        "SELECT id, coalesce(decay_base, local_confidence), local_confidence FROM entries WHERE archived = 0 "
+        "AND status = 'active' AND kind IN ('insight', 'heuristic') AND local_confidence >= 0.1").fetchall()
+    pool = [(i, b, c) for i, b, c in rows if i in world and world[i].truth in HELP]
     phase = "early" if day < 10 else "late" if day >= days - 10 else None
-    for entry_id, confidence in rng.sample(pool, min(6, len(pool))):
+    for entry_id, belief, confidence in rng.sample(pool, min(6, len(pool))):
         w = world[entry_id]
         helped = int(rng.random() < HELP[w.truth])
         if phase is not None:
-            forecasts[phase].append((float(confidence), helped))
-            stated[phase].append((w.stated, helped))
+            forecasts["belief"][phase].append((float(belief), helped))
+            forecasts["decayed"][phase].append((float(confidence), helped))
+            forecasts["stated"][phase].append((w.stated, helped))
         record = getattr(golem.store, "record_outcome", None)  # absent before outcomes existed (the "before" run)
         if record is not None:
             record(entry_id, "positive" if helped else "negative", metric="pnl_sign", now_ms=now_ms)
@@ -259,11 +276,14 @@ def report(res: dict[str, Any]) -> None:
                      f"{c['reached_any']} any; hours to all p50 {c['hours_p50']} p90 {c['hours_p90']}"))
     rows.append(("soma rows on a sibling", str(res["soma_on_siblings"])))
     b = res["brier"]
-    rows += [("## calibration (Brier: lower is better)", ""),
-             ("local confidence, days 1-10", f"{b['outcome_driven']['early']} ({b['outcomes']['early']} outcomes)"),
-             ("local confidence, last 10 days", f"{b['outcome_driven']['late']} ({b['outcomes']['late']} outcomes)"),
-             ("stated confidence, days 1-10", str(b["stated_confidence"]["early"])),
-             ("stated confidence, last 10 days", str(b["stated_confidence"]["late"]))]
+    rows += [("## calibration (Brier score against the next outcome: lower is better)", ""),
+             ("outcomes forecast", f"days 1-10: {b['outcomes']['early']}, last 10 days: {b['outcomes']['late']}")]
+    for arm, label in (("belief", "belief (posterior, before decay)"), ("decayed", "decayed local confidence"),
+                       ("stated", "writer's stated confidence")):
+        rows.append((label, f"days 1-10 {b[arm]['early']}, last 10 days {b[arm]['late']}"))
+    e = res["belief_at_end"]
+    rows.append(("mean belief at the end", f"good entries {e['good']['mean']} ({e['good']['entries']}), "
+                                           f"bad entries {e['bad']['mean']} ({e['bad']['entries']})"))
     d = res["destroyed"]
     rows += [("## nothing destroyed", ""),
              ("written entries missing", str(d["written_missing"])),
