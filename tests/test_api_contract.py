@@ -133,8 +133,9 @@ def test_the_one_field_model_drives_api_cli_and_store() -> None:
     new = EntryFields.model_validate({"content": "c", "memory_type": "warning", "pad": [0, 0.5, -1],
                                       "metadata": {"chains": [1], "tags": ["t"]}}).new_entry()
     stored = {f for f in NewEntry.__dataclass_fields__}
-    # bloodstain marks a death reflection: only `clade testament` writes one, never the API or the CLI
-    assert stored == (leaves - {"memory_type"}) | {"kind", "bloodstain"}
+    # bloodstain marks a death reflection: only `clade testament` writes one, never the API or the CLI;
+    # origin and generation are set only when an heir re-authors a validated inherited entry (crossing.py)
+    assert stored == (leaves - {"memory_type"}) | {"kind", "bloodstain", "origin", "generation"}
     assert new.pad is not None and new.pad.as_tuple() == (0.0, 0.5, -1.0) and new.chains == (1,)
 
 

@@ -73,6 +73,12 @@ class OutcomeInput:
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(float(value)):
                 raise InvalidValue("value", f"must be a finite number, got {value!r}")
             number = float(value) + 0.0
+        for name, text in (("episode_id", episode_id), ("note", note)):
+            if isinstance(text, str):
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise InvalidValue(name, "is not valid UTF-8 (a lone surrogate)") from None
         if episode_id is not None and (not isinstance(episode_id, str)
                                        or not 0 < len(episode_id) <= MAX_EPISODE_ID_CHARS
                                        or any(ord(c) < 32 for c in episode_id)):
@@ -80,7 +86,7 @@ class OutcomeInput:
         if note is not None:
             if not isinstance(note, str):
                 raise InvalidValue("note", "must be text")
-            size = len(note.encode("utf-8", "surrogatepass"))
+            size = len(note.encode("utf-8"))
             if size > MAX_NOTE_BYTES:
                 raise InvalidValue("note", f"must be at most {MAX_NOTE_BYTES} bytes of UTF-8, got {size}")
             if "\x00" in note:
