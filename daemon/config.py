@@ -93,7 +93,12 @@ class CuratorLlmConfig(_Section):
 class CuratorConfig(_Section):
     tick_seconds: float = Field(10.0, gt=0, le=3600)
     cycle_ticks: int = Field(50, ge=1, le=100_000)
-    window_days: float = Field(10.0, gt=0, le=36_500, description="the forgetting curve's e-folding time, unused")
+    window_days: float | None = Field(None, gt=0, le=36_500,
+                                      description="one forgetting-curve window (days) for every kind; unset: "
+                                                  "each kind's default (constraint 90 … regime_shift 5)")
+    decay_windows: dict[str, float] = Field(default_factory=dict, max_length=32,
+                                            description="kind -> window in days, over the defaults and "
+                                                        "window_days, e.g. {fact = 120, insight = 7}")
     eviction_threshold: float = Field(0.05, ge=0, le=1, description="archive below this local confidence")
     capacity_rules: int = Field(100, ge=1, le=10_000_000)
     capacity_knowledge: int = Field(5_000, ge=1, le=10_000_000)
@@ -101,6 +106,17 @@ class CuratorConfig(_Section):
     replay_budget: int = Field(500, ge=0, le=100_000, description="episodes replayed per cycle")
     playbook_keep: int = Field(20, ge=1, le=10_000, description="PLAYBOOK.md versions kept under playbook/")
     llm: CuratorLlmConfig = Field(default_factory=CuratorLlmConfig)
+
+    @field_validator("decay_windows")
+    @classmethod
+    def _known_kinds(cls, value: dict[str, float]) -> dict[str, float]:
+        from daemon.grimoire.curator.decay import windows_with
+
+        for name, days in value.items():
+            if days > 36_500:
+                raise ValueError(f"{name}: at most 36500 days, got {days!r}")
+        windows_with(value)  # raises ValueError naming an unknown kind or a window <= 0
+        return value
 
 
 class ApiConfig(_Section):
@@ -246,7 +262,10 @@ DEFAULT_CONFIG_TOML = """\
 [curator]
 # tick_seconds = 10.0
 # cycle_ticks = 50
-# window_days = 10.0       # unused knowledge: 0.7 -> below 0.1 (fades) after ~20 days
+# window_days = 10.0       # one window for every kind (unset: per-kind defaults; 0.7 fades after ~2 windows)
+# decay_windows = { constraint = 90.0, preference = 90.0, fact = 60.0, causal_link = 60.0,
+#                   anti_knowledge = 60.0, death_reflection = 60.0, heuristic = 30.0, warning = 14.0,
+#                   strategy_outcome = 14.0, insight = 10.0, episode_summary = 10.0, regime_shift = 5.0 }
 # eviction_threshold = 0.05
 # capacity_rules = 100     # heuristic, constraint, preference, strategy_outcome
 # capacity_knowledge = 5000
