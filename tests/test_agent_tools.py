@@ -93,7 +93,7 @@ def test_definitions_are_anthropic_tool_params_derived_from_the_api_models(share
         assert set(schema["required"]) == {n for n, f in model.model_fields.items() if f.is_required()}
         assert all(p.get("description") for p in schema["properties"].values())
     recall = next(t for t in tools if t["name"] == "memory_recall")["input_schema"]
-    assert set(recall["properties"]) == {"query", "budget_tokens", "k"}
+    assert set(recall["properties"]) == {"query", "budget_tokens", "k", "pad"}
     digest_query = DigestIn.model_json_schema()["properties"]["query"]
     assert recall["properties"]["query"]["maxLength"] == digest_query["maxLength"]
     save = next(t for t in tools if t["name"] == "memory_save")["input_schema"]
@@ -185,6 +185,62 @@ def test_memory_recall_and_search(shared: DaemonProc) -> None:
         "query": "Pendle PT maturity yields", "top_k": 3, "type_filter": "heuristic"}).json()
     assert {r["id"] for r in endpoint["results"]} == {r["id"] for r in found["results"]}
     assert set(endpoint["results"][0]) == set(found["results"][0])  # the endpoint's document, field for field
+
+
+CALM = {"pleasure": 0.8, "arousal": -0.6, "dominance": 0.5}
+TENSE = {"pleasure": -0.8, "arousal": 0.9, "dominance": -0.5}
+
+
+def test_pad_ranks_mood_congruent_entries_higher_in_search_digest_and_tools(shared: DaemonProc) -> None:
+    """Two entries with the same text, written in opposite moods; the calm one is a little less
+    important. Without a pad the rank is the other factors' (tense first, the same scores as
+    `pad: null`); with a calm pad the calm entry comes first in every path."""
+    text = "Ethena sUSDe cooldown stretches to seven days when funding turns negative"
+    tense = shared.request("POST", "/v1/memory", json={"content": text, "importance": 0.6,
+                                                        "pad": list(TENSE.values())}).json()["id"]
+    calm = shared.request("POST", "/v1/memory", json={"content": text, "importance": 0.5,
+                                                       "pad": list(CALM.values())}).json()["id"]
+    query = "sUSDe unstaking delay with negative funding"
+
+    def search(**extra: Any) -> list[tuple[str, float]]:
+        res = shared.request("POST", "/v1/memory/search", json={"query": query, "top_k": 5, **extra})
+        assert res.status_code == 200, res.text
+        return [(r["id"], r["score"]) for r in res.json()["results"] if r["id"] in (calm, tense)]
+
+    plain = search()
+    assert [i for i, _ in plain] == [tense, calm]
+    assert search(pad=None) == plain  # no pad: nothing changes
+    assert [i for i, _ in search(pad=CALM)] == [calm, tense]
+    assert [i for i, _ in search(pad=TENSE)] == [tense, calm]
+
+    def order(document: str) -> list[str]:
+        return sorted((calm, tense), key=lambda i: document.index(f'id="{i}"'))
+
+    digest = shared.request("POST", "/v1/digest", json={"query": query, "pad": CALM})
+    assert digest.status_code == 200, digest.text
+    assert order(digest.json()["document"]) == [calm, tense]
+    assert order(shared.request("POST", "/v1/digest", json={"query": query}).json()["document"]) == [tense, calm]
+    recall = call(shared, "memory_recall", {"query": query, "pad": CALM})
+    assert recall.status_code == 200, recall.text
+    assert order(result_text(recall)) == [calm, tense]
+    found = call(shared, "memory_search", {"query": query, "top_k": 5, "pad": CALM})
+    assert found.status_code == 200, found.text
+    assert [r["id"] for r in json.loads(result_text(found))["results"] if r["id"] in (calm, tense)] == [calm, tense]
+
+
+@pytest.mark.parametrize("pad", [
+    {"pleasure": 1.5, "arousal": 0, "dominance": 0}, {"pleasure": 0, "arousal": 0}, [0.1, 0.2, 0.3],
+    {"pleasure": "0.1", "arousal": 0, "dominance": 0}, {"pleasure": 0, "arousal": 0, "dominance": 0, "mood": 1},
+    {"pleasure": True, "arousal": 0, "dominance": 0},
+])
+def test_a_bad_pad_is_refused_with_its_field(shared: DaemonProc, pad: Any) -> None:
+    for path in ("/v1/memory/search", "/v1/digest"):
+        res = shared.request("POST", path, json={"query": "sUSDe", "pad": pad})
+        assert res.status_code == 422 and "pad" in res.text, res.text
+    for tool in ("memory_recall", "memory_search"):
+        res = call(shared, tool, {"query": "sUSDe", "pad": pad})
+        assert res.status_code == 422 and res.json()["tool_result"]["is_error"] is True
+        assert "pad" in res.json()["tool_result"]["content"][0]["text"]
 
 
 @pytest.mark.parametrize(("name", "body", "status", "error", "where"), [

@@ -24,12 +24,13 @@ from daemon.grimoire.fields import (
     KindField,
     Label,
     MetadataFields,
+    Signed,
     Unit,
 )
 
 __all__ = [
     "BackupIn", "ConnectIn", "DigestIn", "DisconnectIn", "EndorseIn", "EpisodeIn", "FeedbackIn", "MemoryIn",
-    "MetadataIn", "ProbeIn", "RetractIn", "SearchIn", "StyxRetryIn", "SyncIn",
+    "MetadataIn", "PadIn", "ProbeIn", "RetractIn", "SearchIn", "StyxRetryIn", "SyncIn",
 ]
 
 GATEWAY_TYPES = ("fact", "preference", "episode", "strategy_outcome", "constraint")
@@ -61,12 +62,25 @@ class MemoryIn(EntryFields):
         return EntryFields.model_validate({**self.model_dump(), "memory_type": self.memory_type})
 
 
+class PadIn(_Strict):
+    """The golem's current affect (pleasure, arousal, dominance), each -1..1: entries written in a
+    similar mood rank higher (the PAD factor of the rank); absent, that factor is neutral."""
+
+    pleasure: Signed
+    arousal: Signed
+    dominance: Signed
+
+    def as_tuple(self) -> tuple[float, float, float]:
+        return (self.pleasure, self.arousal, self.dominance)
+
+
 class SearchIn(_Strict):
     query: str = Field(min_length=1, max_length=4096, pattern=NON_BLANK,
                        description="non-blank; a query without letters or digits is matched by meaning alone")
     top_k: Int = Field(10, ge=1, le=100)
     type_filter: list[KindField] | KindField | None = None
     min_importance: Unit | None = None
+    pad: PadIn | None = None
 
 
 class DigestIn(_Strict):
@@ -75,6 +89,7 @@ class DigestIn(_Strict):
     k: Int = Field(10, ge=1, le=100)
     format: Literal["xml", "search-results", "json"] = "xml"
     include_sensitive: bool = False
+    pad: PadIn | None = None
 
 
 class FeedbackIn(_Strict):
