@@ -16,9 +16,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from daemon.errors import ConfigError
+from daemon.styx.policy import DEFAULT_MAX_PER_TICK_USD, DEFAULT_MONTHLY_USD
 
 __all__ = ["DEFAULT_CONFIG_TOML", "ENV_PREFIX", "Config", "check_multiaddr", "load_config"]
 
@@ -130,10 +131,13 @@ class BackupConfig(_Section):
 
 
 class StyxBudgetConfig(_Section):
-    """Spend caps (USD): reaching one stops pushing (never writing to the outbox) until the period turns."""
+    """Spend caps (USD): reaching one stops pushing (never writing to the outbox) until the period
+    turns. On by default at the architecture's figures: $0.01 a tick, $5 a month."""
 
-    max_per_tick: float | None = Field(None, ge=0, description="stop pushing for the rest of a tick")
-    monthly: float | None = Field(None, ge=0, description="stop pushing (and querying) for the rest of the month")
+    max_per_tick: float | None = Field(DEFAULT_MAX_PER_TICK_USD, ge=0, allow_inf_nan=False,
+                                       description="stop pushing for the rest of a tick (USD)")
+    monthly: float | None = Field(DEFAULT_MONTHLY_USD, ge=0, allow_inf_nan=False,
+                                  description="stop pushing (and querying) for the rest of the month (USD)")
     tick_s: float = Field(10.0, gt=0, le=86_400, description="the length of a tick")
 
 
@@ -173,6 +177,20 @@ class StyxConfig(_Section):
     query_enabled: bool = Field(True, description="ask Styx alongside every local search, recall and digest")
     query_deadline_ms: int = Field(300, ge=10, le=10_000, description="a slow Styx never delays a search past this")
     query_layers: list[str] = Field(default_factory=lambda: ["vault", "clade"], max_length=8)
+
+    @model_validator(mode="after")
+    def _affordable(self) -> StyxConfig:
+        """A cap below the price of the smallest call would stop Styx for good: refuse it."""
+        smallest = self.prices.per_call + self.prices.per_item
+        cap = self.budget.max_per_tick
+        if cap is not None and smallest > cap + 1e-12:
+            raise ValueError(f"one push of one item costs {smallest:g} USD (prices.per_call + per_item), more than "
+                             f"budget.max_per_tick {cap:g}: nothing could ever be pushed; raise max_per_tick")
+        monthly = self.budget.monthly
+        if monthly is not None and max(smallest, self.prices.per_query) > monthly + 1e-12:
+            raise ValueError(f"one call costs more than budget.monthly {monthly:g} USD: nothing could ever be "
+                             "pushed or asked; raise monthly")
+        return self
 
     def bearer(self) -> str | None:
         """The token (from `token_file` when set, else `token`); raises `ConfigError` if the file is unreadable."""
@@ -304,8 +322,8 @@ DEFAULT_CONFIG_TOML = """\
 # query_layers = ["vault", "clade"]
 #
 # [styx.budget]                          # USD; at a cap pushing pauses (the outbox keeps filling)
-# max_per_tick = 0.05
-# monthly = 20.0
+# max_per_tick = 0.01                    # on by default: the architecture's $0.01 a tick
+# monthly = 5.0                          # and $5 a month; raise them to spend more
 # tick_s = 10.0
 #
 # [styx.prices]                          # USD; every call's cost is recorded per month
