@@ -44,6 +44,7 @@ from daemon.grimoire.retrieval import (
 from daemon.grimoire.store import wall_clock_ms
 from daemon.grimoire.vectors import missing_vectors, stored_vectors, write_vectors
 from daemon.p2p.ports import P2PControl
+from daemon.service import events
 from daemon.service.background import BackgroundThread
 from daemon.service.backup import create_backup, default_recipients, report_json
 from daemon.service.curation import llm_for, render_playbook, replay_items, settings_for, vectors_for
@@ -194,7 +195,7 @@ class DaemonState:
 
     async def remember(self, new: NewEntry) -> Entry:
         entry = await self.db(lambda s: s.remember(new, identity=self.identity))
-        self.publish("entry_written", {"id": entry.id, "kind": entry.body.kind.value})
+        self.publish("entry_written", events.entry_written(entry))
         self.local_write()
         return entry
 
