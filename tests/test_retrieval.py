@@ -168,7 +168,6 @@ def test_recency_counts_from_the_last_use_or_validation_not_creation(tmp_path: P
     confirmation today (a validation, the curator's anchor) make the old ones as recent as the new
     one; the untouched one stays 10 days old. (Distinct texts: the cycle would merge duplicates.)"""
     from crdt import CausalContext, Delta, Mutator
-
     from daemon.grimoire.curator.cycle import run_cycle
 
     clock = {"now": NOW - 10 * DAY}

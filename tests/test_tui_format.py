@@ -84,7 +84,8 @@ def test_feed_lines_from_events_and_odd_payloads() -> None:
     warn = feed_item("entry_written", {"id": "E1", "kind": "warning"}, 7)
     assert warn is not None and warn.kind == "warning" and warn.level is Level.WARN and warn.entry_id == "E1"
     assert warn.text == "wrote warning E1"  # an older daemon sends no preview
-    said = feed_item("entry_written", {"id": "E2", "kind": "fact", "preview": "Morpho\nmarkets\x1b[31m " + "x" * 200}, 7)
+    hostile = "Morpho\nmarkets\x1b[31m " + "x" * 200
+    said = feed_item("entry_written", {"id": "E2", "kind": "fact", "preview": hostile}, 7)
     assert said is not None and said.text.startswith("wrote fact E2: Morpho markets [31m xxx")
     assert len(said.text) == len("wrote fact E2: ") + 120 and said.text.endswith("…") and "\x1b" not in said.text
     assert said.matches("morpho")  # the filter finds an entry by its words
