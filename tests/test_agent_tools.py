@@ -226,6 +226,17 @@ def test_pad_ranks_mood_congruent_entries_higher_in_search_digest_and_tools(shar
     found = call(shared, "memory_search", {"query": query, "top_k": 5, "pad": CALM})
     assert found.status_code == 200, found.text
     assert [r["id"] for r in json.loads(result_text(found))["results"] if r["id"] in (calm, tense)] == [calm, tense]
+    # The CLI passes --pad to the running daemon (it used to leave the daemon for a direct read).
+    from tests.conftest import clade_subprocess
+
+    base = ["--data-dir", str(shared.data.root)]
+    for pad, first in (("--pad=0.8,-0.6,0.5", calm), ("--pad=-0.8,0.9,-0.5", tense)):
+        recalled = clade_subprocess([*base, "recall", query, "--k", "5", pad, "--json"])
+        assert recalled.returncode == 0, recalled.stderr
+        assert [r["id"] for r in json.loads(recalled.stdout)["results"] if r["id"] in (calm, tense)][0] == first
+    digested = clade_subprocess([*base, "digest", query, "--pad=0.8,-0.6,0.5", "--json"])
+    assert digested.returncode == 0, digested.stderr
+    assert order(json.loads(digested.stdout)["document"]) == [calm, tense]
 
 
 @pytest.mark.parametrize("pad", [
