@@ -46,6 +46,7 @@ from daemon.grimoire import Grimoire, NewEntry
 from daemon.grimoire.curator.bequest import export_testament
 from daemon.grimoire.curator.consolidate import ReplayItem
 from daemon.grimoire.curator.cycle import CuratorSettings, run_cycle
+from daemon.grimoire.curator.decay import DECAY_WINDOW_DAYS, windows_with
 from daemon.grimoire.digest import build_digest
 from daemon.grimoire.retrieval import RecallQuery, Retriever, apply_feedback
 
@@ -155,7 +156,7 @@ def run_ablation(work: Path, topics: int, seed: int, model_dir: Path, window_day
         rng.shuffle(combos)
         chosen = combos[:topics]
         clock = {"now": T0}
-        settings = CuratorSettings(window_days=window)
+        settings = CuratorSettings(windows=windows_with(every=window))
         with Grimoire.open(work / f"ablation-{arm}.db", create=True,
                            wall_ms=lambda clock=clock: clock["now"]) as store:  # type: ignore[misc]
             retriever = Retriever(store, lambda: embedder)
@@ -250,8 +251,9 @@ def main() -> int:
     p.add_argument("--entries", type=lambda s: [int(x) for x in s.split(",")], default=[5_000, 50_000])
     p.add_argument("--episodes", type=int, default=100_000)
     p.add_argument("--topics", type=int, default=100)
-    p.add_argument("--window-days", type=float, default=CuratorSettings().window_days,
-                   help="the decay window of the ablation's decay_on arm (default: the curator's)")
+    p.add_argument("--window-days", type=float, default=DECAY_WINDOW_DAYS,
+                   help="the decay window of the ablation's decay_on arm, every kind (default 10 days, "
+                        "the figure the README quotes; the curator's fact default is 60)")
     p.add_argument("--child", nargs=4, metavar=("DB", "ENTRIES", "EPISODES", "SEED"), help=argparse.SUPPRESS)
     add_common_args(p, out_help="keep the stores and the testament in DIR")
     args = p.parse_args()

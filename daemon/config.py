@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from daemon.errors import ConfigError
+from daemon.styx.policy import DEFAULT_MAX_PER_TICK_USD, DEFAULT_MONTHLY_USD
 
 __all__ = ["DEFAULT_CONFIG_TOML", "ENV_PREFIX", "Config", "check_multiaddr", "load_config"]
 
@@ -95,7 +96,12 @@ class CuratorLlmConfig(_Section):
 class CuratorConfig(_Section):
     tick_seconds: float = Field(10.0, gt=0, le=3600)
     cycle_ticks: int = Field(50, ge=1, le=100_000)
-    window_days: float = Field(10.0, gt=0, le=36_500, description="the forgetting curve's e-folding time, unused")
+    window_days: float | None = Field(None, gt=0, le=36_500,
+                                      description="one forgetting-curve window (days) for every kind; unset: "
+                                                  "each kind's default (constraint 90 … regime_shift 5)")
+    decay_windows: dict[str, float] = Field(default_factory=dict, max_length=32,
+                                            description="kind -> window in days, over the defaults and "
+                                                        "window_days, e.g. {fact = 120, insight = 7}")
     eviction_threshold: float = Field(0.05, ge=0, le=1, description="archive below this local confidence")
     capacity: int = Field(50_000, ge=1, le=10_000_000,
                           description="live knowledge entries at most; the excess is archived (reversibly), "
@@ -118,6 +124,17 @@ class CuratorConfig(_Section):
                 ", ".join(f"{k} = {v!r}" for k, v in old.items()))
         return data
 
+    @field_validator("decay_windows")
+    @classmethod
+    def _known_kinds(cls, value: dict[str, float]) -> dict[str, float]:
+        from daemon.grimoire.curator.decay import windows_with
+
+        for name, days in value.items():
+            if days > 36_500:
+                raise ValueError(f"{name}: at most 36500 days, got {days!r}")
+        windows_with(value)  # raises ValueError naming an unknown kind or a window <= 0
+        return value
+
 
 class ApiConfig(_Section):
     tcp_port: int | None = Field(None, ge=1, le=65_535, description="also listen on 127.0.0.1:PORT (needs token)")
@@ -130,10 +147,13 @@ class BackupConfig(_Section):
 
 
 class StyxBudgetConfig(_Section):
-    """Spend caps (USD): reaching one stops pushing (never writing to the outbox) until the period turns."""
+    """Spend caps (USD): reaching one stops pushing (never writing to the outbox) until the period
+    turns. On by default at the architecture's figures: $0.01 a tick, $5 a month."""
 
-    max_per_tick: float | None = Field(None, ge=0, description="stop pushing for the rest of a tick")
-    monthly: float | None = Field(None, ge=0, description="stop pushing (and querying) for the rest of the month")
+    max_per_tick: float | None = Field(DEFAULT_MAX_PER_TICK_USD, ge=0, allow_inf_nan=False,
+                                       description="stop pushing for the rest of a tick (USD)")
+    monthly: float | None = Field(DEFAULT_MONTHLY_USD, ge=0, allow_inf_nan=False,
+                                  description="stop pushing (and querying) for the rest of the month (USD)")
     tick_s: float = Field(10.0, gt=0, le=86_400, description="the length of a tick")
 
 
@@ -173,6 +193,20 @@ class StyxConfig(_Section):
     query_enabled: bool = Field(True, description="ask Styx alongside every local search, recall and digest")
     query_deadline_ms: int = Field(300, ge=10, le=10_000, description="a slow Styx never delays a search past this")
     query_layers: list[str] = Field(default_factory=lambda: ["vault", "clade"], max_length=8)
+
+    @model_validator(mode="after")
+    def _affordable(self) -> StyxConfig:
+        """A cap below the price of the smallest call would stop Styx for good: refuse it."""
+        smallest = self.prices.per_call + self.prices.per_item
+        cap = self.budget.max_per_tick
+        if cap is not None and smallest > cap + 1e-12:
+            raise ValueError(f"one push of one item costs {smallest:g} USD (prices.per_call + per_item), more than "
+                             f"budget.max_per_tick {cap:g}: nothing could ever be pushed; raise max_per_tick")
+        monthly = self.budget.monthly
+        if monthly is not None and max(smallest, self.prices.per_query) > monthly + 1e-12:
+            raise ValueError(f"one call costs more than budget.monthly {monthly:g} USD: nothing could ever be "
+                             "pushed or asked; raise monthly")
+        return self
 
     def bearer(self) -> str | None:
         """The token (from `token_file` when set, else `token`); raises `ConfigError` if the file is unreadable."""
@@ -273,7 +307,10 @@ DEFAULT_CONFIG_TOML = """\
 [curator]
 # tick_seconds = 10.0
 # cycle_ticks = 50
-# window_days = 10.0       # unused knowledge: 0.7 -> below 0.1 (fades) after ~20 days
+# window_days = 10.0       # one window for every kind (unset: per-kind defaults; 0.7 fades after ~2 windows)
+# decay_windows = { constraint = 90.0, preference = 90.0, fact = 60.0, causal_link = 60.0,
+#                   anti_knowledge = 60.0, death_reflection = 60.0, heuristic = 30.0, warning = 14.0,
+#                   strategy_outcome = 14.0, insight = 10.0, episode_summary = 10.0, regime_shift = 5.0 }
 # eviction_threshold = 0.05
 # capacity = 50000         # live entries at most: strategy outcomes and summaries archived first, rules last
 # replay_budget = 500
@@ -310,8 +347,8 @@ DEFAULT_CONFIG_TOML = """\
 # query_layers = ["vault", "clade"]
 #
 # [styx.budget]                          # USD; at a cap pushing pauses (the outbox keeps filling)
-# max_per_tick = 0.05
-# monthly = 20.0
+# max_per_tick = 0.01                    # on by default: the architecture's $0.01 a tick
+# monthly = 5.0                          # and $5 a month; raise them to spend more
 # tick_s = 10.0
 #
 # [styx.prices]                          # USD; every call's cost is recorded per month

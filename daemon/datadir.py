@@ -25,6 +25,7 @@ from crypto.membership import CLADE_KEY_BYTES
 from daemon.config import DEFAULT_CONFIG_TOML, Config, load_config
 from daemon.errors import UsageError
 from daemon.grimoire import DEFAULT_PLAYBOOK, EpisodeLog, Grimoire, atomic_write, wall_clock_ms
+from daemon.styx.outbox import writer_for
 
 __all__ = ["DATA_DIR_ENV", "DEFAULT_DATA_DIR", "DataDir", "InitReport"]
 
@@ -214,9 +215,13 @@ class DataDir:
         return Identity.load(self.identity_path)
 
     def open_store(self, config: Config | None = None, *, identity: Identity | None = None) -> Grimoire:
-        """Open grimoire.db; with the identity, also sign ops for entries older than schema v3."""
+        """Open grimoire.db; with the identity, also sign ops for entries older than schema v3.
+
+        With `[styx] enabled`, own writes through this store enter the Styx outbox exactly as
+        the daemon's do (a CLI write while no daemon runs is pushed at the daemon's next start)."""
         config = config or self.load_config()
         store = Grimoire.open(self.db_path, busy_timeout_ms=config.store.busy_timeout_ms)
+        store.outbox = writer_for(config.styx)
         if identity is not None:
             try:
                 store.backfill_ops(identity)

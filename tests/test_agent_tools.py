@@ -94,7 +94,7 @@ def test_definitions_are_anthropic_tool_params_derived_from_the_api_models(share
         assert set(schema["required"]) == {n for n, f in model.model_fields.items() if f.is_required()}
         assert all(p.get("description") for p in schema["properties"].values())
     recall = next(t for t in tools if t["name"] == "memory_recall")["input_schema"]
-    assert set(recall["properties"]) == {"query", "budget_tokens", "k"}
+    assert set(recall["properties"]) == {"query", "budget_tokens", "k", "pad"}
     digest_query = DigestIn.model_json_schema()["properties"]["query"]
     assert recall["properties"]["query"]["maxLength"] == digest_query["maxLength"]
     save = next(t for t in tools if t["name"] == "memory_save")["input_schema"]
@@ -208,6 +208,73 @@ def test_memory_outcome_records_an_outcome_through_the_route(shared: DaemonProc)
     wrong = call(shared, "memory_outcome", {"entry_id": entry_id, "effect": "great"})
     assert wrong.status_code == 422 and "effect" in json.dumps(wrong.json()["detail"])
     assert shared.request("GET", f"/v1/entries/{entry_id}").json()["outcomes"]["positive"] == 1
+
+
+CALM = {"pleasure": 0.8, "arousal": -0.6, "dominance": 0.5}
+TENSE = {"pleasure": -0.8, "arousal": 0.9, "dominance": -0.5}
+
+
+def test_pad_ranks_mood_congruent_entries_higher_in_search_digest_and_tools(shared: DaemonProc) -> None:
+    """Two entries with the same text, written in opposite moods; the calm one is a little less
+    important. Without a pad the rank is the other factors' (tense first, the same scores as
+    `pad: null`); with a calm pad the calm entry comes first in every path."""
+    text = "Ethena sUSDe cooldown stretches to seven days when funding turns negative"
+    tense = shared.request("POST", "/v1/memory", json={"content": text, "importance": 0.6,
+                                                        "pad": list(TENSE.values())}).json()["id"]
+    calm = shared.request("POST", "/v1/memory", json={"content": text, "importance": 0.5,
+                                                       "pad": list(CALM.values())}).json()["id"]
+    query = "sUSDe unstaking delay with negative funding"
+
+    def search(**extra: Any) -> list[tuple[str, float]]:
+        res = shared.request("POST", "/v1/memory/search", json={"query": query, "top_k": 5, **extra})
+        assert res.status_code == 200, res.text
+        return [(r["id"], r["score"]) for r in res.json()["results"] if r["id"] in (calm, tense)]
+
+    plain = search()
+    assert [i for i, _ in plain] == [tense, calm]
+    assert search(pad=None) == plain  # no pad: nothing changes
+    assert [i for i, _ in search(pad=CALM)] == [calm, tense]
+    assert [i for i, _ in search(pad=TENSE)] == [tense, calm]
+
+    def order(document: str) -> list[str]:
+        return sorted((calm, tense), key=lambda i: document.index(f'id="{i}"'))
+
+    digest = shared.request("POST", "/v1/digest", json={"query": query, "pad": CALM})
+    assert digest.status_code == 200, digest.text
+    assert order(digest.json()["document"]) == [calm, tense]
+    assert order(shared.request("POST", "/v1/digest", json={"query": query}).json()["document"]) == [tense, calm]
+    recall = call(shared, "memory_recall", {"query": query, "pad": CALM})
+    assert recall.status_code == 200, recall.text
+    assert order(result_text(recall)) == [calm, tense]
+    found = call(shared, "memory_search", {"query": query, "top_k": 5, "pad": CALM})
+    assert found.status_code == 200, found.text
+    assert [r["id"] for r in json.loads(result_text(found))["results"] if r["id"] in (calm, tense)] == [calm, tense]
+    # The CLI passes --pad to the running daemon (it used to leave the daemon for a direct read).
+    from tests.conftest import clade_subprocess
+
+    base = ["--data-dir", str(shared.data.root)]
+    for pad, first in (("--pad=0.8,-0.6,0.5", calm), ("--pad=-0.8,0.9,-0.5", tense)):
+        recalled = clade_subprocess([*base, "recall", query, "--k", "5", pad, "--json"])
+        assert recalled.returncode == 0, recalled.stderr
+        assert next(r["id"] for r in json.loads(recalled.stdout)["results"] if r["id"] in (calm, tense)) == first
+    digested = clade_subprocess([*base, "digest", query, "--pad=0.8,-0.6,0.5", "--json"])
+    assert digested.returncode == 0, digested.stderr
+    assert order(json.loads(digested.stdout)["document"]) == [calm, tense]
+
+
+@pytest.mark.parametrize("pad", [
+    {"pleasure": 1.5, "arousal": 0, "dominance": 0}, {"pleasure": 0, "arousal": 0}, [0.1, 0.2, 0.3],
+    {"pleasure": "0.1", "arousal": 0, "dominance": 0}, {"pleasure": 0, "arousal": 0, "dominance": 0, "mood": 1},
+    {"pleasure": True, "arousal": 0, "dominance": 0},
+])
+def test_a_bad_pad_is_refused_with_its_field(shared: DaemonProc, pad: Any) -> None:
+    for path in ("/v1/memory/search", "/v1/digest"):
+        res = shared.request("POST", path, json={"query": "sUSDe", "pad": pad})
+        assert res.status_code == 422 and "pad" in res.text, res.text
+    for tool in ("memory_recall", "memory_search"):
+        res = call(shared, tool, {"query": "sUSDe", "pad": pad})
+        assert res.status_code == 422 and res.json()["tool_result"]["is_error"] is True
+        assert "pad" in res.json()["tool_result"]["content"][0]["text"]
 
 
 @pytest.mark.parametrize(("name", "body", "status", "error", "where"), [

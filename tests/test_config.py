@@ -41,6 +41,10 @@ def test_file_values_and_env_overrides(tmp_path: Path) -> None:
         ("[log]\nlevel = 'loud'\n", "key log.level"),
         ("[store]\nbusy_timeout_ms = 5\n", "key store.busy_timeout_ms"),
         ("[p2p\n", "not valid TOML"),
+        ("[curator]\ndecay_windows = {insite = 5.0}\n", "'insite' is not a kind (one of insight"),
+        ("[curator]\ndecay_windows = {fact = 0}\n", "fact: the window must be more than 0 days"),
+        ("[curator]\ndecay_windows = {fact = 1e9}\n", "fact: at most 36500 days"),
+        ("[curator]\nwindow_days = -1\n", "key curator.window_days"),
     ],
 )
 def test_invalid_file_names_file_key_reason(tmp_path: Path, text: str, needle: str) -> None:
@@ -80,3 +84,19 @@ def test_env_overrides_reach_sub_sections_and_name_a_wrong_one(tmp_path: Path) -
         load_config(path, env={"CLADE_STYX__BUDGET__MONTHLY": "-1"})
     with pytest.raises(ConfigError, match=r"CLADE_STYX____X: an empty key"):
         load_config(path, env={"CLADE_STYX____X": "1"})
+
+
+def test_decay_windows_per_kind_over_the_defaults_and_window_days(tmp_path: Path) -> None:
+    from crdt import Kind
+    from daemon.grimoire.curator.decay import DEFAULT_WINDOW_DAYS
+    from daemon.service.curation import settings_for
+
+    assert settings_for(Config().curator).windows == dict(DEFAULT_WINDOW_DAYS)
+    path = tmp_path / "c.toml"
+    path.write_text("[curator]\ndecay_windows = {fact = 120.0, regime_shift = 2}\n")
+    windows = settings_for(load_config(path, {}).curator).windows
+    assert windows[Kind.FACT] == 120.0 and windows[Kind.REGIME_SHIFT] == 2.0
+    assert windows[Kind.CONSTRAINT] == DEFAULT_WINDOW_DAYS[Kind.CONSTRAINT]
+    every = load_config(path, {"CLADE_CURATOR__WINDOW_DAYS": "10", "CLADE_CURATOR__DECAY_WINDOWS__INSIGHT": "3"})
+    windows = settings_for(every.curator).windows
+    assert windows[Kind.CONSTRAINT] == 10.0 and windows[Kind.FACT] == 120.0 and windows[Kind.INSIGHT] == 3.0

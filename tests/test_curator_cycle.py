@@ -9,7 +9,10 @@ than its budget; and the count of entries (active + superseded + archived) never
 from __future__ import annotations
 
 import itertools
+import math
 from pathlib import Path
+
+import pytest
 
 from crdt import CausalContext, Delta, EndorseValue, EntryBody, Kind, Mutator, Timestamp
 from crypto import Identity
@@ -142,6 +145,32 @@ def test_simulate_projects_without_writing(tmp_path: Path) -> None:
         assert not by_id[w]["fades"] and by_id[w]["confidence_after"] == 0.3
         assert out["summary"] == {"entries": 2, "fade": 1, "pruned": 1, "kept": 1, "capacity": 50_000,
                                   "over_capacity": 0}
+
+
+def test_structural_knowledge_outlives_tactical_and_simulate_uses_the_windows(tmp_path: Path) -> None:
+    """30 unused days: an insight (10-day window) fades and is archived, a fact (60) and a constraint
+    (90) stay; simulate projects the same with the windows it is given."""
+    clock = {"now": T0}
+    with Grimoire.open(tmp_path / "g.db", create=True, wall_ms=lambda: clock["now"]) as store:
+        ids = {kind: store.remember(NewEntry(kind=kind, content=f"{kind.value}: Morpho Blue LLTV is fixed per market",
+                                             confidence=0.7), identity=ME).id
+               for kind in (Kind.INSIGHT, Kind.FACT, Kind.CONSTRAINT, Kind.REGIME_SHIFT)}
+        sim = {e["id"]: e for e in simulate(store, now_ms=T0, days=30)["entries"]}
+        assert {k: sim[i]["window_days"] for k, i in ids.items()} == {
+            Kind.INSIGHT: 10.0, Kind.FACT: 60.0, Kind.CONSTRAINT: 90.0, Kind.REGIME_SHIFT: 5.0}
+        assert [sim[ids[k]]["fades"] for k in (Kind.INSIGHT, Kind.FACT, Kind.CONSTRAINT)] == [True, False, False]
+        longer = CuratorSettings(windows={**CuratorSettings().windows, Kind.INSIGHT: 100.0})
+        assert not {e["id"]: e for e in simulate(store, now_ms=T0, days=30, settings=longer)["entries"]}[
+            ids[Kind.INSIGHT]]["fades"]
+        for day in range(1, 31):
+            clock["now"] = T0 + day * DAY
+            run_cycle(store, identity=ME, now_ms=clock["now"])
+        got = {k: store.get(i) for k, i in ids.items()}
+        assert got[Kind.INSIGHT].archived and got[Kind.REGIME_SHIFT].archived
+        assert got[Kind.FACT].local_confidence == pytest.approx(0.7 * math.exp(-0.5))
+        assert got[Kind.CONSTRAINT].local_confidence == pytest.approx(0.7 * math.exp(-1 / 3))
+        assert not got[Kind.FACT].archived and not got[Kind.CONSTRAINT].archived
+        assert sim[ids[Kind.FACT]]["confidence_after"] == round(got[Kind.FACT].local_confidence, 4)
 
 
 def test_the_llm_pass_applies_only_accepted_decisions(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from daemon.grimoire.curator import (
     stability_days,
 )
 from daemon.grimoire.curator.compress import normalised_text, numbers_in, polarity
+from daemon.grimoire.curator.decay import DEFAULT_WINDOW_DAYS, windows_with
 
 DAY = 86_400_000
 T0 = 1_700_000_000_000
@@ -54,7 +55,34 @@ def test_warnings_and_anti_knowledge_floor_at_0_3_but_never_rise_to_it() -> None
     for kind in (Kind.WARNING, Kind.ANTI_KNOWLEDGE):
         assert decayed(Retention(kind, 0.9, T0, 1), T0 + 1000 * DAY) == 0.3
         assert decayed(Retention(kind, 0.2, T0, 1), T0 + 1000 * DAY) == 0.2
-    assert decayed(Retention(Kind.FACT, 0.9, T0, 1), T0 + 1000 * DAY) < 1e-10
+    assert decayed(Retention(Kind.FACT, 0.9, T0, 1), T0 + 1000 * DAY) < 1e-4
+
+
+def test_structural_kinds_decay_slower_than_tactical_ones() -> None:
+    w = DEFAULT_WINDOW_DAYS
+    assert set(w) == set(Kind)
+    structural = (Kind.CONSTRAINT, Kind.PREFERENCE, Kind.FACT, Kind.CAUSAL_LINK, Kind.ANTI_KNOWLEDGE)
+    tactical = (Kind.INSIGHT, Kind.REGIME_SHIFT, Kind.WARNING, Kind.STRATEGY_OUTCOME, Kind.EPISODE_SUMMARY)
+    assert min(w[k] for k in structural) > w[Kind.HEURISTIC] > max(w[k] for k in tactical)
+    assert (w[Kind.CONSTRAINT], w[Kind.FACT], w[Kind.HEURISTIC], w[Kind.INSIGHT], w[Kind.REGIME_SHIFT]) == (
+        90.0, 60.0, 30.0, 10.0, 5.0)
+    # The default window is the kind's: 30 unused days fade an insight (0.7·e⁻³ < 0.1) but not a fact.
+    assert decayed(Retention(Kind.INSIGHT, 0.7, T0, 1), T0 + 30 * DAY) == pytest.approx(0.7 * math.exp(-3))
+    assert decayed(Retention(Kind.FACT, 0.7, T0, 1), T0 + 30 * DAY) == pytest.approx(0.7 * math.exp(-0.5))
+    assert decayed(Retention(Kind.FACT, 0.7, T0, 1), T0 + 30 * DAY, window_days=10) == pytest.approx(
+        0.7 * math.exp(-3))
+
+
+def test_windows_with_overrides_and_refuses_unknown_kinds() -> None:
+    assert windows_with() == dict(DEFAULT_WINDOW_DAYS)
+    assert set(windows_with(every=7.0).values()) == {7.0}
+    mixed = windows_with({"fact": 120, "insight": 3.5}, every=20.0)
+    assert mixed[Kind.FACT] == 120.0 and mixed[Kind.INSIGHT] == 3.5 and mixed[Kind.CONSTRAINT] == 20.0
+    with pytest.raises(ValueError, match="'facts' is not a kind"):
+        windows_with({"facts": 1.0})
+    for bad in (0.0, -1.0, math.nan):
+        with pytest.raises(ValueError, match="more than 0 days"):
+            windows_with({"fact": bad})
 
 
 # -- prune ---------------------------------------------------------------------------------

@@ -150,10 +150,26 @@ def test_events_stream(shared: DaemonProc) -> None:
                       timeout=30) as client, client.stream("GET", "/v1/events") as stream:
         lines = stream.iter_lines()
         assert next(lines) == ": connected"
-        shared.request("POST", "/v1/memory", json={"content": "event test entry", "memory_type": "insight"})
+        content = "event test entry:\n\tAave v3 caps\x0bsupply " + "of wstETH " * 20
+        made = shared.request("POST", "/v1/memory", json={"content": content, "memory_type": "insight",
+                                                          "category": "risk_events", "confidence": 0.8}).json()
         # The first event line, or None if the stream ends first (which must fail, not pass).
         first_event = next((line for line in lines if line.startswith("event:")), None)
         assert first_event == "event: entry_written"
+        data = json.loads(next(lines).removeprefix("data:"))
+        author = shared.request("GET", "/v1/status").json()["peer_id"]
+        assert data == {"id": made["id"], "kind": "insight", "category": "risk_events", "confidence": 0.8,
+                        "source": "self", "author": author, "preview": data["preview"]}
+        preview = data["preview"]
+        assert len(preview) == 120 and preview.endswith("…") and "\n" not in preview and "\x0b" not in preview
+        assert preview.startswith("event test entry: Aave v3 caps supply of wstETH of wstETH")
+        # The agent routes (flush, lessons, working memory) publish the same payload.
+        shared.request("POST", "/v1/memory/flush", json={"session": "events", "facts": [
+            {"content": "Morpho markets are isolated", "memory_type": "fact"}]}).raise_for_status()
+        assert next((line for line in lines if line.startswith("event:")), None) == "event: entry_written"
+        flushed = json.loads(next(lines).removeprefix("data:"))
+        assert set(flushed) == set(data) and flushed["preview"] == "Morpho markets are isolated"
+        assert flushed["kind"] == "fact" and flushed["category"] is None and flushed["author"] == author
 
 
 @pytest.mark.parametrize(("method", "path", "body", "status", "error"), [

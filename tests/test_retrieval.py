@@ -18,7 +18,16 @@ from daemon.grimoire import Grimoire, NewEntry
 from daemon.grimoire.embedder import EmbeddingInfo, ModelIntegrityError, get_embedder
 from daemon.grimoire.records import Entry
 from daemon.grimoire.retrieval import RecallQuery, Retriever, apply_feedback
-from daemon.grimoire.scoring import Factors, importance, normalise, pad_similarity, rank, source_factor, temporal
+from daemon.grimoire.scoring import (
+    Factors,
+    importance,
+    last_touched,
+    normalise,
+    pad_similarity,
+    rank,
+    source_factor,
+    temporal,
+)
 from daemon.grimoire.vectors import VectorIndex, missing_vectors, vector_report, write_vectors
 
 ME = Identity(b"\x21" * 32)
@@ -84,6 +93,14 @@ def test_recency_and_pad() -> None:
     assert pad_similarity(None, (1, 0, 0)) == 0.5 == pad_similarity((0, 0, 0), (1, 0, 0))
 
 
+def test_recency_counts_from_the_last_sign_of_life() -> None:
+    assert last_touched(100, None, None) == 100
+    assert last_touched(100, 250, None) == 250
+    assert last_touched(100, None, 300) == 300
+    assert last_touched(100, 250, 200) == 250
+    assert last_touched(100, 50, 60) == 100  # a clock that went backwards never makes it older
+
+
 def test_source_discounts_and_bloodstain() -> None:
     def sf(provenance: str, origin: str = "self", generation: int = 0, bloodstain: bool = False) -> float:
         return source_factor(provenance=provenance, origin=origin, generation=generation, bloodstain=bloodstain)
@@ -144,6 +161,42 @@ def test_older_entries_rank_lower(tmp_path: Path, model_dir: Path) -> None:
         clock["now"] = NOW
         new = write(store, "GMX funding flips negative before big liquidations.")
         assert ranks(store, model_dir, "perp funding rate turns before liquidation cascades") == [new, old]
+
+
+def test_recency_counts_from_the_last_use_or_validation_not_creation(tmp_path: Path, model_dir: Path) -> None:
+    """Three entries written 10 days ago, a fourth today: a citation today (a use) and a sibling's
+    confirmation today (a validation, the curator's anchor) make the old ones as recent as the new
+    one; the untouched one stays 10 days old. (Distinct texts: the cycle would merge duplicates.)"""
+    from crdt import CausalContext, Delta, Mutator
+    from daemon.grimoire.curator.cycle import run_cycle
+
+    clock = {"now": NOW - 10 * DAY}
+    with Grimoire.open(tmp_path / "t.db", create=True, wall_ms=lambda: clock["now"]) as store:
+        untouched = write(store, "Morpho vault curators rebalance after a market's utilisation passes 95%")
+        used = write(store, "Morpho curators move deposits when a market's utilisation exceeds 95%")
+        validated = write(store, "Morpho allocators shift liquidity once utilisation in a market is above 95%")
+        clock["now"] = NOW
+        fresh = write(store, "Morpho vaults reallocate when a market's utilisation goes past 95%")
+        query = "when do Morpho curators move liquidity"
+
+        def temporal_of() -> dict[str, float]:
+            hits = retriever(store, model_dir).recall(RecallQuery(text=query, k=10), now_ms=NOW)
+            return {h.entry.id: h.factors.temporal for h in hits}
+
+        before = temporal_of()
+        assert before[fresh] == 1.0 and before[used] == before[validated] == before[untouched] == pytest.approx(
+            temporal(10))
+        apply_feedback(store, cited=[used], injected=[], now_ms=NOW)
+        sib = Identity(b"\x33" * 32)
+        body = store.body(validated)
+        assert body is not None
+        confirm = Mutator(sib.peer_id, sib.sign, next_seq=lambda: 1, now=lambda: Timestamp(NOW)).endorse(
+            body, None, confirm=True)
+        store.apply_delta(Delta((confirm,), CausalContext()), local_replica=ME.peer_id)
+        assert run_cycle(store, identity=ME, now_ms=NOW).entries_validated == 1  # the anchor moves to now
+        after = temporal_of()
+        assert after[used] == after[validated] == after[fresh] == 1.0
+        assert after[untouched] == pytest.approx(temporal(10))
 
 
 def test_pad_similarity_orders_results(store: Grimoire, model_dir: Path) -> None:

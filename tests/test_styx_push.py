@@ -179,3 +179,42 @@ def test_the_daemons_backups_go_to_the_vault(cli: CliRunner, data_dir: DataDir, 
         assert (tmp_path / "vault" / peer / path.name).read_bytes() == path.read_bytes()
     finally:
         assert daemon.stop() == 0
+
+
+def test_cli_writes_without_a_daemon_enter_the_outbox_and_the_next_daemon_pushes_them(
+        data_dir: DataDir, styx: StyxServer) -> None:
+    """`clade remember` with no daemon running, Styx configured: the warning enters the outbox in
+    the write's transaction (a private one and an insight do not: policy decides), and the
+    daemon's next start drains it to Styx."""
+    from tests.conftest import clade_subprocess
+
+    data_dir.config_path.write_text(f'[styx]\nenabled = true\nurl = "{styx.url}"\n')
+    env = {"CLADE_STYX__TOKEN": TOKEN}
+    base = ["--data-dir", str(data_dir.root)]
+
+    def remember(text: str, *extra: str) -> str:
+        done = clade_subprocess([*base, "remember", text, "--json", *extra], env=env)
+        assert done.returncode == 0, done.stderr
+        return str(json.loads(done.stdout)["id"])
+
+    warning = remember("Never bridge through Multichain: the MPC keys are gone", "--kind", "warning")
+    remember("Private: our stop-loss on ETH is 2,800", "--kind", "warning", "--sensitivity", "private")
+    remember("Curve 3pool depth thins on Sundays", "--kind", "insight")
+    off = clade_subprocess([*base, "styx", "status", "--json"], env=env)
+    assert off.returncode == 0, off.stderr
+    assert json.loads(off.stdout)["queue_depth"] == 1
+    assert styx.keys() == []  # nothing was sent: no daemon ran
+    daemon = DaemonProc(data_dir, env={**env, "CLADE_STYX__BACKOFF_CAP_S": "0.5", "CLADE_STYX__BACKOFF_BASE_S": "0.1"})
+    try:
+        _wait(lambda: len(styx.keys()) == 1, 60, "the offline warning at Styx")
+        _wait(lambda: daemon.request("GET", "/v1/styx/status").json()["queue_depth"] == 0, 30, "an empty outbox")
+        assert [i["id"] for i in styx.items()] == [warning]
+    finally:
+        assert daemon.stop() == 0
+
+
+def test_cli_writes_without_styx_configured_enqueue_nothing(cli: CliRunner, data_dir: DataDir) -> None:
+    assert cli("remember", "Never bridge through Multichain", "--kind", "warning").code == 0
+    with data_dir.open_store() as store:
+        assert store.outbox is None
+        assert store.connection.execute("SELECT count(*) FROM styx_outbox").fetchone()[0] == 0

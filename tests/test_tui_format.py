@@ -83,6 +83,13 @@ def test_histogram_bars_scale_to_the_largest_and_never_hide_a_count() -> None:
 def test_feed_lines_from_events_and_odd_payloads() -> None:
     warn = feed_item("entry_written", {"id": "E1", "kind": "warning"}, 7)
     assert warn is not None and warn.kind == "warning" and warn.level is Level.WARN and warn.entry_id == "E1"
+    assert warn.text == "wrote warning E1"  # an older daemon sends no preview
+    hostile = "Morpho\nmarkets\x1b[31m " + "x" * 200
+    said = feed_item("entry_written", {"id": "E2", "kind": "fact", "preview": hostile}, 7)
+    assert said is not None and said.text.startswith("wrote fact E2: Morpho markets [31m xxx")
+    assert len(said.text) == len("wrote fact E2: ") + 120 and said.text.endswith("…") and "\x1b" not in said.text
+    assert said.matches("morpho")  # the filter finds an entry by its words
+    assert feed_item("entry_written", {"id": "E3", "kind": "fact", "preview": 7}, 7).text == "wrote fact E3"  # type: ignore[union-attr]
     got = feed_item("entries_received", {"from": "12D3KooWxxxxSIBLING1", "via": "gossip", "entries": 2,
                                          "ids": ["A", "B"]}, 7)
     assert got is not None and got.entry_id == "A" and "(+1 more)" in got.text and "…SIBLING1" in got.text

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from daemon.service.events import preview
+
 __all__ = [
     "SPARK_SERIES",
     "Badge",
@@ -274,8 +276,11 @@ def feed_item(event: str, data: Any, at_ms: int) -> FeedItem | None:
     if event == "entry_written":
         kind = s("kind")
         warn = kind == "warning"
-        return FeedItem(at_ms, "warning" if warn else "entry", f"wrote {kind} {s('id')}",
-                        Level.WARN if warn else Level.INFO, _entry_id(d.get("id")))
+        # The daemon sends a one-line preview; cut and flattened again here: event data is not trusted.
+        said = d.get("preview")
+        text = f"wrote {kind} {s('id')}" + (f": {preview(said)}" if isinstance(said, str) and said.strip() else "")
+        return FeedItem(at_ms, "warning" if warn else "entry", text, Level.WARN if warn else Level.INFO,
+                        _entry_id(d.get("id")))
     if event == "entries_received":
         raw = d.get("ids")
         ids: list[Any] = raw if isinstance(raw, list) else []

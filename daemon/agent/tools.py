@@ -44,7 +44,7 @@ def _subset(model: type[BaseModel], name: str, keep: tuple[str, ...]) -> type[Ba
 
 # memory_recall always renders XML and never includes sensitive entries: those two DigestIn
 # fields are not the model's to choose.
-RecallInput = _subset(DigestIn, "memory_recall", ("query", "budget_tokens", "k"))
+RecallInput = _subset(DigestIn, "memory_recall", ("query", "budget_tokens", "k", "pad"))
 
 
 class OutcomeInput(OutcomeIn):
@@ -133,6 +133,8 @@ TOOLS: tuple[ToolSpec, ...] = (
             "query": "What you are about to do or want to know, in plain words.",
             "budget_tokens": "Upper bound on the digest's size in tokens (default 3000).",
             "k": "At most this many entries (default 10).",
+            "pad": "Optional: your current affect, {\"pleasure\": p, \"arousal\": a, \"dominance\": d}, each -1..1; "
+                   "memories written in a similar mood rank higher.",
         },
     ),
     ToolSpec(
@@ -149,6 +151,8 @@ TOOLS: tuple[ToolSpec, ...] = (
             "top_k": "How many results (1..100, default 10).",
             "type_filter": "Only entries of this kind, or of these kinds.",
             "min_importance": "Only entries at least this important (0..1).",
+            "pad": "Optional: your current affect, {\"pleasure\": p, \"arousal\": a, \"dominance\": d}, each -1..1; "
+                   "memories written in a similar mood rank higher.",
         },
     ),
 )

@@ -36,6 +36,7 @@ from daemon.api.responses import (
 )
 from daemon.errors import NotFound, UsageError
 from daemon.grimoire.fields import error_details
+from daemon.service import events
 from daemon.service.state import DaemonState
 
 __all__ = ["ToolCallIn", "register"]
@@ -92,7 +93,7 @@ def _session(request: Request, suffix: str = "") -> str:
 
 def _publish(state: DaemonState, batch: am.Batch) -> None:
     for entry in batch.created:
-        state.publish("entry_written", {"id": entry.id, "kind": entry.body.kind.value})
+        state.publish("entry_written", events.entry_written(entry))
     if batch.created:
         state.local_write()
 

@@ -170,7 +170,8 @@ def create_app(state: DaemonState) -> FastAPI:
 
         async def recall_locally() -> None:
             local["hits"] = await state.recall(body.query, k=body.top_k, kinds=tuple(Kind(k) for k in kinds),
-                                               min_importance=body.min_importance)
+                                               min_importance=body.min_importance,
+                                               pad=None if body.pad is None else body.pad.as_tuple())
 
         async with trio.open_nursery() as nursery:  # Styx in parallel, bounded by its deadline
             nursery.start_soon(recall_locally)
@@ -245,7 +246,8 @@ def create_app(state: DaemonState) -> FastAPI:
     @app.post("/v1/digest", response_model=DigestOut, responses=errors(503))
     async def digest(body: DigestIn) -> dict[str, Any]:
         return await state.digest(body.query, budget_tokens=body.budget_tokens, k=body.k, fmt=body.format,
-                                  include_sensitive=body.include_sensitive)
+                                  include_sensitive=body.include_sensitive,
+                                  pad=None if body.pad is None else body.pad.as_tuple())
 
     @app.post("/v1/feedback", response_model=FeedbackOut, responses=errors(404, 503))
     async def feedback(body: FeedbackIn) -> dict[str, Any]:

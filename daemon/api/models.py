@@ -62,12 +62,29 @@ class MemoryIn(EntryFields):
         return EntryFields.model_validate({**self.model_dump(), "memory_type": self.memory_type})
 
 
+class PadIn(_Strict):
+    """Pleasure, arousal, dominance, each -1..1. On a query: the golem's current affect (entries
+    written in a similar mood rank higher: the PAD factor of the rank; absent, that factor is
+    neutral). On an episode: the affect when it was observed."""
+
+    pleasure: Signed
+    arousal: Signed
+    dominance: Signed
+
+    def as_tuple(self) -> tuple[float, float, float]:
+        return (self.pleasure, self.arousal, self.dominance)
+
+    def pad(self) -> Pad:
+        return Pad(pleasure=self.pleasure, arousal=self.arousal, dominance=self.dominance)
+
+
 class SearchIn(_Strict):
     query: str = Field(min_length=1, max_length=4096, pattern=NON_BLANK,
                        description="non-blank; a query without letters or digits is matched by meaning alone")
     top_k: Int = Field(10, ge=1, le=100)
     type_filter: list[KindField] | KindField | None = None
     min_importance: Unit | None = None
+    pad: PadIn | None = None
 
 
 class DigestIn(_Strict):
@@ -76,6 +93,7 @@ class DigestIn(_Strict):
     k: Int = Field(10, ge=1, le=100)
     format: Literal["xml", "search-results", "json"] = "xml"
     include_sensitive: bool = False
+    pad: PadIn | None = None
 
 
 class FeedbackIn(_Strict):
@@ -95,17 +113,6 @@ class FeedbackIn(_Strict):
         if not self.cited and not self.injected:
             raise ValueError("give cited and/or injected entry ids")
         return self
-
-
-class PadIn(_Strict):
-    """Pleasure, arousal, dominance when the episode was observed, each -1..1."""
-
-    pleasure: Signed
-    arousal: Signed
-    dominance: Signed
-
-    def pad(self) -> Pad:
-        return Pad(pleasure=self.pleasure, arousal=self.arousal, dominance=self.dominance)
 
 
 class EpisodeIn(_Strict):

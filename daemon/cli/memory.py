@@ -3,6 +3,7 @@
     clade recall QUERY [--k N] [--kind K]… [--min-importance X] [--min-confidence X]
                        [--include-sensitive] [--keyword-only] [--pad P,A,D]
     clade digest QUERY [--budget-tokens N] [--k N] [--format xml|search-results|json] [--include-sensitive]
+                       [--pad P,A,D]
     clade feedback [--cited ID…] [--injected ID…] [--response TEXT|-]
     clade embeddings check | rebuild | prepare
 """
@@ -34,6 +35,16 @@ from daemon.styx.wire import QueryResult
 __all__ = ["register"]
 
 Handler = Callable[[argparse.Namespace, DataDir], Any]
+PAD_HELP = ("the golem's current affect (pleasure,arousal,dominance), each -1..1: entries written in a similar "
+            "mood rank higher (write --pad=-0.2,0.5,0 when it starts with a minus)")
+
+
+def _pad_body(args: argparse.Namespace) -> dict[str, float] | None:
+    """`--pad` as the API's `pad` object (None when not given)."""
+    if args.pad is None:
+        return None
+    p, a, d = args.pad.as_tuple()
+    return {"pleasure": p, "arousal": a, "dominance": d}
 
 
 def register(command: Callable[[str, Handler, str], argparse.ArgumentParser], *, kinds: list[str],
@@ -47,7 +58,7 @@ def register(command: Callable[[str, Handler, str], argparse.ArgumentParser], *,
     p.add_argument("--min-confidence", type=unit, default=None)
     p.add_argument("--include-sensitive", action="store_true")
     p.add_argument("--keyword-only", action="store_true", help="FTS5 only; no embedding model needed")
-    p.add_argument("--pad", type=pad, default=None, metavar="P,A,D", help="current PAD state, each -1..1")
+    p.add_argument("--pad", type=pad, default=None, metavar="P,A,D", help=PAD_HELP)
 
     p = command("digest", cmd_digest, "the memory digest for an LLM call, within a token budget")
     p.add_argument("query", metavar="QUERY")
@@ -55,6 +66,7 @@ def register(command: Callable[[str, Handler, str], argparse.ArgumentParser], *,
     p.add_argument("--k", type=positive, default=10)
     p.add_argument("--format", choices=["xml", "search-results", "json"], default="xml")
     p.add_argument("--include-sensitive", action="store_true")
+    p.add_argument("--pad", type=pad, default=None, metavar="P,A,D", help=PAD_HELP)
 
     p = command("feedback", cmd_feedback, "citation feedback: cited entries gain weight, uncited lose some")
     p.add_argument("--cited", nargs="+", action="extend", default=[], metavar="ID")
@@ -88,11 +100,11 @@ def _query(args: argparse.Namespace, **kw: Any) -> RecallQuery:
 @renders(render.hits)
 def cmd_recall(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     client = DaemonClient.for_data_dir(data)
-    plain = args.pad is None and args.min_confidence is None and not args.include_sensitive and not args.keyword_only
+    plain = args.min_confidence is None and not args.include_sensitive and not args.keyword_only
     if client is not None and plain:
         return dict(client.call("POST", "/v1/memory/search", body={
             "query": args.query, "top_k": args.k, "type_filter": args.kind or None,
-            "min_importance": args.min_importance}))
+            "min_importance": args.min_importance, "pad": _pad_body(args)}))
     pad = None if args.pad is None else args.pad.as_tuple()
     styx = _styx(data)
     with data.open_store() as store:
@@ -124,7 +136,7 @@ def cmd_digest(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     if client is not None:
         return dict(client.call("POST", "/v1/digest", body={
             "query": args.query, "budget_tokens": args.budget_tokens, "k": args.k, "format": args.format,
-            "include_sensitive": args.include_sensitive}))
+            "include_sensitive": args.include_sensitive, "pad": _pad_body(args)}))
     styx = _styx(data)
     with data.open_store() as store:
         remote: list[QueryResult] = []
@@ -135,6 +147,7 @@ def cmd_digest(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
         doc = build_digest(Retriever(store, _embedder(data)), text=args.query, now_ms=wall_clock_ms(),
                            budget_tokens=args.budget_tokens, k=args.k, fmt=args.format,
                            include_sensitive=args.include_sensitive, namespace=_namespace(data),
+                           pad=None if args.pad is None else args.pad.as_tuple(),
                            external=for_digest(remote, min_confidence=injection.min_confidence),
                            external_tokens=injection.max_tokens)
     if error:

@@ -263,9 +263,11 @@ def render_json(items: Sequence[DigestItem], *, now_ms: int, budget_tokens: int 
                         include_sensitive=include_sensitive)[0]
 
 
-def digest_query(text: str, *, k: int, include_sensitive: bool) -> RecallQuery:
-    """The recall a digest of `k` entries ranks from: wider than k, since caps and the budget skip some."""
-    return RecallQuery(text=text, k=max(4 * k, 40), include_sensitive=include_sensitive)
+def digest_query(text: str, *, k: int, include_sensitive: bool,
+                 pad: tuple[float, float, float] | None = None) -> RecallQuery:
+    """The recall a digest of `k` entries ranks from: wider than k, since caps and the budget skip
+    some; `pad`, the golem's current affect, feeds the rank's PAD factor (None: neutral)."""
+    return RecallQuery(text=text, k=max(4 * k, 40), include_sensitive=include_sensitive, pad=pad)
 
 
 def build_digest(retriever: Retriever, *, text: str, now_ms: int, budget_tokens: int, k: int, fmt: str,
@@ -273,12 +275,13 @@ def build_digest(retriever: Retriever, *, text: str, now_ms: int, budget_tokens:
                  pinned_tags: Sequence[str] = (), pinned_fact_keys: Sequence[str] = (),
                  query_vector: NDArray[np.float32] | None = None,
                  keyword: list[tuple[str, float]] | None = None, external: Sequence[ExternalItem] = (),
-                 external_tokens: int = 0, store: Grimoire | None = None) -> dict[str, Any]:
+                 external_tokens: int = 0, store: Grimoire | None = None,
+                 pad: tuple[float, float, float] | None = None) -> dict[str, Any]:
     """Pinned entries, then ranked hits (wider than k: caps and the budget skip some), then
     `external` results within `external_tokens`, rendered as `fmt`; returns {format, tokens,
     budget_tokens, entries, pinned, external, document}. Has no side effect: what the model then
     cites is reported back through `apply_feedback`."""
-    wide = digest_query(text, k=k, include_sensitive=include_sensitive)
+    wide = digest_query(text, k=k, include_sensitive=include_sensitive, pad=pad)
     hits = retriever.recall(wide, now_ms=now_ms, embed_limit=embed_limit, query_vector=query_vector,
                             keyword=keyword, store=store)
     pinned = (store or retriever.store).pinned(tags=pinned_tags, fact_keys=pinned_fact_keys) if (

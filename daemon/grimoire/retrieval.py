@@ -190,7 +190,8 @@ def _passes(c: RankFields, q: RecallQuery, now: int) -> bool:
 def _factors(c: RankFields, semantic: float, pad: tuple[float, float, float] | None, now: int) -> scoring.Factors:
     return scoring.Factors(
         semantic=semantic,
-        temporal=scoring.temporal(scoring.age_days(c.created_ms, now)),
+        temporal=scoring.temporal(scoring.age_days(
+            scoring.last_touched(c.created_ms, c.last_used_ms, c.validated_ms), now)),
         importance=composite_importance(c, now),
         pad=scoring.pad_similarity(pad, c.pad),
         source=scoring.source_factor(provenance=c.provenance, origin=c.origin, generation=c.generation,

@@ -25,7 +25,10 @@ multiplier, −0.04 even with ×0.9..1.1, −0.01 with the access count alone �
 the whole score lets a few cited entries crowd every other query's answers out.
 
 Choices where DESIGN.md is silent (documented in the README): temporal recency is
-exp(−age_days/7) (a week, sharper than importance's month); PAD similarity is the cosine
+exp(−days/7) (a week, sharper than importance's month), the days counted from the entry's
+last sign of life — its creation, its last use (a citation) or its last validation (the
+forgetting curve's anchor: a confirmation, an outcome), whichever is latest (`last_touched`),
+so knowledge in use stays recent however old it is; PAD similarity is the cosine
 of the query's and the entry's PAD vectors mapped to 0..1 (0.5, neutral, when either is
 missing); semantic similarity is the cosine clipped at 0. The source factor multiplies the
 discount of where *this* golem got the entry (self 1.0, vault 1.0, clade 0.80, styx 0.80,
@@ -46,6 +49,7 @@ __all__ = [
     "cited",
     "importance",
     "injected_not_cited",
+    "last_touched",
     "normalise",
     "pad_similarity",
     "rank",
@@ -66,6 +70,12 @@ UNCITED_STEP = 0.02
 
 def age_days(created_ms: int, now_ms: int) -> float:
     return max(0.0, (now_ms - created_ms) / MS_PER_DAY)
+
+
+def last_touched(created_ms: int, used_ms: int | None, validated_ms: int | None) -> int:
+    """When the entry last showed it is alive: the latest of its creation, last use and last
+    validation (None: never). Recency counts from this."""
+    return max(created_ms, used_ms or created_ms, validated_ms or created_ms)
 
 
 def importance(*, explicit: float, access_count: int, days: float) -> float:

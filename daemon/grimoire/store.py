@@ -765,11 +765,13 @@ class RankFields:
     generation: int
     bloodstain: bool
     base_confidence: float  # local confidence before decay (curator/decay.py)
+    last_used_ms: int | None = None  # the last citation or feedback (NULL: never used)
+    validated_ms: int | None = None  # the forgetting curve's anchor, set by evidence (NULL: none since stored)
 
 
 _RANK_COLUMNS = ("id, kind, sensitivity, archived, status, local_confidence, importance, access_count, created_hlc, "
                  "pad_pleasure, pad_arousal, pad_dominance, provenance, origin, generation, bloodstain, "
-                 "coalesce(decay_base, local_confidence) AS base_confidence")
+                 "coalesce(decay_base, local_confidence) AS base_confidence, last_accessed_ms, decay_anchor_ms")
 
 
 def _rank_fields(row: sqlite3.Row) -> RankFields:
@@ -781,7 +783,8 @@ def _rank_fields(row: sqlite3.Row) -> RankFields:
         created_ms=Timestamp.unpack(row["created_hlc"]).ms,
         pad=None if pp is None else (pp, row["pad_arousal"], row["pad_dominance"]), provenance=row["provenance"],
         origin=row["origin"], generation=row["generation"], bloodstain=bool(row["bloodstain"]),
-        base_confidence=row["base_confidence"])
+        base_confidence=row["base_confidence"], last_used_ms=row["last_accessed_ms"],
+        validated_ms=row["decay_anchor_ms"])
 
 
 def _entry_from_row(row: sqlite3.Row) -> Entry:

@@ -27,6 +27,7 @@ from daemon.errors import ConfigError
 from daemon.grimoire import EpisodeLog, Grimoire
 from daemon.grimoire.curator.consolidate import ReplayItem, select_replay
 from daemon.grimoire.curator.cycle import CuratorSettings, CycleReport
+from daemon.grimoire.curator.decay import windows_with
 from daemon.grimoire.curator.llm import Cluster
 from daemon.grimoire.curator.llm_client import LlmConfig, LlmOutcome, propose
 from daemon.grimoire.playbook import snapshot_playbook
@@ -43,8 +44,8 @@ CYCLE_EMBED_LIMIT = 4096
 
 def settings_for(config: CuratorConfig) -> CuratorSettings:
     return CuratorSettings(
-        window_days=config.window_days, eviction_threshold=config.eviction_threshold,
-        capacity=config.capacity,
+        windows=windows_with(config.decay_windows, every=config.window_days),
+        eviction_threshold=config.eviction_threshold, capacity=config.capacity,
         replay_budget=config.replay_budget, tick_seconds=config.tick_seconds)
 
 

@@ -38,8 +38,8 @@ from daemon.grimoire import atomic_write
 from daemon.service.logs import quiet_libp2p, setup_logging
 from daemon.service.notify import Notifier, watchdog_interval
 from daemon.service.state import DaemonState
-from daemon.styx.outbox import OutboxWriter
-from daemon.styx.policy import Budget
+from daemon.styx.outbox import writer_for
+from daemon.styx.policy import budget_for
 from daemon.styx.pusher import Pusher
 
 __all__ = ["FatalError", "run_daemon", "socket_path"]
@@ -129,12 +129,8 @@ class Daemon:
             token = styx.bearer()
         except DaemonError as exc:
             raise FatalError(str(exc)) from None
-        layers = [n for n, on in (("vault", styx.vault_enabled), ("clade", styx.clade_enabled),
-                                  ("lethe", styx.lethe_enabled)) if on]
-        state.store.outbox = OutboxWriter(layers=layers)
-        budget = Budget(price_per_call=styx.prices.per_call, price_per_item=styx.prices.per_item,
-                        price_per_query=styx.prices.per_query, max_per_tick=styx.budget.max_per_tick,
-                        monthly=styx.budget.monthly, tick_s=styx.budget.tick_s)
+        state.store.outbox = writer_for(styx)
+        budget = budget_for(styx)
         state.styx = Pusher(state.db, url=styx.url, token=token, golem=golem, wall_ms=state.now_ms,
                             batch=styx.batch, base_s=styx.backoff_base_s, cap_s=styx.backoff_cap_s,
                             timeout_s=styx.timeout_s, budget=budget, on_event=state.publish,

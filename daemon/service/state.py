@@ -45,6 +45,7 @@ from daemon.grimoire.store import wall_clock_ms
 from daemon.grimoire.vectors import missing_vectors, stored_vectors, write_vectors
 from daemon.grimoire.vitality import read_vitality
 from daemon.p2p.ports import P2PControl
+from daemon.service import events
 from daemon.service.background import BackgroundThread
 from daemon.service.backup import create_backup, default_recipients, report_json
 from daemon.service.curation import (
@@ -209,7 +210,7 @@ class DaemonState:
             entry = await remember_checked(self, new)
         else:
             entry = await self.db(lambda s: s.remember(new, identity=self.identity))
-        self.publish("entry_written", {"id": entry.id, "kind": entry.body.kind.value})
+        self.publish("entry_written", events.entry_written(entry))
         self.local_write()
         return entry
 
@@ -300,8 +301,8 @@ class DaemonState:
         return found["vector"], found["keyword"]
 
     async def recall(self, text: str, *, k: int, kinds: tuple[Kind, ...] = (),
-                     min_importance: float | None = None) -> list[Hit]:
-        query = RecallQuery(text=text, k=k, kinds=kinds, min_importance=min_importance)
+                     min_importance: float | None = None, pad: tuple[float, float, float] | None = None) -> list[Hit]:
+        query = RecallQuery(text=text, k=k, kinds=kinds, min_importance=min_importance, pad=pad)
         vector, keyword = await self._prepared(query)
         return await self.read(lambda r: self.retriever.recall(query, embed_limit=0, query_vector=vector,
                                                                keyword=keyword, store=r))
@@ -320,7 +321,7 @@ class DaemonState:
         return self.styx is not None and self.config.styx.query_enabled
 
     async def digest(self, text: str, *, budget_tokens: int, k: int, fmt: str,
-                     include_sensitive: bool) -> dict[str, Any]:
+                     include_sensitive: bool, pad: tuple[float, float, float] | None = None) -> dict[str, Any]:
         """The digest; with Styx on, its answer (asked in parallel, within the deadline) fills
         at most `[styx.injection] max_tokens` after the local entries."""
         joined = self.data.load_membership()
@@ -333,7 +334,8 @@ class DaemonState:
         async with anyio.create_task_group() as group:
             if self.styx_queried():
                 group.start_soon(ask)
-            vector, keyword = await self._prepared(digest_query(text, k=k, include_sensitive=include_sensitive))
+            vector, keyword = await self._prepared(digest_query(text, k=k, include_sensitive=include_sensitive,
+                                                                pad=pad))
         pins = self.config.digest
         injection = self.config.styx.injection
         external = for_digest(remote.get("results", []), min_confidence=injection.min_confidence)
@@ -341,7 +343,7 @@ class DaemonState:
             self.retriever, text=text, now_ms=self.now_ms(), budget_tokens=budget_tokens, k=k, fmt=fmt,
             include_sensitive=include_sensitive, namespace=namespace, embed_limit=0, query_vector=vector,
             keyword=keyword, pinned_tags=pins.pinned_tags, pinned_fact_keys=pins.pinned_fact_keys,
-            external=external, external_tokens=injection.max_tokens, store=r))
+            external=external, external_tokens=injection.max_tokens, store=r, pad=pad))
         if remote.get("error"):
             doc["styx_error"] = remote["error"]
         return doc

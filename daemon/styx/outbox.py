@@ -19,7 +19,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crdt import Op, SlotKind
 from crdt.body import EntryBody
@@ -28,8 +28,11 @@ from daemon.grimoire.store import Grimoire
 from . import ledger
 from .wire import LAYERS, at_once, item_json, layers_for, playbook_item
 
+if TYPE_CHECKING:
+    from daemon.config import StyxConfig
+
 __all__ = ["OutboxItem", "OutboxWriter", "delivered", "due", "enqueue_playbook", "park", "retry_later", "status",
-           "stored_status", "unpark"]
+           "stored_status", "unpark", "writer_for"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +74,16 @@ class OutboxWriter:
             conn.execute("INSERT OR IGNORE INTO styx_outbox (idempotency_key, kind, layer, item, created_ms) "
                          "VALUES (?, ?, ?, ?, ?)", (f"{op.writer}:{op.seq}", body.kind.value, layers[0], item,
                                                     created))
+
+
+def writer_for(styx: StyxConfig) -> OutboxWriter | None:
+    """The outbox hook for this `[styx]` config: None when Styx is off, else a writer for the
+    enabled layers. The daemon and every CLI write without a daemon install the same one, so
+    what a write enqueues does not depend on whether a daemon was running."""
+    if not styx.enabled:
+        return None
+    return OutboxWriter(layers=[n for n, on in (("vault", styx.vault_enabled), ("clade", styx.clade_enabled),
+                                                 ("lethe", styx.lethe_enabled)) if on])
 
 
 def enqueue_playbook(conn: sqlite3.Connection, *, golem: str, text: str, now_ms: int, created_at: str) -> str:

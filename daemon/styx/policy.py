@@ -20,10 +20,18 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
+from typing import TYPE_CHECKING
 
-__all__ = ["Budget", "Outcome", "backoff_s", "classify", "retry_after_s"]
+if TYPE_CHECKING:
+    from daemon.config import StyxConfig
+
+__all__ = ["DEFAULT_MAX_PER_TICK_USD", "DEFAULT_MONTHLY_USD", "Budget", "Outcome", "backoff_s", "budget_for",
+           "classify", "retry_after_s"]
 
 MAX_RETRY_AFTER_S = 86_400.0
+# The architecture's spend caps, on unless configured otherwise ([styx.budget] in daemon/config.py).
+DEFAULT_MAX_PER_TICK_USD = 0.01
+DEFAULT_MONTHLY_USD = 5.0
 RETRYABLE_4XX = frozenset({408, 429})
 
 
@@ -76,13 +84,14 @@ def classify(status: int | None, *, failures: int, rng: random.Random, retry_aft
 class Budget:
     """Spend caps on Styx calls (USD): per tick (a window of `tick_s` seconds) and per calendar
     month (UTC). `charge` records a call; `allows` says whether the next one fits. Reaching a
-    cap stops pushing (items keep waiting in the outbox) until the window or the month turns."""
+    cap stops pushing (items keep waiting in the outbox) until the window or the month turns.
+    The caps default to the architecture's $0.01 a tick and $5 a month; None means no cap."""
 
     price_per_call: float = 0.0
     price_per_item: float = 0.0
     price_per_query: float = 0.0
-    max_per_tick: float | None = None
-    monthly: float | None = None
+    max_per_tick: float | None = DEFAULT_MAX_PER_TICK_USD
+    monthly: float | None = DEFAULT_MONTHLY_USD
     tick_s: float = 10.0
     month: str = ""
     spent_month: float = 0.0
@@ -127,3 +136,10 @@ class Budget:
             self.month, self.spent_month = month, 0.0
         self.spent_month += self.price_per_query
         return self.price_per_query
+
+
+def budget_for(styx: StyxConfig) -> Budget:
+    """The daemon's budget from `[styx.prices]` and `[styx.budget]` (caps on by default)."""
+    return Budget(price_per_call=styx.prices.per_call, price_per_item=styx.prices.per_item,
+                  price_per_query=styx.prices.per_query, max_per_tick=styx.budget.max_per_tick,
+                  monthly=styx.budget.monthly, tick_s=styx.budget.tick_s)

@@ -32,7 +32,7 @@ from ..store import Grimoire
 from ..store import LocalIdentity as Identity
 from .compress import Similar, find_contradictions, find_merges, related_clusters
 from .consolidate import ReplayItem, baselines, select_replay
-from .decay import DECAY_WINDOW_DAYS, EVICTION_THRESHOLD, RETRIEVAL_THRESHOLD, Retention, decayed
+from .decay import DEFAULT_WINDOW_DAYS, EVICTION_THRESHOLD, RETRIEVAL_THRESHOLD, Retention, decayed
 from .llm import Cluster, Member
 from .llm_client import LlmOutcome
 from .prune import DEFAULT_CAPACITY, Candidate, capacity_counts, select_prunes
@@ -47,7 +47,8 @@ _LAST_CYCLE_KEY = "curator_last_cycle_ms"
 
 @dataclass(frozen=True, slots=True)
 class CuratorSettings:
-    window_days: float = DECAY_WINDOW_DAYS
+    # The forgetting curve's window per kind, in days (decay.windows_with builds one from config).
+    windows: Mapping[Kind, float] = field(default_factory=lambda: dict(DEFAULT_WINDOW_DAYS))
     eviction_threshold: float = EVICTION_THRESHOLD
     retrieval_threshold: float = RETRIEVAL_THRESHOLD
     capacity: int = DEFAULT_CAPACITY  # live entries at most (prune.py)
@@ -56,6 +57,13 @@ class CuratorSettings:
     replay_budget: int = 500
     recent_days: float = 1.0
     tick_seconds: float = 10.0
+
+    def window(self, kind: Kind) -> float:
+        """The kind's window (its default when `windows` leaves it out)."""
+        return self.windows.get(kind, DEFAULT_WINDOW_DAYS[kind])
+
+    def decayed(self, e: LiveEntry, now_ms: int) -> float:
+        return decayed(e.retention(), now_ms, window_days=self.window(e.kind))
 
 
 @dataclass(slots=True)
@@ -185,14 +193,15 @@ def _decay(store: Grimoire, live: Sequence[LiveEntry], now_ms: int, settings: Cu
     updates = []
     out = []
     for e in live:
-        value = decayed(e.retention(), now_ms, window_days=settings.window_days)
+        value = settings.decayed(e, now_ms)
         if abs(value - e.local_confidence) > 1e-9:
-            updates.append((value, e.base, e.anchor_ms, e.id))
+            updates.append((value, e.base, e.id))
             e = replace(e, local_confidence=value)
         out.append(e)
+    # The anchor is left as it is: NULL means "since stored" (live_entries reads it so), and a
+    # set anchor means evidence (a use, a confirmation, an outcome), which recency counts from.
     with store.transaction() as conn:
-        conn.executemany("UPDATE entries SET local_confidence = ?, decay_base = ?, decay_anchor_ms = ? WHERE id = ?",
-                         updates)
+        conn.executemany("UPDATE entries SET local_confidence = ?, decay_base = ? WHERE id = ?", updates)
     report.entries_decayed = len(updates)
     return out
 
@@ -333,13 +342,13 @@ def simulate(store: Grimoire, *, now_ms: int, days: float, settings: CuratorSett
     """Project decay and pruning `days` ahead with no further use; reads only."""
     later = now_ms + int(days * MS_PER_DAY)
     live = live_entries(store)
-    after = {e.id: decayed(e.retention(), later, window_days=settings.window_days) for e in live}
+    after = {e.id: settings.decayed(e, later) for e in live}
     chosen = select_prunes(
         [Candidate(e.id, e.kind, after[e.id], e.keep_score(after[e.id], later), e.created_ms, e.evidence)
          for e in live], eviction_threshold=settings.eviction_threshold, capacity=settings.capacity)
     prunes = {p.id for p in chosen}
-    entries = [{"id": e.id, "kind": e.kind.value,
-                "confidence_now": round(decayed(e.retention(), now_ms, window_days=settings.window_days), 4),
+    entries = [{"id": e.id, "kind": e.kind.value, "window_days": settings.window(e.kind),
+                "confidence_now": round(settings.decayed(e, now_ms), 4),
                 "confidence_after": round(after[e.id], 4), "fades": after[e.id] < settings.retrieval_threshold,
                 "pruned": e.id in prunes} for e in live]
     return {"days": days, "entries": entries, "summary": {
