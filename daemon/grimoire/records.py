@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from crdt import EntryBody, Kind, Origin, Pad, Sensitivity, Timestamp
 from crdt.body import Category, check_unit
@@ -114,9 +114,11 @@ class EntryDoc(BaseModel):
     confirms: int
     contradicts: int
     cite_weight: float
-    outcomes: OutcomesDoc
-    promoted_reason: str | None
-    crossing_hold: str | None
+    # Defaults: a daemon from before outcomes (schema v13) answers without these fields, and the
+    # TUI or an MCP client of a newer clade still reads its entries.
+    outcomes: OutcomesDoc = Field(default_factory=lambda: OutcomesDoc(positive=0, negative=0, neutral=0))
+    promoted_reason: str | None = None
+    crossing_hold: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
