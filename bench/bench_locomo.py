@@ -14,8 +14,9 @@ with their answers and many share words with a wrong neighbour.
 Per corpus, in the same run and over the same texts:
 
 - `clade`: the product path, `POST /v1/memory/search` on a `clade run` daemon with a fresh data
-  directory (entries written with `POST /v1/memory`), with the search latency as the client
-  sees it;
+  directory holding the corpus's store (built by the bench with the entries' vectors of the
+  configured model, as bench_recall_daemon does, so the daemon need not embed them again),
+  with the search latency as the client sees it;
 - `cosine`: raw cosine with the configured model (the daemon's own vectors' model);
 - `bm25`: SQLite FTS5 with the porter tokenizer, the query's words minus stop words OR-ed;
 - `rrf`: reciprocal rank fusion of the two (k = 60);
@@ -34,6 +35,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import sqlite3
 import subprocess
 import time
@@ -54,9 +56,11 @@ from daemon.grimoire.retrieval import RecallQuery, Retriever
 from daemon.grimoire.store import Grimoire
 from daemon.grimoire.vectors import write_vectors
 
-DEFAULT_PATH = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "locomo" / "locomo10-dev.json"
+# Beside the main checkout (the data never enters the repository); --path elsewhere.
+DEFAULT_PATH = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10-dev.json"
 KS = (1, 5, 10)
 RRF_K = 60
+IDENTITY = Identity(b"\x07" * 32)
 METRICS = ("any@1", "any@5", "any@10", "recall@5", "recall@10")
 
 
@@ -166,23 +170,20 @@ def evaluate(questions: Sequence[Question], rankings: Sequence[Sequence[str]]) -
 # --- the product path --------------------------------------------------------------------------
 
 
-def through_daemon(corpus: Corpus, root: Path, model: str) -> tuple[list[list[str]], list[float]]:
-    """Write the corpus into a fresh daemon, ask every question; (rankings, latencies in s)."""
+def through_daemon(corpus: Corpus, db: Path, key_of: dict[str, str], root: Path,
+                   model: str) -> tuple[list[list[str]], list[float]]:
+    """Start `clade run` on a fresh data directory holding a copy of `db`, ask every question
+    with `POST /v1/memory/search`; (rankings, client-side latencies in seconds)."""
     env = {"CLADE_EMBEDDING__MODEL": model, "CLADE_P2P__ENABLED": "false"}
     data = root / f"data-{corpus.name}"
     subprocess.run([CLADE, "--data-dir", str(data), "init"], check=True, capture_output=True,
                    env={**os.environ, **env})
+    shutil.copyfile(db, data / "grimoire.db")
     daemon = Daemon(data, root / f"notify-{corpus.name}.sock", env)
     try:
         daemon.wait_ready()
-        key_of: dict[str, str] = {}
         with daemon.client() as client:
-            for d in corpus.docs:
-                r = client.post("/v1/memory", json={"content": d.content, **d.fields})
-                r.raise_for_status()
-                key_of[r.json()["id"]] = d.key
-            client.post("/v1/memory/search", json={"query": "warm up"}).raise_for_status()  # embeds the tail
-            _wait_embedded(data / "grimoire.db", len(corpus.docs))
+            client.post("/v1/memory/search", json={"query": "warm up the model and the index"}).raise_for_status()
             rankings, lat = [], []
             for q in corpus.questions:
                 t = time.perf_counter()
@@ -195,25 +196,10 @@ def through_daemon(corpus: Corpus, root: Path, model: str) -> tuple[list[list[st
         daemon.stop(timeout=60)
 
 
-def _wait_embedded(db: Path, n: int, timeout: float = 900) -> None:
-    """Until the daemon's background embedding has given every entry a vector (read-only look at its store)."""
-    deadline = time.perf_counter() + timeout
-    while time.perf_counter() < deadline:
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-        try:
-            missing = conn.execute("SELECT count(*) FROM entries WHERE embedding IS NULL").fetchone()[0]
-        finally:
-            conn.close()
-        if missing == 0:
-            return
-        time.sleep(0.5)
-    raise RuntimeError(f"the daemon did not embed all {n} entries within {timeout} s")
-
-
-def in_process(corpus: Corpus, root: Path, model: str, weights: Sequence[float],
-               vectors: np.ndarray) -> dict[str, list[list[str]]]:
-    """`Retriever.recall` on a store of the corpus (the vectors given), for each lexical weight."""
-    store = Grimoire.open(root / f"{corpus.name}.db", create=True)
+def build_store(corpus: Corpus, db: Path, model_dir: Path, model: str, vectors: np.ndarray) -> dict[str, str]:
+    """A store of the corpus's entries with their vectors of `model` (computed once, by the
+    bench); returns entry id -> corpus key."""
+    store = Grimoire.open(db, create=True)
     try:
         entries = [NewEntry(kind=_kind(d), content=d.content, importance=d.fields.get("importance", 0.5),
                             confidence=d.fields.get("confidence", 0.7),
@@ -221,10 +207,21 @@ def in_process(corpus: Corpus, root: Path, model: str, weights: Sequence[float],
                             tags=tuple(d.fields.get("metadata", {}).get("tags", ())),
                             chains=tuple(d.fields.get("metadata", {}).get("chains", ())))
                    for d in corpus.docs]
-        written = store.remember_many(entries, identity=Identity(b"\x07" * 32))
-        key_of = {w.id: d.key for w, d in zip(written, corpus.docs, strict=True)}
-        retriever = Retriever(store, lambda: get_embedder(root / "embedder", model))
-        write_vectors(store, retriever.embedder.info, [w.id for w in written], vectors)
+        written = store.remember_many(entries, identity=IDENTITY)
+        write_vectors(store, get_embedder(model_dir, model).info, [w.id for w in written], vectors)
+        return {w.id: d.key for w, d in zip(written, corpus.docs, strict=True)}
+    finally:
+        store.close()
+
+
+def in_process(corpus: Corpus, db: Path, key_of: dict[str, str], model_dir: Path, model: str,
+               weights: Sequence[float]) -> dict[str, list[list[str]]]:
+    """`Retriever.recall` on a copy of the store, once per lexical weight (w=0: cosine under the four factors)."""
+    copy = db.with_suffix(".variants.db")
+    shutil.copyfile(db, copy)
+    store = Grimoire.open(copy)
+    try:
+        retriever = Retriever(store, lambda: get_embedder(model_dir, model))
         out_: dict[str, list[list[str]]] = {}
         for w in weights:
             retriever.lexical_weight = w
@@ -258,10 +255,12 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         bm = bm25_rankings(corpus, 100)
         rankings: dict[str, list[list[str]]] = {
             "cosine": cos, "bm25": bm, "rrf": [rrf((c, b), 10) for c, b in zip(cos, bm, strict=True)]}
+        db = root / f"{corpus.name}.db"
+        key_of = build_store(corpus, db, root / "embedder", args.model, d)
         if not args.no_daemon:
-            rankings["clade"], lat = through_daemon(corpus, root, args.model)
+            rankings["clade"], lat = through_daemon(corpus, db, key_of, root, args.model)
             latencies += lat
-        rankings.update(in_process(corpus, root, args.model, args.weights, d))
+        rankings.update(in_process(corpus, db, key_of, root / "embedder", args.model, args.weights))
         per[corpus.name] = {name: evaluate(corpus.questions, r) for name, r in rankings.items()}
         per[corpus.name]["_n"] = {"all": {"n": float(len(corpus.questions))}}
     res: dict[str, Any] = {"per_corpus": per, "pooled": {
@@ -325,6 +324,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     started = time.perf_counter()
     machine = machine_info(None, ("onnxruntime", "fastembed"))
+    if not args.path.is_file():
+        ap.error(f"no LoCoMo file at {args.path}: give its path with --path")
     with workdir(None, "clade-locomo-") as root:
         res = run(args, root)
     print_tables(res)
