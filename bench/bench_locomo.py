@@ -39,7 +39,7 @@ import shutil
 import sqlite3
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -291,7 +291,8 @@ def print_tables(res: dict[str, Any]) -> None:
     loc = res["pooled"]["locomo"]
     out("## LoCoMo, pooled (any@1 any@5 any@10 recall@5 recall@10; per category any@5/recall@10)")
     cats = sorted(c for c in next(iter(loc.values())) if c != "all")
-    out(f"{'method':10s} " + " ".join(f"{m:>9s}" for m in METRICS) + "  " + " ".join(f"{'cat ' + c:>11s}" for c in cats))
+    out(f"{'method':10s} " + " ".join(f"{m:>9s}" for m in METRICS) + "  "
+        + " ".join(f"{'cat ' + c:>11s}" for c in cats))
     for method, by_cat in loc.items():
         a = by_cat["all"]
         out(f"{method:10s} " + " ".join(f"{a[m]:9.3f}" for m in METRICS) + "  "

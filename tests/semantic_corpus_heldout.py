@@ -16,6 +16,7 @@ from tests.semantic_corpus import CorpusEntry, CorpusQuery
 __all__ = ["ENTRIES", "QUERIES"]
 
 K, C = Kind, Category
+GAS, RISK, OPS, STRAT = C.GAS_TIMING, C.RISK_EVENTS, C.TOOL_GUIDANCE, C.STRATEGIC_PATTERNS
 
 
 def _e(key: str, kind: Kind, cat: Category, content: str, tags: tuple[str, ...] = (),
@@ -28,53 +29,53 @@ def _q(text: str, *keys: str) -> CorpusQuery:
 
 
 ENTRIES: tuple[CorpusEntry, ...] = (
-    _e("rpc-rate-limit", K.WARNING, C.GAS_TIMING, "The public RPC endpoint answers HTTP 429 after about 25 requests per "
+    _e("rpc-rate-limit", K.WARNING, GAS, "The public RPC endpoint answers HTTP 429 after about 25 requests per "
        "second; batch calls or run a private node.", ("rpc",), 0.6),
-    _e("rpc-stale-head", K.WARNING, C.GAS_TIMING, "A lagging RPC node can serve a block head two minutes old; compare "
+    _e("rpc-stale-head", K.WARNING, GAS, "A lagging RPC node can serve a block head two minutes old; compare "
        "its latest block number with a second provider before trading.", ("rpc",), 0.4),
-    _e("rpc-failover", K.HEURISTIC, C.GAS_TIMING, "Keep three RPC providers and switch on the first timeout; sticky "
+    _e("rpc-failover", K.HEURISTIC, GAS, "Keep three RPC providers and switch on the first timeout; sticky "
        "sessions on one provider caused a missed exit.", ("rpc",), 0.5),
-    _e("nonce-gap", K.WARNING, C.GAS_TIMING, "A dropped transaction leaves a nonce gap and every later transaction "
+    _e("nonce-gap", K.WARNING, GAS, "A dropped transaction leaves a nonce gap and every later transaction "
        "waits in the mempool; resend the missing nonce with a higher tip.", ("nonce",), 0.5),
-    _e("nonce-parallel", K.HEURISTIC, C.GAS_TIMING, "Signing two transactions concurrently from one account reuses a "
+    _e("nonce-parallel", K.HEURISTIC, GAS, "Signing two transactions concurrently from one account reuses a "
        "nonce; serialise signing behind one counter per account.", ("nonce",), 0.4),
-    _e("key-rotation", K.HEURISTIC, C.RISK_EVENTS, "Rotate the hot wallet key monthly and move surplus funds to the "
+    _e("key-rotation", K.HEURISTIC, RISK, "Rotate the hot wallet key monthly and move surplus funds to the "
        "cold wallet every Sunday.", ("wallet",), 0.6),
-    _e("key-leak-env", K.WARNING, C.RISK_EVENTS, "Private keys in environment variables leaked through a crash dump "
+    _e("key-leak-env", K.WARNING, RISK, "Private keys in environment variables leaked through a crash dump "
        "uploaded to the error tracker.", ("wallet",), 0.5),
-    _e("hot-wallet-cap", K.CONSTRAINT, C.RISK_EVENTS, "The hot wallet may hold at most five percent of the treasury.",
+    _e("hot-wallet-cap", K.CONSTRAINT, RISK, "The hot wallet may hold at most five percent of the treasury.",
        ("wallet",), 0.5),
-    _e("approval-revoke", K.HEURISTIC, C.RISK_EVENTS, "Unlimited token approvals to a router outlive the trade; revoke "
+    _e("approval-revoke", K.HEURISTIC, RISK, "Unlimited token approvals to a router outlive the trade; revoke "
        "them after each large swap.", ("approvals",), 0.4),
-    _e("clock-drift", K.WARNING, C.TOOL_GUIDANCE, "Server clock drift of a few seconds made signed exchange API "
+    _e("clock-drift", K.WARNING, OPS, "Server clock drift of a few seconds made signed exchange API "
        "requests fail as expired; keep NTP running.", ("time",), 0.5),
-    _e("disk-full-log", K.WARNING, C.TOOL_GUIDANCE, "Debug logging filled the disk in two days and the database "
+    _e("disk-full-log", K.WARNING, OPS, "Debug logging filled the disk in two days and the database "
        "stopped accepting writes; cap log files.", ("disk",), 0.5),
-    _e("memory-leak-ws", K.WARNING, C.TOOL_GUIDANCE, "A websocket subscription that never unsubscribed grew memory "
+    _e("memory-leak-ws", K.WARNING, OPS, "A websocket subscription that never unsubscribed grew memory "
        "until the process was killed by the kernel.", ("websocket",), 0.6),
-    _e("ws-reconnect", K.HEURISTIC, C.TOOL_GUIDANCE, "Websocket feeds drop silently; resubscribe when no message "
+    _e("ws-reconnect", K.HEURISTIC, OPS, "Websocket feeds drop silently; resubscribe when no message "
        "arrived for thirty seconds.", ("websocket",), 0.4),
-    _e("backtest-lookahead", K.ANTI_KNOWLEDGE, C.STRATEGIC_PATTERNS, "A backtest that used the closing price to decide "
+    _e("backtest-lookahead", K.ANTI_KNOWLEDGE, STRAT, "A backtest that used the closing price to decide "
        "the same candle's entry showed profits that vanished live.", ("backtest",), 0.5),
-    _e("backtest-fees", K.INSIGHT, C.STRATEGIC_PATTERNS, "Backtests without trading fees and slippage overstated the "
+    _e("backtest-fees", K.INSIGHT, STRAT, "Backtests without trading fees and slippage overstated the "
        "strategy's return threefold.", ("backtest",), 0.5),
-    _e("overfit-params", K.WARNING, C.STRATEGIC_PATTERNS, "Parameters tuned on one month of data failed the next month; "
+    _e("overfit-params", K.WARNING, STRAT, "Parameters tuned on one month of data failed the next month; "
        "validate on a later period never used for tuning.", ("tuning",), 0.4),
-    _e("alert-fatigue", K.INSIGHT, C.TOOL_GUIDANCE, "Paging the owner for every failed transaction trained them to "
+    _e("alert-fatigue", K.INSIGHT, OPS, "Paging the owner for every failed transaction trained them to "
        "ignore pages; alert only when losses exceed a threshold.", ("alerts",), 0.5),
-    _e("heartbeat-dead-man", K.HEURISTIC, C.TOOL_GUIDANCE, "Emit a heartbeat every minute; an external watchdog "
+    _e("heartbeat-dead-man", K.HEURISTIC, OPS, "Emit a heartbeat every minute; an external watchdog "
        "unwinds positions if three heartbeats are missed.", ("alerts",), 0.6),
-    _e("gas-estimate-margin", K.HEURISTIC, C.GAS_TIMING, "Add twenty percent to the gas estimate for calls whose path "
+    _e("gas-estimate-margin", K.HEURISTIC, GAS, "Add twenty percent to the gas estimate for calls whose path "
        "depends on state that can change before inclusion.", ("gas",), 0.5),
-    _e("l2-sequencer-down", K.WARNING, C.RISK_EVENTS, "When the rollup sequencer halts, transactions queue for hours; "
+    _e("l2-sequencer-down", K.WARNING, RISK, "When the rollup sequencer halts, transactions queue for hours; "
        "force inclusion through the L1 inbox costs far more.", ("rollup",), 0.5),
-    _e("bridge-finality", K.FACT, C.RISK_EVENTS, "Withdrawals from an optimistic rollup to mainnet wait seven days "
+    _e("bridge-finality", K.FACT, RISK, "Withdrawals from an optimistic rollup to mainnet wait seven days "
        "for the fraud proof window.", ("rollup",), 0.4),
-    _e("oracle-heartbeat", K.FACT, C.RISK_EVENTS, "Chainlink feeds update on a deviation threshold or a heartbeat of "
+    _e("oracle-heartbeat", K.FACT, RISK, "Chainlink feeds update on a deviation threshold or a heartbeat of "
        "an hour, whichever comes first.", ("oracle",), 0.5),
-    _e("price-feed-sanity", K.HEURISTIC, C.RISK_EVENTS, "Reject an oracle price more than three percent from the "
+    _e("price-feed-sanity", K.HEURISTIC, RISK, "Reject an oracle price more than three percent from the "
        "median of two exchanges before acting on it.", ("oracle",), 0.5),
-    _e("tax-lot-record", K.FACT, C.STRATEGIC_PATTERNS, "Every fill is logged with cost basis so the owner's accountant "
+    _e("tax-lot-record", K.FACT, STRAT, "Every fill is logged with cost basis so the owner's accountant "
        "can compute realised gains per lot.", ("records",), 0.4),
 )
 

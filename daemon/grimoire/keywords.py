@@ -9,7 +9,6 @@ stems while the entries they match stay within `MAX_POSTINGS`.
 
 from __future__ import annotations
 
-import os
 import re
 import sqlite3
 from dataclasses import dataclass
@@ -18,8 +17,8 @@ from daemon.errors import UsageError
 
 from .lexical import STOPWORDS, idf, stem
 
-__all__ = ["MAX_POSTINGS", "STOPWORDS", "StemPostings", "affordable", "query_words", "searchable_texts", "stem_postings",
-           "stem_weights"]
+__all__ = ["MAX_POSTINGS", "STOPWORDS", "StemPostings", "affordable", "query_words", "searchable_texts",
+           "stem_postings", "stem_weights"]
 
 MAX_POSTINGS = 8_192  # entries keyword search may rank per query
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -57,7 +56,7 @@ def stem_postings(conn: sqlite3.Connection, words: list[str]) -> list[StemPostin
             continue
         # Every word with this stem starts with what the word and its stem share ("happy" and
         # "happiness": "happ"); the vocabulary is sorted by term, so this is one range read.
-        prefix = os.path.commonprefix([word, root]) or word
+        prefix = _shared_start(word, root) or word
         rows = conn.execute("SELECT term, doc FROM entries_fts_vocab WHERE term >= ? AND term < ? LIMIT ?",
                             (prefix, prefix + "\U0010ffff", _MAX_PREFIX_TERMS)).fetchall()
         same = [(str(t), int(d)) for t, d in rows if stem(str(t)) == root]
@@ -68,6 +67,14 @@ def stem_postings(conn: sqlite3.Connection, words: list[str]) -> list[StemPostin
         terms = tuple(t for t, _ in same) or (word,)
         found[root] = StemPostings(root, terms, sum(d for _, d in same))
     return list(found.values())
+
+
+def _shared_start(a: str, b: str) -> str:
+    """The longest string both start with."""
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return a[:n]
 
 
 def affordable(conn: sqlite3.Connection, words: list[str]) -> list[str]:

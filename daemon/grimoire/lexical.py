@@ -17,8 +17,7 @@ import re
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
-from py_rust_stemmers import SnowballStemmer
-
+from py_rust_stemmers import SnowballStemmer  # type: ignore[import-untyped]  # fastembed's own dependency
 
 __all__ = ["STOPWORDS", "coverage", "idf", "stem", "stems"]
 
