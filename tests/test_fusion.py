@@ -13,6 +13,9 @@ def test_stems_drop_function_words_and_meet_at_the_stem() -> None:
     assert lexical.stems("What did Melanie paint? She painted, and is painting!") == ["did", "melani", "paint", "she"]
     assert lexical.stems("the of and") == []
     assert lexical.stems("Studies: the study_group") == ["studi", "group"]  # underscore splits, as in FTS5
+    text = "Caroline: I went to the LGBTQ support group, researching adoption agencies [image: a poster]"
+    assert lexical.stem_sets({"a": text, "b": "the"}) == {"a": set(lexical.stems(text)), "b": set()}
+    assert lexical.stem_sets({}) == {}
 
 
 def test_idf_is_bm25s_and_falls_with_frequency() -> None:

@@ -19,7 +19,7 @@ from functools import lru_cache
 
 from py_rust_stemmers import SnowballStemmer  # type: ignore[import-untyped]  # fastembed's own dependency
 
-__all__ = ["STOPWORDS", "coverage", "idf", "stem", "stems"]
+__all__ = ["STOPWORDS", "coverage", "idf", "stem", "stem_sets", "stems"]
 
 # Function words: they match nearly everything, slow FTS5 down and add only noise.
 STOPWORDS = frozenset({
@@ -43,6 +43,15 @@ def stems(text: str) -> list[str]:
     """The distinct stems of `text`'s informative words, in order of first appearance."""
     words = (w.lower() for w in _WORD.findall(text))
     return list(dict.fromkeys(stem(w) for w in words if w not in STOPWORDS))
+
+
+def stem_sets(texts: Mapping[str, str]) -> dict[str, set[str]]:
+    """key -> the set of `stems(text)`, for many texts at once (each distinct word stemmed once:
+    what `coverage` needs of a query's candidates)."""
+    words = {key: {w.lower() for w in _WORD.findall(text)} - STOPWORDS for key, text in texts.items()}
+    vocabulary = list(set().union(*words.values())) if words else []
+    stemmed = dict(zip(vocabulary, _STEMMER.stem_words(vocabulary), strict=True))
+    return {key: {stemmed[w] for w in ws} for key, ws in words.items()}
 
 
 def idf(df: int, n: int) -> float:

@@ -157,18 +157,18 @@ class Retriever:
         best = max(bm25.values(), default=0.0)
         candidates = [c for c in reader.rank_fields(list(via)) if _passes(c, query, now)]
         weights: dict[str, float] = {}
-        texts: dict[str, str] = {}
+        held: dict[str, set[str]] = {}  # candidate id -> its stems
         if vec is not None:
             weights = stem_weights(reader.connection, query.text) if self.lexical_weight else {}
             if weights:
-                texts = searchable_texts(reader.connection, [c.id for c in candidates])
+                held = lexical.stem_sets(searchable_texts(reader.connection, [c.id for c in candidates]))
         raw = []
         for cand in candidates:
             if vec is not None and index is not None:
                 # Relevance: cosine and lexical coverage, fused (fusion.py says how and why).
                 v = index.vector(cand.id)
                 cosine = float(v @ vec) if v is not None else None
-                covered = lexical.coverage(weights, set(lexical.stems(texts[cand.id]))) if cand.id in texts else 0.0
+                covered = lexical.coverage(weights, held[cand.id]) if cand.id in held else 0.0
                 semantic = fusion.relevance(cosine, covered, weight=self.lexical_weight)
             else:  # keyword-only: BM25 relative to the best match
                 semantic = bm25.get(cand.id, 0.0) / best if best > 0 else 0.0
