@@ -45,3 +45,20 @@ def test_the_rarest_words_are_kept_within_the_budget(store: Grimoire, monkeypatc
 def test_below_the_budget_ranking_is_unchanged(store: Grimoire) -> None:
     hits = store.keyword_scores("gas bridge", k=10)
     assert len(hits) == 6 and store.get(hits[0][0]).body.content == "gas spikes while the bridge is congested"
+
+
+def test_a_word_finds_the_other_forms_of_its_stem(tmp_path: Path) -> None:
+    s = Grimoire.open(tmp_path / "stems.db", create=True)
+    s.remember_many([NewEntry(kind=Kind.FACT, content="Melanie painted a sunrise by the lake"),
+                     NewEntry(kind=Kind.FACT, content="happiness is a painter's studio"),
+                     NewEntry(kind=Kind.FACT, content="the bridge was congested")], identity=IDENTITIES[0])
+    postings = keywords.stem_postings(s.connection, ["painting", "happy", "zzz"])
+    assert [(p.stem, p.terms, p.entries) for p in postings] == [
+        ("paint", ("painted",), 1), ("happi", ("happiness",), 1), ("zzz", ("zzz",), 0)]
+    found = [s.get(i).body.content for i, _ in s.keyword_scores("painting", k=5)]
+    assert found == ["Melanie painted a sunrise by the lake"]  # "painter's" is another stem ("painter")
+    weights = keywords.stem_weights(s.connection, "When did Melanie paint the bridge?")
+    assert list(weights) == ["did", "melani", "paint", "bridg"]
+    assert weights["did"] > weights["paint"]  # held by no entry: rarer than a word one entry holds
+    assert keywords.stem_weights(s.connection, "!!!") == {}
+    s.close()

@@ -58,7 +58,8 @@ def test_the_issues_example_is_found_at_once(daemon: DaemonProc) -> None:
         "content": "Never LP in pools with less than $100K TVL", "memory_type": "constraint"}).json()
     results = daemon.request("POST", "/v1/memory/search",
                              json={"query": "minimum pool size for liquidity", "top_k": 3}).json()["results"]
-    assert results and results[0]["id"] == written["id"] and results[0]["via"] == "vector"
+    # "both": it had a vector, and keyword search finds "pools" by the stem of "pool" too.
+    assert results and results[0]["id"] == written["id"] and results[0]["via"] in ("vector", "both")
 
 
 # Each round archives its entry once checked (forget), so the live store stays small and the

@@ -1,29 +1,29 @@
 """Which words of a query keyword search (FTS5, BM25) looks up, and which it leaves out.
 
 `query_words` splits a query into plain words (never FTS5 syntax) without function words;
-`affordable` keeps the rarest of them while the entries they match stay within
-`MAX_POSTINGS`, read from the index's vocabulary (`entries_fts_vocab`, schema v12).
+`stem_postings` finds, for each word, the index's terms with the same stem (the index does
+not stem: "painting" finds "painted" through this) and how many entries hold them, read from
+the index's vocabulary (`entries_fts_vocab`, schema v12); `affordable` keeps the rarest
+stems while the entries they match stay within `MAX_POSTINGS`.
 """
 
 from __future__ import annotations
 
 import re
 import sqlite3
+from dataclasses import dataclass
 
 from daemon.errors import UsageError
 
-__all__ = ["MAX_POSTINGS", "affordable", "query_words"]
+from .lexical import STOPWORDS, idf, stem
+
+__all__ = ["MAX_POSTINGS", "STOPWORDS", "StemPostings", "affordable", "query_words", "searchable_texts",
+           "stem_postings", "stem_weights"]
 
 MAX_POSTINGS = 8_192  # entries keyword search may rank per query
 _WORD = re.compile(r"\w+", re.UNICODE)
 _MAX_QUERY_WORDS = 32
-_STOPWORDS = frozenset({
-    "a", "an", "and", "are", "as", "at", "be", "been", "but", "by", "can", "could", "do", "does", "for",
-    "from", "had", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "no", "not",
-    "of", "on", "or", "our", "should", "so", "than", "that", "the", "their", "them", "then", "there", "these",
-    "they", "this", "to", "was", "we", "were", "what", "when", "where", "which", "while", "who", "why", "will",
-    "with", "would", "you", "your",
-})
+_MAX_PREFIX_TERMS = 256  # vocabulary terms read per query word when looking for its stem's variants
 
 
 def query_words(query: str) -> list[str]:
@@ -33,11 +33,53 @@ def query_words(query: str) -> list[str]:
     if not words:
         raise UsageError(f"query {query!r} has no searchable words (letters or digits)")
     # Function words match nearly everything: they slow FTS5 down and add only noise.
-    return list(dict.fromkeys([w for w in words if w not in _STOPWORDS] or words))
+    return list(dict.fromkeys([w for w in words if w not in STOPWORDS] or words))
+
+
+@dataclass(frozen=True, slots=True)
+class StemPostings:
+    """One query stem: the index's terms that reduce to it and how many entries hold them
+    (summed over the terms: an upper bound when an entry holds two of them)."""
+
+    stem: str
+    terms: tuple[str, ...]
+    entries: int
+
+
+def stem_postings(conn: sqlite3.Connection, words: list[str]) -> list[StemPostings]:
+    """Per distinct stem of `words` (in order): the indexed terms with that stem. A word whose
+    stem the index does not hold keeps itself as its only term, held by 0 entries."""
+    found: dict[str, StemPostings] = {}
+    for word in words:
+        root = stem(word)
+        if root in found:
+            continue
+        # Every word with this stem starts with what the word and its stem share ("happy" and
+        # "happiness": "happ"); the vocabulary is sorted by term, so this is one range read.
+        prefix = _shared_start(word, root) or word
+        rows = conn.execute("SELECT term, doc FROM entries_fts_vocab WHERE term >= ? AND term < ? LIMIT ?",
+                            (prefix, prefix + "\U0010ffff", _MAX_PREFIX_TERMS)).fetchall()
+        same = [(str(t), int(d)) for t, d in rows if stem(str(t)) == root]
+        if not any(t == word for t, _ in same):
+            exact = conn.execute("SELECT doc FROM entries_fts_vocab WHERE term = ?", (word,)).fetchone()
+            if exact is not None:
+                same.append((word, int(exact[0])))
+        terms = tuple(t for t, _ in same) or (word,)
+        found[root] = StemPostings(root, terms, sum(d for _, d in same))
+    return list(found.values())
+
+
+def _shared_start(a: str, b: str) -> str:
+    """The longest string both start with."""
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return a[:n]
 
 
 def affordable(conn: sqlite3.Connection, words: list[str]) -> list[str]:
-    """`words`, rarest first, while the entries they match add up to at most `MAX_POSTINGS`.
+    """The index terms to match for `words`: all terms of each word's stem, rarest stem first,
+    while the entries they match add up to at most `MAX_POSTINGS`.
 
     BM25 ranks every row a word matches: a word in 20,000 of 50,000 entries cost 35 ms a
     query, and being in so many it hardly tells them apart (its IDF is near zero); the vector
@@ -45,15 +87,39 @@ def affordable(conn: sqlite3.Connection, words: list[str]) -> list[str]:
     several common ones add up. A word the index does not hold as such (one its tokenizer
     splits, or with diacritics it folds) counts as rare: it matches little.
     """
-    counted = []
-    for word in words:
-        row = conn.execute("SELECT doc FROM entries_fts_vocab WHERE term = ?", (word,)).fetchone()
-        counted.append((0 if row is None else int(row[0]), word))
     kept: list[str] = []
     total = 0
-    for matches, word in sorted(counted):
-        if total + matches > MAX_POSTINGS:
+    for postings in sorted(stem_postings(conn, words), key=lambda p: (p.entries, p.stem)):
+        if total + postings.entries > MAX_POSTINGS:
             break
-        kept.append(word)
-        total += matches
+        kept.extend(postings.terms)
+        total += postings.entries
     return kept
+
+
+def stem_weights(conn: sqlite3.Connection, query: str) -> dict[str, float]:
+    """The query's informative stems with their IDF over the store (empty when the query has
+    no word): what `lexical.coverage` weighs an entry's words by."""
+    try:
+        words = query_words(query)
+    except UsageError:
+        return {}
+    words = [w for w in words if w not in STOPWORDS]
+    if not words:
+        return {}
+    # The highest rowid bounds the entry count from above (entries are archived, not deleted)
+    # and costs one b-tree seek where count(*) reads an index.
+    total = int(conn.execute("SELECT coalesce(max(rid), 0) FROM entries").fetchone()[0])
+    return {p.stem: idf(p.entries, max(total, p.entries)) for p in stem_postings(conn, words)}
+
+
+def searchable_texts(conn: sqlite3.Connection, ids: list[str]) -> dict[str, str]:
+    """id → everything the keyword index sees of the entry (content, tags, protocols)."""
+    out: dict[str, str] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start:start + 500]
+        marks = ", ".join("?" * len(chunk))
+        for entry_id, content, tags, protocols in conn.execute(
+                f"SELECT id, content, tags, protocols FROM entries WHERE id IN ({marks})", chunk):
+            out[str(entry_id)] = f"{content} {tags} {protocols}"
+    return out

@@ -1,10 +1,12 @@
-"""Hybrid retrieval: vector and FTS5 candidates merged by id, ranked as DESIGN.md says.
+"""Hybrid retrieval: vector and FTS5 candidates merged by id, fused, ranked as DESIGN.md says.
 
 `Retriever.recall` first embeds the newest entries that have no vector yet (a bounded
 tail: read-your-writes by meaning), embeds the query (off the event loop in the daemon:
 this is blocking), takes the nearest entries by cosine and the best keyword matches, drops
 what the filters exclude (kind, importance, confidence, sensitivity; archived and retracted
-entries), and ranks the rest with `scoring`, its factors normalised over the candidates.
+entries), gives each the relevance `fusion.relevance` makes of its cosine and its lexical
+coverage of the query (`lexical`, IDF from the keyword index's vocabulary), and ranks the
+rest with `scoring`, its factors normalised over the candidates.
 
 Recall has no side effect on ranking: an entry's access count grows when it is *used*
 (cited, or fed back: `apply_feedback`), never because it appeared in a result list — a
@@ -24,9 +26,10 @@ import numpy as np
 from crdt import Kind, Sensitivity
 from daemon.errors import NotFound, UsageError
 
-from . import scoring
+from . import fusion, lexical, scoring
 from .curator.decay import RETRIEVAL_THRESHOLD
 from .embedder import Embedder
+from .keywords import searchable_texts, stem_weights
 from .records import Entry
 from .store import Grimoire, RankFields, wall_clock_ms
 from .vectors import VectorIndex, missing_vectors, write_vectors
@@ -73,6 +76,7 @@ class Retriever:
         self._embedder: Embedder | None = None
         self._index: VectorIndex | None = None
         self._index_lock = threading.Lock()  # recalls on several read connections share the index
+        self.lexical_weight = fusion.LEXICAL_WEIGHT  # fusion's one parameter (benches sweep it)
 
     @property
     def embedder(self) -> Embedder:
@@ -152,15 +156,22 @@ class Retriever:
             bm25[entry_id] = score
         best = max(bm25.values(), default=0.0)
         candidates = [c for c in reader.rank_fields(list(via)) if _passes(c, query, now)]
+        weights: dict[str, float] = {}
+        held: dict[str, set[str]] = {}  # candidate id -> its stems
+        if vec is not None:
+            weights = stem_weights(reader.connection, query.text) if self.lexical_weight else {}
+            if weights:
+                held = lexical.stem_sets(searchable_texts(reader.connection, [c.id for c in candidates]))
         raw = []
         for cand in candidates:
-            # Relevance: the cosine with the query; keyword-only, BM25 relative to the best match.
-            semantic = 0.0
             if vec is not None and index is not None:
+                # Relevance: cosine and lexical coverage, fused (fusion.py says how and why).
                 v = index.vector(cand.id)
-                semantic = max(0.0, float(v @ vec)) if v is not None else 0.0
-            elif best > 0:
-                semantic = bm25.get(cand.id, 0.0) / best
+                cosine = float(v @ vec) if v is not None else None
+                covered = lexical.coverage(weights, held[cand.id]) if cand.id in held else 0.0
+                semantic = fusion.relevance(cosine, covered, weight=self.lexical_weight)
+            else:  # keyword-only: BM25 relative to the best match
+                semantic = bm25.get(cand.id, 0.0) / best if best > 0 else 0.0
             raw.append(_factors(cand, semantic, query.pad, now))
         ranked = sorted(zip(candidates, scoring.normalise(raw), strict=True),
                         key=lambda cf: (-cf[1].score, cf[0].id))[: query.k]

@@ -1,0 +1,68 @@
+"""Lexical evidence, pure: a text's informative words as stems, and how much of a query's
+information an entry's words cover.
+
+`stems` lowercases the words (letters and digits, as FTS5's unicode61 splits them), drops
+function words (`STOPWORDS`) and reduces each to its Snowball (Porter 2) stem, so
+"painted" and "painting" meet at "paint". `idf` is BM25's inverse document frequency.
+`coverage` is the share of the query's IDF mass whose stems the entry holds: 1.0 when the
+entry has every informative word of the query, near 0 when it shares only a common one.
+Unlike BM25 it is on an absolute 0..1 scale, comparable from one query to the next, which is
+what lets `fusion` weigh it against cosine with one fixed weight.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+
+from py_rust_stemmers import SnowballStemmer  # type: ignore[import-untyped]  # fastembed's own dependency
+
+__all__ = ["STOPWORDS", "coverage", "idf", "stem", "stem_sets", "stems"]
+
+# Function words: they match nearly everything, slow FTS5 down and add only noise.
+STOPWORDS = frozenset({
+    "a", "an", "and", "are", "as", "at", "be", "been", "but", "by", "can", "could", "do", "does", "for",
+    "from", "had", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "no", "not",
+    "of", "on", "or", "our", "should", "so", "than", "that", "the", "their", "them", "then", "there", "these",
+    "they", "this", "to", "was", "we", "were", "what", "when", "where", "which", "while", "who", "why", "will",
+    "with", "would", "you", "your",
+})
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_STEMMER = SnowballStemmer("english")
+
+
+@lru_cache(maxsize=65_536)
+def stem(word: str) -> str:
+    """The Snowball stem of one lowercase word."""
+    return str(_STEMMER.stem_word(word))
+
+
+def stems(text: str) -> list[str]:
+    """The distinct stems of `text`'s informative words, in order of first appearance."""
+    words = (w.lower() for w in _WORD.findall(text))
+    return list(dict.fromkeys(stem(w) for w in words if w not in STOPWORDS))
+
+
+def stem_sets(texts: Mapping[str, str]) -> dict[str, set[str]]:
+    """key -> the set of `stems(text)`, for many texts at once (each distinct word stemmed once:
+    what `coverage` needs of a query's candidates)."""
+    words = {key: {w.lower() for w in _WORD.findall(text)} - STOPWORDS for key, text in texts.items()}
+    vocabulary = list(set().union(*words.values())) if words else []
+    stemmed = dict(zip(vocabulary, _STEMMER.stem_words(vocabulary), strict=True))
+    return {key: {stemmed[w] for w in ws} for key, ws in words.items()}
+
+
+def idf(df: int, n: int) -> float:
+    """BM25's IDF of a stem held by `df` of `n` entries (always > 0)."""
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+
+def coverage(query: Mapping[str, float], entry: Iterable[str] | set[str]) -> float:
+    """The share of the query's stem weights (IDF) that `entry`'s stems hold, 0..1 (0 for an empty query)."""
+    total = sum(query.values())
+    if total <= 0:
+        return 0.0
+    held = entry if isinstance(entry, set) else set(entry)
+    return sum(w for s, w in query.items() if s in held) / total
