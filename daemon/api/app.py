@@ -25,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from crdt import InvalidValue, Kind
 from daemon.api import agent as api_agent
+from daemon.api import metrics as api_metrics
 from daemon.api import operator as api_operator
 from daemon.api.models import (
     BackupIn,
@@ -350,6 +351,7 @@ def create_app(state: DaemonState) -> FastAPI:
 
     api_agent.register(app, state)  # agent memory: tools, working memory, flush, lessons
     api_operator.register(app, state)  # the operator's view: knowledge stats, backups
+    api_metrics.register(app, state)  # GET /metrics for Prometheus
     return app
 
 
