@@ -25,6 +25,7 @@ from crypto.vault import VaultError
 from daemon.cli import agent as cli_agent
 from daemon.cli import clade as cli_clade
 from daemon.cli import curator as cli_curator
+from daemon.cli import mcp as cli_mcp
 from daemon.cli import memory as cli_memory
 from daemon.cli import p2p as cli_p2p
 from daemon.cli import render
@@ -246,6 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_curator.register(command, common=common, parser_class=_Parser)
     cli_styx.register(command, common=common, parser_class=_Parser)
     cli_tui.register(command)
+    cli_mcp.register(command)
     return parser
 
 
