@@ -132,7 +132,8 @@ def test_refused_inputs_are_tool_errors_with_the_apis_message(daemon: DaemonProc
         # 10 MiB in one argument: refused before it reaches the daemon, and the session goes on
         huge = await refused(session, "memory_save", {"content": "x" * (10 * 1024 * 1024)})
         assert "arguments too large" in huge and str(MAX_ARGUMENT_BYTES) in huge
-        wm = await refused(session, "working_memory_write", {"session": "s", "content": "y" * (MAX_ARGUMENT_BYTES - 100)})
+        almost = "y" * (MAX_ARGUMENT_BYTES - 100)
+        wm = await refused(session, "working_memory_write", {"session": "s", "content": almost})
         assert "at most 65536 bytes" in wm  # under the MCP limit, over the API's working-memory limit
         with pytest.raises(Exception, match="unknown resource"):
             await session.read_resource("clade://elsewhere/x")

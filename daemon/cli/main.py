@@ -24,6 +24,7 @@ from crypto import CryptoError, MembershipError
 from crypto.vault import VaultError
 from daemon.cli import agent as cli_agent
 from daemon.cli import clade as cli_clade
+from daemon.cli import completion as cli_completion
 from daemon.cli import curator as cli_curator
 from daemon.cli import mcp as cli_mcp
 from daemon.cli import memory as cli_memory
@@ -248,6 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_styx.register(command, common=common, parser_class=_Parser)
     cli_tui.register(command)
     cli_mcp.register(command)
+    cli_completion.register(command)
     return parser
 
 
