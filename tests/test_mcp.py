@@ -27,7 +27,7 @@ from daemon.mcp.server import MAX_ARGUMENT_BYTES
 from tests.daemon_proc import DaemonProc
 
 CLADE = str(Path(sys.executable).with_name("clade"))
-TOOL_NAMES = {"memory_save", "memory_recall", "memory_search", "memory_outcome", "working_memory_read",
+TOOL_NAMES = {"memory_save", "memory_recall", "memory_search", "memory_digest", "memory_outcome", "working_memory_read",
               "working_memory_write", "working_memory_close", "memory_flush"}
 
 
@@ -97,6 +97,9 @@ def test_tools_and_the_digest_resource(daemon: DaemonProc) -> None:
         assert found["results"][0]["id"] == saved["id"]
         recalled = await ok(session, "memory_recall", {"query": "stETH depeg risk"})
         assert "<agent_memory" in recalled and "Lido withdrawals" in recalled
+        digest = json.loads(await ok(session, "memory_digest", {"query": "stETH depeg risk", "format": "json"}))
+        assert saved["id"] in json.dumps(digest)
+        assert "include_sensitive" in await refused(session, "memory_digest", {"query": "x", "include_sensitive": True})
 
         await ok(session, "working_memory_write", {"session": "s1", "content": "draft\nFACT: Base gas is cheap"})
         assert await ok(session, "working_memory_read", {"session": "s1"}) == "draft\nFACT: Base gas is cheap"

@@ -8,6 +8,7 @@ a path segment is percent-encoded, and `.`/`..` (which URL normalisation would f
 another route) are refused.
 
     memory_save, memory_recall, memory_search   POST /v1/tools/{name}   (the agent tools)
+    memory_digest                               POST /v1/digest (a format to choose; no sensitive entries)
     memory_outcome                              POST /v1/entries/{entry_id}/outcome
     working_memory_read / _write / _close       GET / PUT /v1/working-memory/{session}, POST …/close
     memory_flush                                POST /v1/memory/flush
@@ -27,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from daemon.agent.memory import FlushIn, WorkingMemoryIn
 from daemon.agent.tools import TOOLS as AGENT_TOOLS
 from daemon.agent.tools import ToolSpec, input_schema
+from daemon.api.models import DigestIn
 from daemon.errors import UsageError
 
 __all__ = ["DIGEST_TEMPLATE", "TOOLS", "ApiRequest", "McpTool", "OutcomeInput", "digest_request", "tool"]
@@ -109,6 +111,25 @@ def _outcome(args: dict[str, Any]) -> ApiRequest:
     return ApiRequest("POST", f"/v1/entries/{segment('entry_id', entry_id)}/outcome", body)
 
 
+# -- memory_digest: the digest in the format the client wants (sensitive entries stay out, as
+# in memory_recall: that is not the model's to choose) ----------------------------------------
+
+_DIGEST_FIELDS: dict[str, Any] = {n: (f.annotation, f) for n, f in DigestIn.model_fields.items()
+                                  if n in ("query", "budget_tokens", "k", "format")}
+DigestInput = create_model("memory_digest", __config__=ConfigDict(extra="forbid"), **_DIGEST_FIELDS)
+
+
+def _digest(args: dict[str, Any]) -> ApiRequest:
+    if "include_sensitive" in args:  # the API would take it: refuse rather than override it silently
+        raise UsageError("include_sensitive: extra inputs are not permitted (sensitive entries stay out of the digest)")
+    return ApiRequest("POST", "/v1/digest", {**args, "include_sensitive": False})
+
+
+def _digest_document(doc: Any) -> str:
+    document = doc.get("document")
+    return document if isinstance(document, str) else _compact(document)
+
+
 # -- working memory --------------------------------------------------------------------------
 
 SessionInput = create_model("working_memory_session", __config__=ConfigDict(extra="forbid"),
@@ -147,6 +168,14 @@ def _made(name: str, description: str, model: type[BaseModel], properties: dict[
 
 TOOLS: tuple[McpTool, ...] = (
     *(_agent_tool(spec) for spec in AGENT_TOOLS),
+    _made("memory_digest",
+          "The memory digest for a query, in the format you need: xml (<agent_memory>, as memory_recall), "
+          "search-results (content blocks with citations) or json (the entries).",
+          DigestInput, {"query": "What you are about to do or want to know, in plain words.",
+                        "budget_tokens": "Upper bound on the digest's size in tokens (default 3000).",
+                        "k": "At most this many entries (default 10).",
+                        "format": "xml (default), search-results or json."},
+          _digest, _digest_document),
     _made("memory_outcome", _OUTCOME_DESCRIPTION, OutcomeInput, {}, _outcome),
     _made("working_memory_read",
           "Read your working memory for a session: a scratch text kept between turns (at most 64 KiB).",
