@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from daemon.cli.main import build_parser
-from daemon.cli.manpage import roff_escape
+from daemon.cli.manpage import manpage, roff_escape
 from tests.conftest import REPO, clade_subprocess
 
 BASH = shutil.which("bash")
@@ -84,6 +84,27 @@ def test_roff_escape() -> None:
     assert roff_escape("a\\b") == "a\\eb"
     assert roff_escape(".TH x\n'quote\nok") == "\\&.TH x\n\\&'quote\nok"
     assert roff_escape("/ip4/…/tcp") == "/ip4/\\[u2026]/tcp"
+
+
+def test_manpage_of_a_small_parser() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="tool", description="Does things.")
+    parser.add_argument("--verbose", action="store_true", help="say more")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    go = sub.add_parser("go", help="go somewhere")
+    go.add_argument("where", metavar="PLACE", help="the .place")
+    go.add_argument("--speed", choices=["slow", "fast"], help="how fast")
+    page = manpage(parser, date="2026-01-02", source="tool 1", extra=[("Exit status", "0 ok")])
+    assert page == "\n".join([
+        '.TH TOOL 1 "2026-01-02" "tool 1" "User Commands"', ".SH NAME", "tool \\- Does things.",
+        ".SH SYNOPSIS", ".nf", "tool [\\-h] [\\-\\-verbose] COMMAND ...", ".fi", ".SH OPTIONS",
+        ".TP", "\\fB\\-h\\fR, \\fB\\-\\-help\\fR", "show this help message and exit",
+        ".TP", "\\fB\\-\\-verbose\\fR", "say more", ".SH COMMANDS",
+        "Every command also takes the global options (\\-\\-help, \\-\\-verbose, \\-h).",
+        ".SS tool go", "go somewhere", ".PP", ".nf", "tool go [\\-h] [\\-\\-speed {slow,fast}] PLACE", ".fi",
+        ".RS", ".TP", "\\fIPLACE\\fR", "the .place", ".TP", "\\fB\\-\\-speed\\fR {slow,fast}", "how fast", ".RE",
+        ".SH EXIT STATUS", "0 ok"]) + "\n"
 
 
 def test_man_page_documents_every_command() -> None:

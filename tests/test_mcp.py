@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -167,6 +168,14 @@ def test_outcome_reaches_the_api(daemon: DaemonProc) -> None:
 def test_a_daemon_that_goes_away_gives_a_clear_error(daemon: DaemonProc) -> None:
     async def body(session: ClientSession) -> None:
         await ok(session, "working_memory_read", {"session": "s"})
+        daemon.proc.send_signal(signal.SIGSTOP)  # alive but silent: the call is bounded by --timeout
+        try:
+            with anyio.fail_after(30):
+                silent = await refused(session, "working_memory_read", {"session": "s"})
+        finally:
+            daemon.proc.send_signal(signal.SIGCONT)
+        assert "unreachable" in silent and "clade run" in silent
+        await ok(session, "working_memory_read", {"session": "s"})  # back: the next call reconnects
         assert daemon.stop() == 0
         with anyio.fail_after(30):  # bounded: no hang
             message = await refused(session, "memory_search", {"query": "anything"})
@@ -174,4 +183,4 @@ def test_a_daemon_that_goes_away_gives_a_clear_error(daemon: DaemonProc) -> None
         with anyio.fail_after(30):
             assert "unreachable" in await refused(session, "working_memory_read", {"session": "s"})
 
-    run(daemon.data, body, "--timeout", "10")
+    run(daemon.data, body, "--timeout", "3")
