@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install clade as a systemd service: /opt/clade (venv), unit, sysusers, tmpfiles, config.
+# Install clade as a systemd service: /opt/clade (venv), unit, sysusers, tmpfiles, config,
+# /usr/local/bin/clade, bash/zsh completion and the man page.
 # Usage: sudo systemd/install.sh   (from a checkout; re-running upgrades in place)
 set -euo pipefail
 src="$(cd "$(dirname "$0")/.." && pwd)"
@@ -25,5 +26,8 @@ rm -rf "$scratch"
 if [ ! -f /var/lib/clade/identity.key ]; then
     runuser -u clade -- env CLADE_DATA_DIR=/var/lib/clade "$prefix/venv/bin/clade" init
 fi
+# Shell completion (bash, zsh) and the clade(1) man page, generated from the installed CLI.
+"$src/systemd/install-shell-files.sh" "$prefix/venv/bin/clade"
+ln -sf "$prefix/venv/bin/clade" /usr/local/bin/clade  # on PATH, so the completion applies
 systemctl daemon-reload
 echo "installed; next: sudo systemctl enable --now clade && journalctl -u clade -f"

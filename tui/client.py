@@ -35,6 +35,7 @@ from daemon.api.responses import (
 )
 from daemon.client import find_socket
 from daemon.datadir import DataDir
+from daemon.grimoire.fields import format_errors
 
 __all__ = ["ApiClient", "ApiError", "BadResponse", "Endpoint", "PeerView", "Refused", "Snapshot", "Unreachable"]
 
@@ -133,8 +134,8 @@ class ApiClient:
         self._client: httpx.AsyncClient | None = None
 
     @classmethod
-    def for_endpoint(cls, endpoint: Endpoint) -> ApiClient:
-        return cls(endpoint.transport)
+    def for_endpoint(cls, endpoint: Endpoint, *, timeout_s: float = 10.0) -> ApiClient:
+        return cls(endpoint.transport, timeout_s=timeout_s)
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
@@ -151,6 +152,12 @@ class ApiClient:
 
     async def aclose(self) -> None:
         await self.reset()
+
+    async def call(self, method: str, path: str, **kw: Any) -> Any:
+        """One request (`kw` as for httpx: `json=`, `params=`); its JSON answer. Raises
+        `Unreachable`, `Refused` (4xx, the API's message) or `BadResponse` (5xx, not JSON).
+        Also the client of `clade mcp` (daemon/mcp/server.py)."""
+        return await self._call(method, path, **kw)
 
     async def _call(self, method: str, path: str, **kw: Any) -> Any:
         try:
@@ -260,7 +267,9 @@ class ApiClient:
 def _detail(doc: Any) -> str:
     if isinstance(doc, dict) and "detail" in doc:
         detail = doc["detail"]
-        if isinstance(detail, list):
-            return "; ".join(str(d.get("msg", d)) if isinstance(d, dict) else str(d) for d in detail)
+        if isinstance(detail, list):  # pydantic's errors: where and what, as the CLI says them
+            if all(isinstance(d, dict) for d in detail):
+                return format_errors(detail)
+            return "; ".join(str(d) for d in detail)
         return str(detail)
     return str(doc)[:200]

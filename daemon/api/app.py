@@ -29,6 +29,7 @@ from daemon.api import agent as api_agent
 from daemon.api import death as api_death
 from daemon.api import episodes as api_episodes
 from daemon.api import knowledge as api_knowledge
+from daemon.api import metrics as api_metrics
 from daemon.api import operator as api_operator
 from daemon.api.models import (
     BackupIn,
@@ -361,6 +362,7 @@ def create_app(state: DaemonState) -> FastAPI:
     api_operator.register(app, state)  # the operator's view: knowledge stats, backups
     api_death.register(app, state)  # a death the clade hears
     api_episodes.register(app, state)  # episodes: verify (what consolidation replays)
+    api_metrics.register(app, state)  # GET /metrics for Prometheus
     return app
 
 

@@ -15,7 +15,7 @@ from fastapi import FastAPI
 
 from daemon.api.responses import BackupsOut, KnowledgeStatsOut, errors
 from daemon.grimoire import Grimoire
-from daemon.service.backup import SUFFIX
+from daemon.service.backup import backup_files
 from daemon.service.state import DaemonState
 
 __all__ = ["next_backup_ms", "register"]
@@ -42,15 +42,7 @@ def register(app: FastAPI, state: DaemonState) -> None:
 
     @app.get("/v1/backups", response_model=BackupsOut, responses=errors())
     async def backups() -> dict[str, Any]:
-        files = []
-        directory = state.data.backups_path
-        for path in directory.glob(f"backup-*{SUFFIX}") if directory.is_dir() else ():
-            try:
-                st = path.stat()
-            except OSError:  # pruned meanwhile
-                continue
-            files.append({"name": path.name, "bytes": st.st_size, "at_ms": int(st.st_mtime * 1000)})
-        files.sort(key=lambda f: (f["at_ms"], f["name"]))
+        files = backup_files(state.data.backups_path)
         cfg = state.config.backup
         now = state.now_ms()
         started = now - round((time.monotonic() - state.started_monotonic) * 1000)

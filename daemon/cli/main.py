@@ -24,10 +24,12 @@ from crypto import CryptoError, MembershipError
 from crypto.vault import VaultError
 from daemon.cli import agent as cli_agent
 from daemon.cli import clade as cli_clade
+from daemon.cli import completion as cli_completion
 from daemon.cli import curator as cli_curator
 from daemon.cli import death as cli_death
 from daemon.cli import episodes as cli_episodes
 from daemon.cli import knowledge as cli_knowledge
+from daemon.cli import mcp as cli_mcp
 from daemon.cli import memory as cli_memory
 from daemon.cli import p2p as cli_p2p
 from daemon.cli import render
@@ -256,6 +258,8 @@ def build_parser() -> argparse.ArgumentParser:
     cli_death.register(command)
     cli_styx.register(command, common=common, parser_class=_Parser)
     cli_tui.register(command)
+    cli_mcp.register(command)
+    cli_completion.register(command)
     return parser
 
 

@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, BinaryIO, cast
+from typing import IO, BinaryIO, TypedDict, cast
 
 import zstandard
 
@@ -44,7 +44,8 @@ from daemon.errors import DaemonError, UsageError
 from daemon.grimoire.store import wall_clock_ms
 from daemon.service.pipeline import BLOCK_BYTES, ReadStage, Stages, WriteStage
 
-__all__ = ["BackupReport", "RestoreReport", "create_backup", "restore_backup", "verify_backup"]
+__all__ = ["BackupFile", "BackupReport", "RestoreReport", "backup_files", "create_backup", "restore_backup",
+           "verify_backup"]
 
 MANIFEST = "clade-backup.json"
 SUFFIX = ".clade-vault"
@@ -223,6 +224,26 @@ def _write_tar(sink: WriteStage, data: DataDir, snapshot_db: Path, lance_files: 
             if (data.root / name).exists():
                 tar.add(data.root / name, arcname=name)
                 files += 1
+    return files
+
+
+class BackupFile(TypedDict):
+    name: str
+    bytes: int
+    at_ms: int
+
+
+def backup_files(directory: Path) -> list[BackupFile]:
+    """The backups `directory` holds, oldest first: {name, bytes, at_ms} (`at_ms`: the file's
+    mtime). A file pruned while listing is left out; a missing directory holds none."""
+    files: list[BackupFile] = []
+    for path in directory.glob(f"backup-*{SUFFIX}") if directory.is_dir() else ():
+        try:
+            st = path.stat()
+        except OSError:  # pruned meanwhile
+            continue
+        files.append({"name": path.name, "bytes": st.st_size, "at_ms": int(st.st_mtime * 1000)})
+    files.sort(key=lambda f: (f["at_ms"], f["name"]))
     return files
 
 

@@ -117,6 +117,8 @@ class DaemonState:
     keys: KeyRing | None = None  # the clade keys gossip uses (set by the p2p service, replaced by reload_keys)
     styx: Pusher | None = None  # the Styx outbox's drain (set by the runtime when [styx] is enabled)
     _playbook_queued: str | None = None  # the PLAYBOOK.md text last queued for Styx's vault layer
+    # Called with every published event, synchronously (daemon/metrics: histograms); must not raise.
+    observers: list[Callable[[str, dict[str, Any]], None]] = field(default_factory=list)
 
     @staticmethod
     def now_ms() -> int:
@@ -184,6 +186,8 @@ class DaemonState:
     def publish(self, event: str, data: dict[str, Any]) -> None:
         """Send an event to every subscriber; a subscriber that lags is dropped from this one."""
         self.counters[f"event_{event}"] += 1
+        for observe in self.observers:
+            observe(event, data)
         for send in list(self._subscribers):
             try:
                 send.send_nowait((event, data))

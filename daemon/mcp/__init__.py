@@ -1,0 +1,1 @@
+"""`clade mcp`: a Model Context Protocol server (stdio) over the daemon's control API."""

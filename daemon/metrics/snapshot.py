@@ -1,0 +1,142 @@
+"""What a scrape reads from the running daemon, in one `Snapshot` (I/O: a read connection,
+the data dir, the p2p node's peer book, the Styx pusher). The collector renders it; nothing
+here keeps state between scrapes.
+
+Store figures come from one read connection (never behind the writer): entries by kind and
+state, the embedding backlog, the Styx outbox and the month's spend, the vitality phase.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from daemon.grimoire.promotion import PHASES
+from daemon.grimoire.vitality import read_vitality
+from daemon.metrics.observations import Observations
+from daemon.service.backup import BackupFile, backup_files
+from daemon.styx import ledger
+
+if TYPE_CHECKING:
+    from daemon.grimoire import Grimoire
+    from daemon.service.state import DaemonState
+
+__all__ = ["ENTRY_STATES", "VITALITY_PHASES", "PeerFigures", "Snapshot", "StoreFigures",
+           "StyxFigures", "entry_state", "gather", "read_store"]
+
+# The `state` label of `clade_entries`: every value is exposed (0 when none), so a dashboard's
+# series exist from the start. A quarantined state will be one more value here (and in
+# `entry_state`) when the store has it.
+ENTRY_STATES = ("live", "archived")
+
+# The phases of `clade_vitality_phase{phase}` (what `PUT /v1/vitality` stores: daemon/grimoire/vitality.py).
+VITALITY_PHASES = PHASES
+
+
+def entry_state(archived: int) -> str:
+    """The `state` label of an entry row (its `archived` column)."""
+    return "archived" if archived else "live"
+
+
+@dataclass(frozen=True, slots=True)
+class StoreFigures:
+    entries: dict[tuple[str, str], int]  # (kind, state) → count
+    embedding_backlog: int  # entries (archived too: they may return) with no vector yet
+    vitality_phase: str | None  # None until a phase is stored (or an unknown one is)
+    styx_depth: int | None = None
+    styx_parked: int | None = None
+    styx_oldest_age_s: float | None = None
+    styx_spend_usd: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PeerFigures:
+    peer_id: str
+    connected: bool
+    member: bool
+    behind: int | None
+    ahead: int | None
+    last_seen_ms: int | None
+    rtt_ms: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class StyxFigures:
+    delivered: int
+    failures: int
+    paused_by_budget: bool
+    last_success_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    peer_id: str
+    started_at_s: float  # Unix seconds
+    counters: dict[str, int]
+    store: StoreFigures
+    peers: list[PeerFigures]
+    p2p_running: bool
+    styx: StyxFigures | None
+    backups: list[BackupFile]
+    observations: Observations
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def read_store(store: Grimoire, *, styx: bool, now_ms: int) -> StoreFigures:
+    """The store's figures, on a read connection (one snapshot: `BEGIN` … `COMMIT`)."""
+    conn = store.connection
+    conn.execute("BEGIN")
+    try:
+        entries: Counter[tuple[str, str]] = Counter()
+        for kind, archived, n in conn.execute("SELECT kind, archived, count(*) FROM entries GROUP BY kind, archived"):
+            entries[(str(kind), entry_state(int(archived)))] += int(n)
+        (backlog,) = conn.execute(
+            "SELECT count(*) FROM entries INDEXED BY entries_unembedded WHERE embedding IS NULL").fetchone()
+        figures = StoreFigures(entries=dict(entries), embedding_backlog=int(backlog),
+                               vitality_phase=read_vitality(conn).phase)
+        if not styx:
+            return figures
+        depth, oldest = conn.execute(
+            "SELECT count(*), min(created_ms) FROM styx_outbox WHERE parked_ms IS NULL").fetchone()
+        (parked,) = conn.execute("SELECT count(*) FROM styx_outbox WHERE parked_ms IS NOT NULL").fetchone()
+        spend = ledger.summary(conn, ledger.month_of(now_ms))
+        return StoreFigures(entries=figures.entries, embedding_backlog=figures.embedding_backlog,
+                            vitality_phase=figures.vitality_phase, styx_depth=int(depth), styx_parked=int(parked),
+                            styx_oldest_age_s=None if oldest is None else max(0.0, (now_ms - int(oldest)) / 1000),
+                            styx_spend_usd=float(spend["usd"]))
+    finally:
+        conn.execute("COMMIT")
+
+
+def _peer(doc: dict[str, Any]) -> PeerFigures:
+    def opt_int(key: str) -> int | None:
+        value = doc.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    rtt = doc.get("rtt_ms")
+    return PeerFigures(peer_id=str(doc["peer_id"]), connected=bool(doc.get("connected")),
+                       member=bool(doc.get("member")), behind=opt_int("behind"), ahead=opt_int("ahead"),
+                       last_seen_ms=opt_int("last_seen"), rtt_ms=float(rtt) if isinstance(rtt, int | float) else None)
+
+
+async def gather(state: DaemonState, observations: Observations) -> Snapshot:
+    """Everything one scrape exposes, read now."""
+    now = state.now_ms()
+    styx = state.styx
+    store = await state.read(lambda r: read_store(r, styx=styx is not None, now_ms=now))
+    uptime = time.monotonic() - state.started_monotonic
+    return Snapshot(
+        peer_id=state.identity.peer_id,
+        started_at_s=now / 1000 - uptime,
+        counters=dict(state.counters),
+        store=store,
+        peers=[_peer(p) for p in state.peers()],
+        p2p_running=state.p2p is not None,
+        styx=None if styx is None else StyxFigures(delivered=styx.stats.delivered, failures=styx.stats.failures,
+                                                   paused_by_budget=styx.paused_by_budget,
+                                                   last_success_ms=styx.stats.last_success_ms),
+        backups=backup_files(state.data.backups_path),
+        observations=observations,
+    )
