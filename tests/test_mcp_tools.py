@@ -23,9 +23,8 @@ def _request(name: str, args: dict[str, object]) -> ApiRequest:
     ("memory_digest", {"query": "q", "format": "json"},
      ApiRequest("POST", "/v1/digest", {"query": "q", "format": "json", "include_sensitive": False})),
     ("memory_outcome", {"entry_id": ENTRY, "effect": "negative", "metric": "pnl_usd", "value": -3},
-     ApiRequest("POST", f"/v1/entries/{ENTRY}/outcome", {"effect": "negative", "metric": "pnl_usd", "value": -3})),
-    ("memory_outcome", {"entry_id": "a/b?c#d", "effect": "neutral", "metric": "m"},
-     ApiRequest("POST", "/v1/entries/a%2Fb%3Fc%23d/outcome", {"effect": "neutral", "metric": "m"})),
+     ApiRequest("POST", "/v1/tools/memory_outcome",
+                {"input": {"entry_id": ENTRY, "effect": "negative", "metric": "pnl_usd", "value": -3}})),
     ("working_memory_read", {"session": "s-1"}, ApiRequest("GET", "/v1/working-memory/s-1")),
     ("working_memory_write", {"session": "s", "content": "c"}, ApiRequest("PUT", "/v1/working-memory/s",
                                                                          {"content": "c"})),
@@ -38,8 +37,6 @@ def test_each_tool_is_one_api_request(name: str, args: dict[str, object], expect
 
 
 @pytest.mark.parametrize(("name", "args", "message"), [
-    ("memory_outcome", {"effect": "positive", "metric": "m"}, "entry_id: field required"),
-    ("memory_outcome", {"entry_id": "..", "effect": "positive", "metric": "m"}, "entry_id: '..' is not a valid"),
     ("working_memory_read", {"session": "."}, "session: '.' is not a valid"),
     ("working_memory_read", {"session": 12}, "session: must be a string"),
     ("working_memory_close", {}, "session: field required"),

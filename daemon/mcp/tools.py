@@ -7,9 +7,9 @@ refused with the API's own message. Nothing is validated here but what makes the
 a path segment is percent-encoded, and `.`/`..` (which URL normalisation would fold into
 another route) are refused.
 
-    memory_save, memory_recall, memory_search   POST /v1/tools/{name}   (the agent tools)
+    memory_save, memory_recall, memory_search,  POST /v1/tools/{name}   (the agent tools)
+    memory_outcome
     memory_digest                               POST /v1/digest (a format to choose; no sensitive entries)
-    memory_outcome                              POST /v1/entries/{entry_id}/outcome
     working_memory_read / _write / _close       GET / PUT /v1/working-memory/{session}, POST …/close
     memory_flush                                POST /v1/memory/flush
     resource clade://digest/{query}             POST /v1/digest (XML, no sensitive entries)
@@ -20,10 +20,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import quote, unquote
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, create_model
 
 from daemon.agent.memory import FlushIn, WorkingMemoryIn
 from daemon.agent.tools import TOOLS as AGENT_TOOLS
@@ -31,7 +31,7 @@ from daemon.agent.tools import ToolSpec, input_schema
 from daemon.api.models import DigestIn
 from daemon.errors import UsageError
 
-__all__ = ["DIGEST_TEMPLATE", "TOOLS", "ApiRequest", "McpTool", "OutcomeInput", "digest_request", "tool"]
+__all__ = ["DIGEST_TEMPLATE", "TOOLS", "ApiRequest", "McpTool", "digest_request", "tool"]
 
 DIGEST_TEMPLATE = "clade://digest/{query}"
 DIGEST_PREFIX = "clade://digest/"
@@ -77,38 +77,6 @@ def _tool_text(doc: Any) -> str:
 def _split(args: dict[str, Any], key: str) -> tuple[object, dict[str, Any]]:
     """`args[key]` (None if absent) and the other arguments."""
     return args.get(key), {k: v for k, v in args.items() if k != key}
-
-
-# -- memory_outcome ------------------------------------------------------------------------
-# HOOK (outcomes): `POST /v1/entries/{id}/outcome` and its request model come from another
-# branch. This model states that route's contract; once merged, derive the schema from the
-# API's own model instead (as the agent tools do).
-
-
-class OutcomeInput(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    entry_id: str = Field(pattern=r"^[0-9a-fA-F]{32}$", description="The id of the entry whose advice you acted on.")
-    effect: Literal["positive", "negative", "neutral"] = Field(
-        description="How acting on it turned out: positive, negative or neutral.")
-    metric: str = Field(min_length=1, max_length=48, description="What was measured, e.g. pnl_usd, slippage_bps.")
-    value: float | None = Field(None, description="The measured value, if any.")
-    episode_id: str | None = Field(None, description="The episode that recorded the outcome, if any.")
-    note: str | None = Field(None, description="A short note on what happened.")
-
-
-_OUTCOME_DESCRIPTION = (
-    "Report how acting on a memory entry turned out: positive, negative or neutral, with the metric "
-    "you judged it by (and its value when you have one). Use it after a decision that followed an "
-    "entry from memory_recall or memory_search, so that entries that keep working gain weight and "
-    "those that mislead lose it.")
-
-
-def _outcome(args: dict[str, Any]) -> ApiRequest:
-    entry_id, body = _split(args, "entry_id")
-    if entry_id is None:
-        raise UsageError("entry_id: field required")
-    return ApiRequest("POST", f"/v1/entries/{segment('entry_id', entry_id)}/outcome", body)
 
 
 # -- memory_digest: the digest in the format the client wants (sensitive entries stay out, as
@@ -176,7 +144,6 @@ TOOLS: tuple[McpTool, ...] = (
                         "k": "At most this many entries (default 10).",
                         "format": "xml (default), search-results or json."},
           _digest, _digest_document),
-    _made("memory_outcome", _OUTCOME_DESCRIPTION, OutcomeInput, {}, _outcome),
     _made("working_memory_read",
           "Read your working memory for a session: a scratch text kept between turns (at most 64 KiB).",
           SessionInput, {"session": _SESSION_TEXT},
