@@ -31,7 +31,8 @@ from .curator.decay import RETRIEVAL_THRESHOLD
 from .embedder import Embedder
 from .keywords import searchable_texts, stem_weights
 from .records import Entry
-from .store import Grimoire, RankFields, wall_clock_ms
+from .rows import RankFields
+from .store import Grimoire, wall_clock_ms
 from .vectors import VectorIndex, missing_vectors, write_vectors
 
 if TYPE_CHECKING:

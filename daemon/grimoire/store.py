@@ -9,7 +9,6 @@ block writers (WAL). Methods are synchronous: the daemon calls them via `trio.to
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 import time
@@ -31,7 +30,6 @@ from crdt import (
     Kind,
     Mutator,
     Op,
-    Pad,
     Timestamp,
     apply_op,
     bodies_first,
@@ -39,7 +37,6 @@ from crdt import (
     extract_deltas,
     may_cross,
 )
-from crdt.body import Category, Origin, Sensitivity
 from crdt.ops import SlotKind
 from crdt.replica import MAX_BATCH_BYTES, MAX_BATCH_OPS, Gate
 from daemon.errors import NotFound, StoreError
@@ -50,20 +47,12 @@ from .posterior import OutcomeInput
 from .promotion import sync_gate
 from .records import Entry, NewEntry
 from .replication import Piece, SqliteBackend, join_delta, load_context
+from .rows import ENTRY_COLUMN_NAMES, ENTRY_COLUMNS, RANK_COLUMNS, RankFields, entry_from_row, rank_fields
 from .schema import SCHEMA_VERSION, NewerSchema, migrate, user_version
 
 __all__ = ["Grimoire", "LocalIdentity", "RecallHit", "StoreCounts", "wall_clock_ms"]
 
 _FTS_WORD = re.compile(r"[^\W_]+", re.UNICODE)  # FTS5 unicode61 tokens: underscore separates
-# Every column an `Entry` is built from, by name (`_entry_from_row` reads a sqlite3.Row).
-_ENTRY_COLUMN_NAMES = (
-    "id", "author", "kind", "category", "content", "tokens", "chains", "protocols", "tags", "strategy_id",
-    "importance", "quality", "sensitivity", "pad_pleasure", "pad_arousal", "pad_dominance", "origin",
-    "generation", "bloodstain", "created_hlc", "confidence", "status", "superseded_by", "provenance",
-    "local_confidence", "access_count", "last_accessed_ms", "archived", "stored_ms", "confirms", "contradicts",
-    "cite_weight", "outcomes_positive", "outcomes_negative", "outcomes_neutral", "promoted_reason", "crossing_hold",
-)
-_ENTRY_COLUMNS = ", ".join(_ENTRY_COLUMN_NAMES)
 # SQLite's primary result codes for "another connection holds the lock" (sqlite3.Error.sqlite_errorcode & 0xff).
 _BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
 DEFAULT_MAX_SKEW_MS = 60_000
@@ -435,12 +424,12 @@ class Grimoire:
         done = 0
         with self._local_write(identity) as (backend, mutator):
             rows = self._named(
-                f"SELECT {_ENTRY_COLUMNS} FROM entries e WHERE author = ? AND NOT EXISTS "
+                f"SELECT {ENTRY_COLUMNS} FROM entries e WHERE author = ? AND NOT EXISTS "
                 "(SELECT 1 FROM ops o WHERE o.entry_id = e.id AND o.slot = 0) ORDER BY created_hlc",
                 (identity.peer_id,),
             )
             for row in rows:
-                entry = _entry_from_row(row)
+                entry = entry_from_row(row)
                 for op in mutator.create(entry.body, entry.confidence):
                     apply_op(backend, op)
                 done += 1
@@ -547,14 +536,14 @@ class Grimoire:
 
     def get(self, entry_id: str) -> Entry:
         """The entry with this id (archived ones too); raises `NotFound`."""
-        rows = self._named(f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE id = ?", (entry_id,))
+        rows = self._named(f"SELECT {ENTRY_COLUMNS} FROM entries WHERE id = ?", (entry_id,))
         if not rows:
             raise NotFound(f"no entry with id {entry_id!r}")
-        return _entry_from_row(rows[0])
+        return entry_from_row(rows[0])
 
     def rank_fields(self, entry_ids: Sequence[str]) -> list[RankFields]:
         """What ranking needs of these entries (any order; unknown ids are skipped)."""
-        return [_rank_fields(r) for r in self.rows_by_id(_RANK_COLUMNS, entry_ids)]
+        return [rank_fields(r) for r in self.rows_by_id(RANK_COLUMNS, entry_ids)]
 
     def rows_by_id(self, columns: str, entry_ids: Sequence[str]) -> list[Any]:
         """Rows of `columns` (trusted SQL, never user input) for these ids, as `sqlite3.Row` (by
@@ -568,7 +557,7 @@ class Grimoire:
 
     def get_many(self, entry_ids: Sequence[str]) -> list[Entry]:
         """The entries with these ids that exist (any order; unknown ids are skipped)."""
-        return [_entry_from_row(r) for r in self.rows_by_id(_ENTRY_COLUMNS, entry_ids)]
+        return [entry_from_row(r) for r in self.rows_by_id(ENTRY_COLUMNS, entry_ids)]
 
     def pinned(self, *, tags: Sequence[str] = (), fact_keys: Sequence[str] = (), limit: int = 64) -> list[Entry]:
         """Active, unarchived entries carrying one of `tags`, and facts whose content starts with
@@ -588,7 +577,7 @@ class Grimoire:
                 f"SELECT {_prefixed('e.')} FROM entries_fts JOIN entries e ON e.rid = entries_fts.rowid "
                 "WHERE entries_fts MATCH ? AND e.archived = 0 AND e.status = 'active' "
                 "ORDER BY e.created_hlc DESC LIMIT ?", (match, 4 * limit))
-            return [_entry_from_row(r) for r in rows]
+            return [entry_from_row(r) for r in rows]
 
         for tag in tags:
             for entry in candidates("tags", tag, False):
@@ -608,10 +597,10 @@ class Grimoire:
         """Newest first; `kinds` empty means all kinds."""
         where, params = _filters(kinds, include_archived, None)
         rows = self._named(
-            f"SELECT {_ENTRY_COLUMNS} FROM entries {where} ORDER BY created_hlc DESC LIMIT ?",
+            f"SELECT {ENTRY_COLUMNS} FROM entries {where} ORDER BY created_hlc DESC LIMIT ?",
             (*params, int(limit)),
         )
-        return [_entry_from_row(r) for r in rows]
+        return [entry_from_row(r) for r in rows]
 
     def recall(
         self,
@@ -725,7 +714,7 @@ def _set_meta(conn: sqlite3.Connection, key: str, value: object) -> None:
 
 
 def _prefixed(prefix: str) -> str:
-    return ", ".join(prefix + c for c in _ENTRY_COLUMN_NAMES)
+    return ", ".join(prefix + c for c in ENTRY_COLUMN_NAMES)
 
 
 def _filters(
@@ -743,72 +732,3 @@ def _filters(
         clauses.append(f"{p}importance >= ?")
         params.append(float(min_importance))
     return ("WHERE " + " AND ".join(clauses)) if clauses else "", params
-
-
-@dataclass(frozen=True, slots=True)
-class RankFields:
-    """What ranking reads of an entry, without building (and re-hashing) its body: retrieval
-    ranks ~130 candidates per query and reads the full, verified entry only for its results."""
-
-    id: str
-    kind: Kind
-    sensitivity: Sensitivity
-    archived: bool
-    status: str
-    local_confidence: float
-    importance: float
-    access_count: int
-    created_ms: int
-    pad: tuple[float, float, float] | None
-    provenance: str
-    origin: str
-    generation: int
-    bloodstain: bool
-    base_confidence: float  # local confidence before decay (curator/decay.py)
-    last_used_ms: int | None = None  # the last citation or feedback (NULL: never used)
-    validated_ms: int | None = None  # the forgetting curve's anchor, set by evidence (NULL: none since stored)
-
-
-_RANK_COLUMNS = ("id, kind, sensitivity, archived, status, local_confidence, importance, access_count, created_hlc, "
-                 "pad_pleasure, pad_arousal, pad_dominance, provenance, origin, generation, bloodstain, "
-                 "coalesce(decay_base, local_confidence) AS base_confidence, last_accessed_ms, decay_anchor_ms")
-
-
-def _rank_fields(row: sqlite3.Row) -> RankFields:
-    pp = row["pad_pleasure"]
-    return RankFields(
-        id=row["id"], kind=Kind(row["kind"]), sensitivity=Sensitivity(row["sensitivity"]),
-        archived=bool(row["archived"]), status=row["status"], local_confidence=row["local_confidence"],
-        importance=row["importance"], access_count=row["access_count"],
-        created_ms=Timestamp.unpack(row["created_hlc"]).ms,
-        pad=None if pp is None else (pp, row["pad_arousal"], row["pad_dominance"]), provenance=row["provenance"],
-        origin=row["origin"], generation=row["generation"], bloodstain=bool(row["bloodstain"]),
-        base_confidence=row["base_confidence"], last_used_ms=row["last_accessed_ms"],
-        validated_ms=row["decay_anchor_ms"])
-
-
-def _entry_from_row(row: sqlite3.Row) -> Entry:
-    """An `Entry` from a row of `_ENTRY_COLUMNS`, read by column name; verifies the body's hash."""
-    pp = row["pad_pleasure"]
-    body = EntryBody(
-        author=row["author"], kind=Kind(row["kind"]), content=row["content"],
-        created=Timestamp.unpack(row["created_hlc"]),
-        category=None if row["category"] is None else Category(row["category"]),
-        tokens=tuple(json.loads(row["tokens"])), chains=tuple(json.loads(row["chains"])),
-        protocols=tuple(json.loads(row["protocols"])), tags=tuple(json.loads(row["tags"])),
-        strategy_id=row["strategy_id"], importance=row["importance"], quality=row["quality"],
-        sensitivity=Sensitivity(row["sensitivity"]),
-        pad=None if pp is None else Pad(pleasure=pp, arousal=row["pad_arousal"], dominance=row["pad_dominance"]),
-        origin=Origin(row["origin"]), generation=row["generation"], bloodstain=bool(row["bloodstain"]),
-    )
-    if body.id != row["id"]:
-        raise StoreError(f"entry {row['id']}: stored body does not hash to its id (corrupt row)")
-    return Entry(
-        body=body, confidence=row["confidence"], status=row["status"], superseded_by=row["superseded_by"],
-        provenance=row["provenance"], local_confidence=row["local_confidence"], access_count=row["access_count"],
-        last_accessed_ms=row["last_accessed_ms"], archived=bool(row["archived"]), stored_ms=row["stored_ms"],
-        confirms=row["confirms"], contradicts=row["contradicts"], cite_weight=row["cite_weight"],
-        outcomes_positive=row["outcomes_positive"], outcomes_negative=row["outcomes_negative"],
-        outcomes_neutral=row["outcomes_neutral"], promoted_reason=row["promoted_reason"],
-        crossing_hold=row["crossing_hold"],
-    )
