@@ -32,9 +32,10 @@ from tests.semantic_corpus import ENTRIES, QUERIES, content_words, shared_words
 K = 5
 MRR_DEPTH = 10
 # Per bundled model: the minimum hybrid (recall@5, recall@1), about two queries under what was
-# measured (MiniLM with fusion 0.610 / 0.143, bench/bench_locomo.py; MiniLM+MPNet before fusion
-# 0.792 / 0.351, bench/bench_recall_options.py, not re-measured: MPNet is not prepared here).
-MINIMUM = {MINILM: (0.58, 0.12), FUSED: (0.77, 0.32)}
+# measured with fusion (MiniLM 0.610 / 0.143, bench/bench_locomo.py; MiniLM+MPNet 0.766 / 0.234
+# against raw cosine's 0.805 / 0.338, this test on 2026-11-26). Fusion costs recall@1 on this
+# keyword-disjoint corpus by design (it lifts LoCoMo's any@5 by 0.18): COSINE_SHARE guards @5.
+MINIMUM = {MINILM: (0.58, 0.12), FUSED: (0.74, 0.21)}
 COSINE_SHARE = 0.95  # hybrid recall@5 at least this share of raw cosine's
 MIN_KEYWORD_GAP = 0.3
 
