@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DATA   ?= .clade
 
-.PHONY: install run test lint bench clean install-service demo
+.PHONY: install run test lint docs bench clean install-service demo
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,7 +33,13 @@ lint: install
 	$(BIN)/ruff check crdt crypto daemon tui tests bench
 	$(BIN)/mypy
 
-# Every benchmark, one after the other (bench/__init__.py lists them; bench_recall_daemon needs a store).
+# The documentation site (docs/ -> site/): the configuration reference is regenerated from the
+# config model first; --strict fails on any broken link or anchor (mkdocs.yml: validation).
+docs: install
+	$(BIN)/python -m daemon.config_reference --write docs/operator/config-reference.md
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# Every benchmark, one after the other (bench/README.md says what each measures; bench_recall_daemon needs a store).
 bench: install
 	$(BIN)/python -m bench.bench_store
 	$(BIN)/python -m bench.bench_crdt
@@ -54,4 +60,4 @@ install-service:
 	sudo systemd/install.sh
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis site

@@ -253,7 +253,7 @@ def main() -> int:
     p.add_argument("--topics", type=int, default=100)
     p.add_argument("--window-days", type=float, default=DECAY_WINDOW_DAYS,
                    help="the decay window of the ablation's decay_on arm, every kind (default 10 days, "
-                        "the figure the README quotes; the curator's fact default is 60)")
+                        "the figure docs/design/forgetting.md quotes; the curator's fact default is 60)")
     p.add_argument("--child", nargs=4, metavar=("DB", "ENTRIES", "EPISODES", "SEED"), help=argparse.SUPPRESS)
     add_common_args(p, out_help="keep the stores and the testament in DIR")
     args = p.parse_args()

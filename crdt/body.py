@@ -2,7 +2,7 @@
 
 The id is `blake2b-128(canonical body)`: it binds the whole body, author included, so a
 body whose hash does not match its id is rejected, and two bodies can never share an id.
-(DESIGN.md hashes only author, kind, content and created HLC; that would let one id carry
+(The first design hashed only author, kind, content and created HLC; that would let one id carry
 two differing bodies, e.g. other tags or importance, so we hash every immutable field.)
 """
 

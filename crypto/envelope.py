@@ -15,7 +15,7 @@ claiming epoch 0 is malformed).
 The sender signs `inner` with its identity, then the clade key (XSalsa20-Poly1305 with a
 random nonce, libsodium `crypto_secretbox`) hides everything, so a non-member relaying
 GossipSub traffic learns nothing and cannot forge. The full certificate rides inside
-(DESIGN.md names only its hash): a GossipSub message may arrive relayed from a member we
+(the first design carried only its hash): a GossipSub message may arrive relayed from a member we
 have never spoken to, and a self-contained envelope can still be checked. Opening checks,
 in order: size, version, ciphertext, structure, clade, the certificate (owner signature,
 validity, revocation), the sender's signature, then freshness and replay.

@@ -166,7 +166,7 @@ def test_two_hundred_sequential_queries_change_no_ranking(tmp_path: Path) -> Non
 
 def test_two_hundred_queries_with_feedback_move_recall_only_a_little(tmp_path: Path) -> None:
     """A golem recalls all day and cites exactly the right answers. Uses raise importance
-    (DESIGN's access term), so the answers it cites often can outrank near-miss neighbours of
+    (the importance composite's access term), so the answers it cites often can outrank near-miss neighbours of
     other queries: with the default model, measured −0.013 recall@5 on this corpus (one query;
     −0.04 with MiniLM+MPNet; −0.21 when a citation also multiplied the rank ×0.5..1.5)."""
     store = Grimoire.open(tmp_path / "g.db", create=True)

@@ -132,7 +132,7 @@ def plain_pubsub(host: Any) -> tuple[GossipSub, Pubsub]:
 async def hosting(host: Any, router: Any, pubsub: Any, topic: str, handlers: dict[Any, Reply],
                   drain: Callable[[Any], Awaitable[None]]) -> AsyncIterator[None]:
     """Run a test peer's host and GossipSub on 127.0.0.1 with `handlers`, subscribed to `topic`
-    (each message to `drain`), and close them in the order NOTES-libp2p 9 asks."""
+    (each message to `drain`), and close them in the order docs/design/libp2p.md (pitfall 9) asks."""
     async with host.run([multiaddr.Multiaddr("/ip4/127.0.0.1/tcp/0")]):
         try:
             async with background_trio_service(pubsub), background_trio_service(router):

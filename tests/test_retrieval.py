@@ -1,4 +1,4 @@
-"""Ranking (each factor moves the rank the way DESIGN.md says), filters, access bumps,
+"""Ranking (each factor moves the rank the way docs/design/retrieval.md says), filters, access bumps,
 citation feedback, model integrity and vectors of another model."""
 
 from __future__ import annotations

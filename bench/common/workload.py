@@ -2,7 +2,7 @@
 
 Every bench draws its data from `Generator`, so two runs with the same seed write the same
 contents. The draw order of each method is part of its contract: changing it changes what
-every bench measures (and the README's figures were measured with this order).
+every bench measures (and bench/RESULTS.md's figures were measured with this order).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Episode routes beyond the append (`POST /v1/episodes`, in app.py).
 
 `POST /v1/episodes/{id}/verify` marks an episode quality-verified: the curator's consolidation
-replays verified episodes only (README "How the Grimoire forgets"). Idempotent; 404 for an
+replays verified episodes only (docs/design/forgetting.md). Idempotent; 404 for an
 unknown id. The update is one LanceDB commit, made on the store's writer thread like appends.
 """
 

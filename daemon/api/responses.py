@@ -144,7 +144,7 @@ class CladeRef(_Out):
 
 
 class CuratorOut(_Out):
-    """`CuratorCycleComplete` (README "How the Grimoire forgets")."""
+    """`CuratorCycleComplete` (docs/design/forgetting.md)."""
 
     entries_decayed: int
     entries_pruned: int
@@ -277,7 +277,7 @@ class EpisodeOut(_Out):
 
 
 class PeersOut(_Out):
-    peers: list[dict[str, Any]] = Field(description="one record per known peer (see README: clade peers)")
+    peers: list[dict[str, Any]] = Field(description="one record per known peer (see docs/design/sync.md: Observing)")
 
 
 class ConnectOut(_Out):

@@ -30,7 +30,7 @@ _MAN_EXTRA = (
                     "CLADE_<SECTION>__<KEY>: overrides a config.toml setting, e.g. CLADE_STYX__URL."),
     ("Files", "$DATA/config.toml (configuration), $DATA/run.json (the running daemon's socket), "
               "$DATA/backups/ (encrypted backups), $DATA/PLAYBOOK.md (the curated playbook)."),
-    ("See also", "clade --help, clade COMMAND --help; the README of the clade source tree."),
+    ("See also", "clade --help, clade COMMAND --help; the docs/ pages of the clade source tree (make docs)."),
 )
 
 

@@ -1,4 +1,4 @@
-"""The crossing gates (README "What crosses"): which of this golem's entries its siblings get.
+"""The crossing gates (docs/design/ecology.md, "What crosses"): which of this golem's entries its siblings get.
 
 Pure: decisions over hand-made inputs and the time. The static part (`crdt.may_cross`: public,
 of a kind that may ever cross) is necessary; on top of it

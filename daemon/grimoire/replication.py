@@ -31,7 +31,7 @@ from .records import dumps_list
 
 __all__ = ["CLADE_LOCAL_CONFIDENCE", "Piece", "SqliteBackend", "join_delta", "load_context", "raise_clock_floor"]
 
-# DESIGN.md: a sibling's entry enters with local confidence 0.4 (it must be re-earned).
+# docs/design/ecology.md: a sibling's entry enters with local confidence 0.4 (it must be re-earned).
 CLADE_LOCAL_CONFIDENCE = 0.4
 _OP_COLUMNS = "writer, seq, signed, signature"
 

@@ -1,4 +1,4 @@
-"""Hybrid retrieval: vector and FTS5 candidates merged by id, fused, ranked as DESIGN.md says.
+"""Hybrid retrieval: vector and FTS5 candidates merged by id, fused, ranked (docs/design/retrieval.md).
 
 `Retriever.recall` first embeds the newest entries that have no vector yet (a bounded
 tail: read-your-writes by meaning), embeds the query (off the event loop in the daemon:

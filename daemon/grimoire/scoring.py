@@ -1,6 +1,6 @@
 """Retrieval scoring, pure: importance composite, four-factor rank, discounts, feedback.
 
-DESIGN.md fixes the weights:
+The weights (docs/design/retrieval.md):
 
     importance = 0.3·exp(−age_days/30) + 0.3·min(access_count/10, 1) + 0.4·explicit
     rank       = (0.40·semantic + 0.20·temporal + 0.25·importance + 0.15·pad) × source × bloodstain
@@ -16,7 +16,7 @@ already on absolute 0..1 scales and are not rescaled: stretching them over the c
 would turn a few seconds of age or 0.01 of importance into the whole weight of their factor
 (bench/bench_recall.py measures the variants).
 
-Citation feedback does not multiply the rank (DESIGN.md had × citation weight): a citation
+Citation feedback does not multiply the rank (the first design had × citation weight): a citation
 is a *use* and counts one access, which importance already weighs (0.3·min(uses/10, 1)).
 The citation weight (cited up, injected-but-not-cited down, bounded 0.5..1.5) is kept per
 entry as the curator's usage signal. Measured on the evaluation corpus (112 entries, 77
@@ -24,7 +24,7 @@ queries), 200 queries whose answers the golem cites: recall@5 −0.21 with the �
 multiplier, −0.04 even with ×0.9..1.1, −0.01 with the access count alone — a multiplier on
 the whole score lets a few cited entries crowd every other query's answers out.
 
-Choices where DESIGN.md is silent (documented in the README): temporal recency is
+Choices the first design left open (documented in docs/design/retrieval.md): temporal recency is
 exp(−days/7) (a week, sharper than importance's month), the days counted from the entry's
 last sign of life — its creation, its last use (a citation) or its last validation (the
 forgetting curve's anchor: a confirmation, an outcome), whichever is latest (`last_touched`),
@@ -79,7 +79,7 @@ def last_touched(created_ms: int, used_ms: int | None, validated_ms: int | None)
 
 
 def importance(*, explicit: float, access_count: int, days: float) -> float:
-    """DESIGN's importance composite, 0..1."""
+    """The importance composite (docs/design/retrieval.md), 0..1."""
     return 0.3 * math.exp(-days / 30) + 0.3 * min(access_count / 10, 1.0) + 0.4 * explicit
 
 

@@ -328,7 +328,7 @@ class Admission:
             self.book.note_traffic(peer_id, sent=len(frame), received=len(payload), now_ms=self.daemon.now_ms())
         except HELLO_ERRORS as exc:
             await self._hello_failed(peer_id, exc)
-        except Exception:  # noqa: BLE001 - a bug: never let it reach the host (NOTES-libp2p 8)
+        except Exception:  # noqa: BLE001 - a bug: never let it reach the host (docs/design/libp2p.md, pitfall 8)
             internal_error(self.counters, "answering the hello of %s", peer_id)
         finally:
             await close_quietly(stream)

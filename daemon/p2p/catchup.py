@@ -215,7 +215,7 @@ class CatchUp:
         except TRANSPORT_ERRORS as exc:
             self.counters["sync_serve_failed"] += 1
             log.debug("serving sync to %s failed: %r", peer_id, exc)
-        except Exception:  # noqa: BLE001 - a bug: never let it reach the host (NOTES-libp2p 8)
+        except Exception:  # noqa: BLE001 - a bug: never let it reach the host (docs/design/libp2p.md, pitfall 8)
             internal_error(self.counters, "serving sync to %s", peer_id)
         finally:
             await close_quietly(stream)

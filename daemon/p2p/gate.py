@@ -2,7 +2,7 @@
 
 py-libp2p's Pubsub opens its stream to a peer the moment it connects, reads whatever that
 peer sends on its own stream (subscriptions, GRAFT, IHAVE/IWANT, publishes), and puts it in
-the mesh 60–100 ms later (NOTES-libp2p 19): a stranger would learn the topic, the members'
+the mesh 60–100 ms later (docs/design/libp2p.md, pitfall 19): a stranger would learn the topic, the members'
 peer ids, and the timing and sizes of the clade's traffic until its hello failed. Here:
 
 - `MemberGate` is the set of peers admitted *on a connection still open* (admission adds a

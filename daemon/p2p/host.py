@@ -1,4 +1,4 @@
-"""A py-libp2p host and GossipSub router configured the way NOTES-libp2p.md says it must be.
+"""A py-libp2p host and GossipSub router configured as docs/design/libp2p.md explains.
 
 - identity: the golem's Ed25519 seed (stable peer id across restarts);
 - security: Noise only (the default list also accepts plaintext); muxer: Yamux only;
@@ -8,7 +8,7 @@
   every message is checked by our validator instead;
 - Pubsub behind the membership gate (`gate.GatedPubsub`): nothing exchanged with a peer
   before its hello proves it a member;
-- no auto-connector: `min_connections=0` does not turn it off (NOTES-libp2p 17; it would
+- no auto-connector: `min_connections=0` does not turn it off (docs/design/libp2p.md, pitfall 17; it would
   dial every peer in the peerstore, refused ones too), so `disable_auto_connector` does;
 - an inbound connection gives back its slot when it closes (`release_inbound_slots`):
   py-libp2p 0.8.1 holds each one until the whole swarm stops, so after 300 inbound

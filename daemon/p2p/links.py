@@ -75,7 +75,7 @@ class HostLinks:
         network = self.host.get_network()
         unblock = getattr(network, "unblock_peer", None)
         if unblock is not None:
-            unblock(pid)  # a failed dial is cached for 60 s otherwise (NOTES-libp2p 11)
+            unblock(pid)  # a failed dial is cached for 60 s otherwise (docs/design/libp2p.md, pitfall 11)
         infos = [parse_multiaddr(a) for a in addrs]
         with trio.fail_after(DIAL_TIMEOUT_S):
             await self.host.connect(PeerInfo(pid, infos))

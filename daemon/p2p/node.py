@@ -255,7 +255,7 @@ class P2PNode:
                             try:
                                 await trio.sleep_forever()
                             finally:
-                                # Close the host before pubsub stops (NOTES-libp2p 9), shielded so
+                                # Close the host before pubsub stops (docs/design/libp2p.md, pitfall 9), shielded so
                                 # live connections are closed even while we are being cancelled.
                                 with trio.CancelScope(shield=True), trio.move_on_after(5):
                                     await self._stop_listening()

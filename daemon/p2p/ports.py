@@ -93,7 +93,7 @@ class Links(Protocol):
         ...
 
     async def publish(self, topic: str, data: bytes) -> None:
-        """Publish on a GossipSub topic (drops are not reported: NOTES-libp2p 7)."""
+        """Publish on a GossipSub topic (drops are not reported: docs/design/libp2p.md, pitfall 7)."""
         ...
 
     def shut_out(self, peer_id: str) -> None:

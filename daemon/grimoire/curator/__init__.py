@@ -1,4 +1,4 @@
-"""The curator: how the Grimoire forgets, merges, consolidates and promotes (DESIGN.md "Curator").
+"""The curator: how the Grimoire forgets, merges, consolidates and promotes (docs/design/forgetting.md).
 
 Each step is a pure function over what it needs of a store snapshot — `decay`, `prune`,
 `compress`, `consolidate` here, promotion in `..promotion` — so each is tested with

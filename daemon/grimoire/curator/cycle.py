@@ -68,7 +68,7 @@ class CuratorSettings:
 
 @dataclass(slots=True)
 class CycleReport:
-    """`CuratorCycleComplete` (DESIGN.md), plus what each step refused or skipped."""
+    """`CuratorCycleComplete` (docs/design/forgetting.md), plus what each step refused or skipped."""
 
     entries_decayed: int = 0
     entries_pruned: int = 0

@@ -1,6 +1,6 @@
 """Forgetting, pure: local confidence as a function of the time since the last evidence.
 
-DESIGN.md ("Scoring", "Curator") gives the Ebbinghaus curve
+The Ebbinghaus curve (docs/design/forgetting.md):
 
     c(t) = c₀ · exp(−Δt / S),   S = window · max(1, ln(evidence))
 

@@ -14,12 +14,12 @@ Two reasons, checked in this order:
      shifts, death reflections, insights with evidence);
    - class 2, `rules`: heuristic, constraint, warning, anti_knowledge — what the golem acts by.
 
-   Within a class the lowest *keep score* (local confidence × DESIGN's importance composite)
+   Within a class the lowest *keep score* (local confidence × the importance composite)
    goes first; ties break oldest first, then by id, so the choice is deterministic whatever
    the input order.
 
 `DEFAULT_CAPACITY` (50,000) is the store size the retrieval latency and memory figures are
-measured at (README "Semantic memory": search p99 ≤ 50 ms, daemon RSS ~400 MiB under
+measured at (docs/design/retrieval.md: search p99 ≤ 50 ms, daemon RSS ~400 MiB under
 `MemoryMax=1G`); a golem writing a hundred entries a day (a strategy outcome per trade every
 quarter hour and then some) has 36,500 in a year, and decay archives what is not used long
 before that. The budget protects the machine, not a price list.

@@ -27,7 +27,7 @@ above `min_confidence` by keep score.
 
 Inheritance discount (`inherited_confidence`): the N-th generation holds an entry at
 min(original, base × 0.85^(N−1)), base 0.4 from a direct predecessor, 0.3 through the Styx
-archive (DESIGN.md "Inheritance").
+archive (docs/design/ecology.md).
 """
 
 from __future__ import annotations
