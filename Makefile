@@ -55,6 +55,7 @@ bench: install
 	$(BIN)/python -m bench.bench_rotate
 	$(BIN)/python -m bench.bench_strangers
 	$(BIN)/python -m bench.bench_recovery
+	$(BIN)/python -m bench.bench_ecology
 
 install-service:
 	sudo systemd/install.sh
