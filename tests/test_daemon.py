@@ -95,6 +95,30 @@ def test_a_second_daemon_on_the_same_data_dir_is_refused(shared: DaemonProc) -> 
     assert shared.request("GET", "/v1/status").status_code == 200
 
 
+def test_a_second_daemon_is_refused_before_it_opens_the_store(data_dir: DataDir) -> None:
+    """A newer `clade run` must not migrate the schema under a running daemon, then be refused."""
+    import sqlite3
+    import subprocess
+    import sys
+    from contextlib import closing
+
+    from daemon.grimoire import schema
+
+    data_dir.db_path.unlink()
+    with closing(sqlite3.connect(data_dir.db_path, isolation_level=None)) as conn:
+        schema.migrate(conn, target=1)  # the store as an older daemon left it
+    before = data_dir.db_path.read_bytes()
+    # run.json of a live daemon: this test's own process stands in for it (alive, not the new pid)
+    data_dir.run_path.write_text(json.dumps({"pid": os.getpid(), "socket": "/nonexistent.sock"}))
+    proc = subprocess.run([str(Path(sys.executable).with_name("clade")), "--data-dir", str(data_dir.root), "run"],
+                          capture_output=True, timeout=60, check=False)
+    assert proc.returncode == 1 and b"another clade daemon" in proc.stderr, proc.stderr
+    with closing(sqlite3.connect(data_dir.db_path)) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 1  # not migrated
+    assert data_dir.db_path.read_bytes() == before
+    assert data_dir.run_path.exists()  # the other daemon's run.json is left alone
+
+
 def test_socket_is_0660(shared: DaemonProc) -> None:
     assert stat.S_IMODE(os.stat(shared.socket).st_mode) == 0o660
 

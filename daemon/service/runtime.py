@@ -290,6 +290,12 @@ class Daemon:
     # -- main ------------------------------------------------------------------------------
 
     async def main(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        # A live daemon is looked for before the store is opened: opening migrates the
+        # schema, which must never happen under a running (possibly older) daemon.
+        other = _live_pid(self.data)
+        if other is not None:
+            raise FatalError(f"another clade daemon (pid {other}) runs on {self.data.root}: "
+                             "stop it first (or use another --data-dir)")
         try:
             identity = self.data.load_identity()
             config = self.load_config()
@@ -302,9 +308,6 @@ class Daemon:
         try:
             if config.styx.enabled:
                 self.start_styx(state, config, identity.peer_id)
-            other = _live_pid(self.data)
-            if other is not None:
-                raise FatalError(f"another clade daemon (pid {other}) runs on {self.data.root}")
             if len(os.fsencode(sock)) > 107:
                 raise FatalError(f"socket path {sock} is longer than the 107 bytes a unix socket allows; "
                                  "use a shorter data dir or set RUNTIME_DIRECTORY")
