@@ -261,14 +261,37 @@ def test_tcp_listener_needs_the_token(data_dir: DataDir) -> None:
         assert daemon.stop() == 0
 
 
-def test_tcp_port_without_token_is_fatal(data_dir: DataDir) -> None:
+def _run_fails_with_one_line(data_dir: DataDir) -> str:
+    """`clade run` that must fail at start-up: exit 1, stderr exactly one `clade: error:` line."""
     import subprocess
     import sys
 
-    data_dir.config_path.write_text("[api]\ntcp_port = 7411\n")
     proc = subprocess.run([str(Path(sys.executable).with_name("clade")), "--data-dir", str(data_dir.root), "run"],
-                          capture_output=True, timeout=60, check=False)
-    assert proc.returncode == 1 and b"token" in proc.stderr
+                          capture_output=True, timeout=60, check=False, text=True)
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("clade: error: "), proc.stderr
+    return lines[0]
+
+
+def test_tcp_port_without_token_is_fatal_in_one_line(data_dir: DataDir) -> None:
+    data_dir.config_path.write_text("[api]\ntcp_port = 7411\n")
+    line = _run_fails_with_one_line(data_dir)
+    assert "api.token is not set" in line and "CLADE_API__TOKEN" in line
+
+
+def test_tcp_port_in_use_is_fatal_in_one_line(data_dir: DataDir) -> None:
+    import socket as s
+
+    with s.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        data_dir.config_path.write_text(f'[api]\ntcp_port = {port}\ntoken = "{"t" * 40}"\n')
+        line = _run_fails_with_one_line(data_dir)
+    assert f"127.0.0.1:{port}" in line and "another port" in line
+    assert not data_dir.run_path.exists()
 
 
 def test_cli_goes_through_a_running_daemon_with_identical_output(cli: CliRunner, data_dir: DataDir) -> None:
