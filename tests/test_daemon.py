@@ -119,6 +119,54 @@ def test_a_second_daemon_is_refused_before_it_opens_the_store(data_dir: DataDir)
     assert data_dir.run_path.exists()  # the other daemon's run.json is left alone
 
 
+def test_daemon_client_is_reusable_and_raises_only_daemon_errors(shared: DaemonProc, tmp_path: Path) -> None:
+    from daemon.client import DaemonClient
+    from daemon.errors import DaemonError, NotFound
+
+    client = DaemonClient(Path(shared.socket))
+    peer = shared.ready["peer_id"]
+    assert client.call("GET", "/v1/status")["peer_id"] == peer
+    assert client.call("GET", "/v1/status")["peer_id"] == peer  # a second call on the same client
+    with client as held:  # one connection across the calls
+        assert [held.call("GET", "/v1/status")["peer_id"] for _ in range(3)] == [peer] * 3
+        with pytest.raises(NotFound):
+            held.call("GET", "/v1/entries/" + "0" * 32)
+    assert client.call("GET", "/v1/status")["peer_id"] == peer  # after close: still usable
+    client.close()
+    with pytest.raises(DaemonError, match="cannot reach the daemon"):
+        DaemonClient(tmp_path / "nobody.sock").call("GET", "/v1/status")
+
+
+def _open_fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+def test_liveness_probe_sees_a_live_daemon_and_leaks_nothing(shared: DaemonProc, data_dir: DataDir) -> None:
+    import socket as s
+
+    from daemon.client import daemon_is_live
+
+    before = _open_fds()
+    assert daemon_is_live(shared.data)
+    assert not daemon_is_live(data_dir)  # no run.json
+    stale = data_dir.root / "stale.sock"
+    with s.socket(s.AF_UNIX) as dead:
+        dead.bind(str(stale))  # the socket file of a daemon that died: nothing listens
+    data_dir.run_path.write_text(json.dumps({"pid": os.getpid(), "socket": str(stale)}))
+    assert not daemon_is_live(data_dir)
+    assert _open_fds() == before
+
+
+def test_guards_see_a_live_daemon_even_when_told_to_bypass_it(shared: DaemonProc, tmp_path: Path) -> None:
+    """CLADE_NO_DAEMON routes commands around the daemon; it must not switch off the guard
+    of commands that must not run beside one."""
+    from tests.conftest import clade_subprocess
+
+    proc = clade_subprocess(["--data-dir", str(shared.data.root), "testament", "--out", str(tmp_path / "t.bin")],
+                            env={"CLADE_NO_DAEMON": "1"})
+    assert proc.returncode == 2 and b"a daemon is running" in proc.stderr, proc.stderr
+
+
 def test_socket_is_0660(shared: DaemonProc) -> None:
     assert stat.S_IMODE(os.stat(shared.socket).st_mode) == 0o660
 
