@@ -35,6 +35,7 @@ from daemon.config import Config, load_config
 from daemon.datadir import DataDir
 from daemon.errors import ConfigError, DaemonError
 from daemon.grimoire import atomic_write
+from daemon.service.backup_schedule import run_backups
 from daemon.service.logs import quiet_libp2p, setup_logging
 from daemon.service.notify import Notifier, watchdog_interval
 from daemon.service.state import DaemonState
@@ -165,12 +166,14 @@ class Daemon:
 
     async def backup_service(self) -> None:
         assert self.state is not None
-        while True:
-            with trio.move_on_after(self.state.config.backup.interval_hours * 3600):
-                await self.stop.wait()
-                return
+        state = self.state
+
+        async def scheduled() -> None:
             if self.data.membership_path.exists():
-                await self.state.backup(include_identity=False)
+                await state.backup(include_identity=False)
+
+        await run_backups(state.backup_schedule, interval_s=lambda: state.config.backup.interval_hours * 3600,
+                          backup=scheduled, stop=self.stop)
 
     async def p2p_service(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """The libp2p node, rebuilt from scratch each time the supervisor restarts it."""

@@ -46,6 +46,7 @@ from daemon.grimoire.vectors import missing_vectors, stored_vectors, write_vecto
 from daemon.p2p.ports import P2PControl
 from daemon.service.background import BackgroundThread
 from daemon.service.backup import create_backup, default_recipients, report_json
+from daemon.service.backup_schedule import BackupSchedule
 from daemon.service.curation import llm_for, render_playbook, replay_items, settings_for, vectors_for
 from daemon.styx import outbox as styx_outbox
 from daemon.styx.fanin import for_digest
@@ -81,6 +82,7 @@ class DaemonState:
     identity: Identity
     store: Grimoire
     started_monotonic: float = field(default_factory=time.monotonic)
+    backup_schedule: BackupSchedule = field(default_factory=BackupSchedule)  # run by the runtime's backup service
     counters: Counter[str] = field(default_factory=Counter)
     last_curator: dict[str, Any] | None = None
     _limiter: anyio.CapacityLimiter = field(default_factory=lambda: anyio.CapacityLimiter(1))
