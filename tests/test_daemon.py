@@ -228,6 +228,31 @@ def test_events_stream(shared: DaemonProc) -> None:
         assert first_event == "event: entry_written"
 
 
+def test_forget_and_unarchive_publish_only_when_they_change_something(shared: DaemonProc) -> None:
+    entry = shared.request("POST", "/v1/memory", json={"content": "forgotten twice", "memory_type": "insight"}).json()
+    with httpx.Client(transport=httpx.HTTPTransport(uds=shared.socket), base_url="http://clade",
+                      timeout=30) as client, client.stream("GET", "/v1/events") as stream:
+        lines = stream.iter_lines()
+        assert next(lines) == ": connected"
+        for action in ("forget", "forget", "unarchive", "unarchive"):  # each second call changes nothing
+            shared.request("POST", f"/v1/entries/{entry['id']}/{action}")
+        marker = shared.request("POST", "/v1/memory", json={"content": "marker", "memory_type": "insight"}).json()
+        seen: list[tuple[str, str]] = []
+        event = ""
+        for line in lines:
+            if line.startswith("event:"):
+                event = line.removeprefix("event: ")
+            elif line.startswith("data:"):
+                about = json.loads(line.removeprefix("data: ")).get("id")
+                if about in (entry["id"], marker["id"]):
+                    seen.append((event, about))
+                if about == marker["id"] and event == "entry_written":
+                    break
+    # the marker's event arrived after any the second calls could have published
+    assert seen == [("entry_forgotten", entry["id"]), ("entry_unarchived", entry["id"]),
+                    ("entry_written", marker["id"])]
+
+
 @pytest.mark.parametrize(("method", "path", "body", "status", "error"), [
     ("POST", "/v1/memory", {"content": ""}, 422, "invalid_request"),
     ("POST", "/v1/memory", {"content": "x", "memory_type": "rumour"}, 422, "invalid_request"),
