@@ -125,6 +125,9 @@ def status(args: argparse.Namespace, doc: dict[str, Any]) -> None:
     print(f"data dir   {doc['data_dir']}")
     print(f"peer id    {doc['peer_id']}")
     print(f"entries    {doc['entries']} ({kinds}); archived {doc['archived']}")
+    backlog = doc["embedding_backlog"]
+    waiting = f"{backlog} entries without a vector yet (found by keywords only until embedded)"
+    print(f"embedding  {waiting if backlog else 'every entry has a vector'}")
     print(f"episodes   {doc['episodes']}")
     print(f"schema     v{doc['schema_version']}")
 

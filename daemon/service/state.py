@@ -42,7 +42,7 @@ from daemon.grimoire.retrieval import (
     response_sentences,
 )
 from daemon.grimoire.store import wall_clock_ms
-from daemon.grimoire.vectors import missing_vectors, stored_vectors, write_vectors
+from daemon.grimoire.vectors import embedding_backlog, missing_vectors, stored_vectors, write_vectors
 from daemon.p2p.ports import P2PControl
 from daemon.service.background import BackgroundThread
 from daemon.service.backup import create_backup, default_recipients, report_json
@@ -367,6 +367,7 @@ class DaemonState:
             "entries": counts.entries - counts.archived,
             "archived": counts.archived,
             "by_kind": counts.by_kind,
+            "embedding_backlog": await self.read(embedding_backlog),
             "clade": None if joined is None else {"name": joined[0].clade_name, "id": joined[0].clade_id},
             "peers": len(self.peers()),
             "p2p": None if self.p2p is None else self.p2p.status(),
