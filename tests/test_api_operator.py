@@ -1,16 +1,18 @@
 """`GET /v1/knowledge/stats` and `GET /v1/backups` (the operator TUI's reads) on a real daemon,
-the scheduler arithmetic behind `next_due_ms`, and the `[tui]` config section."""
+the backup scheduler behind `next_due_ms` (on MockClock), and the `[tui]` config section."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+import trio
+import trio.testing
 
-from daemon.api.operator import next_backup_ms
 from daemon.config import load_config
 from daemon.datadir import DataDir
 from daemon.errors import ConfigError
+from daemon.service.backup_schedule import BackupSchedule, run_backups
 from daemon.testing.harness import LoopbackClade
 from tests.daemon_proc import DaemonProc
 
@@ -49,11 +51,39 @@ def test_backups_list_the_newest_and_the_next_scheduled_run(tmp_path: Path) -> N
         clade.close()
 
 
-def test_next_backup_follows_the_schedule_from_the_start() -> None:
-    hour = 3_600_000
-    assert next_backup_ms(started_ms=0, now_ms=0, interval_ms=hour) == hour
-    assert next_backup_ms(started_ms=0, now_ms=hour - 1, interval_ms=hour) == hour
-    assert next_backup_ms(started_ms=0, now_ms=hour + 1, interval_ms=hour) == 2 * hour
+def test_next_backup_shown_is_when_the_scheduler_runs_a_full_interval_after_the_last_finished() -> None:
+    """Backups that take 10 minutes on a 1 h interval: the shown time is each next start
+    (wall = trio time here), which drifts 10 minutes a run from a grid laid from start-up."""
+    hour, took = 3600.0, 600.0
+    schedule = BackupSchedule()
+    runs: list[tuple[float, float]] = []
+    shown: list[int | None] = []
+
+    async def backup() -> None:
+        started = trio.current_time()
+        await trio.sleep(took)
+        runs.append((started, trio.current_time()))
+
+    async def main() -> None:
+        stop = trio.Event()
+        t0 = trio.current_time()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(lambda: run_backups(schedule, interval_s=lambda: hour, backup=backup, stop=stop))
+            for n in range(3):  # look 1 s after the start, then 1 s after each backup finished
+                await trio.sleep_until(t0 + 1 if n == 0 else runs[-1][1] + 1)
+                now = trio.current_time()
+                shown.append(schedule.due_ms(now=now, now_ms=round(now * 1000)))
+                while len(runs) <= n:
+                    await trio.sleep(60)
+            stop.set()
+        assert schedule.due is None  # stopped: nothing scheduled
+        starts = [round(a - t0) for a, _ in runs]
+        assert starts == [3600, 3600 + 600 + 3600, 2 * (3600 + 600) + 3600]
+        assert shown == [round(a * 1000) for a, _ in runs]
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert len(shown) == 3 and shown[1] is not None and shown[0] is not None
+    assert shown[1] - shown[0] == (hour + took) * 1000  # not one interval: the grid's mistake
 
 
 def test_tui_config_section_and_its_environment_override(tmp_path: Path) -> None:

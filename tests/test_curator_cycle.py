@@ -87,7 +87,10 @@ def test_thirty_days_of_forgetting(tmp_path: Path) -> None:
                 faded_day = day
             if archived_day is None and store.get(unused).archived:
                 archived_day = day
-            assert report.duration_ms >= 0
+            (pruned_now,) = store.connection.execute(  # the report counts what this cycle archived
+                "SELECT count(*) FROM entries WHERE archived_ms = ? AND archived_reason != 'superseded'",
+                (clock["now"],)).fetchone()
+            assert report.entries_pruned == pruned_now
         assert faded_day == 20 and archived_day == 27  # 0.7·e^(−t/10): < 0.1 after 19.5 d, < 0.05 after 26.4 d
         assert not store.get(used).archived and store.get(used).local_confidence > 0.5
         assert not store.get(confirmed).archived and store.get(confirmed).local_confidence > 0.3

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import signal
 import stat
-import statistics
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,10 +42,8 @@ def test_ready_watchdog_stopping_and_nothing_lost(data_dir: DataDir, notify: Not
     ready = notify.wait_for("READY", "1")
     assert "entries" in ready.get("STATUS", "")
     for _ in range(6):
-        notify.wait_for("WATCHDOG", "1", timeout=5)
-    times = [t for t, m in notify.messages if m.get("WATCHDOG") == "1"]
-    gaps = [b - a for a, b in itertools.pairwise(times)]
-    assert 0.1 <= statistics.median(gaps) <= 0.6, gaps  # half of WATCHDOG_USEC, loosely
+        notify.wait_for("WATCHDOG", "1", timeout=5)  # it keeps petting (at half of WATCHDOG_USEC: below)
+    assert all("entries" in m.get("STATUS", "") for _, m in notify.messages if m.get("WATCHDOG") == "1")
     ids = [daemon.request("POST", "/v1/memory", json={"content": f"written just before SIGTERM {i}",
                                                       "memory_type": "warning"}).json()["id"] for i in range(20)]
     assert daemon.stop(signal.SIGTERM) == 0
@@ -55,6 +51,15 @@ def test_ready_watchdog_stopping_and_nothing_lost(data_dir: DataDir, notify: Not
     assert not data_dir.run_path.exists() and not Path(daemon.socket).exists()
     with data_dir.open_store() as store:
         assert {e.id for e in store.list_entries(limit=100)} == set(ids)
+
+
+def test_watchdog_pets_at_half_of_watchdog_usec_and_only_for_this_process() -> None:
+    from daemon.service.notify import watchdog_interval
+
+    assert watchdog_interval({"WATCHDOG_USEC": "400000"}) == 0.2
+    assert watchdog_interval({"WATCHDOG_USEC": "400000", "WATCHDOG_PID": str(os.getpid())}) == 0.2
+    assert watchdog_interval({"WATCHDOG_USEC": "400000", "WATCHDOG_PID": str(os.getpid() + 1)}) is None
+    assert watchdog_interval({}) is None and watchdog_interval({"WATCHDOG_USEC": "soon"}) is None
 
 
 def test_sighup_reloads_a_valid_config_and_keeps_the_old_on_an_invalid_one(
@@ -93,6 +98,78 @@ def test_a_second_daemon_on_the_same_data_dir_is_refused(shared: DaemonProc) -> 
                           capture_output=True, timeout=60, check=False)
     assert proc.returncode == 1 and b"another clade daemon" in proc.stderr
     assert shared.request("GET", "/v1/status").status_code == 200
+
+
+def test_a_second_daemon_is_refused_before_it_opens_the_store(data_dir: DataDir) -> None:
+    """A newer `clade run` must not migrate the schema under a running daemon, then be refused."""
+    import sqlite3
+    import subprocess
+    import sys
+    from contextlib import closing
+
+    from daemon.grimoire import schema
+
+    data_dir.db_path.unlink()
+    with closing(sqlite3.connect(data_dir.db_path, isolation_level=None)) as conn:
+        schema.migrate(conn, target=1)  # the store as an older daemon left it
+    before = data_dir.db_path.read_bytes()
+    # run.json of a live daemon: this test's own process stands in for it (alive, not the new pid)
+    data_dir.run_path.write_text(json.dumps({"pid": os.getpid(), "socket": "/nonexistent.sock"}))
+    proc = subprocess.run([str(Path(sys.executable).with_name("clade")), "--data-dir", str(data_dir.root), "run"],
+                          capture_output=True, timeout=60, check=False)
+    assert proc.returncode == 1 and b"another clade daemon" in proc.stderr, proc.stderr
+    with closing(sqlite3.connect(data_dir.db_path)) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 1  # not migrated
+    assert data_dir.db_path.read_bytes() == before
+    assert data_dir.run_path.exists()  # the other daemon's run.json is left alone
+
+
+def test_daemon_client_is_reusable_and_raises_only_daemon_errors(shared: DaemonProc, tmp_path: Path) -> None:
+    from daemon.client import DaemonClient
+    from daemon.errors import DaemonError, NotFound
+
+    client = DaemonClient(Path(shared.socket))
+    peer = shared.ready["peer_id"]
+    assert client.call("GET", "/v1/status")["peer_id"] == peer
+    assert client.call("GET", "/v1/status")["peer_id"] == peer  # a second call on the same client
+    with client as held:  # one connection across the calls
+        assert [held.call("GET", "/v1/status")["peer_id"] for _ in range(3)] == [peer] * 3
+        with pytest.raises(NotFound):
+            held.call("GET", "/v1/entries/" + "0" * 32)
+    assert client.call("GET", "/v1/status")["peer_id"] == peer  # after close: still usable
+    client.close()
+    with pytest.raises(DaemonError, match="cannot reach the daemon"):
+        DaemonClient(tmp_path / "nobody.sock").call("GET", "/v1/status")
+
+
+def _open_fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+def test_liveness_probe_sees_a_live_daemon_and_leaks_nothing(shared: DaemonProc, data_dir: DataDir) -> None:
+    import socket as s
+
+    from daemon.client import daemon_is_live
+
+    before = _open_fds()
+    assert daemon_is_live(shared.data)
+    assert not daemon_is_live(data_dir)  # no run.json
+    stale = data_dir.root / "stale.sock"
+    with s.socket(s.AF_UNIX) as dead:
+        dead.bind(str(stale))  # the socket file of a daemon that died: nothing listens
+    data_dir.run_path.write_text(json.dumps({"pid": os.getpid(), "socket": str(stale)}))
+    assert not daemon_is_live(data_dir)
+    assert _open_fds() == before
+
+
+def test_guards_see_a_live_daemon_even_when_told_to_bypass_it(shared: DaemonProc, tmp_path: Path) -> None:
+    """CLADE_NO_DAEMON routes commands around the daemon; it must not switch off the guard
+    of commands that must not run beside one."""
+    from tests.conftest import clade_subprocess
+
+    proc = clade_subprocess(["--data-dir", str(shared.data.root), "testament", "--out", str(tmp_path / "t.bin")],
+                            env={"CLADE_NO_DAEMON": "1"})
+    assert proc.returncode == 2 and b"a daemon is running" in proc.stderr, proc.stderr
 
 
 def test_socket_is_0660(shared: DaemonProc) -> None:
@@ -170,6 +247,31 @@ def test_events_stream(shared: DaemonProc) -> None:
         flushed = json.loads(next(lines).removeprefix("data:"))
         assert set(flushed) == set(data) and flushed["preview"] == "Morpho markets are isolated"
         assert flushed["kind"] == "fact" and flushed["category"] is None and flushed["author"] == author
+
+
+def test_forget_and_unarchive_publish_only_when_they_change_something(shared: DaemonProc) -> None:
+    entry = shared.request("POST", "/v1/memory", json={"content": "forgotten twice", "memory_type": "insight"}).json()
+    with httpx.Client(transport=httpx.HTTPTransport(uds=shared.socket), base_url="http://clade",
+                      timeout=30) as client, client.stream("GET", "/v1/events") as stream:
+        lines = stream.iter_lines()
+        assert next(lines) == ": connected"
+        for action in ("forget", "forget", "unarchive", "unarchive"):  # each second call changes nothing
+            shared.request("POST", f"/v1/entries/{entry['id']}/{action}")
+        marker = shared.request("POST", "/v1/memory", json={"content": "marker", "memory_type": "insight"}).json()
+        seen: list[tuple[str, str]] = []
+        event = ""
+        for line in lines:
+            if line.startswith("event:"):
+                event = line.removeprefix("event: ")
+            elif line.startswith("data:"):
+                about = json.loads(line.removeprefix("data: ")).get("id")
+                if about in (entry["id"], marker["id"]):
+                    seen.append((event, about))
+                if about == marker["id"] and event == "entry_written":
+                    break
+    # the marker's event arrived after any the second calls could have published
+    assert seen == [("entry_forgotten", entry["id"]), ("entry_unarchived", entry["id"]),
+                    ("entry_written", marker["id"])]
 
 
 @pytest.mark.parametrize(("method", "path", "body", "status", "error"), [
@@ -253,14 +355,37 @@ def test_tcp_listener_needs_the_token(data_dir: DataDir) -> None:
         assert daemon.stop() == 0
 
 
-def test_tcp_port_without_token_is_fatal(data_dir: DataDir) -> None:
+def _run_fails_with_one_line(data_dir: DataDir) -> str:
+    """`clade run` that must fail at start-up: exit 1, stderr exactly one `clade: error:` line."""
     import subprocess
     import sys
 
-    data_dir.config_path.write_text("[api]\ntcp_port = 7411\n")
     proc = subprocess.run([str(Path(sys.executable).with_name("clade")), "--data-dir", str(data_dir.root), "run"],
-                          capture_output=True, timeout=60, check=False)
-    assert proc.returncode == 1 and b"token" in proc.stderr
+                          capture_output=True, timeout=60, check=False, text=True)
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("clade: error: "), proc.stderr
+    return lines[0]
+
+
+def test_tcp_port_without_token_is_fatal_in_one_line(data_dir: DataDir) -> None:
+    data_dir.config_path.write_text("[api]\ntcp_port = 7411\n")
+    line = _run_fails_with_one_line(data_dir)
+    assert "api.token is not set" in line and "CLADE_API__TOKEN" in line
+
+
+def test_tcp_port_in_use_is_fatal_in_one_line(data_dir: DataDir) -> None:
+    import socket as s
+
+    with s.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        data_dir.config_path.write_text(f'[api]\ntcp_port = {port}\ntoken = "{"t" * 40}"\n')
+        line = _run_fails_with_one_line(data_dir)
+    assert f"127.0.0.1:{port}" in line and "another port" in line
+    assert not data_dir.run_path.exists()
 
 
 def test_cli_goes_through_a_running_daemon_with_identical_output(cli: CliRunner, data_dir: DataDir) -> None:
@@ -288,14 +413,17 @@ def test_cli_goes_through_a_running_daemon_with_identical_output(cli: CliRunner,
 
 
 def wait_until_embedded(daemon: DaemonProc, timeout: float = 120) -> None:
-    """Until every entry has a vector (the daemon embeds in the background; no event says so)."""
+    """Until every entry has a vector (the daemon embeds in the background; no event says so),
+    as the daemon's status counts them (checked against the store once it says none)."""
     import time
 
     deadline = time.monotonic() + timeout
     while True:
-        with daemon.data.open_store() as store:
-            missing = store.connection.execute("SELECT count(*) FROM entries WHERE embedding IS NULL").fetchone()[0]
+        missing = daemon.request("GET", "/v1/status").json()["embedding_backlog"]
         if missing == 0:
+            with daemon.data.open_store() as store:
+                unembedded = store.connection.execute("SELECT count(*) FROM entries WHERE embedding IS NULL")
+                assert unembedded.fetchone() == (0,)
             return
         assert time.monotonic() < deadline, f"{missing} entries still without a vector after {timeout} s"
         time.sleep(0.5)

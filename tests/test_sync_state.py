@@ -203,20 +203,35 @@ def test_each_delta_is_handed_over_as_it_arrives_and_the_end_counts_them() -> No
     assert state.phase is PullPhase.APPLYING and state.deltas == 1
 
 
-def test_pull_calls_out_of_turn_are_local_errors() -> None:
+def _applying() -> PullState:
     state = PullState()
+    state.start(CausalContext())
+    state.receive(MORE)
+    return state
+
+
+def _awaiting() -> PullState:
+    state = PullState()
+    state.start(CausalContext())
+    return state
+
+
+@pytest.mark.parametrize(("make", "misuse"), [
+    (PullState, lambda s: s.receive(END)),  # nothing was asked yet
+    (PullState, lambda s: s.round_applied(CausalContext())),  # no round to apply
+    (_awaiting, lambda s: s.start(CausalContext())),  # started twice
+    (_applying, lambda s: s.receive(END)),  # the round is being applied: no reply is due
+], ids=["receive-before-start", "applied-before-a-round", "start-twice", "receive-while-applying"])
+def test_pull_calls_out_of_turn_are_local_errors_and_fail_the_state(
+        make: Callable[[], PullState], misuse: Callable[[PullState], object]) -> None:
+    """h11's contract: a LocalProtocolError moves the state to FAILED, like a remote one."""
+    state = make()
     with pytest.raises(LocalProtocolError):
-        state.receive(END)  # nothing was asked yet
+        misuse(state)
+    assert state.done
+    fails_for_good(state)
     with pytest.raises(LocalProtocolError):
         state.round_applied(CausalContext())
-    state.start(CausalContext())
-    with pytest.raises(LocalProtocolError):
-        state.start(CausalContext())
-    state.receive(MORE)
-    with pytest.raises(LocalProtocolError):
-        state.receive(END)  # the round is being applied: no reply is due
-    state.round_applied(CausalContext({IDENTITIES[0].peer_id: 1}))
-    assert state.next_message() is not None  # the next want: misuse did not break it
 
 
 # -- the responder facing a hostile asker -----------------------------------------------------
@@ -235,20 +250,43 @@ def test_serve_refuses_anything_but_a_want(message: messages.Message) -> None:
     fails_for_good(state)
 
 
-def test_serve_calls_out_of_turn_are_local_errors() -> None:
+def _extracting() -> ServeState:
     state = ServeState()
-    with pytest.raises(LocalProtocolError):
-        state.answer([], more=False, context=CausalContext())  # no want yet
     state.receive(WANT)
+    return state
+
+
+def _closed() -> ServeState:
+    state = ServeState()
+    state.receive_eof()
+    return state
+
+
+@pytest.mark.parametrize(("make", "misuse"), [
+    (ServeState, lambda s: s.answer([], more=False, context=CausalContext())),  # no want yet
+    (ServeState, lambda s: s.send_delta(b"d")),  # no want yet
+    (_extracting, lambda s: s.receive(WANT)),  # the pending want is not answered yet
+    (_extracting, lambda s: s.answer([b"d"] * (ROUND_DELTAS + 1), more=True, context=CausalContext())),
+    (_closed, lambda s: s.receive(WANT)),  # the asker already closed its end
+], ids=["answer-before-a-want", "delta-before-a-want", "want-while-extracting", "oversized-answer",
+        "want-after-eof"])
+def test_serve_calls_out_of_turn_are_local_errors_and_fail_the_state(
+        make: Callable[[], ServeState], misuse: Callable[[ServeState], object]) -> None:
+    state = make()
     with pytest.raises(LocalProtocolError):
-        state.receive(WANT)  # the pending want is not answered yet
+        misuse(state)
+    assert state.closed
+    fails_for_good(state)
     with pytest.raises(LocalProtocolError):
-        state.answer([b"d"] * (ROUND_DELTAS + 1), more=True, context=CausalContext())
+        state.answer([], more=False, context=CausalContext())
+
+
+def test_serve_answers_a_full_round_then_closes() -> None:
+    state = _extracting()
     state.answer([b"d"] * ROUND_DELTAS, more=True, context=CausalContext())
     assert [type(m) for m in iter(state.next_message, None)] == [messages.DeltaFrame] * ROUND_DELTAS + [messages.End]
     assert state.receive_eof() == [Closed()]
-    with pytest.raises(LocalProtocolError):
-        state.receive(WANT)
+    assert state.phase is ServePhase.CLOSED
 
 
 ANY_MESSAGE = st.sampled_from([END, MORE, WANT, HELLO, REFUSED, messages.DeltaFrame(b"d"),
@@ -275,7 +313,7 @@ def test_only_the_two_protocol_errors_ever_escape(steps: list[tuple[messages.Mes
                 elif call == "eof" and isinstance(state, ServeState):
                     state.receive_eof()
             except (RemoteProtocolError, LocalProtocolError):
-                pass
+                assert state.phase in (PullPhase.FAILED, ServePhase.FAILED)  # either error fails it
             if was_failed:
                 assert state.phase in (PullPhase.FAILED, ServePhase.FAILED)
 

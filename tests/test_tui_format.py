@@ -16,6 +16,7 @@ from tui.format import (
     completion,
     daemon_badge,
     duration,
+    embedding_note,
     feed_item,
     human_bytes,
     short_id,
@@ -128,3 +129,9 @@ def test_keymap_checks_refuse_unknown_ids_and_destructive_navigation_keys() -> N
 ])
 def test_theme_follows_the_terminal(choice: str, env: dict[str, str], theme: str) -> None:
     assert pick_theme(choice, env) == theme
+
+
+def test_embedding_note_shows_a_backlog_and_nothing_once_drained() -> None:
+    assert embedding_note(0) == ""
+    assert embedding_note(1) == " (1 awaiting embedding)"
+    assert embedding_note(2500) == " (2500 awaiting embedding)"

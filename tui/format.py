@@ -30,6 +30,7 @@ __all__ = [
     "curator_badge",
     "daemon_badge",
     "duration",
+    "embedding_note",
     "feed_item",
     "human_bytes",
     "short_id",
@@ -337,3 +338,9 @@ def _num(value: Any) -> float | None:
 
 def _brief(d: Mapping[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in list(d.items())[:3] if isinstance(v, str | int | float))
+
+
+def embedding_note(backlog: int) -> str:
+    """After the entry count: how many entries still wait for a vector (found by keywords only
+    meanwhile); nothing once the backlog has drained."""
+    return f" ({backlog} awaiting embedding)" if backlog > 0 else ""

@@ -34,6 +34,7 @@ from tui.format import (
     curator_badge,
     daemon_badge,
     duration,
+    embedding_note,
     human_bytes,
     short_id,
     styx_badge,
@@ -77,7 +78,8 @@ class HeaderBar(Static):
             st = snap.status
             clade = st.clade.name if st.clade else "no clade"
             first = (f"[b]clade[/b] golem [b]{_esc(short_id(st.peer_id))}[/b]  clade [b]{_esc(clade)}[/b]  "
-                     f"up {duration(st.uptime_s)}  entries {st.entries}  siblings {len(snap.peers)}")
+                     f"up {duration(st.uptime_s)}  entries {st.entries}{embedding_note(st.embedding_backlog)}  "
+                     f"siblings {len(snap.peers)}")
             if st.vitality is not None:  # the golem's phase (PUT /v1/vitality); legacy marked
                 first += f"  {vitality_text(st.vitality.phase, st.vitality.hayflick_ratio, st.vitality.legacy)}"
             cycle = st.last_curator_cycle.model_dump() if st.last_curator_cycle else None

@@ -211,14 +211,16 @@ def create_app(state: DaemonState) -> FastAPI:
         """Archive an entry locally (nothing crosses to siblings); it stays readable by id and in
         `GET /v1/entries?archived=true`, so this is not an HTTP DELETE."""
         changed = await state.db(lambda s: s.forget(entry_id))
-        state.publish("entry_forgotten", {"id": entry_id})
+        if changed:  # forgetting an archived entry changes nothing: no event
+            state.publish("entry_forgotten", {"id": entry_id})
         return {"id": entry_id, "archived": True, "changed": changed}
 
     @app.post("/v1/entries/{entry_id}/unarchive", response_model=UnarchiveOut, responses=errors(404))
     async def unarchive_entry(entry_id: str) -> dict[str, Any]:
         """Undo an archive (forget, or the curator's prune or merge): live again at its base confidence."""
         changed = await state.db(lambda s: s.unarchive(entry_id))
-        state.publish("entry_unarchived", {"id": entry_id})
+        if changed:  # unarchiving a live entry changes nothing: no event
+            state.publish("entry_unarchived", {"id": entry_id})
         return {"id": entry_id, "archived": False, "changed": changed}
 
     @app.delete("/v1/entries/{entry_id}", response_model=ForgetOut, responses=errors(404), deprecated=True)

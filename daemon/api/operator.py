@@ -7,10 +7,9 @@ completion % is measured against (a peer's `behind`/`ahead` in `GET /v1/peers` a
 
 from __future__ import annotations
 
-import math
-import time
 from typing import Any
 
+import trio
 from fastapi import FastAPI
 
 from daemon.api.responses import BackupsOut, KnowledgeStatsOut, errors
@@ -18,14 +17,7 @@ from daemon.grimoire import Grimoire
 from daemon.service.backup import backup_files
 from daemon.service.state import DaemonState
 
-__all__ = ["next_backup_ms", "register"]
-
-
-def next_backup_ms(*, started_ms: int, now_ms: int, interval_ms: int) -> int:
-    """The backup scheduler's next run: it backs up every `interval_ms` from the daemon's start
-    (`Runtime.backup_service`), whatever manual backups happen in between."""
-    periods = max(1, math.ceil((now_ms - started_ms) / interval_ms))
-    return started_ms + periods * interval_ms
+__all__ = ["register"]
 
 
 def register(app: FastAPI, state: DaemonState) -> None:
@@ -44,11 +36,9 @@ def register(app: FastAPI, state: DaemonState) -> None:
     async def backups() -> dict[str, Any]:
         files = backup_files(state.data.backups_path)
         cfg = state.config.backup
-        now = state.now_ms()
-        started = now - round((time.monotonic() - state.started_monotonic) * 1000)
         due = None
-        if state.data.membership_path.exists():
-            due = next_backup_ms(started_ms=started, now_ms=now, interval_ms=round(cfg.interval_hours * 3_600_000))
+        if state.data.membership_path.exists():  # the scheduler's own deadline: a full interval after the last finished
+            due = state.backup_schedule.due_ms(now=trio.current_time(), now_ms=state.now_ms())
         return {"count": len(files), "total_bytes": sum(f["bytes"] for f in files),
                 "last": files[-1] if files else None, "interval_hours": cfg.interval_hours, "keep": cfg.keep,
                 "next_due_ms": due}

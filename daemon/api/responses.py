@@ -176,6 +176,8 @@ class StatusOut(_Out):
     archived: int
     archived_for_capacity: int = Field(0, description="of `archived`: by the curator, the Grimoire over its budget")
     by_kind: dict[str, int]
+    embedding_backlog: int = Field(0, description="entries (archived too) still without a vector: found by "
+                                                  "keywords only until the embedder reaches them")
     clade: CladeRef | None
     peers: int
     p2p: dict[str, Any] | None = Field(description="the p2p service's own status (null while sync is off)")

@@ -48,7 +48,7 @@ from crypto.rotation import (
 from crypto.vault import VaultKeys
 from daemon.cli import render
 from daemon.cli.render import renders
-from daemon.client import DaemonClient
+from daemon.client import DaemonClient, daemon_is_live
 from daemon.datadir import DataDir
 from daemon.errors import DaemonError, UsageError
 from daemon.grimoire import Grimoire
@@ -368,7 +368,7 @@ def _restore_as_successor(args: argparse.Namespace, data: DataDir, keys: VaultKe
     """Boot from a predecessor's backup, knowledge only: this golem keeps its identity and
     membership; the testament's selection (the germline, ≤ 2,048 entries: bequest.successor_document)
     is inherited at the first generation's discount."""
-    if DaemonClient.for_data_dir(data) is not None:
+    if daemon_is_live(data):
         raise UsageError(f"a daemon is running on {data.root}; stop it before restoring")
     joined = data.load_membership()
     if joined is None:

@@ -24,7 +24,7 @@ from typing import Any
 from crdt import Kind
 from crypto.vault import VaultKeys
 from daemon.cli.render import renders
-from daemon.client import DaemonClient
+from daemon.client import DaemonClient, daemon_is_live
 from daemon.datadir import DataDir
 from daemon.errors import DaemonError, UsageError
 from daemon.grimoire import EpisodeLog, NewEntry, wall_clock_ms
@@ -146,7 +146,7 @@ def cmd_unarchive(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
 
 
 def _no_daemon(data: DataDir, what: str) -> None:
-    if DaemonClient.for_data_dir(data) is not None:
+    if daemon_is_live(data):
         raise UsageError(f"a daemon is running on {data.root}; stop it (systemctl stop clade, or Ctrl-C on "
                          f"`clade run`) before {what}")
 

@@ -285,11 +285,14 @@ def cmd_id(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
 
 @renders(render.status)
 def cmd_status(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    from daemon.grimoire import vectors  # numpy: only for the commands that need it
+
     identity = data.load_identity()
     with data.open_store() as store:
         counts = store.counts()
         schema = store.schema_version
         vitality = read_vitality(store.connection).to_json()
+        backlog = vectors.embedding_backlog(store)
     return {
         "data_dir": str(data.root),
         "peer_id": identity.peer_id,
@@ -298,6 +301,7 @@ def cmd_status(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
         "archived": counts.archived,
         "archived_for_capacity": counts.archived_for_capacity,
         "by_kind": counts.by_kind,
+        "embedding_backlog": backlog,
         "episodes": data.open_episodes().count(),
         "vitality": vitality,
     }

@@ -127,6 +127,9 @@ def status(args: argparse.Namespace, doc: dict[str, Any]) -> None:
     capacity = doc.get("archived_for_capacity", 0)
     print(f"entries    {doc['entries']} ({kinds}); archived {doc['archived']}"
           + (f" ({capacity} for capacity: the Grimoire was over its budget)" if capacity else ""))
+    backlog = doc["embedding_backlog"]
+    waiting = f"{backlog} entries without a vector yet (found by keywords only until embedded)"
+    print(f"embedding  {waiting if backlog else 'every entry has a vector'}")
     print(f"episodes   {doc['episodes']}")
     print(f"schema     v{doc['schema_version']}")
     v = doc.get("vitality")

@@ -20,7 +20,8 @@ from .store import Grimoire, wall_clock_ms
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-__all__ = ["VectorIndex", "missing_vectors", "put_vectors", "stored_vectors", "vector_report", "write_vectors"]
+__all__ = ["VectorIndex", "embedding_backlog", "missing_vectors", "put_vectors", "stored_vectors", "vector_report",
+           "write_vectors"]
 
 
 def _matches(info: EmbeddingInfo) -> tuple[str, tuple[str, str, str]]:
@@ -49,6 +50,14 @@ def missing_vectors(store: Grimoire, info: EmbeddingInfo, *, limit: int = 10_000
         f"SELECT id, content FROM entries WHERE embedding IS NOT NULL AND NOT ({clause}) ORDER BY rid {order} LIMIT ?",
         (*params, limit - len(rows))).fetchall()
     return [(r[0], r[1]) for r in [*rows, *others]]
+
+
+def embedding_backlog(store: Grimoire) -> int:
+    """How many entries (archived ones too) have no vector yet: until the embedder reaches
+    them they are found by keywords only. An index-only count on `entries_unembedded`."""
+    (n,) = store.connection.execute(
+        "SELECT count(*) FROM entries INDEXED BY entries_unembedded WHERE embedding IS NULL").fetchone()
+    return int(n)
 
 
 def write_vectors(store: Grimoire, info: EmbeddingInfo, ids: Sequence[str], vectors: NDArray[np.float32]) -> None:

@@ -198,7 +198,13 @@ class PullState:
 
     def _expect(self, *phases: PullPhase) -> None:
         if self.phase not in phases:
-            raise LocalProtocolError(f"pull is {self.phase.value}, expected {' or '.join(p.value for p in phases)}")
+            raise self._local(f"pull is {self.phase.value}, expected {' or '.join(p.value for p in phases)}")
+
+    def _local(self, detail: str) -> LocalProtocolError:
+        """The host called out of turn: like h11 (our side moves to ERROR), the state fails."""
+        self.phase = PullPhase.FAILED
+        self._outbox.clear()
+        return LocalProtocolError(detail)
 
     def _remote(self, reason: str, detail: str) -> RemoteProtocolError:
         self.phase = PullPhase.FAILED
@@ -230,7 +236,7 @@ class PullState:
         if self.phase is PullPhase.FAILED:
             raise LocalProtocolError("the pull already failed")
         if self.phase is not PullPhase.AWAITING:
-            raise LocalProtocolError(f"no reply is due: the pull is {self.phase.value}")
+            raise self._local(f"no reply is due: the pull is {self.phase.value}")
         if isinstance(message, messages.DeltaFrame):
             if self.round_deltas >= ROUND_DELTAS:
                 raise self._remote("oversized", f"more than {ROUND_DELTAS} deltas in one round")
@@ -303,13 +309,19 @@ class ServeState:
         """The next message to send, or None."""
         return self._outbox.popleft() if self._outbox else None
 
+    def _local(self, detail: str) -> LocalProtocolError:
+        """The host called out of turn: like h11 (our side moves to ERROR), the state fails."""
+        self.phase = ServePhase.FAILED
+        self._outbox.clear()
+        return LocalProtocolError(detail)
+
     def _ready(self) -> None:
         if self.phase is ServePhase.FAILED:
             raise LocalProtocolError("serving already failed")
         if self.phase is ServePhase.CLOSED:
-            raise LocalProtocolError("the asker already closed the stream")
+            raise self._local("the asker already closed the stream")
         if self.phase is ServePhase.EXTRACTING:
-            raise LocalProtocolError("answer the pending want before receiving more")
+            raise self._local("answer the pending want before receiving more")
 
     def receive(self, message: messages.Message) -> list[ServeEvent]:
         """Take one message from the asker. A want gives `WantReceived`; anything else raises
@@ -335,9 +347,9 @@ class ServeState:
 
         Raises `LocalProtocolError` if no want is pending or the round has ROUND_DELTAS."""
         if self.phase is not ServePhase.EXTRACTING:
-            raise LocalProtocolError(f"no want to answer: serving is {self.phase.value}")
+            raise self._local(f"no want to answer: serving is {self.phase.value}")
         if self.round_deltas >= ROUND_DELTAS:
-            raise LocalProtocolError(f"more than {ROUND_DELTAS} deltas in one round")
+            raise self._local(f"more than {ROUND_DELTAS} deltas in one round")
         self._outbox.append(messages.DeltaFrame(delta))
         self.round_deltas += 1
         self.deltas += 1
@@ -347,7 +359,7 @@ class ServeState:
 
         Raises `LocalProtocolError` if no want is pending."""
         if self.phase is not ServePhase.EXTRACTING:
-            raise LocalProtocolError(f"no want to answer: serving is {self.phase.value}")
+            raise self._local(f"no want to answer: serving is {self.phase.value}")
         self._outbox.append(messages.End(more, context))
         self.rounds += 1
         self.phase = ServePhase.IDLE
@@ -356,9 +368,9 @@ class ServeState:
         """Answer the pending want whole: `send_delta` each, then `end`.
 
         Raises `LocalProtocolError` if no want is pending or `deltas` exceeds ROUND_DELTAS
-        (then nothing is queued)."""
+        (then nothing is sent: the state fails)."""
         if self.phase is ServePhase.EXTRACTING and self.round_deltas + len(deltas) > ROUND_DELTAS:
-            raise LocalProtocolError(f"{len(deltas)} deltas in one round (at most {ROUND_DELTAS})")
+            raise self._local(f"{len(deltas)} deltas in one round (at most {ROUND_DELTAS})")
         for delta in deltas:
             self.send_delta(delta)
         self.end(more=more, context=context)

@@ -23,7 +23,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import trio
 from hypercorn.config import Config as HypercornConfig
@@ -35,6 +35,7 @@ from daemon.config import Config, load_config
 from daemon.datadir import DataDir
 from daemon.errors import ConfigError, DaemonError
 from daemon.grimoire import atomic_write
+from daemon.service.backup_schedule import run_backups
 from daemon.service.logs import quiet_libp2p, setup_logging
 from daemon.service.notify import Notifier, watchdog_interval
 from daemon.service.state import DaemonState
@@ -50,6 +51,7 @@ EMBED_IDLE_SECONDS = 2.0
 EMBED_COALESCE_SECONDS = 1.0
 EMBED_DEFER_SECONDS = 10.0  # a catch-up round being joined holds the backlog back this long at most
 BACKOFF_MAX = 60.0
+_E = TypeVar("_E", bound=BaseException)
 
 
 class FatalError(DaemonError):
@@ -160,12 +162,14 @@ class Daemon:
 
     async def backup_service(self) -> None:
         assert self.state is not None
-        while True:
-            with trio.move_on_after(self.state.config.backup.interval_hours * 3600):
-                await self.stop.wait()
-                return
+        state = self.state
+
+        async def scheduled() -> None:
             if self.data.membership_path.exists():
-                await self.state.backup(include_identity=False)
+                await state.backup(include_identity=False)
+
+        await run_backups(state.backup_schedule, interval_s=lambda: state.config.backup.interval_hours * 3600,
+                          backup=scheduled, stop=self.stop)
 
     async def p2p_service(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """The libp2p node, rebuilt from scratch each time the supervisor restarts it."""
@@ -283,9 +287,27 @@ class Daemon:
         config.errorlog = logging.getLogger("hypercorn.error")
         await serve(app, config, shutdown_trigger=self.stop.wait, task_status=task_status)
 
+    async def start_tcp_api(self, servers: trio.Nursery, app: Any, port: int) -> None:
+        """The optional TCP listener; a port that cannot be bound is fatal, said in one line."""
+        bind = f"127.0.0.1:{port}"
+        try:
+            await servers.start(self.serve_api, app, bind, None)
+        except (OSError, BaseExceptionGroup) as exc:  # hypercorn raises bind errors from its nurseries
+            error = _sole(exc, OSError)
+            if error is None:
+                raise
+            raise FatalError(f"api.tcp_port: cannot listen on {bind}: {error.strerror or error}; "
+                             "stop what listens there or choose another port ([api] tcp_port)") from None
+
     # -- main ------------------------------------------------------------------------------
 
     async def main(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        # A live daemon is looked for before the store is opened: opening migrates the
+        # schema, which must never happen under a running (possibly older) daemon.
+        other = _live_pid(self.data)
+        if other is not None:
+            raise FatalError(f"another clade daemon (pid {other}) runs on {self.data.root}: "
+                             "stop it first (or use another --data-dir)")
         try:
             identity = self.data.load_identity()
             config = self.load_config()
@@ -298,9 +320,6 @@ class Daemon:
         try:
             if config.styx.enabled:
                 self.start_styx(state, config, identity.peer_id)
-            other = _live_pid(self.data)
-            if other is not None:
-                raise FatalError(f"another clade daemon (pid {other}) runs on {self.data.root}")
             if len(os.fsencode(sock)) > 107:
                 raise FatalError(f"socket path {sock} is longer than the 107 bytes a unix socket allows; "
                                  "use a shorter data dir or set RUNTIME_DIRECTORY")
@@ -315,10 +334,7 @@ class Daemon:
                     await servers.start(self.serve_api, app, f"unix:{sock}", 0o117)
                     os.chmod(sock, 0o660)
                     if config.api.tcp_port is not None:
-                        if not config.api.token:
-                            raise FatalError("api.tcp_port is set but api.token is not: refusing an open listener")
-                        await servers.start(self.serve_api, TokenAuth(app, config.api.token),
-                                            f"127.0.0.1:{config.api.tcp_port}", None)
+                        await self.start_tcp_api(servers, TokenAuth(app, _tcp_token(config)), config.api.tcp_port)
                     atomic_write(self.data.run_path, json.dumps(
                         {"pid": os.getpid(), "socket": str(sock), "started_ms": state.now_ms()}).encode(), mode=0o600)
                     services.start_soon(self.supervise, "curator", self.curator_service)
@@ -349,6 +365,32 @@ class Daemon:
                 sock.unlink(missing_ok=True)
 
 
+def _tcp_token(config: Config) -> str:
+    """The bearer token the TCP listener requires; no token is fatal (no open listener)."""
+    if not config.api.token:
+        raise FatalError("api.tcp_port is set but api.token is not set: refusing an open listener; "
+                         "set [api] token (or CLADE_API__TOKEN), or remove [api] tcp_port")
+    return config.api.token
+
+
+def _sole(exc: BaseException, kind: type[_E]) -> _E | None:
+    """`exc` itself, or the first leaf of a (nested) exception group made only of `kind`s; else None.
+
+    trio's nurseries wrap an error raised inside them in groups, one per nursery; a fatal
+    start-up error must still reach the operator as its one line, not as nested tracebacks."""
+    if isinstance(exc, kind):
+        return exc
+    if not isinstance(exc, BaseExceptionGroup):
+        return None
+    matched, rest = exc.split(kind)
+    if matched is None or rest is not None:
+        return None
+    found: BaseException = matched
+    while isinstance(found, BaseExceptionGroup):
+        found = found.exceptions[0]
+    return found if isinstance(found, kind) else None
+
+
 def _diff(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:
     out = []
     for key in sorted(set(old) | set(new)):
@@ -375,9 +417,16 @@ def run_daemon(data: DataDir, *, config_path: Path | None = None, log_level: str
             Config.model_validate(config.model_dump())  # overrides must pass the same checks
     except (ConfigError, ValueError) as exc:
         raise FatalError(str(exc)) from None
+    if config.api.tcp_port is not None:
+        _tcp_token(config)  # before anything is opened
     setup_logging(log_level or config.log.level)
     try:
         trio.run(daemon.main)
+    except BaseExceptionGroup as group:
+        fatal = _sole(group, FatalError)
+        if fatal is None:
+            raise
+        raise fatal from None
     finally:
         daemon.notifier.close()
     if daemon.fatal:

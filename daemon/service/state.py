@@ -42,12 +42,13 @@ from daemon.grimoire.retrieval import (
     response_sentences,
 )
 from daemon.grimoire.store import wall_clock_ms
-from daemon.grimoire.vectors import missing_vectors, stored_vectors, write_vectors
+from daemon.grimoire.vectors import embedding_backlog, missing_vectors, stored_vectors, write_vectors
 from daemon.grimoire.vitality import read_vitality
 from daemon.p2p.ports import P2PControl
 from daemon.service import events
 from daemon.service.background import BackgroundThread
 from daemon.service.backup import create_backup, default_recipients, report_json
+from daemon.service.backup_schedule import BackupSchedule
 from daemon.service.curation import (
     CYCLE_EMBED_LIMIT,
     capacity_event,
@@ -94,6 +95,7 @@ class DaemonState:
     identity: Identity
     store: Grimoire
     started_monotonic: float = field(default_factory=time.monotonic)
+    backup_schedule: BackupSchedule = field(default_factory=BackupSchedule)  # run by the runtime's backup service
     counters: Counter[str] = field(default_factory=Counter)
     last_curator: dict[str, Any] | None = None
     _limiter: anyio.CapacityLimiter = field(default_factory=lambda: anyio.CapacityLimiter(1))
@@ -387,6 +389,7 @@ class DaemonState:
             "archived": counts.archived,
             "archived_for_capacity": counts.archived_for_capacity,
             "by_kind": counts.by_kind,
+            "embedding_backlog": await self.read(embedding_backlog),
             "clade": None if joined is None else {"name": joined[0].clade_name, "id": joined[0].clade_id},
             "peers": len(self.peers()),
             "p2p": None if self.p2p is None else self.p2p.status(),
