@@ -165,3 +165,11 @@ def test_sync_gate_holds_held_entries_whoever_wrote_them() -> None:
     gate = sync_gate("me", promoted={insight.id}, held={mine.id, theirs.id})
     assert not gate(mine) and not gate(theirs) and gate(insight)
     assert not sync_gate("me", promoted=())(insight)
+
+
+def test_figures_are_the_numbers_a_text_states_in_order() -> None:
+    from daemon.grimoire.promotion import figures
+
+    assert figures("Gas above 80 gwei at 14:00, 1,250.5 USDC") == ("80", "14", "00", "1,250.5")
+    assert figures("Pool X is being drained") == ()
+    assert figures("a regime shift 7") != figures("a regime shift 8")

@@ -199,6 +199,12 @@ def test_a_repeated_warning_within_a_day_is_held_but_kept(store: Grimoire) -> No
     other, sim = remember_warning(store, NewEntry(kind=Kind.WARNING, content="Oracle Y is stale"), ME,
                                   vector=unit(0, 1, 0), info=INFO, now_ms=T0 + 2000)
     assert sim is None and other.crossing_hold is None
+    # As close in meaning, but its figures changed: an update, not a repeat (nothing held).
+    gas = remember_warning(store, NewEntry(kind=Kind.WARNING, content="Gas above 80 gwei at 14:00"), ME,
+                           vector=unit(0, 0, 1), info=INFO, now_ms=T0 + 2500)[0]
+    update, sim = remember_warning(store, NewEntry(kind=Kind.WARNING, content="Gas above 200 gwei at 14:00"), ME,
+                                   vector=unit(0, 0.1, 1), info=INFO, now_ms=T0 + 2600)
+    assert gas.crossing_hold is None and sim is None and update.crossing_hold is None
     gate = store.sync_gate(ME.peer_id)
     assert gate(first.body) and not gate(again.body) and gate(other.body)
     assert {h.entry.id for h in store.recall("drained")} >= {again.id}  # still stored and searchable

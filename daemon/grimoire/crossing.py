@@ -7,8 +7,9 @@ order — an entry admitted this cycle is a reference for the next, so two parap
 together do not both cross — and promotes through `Grimoire.promote`, one call per reason.
 
 `remember_warning` writes a warning or anti_knowledge with its vector in one transaction and
-holds it (`crossing_hold = 'near_duplicate'`) when it repeats (cosine ≥ 0.95) one this golem
-gossiped within 24 h: the hold is committed with the entry, before any publisher can see it.
+holds it (`crossing_hold = 'near_duplicate'`) when it repeats one this golem gossiped within
+24 h (cosine ≥ 0.95 and the same figures, promotion.figures): the hold is committed with the
+entry, before any publisher can see it.
 
 Inherited entries (`clade inherit`, `clade restore --as-successor`) arrive held
 (`crossing_hold = 'inherited'`): they are this golem's private priors, never relayed. Once
@@ -35,7 +36,7 @@ from crdt import Kind, Origin, Timestamp, may_cross
 
 from .admission import AdmissionInput, admission, max_similarity
 from .embedder import EmbeddingInfo
-from .promotion import EVIDENCE_KINDS, PROMOTABLE, WARNING_REPEAT, Candidate, crossing_reason
+from .promotion import EVIDENCE_KINDS, PROMOTABLE, WARNING_REPEAT, Candidate, crossing_reason, figures
 from .records import Entry, NewEntry
 from .store import Grimoire, LocalIdentity
 from .vectors import put_vectors
@@ -164,11 +165,13 @@ def remember_warning(store: Grimoire, new: NewEntry, identity: LocalIdentity, *,
     since = Timestamp(max(0, now_ms - WARNING_REPEAT.window_ms)).pack()
     with store.local_batch(identity) as (conn, add):
         rows = conn.execute(
-            "SELECT embedding FROM entries WHERE author = ? AND kind IN ('warning', 'anti_knowledge') "
+            "SELECT embedding, content FROM entries WHERE author = ? AND kind IN ('warning', 'anti_knowledge') "
             "AND crossing_hold IS NULL AND created_hlc >= ? AND embedding IS NOT NULL AND embedding_model = ? "
             "AND embedding_model_version = ? AND embedding_preprocess_hash = ?",
             (identity.peer_id, since, info.model, info.model_version, info.preprocess_hash)).fetchall()
-        references = [v for (blob,) in rows if (v := np.frombuffer(blob, dtype=np.float32)).shape[0] == info.dim]
+        stated = figures(new.content)
+        vectors = [np.frombuffer(blob, dtype=np.float32) for blob, content in rows if figures(content) == stated]
+        references = [v for v in vectors if v.shape[0] == info.dim]
         entry_id = add(new)
         put_vectors(conn, info, [entry_id], np.asarray([vector], dtype=np.float32))
         similarity = max_similarity(vector, references)

@@ -4,8 +4,10 @@ Pure: decisions over hand-made inputs and the time. The static part (`crdt.may_c
 of a kind that may ever cross) is necessary; on top of it
 
 - warning, anti_knowledge, regime_shift, death_reflection cross at once — except a warning or
-  anti_knowledge the daemon held as a near-duplicate (cosine ≥ 0.95) of one it gossiped in
-  the last 24 h (`WARNING_REPEAT`: held locally, still stored and searchable);
+  anti_knowledge the daemon held as a repeat of one it gossiped in the last 24 h: cosine ≥ 0.95
+  and the same figures (`WARNING_REPEAT`, `figures`: "gas above 80 gwei" after "gas above 200
+  gwei" is an update, not a repeat, though the model barely tells numbers apart; held locally,
+  still stored and searchable);
 - insight, fact, causal_link once confidence ≥ 0.6 and the admission score (admission.py)
   admits them (reason `admitted`);
 - heuristic, constraint once confidence ≥ 0.7, active ≥ 10 curator ticks, and positive evidence
@@ -21,13 +23,14 @@ never sent, whoever wrote them. Siblings' entries are otherwise relayed as they 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from crdt import EntryBody, Kind, may_cross
 
 __all__ = ["CROSS_AT_ONCE", "EVIDENCE_KINDS", "PHASES", "PROMOTABLE", "RULE_KINDS", "WARNING_REPEAT",
-           "Candidate", "crossing_reason", "legacy_due", "sync_gate"]
+           "Candidate", "crossing_reason", "figures", "legacy_due", "sync_gate"]
 
 CROSS_AT_ONCE = frozenset({Kind.WARNING, Kind.ANTI_KNOWLEDGE, Kind.REGIME_SHIFT, Kind.DEATH_REFLECTION})
 EVIDENCE_KINDS = frozenset({Kind.INSIGHT, Kind.FACT, Kind.CAUSAL_LINK})
@@ -51,6 +54,13 @@ class WarningRepeat:
 
 
 WARNING_REPEAT = WarningRepeat()
+_FIGURE = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def figures(text: str) -> tuple[str, ...]:
+    """The numbers a text states, in order. Two warnings repeat each other only if they state the
+    same figures: embeddings hardly see numbers, and a changed figure is news, not a repeat."""
+    return tuple(_FIGURE.findall(text))
 
 
 @dataclass(frozen=True, slots=True)
