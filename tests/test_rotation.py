@@ -33,7 +33,9 @@ from tests.test_p2p_sync import eventually
 
 
 def write(golem: Golem, content: str) -> str:
-    return str(golem.call("POST", "/v1/memory", json={"content": content, "memory_type": "warning"})["id"])
+    """An entry that crosses at once: a regime shift (these texts differ by a word or two, so as
+    warnings the later ones would be held as repeats of one gossiped within 24 h)."""
+    return str(golem.call("POST", "/v1/memory", json={"content": content, "memory_type": "regime_shift"})["id"])
 
 
 def ids_on(golem: Golem) -> set[str]:
