@@ -128,6 +128,19 @@ def crossing(g: Golem, ids: Sequence[str]) -> list[str]:
     return left
 
 
+def answer_states(g: Golem, answers: dict[str, str]) -> dict[str, int]:
+    """How `g` holds the honest answers: active, superseded, archived, or absent (never crossed)."""
+    states: dict[str, int] = {}
+    for entry_id in answers.values():
+        try:
+            doc = g.call("GET", f"/v1/entries/{entry_id}")
+            state = "superseded" if doc["superseded_by"] else "archived" if doc["archived"] else "active"
+        except RuntimeError:
+            state = "absent"
+        states[state] = states.get(state, 0) + 1
+    return dict(sorted(states.items()))
+
+
 def digest_slots(g: Golem, query: str) -> list[tuple[str, str]]:
     res = g.call("POST", "/v1/digest", json={"query": query, "format": "json"})
     doc = res["document"]
@@ -260,9 +273,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         attack("laundering", [(t, "insight") for t in fakes])
         for v in honest:
             v.call("POST", "/v1/curator/run")
-        superseded = {v.name: sum(1 for qa in qas if (d := v.call("GET", f"/v1/entries/{answers[qa.query]}"))
-                                  ["superseded_by"] or d["archived"]) for v in victims}
-        attacks["laundering"]["honest_answers_superseded_or_archived"] = superseded
+        attacks["laundering"]["honest_answers_on_victims"] = {v.name: answer_states(v, answers) for v in victims}
         measurements.append(measure("laundering", victims, qas, answers, attacker, frozenset(laundered)))
         # -- impersonated consensus --------------------------------------------------------
         own: dict[str, int] = {}
