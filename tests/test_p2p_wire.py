@@ -332,3 +332,15 @@ def test_a_full_book_evicts_the_oldest_candidates_and_keeps_siblings() -> None:
     assert f"stranger{PeerBook.MAX_PEERS - 5:04d}" in ids  # the newest stayed
     evicted = PeerBook.MAX_PEERS + 1 - len(ids)
     assert evicted == PeerBook.MAX_PEERS // 10
+
+
+def test_a_peers_refusal_reason_is_counted_only_from_our_own_vocabulary() -> None:
+    """A refusal's reason is the peer's words: known reasons keep their counter, anything
+    else (made up, hostile, one per hello) lands in one "other" counter."""
+    from daemon.p2p.admission import counted_refusal
+
+    assert counted_refusal("revoked") == "revoked"
+    assert counted_refusal("other_clade") == "other_clade"
+    assert counted_refusal("not_a_member") == "not_a_member"
+    made_up = {counted_refusal(f"made_up_{i}") for i in range(100)} | {counted_refusal("<script>x")}
+    assert made_up == {"other"}

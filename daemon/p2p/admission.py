@@ -34,7 +34,7 @@ from typing import Any
 import trio
 
 from crdt import RemoteProtocolError
-from crypto import Certificate, Membership, MembershipError, RevocationList
+from crypto import Certificate, Membership, MembershipError, Reason, RevocationList
 
 from . import messages
 from .dialing import drop, shut_out
@@ -43,7 +43,8 @@ from .links import TRANSPORT_ERRORS
 from .peers import PeerBook
 from .ports import Daemon, Links, Siblings, Stream, Syncer, internal_error
 
-__all__ = ["HELLO_PROTOCOL", "HELLO_WAIT_S", "HOLD_S", "NO_HELLO_HOLD_S", "Admission"]
+__all__ = ["HELLO_PROTOCOL", "HELLO_WAIT_S", "HOLD_S", "NO_HELLO_HOLD_S", "REFUSAL_REASONS", "Admission",
+           "counted_refusal"]
 
 log = logging.getLogger("clade.p2p")
 
@@ -58,6 +59,18 @@ SETTLE_PULLS_S = (2.0, 6.0)
 # A hello that broke the protocol (refused and held), or whose link died (backed off).
 HELLO_ERRORS: tuple[type[Exception], ...] = (RemoteProtocolError, *TRANSPORT_ERRORS)
 
+
+
+#: The reasons a clade daemon refuses a hello with (its membership checks, and catch-up's
+#: "say hello first"); a refusal naming anything else is counted as "other".
+REFUSAL_REASONS = frozenset({r.value for r in Reason} | {"not_a_member"})
+
+
+def counted_refusal(reason: str) -> str:
+    """The counter suffix for a peer's refusal: its reason if our protocol defines it, else
+    "other" — the reason is the peer's words, and a counter per made-up word would let a
+    hostile peer grow the status document and the metrics without bound."""
+    return reason if reason in REFUSAL_REASONS else "other"
 
 class Admission:
     """The hello both ways, and who counts as a member (see the module docstring)."""
@@ -213,7 +226,7 @@ class Admission:
         shut_out(self.links, record)  # no pubsub stream (each would redial it) during the hold
         if by_peer:  # it may be us who is wrong (e.g. revoked): keep it as a sibling to retry
             record.refused = f"refused us: {reason}"
-            self.counters[f"hello_refused_by_peer_{reason}"] += 1
+            self.counters[f"hello_refused_by_peer_{counted_refusal(reason)}"] += 1
             log.warning("peer %s refused us (%s): disconnected", peer_id, reason)
         else:
             record.refused = reason
