@@ -203,9 +203,9 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         for entry_id, belief in golem.store.connection.execute(
                 "SELECT id, coalesce(decay_base, local_confidence) FROM entries WHERE outcomes_positive "
                 "+ outcomes_negative > 0" if _has_outcomes(golem.store) else "SELECT id, 0 FROM entries WHERE 0"):
-            w = world.get(entry_id)
-            if w is not None and w.truth in beliefs:
-                beliefs[w.truth].append(float(belief))
+            known = world.get(entry_id)
+            if known is not None and known.truth in beliefs:
+                beliefs[known.truth].append(float(belief))
     res["belief_at_end"] = {k: {"mean": round(statistics.fmean(v), 3) if v else None, "entries": len(v)}
                             for k, v in beliefs.items()}
     missing = 0
