@@ -108,7 +108,7 @@ def locomo(path: Path, limit: int | None) -> list[Corpus]:
 
 
 def disjoint() -> list[Corpus]:
-    from tests import semantic_corpus, semantic_corpus_heldout
+    from tests.helpers import semantic_corpus, semantic_corpus_heldout
 
     corpora = []
     for name, mod in (("semantic", semantic_corpus), ("heldout", semantic_corpus_heldout)):
