@@ -8,7 +8,7 @@ each conversation is one golem's Grimoire, each turn an entry "Speaker: text" (p
 " [image: caption]" when the turn shared one); its questions of categories 1-4 are the
 queries, their evidence turns the answers (category 5 has none). The default path holds
 conversations 1-5 (the development half). The keyword-disjoint corpora are
-tests/semantic_corpus.py and tests/semantic_corpus_heldout.py: questions share no word stem
+tests/helpers/semantic_corpus.py and tests/helpers/semantic_corpus_heldout.py: questions share no word stem
 with their answers and many share words with a wrong neighbour.
 
 Per corpus, in the same run and over the same texts:

@@ -1,5 +1,5 @@
 """Fuzzing the owner-signed and sealed formats: certificates, revocation lists, membership files,
-admission bundles, vault files (see tests/fuzzing.py)."""
+admission bundles, vault files (see tests/helpers/fuzzing.py)."""
 
 from __future__ import annotations
 

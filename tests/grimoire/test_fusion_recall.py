@@ -3,7 +3,7 @@
 A conversation (long chatty turns that mention the answer among other news, short on-topic
 replies that do not: LoCoMo's shape, text written here): cosine alone ranks a topical reply
 above the turn that answers, and fusion puts the answering turn first for every question.
-A keyword-disjoint corpus (tests/semantic_corpus_heldout.py: no question shares a word stem
+A keyword-disjoint corpus (tests/helpers/semantic_corpus_heldout.py: no question shares a word stem
 with its answer, many share one with a wrong neighbour): fusion keeps recall@5 within 95%
 of cosine alone (`lexical_weight = 0`, the ranking before fusion).
 """

@@ -1,6 +1,6 @@
 """Semantic recall on a small DeFi corpus, against the real bundled embedding model (offline).
 
-A regression test with each bundled model fixed: on `tests/semantic_corpus.py` (≥ 110
+A regression test with each bundled model fixed: on `tests/helpers/semantic_corpus.py` (≥ 110
 entries, ≥ 64 queries whose right answers share no keywords with the query, many with
 near-miss neighbours) hybrid recall@5 stays within 95% of raw cosine with the same model
 (lexical evidence points the wrong way here: fusion must not follow it) and hybrid recall@5

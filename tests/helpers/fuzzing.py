@@ -1,4 +1,4 @@
-"""Shared by the decoder fuzz tests (tests/test_fuzz_p2p.py, tests/test_fuzz_crypto.py): mutation
+"""Shared by the decoder fuzz tests (tests/p2p/test_fuzz_p2p.py, tests/crypto/test_fuzz_crypto.py): mutation
 strategies, an in-memory clade, and the rule that only a decoder's documented error may escape.
 
 Every decoder a peer or a file can reach is fuzzed under hostile bytes. For each: arbitrary
@@ -20,10 +20,10 @@ Decoders (reachable from → the only error that may escape):
 - `Membership.from_bytes` (`membership.cert`) → MembershipError
 - `AdmissionBundle.open` (`clade join BUNDLE`) → MembershipError
 - `RotationBundle.open` (`clade join ROTATION_BUNDLE`) → MembershipError, and
-  `KeyRing.from_bytes` (`clade.keys`) → KeyFileError: in tests/test_rotation_keys.py
+  `KeyRing.from_bytes` (`clade.keys`) → KeyFileError: in tests/crypto/test_rotation_keys.py
 - `crypto.vault.read_header`, `DecryptingReader` (`clade restore` / `backup verify`) → VaultError
 
-The delta codec (`crdt.decode_delta`) has its own file, tests/test_crdt_codec_fuzz.py; here
+The delta codec (`crdt.decode_delta`) has its own file, tests/crdt/test_crdt_codec_fuzz.py; here
 it is reached through `GossipCodec.open` with member-sealed garbage.
 """
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """A second keyword-disjoint corpus, held out from tuning: a golem's operational knowledge.
 
-Same rules as tests/semantic_corpus.py (whose `shared_words` defines "shares"): a query shares
+Same rules as tests/helpers/semantic_corpus.py (whose `shared_words` defines "shares"): a query shares
 no content word nor stem with the entries that answer it, and most queries share a word with
 a wrong neighbour on the same topic, so lexical evidence points the wrong way. Written after
 the fusion weight was chosen, to check it on text it was not tuned on (bench/bench_locomo.py,
-tests/test_fusion_recall.py).
+tests/grimoire/test_fusion_recall.py).
 """
 
 from __future__ import annotations

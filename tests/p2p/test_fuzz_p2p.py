@@ -1,4 +1,4 @@
-"""Fuzzing what a peer sends: frames on a stream, p2p messages, gossip envelopes (see tests/fuzzing.py)."""
+"""Fuzzing what a peer sends: frames on a stream, p2p messages, gossip envelopes (see tests/helpers/fuzzing.py)."""
 
 from __future__ import annotations
 

@@ -307,7 +307,7 @@ def test_a_hold_stays_on_the_record() -> None:
 def test_a_full_book_evicts_the_oldest_candidates_and_keeps_siblings() -> None:
     """Learned addresses never admitted (peer exchange, mDNS) fill the book: the least recently
     used go first; members, connected peers and bootstraps stay. (Strangers have their own,
-    smaller cap: tests/test_p2p_strangers.py.)"""
+    smaller cap: tests/p2p/test_p2p_strangers.py.)"""
     book = PeerBook()
     keep = {}
     for name, flags in (("connected", {"connected": True}), ("member", {"member": True}),

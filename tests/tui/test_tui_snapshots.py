@@ -1,7 +1,7 @@
 """Snapshot tests of every TUI screen (pytest-textual-snapshot): fixed data from
-`tests/tui_fake.py`, so the pictures depend on neither peer ids nor time. Each docstring says
-what a reviewer should see in the SVG under `tests/__snapshots__/test_tui_snapshots/`.
-Update after an intended change with `pytest tests/test_tui_snapshots.py --snapshot-update`.
+`tests/helpers/tui_fake.py`, so the pictures depend on neither peer ids nor time. Each docstring says
+what a reviewer should see in the SVG under `tests/tui/__snapshots__/test_tui_snapshots/`.
+Update after an intended change with `pytest tests/tui/test_tui_snapshots.py --snapshot-update`.
 """
 
 from __future__ import annotations
