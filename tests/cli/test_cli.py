@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -44,7 +45,7 @@ def test_remember_round_trip_all_fields(cli: CliRunner, data_dir: DataDir) -> No
     )
     assert made.code == 0, made.err
     entry_id = made.out.strip()
-    assert len(entry_id) == 32 and int(entry_id, 16) >= 0
+    assert re.fullmatch(r"[0-9a-f]{32}", entry_id), entry_id
     doc = cli("show", entry_id, "--json").json()
     assert doc["id"] == entry_id
     assert doc["content"] == WARNING
