@@ -6,7 +6,7 @@ lines with a timeout (`wait_for`; the ready line names the control socket), talk
 control API over that unix socket (`request` gives the response, `call` its JSON and raises
 on an error status), and stops it cleanly (`stop`: the signal, a wait, then SIGKILL if it
 hangs). Every error names the daemon and ends with the last lines of its stderr.
-`DaemonProc` is the same, started by its constructor (the tests' form).
+`DaemonProc` is the same, started by its constructor on loopback (the tests' form).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from daemon.datadir import DataDir
 
 from .notify import NotifySocket
 
-__all__ = ["CLADE", "DaemonExited", "DaemonProc", "DaemonProcess"]
+__all__ = ["CLADE", "LOOPBACK_ENV", "DaemonExited", "DaemonProc", "DaemonProcess"]
 
 CLADE = str(Path(sys.executable).with_name("clade"))
 
@@ -214,10 +214,16 @@ class DaemonProcess:
                 proc.stderr.close()
 
 
+# A test's daemon listens for peers on a free loopback port, without mDNS, so that daemons of
+# tests running side by side (pytest-xdist) neither fight over the default port nor meet.
+LOOPBACK_ENV = {"CLADE_P2P__LISTEN": '["/ip4/127.0.0.1/tcp/0"]', "CLADE_P2P__MDNS": "false"}
+
+
 class DaemonProc(DaemonProcess):
-    """A `DaemonProcess` started, and ready, when constructed."""
+    """A `DaemonProcess` started, and ready, when constructed; on `LOOPBACK_ENV` unless `env`
+    (or an `args` --listen) says otherwise."""
 
     def __init__(self, data: DataDir | Path, *, env: dict[str, str] | None = None, args: Sequence[str] = (),
                  notify: NotifySocket | None = None, timeout: float = 60, name: str = "daemon") -> None:
         super().__init__(data, name=name)
-        self.start(args, env, notify=notify, timeout=timeout)
+        self.start(args, {**LOOPBACK_ENV, **(env or {})}, notify=notify, timeout=timeout)

@@ -13,6 +13,7 @@ import pytest
 from daemon.datadir import DataDir
 
 
+@pytest.mark.xdist_group("default-p2p-port")  # `clade run` as shipped: tcp/4001 and mDNS, one at a time
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_run_reports_ready_and_stops_on_signal(data_dir: DataDir, signum: signal.Signals) -> None:
     proc = subprocess.Popen(
