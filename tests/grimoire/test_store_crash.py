@@ -14,6 +14,8 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
+import pytest
+
 from crdt.ops import SlotKind
 from daemon.datadir import DataDir
 from daemon.grimoire.records import Entry
@@ -116,6 +118,7 @@ def count_recalled(db: Path, word: str) -> int:
         return len(store.recall(word, k=10**6))
 
 
+@pytest.mark.slow  # a crash loop: 12-20 children SIGKILLed mid-write, each reopened and checked
 def test_acknowledged_remember_survives_sigkill(tmp_path: Path) -> None:
     data = DataDir(tmp_path / "data")
     author = data.init().peer_id
@@ -148,6 +151,7 @@ def test_acknowledged_remember_survives_sigkill(tmp_path: Path) -> None:
         known = {e.id for e in entries}
 
 
+@pytest.mark.slow  # a crash loop: 12-20 children SIGKILLed mid-write, each reopened and checked
 def test_remember_many_batch_is_all_or_nothing_after_sigkill(tmp_path: Path) -> None:
     data = DataDir(tmp_path / "data")
     author = data.init().peer_id
