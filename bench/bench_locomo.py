@@ -182,7 +182,7 @@ def through_daemon(corpus: Corpus, db: Path, key_of: dict[str, str], root: Path,
     daemon = Daemon(data, root / f"notify-{corpus.name}.sock", env)
     try:
         daemon.wait_ready()
-        with daemon.client() as client:
+        with daemon.open_client() as client:
             client.post("/v1/memory/search", json={"query": "warm up the model and the index"}).raise_for_status()
             rankings, lat = [], []
             for q in corpus.questions:

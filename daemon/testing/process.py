@@ -155,7 +155,14 @@ class DaemonProcess:
 
     # -- the control API --------------------------------------------------------------------------
 
-    def client(self, timeout: float | None = None) -> httpx.Client:
+    @property
+    def client(self) -> httpx.Client:
+        """This run's kept client on the control socket (closed by `stop` or a restart)."""
+        if self._client is None:  # one client per run (a new one costs ~38 ms of CPU)
+            self._client = self.open_client()
+        return self._client
+
+    def open_client(self, timeout: float | None = None) -> httpx.Client:
         """A new client on the control socket (the caller closes it)."""
         if not self.socket:
             raise DaemonExited(f"{self.name} is not ready (no control socket yet)")
@@ -165,14 +172,13 @@ class DaemonProcess:
     def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         """One request on this run's kept client. A GET whose kept-alive connection the server
         closed while idle (its keep-alive timeout) is sent once more, on a new connection."""
-        if self._client is None:  # one client per run (a new one costs ~38 ms of CPU)
-            self._client = self.client()
+        client = self.client
         try:
-            return self._client.request(method, path, **kwargs)
+            return client.request(method, path, **kwargs)
         except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
             if method != "GET" or not self.running:
                 raise
-            return self._client.request(method, path, **kwargs)
+            return client.request(method, path, **kwargs)
 
     def call(self, method: str, path: str, **kwargs: Any) -> Any:
         """The JSON body of a request; RuntimeError on a status >= 400."""
