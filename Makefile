@@ -1,11 +1,12 @@
-# clade — `make run` starts the daemon on ./.clade; `make test` runs the whole suite.
+# clade — `make run` starts the daemon on ./.clade; `make test` runs the suite but its minutes-long
+# runs, `make test-slow` those (CI runs both).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DATA   ?= .clade
 
-.PHONY: install run test lint docs bench clean install-service demo
+.PHONY: install run test test-slow lint docs bench clean install-service demo
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,8 +27,15 @@ run: install
 demo: install
 	$(BIN)/clade demo --siblings $(or $(SIBLINGS),3)
 
+# On every core (pytest-xdist; tests that must not overlap share an xdist_group). PYTEST_ARGS adds options.
+PYTEST_XDIST := -n auto --dist loadgroup
+
 test: install
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(PYTEST_XDIST) -m "not slow" $(PYTEST_ARGS)
+
+# The minutes-long runs: crash and chaos loops, multi-daemon soaks (marked @pytest.mark.slow).
+test-slow: install
+	$(BIN)/python -m pytest $(PYTEST_XDIST) -m slow $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check crdt crypto daemon tui tests bench

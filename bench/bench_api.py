@@ -159,7 +159,7 @@ def run_sequential(daemon: Daemon, path: str, bodies: Sequence[dict[str, Any]], 
     result = RunResult([], 0.0, Counter(), 0.0, 0.0, mib(before.rss_kib), 0.0)
     clock = time.perf_counter_ns
     cpu0 = time.process_time()
-    with daemon.client() as client:
+    with daemon.open_client() as client:
         started = clock()
         for i, body in enumerate(bodies, 1):
             t0 = clock()
@@ -234,7 +234,7 @@ class StatusProbe:
         self._thread.join(timeout=600)
 
     def _loop(self) -> None:
-        with self.daemon.client() as client:
+        with self.daemon.open_client() as client:
             while not self._stop.is_set():
                 t0 = time.perf_counter_ns()
                 try:
@@ -259,7 +259,7 @@ def bench_startup(data_dir: Path, work: Path, starts: int) -> dict[str, Any]:
             run["ready_s"] = round(daemon.wait_ready(), 4)
             assert daemon.ready_line_at is not None
             run["ready_line_s"] = round(daemon.ready_line_at - daemon.started, 4)
-            with daemon.client() as client:
+            with daemon.open_client() as client:
                 response = client.get("/v1/status")
             run["first_response_s"] = round(time.perf_counter() - daemon.started, 4)
             run["first_status"] = response.status_code
@@ -301,12 +301,12 @@ def bench_first_search(daemon: Daemon, data_dir: Path, body: dict[str, Any]) -> 
     Inline-embedding daemons load the model and embed every entry lacking a vector in this call;
     daemons with a background embedder embed at most a few here and the rest meanwhile.
     """
-    with daemon.client() as client:
+    with daemon.open_client() as client:
         entries = client.get("/v1/status").json()["entries"]
     missing = missing_vectors(data_dir)
     progress(f"  first search: {entries:,} entries, {missing} without a vector (a /v1/status probe runs beside)")
     before = proc_sample(daemon.pid)
-    with StatusProbe(daemon) as probe, daemon.client() as client:
+    with StatusProbe(daemon) as probe, daemon.open_client() as client:
         t0 = time.perf_counter()
         response = client.post("/v1/memory/search", json=body)
         seconds = time.perf_counter() - t0
@@ -356,7 +356,7 @@ def bench_incremental(daemon: Daemon, data_dir: Path, gen: Generator) -> dict[st
     progress(f"  search right after {INCREMENTAL_WRITES} fresh writes")
     bodies = [memory_body(gen) for _ in range(INCREMENTAL_WRITES)]
     writes = run_sequential(daemon, "/v1/memory", bodies, 201, "fresh writes")
-    with daemon.client() as client:
+    with daemon.open_client() as client:
         t0 = time.perf_counter()
         response = client.post("/v1/memory/search", json=search_body(gen))
         seconds = time.perf_counter() - t0
@@ -389,7 +389,7 @@ def bench_long_entries(daemon: Daemon, data_dir: Path, gen: Generator, count: in
     bodies = [long_body(gen) for _ in range(count)]
     writes = run_sequential(daemon, "/v1/memory", bodies, 201, "long writes")
     before = proc_sample(daemon.pid)
-    with daemon.client() as client:
+    with daemon.open_client() as client:
         t0 = time.perf_counter()
         response = client.post("/v1/memory/search", json=search_body(gen))
         seconds = time.perf_counter() - t0
@@ -449,7 +449,7 @@ def bench_workload(data_dir: Path, work: Path, args: argparse.Namespace, gen: Ge
         out["idle_after_workload"] = idle_window(daemon.pid, args.idle, "after the workload, model loaded")
         if args.long_entries:
             out["long_entries"] = bench_long_entries(daemon, data_dir, gen, args.long_entries)
-        with daemon.client() as client:
+        with daemon.open_client() as client:
             status = client.get("/v1/status").json()
         out["final_status"] = {"entries": status["entries"], "counters": status["counters"]}
         out["watchdog"] = watchdog_gaps(daemon)

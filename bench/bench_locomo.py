@@ -8,7 +8,7 @@ each conversation is one golem's Grimoire, each turn an entry "Speaker: text" (p
 " [image: caption]" when the turn shared one); its questions of categories 1-4 are the
 queries, their evidence turns the answers (category 5 has none). The default path holds
 conversations 1-5 (the development half). The keyword-disjoint corpora are
-tests/semantic_corpus.py and tests/semantic_corpus_heldout.py: questions share no word stem
+tests/helpers/semantic_corpus.py and tests/helpers/semantic_corpus_heldout.py: questions share no word stem
 with their answers and many share words with a wrong neighbour.
 
 Per corpus, in the same run and over the same texts:
@@ -108,7 +108,7 @@ def locomo(path: Path, limit: int | None) -> list[Corpus]:
 
 
 def disjoint() -> list[Corpus]:
-    from tests import semantic_corpus, semantic_corpus_heldout
+    from tests.helpers import semantic_corpus, semantic_corpus_heldout
 
     corpora = []
     for name, mod in (("semantic", semantic_corpus), ("heldout", semantic_corpus_heldout)):
@@ -182,7 +182,7 @@ def through_daemon(corpus: Corpus, db: Path, key_of: dict[str, str], root: Path,
     daemon = Daemon(data, root / f"notify-{corpus.name}.sock", env)
     try:
         daemon.wait_ready()
-        with daemon.client() as client:
+        with daemon.open_client() as client:
             client.post("/v1/memory/search", json={"query": "warm up the model and the index"}).raise_for_status()
             rankings, lat = [], []
             for q in corpus.questions:

@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def measure(daemon: Daemon, args: argparse.Namespace, ready_s: float) -> dict[str, Any]:
     """Warm the daemon up, then time `args.queries` searches one after another."""
     pid = daemon.pid
-    with daemon.client() as client:
+    with daemon.open_client() as client:
         queries = short_queries(Generator(args.seed), args.queries + 10)
         t0 = time.perf_counter()
         client.post("/v1/memory/search", json={"query": "warm up the model and the vector index"}).raise_for_status()

@@ -11,7 +11,7 @@ own vectors: reciprocal-rank fusion (RRF, k=60) of their two cosine rankings, an
 sums with MiniLM weight 0.3 and 0.7 (MPNet 0.7 / 0.3), to show whether the fused space's untuned 0.5
 is a cherry-picked peak. Measures:
 
-1. Quality on the evaluation corpus (tests/semantic_corpus.py: ENTRIES, QUERIES and their
+1. Quality on the evaluation corpus (tests/helpers/semantic_corpus.py: ENTRIES, QUERIES and their
    `.relevant` keys): recall@1, recall@5 and MRR@10 (reciprocal rank of the first relevant entry
    within the top 10, 0 if none), over all queries and over the first 36 only (the older, easier
    subset, so the figures compare with earlier reports), each
@@ -99,7 +99,7 @@ from bench.recall_options.report import print_report
 from daemon.grimoire.embedder import Embedder, assemble_default_model, get_embedder
 from daemon.grimoire.models import FUSED, MINILM, MPNET, MPNET_VERSION
 from daemon.service.state import BACKLOG_BATCH_OTHER as BACKLOG_BATCH  # one batch size for every option
-from tests.semantic_corpus import ENTRIES
+from tests.helpers.semantic_corpus import ENTRIES
 
 # -- 2. cost ---------------------------------------------------------------------------------------------------
 

@@ -92,7 +92,7 @@ def _wait(predicate: Any, timeout: float, what: str) -> None:
 def drain(daemon: Daemon, server: StyxServer, items: int) -> dict[str, Any]:
     """Write `items` warnings while Styx answers 503, then time the drain once it is back."""
     server.set_faults(status=503, retry_after=0)
-    with daemon.client() as client:
+    with daemon.open_client() as client:
         for start in range(0, items, 250):
             facts = [{"content": f"Warning {i}: never LP in pool {i} under $100K TVL", "memory_type": "warning"}
                      for i in range(start, min(items, start + 250))]
@@ -140,7 +140,7 @@ def raw_ceiling(server: StyxServer, items: int, batch: int) -> dict[str, Any]:
 def searches(daemon: Daemon, queries: Sequence[str]) -> dict[str, Any]:
     samples: list[float] = []
     styx_rows = errors = 0
-    with daemon.client() as client:
+    with daemon.open_client() as client:
         client.post("/v1/memory/search", json={"query": "warm up"}).raise_for_status()
         for q in queries:
             t0 = time.perf_counter()
@@ -189,7 +189,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 res["raw_ceiling"] = raw_ceiling(server, args.items, args.batch)
             rate = res["drain"]["items_per_s"]
             res["drain"]["ratio_to_ceiling"] = None if not rate else round(rate / res["raw_ceiling"]["items_per_s"], 3)
-            with daemon.client() as client:  # the background embedder done, so searches compete with nothing
+            with daemon.open_client() as client:  # the background embedder done, so searches compete with nothing
                 _wait(lambda: client.get("/v1/status").json()["counters"].get("entries_embedded", 0) >= args.items,
                       600, "every entry embedded")
             with sections.section("search"):

@@ -3,7 +3,7 @@
 `render()` walks `daemon.config.Config`: one table per section (and sub-section), one row per
 key with its type, default, environment variable, bounds and the field's `description`.
 `make docs` writes it to `docs/operator/config-reference.md` before building the site
-(`python -m daemon.config_reference --write PATH`), and `tests/test_config_reference.py`
+(`python -m daemon.config_reference --write PATH`), and `tests/service/test_config_reference.py`
 checks that the committed page is what `render()` produces, so the page cannot drift from
 the model.
 """

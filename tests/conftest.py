@@ -1,37 +1,21 @@
-"""Shared fixtures: real data directories in tmp_path, the CLI in-process and as a subprocess."""
+"""Shared fixtures: real data directories in tmp_path, the CLI in-process, a reference Styx server.
+
+Fixtures only: what tests import (CliRunner, clade_subprocess, STYX_TOKEN…) lives in tests/helpers/.
+"""
 
 from __future__ import annotations
 
 import io
-import json
-import os
-import subprocess
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from daemon.cli.main import main
 from daemon.datadir import DataDir
 from daemon.testing.styx_server import StyxServer
-
-REPO = Path(__file__).resolve().parent.parent
-
-
-@dataclass
-class CliResult:
-    code: int
-    out: str
-    err: str
-
-    def json(self) -> Any:
-        return json.loads(self.out)
-
-
-CliRunner = Callable[..., CliResult]
+from tests.helpers.cli import STYX_TOKEN, CliResult, CliRunner
 
 
 @pytest.fixture
@@ -59,23 +43,6 @@ def cli(data_dir: DataDir, capsys: pytest.CaptureFixture[str], monkeypatch: pyte
         return CliResult(code, captured.out, captured.err)
 
     return run
-
-
-def clade_subprocess(
-    args: Sequence[str], *, env: dict[str, str] | None = None, input: bytes | None = None, timeout: float = 60
-) -> subprocess.CompletedProcess[bytes]:
-    """Run the real `clade` console script (argv bytes allowed through os.fsencode)."""
-    return subprocess.run(
-        [str(Path(sys.executable).with_name("clade")), *args],
-        input=input,
-        capture_output=True,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-        check=False,
-    )
-
-
-STYX_TOKEN = "s" * 40
 
 
 @pytest.fixture

@@ -1,37 +1,30 @@
 """A `clade run` subprocess for benches that talk to one daemon, and /proc samples of it.
 
-`Daemon` starts `clade --data-dir D run` with its own fake systemd `$NOTIFY_SOCKET`
-(`NotifyListener`), collects stderr, waits for READY=1 and the ready line (which names the
-control socket), hands out `httpx` clients over that unix socket, and stops it with SIGTERM.
+`Daemon` is the harness's `DaemonProcess` (daemon/testing/process.py) with its own fake systemd
+`$NOTIFY_SOCKET` (daemon/testing/notify.py): `wait_ready` gives the seconds from Popen to
+READY=1, `stop` how long SIGTERM took to exit.
 `proc_sample` reads the daemon's CPU ticks, RSS, peak RSS, threads and context switches.
 Used by bench_api and bench_recall_daemon.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import socket
 import subprocess
-import sys
-import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
+from daemon.testing.notify import NotifySocket
+from daemon.testing.process import CLADE, DaemonProcess
 
 from .machine import CLK_TCK
 from .report import progress
 
-__all__ = ["CLADE", "Daemon", "NotifyListener", "ProcSample", "cpu_seconds", "idle_window", "mib", "proc_sample",
+__all__ = ["CLADE", "Daemon", "NotifySocket", "ProcSample", "cpu_seconds", "idle_window", "mib", "proc_sample",
            "switches_between"]
-
-CLADE = str(Path(sys.executable).with_name("clade"))
-
 
 
 @dataclass(frozen=True)
@@ -106,151 +99,44 @@ def idle_window(pid: int, seconds: float, label: str) -> dict[str, Any]:
 # -- the daemon -----------------------------------------------------------------------------------
 
 
-class NotifyListener:
-    """A fake systemd `$NOTIFY_SOCKET`: collects (perf_counter time, fields) of every datagram."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        path.unlink(missing_ok=True)
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.bind(str(path))
-        self.sock.settimeout(0.2)
-        self.messages: list[tuple[float, dict[str, str]]] = []
-        self._cond = threading.Condition()
-        self._closed = False
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._thread.start()
-
-    def _loop(self) -> None:
-        while not self._closed:
-            try:
-                data = self.sock.recv(4096)
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            at = time.perf_counter()
-            fields = dict(line.split("=", 1) for line in data.decode().splitlines() if "=" in line)
-            with self._cond:
-                self.messages.append((at, fields))
-                self._cond.notify_all()
-
-    def wait_for(self, key: str, value: str, *, after: float, timeout: float,
-                 alive: Callable[[], bool]) -> float | None:
-        """The time of the first `key=value` datagram received after `after`, or None."""
-        deadline = time.perf_counter() + timeout
-        with self._cond:
-            while True:
-                for at, fields in self.messages:
-                    if at >= after and fields.get(key) == value:
-                        return at
-                left = deadline - time.perf_counter()
-                if left <= 0 or not alive():
-                    return None
-                self._cond.wait(min(left, 0.2))
-
-    def times(self, key: str, value: str) -> list[float]:
-        with self._cond:
-            return [at for at, fields in self.messages if fields.get(key) == value]
-
-    def close(self) -> None:
-        self._closed = True
-        self._thread.join(timeout=2)
-        self.sock.close()
-        self.path.unlink(missing_ok=True)
-
-
-class Daemon:
-    """One `clade run` subprocess with its own fake notify socket; stderr collected as it comes."""
+class Daemon(DaemonProcess):
+    """One `clade run` (daemon/testing/process.py) with its own fake notify socket, timed from Popen."""
 
     def __init__(self, data_dir: Path, notify_path: Path, env: dict[str, str] | None = None) -> None:
-        self.notify = NotifyListener(notify_path)
-        self.stderr_lines: list[str] = []
-        self.ready_line_at: float | None = None
-        self.ready: dict[str, Any] = {}
-        full_env = {**os.environ, "NOTIFY_SOCKET": str(notify_path), **(env or {})}
-        for key in ("WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "RUNTIME_DIRECTORY"):
-            if env is None or key not in env:
-                full_env.pop(key, None)
-        self.started = time.perf_counter()
-        self.proc = subprocess.Popen([CLADE, "--data-dir", str(data_dir), "run"], stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=full_env)
-        self._pump = threading.Thread(target=self._read_stderr, daemon=True)
-        self._pump.start()
-
-    def _read_stderr(self) -> None:
-        assert self.proc.stderr is not None
-        for raw in self.proc.stderr:
-            line = raw.decode(errors="replace").rstrip("\n")
-            self.stderr_lines.append(line)
-            if self.ready_line_at is None and '"event": "ready"' in line:
-                self.ready = json.loads(line)
-                self.ready_line_at = time.perf_counter()
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
+        super().__init__(data_dir, client_timeout=300)
+        self.notify = NotifySocket(notify_path)
+        self.spawn(env=env, notify=self.notify)
+        self.started = self.spawned_at
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        return self.running
 
-    def wait_ready(self, timeout: float = 120) -> float:
+    def wait_ready(self, timeout: float = 120) -> float:  # type: ignore[override]
         """Seconds from Popen to READY=1; the stderr ready line is awaited too (it carries the socket)."""
-        at = self.notify.wait_for("READY", "1", after=self.started, timeout=timeout, alive=self.alive)
+        at = self.notify.first_at("READY", "1", after=self.started, timeout=timeout, alive=self.alive)
         if at is None:
-            raise RuntimeError(f"no READY=1 within {timeout} s (exit code {self.proc.poll()}): "
-                               f"{self.stderr_lines[-20:]}")
-        deadline = time.perf_counter() + 10
-        while self.ready_line_at is None and time.perf_counter() < deadline and self.alive():
-            time.sleep(0.005)
-        if not self.ready:
-            raise RuntimeError(f"READY=1 came but no ready line on stderr: {self.stderr_lines[-20:]}")
-        if self.ready.get("pid") != self.proc.pid:
-            raise RuntimeError(f"ready line names pid {self.ready.get('pid')}, the child is {self.proc.pid}")
+            raise RuntimeError(f"no READY=1 within {timeout} s (exit code {self.proc and self.proc.poll()}): "
+                               f"{self.stderr_tail()}")
+        super().wait_ready(timeout=10)
         return at - self.started
 
-    @property
-    def socket(self) -> str:
-        return str(self.ready["socket"])
-
-    def client(self) -> httpx.Client:
-        return httpx.Client(transport=httpx.HTTPTransport(uds=self.socket), base_url="http://clade", timeout=300)
-
-    def stop(self, timeout: float = 30) -> dict[str, Any]:
+    def stop(self, sig: signal.Signals = signal.SIGTERM, timeout: float = 30) -> dict[str, Any]:  # type: ignore[override]
         """SIGTERM, wait, then SIGKILL if needed; returns how long the exit took and how it went."""
         out: dict[str, Any] = {}
         try:
             if self.alive():
                 sent = time.perf_counter()
-                self.proc.send_signal(signal.SIGTERM)
                 try:
-                    out["exit_code"] = self.proc.wait(timeout=timeout)
+                    out["exit_code"] = super().stop(sig, timeout)
                     out["sigterm_to_exit_s"] = round(time.perf_counter() - sent, 4)
                 except subprocess.TimeoutExpired:
                     out["killed"] = True
                 stopping = self.notify.times("STOPPING", "1")
                 out["sigterm_to_stopping_s"] = round(stopping[0] - sent, 4) if stopping else None
             else:
-                out["exit_code"] = self.proc.returncode
+                out["exit_code"] = super().stop()
                 out["died_early"] = True
         finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
-            self._pump.join(timeout=5)
-            if self.proc.stderr is not None:
-                self.proc.stderr.close()
+            super().stop()
             self.notify.close()
         return out
-
-    def log_problems(self) -> list[str]:
-        """Stderr lines at level error/critical, or tracebacks."""
-        bad = []
-        for line in self.stderr_lines:
-            try:
-                level = json.loads(line).get("level", "")
-            except (ValueError, AttributeError):
-                level = "error" if "Traceback" in line else ""
-            if level in ("error", "critical"):
-                bad.append(line[:400])
-        return bad

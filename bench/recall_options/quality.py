@@ -32,7 +32,7 @@ from daemon.grimoire.embedder import (
 from daemon.grimoire.models import FUSED, MINILM, MPNET
 from daemon.grimoire.retrieval import CANDIDATES, RecallQuery, Retriever
 from daemon.grimoire.vectors import stored_vectors, write_vectors
-from tests.semantic_corpus import ENTRIES, QUERIES
+from tests.helpers.semantic_corpus import ENTRIES, QUERIES
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray

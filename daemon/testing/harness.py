@@ -1,22 +1,19 @@
 """A clade on loopback: an owner and N golems, each a real `clade run` process.
 
-`clade demo` uses it to show sync end to end; the multi-daemon tests and `bench/bench_clade.py`
-use the same harness. Everything lives in one directory; `close()` stops every daemon.
+`clade demo` uses it to show sync end to end; the multi-daemon tests and the clade benchmarks
+use the same harness (each golem a `DaemonProcess`, daemon/testing/process.py). Everything
+lives in one directory; `close()` stops every daemon.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
-import queue
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,9 +24,10 @@ from crypto import AdmissionBundle, Certificate, OwnerKey
 from daemon.datadir import DataDir
 from daemon.grimoire.store import wall_clock_ms
 
-__all__ = ["EventLog", "Golem", "LoopbackClade", "run_demo"]
+from .notify import NotifySocket
+from .process import CLADE, DaemonProcess
 
-CLADE = str(Path(sys.executable).with_name("clade"))
+__all__ = ["CLADE", "EventLog", "Golem", "LoopbackClade", "run_demo"]
 
 
 @dataclass
@@ -85,104 +83,27 @@ class EventLog:
         self._stop = True
 
 
-class Golem:
-    """One `clade run` process and a client for its control API."""
+class Golem(DaemonProcess):
+    """One golem's `clade run` process (see DaemonProcess), known by `name` and its peer id."""
 
     def __init__(self, name: str, data: DataDir) -> None:
-        self.name = name
-        self.data = data
+        super().__init__(data, name=name)
         self.peer_id = data.load_identity().peer_id
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.stderr_lines: list[str] = []
-        self._lines: queue.Queue[str] = queue.Queue()
         self.p2p_addrs: list[str] = []
-        self.socket = ""
-        self._client: httpx.Client | None = None
 
-    def start(self, args: list[str], env: dict[str, str] | None = None, timeout: float = 60) -> None:
-        self.stderr_lines = []
-        self._lines = queue.Queue()
-        if self._client is not None:
-            self._client.close()
-            self._client = None
-        self.proc = subprocess.Popen([CLADE, "--data-dir", str(self.data.root), "run", *args],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     env={**os.environ, **(env or {})})
-        threading.Thread(target=self._pump, args=(self.proc,), daemon=True).start()
-        ready = json.loads(self.wait_for('"event": "ready"', timeout=timeout))
-        self.socket = ready["socket"]
+    def start(self, args: Sequence[str] = (), env: dict[str, str] | None = None, *,
+              notify: NotifySocket | None = None, timeout: float = 60) -> Golem:
+        """Run it and wait until it is ready and listens for peers (its multiaddrs in `p2p_addrs`)."""
+        self.p2p_addrs = []
+        super().start(args, env, notify=notify, timeout=timeout)
         deadline = time.monotonic() + timeout
         while not self.p2p_addrs:
             self.p2p_addrs = (self.call("GET", "/v1/status").get("p2p") or {}).get("listen", [])
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{self.name}: p2p did not start: {self.stderr_lines[-10:]}")
+                raise TimeoutError(f"{self.name}: p2p did not start: {self.stderr_tail(10)}")
             if not self.p2p_addrs:
                 time.sleep(0.05)
-
-    def _pump(self, proc: subprocess.Popen[bytes]) -> None:
-        assert proc.stderr is not None
-        for raw in proc.stderr:
-            line = raw.decode(errors="replace").rstrip("\n")
-            self.stderr_lines.append(line)
-            self._lines.put(line)
-
-    def wait_for(self, needle: str, *, timeout: float = 30) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError(f"{self.name}: no log line with {needle!r} in {timeout} s: "
-                                   f"{self.stderr_lines[-10:]}")
-            try:
-                line = self._lines.get(timeout=min(remaining, 0.5))
-            except queue.Empty:
-                if self.proc is not None and self.proc.poll() is not None and self._lines.empty():
-                    raise RuntimeError(
-                        f"{self.name} exited ({self.proc.returncode}): {self.stderr_lines[-10:]}") from None
-                continue
-            if needle in line:
-                return line
-
-    def call(self, method: str, path: str, **kwargs: Any) -> Any:
-        if self._client is None:  # one client per run of the daemon (a new one costs ~38 ms of CPU)
-            self._client = httpx.Client(transport=httpx.HTTPTransport(uds=self.socket), base_url="http://clade",
-                                        timeout=120)
-        try:
-            res = self._client.request(method, path, **kwargs)
-        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
-            # A kept-alive connection the server closed while idle (its keep-alive timeout),
-            # just as we reused it: a GET is safe to send again, on a new connection.
-            if method != "GET" or not self.running:
-                raise
-            res = self._client.request(method, path, **kwargs)
-        if res.status_code >= 400:
-            raise RuntimeError(f"{self.name}: {method} {path} -> {res.status_code} {res.text}")
-        return res.json()
-
-    def call_bytes(self, method: str, path: str, content: bytes) -> Any:
-        return self.call(method, path, content=content, headers={"content-type": "application/octet-stream"})
-
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self, sig: signal.Signals = signal.SIGTERM, timeout: float = 30) -> int | None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
-        if self.proc is None:
-            return None
-        proc, self.proc = self.proc, None
-        if proc.poll() is None:
-            proc.send_signal(sig)
-        try:
-            return proc.wait(timeout=timeout)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            if proc.stderr is not None:
-                proc.stderr.close()
+        return self
 
     def peers(self) -> list[dict[str, Any]]:
         return list(self.call("GET", "/v1/peers")["peers"])

@@ -1,0 +1,270 @@
+"""CRDT persistence: the SQLite backend behaves exactly like the in-memory reference, and
+two real stores converge over the wire codec."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from crdt import (
+    CausalContext,
+    Delta,
+    Kind,
+    RemoteProtocolError,
+    Sensitivity,
+    SlotKind,
+    Timestamp,
+    decode_delta,
+    encode_delta,
+    make_op,
+)
+from crdt.ops import AuthorValue
+from crypto import Identity, signature_ok
+from daemon.datadir import DataDir
+from daemon.grimoire import Grimoire, NewEntry, wall_clock_ms
+from daemon.grimoire.schema import SCHEMA_VERSION, migrate
+from tests.helpers.crdt_sim import IDENTITIES, SimReplica, gossip, random_op
+
+
+def wire(delta: Delta) -> tuple[Delta, Counter[str]]:
+    return decode_delta(encode_delta(delta), signature_ok)
+
+
+def sync(sender: Grimoire, receiver: Grimoire, receiver_id: str, **limits: int) -> int:
+    """Anti-entropy sender → receiver through the codec; returns ops applied."""
+    applied = 0
+    for delta in list(sender.iter_deltas(receiver.causal_context(), **limits)):
+        decoded, rejected = wire(delta)
+        report = receiver.apply_delta(decoded, rejected=rejected, local_replica=receiver_id)
+        assert not report.rejected, report.rejected
+        applied += report.applied
+    return applied
+
+
+@pytest.fixture
+def golems(tmp_path: Path) -> tuple[Grimoire, Grimoire, Identity, Identity]:
+    a = Grimoire.open(tmp_path / "a.db", create=True)
+    b = Grimoire.open(tmp_path / "b.db", create=True)
+    yield a, b, IDENTITIES[0], IDENTITIES[1]  # type: ignore[misc]
+    a.close()
+    b.close()
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_sqlite_backend_matches_memory_reference(tmp_path: Path, seed: int) -> None:
+    """Random ops from 3 writers, delivered reordered and duplicated, to both backends."""
+    rng = random.Random(seed)
+    writers = [SimReplica(IDENTITIES[i]) for i in range(3)]
+    reference = SimReplica(IDENTITIES[5])
+    store = Grimoire.open(tmp_path / "g.db", create=True)
+    messages: list[bytes] = []
+    counter = [0]
+    for _ in range(60):
+        author = rng.choice(writers)
+        messages.append(gossip(random_op(rng, author, counter)))
+        if rng.random() < 0.3:
+            other = rng.choice(writers)
+            if other is not author:
+                for delta in __import__("crdt").extract_deltas(author.state, other.state.context.copy()):
+                    other.receive(encode_delta(delta))
+    rng.shuffle(messages)
+    messages += rng.sample(messages, len(messages) // 3)  # duplicates
+    for message in messages:
+        ref = reference.receive(message)
+        decoded, rejected = decode_delta(message, signature_ok)
+        got = store.apply_delta(decoded, rejected=rejected)
+        assert (got.applied, got.superseded, got.duplicate, got.rejected) == (
+            ref.applied, ref.superseded, ref.duplicate, ref.rejected)
+    assert store.state_digest() == reference.digest()
+    # and anti-entropy from every writer completes both the same way
+    for w in writers:
+        for delta in __import__("crdt").extract_deltas(w.state, reference.state.context.copy()):
+            reference.receive(encode_delta(delta))
+        for delta in __import__("crdt").extract_deltas(w.state, store.causal_context()):
+            decoded, rejected = wire(delta)
+            store.apply_delta(decoded, rejected=rejected)
+    assert store.state_digest() == reference.digest()
+    store.close()
+
+
+def test_two_stores_converge_and_materialise(golems: tuple[Grimoire, Grimoire, Identity, Identity]) -> None:
+    a, b, ida, idb = golems
+    w = a.remember(NewEntry(kind=Kind.WARNING, content="Oracle lag on Base during sequencer restarts",
+                            confidence=0.9, tags=("oracle",)), identity=ida)
+    i = b.remember(NewEntry(kind=Kind.INSIGHT, content="Stable pools rebalance best near 08:00 UTC",
+                            confidence=0.8), identity=idb)
+    assert sync(a, b, idb.peer_id) == 2
+    assert sync(b, a, ida.peer_id) == 2
+    assert a.state_digest() == b.state_digest()
+    got = b.get(w.id)
+    assert got.body == w.body and got.provenance == "clade" and got.local_confidence == 0.4
+    assert got.confidence == 0.9
+    assert a.get(i.id).provenance == "clade" and a.get(i.id).confidence == 0.8
+    assert [h.entry.id for h in b.recall("oracle")] == [w.id]
+    # a second round moves nothing
+    assert sync(a, b, idb.peer_id) == 0 and list(a.iter_deltas(b.causal_context())) == []
+
+
+def test_retraction_and_endorsement_cross(golems: tuple[Grimoire, Grimoire, Identity, Identity]) -> None:
+    a, b, ida, idb = golems
+    e = a.remember(NewEntry(kind=Kind.HEURISTIC, content="Wait two blocks after a depeg alert"), identity=ida)
+    sync(a, b, idb.peer_id)
+    b.endorse(e.id, identity=idb, confirm=True)
+    b.endorse(e.id, identity=idb, confirm=True)
+    b.endorse(e.id, identity=idb, confirm=False)
+    sync(b, a, ida.peer_id)
+    assert (a.get(e.id).confirms, a.get(e.id).contradicts) == (2, 1)
+    a.retract(e.id, identity=ida)
+    sync(a, b, idb.peer_id)
+    assert b.get(e.id).status == "retracted"
+    with pytest.raises(Exception, match="only its author"):
+        b.retract(e.id, identity=idb)
+    with pytest.raises(Exception, match="own entry"):
+        a.endorse(e.id, identity=ida, confirm=True)
+    assert a.state_digest() == b.state_digest()
+
+
+def test_forget_is_local_and_late_ops_do_not_resurrect(
+    golems: tuple[Grimoire, Grimoire, Identity, Identity],
+) -> None:
+    a, b, ida, idb = golems
+    e = a.remember(NewEntry(kind=Kind.WARNING, content="Bridge delays on Friday evenings"), identity=ida)
+    sync(a, b, idb.peer_id)
+    digest_before = b.state_digest()
+    assert b.forget(e.id) is True
+    assert b.state_digest() == digest_before  # forgetting writes no op
+    assert list(b.iter_deltas(a.causal_context())) == []
+    a.set_confidence(e.id, 0.2, identity=ida)
+    sync(a, b, idb.peer_id)
+    late = b.get(e.id)
+    assert late.archived is True and late.confidence == 0.2  # absorbed, still forgotten
+    assert b.list_entries() == [] and b.recall("bridge") == []
+    assert a.get(e.id).archived is False
+    assert a.state_digest() == b.state_digest()
+
+
+def test_private_and_never_crossing_kinds_stay_home(golems: tuple[Grimoire, Grimoire, Identity, Identity]) -> None:
+    a, b, ida, idb = golems
+    a.remember(NewEntry(kind=Kind.INSIGHT, content="my size limits", sensitivity=Sensitivity.PRIVATE), identity=ida)
+    a.remember(NewEntry(kind=Kind.FACT, content="api keys live in vault", sensitivity=Sensitivity.SENSITIVE),
+               identity=ida)
+    a.remember(NewEntry(kind=Kind.STRATEGY_OUTCOME, content="lp-7 made 3%"), identity=ida)
+    a.remember(NewEntry(kind=Kind.PREFERENCE, content="prefer curve"), identity=ida)
+    pub = a.remember(NewEntry(kind=Kind.WARNING, content="public warning"), identity=ida)
+    sync(a, b, idb.peer_id)
+    assert [e.id for e in b.list_entries()] == [pub.id]
+    assert b.causal_context().vv(ida.peer_id) == 10  # withheld seqs are covered, nothing pending
+
+
+def test_seq_never_reused_even_after_restore_from_old_copy(tmp_path: Path) -> None:
+    ida, idb = IDENTITIES[0], IDENTITIES[1]
+    a = Grimoire.open(tmp_path / "a.db", create=True)
+    b = Grimoire.open(tmp_path / "b.db", create=True)
+    a.remember(NewEntry(kind=Kind.WARNING, content="one"), identity=ida)
+    a.close()
+    old = (tmp_path / "a.db").read_bytes()
+    a = Grimoire.open(tmp_path / "a.db")
+    a.remember(NewEntry(kind=Kind.WARNING, content="two"), identity=ida)  # seqs 3, 4
+    sync(a, b, idb.peer_id)
+    a.close()
+    for suffix in ("-wal", "-shm"):
+        (tmp_path / f"a.db{suffix}").unlink(missing_ok=True)
+    (tmp_path / "a.db").write_bytes(old)  # "restore" a copy taken after seq 2
+    a = Grimoire.open(tmp_path / "a.db")
+    sync(b, a, ida.peer_id)  # the sibling hands back our seqs 3 and 4
+    e = a.remember(NewEntry(kind=Kind.WARNING, content="three"), identity=ida)
+    seqs = [r[0] for r in sqlite3.connect(tmp_path / "a.db").execute(
+        "SELECT seq FROM ops WHERE entry_id = ? ORDER BY seq", (e.id,))]
+    assert seqs == [5, 6]
+    sync(a, b, idb.peer_id)
+    assert a.state_digest() == b.state_digest()
+    a.close()
+    b.close()
+
+
+def test_far_future_ops_are_refused(golems: tuple[Grimoire, Grimoire, Identity, Identity]) -> None:
+    _, b, _, _ = golems
+    body_ops = SimReplica(IDENTITIES[2])
+    body_ops.wall = wall_clock_ms() + 3_600_000  # an hour ahead of us
+    message = gossip(body_ops.create("from the future", Kind.WARNING))
+    decoded, rejected = decode_delta(message, signature_ok)
+    report = b.apply_delta(decoded, rejected=rejected)
+    assert report.rejected == {"clock_skew": 2} and report.applied == 0
+    assert b.list_entries(include_archived=True) == []
+    assert b.causal_context().size() == 0
+
+
+def test_forged_op_changes_nothing_in_store(golems: tuple[Grimoire, Grimoire, Identity, Identity]) -> None:
+    a, b, ida, idb = golems
+    e = a.remember(NewEntry(kind=Kind.WARNING, content="gas"), identity=ida)
+    sync(a, b, idb.peer_id)
+    before = b.state_digest()
+    forged = make_op(writer=idb.peer_id, seq=1, hlc=Timestamp(1), entry_id=e.id, slot=SlotKind.AUTHOR,
+                     value=AuthorValue(confidence=0.0), sign=idb.sign)
+    report = b.apply_delta(wire(Delta((forged,), CausalContext()))[0])
+    assert report.rejected == {"forbidden_slot": 1}
+    assert b.state_digest() == before and b.get(e.id).confidence == 0.7
+    with pytest.raises(RemoteProtocolError):
+        decode_delta(b"\x93\x02\x90\x90", signature_ok)
+
+
+def test_batched_extraction_respects_caps(golems: tuple[Grimoire, Grimoire, Identity, Identity]) -> None:
+    a, b, ida, idb = golems
+    a.remember_many([NewEntry(kind=Kind.FACT, content=f"fact {i}") for i in range(50)], identity=ida)
+    deltas = list(a.iter_deltas(b.causal_context(), max_ops=16))
+    assert [len(d.ops) for d in deltas] == [16, 16, 16, 16, 16, 16, 4]
+    assert sync(a, b, idb.peer_id, max_ops=16) == 100
+    assert a.state_digest() == b.state_digest()
+
+
+def test_pre_v3_entries_get_their_ops(tmp_path: Path) -> None:
+    """A v2 store (entries without ops) is migrated; opening it with the identity signs them."""
+    data = DataDir(tmp_path / "d")
+    data.init()
+    ident = data.load_identity()
+    data.db_path.unlink()
+    for suffix in ("-wal", "-shm"):
+        Path(f"{data.db_path}{suffix}").unlink(missing_ok=True)
+    conn = sqlite3.connect(data.db_path, isolation_level=None)
+    migrate(conn, target=2)
+    body = NewEntry(kind=Kind.WARNING, content="written by clade v2").body(ident.peer_id, Timestamp(1_700_000_000_000))
+    conn.execute(
+        "INSERT INTO entries (id, author, kind, content, importance, quality, sensitivity, origin, created_hlc, "
+        "confidence, provenance, local_confidence, stored_ms) VALUES (?, ?, 'warning', ?, 0.5, 0.5, 'public', "
+        "'self', ?, 0.7, 'self', 0.7, 0)", (body.id, ident.peer_id, body.content, body.created.pack()))
+    conn.close()
+    with data.open_store(identity=ident) as store:
+        assert store.schema_version == SCHEMA_VERSION
+        assert store.get(body.id).confidence == 0.7
+        deltas = list(store.iter_deltas(CausalContext()))
+        assert [op.entry_id for d in deltas for op in d.ops] == [body.id, body.id]
+        assert store.backfill_ops(ident) == 0  # once only
+
+
+@pytest.mark.parametrize("seed", [3, 17])
+def test_a_stored_op_read_back_equals_the_op_admitted(seed: int) -> None:
+    """`open_stored_op` (extraction: no re-validation, no re-hash) gives exactly what `open_op`
+    (admission: signature, format, rules, hash) gives, for every kind of op and body field."""
+    from crdt import EntryBody, open_op, open_stored_op
+
+    rng = random.Random(seed)
+    replicas = [SimReplica(identity) for identity in IDENTITIES[:3]]
+    counter = [0]
+    ops = []
+    for _ in range(300):
+        made = random_op(rng, rng.choice(replicas), counter)
+        ops += made
+        for replica in replicas:  # everyone learns it, so endorsements of others' entries happen
+            replica.receive(gossip(made))
+    assert {op.slot for op in ops} == {SlotKind.BODY, SlotKind.AUTHOR, SlotKind.ENDORSE}
+    for op in ops:
+        admitted = open_op(op.writer, op.signed, op.signature, signature_ok)
+        stored = open_stored_op(op.writer, op.signed, op.signature)
+        assert stored == admitted and stored.dot == admitted.dot and stored.wire_size == admitted.wire_size
+        if isinstance(admitted.value, EntryBody):
+            assert isinstance(stored.value, EntryBody) and stored.value.id == admitted.value.id
+            assert stored.value.canonical() == admitted.value.canonical()

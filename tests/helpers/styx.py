@@ -1,0 +1,32 @@
+"""A daemon pushing to the reference Styx server: its environment, a burst of writes, polling."""
+
+from __future__ import annotations
+
+import time
+
+from daemon.testing.process import DaemonProc
+from daemon.testing.styx_server import StyxServer
+from tests.helpers.cli import STYX_TOKEN
+
+
+def styx_env(styx: StyxServer) -> dict[str, str]:
+    """The environment of a daemon pushing to `styx` (fast backoff)."""
+    return {"CLADE_STYX__ENABLED": "true", "CLADE_STYX__URL": styx.url, "CLADE_STYX__TOKEN": STYX_TOKEN,
+            "CLADE_STYX__BACKOFF_CAP_S": "0.5", "CLADE_STYX__BACKOFF_BASE_S": "0.1"}
+
+
+def wait_until(predicate: object, timeout: float, what: str) -> None:
+    """Poll `predicate()` until true; AssertionError naming `what` after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while not predicate():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.1)
+
+
+def flush_warnings(daemon: DaemonProc, start: int, count: int, *, kind: str = "warning", private: bool = False) -> None:
+    """POST /v1/memory/flush of `count` numbered facts (from `start`) of `kind`; asserts 200."""
+    facts = [{"content": f"Warning number {i}: never LP in pool {i} under $100K TVL", "memory_type": kind,
+              **({"sensitivity": "private"} if private else {})} for i in range(start, start + count)]
+    answer = daemon.request("POST", "/v1/memory/flush", json={"session": f"s{start}", "facts": facts})
+    assert answer.status_code == 200, answer.text

@@ -1,0 +1,44 @@
+"""Driving the real TUI against a daemon: start it, wait on a condition, read the feed."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from textual.pilot import Pilot
+
+from daemon.datadir import DataDir
+from tui.app import CladeTui
+from tui.client import Endpoint
+from tui.widgets import FeedPanel
+
+Body = Callable[[Pilot[Any]], Awaitable[None]]
+SIZE = (120, 40)
+
+
+def drive(app: CladeTui, body: Body, size: tuple[int, int] = SIZE) -> None:
+    """Run `app` headless at `size` and drive it with `body`."""
+
+    async def main() -> None:
+        async with app.run_test(size=size) as pilot:
+            await body(pilot)
+
+    asyncio.run(main())
+
+
+async def until(pilot: Pilot[Any], predicate: Callable[[], Any], what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        await pilot.pause(0.05)
+
+
+def feed(app: CladeTui) -> list[str]:
+    return app._main.query_one(FeedPanel).texts()
+
+
+def tui_for(data: DataDir, **kw: Any) -> CladeTui:
+    return CladeTui(Endpoint(data_dir=data.root).transport, poll_s=0.5, env={}, **kw)

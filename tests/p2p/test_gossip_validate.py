@@ -1,0 +1,149 @@
+"""The gossip validator under Pubsub's validation timeout: a message whose first validation
+Pubsub gave up on (a loaded machine) is accepted when a copy comes again, and is never
+counted as a replay (the issue's stray `gossip_rejected_replayed` with nobody replaying).
+
+The validator is driven directly with a real codec and real sealed messages; the daemon
+port is the three things the validator reads of it (counters, the clock). The last test
+drives the daemon's own Pubsub subclass with a validator that outlasts the timeout."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+from libp2p import new_host
+from libp2p.crypto.secp256k1 import create_new_key_pair
+from libp2p.exceptions import ValidationError
+from libp2p.peer.id import ID
+from libp2p.pubsub.pb import rpc_pb2
+
+from crdt import CausalContext, Delta, Kind
+from crdt.codec import encode_delta
+from crypto import seal_envelope
+from daemon.p2p.broadcast import Broadcast
+from daemon.p2p.gate import MemberGate
+from daemon.p2p.gossip import GossipCodec
+from daemon.p2p.host import build_pubsub
+from daemon.p2p.peers import PeerBook
+from tests.helpers.crdt_sim import SimReplica
+from tests.helpers.fuzzing import GOLEM, MEMBERSHIP, NOW_MS, OWNER, REVOCATIONS, STRANGER
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.counters: Counter[str] = Counter()
+
+    def now_ms(self) -> int:
+        return NOW_MS
+
+    def publish(self, event: str, data: dict[str, Any]) -> None:
+        raise AssertionError("the validator publishes nothing")
+
+    async def db(self, fn: Any) -> Any:
+        raise AssertionError("the validator does not touch the store")
+
+    async def read(self, fn: Any) -> Any:
+        raise AssertionError("the validator does not touch the store")
+
+    def ingesting(self) -> Any:
+        raise AssertionError("the validator joins no catch-up round")
+
+
+def _broadcast() -> tuple[Broadcast, _Clock]:
+    daemon = _Clock()
+    codec = GossipCodec(identity=GOLEM, membership=MEMBERSHIP, clade_key=OWNER.clade_key,
+                        revocations=lambda: REVOCATIONS, max_skew_ms=60_000)
+    # `me` is another member: the message is not our own.
+    return Broadcast(daemon, links=None, book=PeerBook(), me=STRANGER.peer_id, codec=codec,  # type: ignore[arg-type]
+                     topic="t", probe_topic="p", max_skew_ms=60_000), daemon
+
+
+def _message(seqno: int) -> rpc_pb2.Message:
+    ops = SimReplica(GOLEM, wall=NOW_MS).create("Aave utilisation above 90% stalls withdrawals", Kind.WARNING)
+    data = seal_envelope(encode_delta(Delta(tuple(ops), CausalContext())), sender=GOLEM, membership=MEMBERSHIP,
+                         clade_key=OWNER.clade_key, now_ms=NOW_MS)
+    return rpc_pb2.Message(from_id=ID.from_base58(GOLEM.peer_id).to_bytes(), seqno=seqno.to_bytes(8, "big"),
+                           data=data, topicIDs=["t"])
+
+
+async def test_a_copy_after_a_timed_out_validation_is_accepted_not_replayed() -> None:
+    broadcast, daemon = _broadcast()
+    msg = _message(1)
+    forwarder = _peer_id()
+    with trio.CancelScope() as scope:
+        scope.cancel()  # Pubsub's validation timeout fired while the envelope was being opened
+        await broadcast.validate(forwarder, msg)
+    assert broadcast._accepted, "the open finished although its caller gave up"
+    assert await broadcast.validate(forwarder, msg) is True  # the retransmission
+    assert daemon.counters["gossip_rejected_replayed"] == 0
+    assert daemon.counters["gossip_duplicates"] == 1
+
+
+async def test_the_same_envelope_under_a_new_seqno_is_still_a_replay() -> None:
+    """What the replay guard is for stays refused: one sealed envelope published twice."""
+    broadcast, daemon = _broadcast()
+    first = _message(1)
+    again = rpc_pb2.Message(from_id=first.from_id, seqno=(2).to_bytes(8, "big"), data=first.data, topicIDs=["t"])
+    forwarder = _peer_id()
+    assert await broadcast.validate(forwarder, first) is True
+    assert await broadcast.validate(forwarder, again) is False
+    assert daemon.counters["gossip_rejected_replayed"] == 1
+
+
+class _Subscription:
+    """Pubsub's queue for our topic: hands out the given messages, then waits forever."""
+
+    def __init__(self, *messages: rpc_pb2.Message) -> None:
+        self.messages = list(messages)
+
+    async def get(self) -> rpc_pb2.Message:
+        if self.messages:
+            return self.messages.pop(0)
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+
+async def test_a_copy_validated_after_the_first_was_delivered_is_a_duplicate_not_a_replay() -> None:
+    """py-libp2p checks "seen" before verifying the libp2p signature, so a second copy can reach
+    the validator just after the first was delivered (measured in bench_clade: 1.5–5.5 ms
+    after). It is the same message (same publisher and seqno): a duplicate, not a replay."""
+    broadcast, daemon = _broadcast()
+    msg = _message(1)
+    assert await broadcast.validate(_peer_id(), msg) is True
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(broadcast._drain, _Subscription(msg))
+        await trio.testing.wait_all_tasks_blocked()
+        assert not broadcast._accepted, "the first copy was delivered"
+        assert await broadcast.validate(_peer_id(), msg) is False  # not delivered twice
+        nursery.cancel_scope.cancel()
+    assert daemon.counters["gossip_rejected_replayed"] == 0
+    assert daemon.counters["gossip_duplicates"] == 1
+
+
+def _peer_id() -> ID:
+    return ID.from_base58(GOLEM.peer_id)
+
+
+async def test_pubsub_forgets_a_validation_timeout(autojump_clock: trio.testing.MockClock) -> None:
+    """py-libp2p caches a timed-out validation as invalid for five minutes, which would refuse
+    every later copy of a good message; the daemon's Pubsub forgets the timeout instead."""
+    host = new_host(key_pair=create_new_key_pair())
+    _, pubsub = build_pubsub(host, MemberGate(lambda peer: frozenset()), wait_s=1.0)
+    calls: list[int] = []
+
+    async def slow_then_done(forwarder: ID, msg: rpc_pb2.Message) -> bool:
+        calls.append(len(calls))
+        if len(calls) == 1:
+            await trio.sleep_forever()  # busy past Pubsub's validation timeout
+        return True
+
+    pubsub.set_topic_validator("t", slow_then_done, is_async_validator=True)
+    msg = _message(7)
+    with pytest.raises(ValidationError):
+        await pubsub.validate_msg(_peer_id(), msg)
+    await pubsub.validate_msg(_peer_id(), msg)  # the next copy is validated again, and passes
+    assert calls == [0, 1]
+    assert pubsub.counters["gossip_validation_timeouts"] == 1

@@ -1,0 +1,129 @@
+"""Each of the reference server's fault modes against a real daemon: retried as specified,
+nothing duplicated, nothing lost; the monthly spend survives a restart; a tick cap pauses and
+resumes; PLAYBOOK.md snapshots reach the vault layer once per distinct text."""
+
+from __future__ import annotations
+
+import time
+from email.utils import formatdate
+from typing import Any
+
+import pytest
+
+from daemon.datadir import DataDir
+from daemon.testing.process import DaemonProc
+from daemon.testing.styx_server import StyxServer
+from tests.helpers.styx import flush_warnings as _flush
+from tests.helpers.styx import styx_env as _env
+from tests.helpers.styx import wait_until as _wait
+
+ENTRIES = "/v1/styx/entries"
+
+
+def _drained(daemon: DaemonProc, styx: StyxServer, n: int) -> None:
+    _wait(lambda: len(styx.keys()) == n, 60, f"{n} items at Styx")
+    _wait(lambda: daemon.request("GET", "/v1/styx/status").json()["queue_depth"] == 0, 30, "an empty outbox")
+
+
+@pytest.mark.parametrize(("fault", "timeout_s"), [
+    pytest.param({"status": 500, "times": 3}, 10.0, id="500"),
+    pytest.param({"status": 408, "times": 2}, 10.0, id="408"),
+    pytest.param({"reset": True, "times": 3}, 10.0, id="connection-reset"),
+    pytest.param({"delay_s": 1.2, "times": 2}, 0.4, id="slow-past-the-timeout"),  # commits after we gave up
+    pytest.param({"delay_s": 0.3, "times": 2}, 10.0, id="slow-within-the-timeout"),
+])
+def test_each_fault_is_retried_and_nothing_is_duplicated_or_lost(data_dir: DataDir, styx: StyxServer,
+                                                                fault: dict[str, Any], timeout_s: float) -> None:
+    styx.set_faults(**fault)
+    daemon = DaemonProc(data_dir, env={**_env(styx), "CLADE_STYX__TIMEOUT_S": str(timeout_s)})
+    try:
+        _flush(daemon, 0, 10)
+        _drained(daemon, styx, 10)
+        keys = styx.keys()
+        assert len(keys) == len(set(keys)) == 10
+        attempts = len(styx.arrivals(ENTRIES))
+        status = daemon.request("GET", "/v1/styx/status").json()
+        if fault.get("status") or fault.get("reset") or timeout_s < 1:  # each faulted call failed, then one took
+            assert attempts == fault["times"] + 1 and status["failures"] == fault["times"]
+        else:  # slow but in time: delivered at the first attempt
+            assert attempts == 1 and status["failures"] == 0
+        assert status["delivered"] == 10 and status["last_success_at"].endswith("Z")
+    finally:
+        assert daemon.stop() == 0
+
+
+@pytest.mark.parametrize("form", ["seconds", "http-date"])
+def test_retry_after_is_honoured_in_both_forms(data_dir: DataDir, styx: StyxServer, form: str) -> None:
+    """Backoff is capped at 0.5 s here, so a gap of ~2 s between attempts can only come from Retry-After."""
+    daemon = DaemonProc(data_dir, env=_env(styx))
+    try:
+        value: Any = 2 if form == "seconds" else formatdate(time.time() + 3, usegmt=True)  # once the daemon is up
+        styx.set_faults(status=429 if form == "seconds" else 503, retry_after=value, times=1)
+        _flush(daemon, 0, 3)
+        _drained(daemon, styx, 3)
+        first, second = styx.arrivals(ENTRIES)
+        assert second - first >= 1.5  # HTTP dates have 1 s resolution: 3 s ahead waits 2–3 s
+    finally:
+        assert daemon.stop() == 0
+
+
+def test_the_monthly_budget_stops_pushing_not_writing_and_survives_a_restart(data_dir: DataDir,
+                                                                             styx: StyxServer) -> None:
+    env = {**_env(styx), "CLADE_STYX__PRICES__PER_ITEM": "0.01", "CLADE_STYX__BUDGET__MONTHLY": "0.05",
+           "CLADE_STYX__BUDGET__MAX_PER_TICK": "1", "CLADE_STYX__BATCH": "2"}
+    daemon = DaemonProc(data_dir, env=env)
+    try:
+        _flush(daemon, 0, 9)
+        _wait(lambda: daemon.request("GET", "/v1/styx/status").json()["paused_by_budget"], 60, "the budget pause")
+        status = daemon.request("GET", "/v1/styx/status").json()
+        assert len(styx.keys()) == 5 and status["queue_depth"] == 4  # 5 × 0.01 USD; the rest keep waiting
+        assert abs(status["spend_month_usd"] - 0.05) < 1e-9
+    finally:
+        assert daemon.stop() == 0
+    assert len(styx.keys()) == 5
+    daemon = DaemonProc(data_dir, env=env)
+    try:
+        _flush(daemon, 100, 1)  # a write wakes the pusher: it must still be over the budget
+        _wait(lambda: daemon.request("GET", "/v1/styx/status").json()["paused_by_budget"], 60, "the pause again")
+        status = daemon.request("GET", "/v1/styx/status").json()
+        assert status["queue_depth"] == 5 and len(styx.keys()) == 5
+        assert abs(status["spend_month_usd"] - 0.05) < 1e-9
+        assert status["spend"]["items"] == 5 and status["spend"]["calls"] == 3  # batches of 2, 2, 1
+    finally:
+        assert daemon.stop() == 0
+
+
+def test_a_tick_cap_pauses_pushing_for_the_rest_of_the_tick(data_dir: DataDir, styx: StyxServer) -> None:
+    """One call's worth per (hour-long) tick: the first item goes, the pusher pauses, the rest
+    wait in the outbox. (The next tick resuming is Budget's: test_styx_policy, on exact times.)"""
+    env = {**_env(styx), "CLADE_STYX__PRICES__PER_CALL": "0.01", "CLADE_STYX__BUDGET__MAX_PER_TICK": "0.01",
+           "CLADE_STYX__BUDGET__TICK_S": "3600", "CLADE_STYX__BATCH": "1"}
+    daemon = DaemonProc(data_dir, env=env)
+    try:
+        _flush(daemon, 0, 3)
+        _wait(lambda: daemon.request("GET", "/v1/styx/status").json()["paused_by_budget"], 60, "the tick pause")
+        status = daemon.request("GET", "/v1/styx/status").json()
+        assert len(styx.keys()) == 1 and len(styx.arrivals(ENTRIES)) == 1
+        assert status["queue_depth"] == 2 and status["spend"]["calls"] == 1
+    finally:
+        assert daemon.stop() == 0
+
+
+def test_playbook_snapshots_go_to_the_vault_layer_once_per_text(data_dir: DataDir, styx: StyxServer) -> None:
+    daemon = DaemonProc(data_dir, env={**_env(styx), "CLADE_P2P__ENABLED": "false"})
+    try:
+        daemon.request("POST", "/v1/memory", json={"content": "Never LP below $100K TVL",
+                                                   "memory_type": "heuristic"}).raise_for_status()
+        assert daemon.request("POST", "/v1/curator/run", json={}).status_code == 200
+        _wait(lambda: any(i["kind"] == "playbook" for i in styx.items()), 30, "a PLAYBOOK snapshot at Styx")
+        assert daemon.request("POST", "/v1/curator/run", json={}).status_code == 200  # the same text: not again
+        _flush(daemon, 0, 1)  # a marker queued after the second cycle; the outbox drains in order
+        _wait(lambda: any(i["kind"] == "warning" for i in styx.items()), 30, "the marker at Styx")
+    finally:
+        assert daemon.stop() == 0
+    snapshots = [i for i in styx.items() if i["kind"] == "playbook"]
+    assert len(snapshots) == 1
+    (snap,) = snapshots
+    assert snap["layer"] == "vault" and "Never LP below $100K TVL" in snap["content"]
+    assert snap["idempotency_key"].endswith(":" + snap["id"]) and snap["id"].startswith("playbook-")
+    assert snap["metadata"]["bytes"] == len(snap["content"].encode())

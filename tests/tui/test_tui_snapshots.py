@@ -1,0 +1,163 @@
+"""Snapshot tests of every TUI screen (pytest-textual-snapshot): fixed data from
+`tests/helpers/tui_fake.py`, so the pictures depend on neither peer ids nor time. Each docstring says
+what a reviewer should see in the SVG under `tests/tui/__snapshots__/test_tui_snapshots/`.
+Update after an intended change with `pytest tests/tui/test_tui_snapshots.py --snapshot-update`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+import pytest
+from textual.pilot import Pilot
+
+from tests.helpers.tui_fake import NOW_MS, fake_transport, seeded_rates, transport_factory
+from tui.app import CladeTui
+from tui.widgets import FeedPanel
+
+SMALL = (80, 24)
+BIG = (160, 48)
+Compare = Callable[..., bool]
+
+
+def make_app(theme: str = "truecolor", transport: httpx.AsyncBaseTransport | None = None) -> CladeTui:
+    return CladeTui(transport_factory(transport or fake_transport()), now_ms=lambda: NOW_MS, poll_s=3600,
+                    theme=theme, env={}, rates=seeded_rates())
+
+
+async def until(pilot: Pilot[Any], predicate: Callable[[], bool], timeout: float = 15.0) -> None:
+    """Let the app run until `predicate()` holds (fails after `timeout` s)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "the app never reached the expected state"
+        await pilot.pause(0.02)
+
+
+def ready(*keys: str, then: Callable[[Pilot[Any]], bool] | None = None) -> Callable[[Pilot[Any]], Awaitable[None]]:
+    """run_before: wait for the first poll and all 11 canned feed lines, press `keys`, then wait for `then`."""
+
+    async def run(pilot: Pilot[Any]) -> None:
+        app = pilot.app
+        assert isinstance(app, CladeTui)
+        await until(pilot, lambda: app.polls >= 1 and len(app._main.query_one(FeedPanel).texts()) == 11)
+        for key in keys:
+            await pilot.press(key)
+            await pilot.pause()
+        if then is not None:
+            await until(pilot, lambda: then(pilot))
+        await pilot.pause()
+
+    return run
+
+
+def test_main_80x24(snap_compare: Compare) -> None:
+    """Main screen at 80×24, truecolor: two header lines (golem …AAGolem0, clade demo, uptime
+    3h 45m; badges `[daemon: up] [curator: 7m 00s ago] [styx: backlog] [backup: ok]`), the
+    siblings table with …BSibOne1 `100%`, …CSibTwo2 `99.9% (3 behind)` and …DSibThr3 dimmed
+    `down` / `not synced`, the tab strip `1 feed` selected, and the 11 feed lines, the
+    warning and error lines in bold. The footer shows s search, p pause, q quit, ? help."""
+    assert snap_compare(make_app(), terminal_size=SMALL, run_before=ready())
+
+
+def test_main_160x48(snap_compare: Compare) -> None:
+    """Main screen at 160×48, truecolor: the same header and siblings (address column
+    visible), then a 2×2 grid: live feed, knowledge (412 live, kinds in two columns, a
+    10-bucket confidence histogram peaking at 0.7–0.8 with 97), traffic (four sparklines,
+    gossip busy throughout, sync in one burst), backups · styx (last 3h 00m ago 9.2 MiB, 5 of
+    7 kept, next due in 21h 00m; outbox 17 waiting, oldest 42s, 1 parked, spend 0.0421 USD)."""
+    assert snap_compare(make_app(), terminal_size=BIG, run_before=ready())
+
+
+def test_main_80x24_16_colours(snap_compare: Compare) -> None:
+    """The 80×24 main screen in the 16-colour theme (`clade-16`, the terminal's ANSI palette):
+    same content as test_main_80x24; every state still reads as a word."""
+    assert snap_compare(make_app("16"), terminal_size=SMALL, run_before=ready())
+
+
+def test_main_160x48_16_colours(snap_compare: Compare) -> None:
+    """The 160×48 grid in the 16-colour theme: same content as test_main_160x48."""
+    assert snap_compare(make_app("16"), terminal_size=BIG, run_before=ready())
+
+
+def test_main_mono(snap_compare: Compare) -> None:
+    """The 80×24 main screen in the monochrome theme: greys only, the badges' words and the
+    `down` / `99.9% (3 behind)` cells carry every state."""
+    assert snap_compare(make_app("mono"), terminal_size=SMALL, run_before=ready())
+
+
+@pytest.mark.parametrize("panel", ["2", "3", "4"])
+def test_narrow_panels(snap_compare: Compare, panel: str) -> None:
+    """80×24 with panel 2 (knowledge: counts and the confidence histogram), 3 (traffic: four
+    labelled sparklines with now/peak figures) or 4 (backups and Styx) selected in the tab strip."""
+    assert snap_compare(make_app(), terminal_size=SMALL, run_before=ready(panel))
+
+
+def test_help(snap_compare: Compare) -> None:
+    """`?` at 80×24: the help dialog lists every binding — keys, id (for [tui] keymap), what it
+    does — starting with `q quit (exit status 0)` and `? help`."""
+    assert snap_compare(make_app(), terminal_size=SMALL, run_before=ready("question_mark"))
+
+
+def test_confirm_backup(snap_compare: Compare) -> None:
+    """`B` at 80×24: the confirmation dialog asks to write an encrypted backup now and names
+    its target, `golem …AAGolem0 of clade demo`; `Cancel (n)` has the focus, `Back up (y)`."""
+    assert snap_compare(make_app(), terminal_size=SMALL, run_before=ready("B"))
+
+
+def test_filter(snap_compare: Compare) -> None:
+    """`/` at 80×24: the feed filter dialog with the list of kinds and an empty input."""
+    assert snap_compare(make_app(), terminal_size=SMALL, run_before=ready("slash"))
+
+
+def test_feed_filtered_and_paused(snap_compare: Compare) -> None:
+    """80×24 after filtering on `peer` and pausing: the feed state line reads `PAUSED 0 new
+    waiting` and `filter: peer`; only the three peer lines remain."""
+    keys = ("slash", "p", "e", "e", "r", "enter", "p")
+    assert snap_compare(make_app(), terminal_size=SMALL, run_before=ready(*keys))
+
+
+def test_search_and_entry(snap_compare: Compare) -> None:
+    """Search (`s`, typed `funding`, results after the debounce), then enter: the entry view of
+    01JD…WARN — kind warning, author, provenance sibling, confidence 0.80 (local 0.74),
+    endorsements 2 confirm 0 contradict, superseded_by -, tags perps, risk, and its content."""
+    def shown(pilot: Pilot[Any]) -> bool:
+        return pilot.app.screen.__class__.__name__ == "EntryScreen" and "warning" in str(
+            pilot.app.screen.query_one("#entry-body").render())
+
+    async def run(pilot: Pilot[Any]) -> None:
+        await ready("s")(pilot)
+        await pilot.press(*"funding")
+        await until(pilot, lambda: pilot.app.screen.query_one("#results").row_count == 2)  # type: ignore[attr-defined]
+        await pilot.press("tab", "enter")
+        await until(pilot, lambda: shown(pilot))
+
+    assert snap_compare(make_app(), terminal_size=SMALL, run_before=run)
+
+
+def test_search_results(snap_compare: Compare) -> None:
+    """Search at 80×24 after typing `funding`: `2 result(s) for “funding”`, a table with
+    score, kind, confidence and content (0.913 warning first, 0.702 insight second)."""
+    async def run(pilot: Pilot[Any]) -> None:
+        await ready("s")(pilot)
+        await pilot.press(*"funding")
+        await until(pilot, lambda: pilot.app.screen.query_one("#results").row_count == 2)  # type: ignore[attr-defined]
+
+    assert snap_compare(make_app(), terminal_size=SMALL, run_before=run)
+
+
+def test_disconnected(snap_compare: Compare) -> None:
+    """No daemon answers: the header reads `clade waiting for the daemon…` and the badge
+    `[daemon: disconnected — retrying]`, with the reason beside it; the panels wait."""
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+
+    app = make_app(transport=httpx.MockTransport(refuse))
+
+    async def run(pilot: Pilot[Any]) -> None:
+        await until(pilot, lambda: app.link == "down")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=SMALL, run_before=run)
