@@ -34,7 +34,7 @@ from daemon.config import Config
 from daemon.datadir import DataDir
 from daemon.grimoire import Episode, Grimoire, NewEntry
 from daemon.grimoire.records import Entry
-from daemon.grimoire.retrieval import Hit, Retriever
+from daemon.grimoire.retrieval import Hit
 from daemon.grimoire.store import wall_clock_ms
 from daemon.grimoire.vectors import embedding_backlog
 from daemon.grimoire.vitality import read_vitality
@@ -131,10 +131,6 @@ class DaemonState:
     @property
     def last_curator(self) -> dict[str, Any] | None:
         return self.upkeep.last_curator
-
-    @property
-    def retriever(self) -> Retriever:
-        return self.embedding.retriever
 
     # -- the store (StoreAccess) and ports.Daemon ------------------------------------
 
