@@ -140,7 +140,7 @@ class Death:
                     status, detail = "failed", f"{type(exc).__name__}: {exc}"
                 record.record(name, status, detail, now_ms=self.state.now_ms())
                 await trio.to_thread.run_sync(lambda: atomic_write(_path(self.state.data), record.to_bytes(),
-                                                                    mode=0o600))
+                                                                   mode=0o600))
             return record.answer()
 
     # -- Phase II: the reflection to the clade and Styx, a handful of insights ----------------
