@@ -98,7 +98,7 @@ from bench.recall_options.quality import bench_quality, fuse
 from bench.recall_options.report import print_report
 from daemon.grimoire.embedder import Embedder, assemble_default_model, get_embedder
 from daemon.grimoire.models import FUSED, MINILM, MPNET, MPNET_VERSION
-from daemon.service.state import BACKLOG_BATCH_OTHER as BACKLOG_BATCH  # one batch size for every option
+from daemon.service.embedding import BACKLOG_BATCH_OTHER as BACKLOG_BATCH  # one batch size for every option
 from tests.helpers.semantic_corpus import ENTRIES
 
 # -- 2. cost ---------------------------------------------------------------------------------------------------

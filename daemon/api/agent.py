@@ -140,32 +140,33 @@ def register(app: FastAPI, state: DaemonState) -> None:
     @app.get("/v1/working-memory/{session:wm_session}", response_model=WorkingMemoryOut, responses=errors(400))
     async def working_memory_get(request: Request, session: str = session_param) -> dict[str, Any]:
         name = _session(request)
-        return await state.db(lambda s: am.read_working_memory(s, name))
+        return await state.on_writer(lambda s: am.read_working_memory(s, name))
 
     @app.put("/v1/working-memory/{session:wm_session}", response_model=WorkingMemoryWritten, responses=errors(400))
     async def working_memory_put(request: Request, body: WorkingMemoryIn,
                                  session: str = session_param) -> dict[str, Any]:
         name = _session(request)
         am.check_working_text(body.content)
-        return await state.db(lambda s: am.write_working_memory(s, name, body.content, now_ms=state.now_ms()))
+        return await state.on_writer(lambda s: am.write_working_memory(s, name, body.content, now_ms=state.now_ms()))
 
     @app.post("/v1/working-memory/{session:wm_session_close}/close", response_model=CloseOut, responses=errors(400))
     async def working_memory_close(request: Request, session: str = session_param) -> dict[str, Any]:
         name = _session(request, suffix="/close")
-        batch = await state.db(lambda s: am.close_working_memory(s, state.identity, name, now_ms=state.now_ms()))
+        batch = await state.on_writer(lambda s: am.close_working_memory(s, state.identity, name, now_ms=state.now_ms()))
         _publish(state, batch)
         return {"session": name, "migrated": [e.id for e in batch.created], "existing": batch.existing}
 
     @app.post("/v1/memory/flush", response_model=FlushOut, responses=errors(400))
     async def flush(body: FlushIn) -> dict[str, Any]:
         am.check_session(body.session)
-        batch = await state.db(lambda s: am.flush_facts(s, state.identity, body.session, body.facts,
+        batch = await state.on_writer(lambda s: am.flush_facts(s, state.identity, body.session, body.facts,
                                                         now_ms=state.now_ms()))
         _publish(state, batch)
         return {"session": body.session, "ids": batch.ids, "created": len(batch.created)}
 
     @app.post("/v1/lessons", response_model=LessonsOut, responses=errors(400))
     async def lessons(body: LessonsIn) -> dict[str, Any]:
-        batch = await state.db(lambda s: am.import_lessons(s, state.identity, body.lessons, now_ms=state.now_ms()))
+        batch = await state.on_writer(
+            lambda s: am.import_lessons(s, state.identity, body.lessons, now_ms=state.now_ms()))
         _publish(state, batch)
         return {"ids": batch.ids, "created": len(batch.created), "skipped": len(batch.ids) - len(batch.created)}

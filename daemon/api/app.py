@@ -187,7 +187,7 @@ def create_app(state: DaemonState) -> FastAPI:
         return doc
 
     async def styx_fan_in(into: dict[str, Any], text: str, k: int) -> None:
-        into["results"], into["error"] = await state.ask_styx(text, k=k)
+        into["results"], into["error"] = await state.styx_link.ask(text, k=k)
 
     @app.get("/v1/status", response_model=StatusOut, responses=errors())
     async def status() -> dict[str, Any]:
@@ -197,20 +197,21 @@ def create_app(state: DaemonState) -> FastAPI:
     async def list_entries(kind: Annotated[list[Kind] | None, Query()] = None,
                            limit: Annotated[int, Query(ge=1, le=10_000)] = 50,
                            archived: bool = False) -> dict[str, Any]:
-        entries = await state.read(lambda r: r.list_entries(kinds=kind or (), limit=limit, include_archived=archived))
+        entries = await state.on_reader(
+            lambda r: r.list_entries(kinds=kind or (), limit=limit, include_archived=archived))
         return {"entries": [e.to_json() for e in entries]}
 
     @app.get("/v1/entries/{entry_id}", response_model=EntryDoc, responses=errors(404))
     async def get_entry(entry_id: str) -> dict[str, Any]:
         """One entry, archived (forgotten) ones too: forgetting archives, it does not delete."""
-        entry = await state.read(lambda r: r.get(entry_id))
+        entry = await state.on_reader(lambda r: r.get(entry_id))
         return entry.to_json()
 
     @app.post("/v1/entries/{entry_id}/forget", response_model=ForgetOut, responses=errors(404))
     async def forget_entry(entry_id: str) -> dict[str, Any]:
         """Archive an entry locally (nothing crosses to siblings); it stays readable by id and in
         `GET /v1/entries?archived=true`, so this is not an HTTP DELETE."""
-        changed = await state.db(lambda s: s.forget(entry_id))
+        changed = await state.on_writer(lambda s: s.forget(entry_id))
         if changed:  # forgetting an archived entry changes nothing: no event
             state.publish("entry_forgotten", {"id": entry_id})
         return {"id": entry_id, "archived": True, "changed": changed}
@@ -218,7 +219,7 @@ def create_app(state: DaemonState) -> FastAPI:
     @app.post("/v1/entries/{entry_id}/unarchive", response_model=UnarchiveOut, responses=errors(404))
     async def unarchive_entry(entry_id: str) -> dict[str, Any]:
         """Undo an archive (forget, or the curator's prune or merge): live again at its base confidence."""
-        changed = await state.db(lambda s: s.unarchive(entry_id))
+        changed = await state.on_writer(lambda s: s.unarchive(entry_id))
         if changed:  # unarchiving a live entry changes nothing: no event
             state.publish("entry_unarchived", {"id": entry_id})
         return {"id": entry_id, "archived": False, "changed": changed}
@@ -284,7 +285,7 @@ def create_app(state: DaemonState) -> FastAPI:
         """Hashes of the replicated state (ops + causal context): `shared` (what may cross)
         is equal on siblings once synced; `all` also covers this golem's private entries."""
         me = state.identity.peer_id
-        return await state.db(lambda s: {"shared": s.state_digest(s.sync_gate(me)), "all": s.state_digest()})
+        return await state.on_writer(lambda s: {"shared": s.state_digest(s.sync_gate(me)), "all": s.state_digest()})
 
     @app.post("/v1/sync", response_model=SyncOut, responses=errors(409))
     async def sync_now(body: SyncIn | None = None) -> dict[str, Any]:
@@ -336,7 +337,7 @@ def create_app(state: DaemonState) -> FastAPI:
     async def styx_status() -> dict[str, Any]:
         """The outbox (queue_depth, oldest_age_s, parked with reasons) and the pusher's counters; 409 if Styx is off."""
         styx_on()
-        return await state.db(state.styx_status)
+        return await state.on_writer(state.styx_status)
 
     @app.post("/v1/styx/retry", response_model=StyxRetryOut, responses=errors(409))
     async def styx_retry(body: StyxRetryIn) -> dict[str, Any]:

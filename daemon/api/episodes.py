@@ -23,7 +23,7 @@ def register(app: FastAPI, state: DaemonState) -> None:
     @app.post("/v1/episodes/{episode_id}/verify", response_model=EpisodeVerifyOut, responses=errors(404))
     async def verify_episode(episode_id: str) -> dict[str, Any]:
         """Mark an episode quality-verified (consolidation replays only those). Idempotent."""
-        episode, changed = await state.db(lambda s: state.data.open_episodes().verify(episode_id))
+        episode, changed = await state.on_writer(lambda s: state.data.open_episodes().verify(episode_id))
         if changed:
             state.publish("episode_verified", {"id": episode.id})
         return {"id": episode.id, "changed": changed, "episode": episode.to_json()}

@@ -71,7 +71,7 @@ def register(app: FastAPI, state: DaemonState) -> None:
     @app.post("/v1/entries/{entry_id}/outcome", response_model=EntryDoc, responses=errors(404))
     async def record_outcome(entry_id: str, body: OutcomeIn) -> dict[str, Any]:
         """Record an outcome (local: never crosses). 404 for an unknown id; 422 for a bad field."""
-        entry = await state.db(lambda s: s.record_outcome(
+        entry = await state.on_writer(lambda s: s.record_outcome(
             entry_id, body.effect, metric=body.metric, value=body.value, episode_id=body.episode_id,
             note=body.note, now_ms=state.now_ms()))
         state.publish("outcome_recorded", {"id": entry.id, "effect": body.effect, "metric": body.metric.strip(),
@@ -80,7 +80,7 @@ def register(app: FastAPI, state: DaemonState) -> None:
 
     @app.get("/v1/vitality", response_model=VitalityOut, responses=errors())
     async def get_vitality() -> dict[str, Any]:
-        return await state.read(lambda r: read_vitality(r.connection).to_json())
+        return await state.on_reader(lambda r: read_vitality(r.connection).to_json())
 
     @app.put("/v1/vitality", response_model=VitalityOut, responses=errors())
     async def put_vitality(body: VitalityIn) -> dict[str, Any]:
@@ -91,6 +91,6 @@ def register(app: FastAPI, state: DaemonState) -> None:
             with store.transaction() as conn:
                 return write_vitality(conn, checked, now_ms=state.now_ms())
 
-        stored = await state.db(write)
+        stored = await state.on_writer(write)
         state.publish("vitality_changed", stored.to_json())
         return stored.to_json()

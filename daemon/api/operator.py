@@ -30,7 +30,7 @@ def register(app: FastAPI, state: DaemonState) -> None:
             return {"live": counts.entries - counts.archived, "by_kind": counts.by_kind,
                     "confidence_histogram": store.confidence_histogram(10), "ops": store.causal_context().size()}
 
-        return await state.read(read)  # a read connection: the TUI polls it, never behind a write
+        return await state.on_reader(read)  # a read connection: the TUI polls it, never behind a write
 
     @app.get("/v1/backups", response_model=BackupsOut, responses=errors())
     async def backups() -> dict[str, Any]:

@@ -125,7 +125,7 @@ async def gather(state: DaemonState, observations: Observations) -> Snapshot:
     """Everything one scrape exposes, read now."""
     now = state.now_ms()
     styx = state.styx
-    store = await state.read(lambda r: read_store(r, styx=styx is not None, now_ms=now))
+    store = await state.on_reader(lambda r: read_store(r, styx=styx is not None, now_ms=now))
     uptime = time.monotonic() - state.started_monotonic
     return Snapshot(
         peer_id=state.identity.peer_id,

@@ -78,7 +78,7 @@ class Broadcast:
 
     async def prime(self) -> None:
         """Start gossip after the ops already in the store (anti-entropy carries those)."""
-        self._published_seq = await self.daemon.db(lambda s: s.local_top(self.me))
+        self._published_seq = await self.daemon.on_writer(lambda s: s.local_top(self.me))
 
     def local_write(self) -> None:
         """Own ops were written: the publisher gossips those that cross at once."""
@@ -173,7 +173,7 @@ class Broadcast:
             ops: tuple[Op, ...] = tuple(op for _, opened in batch for op in opened.delta.ops)
             delta = Delta(ops, CausalContext())
             try:
-                report = await self.daemon.db(functools.partial(
+                report = await self.daemon.on_writer(functools.partial(
                     Grimoire.apply_delta, delta=delta, local_replica=self.me, max_skew_ms=self.max_skew_ms))
             except STORE_ERRORS as exc:  # a failed apply loses nothing: anti-entropy resends
                 self.counters["gossip_apply_failed"] += 1
@@ -222,7 +222,7 @@ class Broadcast:
                     kept.append(op)
             return top, kept
 
-        top, ops = await self.daemon.db(outgoing)
+        top, ops = await self.daemon.on_writer(outgoing)
         self._published_seq = max(self._published_seq, top)
         for chunk in _chunks(ops):
             data = self.codec.seal(Delta(tuple(chunk), CausalContext()), now_ms=self.daemon.now_ms())

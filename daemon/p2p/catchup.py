@@ -124,7 +124,7 @@ class CatchUp:
         self.counters["sync_bytes_in"] += received
 
     async def _local_context(self) -> CausalContext:
-        return await self.daemon.db(lambda s: s.causal_context())
+        return await self.daemon.on_writer(lambda s: s.causal_context())
 
     async def _apply_sync_round(self, arrivals: trio.MemoryReceiveChannel[bytes], *, sender: str) -> ApplyReport:
         """Join a round's deltas as they arrive (`ingest.RoundJoin`): each is handed to the
@@ -166,13 +166,13 @@ class CatchUp:
                             await arrived.wait()
                             arrived = trio.Event()  # set again by a delta arriving while the writer joins
                             if round_join is not None and round_join.pending:
-                                for frame in await self.daemon.db(round_join.join_added):
+                                for frame in await self.daemon.on_writer(round_join.join_added):
                                     total.add(frame.report)
                     except Exception as exc:  # noqa: BLE001 - raised below, unwrapped
                         failure = exc
                         nursery.cancel_scope.cancel()
         finally:
-            if round_join is not None:  # no join is running: `daemon.db` returns only once its thread has
+            if round_join is not None:  # no join is running: `daemon.on_writer` returns only once its thread has
                 with trio.CancelScope(shield=True):
                     await trio.to_thread.run_sync(round_join.close)
         if failure is not None:
@@ -242,4 +242,4 @@ class CatchUp:
                 deltas.close()  # ends the read snapshot
             return more, store.causal_context()
 
-        return await self.daemon.read(run)
+        return await self.daemon.on_reader(run)

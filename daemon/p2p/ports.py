@@ -44,12 +44,13 @@ class Daemon(Protocol):
         """Send a server-sent event to the control API's subscribers."""
         ...
 
-    async def db(self, fn: Callable[[Grimoire], T]) -> T:
-        """Run `fn(store)` in the store's writer thread."""
+    async def on_writer(self, fn: Callable[[Grimoire], T]) -> T:
+        """Run `fn(store)` on the single writer thread (one call at a time, in order)."""
         ...
 
-    async def read(self, fn: Callable[[Grimoire], T]) -> T:
-        """Run `fn(reader)` on a read-only connection, never behind the writer (`fn` must not write)."""
+    async def on_reader(self, fn: Callable[[Grimoire], T]) -> T:
+        """Run `fn(reader)` on a reader thread, over a read-only connection, never behind the
+        writer (`fn` must not write)."""
         ...
 
     def ingesting(self) -> AbstractContextManager[None]:

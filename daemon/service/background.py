@@ -17,7 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-import anyio
+import trio
 
 __all__ = ["BACKGROUND_NICE", "BackgroundThread"]
 
@@ -42,7 +42,7 @@ class BackgroundThread:
 
     async def run(self, fn: Callable[[], T]) -> T:
         future = self._pool.submit(fn)
-        return await anyio.to_thread.run_sync(future.result)
+        return await trio.to_thread.run_sync(future.result)
 
     def close(self) -> None:
         """Stop taking work; a call running finishes on its own."""

@@ -11,11 +11,12 @@ hard deadline per attempt, whatever the server does), with waits on trio's clock
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-import anyio
 import httpx
+import trio
 
 from crdt import Kind, SlotKind
 from daemon.errors import DaemonError
@@ -39,14 +40,51 @@ from daemon.styx.vault import VaultPushError, push_backup
 from daemon.styx.wire import item_json, layers_for
 
 if TYPE_CHECKING:
+    from crypto import Identity
+    from daemon.config import Config
     from daemon.datadir import DataDir
-    from daemon.service.state import DaemonState
+    from daemon.grimoire import Entry
+    from daemon.p2p.ports import P2PControl
+    from daemon.styx.pusher import Pusher
 
-__all__ = ["DEATH_FILE", "Death", "death_status", "load_record"]
+__all__ = ["DEATH_FILE", "Daemon", "Death", "death_status", "load_record"]
 
 log = logging.getLogger("clade.death")
 DEATH_FILE = "death.json"
 Outcome = tuple[str, str]  # (status, detail)
+T = TypeVar("T")
+
+
+class Daemon(Protocol):
+    """What a death needs of the daemon (`DaemonState` is one; this module does not import it)."""
+
+    @property
+    def data(self) -> DataDir: ...
+
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def identity(self) -> Identity: ...
+
+    @property
+    def store(self) -> Grimoire: ...
+
+    @property
+    def p2p(self) -> P2PControl | None: ...
+
+    @property
+    def styx(self) -> Pusher | None: ...
+
+    def now_ms(self) -> int: ...
+
+    def publish(self, event: str, data: dict[str, Any]) -> None: ...
+
+    def local_write(self) -> None: ...
+
+    async def on_writer(self, fn: Callable[[Grimoire], T]) -> T: ...
+
+    async def remember(self, new: NewEntry) -> Entry: ...
 
 
 def _path(data: DataDir) -> Path:
@@ -80,16 +118,16 @@ def death_status(data: DataDir) -> dict[str, Any] | None:
 class Death:
     """The death flow of one daemon (`register` of daemon/api/death.py makes one)."""
 
-    def __init__(self, state: DaemonState) -> None:
+    def __init__(self, state: Daemon) -> None:
         self.state = state
-        self._lock = anyio.Lock()
+        self._lock = trio.Lock()
         self._wrote_reflection = False
 
     async def die(self, reflection: str, cause: str | None) -> dict[str, Any]:
         """Run (or resume) the death; returns `DeathRecord.answer()`. Raises `DaemonError` if the
         persisted record is unreadable."""
         async with self._lock:
-            record = await anyio.to_thread.run_sync(load_record, self.state.data)
+            record = await trio.to_thread.run_sync(load_record, self.state.data)
             if record is None:
                 record = DeathRecord(started_ms=self.state.now_ms(), cause=cause)
                 log.warning("the golem dies%s", f": {cause}" if cause else "")
@@ -101,8 +139,8 @@ class Death:
                     log.warning("death: step %s failed: %s", name, exc, exc_info=not isinstance(exc, DaemonError))
                     status, detail = "failed", f"{type(exc).__name__}: {exc}"
                 record.record(name, status, detail, now_ms=self.state.now_ms())
-                await anyio.to_thread.run_sync(lambda: atomic_write(_path(self.state.data), record.to_bytes(),
-                                                                    mode=0o600))
+                await trio.to_thread.run_sync(lambda: atomic_write(_path(self.state.data), record.to_bytes(),
+                                                                   mode=0o600))
             return record.answer()
 
     # -- Phase II: the reflection to the clade and Styx, a handful of insights ----------------
@@ -116,7 +154,7 @@ class Death:
                 "AND stored_ms >= ? ORDER BY stored_ms, id LIMIT 1", (me, since)).fetchone()
             return None if row is None else str(row[0])
 
-        found = await self.state.db(earlier)
+        found = await self.state.on_writer(earlier)
         if found is not None:
             record.reflection_id = found
             return "done", f"death reflection {found} (stored earlier)"
@@ -157,7 +195,7 @@ class Death:
                                             entry=entry.to_json()), self.state.now_ms()))
             return layers
 
-        layers = await self.state.db(queue)
+        layers = await self.state.on_writer(queue)
         if not layers:
             return "skipped", "neither Styx's vault nor its clade layer is enabled"
         self.state.local_write()
@@ -178,7 +216,7 @@ class Death:
             picked = pick_insights(cands)
             return store.promote(picked, identity, now_ms=now, reason="death")
 
-        promoted = await self.state.db(promote)
+        promoted = await self.state.on_writer(promote)
         record.promoted = promoted
         if promoted:
             self.state.local_write()
@@ -195,7 +233,7 @@ class Death:
         directory = data.root / "testament"
         directory.mkdir(mode=0o700, exist_ok=True)
         out = directory / f"testament-{record.started_ms}.clade"
-        report = await self.state.db(lambda s: export_testament(
+        report = await self.state.on_writer(lambda s: export_testament(
             s, identity, clade_id=membership.clade_id, clade_keys=[clade_key],
             x25519_recipients=[membership.owner_x25519_public_key()], out=out, now_ms=self.state.now_ms(),
             reflection_id=record.reflection_id))
@@ -207,7 +245,7 @@ class Death:
         clade_keys, publics, names = default_recipients(state.data)
         if not clade_keys:
             return "skipped", "this golem has not joined a clade: no one to encrypt the backup to"
-        report = await anyio.to_thread.run_sync(lambda: create_backup(
+        report = await trio.to_thread.run_sync(lambda: create_backup(
             state.data, clade_keys=clade_keys, x25519_recipients=publics, recipient_names=names,
             golem=state.identity.peer_id, keep=state.config.backup.keep))
         doc = report_json(report)
@@ -224,7 +262,7 @@ class Death:
             return "skipped", "no backup to push"
         path = Path(record.backup_path)
         try:
-            pushed = await anyio.to_thread.run_sync(lambda: push_backup(
+            pushed = await trio.to_thread.run_sync(lambda: push_backup(
                 path, url=pusher.url, token=styx.bearer(), peer=state.identity.peer_id,
                 timeout_s=max(60.0, styx.timeout_s), attempts=3, base_s=styx.backoff_base_s, cap_s=styx.backoff_cap_s))
         except VaultPushError as exc:
@@ -252,7 +290,7 @@ class Death:
         async with httpx.AsyncClient(timeout=cfg.webhook_timeout_s) as client:
             for attempt in range(1, cfg.webhook_attempts + 1):
                 status: int | None = None
-                with anyio.move_on_after(cfg.webhook_timeout_s) as scope:
+                with trio.move_on_after(cfg.webhook_timeout_s) as scope:
                     try:
                         answer = await client.post(cfg.webhook, json=payload)
                         status, last = answer.status_code, f"HTTP {answer.status_code}"
@@ -265,6 +303,6 @@ class Death:
                 if status is not None and 400 <= status < 500 and status not in RETRYABLE_4XX:
                     return "failed", f"{last}: refused; check the URL (`clade die` again retries it)"
                 if attempt <= len(delays):
-                    await anyio.sleep(delays[attempt - 1])
+                    await trio.sleep(delays[attempt - 1])
         return "failed", f"{last} after {cfg.webhook_attempts} attempts (`clade die` again retries it)"
 

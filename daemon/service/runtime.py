@@ -133,7 +133,7 @@ class Daemon:
             raise FatalError(str(exc)) from None
         state.store.outbox = writer_for(styx)
         budget = budget_for(styx)
-        state.styx = Pusher(state.db, url=styx.url, token=token, golem=golem, wall_ms=state.now_ms,
+        state.styx = Pusher(state.on_writer, url=styx.url, token=token, golem=golem, wall_ms=state.now_ms,
                             batch=styx.batch, base_s=styx.backoff_base_s, cap_s=styx.backoff_cap_s,
                             timeout_s=styx.timeout_s, budget=budget, on_event=state.publish,
                             outbox_warn=styx.outbox_warn)
@@ -215,7 +215,7 @@ class Daemon:
         while not self.stop.is_set():
             healthy = False
             with trio.move_on_after(max(period, 0.05)):
-                await self.state.db(lambda s: s.schema_version)  # the writer thread answers
+                await self.state.on_writer(lambda s: s.schema_version)  # the writer thread answers
                 healthy = True
             if healthy:
                 fields: dict[str, str | int] = {"STATUS": await self.status_line()}
@@ -229,7 +229,7 @@ class Daemon:
 
     async def status_line(self) -> str:
         assert self.state is not None
-        counts = await self.state.db(lambda s: s.counts())
+        counts = await self.state.on_writer(lambda s: s.counts())
         last = self.state.last_curator
         cycle = "never" if last is None else time.strftime("%H:%M:%S", time.gmtime(last["at_ms"] / 1000))
         return f"{counts.entries - counts.archived} entries, {len(self.state.peers())} peers, curator {cycle}"

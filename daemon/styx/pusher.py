@@ -35,7 +35,7 @@ IDLE_S = 30.0
 
 
 class Db(Protocol):
-    """Run a function on the store's writer thread (`DaemonState.db`)."""
+    """Run a function on the store's writer thread (`DaemonState.on_writer`)."""
 
     def __call__(self, fn: Callable[[Grimoire], T], /) -> Awaitable[T]: ...
 

@@ -1,5 +1,5 @@
 """Reads never wait for the writer: search, digest, status and listings run on read-only
-connections beside the writer thread (daemon/service/state.py `read`)."""
+connections beside the writer thread (daemon/service/store_access.py `on_reader`)."""
 
 from __future__ import annotations
 

@@ -42,10 +42,10 @@ class _Clock:
     def publish(self, event: str, data: dict[str, Any]) -> None:
         raise AssertionError("the validator publishes nothing")
 
-    async def db(self, fn: Any) -> Any:
+    async def on_writer(self, fn: Any) -> Any:
         raise AssertionError("the validator does not touch the store")
 
-    async def read(self, fn: Any) -> Any:
+    async def on_reader(self, fn: Any) -> Any:
         raise AssertionError("the validator does not touch the store")
 
     def ingesting(self) -> Any:

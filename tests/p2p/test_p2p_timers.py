@@ -56,10 +56,10 @@ class FakeDaemon:
     def publish(self, event: str, data: dict[str, Any]) -> None:
         self.events.append((event, data))
 
-    async def db(self, fn: Callable[[Any], Any]) -> Any:
+    async def on_writer(self, fn: Callable[[Any], Any]) -> Any:
         raise AssertionError("the store is not used here")
 
-    async def read(self, fn: Callable[[Any], Any]) -> Any:
+    async def on_reader(self, fn: Callable[[Any], Any]) -> Any:
         raise AssertionError("the store is not used here")
 
     def ingesting(self) -> Any:

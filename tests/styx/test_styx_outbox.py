@@ -10,6 +10,7 @@ import pytest
 from crdt import InvalidValue, Kind, Sensitivity
 from crypto import Identity
 from daemon.grimoire import Grimoire, NewEntry
+from daemon.grimoire.crossing import promote_ready
 from daemon.styx import outbox
 from daemon.styx.outbox import OutboxWriter
 from daemon.styx.wire import batch_body
@@ -49,7 +50,7 @@ def test_an_insight_waits_for_its_promotion(tmp_path: Path) -> None:
                        identity=ME)
         store.remember(NewEntry(kind=Kind.INSIGHT, content="Weak hunch", confidence=0.3, quality=0.6), identity=ME)
         assert outbox.due(store.connection, now_ms=T0, limit=10) == []
-        assert len(store.promote_ready(ME, now_ms=T0, tick_seconds=10)) == 1
+        assert len(promote_ready(store, ME, now_ms=T0, tick_seconds=10)) == 1
         items = outbox.due(store.connection, now_ms=T0, limit=10)
         assert [(i.kind, i.layer) for i in items] == [("insight", "clade")]
 

@@ -1,0 +1,227 @@
+"""The Grimoire's reads of entries: by id, pinned, listed, by keyword (FTS5, BM25), counted.
+
+`EntryReads` is mixed into `Grimoire` (daemon/grimoire/store.py), which owns the connection
+and the writes; it needs only `_conn`. Every method runs on the calling thread (the daemon
+calls them through `DaemonState.on_reader`/`on_writer`), on a snapshot where it says so.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from crdt import Kind
+from daemon.errors import NotFound
+
+from .keywords import affordable, query_words
+from .records import Entry
+from .replication import SqliteBackend
+from .rows import ENTRY_COLUMN_NAMES, ENTRY_COLUMNS, RANK_COLUMNS, RankFields, entry_from_row, rank_fields
+
+__all__ = ["EntryReads", "RecallHit", "StoreCounts"]
+
+_FTS_WORD = re.compile(r"[^\W_]+", re.UNICODE)  # FTS5 unicode61 tokens: underscore separates
+
+
+@dataclass(frozen=True, slots=True)
+class RecallHit:
+    """One keyword-search result: the entry and its BM25 relevance (higher is better)."""
+
+    entry: Entry
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class StoreCounts:
+    entries: int
+    archived: int
+    by_kind: dict[str, int]
+    archived_for_capacity: int = 0  # of `archived`: by the curator because the Grimoire was over its budget
+
+
+class EntryReads:
+    """Reads of the `entries` table over `self._conn` (the store's one connection)."""
+
+    _conn: sqlite3.Connection
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[SqliteBackend]:
+        """One read transaction (a consistent snapshot in WAL mode) and a read-only backend on it."""
+        self._conn.execute("BEGIN")
+        try:
+            yield SqliteBackend(self._conn, local_replica=None, stored_ms=0)
+        finally:
+            self._conn.execute("COMMIT")
+
+    def _named(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        """Rows of a query as `sqlite3.Row` (columns read by name)."""
+        cursor = self._conn.cursor()
+        cursor.row_factory = sqlite3.Row
+        try:
+            return list(cursor.execute(sql, params).fetchall())
+        finally:
+            cursor.close()
+
+    def get(self, entry_id: str) -> Entry:
+        """The entry with this id (archived ones too); raises `NotFound`."""
+        rows = self._named(f"SELECT {ENTRY_COLUMNS} FROM entries WHERE id = ?", (entry_id,))
+        if not rows:
+            raise NotFound(f"no entry with id {entry_id!r}")
+        return entry_from_row(rows[0])
+
+    def rank_fields(self, entry_ids: Sequence[str]) -> list[RankFields]:
+        """What ranking needs of these entries (any order; unknown ids are skipped)."""
+        return [rank_fields(r) for r in self.rows_by_id(RANK_COLUMNS, entry_ids)]
+
+    def rows_by_id(self, columns: str, entry_ids: Sequence[str]) -> list[Any]:
+        """Rows of `columns` (trusted SQL, never user input) for these ids, as `sqlite3.Row` (by
+        position or by name); unknown ids skipped."""
+        rows: list[Any] = []
+        for start in range(0, len(entry_ids), 500):
+            chunk = list(entry_ids[start:start + 500])
+            rows.extend(self._named(
+                f"SELECT {columns} FROM entries WHERE id IN ({', '.join('?' * len(chunk))})", chunk))
+        return rows
+
+    def get_many(self, entry_ids: Sequence[str]) -> list[Entry]:
+        """The entries with these ids that exist (any order; unknown ids are skipped)."""
+        return [entry_from_row(r) for r in self.rows_by_id(ENTRY_COLUMNS, entry_ids)]
+
+    def pinned(self, *, tags: Sequence[str] = (), fact_keys: Sequence[str] = (), limit: int = 64) -> list[Entry]:
+        """Active, unarchived entries carrying one of `tags`, and facts whose content starts with
+        `KEY:` or `KEY =` for one of `fact_keys` (case-insensitive); newest first, at most `limit`.
+
+        FTS5 narrows the rows (a phrase in the tags column, an initial phrase in the content);
+        the exact rule is then checked on each row, so no FTS syntax leaks from config values.
+        """
+        found: dict[str, Entry] = {}
+
+        def candidates(column: str, label: str, initial: bool) -> list[Entry]:
+            words = _FTS_WORD.findall(label.lower())
+            if not words:
+                return []
+            match = f'{column} : {"^ " if initial else ""}"{" ".join(words)}"'
+            rows = self._named(
+                f"SELECT {_prefixed('e.')} FROM entries_fts JOIN entries e ON e.rid = entries_fts.rowid "
+                "WHERE entries_fts MATCH ? AND e.archived = 0 AND e.status = 'active' "
+                "ORDER BY e.created_hlc DESC LIMIT ?", (match, 4 * limit))
+            return [entry_from_row(r) for r in rows]
+
+        for tag in tags:
+            for entry in candidates("tags", tag, False):
+                if tag.casefold() in (t.casefold() for t in entry.body.tags):
+                    found.setdefault(entry.id, entry)
+        for key in fact_keys:
+            rule = re.compile(rf"\s*{re.escape(key)}\s*[:=]", re.IGNORECASE)
+            for entry in candidates("content", key, True):
+                if entry.body.kind is Kind.FACT and rule.match(entry.body.content):
+                    found.setdefault(entry.id, entry)
+        ordered = sorted(found.values(), key=lambda e: (-e.body.created.pack(), e.id))
+        return ordered[:limit]
+
+    def list_entries(
+        self, *, kinds: Sequence[Kind] = (), limit: int = 50, include_archived: bool = False
+    ) -> list[Entry]:
+        """Newest first; `kinds` empty means all kinds."""
+        where, params = _filters(kinds, include_archived, None)
+        rows = self._named(
+            f"SELECT {ENTRY_COLUMNS} FROM entries {where} ORDER BY created_hlc DESC LIMIT ?",
+            (*params, int(limit)),
+        )
+        return [entry_from_row(r) for r in rows]
+
+    def recall(
+        self,
+        query: str,
+        *,
+        k: int = 10,
+        kinds: Sequence[Kind] = (),
+        min_importance: float | None = None,
+    ) -> list[RecallHit]:
+        """Keyword search (FTS5, BM25) over content, tags and protocols of live entries.
+
+        The query is treated as plain words (never as FTS5 syntax); raises `UsageError`
+        if it has none.
+        """
+        scored = self.keyword_scores(query, k=k, kinds=kinds, min_importance=min_importance)
+        by_id = {e.id: e for e in self.get_many([i for i, _ in scored])}
+        return [RecallHit(by_id[i], score) for i, score in scored if i in by_id]
+
+    def keyword_scores(
+        self,
+        query: str,
+        *,
+        k: int = 10,
+        kinds: Sequence[Kind] = (),
+        min_importance: float | None = None,
+    ) -> list[tuple[str, float]]:
+        """(id, BM25 score) of the best keyword matches among live entries, best first.
+
+        Ranks inside FTS5 first (over-fetching 4×k rowids) and only then joins the entries
+        table for the filters, so a common word over 50,000 entries does not drag every
+        matching row through the join. Raises `UsageError` if the query has no words.
+        """
+        words = affordable(self._conn, query_words(query))
+        if not words:
+            return []
+        match = " OR ".join(f'"{w}"' for w in words)
+        where, params = _filters(kinds, False, min_importance, column_prefix="e.")
+        where = where.replace("WHERE", "AND", 1) if where else ""
+        rows = self._conn.execute(
+            "SELECT e.id, r.rank FROM (SELECT rowid, bm25(entries_fts, 1.0, 0.5, 0.5) AS rank FROM entries_fts "
+            "WHERE entries_fts MATCH ? ORDER BY rank LIMIT ?) r JOIN entries e ON e.rid = r.rowid "
+            f"WHERE 1 {where} ORDER BY r.rank LIMIT ?",
+            (match, 4 * int(k), *params, int(k)),
+        ).fetchall()
+        return [(str(r[0]), -float(r[1])) for r in rows]
+
+    def counts(self) -> StoreCounts:
+        """Entry totals, all read from one snapshot (so they agree with each other)."""
+        with self._snapshot():
+            total, archived, for_capacity = self._conn.execute(
+                "SELECT count(*), coalesce(sum(archived), 0), "
+                "coalesce(sum(archived = 1 AND archived_reason = 'over_capacity'), 0) FROM entries"
+            ).fetchone()
+            by_kind = dict(
+                self._conn.execute(
+                    "SELECT kind, count(*) FROM entries WHERE archived = 0 GROUP BY kind ORDER BY kind"
+                ).fetchall()
+            )
+        return StoreCounts(entries=int(total), archived=int(archived), by_kind=by_kind,
+                           archived_for_capacity=int(for_capacity))
+
+    def confidence_histogram(self, bins: int = 10) -> list[int]:
+        """Live (unarchived) entries counted by local confidence in `bins` equal buckets over
+        [0, 1] (the last bucket includes 1.0)."""
+        counts = [0] * bins
+        rows = self._conn.execute(
+            "SELECT min(max(CAST(local_confidence * ? AS INTEGER), 0), ? - 1) AS b, count(*) FROM entries "
+            "WHERE archived = 0 GROUP BY b", (bins, bins)).fetchall()
+        for bucket, n in rows:
+            counts[int(bucket)] = int(n)
+        return counts
+
+
+def _prefixed(prefix: str) -> str:
+    return ", ".join(prefix + c for c in ENTRY_COLUMN_NAMES)
+
+
+def _filters(
+    kinds: Sequence[Kind], include_archived: bool, min_importance: float | None, *, column_prefix: str = ""
+) -> tuple[str, list[Any]]:
+    p = column_prefix
+    clauses: list[str] = []
+    params: list[Any] = []
+    if not include_archived:
+        clauses.append(f"{p}archived = 0")
+    if kinds:
+        clauses.append(f"{p}kind IN ({', '.join('?' * len(kinds))})")
+        params.extend(Kind(k).value for k in kinds)
+    if min_importance is not None:
+        clauses.append(f"{p}importance >= ?")
+        params.append(float(min_importance))
+    return ("WHERE " + " AND ".join(clauses)) if clauses else "", params

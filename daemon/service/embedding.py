@@ -1,0 +1,163 @@
+"""Embedding in the daemon: the model (behind the retriever) and the entries waiting for a vector.
+
+Two paths embed entries that lack a vector, both with the model *outside* the store's writer
+thread, so requests and the watchdog never wait for it:
+
+- the query tail (`newest_first`): before a search, the newest entries still without a vector,
+  at most `inline_limit()` (read-your-writes), at normal priority;
+- the backlog (`embed_backlog`): the embedder service works through older ones in batches of
+  `backlog_batch()`, on a low-priority thread (background.py), and holds back while a
+  catch-up round is being joined (`ingesting`).
+
+One query tail embeds at a time (concurrent queries would embed the same entries); the backlog
+has its own lock, so a query never waits for it. The two may embed the same few newest entries
+once: the vectors are identical.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import trio
+
+from daemon.config import Config
+from daemon.grimoire.embedder import Embedder, expected_info, get_embedder
+from daemon.grimoire.models import MINILM
+from daemon.grimoire.retrieval import Retriever
+from daemon.grimoire.vectors import missing_vectors, write_vectors
+from daemon.service.background import BackgroundThread
+from daemon.service.curation import CYCLE_EMBED_LIMIT
+from daemon.service.store_access import StoreAccess
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+__all__ = ["BACKLOG_BATCH", "INLINE_EMBED_LIMIT", "Embedding"]
+
+# Read-your-writes: a search first embeds the newest entries still without a vector, outside
+# the store's thread, at most this many: about half a second of model time after a burst
+# (MiniLM ~15 ms per 200-character entry; the fused space ~117 ms: bench/bench_recall_options.py).
+# The embedder service works through any older backlog in batches of BACKLOG_BATCH; entries
+# beyond the tail are found by keyword until it has.
+INLINE_EMBED_LIMIT = {MINILM: 32}
+INLINE_EMBED_LIMIT_OTHER = 8
+BACKLOG_BATCH = {MINILM: 32}  # MiniLM, 32-token entries: ~7 ms each in a batch of 16, ~10 ms one by one (1 thread)
+BACKLOG_BATCH_OTHER = 8  # the fused space: a batch stays under a second of model time
+
+
+class Embedding:
+    """The embedding model of the configured space, and the work of giving entries vectors."""
+
+    def __init__(self, access: StoreAccess, *, model_dir: Path, config: Callable[[], Config],
+                 counters: Counter[str]) -> None:
+        self.access = access
+        self.model_dir = model_dir
+        self.config = config
+        self.counters = counters
+        self._retriever: Retriever | None = None
+        self._tail_lock = trio.Lock()
+        self._backlog_lock = trio.Lock()
+        self._background = BackgroundThread("embed-backlog")
+        # Catch-up rounds being joined (`ingesting`): the backlog embedder waits for them, a while.
+        self._ingesting = 0
+        self._ingest_idle: trio.Event | None = None  # set when the last round is joined; None while none is
+
+    @property
+    def retriever(self) -> Retriever:
+        """The retriever over the writer's store; its model loads on first use (call that off the loop)."""
+        if self._retriever is None:
+            model = self.config().embedding.model
+            self._retriever = Retriever(self.access.store, lambda: get_embedder(self.model_dir, model))
+        return self._retriever
+
+    async def model(self) -> Embedder:
+        """The embedder, loaded (~1 s of CPU, once) on a worker thread if it is not yet."""
+        return await trio.to_thread.run_sync(lambda: self.retriever.embedder)
+
+    def close(self) -> None:
+        """Stop the background embedder thread (at shutdown); a batch running finishes on its own."""
+        self._background.close()
+
+    # -- catch-up rounds ---------------------------------------------------------------
+
+    @contextmanager
+    def ingesting(self) -> Iterator[None]:
+        """Mark a catch-up round being joined (see `ports.Daemon.ingesting`)."""
+        if self._ingest_idle is None:
+            self._ingest_idle = trio.Event()
+        self._ingesting += 1
+        try:
+            yield
+        finally:
+            self._ingesting -= 1
+            if not self._ingesting:
+                self._ingest_idle.set()
+                self._ingest_idle = None
+
+    async def ingest_idle(self, *, at_most_s: float) -> None:
+        """Return once no catch-up round is being joined, or after `at_most_s`."""
+        idle = self._ingest_idle
+        if idle is not None:
+            with trio.move_on_after(at_most_s):
+                await idle.wait()
+
+    # -- entries without a vector ------------------------------------------------------
+
+    async def embed_pending(self, *, limit: int, newest_first: bool) -> int:
+        """Embed up to `limit` entries lacking a vector; the model runs *outside* the store's
+        writer thread, so requests and the watchdog never wait for it. Returns how many.
+
+        The query tail (`newest_first`) takes entries with no vector at all (an indexed
+        lookup); the backlog also re-embeds vectors of another model after a model change."""
+        others = not newest_first
+        info = expected_info(self.config().embedding.model)
+        if info is not None and not await self.access.on_reader(
+                lambda r: missing_vectors(r, info, limit=1, other_models=others)):
+            return 0  # nothing to embed: do not load the model (300 MB) for nothing, nor wait for the writer
+        # A query waits for its tail: normal priority. The backlog can wait: the low-priority thread.
+        lock, run = ((self._tail_lock, trio.to_thread.run_sync) if newest_first
+                     else (self._backlog_lock, self._background.run))
+        async with lock:
+            # Loading the model (~1 s of CPU, once) is work that can wait too, on the backlog's path.
+            embedder = await run(lambda: self.retriever.embedder)
+            todo = await self.access.on_reader(lambda r: missing_vectors(
+                r, embedder.info, limit=limit, newest_first=newest_first, other_models=others))
+            if not todo:
+                return 0
+            vectors = await run(lambda: embedder.embed([content for _, content in todo]))
+            await self.access.on_writer(lambda s: write_vectors(s, embedder.info, [i for i, _ in todo], vectors))
+        self.counters["entries_embedded"] += len(todo)
+        return len(todo)
+
+    def inline_limit(self) -> int:
+        """How many of the newest unembedded entries a search embeds first (read-your-writes)."""
+        return INLINE_EMBED_LIMIT.get(self.config().embedding.model, INLINE_EMBED_LIMIT_OTHER)
+
+    async def query_vector(self, text: str) -> NDArray[np.float32]:
+        """Read-your-writes, then the query's embedding: both off the store's thread."""
+        await self.embed_pending(limit=self.inline_limit(), newest_first=True)
+        embedder = await self.model()
+        vectors: NDArray[np.float32] = await trio.to_thread.run_sync(lambda: embedder.embed([text]))
+        first: NDArray[np.float32] = vectors[0]
+        return first
+
+    def backlog_batch(self) -> int:
+        """How many entries the embedder service takes at a time for the configured model."""
+        return BACKLOG_BATCH.get(self.config().embedding.model, BACKLOG_BATCH_OTHER)
+
+    async def embed_backlog(self, *, batch: int | None = None) -> int:
+        """Embed up to `batch` (default `backlog_batch()`) of the oldest entries lacking a vector;
+        returns how many."""
+        return await self.embed_pending(limit=batch or self.backlog_batch(), newest_first=False)
+
+    async def embed_for_cycle(self) -> int:
+        """Embed entries lacking a vector (up to `CYCLE_EMBED_LIMIT`), the model off the store's thread."""
+        done = 0
+        while done < CYCLE_EMBED_LIMIT and (n := await self.embed_pending(limit=256, newest_first=True)):
+            done += n
+        return done

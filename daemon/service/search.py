@@ -1,0 +1,121 @@
+"""Search, digest and citation feedback: the read side of the Grimoire as the API serves it.
+
+A query's vector (after the read-your-writes tail, embedding.py) and its keyword candidates
+(FTS5, on a reader thread) are computed side by side; the ranking then runs on a reader. With
+Styx's queries on, a digest also asks Styx in parallel, within the deadline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import trio
+
+from crdt import Kind
+from daemon.config import Config
+from daemon.datadir import DataDir
+from daemon.errors import UsageError
+from daemon.grimoire.digest import build_digest, digest_query
+from daemon.grimoire.retrieval import Hit, RecallQuery, apply_feedback, cited_by_response, response_sentences
+from daemon.grimoire.vectors import stored_vectors
+from daemon.service.embedding import Embedding
+from daemon.service.store_access import StoreAccess
+from daemon.service.styx_link import StyxLink
+from daemon.styx.fanin import for_digest
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+__all__ = ["Search"]
+
+
+class Search:
+    """Recall (`POST /v1/search`), the digest (`POST /v1/digest`) and feedback on what was cited."""
+
+    def __init__(self, access: StoreAccess, embedding: Embedding, styx: StyxLink, *, data: DataDir,
+                 config: Callable[[], Config], now_ms: Callable[[], int]) -> None:
+        self.access = access
+        self.embedding = embedding
+        self.styx = styx
+        self.data = data
+        self.config = config
+        self.now_ms = now_ms
+
+    async def _prepared(self, query: RecallQuery) -> tuple[NDArray[np.float32], list[tuple[str, float]]]:
+        """The query's vector (after the read-your-writes tail) and its keyword candidates,
+        computed side by side: the model on worker threads, FTS5 on a reader thread."""
+        if not query.text.strip():
+            raise UsageError("query must not be empty")
+        found: dict[str, Any] = {}
+        retriever = self.embedding.retriever
+
+        async def vector() -> None:
+            found["vector"] = await self.embedding.query_vector(query.text)
+
+        async def keyword() -> None:
+            try:
+                found["keyword"] = await self.access.on_reader(lambda r: retriever.keyword_candidates(query, store=r))
+            except UsageError:  # no letters or digits to match ("!!!"): the meaning alone answers
+                found["keyword"] = []
+
+        async with trio.open_nursery() as tasks:
+            tasks.start_soon(vector)
+            tasks.start_soon(keyword)
+        return found["vector"], found["keyword"]
+
+    async def recall(self, text: str, *, k: int, kinds: tuple[Kind, ...] = (),
+                     min_importance: float | None = None, pad: tuple[float, float, float] | None = None) -> list[Hit]:
+        """The `k` best live entries for `text` (meaning and keywords fused); `UsageError` if empty."""
+        query = RecallQuery(text=text, k=k, kinds=kinds, min_importance=min_importance, pad=pad)
+        vector, keyword = await self._prepared(query)
+        retriever = self.embedding.retriever
+        return await self.access.on_reader(lambda r: retriever.recall(query, embed_limit=0, query_vector=vector,
+                                                                      keyword=keyword, store=r))
+
+    async def digest(self, text: str, *, budget_tokens: int, k: int, fmt: str,
+                     include_sensitive: bool, pad: tuple[float, float, float] | None = None) -> dict[str, Any]:
+        """The digest; with Styx on, its answer (asked in parallel, within the deadline) fills
+        at most `[styx.injection] max_tokens` after the local entries."""
+        joined = self.data.load_membership()
+        namespace = joined[0].clade_name if joined else "local"
+        remote: dict[str, Any] = {}
+
+        async def ask() -> None:
+            remote["results"], remote["error"] = await self.styx.ask(text, k=k)
+
+        async with trio.open_nursery() as group:
+            if self.styx.queried():
+                group.start_soon(ask)
+            vector, keyword = await self._prepared(digest_query(text, k=k, include_sensitive=include_sensitive,
+                                                                pad=pad))
+        config = self.config()
+        pins = config.digest
+        injection = config.styx.injection
+        external = for_digest(remote.get("results", []), min_confidence=injection.min_confidence)
+        retriever = self.embedding.retriever
+        doc = await self.access.on_reader(lambda r: build_digest(
+            retriever, text=text, now_ms=self.now_ms(), budget_tokens=budget_tokens, k=k, fmt=fmt,
+            include_sensitive=include_sensitive, namespace=namespace, embed_limit=0, query_vector=vector,
+            keyword=keyword, pinned_tags=pins.pinned_tags, pinned_fact_keys=pins.pinned_fact_keys,
+            external=external, external_tokens=injection.max_tokens, store=r, pad=pad))
+        if remote.get("error"):
+            doc["styx_error"] = remote["error"]
+        return doc
+
+    async def feedback(self, *, cited: list[str], injected: list[str], response: str | None) -> dict[str, Any]:
+        """Citation feedback from the golem's last LLM call. Without citations, `response` (the
+        model's text) counts as cited each injected entry within cosine 0.8 of one of its sentences."""
+        matched: list[str] = []
+        if response is not None and not cited and injected:
+            sentences = response_sentences(response)
+            await self.embedding.embed_pending(limit=self.embedding.inline_limit(), newest_first=True)
+            embedder = await self.embedding.model()
+            vectors = await self.access.on_writer(lambda s: stored_vectors(s, embedder.info, injected))
+            said = await trio.to_thread.run_sync(lambda: embedder.embed(sentences))
+            matched = cited_by_response(vectors, said)
+            cited = matched
+        weights = await self.access.on_writer(
+            lambda s: apply_feedback(s, cited=cited, injected=injected, now_ms=self.now_ms()))
+        return {"weights": weights, "cited": sorted(set(cited)), "matched_by_response": matched}

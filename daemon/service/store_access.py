@@ -1,0 +1,66 @@
+"""The store behind its two doors: one writer thread and a few reader threads.
+
+SQLite sees one writer: every write runs through `on_writer`, on a worker thread with a
+capacity of one, so the trio loop never blocks on disk (nor on anything else `fn` does).
+Reads (search, digest, status, listings) run through `on_reader`, on read-only connections of
+their own: in WAL mode they never wait for the writer, and up to `READERS` run side by side.
+"""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Callable
+from typing import TypeVar
+
+import trio
+
+from daemon.grimoire import Grimoire
+
+__all__ = ["READERS", "StoreAccess"]
+
+T = TypeVar("T")
+READERS = 3  # read connections; 2 cores: more only queue
+
+
+class StoreAccess:
+    """The daemon's way into its `grimoire.db`: the writer connection and a pool of readers."""
+
+    def __init__(self, store: Grimoire, *, busy_timeout_ms: Callable[[], int]) -> None:
+        self.store = store
+        self._busy_timeout_ms = busy_timeout_ms
+        self._writer = trio.CapacityLimiter(1)
+        self._reader_slots = trio.CapacityLimiter(READERS)
+        self._readers: queue.SimpleQueue[Grimoire] = queue.SimpleQueue()
+        self._all_readers: list[Grimoire] = []
+
+    async def on_writer(self, fn: Callable[[Grimoire], T]) -> T:
+        """Run `fn(store)` on the single writer thread and return its result.
+
+        One call at a time, in the order they came (a FIFO limiter of one): `fn` may write, and
+        sees every write of the calls before it. Waiting callers can be cancelled; a call
+        already running finishes (SQLite work is never abandoned halfway)."""
+        return await trio.to_thread.run_sync(fn, self.store, limiter=self._writer)
+
+    async def on_reader(self, fn: Callable[[Grimoire], T]) -> T:
+        """Run `fn(reader)` on a reader thread, over a read-only connection of its own (opened on
+        first need, then reused); never queued behind the writer. `fn` must not write: the
+        connection refuses it. At most `READERS` calls run at once."""
+        def run() -> T:
+            try:
+                reader = self._readers.get_nowait()
+            except queue.Empty:
+                reader = Grimoire.open_reader(self.store.path, busy_timeout_ms=self._busy_timeout_ms())
+                self._all_readers.append(reader)
+            try:
+                return fn(reader)
+            finally:
+                self._readers.put(reader)
+
+        return await trio.to_thread.run_sync(run, limiter=self._reader_slots)
+
+    def close(self) -> None:
+        """Close the read connections (at shutdown, once no read runs). The writer's connection
+        is the store's: its owner closes it."""
+        for reader in self._all_readers:
+            reader.close()
+        self._all_readers.clear()

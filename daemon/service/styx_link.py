@@ -1,0 +1,94 @@
+"""The daemon's side of Styx: the outbox's pusher, queries to it, and the PLAYBOOK.md it keeps.
+
+The runtime sets `pusher` when `[styx] enabled` is true (the outbox is hooked into the store
+then); with it None, Styx is off and every method here says so (no query, nothing queued).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from daemon.config import Config
+from daemon.grimoire import Grimoire
+from daemon.grimoire.records import iso_ms
+from daemon.service.store_access import StoreAccess
+from daemon.styx import outbox as styx_outbox
+from daemon.styx.pusher import Pusher
+from daemon.styx.wire import QueryResult
+
+__all__ = ["StyxLink"]
+
+log = logging.getLogger("clade.state")
+
+
+class StyxLink:
+    """Styx as the daemon uses it: the pusher (None while Styx is off), asking, the outbox's status."""
+
+    def __init__(self, access: StoreAccess, *, config: Callable[[], Config], counters: Counter[str], golem: str,
+                 playbook_path: Path, now_ms: Callable[[], int]) -> None:
+        self.access = access
+        self.config = config
+        self.counters = counters
+        self.golem = golem
+        self.playbook_path = playbook_path
+        self.now_ms = now_ms
+        self.pusher: Pusher | None = None  # the Styx outbox's drain (set by the runtime when [styx] is enabled)
+        self._playbook_queued: str | None = None  # the PLAYBOOK.md text last queued for Styx's vault layer
+
+    def wake(self) -> None:
+        """Own ops were committed: the pusher pushes what the write enqueued (no-op while Styx is off)."""
+        if self.pusher is not None:
+            self.pusher.wake()
+
+    def queried(self) -> bool:
+        """Whether searches and digests ask Styx too (Styx on and `query_enabled`)."""
+        return self.pusher is not None and self.config().styx.query_enabled
+
+    async def ask(self, text: str, *, k: int) -> tuple[list[QueryResult], str | None]:
+        """Styx's answer to a search or digest (within the deadline and the monthly budget), or ([], why)."""
+        assert self.pusher is not None
+        cfg = self.config().styx
+        results, error = await self.pusher.ask(text, k=k, layers=tuple(cfg.query_layers),
+                                               deadline_s=cfg.query_deadline_ms / 1000)
+        if error:
+            self.counters["styx_query_failed"] += 1
+        return results, error
+
+    def status(self, store: Grimoire) -> dict[str, Any]:
+        """`clade styx status` (on the store's thread): outbox depth and age, parked items, the pusher's counters."""
+        assert self.pusher is not None
+        st = self.pusher.stats
+        doc = styx_outbox.stored_status(store.connection, now_ms=self.now_ms(),
+                                        outbox_warn=self.config().styx.outbox_warn)
+        last_at = None if st.last_success_ms is None else iso_ms(st.last_success_ms)
+        doc.update({"last_success_ms": st.last_success_ms, "last_success_at": last_at, "failures": st.failures,
+                    "delivered": st.delivered, "last_error": st.last_error, "url": self.pusher.url,
+                    "paused_by_budget": self.pusher.paused_by_budget})
+        return doc
+
+    async def unpark(self, key: str | None) -> int:
+        """Put parked Styx items back in the queue (one by idempotency key, or all); returns how many.
+        The caller wakes the pusher."""
+
+        def unpark(store: Grimoire) -> int:
+            with store.transaction() as conn:
+                return styx_outbox.unpark(conn, key)
+
+        return await self.access.on_writer(unpark)
+
+    def queue_playbook(self, store: Grimoire, now_ms: int) -> bool:
+        """With Styx's vault layer on, queue the PLAYBOOK.md just written if it changed since the
+        last one (on the writer thread); returns whether it queued."""
+        if self.pusher is None or not self.config().styx.vault_enabled:
+            return False
+        text = self.playbook_path.read_text(encoding="utf-8")
+        if text == self._playbook_queued:
+            return False
+        with store.transaction() as conn:
+            styx_outbox.enqueue_playbook(conn, golem=self.golem, text=text, now_ms=now_ms, created_at=iso_ms(now_ms))
+        self._playbook_queued = text
+        return True

@@ -1,0 +1,164 @@
+"""Upkeep: the curator cycle and backups, on demand (the API) and on their schedules (the runtime).
+
+A curator cycle (daemon/grimoire/curator/cycle.py) validates, decays, prunes, compresses,
+consolidates episodes and promotes; the optional LLM pass runs its call off the store's
+thread; then PLAYBOOK.md (the previous version kept, queued for Styx's vault layer when it
+changed), the WAL checkpoint and the episode index. A backup is written to `$DATA/backups`
+(sealed to the clade's keys) and, with the vault layer on, pushed to Styx. The backup
+schedule's moment lives in `backup_schedule`; the runtime's backup service waits on it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from crypto import Identity
+from daemon.config import Config
+from daemon.datadir import DataDir
+from daemon.errors import DaemonError, UsageError
+from daemon.grimoire import Grimoire
+from daemon.grimoire.curator.cycle import apply_llm, llm_clusters, run_cycle
+from daemon.service.backup import create_backup, default_recipients, report_json
+from daemon.service.backup_schedule import BackupSchedule
+from daemon.service.curation import (
+    capacity_event,
+    llm_for,
+    record_replays,
+    render_playbook,
+    replay_items,
+    settings_for,
+    vectors_for,
+)
+from daemon.service.embedding import Embedding
+from daemon.service.store_access import StoreAccess
+from daemon.service.styx_link import StyxLink
+from daemon.styx.vault import VaultPushError, push_backup
+
+__all__ = ["Upkeep"]
+
+log = logging.getLogger("clade.state")
+
+
+class Upkeep:
+    """The curator cycle and backups; `last_curator` is the last cycle's report (None before one)."""
+
+    def __init__(self, access: StoreAccess, embedding: Embedding, styx: StyxLink, *, data: DataDir,
+                 identity: Identity, config: Callable[[], Config], counters: Counter[str],
+                 publish: Callable[[str, dict[str, Any]], None], local_write: Callable[[], None],
+                 now_ms: Callable[[], int]) -> None:
+        self.access = access
+        self.embedding = embedding
+        self.styx = styx
+        self.data = data
+        self.identity = identity
+        self.config = config
+        self.counters = counters
+        self.publish = publish
+        self.local_write = local_write
+        self.now_ms = now_ms
+        self.backup_schedule = BackupSchedule()  # run by the runtime's backup service
+        self.last_curator: dict[str, Any] | None = None
+
+    async def backup(self, *, include_identity: bool) -> dict[str, Any]:
+        """Write a backup sealed to the clade's keys (`UsageError` before joining); publishes
+        `backup_written`, and with Styx's vault layer on pushes it (`backup_pushed`, or
+        `styx_error` in the report: the local backup stands either way)."""
+        clade_keys, publics, names = default_recipients(self.data)
+        if not clade_keys:
+            raise UsageError("this golem has not joined a clade: use `clade backup --recipient …` from the CLI")
+        config = self.config()
+        report = await trio.to_thread.run_sync(lambda: create_backup(
+            self.data, clade_keys=clade_keys, x25519_recipients=publics, recipient_names=names,
+            golem=self.identity.peer_id, include_identity=include_identity, keep=config.backup.keep))
+        doc = report_json(report)
+        self.publish("backup_written", doc)
+        styx = config.styx
+        pusher = self.styx.pusher
+        if pusher is not None and styx.vault_enabled:
+            try:
+                pushed = await trio.to_thread.run_sync(lambda: push_backup(
+                    Path(str(doc["path"])), url=pusher.url, token=styx.bearer(),
+                    peer=self.identity.peer_id, timeout_s=max(60.0, styx.timeout_s)))
+                doc["styx"] = pushed
+                self.publish("backup_pushed", pushed)
+            except (VaultPushError, DaemonError) as exc:
+                doc["styx_error"] = str(exc)
+                self.counters["styx_vault_failed"] += 1
+                log.warning("styx: %s", exc)
+        return doc
+
+    async def curator_cycle(self) -> dict[str, Any]:
+        """One curator cycle (the module docstring). The report is returned, kept as
+        `last_curator`, published as `curator_cycle_complete` and logged."""
+        started = time.monotonic()
+        config = self.config().curator
+        settings = settings_for(config)
+        now = self.now_ms()
+        on_writer = self.access.on_writer
+        try:  # the model loads off the store's thread; no model means exact duplicates only
+            await self.embedding.model()
+            await self.embedding.embed_for_cycle()  # compression and admission compare every entry's vector
+            retriever = self.embedding.retriever
+            vectors = await on_writer(lambda s: vectors_for(s, retriever))
+        except Exception as exc:  # noqa: BLE001 - a broken model must not stop forgetting
+            log.warning("curator: no vectors this cycle (%s)", exc)
+            vectors = {}
+        try:
+            episodes = await trio.to_thread.run_sync(
+                lambda: replay_items(self.data.open_episodes(), now_ms=now, settings=settings))
+        except Exception as exc:  # noqa: BLE001 - the episode log is optional for a cycle
+            log.warning("curator: episodes not replayed this cycle (%s)", exc)
+            episodes = []
+        report = await on_writer(lambda s: run_cycle(s, identity=self.identity, now_ms=now, settings=settings,
+                                                     vectors=vectors, episodes=episodes))
+        if report.replayed:
+            try:
+                await on_writer(lambda s: record_replays(self.data.open_episodes(), report))
+            except Exception as exc:  # noqa: BLE001 - a replay count lost must not stop the cycle
+                log.warning("curator: replay counts not recorded this cycle (%s)", exc)
+        try:
+            llm = llm_for(config)
+        except DaemonError as exc:
+            log.warning("curator: %s; running the deterministic path alone", exc)
+            llm = None
+        if llm is not None:
+            asked = await on_writer(lambda s: llm_clusters(s, self.identity, vectors, since_ms=report.since_ms,
+                                                           settings=settings))
+            if asked.groups:
+                outcome = await trio.to_thread.run_sync(lambda: llm(asked.clusters))
+                await on_writer(lambda s: apply_llm(s, self.identity, asked, outcome, now_ms=now, report=report))
+        if report.promoted or report.entries_merged or report.entries_superseded or report.llm_decisions \
+                or report.episodes_consolidated:
+            self.local_write()
+
+        def finish(store: Grimoire) -> bool:
+            render_playbook(store, self.data.playbook_path, now_ms=now, keep=config.playbook_keep)
+            queued = self.styx.queue_playbook(store, now)
+            store.checkpoint()
+            return queued
+
+        if await on_writer(finish):
+            self.local_write()
+        # The episode ANN index (built past 100k rows, re-merged as rows arrive) takes tens of
+        # seconds: build it here, in the background, never on a request and never on the writer thread.
+        try:
+            await trio.to_thread.run_sync(lambda: self.data.open_episodes().ensure_index())
+        except Exception as exc:  # noqa: BLE001 - an index build failure must not stop the cycle
+            log.warning("curator: episode index maintenance failed: %s", exc)
+        report.duration_ms = round((time.monotonic() - started) * 1000)
+        self.last_curator = {**report.to_json(), "entries_embedded": self.counters["entries_embedded"],
+                             "at_ms": self.now_ms(), "seconds": round(time.monotonic() - started, 3)}
+        log.info("curator cycle: %s", " ".join(f"{k}={v}" for k, v in report.to_json().items() if v))
+        self.publish("curator_cycle_complete", self.last_curator)
+        if report.entries_archived_capacity:  # the operator must hear of it (event, log, status count)
+            counts = await self.access.on_reader(lambda r: r.counts())
+            self.publish("entries_archived_capacity", capacity_event(report, capacity=settings.capacity,
+                                                                     live=counts.entries - counts.archived))
+        return self.last_curator

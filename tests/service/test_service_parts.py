@@ -1,0 +1,106 @@
+"""Two of the daemon's parts on their own (daemon/service/hub.py, daemon/service/store_access.py):
+the event hub's delivery, counting and dropping; the writer's order and the readers' refusal to write."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from crdt import Kind
+from crypto import Identity
+from daemon.grimoire import Grimoire, NewEntry
+from daemon.service.hub import SUBSCRIBER_BUFFER, EventHub
+from daemon.service.store_access import StoreAccess
+
+
+async def test_an_event_reaches_every_subscriber_and_observer_and_is_counted() -> None:
+    counters: Counter[str] = Counter()
+    hub = EventHub(counters)
+    seen: list[tuple[str, dict[str, Any]]] = []
+    hub.observers.append(lambda event, data: seen.append((event, data)))
+    async with hub.subscribe() as first, hub.subscribe() as second:
+        hub.publish("entry_written", {"id": "e1"})
+        with trio.fail_after(5):
+            assert await first.receive() == ("entry_written", {"id": "e1"})
+            assert await second.receive() == ("entry_written", {"id": "e1"})
+    assert seen == [("entry_written", {"id": "e1"})]
+    assert counters == Counter({"event_entry_written": 1})
+
+
+async def test_a_lagging_subscriber_misses_events_counted_and_a_gone_one_is_forgotten() -> None:
+    counters: Counter[str] = Counter()
+    hub = EventHub(counters)
+    async with hub.subscribe() as lagging:
+        for n in range(SUBSCRIBER_BUFFER + 3):
+            hub.publish("tick", {"n": n})
+        assert counters["events_dropped"] == 3
+        received = [lagging.receive_nowait()[1]["n"] for _ in range(SUBSCRIBER_BUFFER)]
+        assert received == list(range(SUBSCRIBER_BUFFER))  # the first ones, in order: the late ones missed
+    hub.publish("tick", {"n": -1})  # nobody listens: nothing dropped, nothing raised
+    assert counters["events_dropped"] == 3
+    assert counters["event_tick"] == SUBSCRIBER_BUFFER + 4
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Grimoire]:
+    with Grimoire.open(tmp_path / "g.db", create=True) as opened:
+        yield opened
+
+
+async def test_writes_run_one_at_a_time_off_the_trio_thread(store: Grimoire) -> None:
+    access = StoreAccess(store, busy_timeout_ms=lambda: 1_000)
+    me = Identity.generate()
+    threads: set[int] = set()
+    running = 0
+    most = 0
+
+    def write(n: int) -> str:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        threads.add(threading.get_ident())
+        try:
+            return store.remember(NewEntry(kind=Kind.INSIGHT, content=f"note {n}"), identity=me).id
+        finally:
+            running -= 1
+
+    ids: list[str] = []
+
+    async def later(n: int) -> None:
+        ids.append(await access.on_writer(lambda s: write(n)))
+
+    try:
+        for n in range(5):
+            await later(n)
+        async with trio.open_nursery() as nursery:  # side by side: still one at a time
+            for n in range(5, 10):
+                nursery.start_soon(later, n)
+        listed = await access.on_reader(lambda r: r.list_entries(limit=100))
+    finally:
+        access.close()
+    assert most == 1  # never two writes at once
+    assert len(ids) == 10 and {e.id for e in listed} == set(ids)
+    assert threads and threading.get_ident() not in threads  # never on the trio thread
+
+
+async def test_a_reader_refuses_to_write_and_never_waits_for_the_writer(store: Grimoire) -> None:
+    access = StoreAccess(store, busy_timeout_ms=lambda: 1_000)
+    try:
+        with pytest.raises(sqlite3.OperationalError):
+            await access.on_reader(lambda r: r.connection.execute("DELETE FROM entries"))
+        store.connection.execute("BEGIN IMMEDIATE")  # the writer's connection holds the write lock
+        try:
+            with trio.fail_after(5):
+                counts = await access.on_reader(lambda r: r.counts())
+        finally:
+            store.connection.execute("ROLLBACK")
+        assert counts.entries == 0
+    finally:
+        access.close()
