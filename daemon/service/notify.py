@@ -2,7 +2,10 @@
 
 A path starting with "@" is in the abstract namespace. Without `$NOTIFY_SOCKET` (not
 under systemd) every call is a no-op. Sending never raises: a supervisor that went away
-must not take the daemon down; failures are counted and logged once.
+must not take the daemon down; failures are counted and logged once. Sending never
+blocks either (MSG_DONTWAIT): a receiver whose queue is full (a stalled supervisor, a test
+harness that stopped reading) costs one dropped notification, not a frozen event loop; the
+next watchdog ping follows half a `WatchdogSec` later.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ class Notifier:
         try:
             if self._sock is None:
                 self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
-            self._sock.sendto(message, self.address)
+            self._sock.sendto(message, socket.MSG_DONTWAIT, self.address)
             return True
         except OSError as exc:
             self.failures += 1
