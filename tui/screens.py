@@ -15,7 +15,7 @@ from textual.screen import ModalScreen, Screen
 from textual.timer import Timer
 from textual.widgets import Button, DataTable, Footer, Input, Label, Static
 
-from daemon.api.responses import EntryDoc
+from daemon.contract.responses import EntryDoc
 from tui.client import ApiError, Refused
 from tui.format import FEED_KINDS
 from tui.keys import KEYS, bindings, effective_keys

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from crdt import InvalidValue, Kind, Timestamp
 from crdt.body import MAX_LABELS
-from daemon.api.models import MemoryIn
+from daemon.contract.requests import MemoryIn
 from daemon.errors import UsageError
 from daemon.grimoire import Entry, Grimoire, NewEntry
 from daemon.grimoire.fields import EntryFields, Label, MetadataFields

@@ -24,7 +24,7 @@ from crdt import InvalidValue
 from daemon.agent import memory as am
 from daemon.agent.memory import FlushIn, LessonsIn, WorkingMemoryIn
 from daemon.agent.tools import ToolRunner, UnknownTool, definitions, tool_result
-from daemon.api.responses import (
+from daemon.contract.responses import (
     CloseOut,
     FlushOut,
     LessonsOut,

@@ -31,7 +31,7 @@ from daemon.api import episodes as api_episodes
 from daemon.api import knowledge as api_knowledge
 from daemon.api import metrics as api_metrics
 from daemon.api import operator as api_operator
-from daemon.api.models import (
+from daemon.contract.requests import (
     BackupIn,
     ConnectIn,
     DigestIn,
@@ -46,7 +46,7 @@ from daemon.api.models import (
     StyxRetryIn,
     SyncIn,
 )
-from daemon.api.responses import (
+from daemon.contract.responses import (
     BackupOut,
     ConnectOut,
     CuratorOut,

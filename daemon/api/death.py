@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field
 
-from daemon.api.responses import errors
+from daemon.contract.responses import errors
 from daemon.grimoire.fields import LABEL_PATTERN, Content
 from daemon.service.death import Death
 from daemon.service.death_plan import MAX_CAUSE_CHARS

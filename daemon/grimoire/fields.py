@@ -5,7 +5,7 @@ memory spec's shape (`content`, `memory_type`, `importance`, `metadata{tokens, c
 protocols, strategy_id, tags}`, plus the Grimoire's `confidence`, `sensitivity`, `category`,
 `quality`, `pad`). Everything else derives from it:
 
-- the control API's request body (`daemon.api.models.MemoryIn` is this model, widened to take
+- the control API's request body (`daemon.contract.requests.MemoryIn` is this model, widened to take
   `memory_type: episode`), so its OpenAPI schema is these constraints;
 - the options of `clade remember` (`cli_options()`: every field carries its `Cli` metadata);
 - the store's input (`EntryFields.new_entry()` → `records.NewEntry` → `crdt.EntryBody`).

@@ -1,5 +1,8 @@
 """Request bodies of the control API (pydantic: validated on construction, strict types).
 
+The bodies that more than the API validate live here; the agent-memory bodies live beside
+their logic in `daemon.agent.memory`, `DeathIn` and `ToolCallIn` beside their one route.
+
 Every constraint the handlers enforce is in these models, so `/openapi.json` states it: strict
 types (no `0` for a bool, no `false` for a number), patterns for non-blank text. `MemoryIn`
 is the one entry field model (`daemon.grimoire.fields.EntryFields`) widened to take
@@ -10,7 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
 from crdt import Kind
 from crdt.body import Category, Pad
@@ -27,10 +30,13 @@ from daemon.grimoire.fields import (
     Signed,
     Unit,
 )
+from daemon.grimoire.posterior import MAX_METRIC_CHARS, MAX_NOTE_BYTES
+from daemon.grimoire.promotion import PHASES
 
 __all__ = [
     "BackupIn", "ConnectIn", "DigestIn", "DisconnectIn", "EndorseIn", "EpisodeIn", "FeedbackIn", "MemoryIn",
-    "MetadataIn", "PadIn", "ProbeIn", "RetractIn", "SearchIn", "StyxRetryIn", "SyncIn",
+    "MetadataIn", "OutcomeIn", "PadIn", "Phase", "ProbeIn", "RetractIn", "SearchIn", "StyxRetryIn", "SyncIn",
+    "VitalityIn",
 ]
 
 GATEWAY_TYPES = ("fact", "preference", "episode", "strategy_outcome", "constraint")
@@ -160,3 +166,45 @@ class RetractIn(_Strict):
 
 class EndorseIn(_Strict):
     confirm: bool = Field(True, description="true confirms, false contradicts")
+
+
+Phase = Literal["thriving", "stable", "conservation", "declining", "terminal"]
+assert PHASES == ("thriving", "stable", "conservation", "declining", "terminal")
+
+
+class OutcomeIn(BaseModel):
+    """POST /v1/entries/{id}/outcome."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, regex_engine="python-re")
+
+    effect: Literal["positive", "negative", "neutral"] = Field(
+        description="what acting on the entry led to, by the metric")
+    metric: Annotated[Label, Field(description=f"what was measured, e.g. pnl_usd or slippage_bps "
+                                               f"(1..{MAX_METRIC_CHARS} characters)")] = "outcome"
+    value: Annotated[float | None, Field(allow_inf_nan=False, description="the measured value (finite)")] = None
+    episode_id: Annotated[str | None, Field(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f]+$",
+                                            description="the episode it was observed in")] = None
+    note: Annotated[str | None, Field(max_length=MAX_NOTE_BYTES, pattern=r"^[^\x00]*$",
+                                      description=f"free text, at most {MAX_NOTE_BYTES} bytes of UTF-8")] = None
+
+    @field_validator("note", "episode_id")
+    @classmethod
+    def _utf8_text(cls, text: str | None) -> str | None:
+        if text is None:
+            return None
+        try:
+            size = len(text.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise ValueError("is not valid UTF-8 (a lone surrogate)") from None
+        if size > MAX_NOTE_BYTES:
+            raise ValueError(f"must be at most {MAX_NOTE_BYTES} bytes of UTF-8, got {size}")
+        return text
+
+
+class VitalityIn(BaseModel):
+    """PUT /v1/vitality."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    phase: Phase
+    hayflick_ratio: Annotated[float | None, Field(ge=0, le=1, allow_inf_nan=False)] = None
