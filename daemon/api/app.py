@@ -71,9 +71,9 @@ from daemon.contract.responses import (
     UnarchiveOut,
     errors,
 )
+from daemon.embedding.embedder import ModelIntegrityError
 from daemon.errors import NotFound, UsageError
 from daemon.grimoire import Episode
-from daemon.grimoire.embedder import ModelIntegrityError
 from daemon.service.state import DaemonState
 from daemon.styx.fanin import merge, styx_doc
 

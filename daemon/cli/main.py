@@ -39,9 +39,9 @@ from daemon.cli.render import renders
 from daemon.client import DaemonClient
 from daemon.config import check_multiaddr, load_config
 from daemon.datadir import DataDir
+from daemon.embedding.embedder import EPISODE_MODEL, Embedder, ModelIntegrityError, get_embedder
 from daemon.errors import DaemonError, UsageError
 from daemon.grimoire import Episode, wall_clock_ms
-from daemon.grimoire.embedder import EPISODE_MODEL, Embedder, ModelIntegrityError, get_embedder
 from daemon.grimoire.fields import EntryFields, cli_options
 from daemon.grimoire.vitality import read_vitality
 

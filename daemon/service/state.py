@@ -26,12 +26,12 @@ from crdt import Kind
 from crypto import CryptoError, Identity, KeyRing
 from daemon.config import Config, check_multiaddr
 from daemon.datadir import DataDir
+from daemon.embedding.catalogue import MINILM
+from daemon.embedding.embedder import expected_info, get_embedder
 from daemon.errors import DaemonError, NotFound, UsageError
 from daemon.grimoire import Episode, Grimoire, NewEntry
 from daemon.grimoire.curator.cycle import apply_llm, llm_clusters, run_cycle
 from daemon.grimoire.digest import build_digest, digest_query
-from daemon.grimoire.embedder import expected_info, get_embedder
-from daemon.grimoire.models import MINILM
 from daemon.grimoire.records import Entry, iso_ms
 from daemon.grimoire.retrieval import (
     Hit,
