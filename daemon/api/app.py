@@ -77,7 +77,7 @@ from daemon.grimoire import Episode
 from daemon.service.state import DaemonState
 from daemon.styx.fanin import merge, styx_doc
 
-__all__ = ["MAX_BODY_BYTES", "BodyLimit", "Conflict", "TokenAuth", "create_app"]
+__all__ = ["MAX_BODY_BYTES", "BodyLimit", "Conflict", "TokenAuth", "create_app", "listener_apps"]
 
 log = logging.getLogger("clade.api")
 MAX_BODY_BYTES = 1024 * 1024
@@ -366,6 +366,13 @@ def create_app(state: DaemonState) -> FastAPI:
     api_episodes.register(app, state)  # episodes: verify (what consolidation replays)
     api_metrics.register(app, state)  # GET /metrics for Prometheus
     return app
+
+
+def listener_apps(state: DaemonState, tcp_token: str | None) -> tuple[ASGIApp, ASGIApp | None]:
+    """The control API as `clade run` serves it: on the unix socket with the body limit, and
+    (given a token) the same app behind the bearer token for the TCP listener, else None."""
+    app = BodyLimit(create_app(state))
+    return app, (TokenAuth(app, tcp_token) if tcp_token is not None else None)
 
 
 class BodyLimit:

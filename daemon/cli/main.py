@@ -309,6 +309,7 @@ def cmd_status(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
 
 @renders(render.stopped)
 def cmd_run(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    from daemon.api.app import listener_apps
     from daemon.service.runtime import run_daemon
 
     overrides: dict[str, Any] = {}
@@ -322,7 +323,8 @@ def cmd_run(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     if args.styx_url:
         os.environ["CLADE_STYX__ENABLED"] = "true"
         os.environ["CLADE_STYX__URL"] = args.styx_url
-    return run_daemon(data, config_path=args.config, log_level=args.log_level, p2p_overrides=overrides)
+    return run_daemon(data, api=listener_apps, config_path=args.config, log_level=args.log_level,
+                      p2p_overrides=overrides)
 
 
 @renders(render.config)

@@ -129,7 +129,7 @@ class DaemonState:
 
     @contextmanager
     def ingesting(self) -> Iterator[None]:
-        """Mark a catch-up round being joined (see `ports.Daemon.ingesting`)."""
+        """Mark a catch-up round being joined (see `ports.DaemonPort.ingesting`)."""
         if self._ingest_idle is None:
             self._ingest_idle = anyio.Event()
         self._ingesting += 1
