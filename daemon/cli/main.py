@@ -259,7 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_styx.register(command, common=common, parser_class=_Parser)
     cli_tui.register(command)
     cli_mcp.register(command)
-    cli_completion.register(command)
+    cli_completion.register(command, build_parser)
     return parser
 
 
