@@ -1,7 +1,8 @@
 """Request bodies of the control API (pydantic: validated on construction, strict types).
 
-The bodies that more than the API validate live here; the agent-memory bodies live beside
-their logic in `daemon.agent.memory`, `DeathIn` and `ToolCallIn` beside their one route.
+Every body that more than its route validates lives here (the agent-memory bodies and their
+limits included: `clade agent` and the MCP server check with them too); `DeathIn` and
+`ToolCallIn` live beside their one route.
 
 Every constraint the handlers enforce is in these models, so `/openapi.json` states it: strict
 types (no `0` for a bool, no `false` for a number), patterns for non-blank text. `MemoryIn`
@@ -16,7 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
 from crdt import Kind
-from crdt.body import Category, Pad
+from crdt.body import MAX_LABELS, Category, Pad
 from daemon.grimoire.fields import (
     NON_BLANK,
     STRICT,
@@ -34,9 +35,10 @@ from daemon.grimoire.posterior import MAX_METRIC_CHARS, MAX_NOTE_BYTES
 from daemon.grimoire.promotion import PHASES
 
 __all__ = [
-    "BackupIn", "ConnectIn", "DigestIn", "DisconnectIn", "EndorseIn", "EpisodeIn", "FeedbackIn", "MemoryIn",
-    "MetadataIn", "OutcomeIn", "PadIn", "Phase", "ProbeIn", "RetractIn", "SearchIn", "StyxRetryIn", "SyncIn",
-    "VitalityIn",
+    "MAX_FLUSH_ITEMS", "MAX_LESSONS", "MAX_WORKING_MEMORY_BYTES", "SESSION_PATTERN", "BackupIn", "ConnectIn",
+    "DigestIn", "DisconnectIn", "EndorseIn", "EpisodeIn", "FeedbackIn", "FlushFact", "FlushIn", "FlushMetadata",
+    "LessonsIn", "MemoryIn", "MetadataIn", "OutcomeIn", "PadIn", "Phase", "ProbeIn", "RetractIn", "SearchIn",
+    "StyxRetryIn", "SyncIn", "VitalityIn", "WorkingMemoryIn",
 ]
 
 GATEWAY_TYPES = ("fact", "preference", "episode", "strategy_outcome", "constraint")
@@ -208,3 +210,44 @@ class VitalityIn(BaseModel):
 
     phase: Phase
     hayflick_ratio: Annotated[float | None, Field(ge=0, le=1, allow_inf_nan=False)] = None
+
+
+# -- agent memory (daemon/agent/memory.py: the routes of daemon/api/agent.py and `clade agent`) --
+
+MAX_WORKING_MEMORY_BYTES = 64 * 1024
+MAX_FLUSH_ITEMS = 256
+MAX_LESSONS = 4096
+SESSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$"
+
+
+class WorkingMemoryIn(_Strict):
+    # The size (64 KiB of UTF-8: 413 beyond), NUL and control characters (400) are checked by
+    # `check_working_text`, so the API and the CLI's direct path refuse with the same message;
+    # the schema states the same rules (in characters: it cannot count bytes).
+    # (No constraint pydantic checks itself: a lone surrogate must reach check_working_text,
+    # which names it with a 400; over 64 KiB is a 413.)
+    content: str = Field(strict=False, json_schema_extra={
+        "maxLength": MAX_WORKING_MEMORY_BYTES, "pattern": r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f]*$"},
+        description="text (tab, newline, carriage return allowed), at most 64 KiB of UTF-8 (413 beyond)")
+
+
+class FlushMetadata(MetadataFields):
+    """A flushed fact's metadata: one tag fewer, for the `session:<name>` tag the flush adds."""
+
+    tags: Annotated[list[Label], Field(max_length=MAX_LABELS - 1)] = []  # noqa: RUF012 - pydantic copies
+
+
+class FlushFact(EntryFields):
+    """A fact to flush: an entry's fields (see `EntryFields`), with room for the session tag."""
+
+    metadata: FlushMetadata = Field(default_factory=FlushMetadata)
+
+
+class FlushIn(_Strict):
+    session: str = Field(max_length=256, description="1..40 of A-Z a-z 0-9 . _ -, checked by check_session (400)",
+                         json_schema_extra={"pattern": SESSION_PATTERN})
+    facts: list[FlushFact] = Field(min_length=1, max_length=MAX_FLUSH_ITEMS)
+
+
+class LessonsIn(_Strict):
+    lessons: list[EntryFields] = Field(min_length=1, max_length=MAX_LESSONS)
