@@ -27,7 +27,7 @@ Cause = Annotated[str, Field(min_length=1, max_length=MAX_CAUSE_CHARS, pattern=L
 
 
 class DeathIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, regex_engine="python-re")
+    model_config = ConfigDict(extra="forbid", strict=True, regex_engine="rust-regex")
 
     reflection: Content = Field(description="the death reflection, stored as one bloodstained entry")
     cause: Cause | None = Field(None, description="why the golem dies (kept from the first call)")

@@ -50,7 +50,9 @@ PEER_ADDR_PATTERN = r"^/(ip4|ip6|dns|dns4|dns6)/[^/\x00-\x20\x7f]+/tcp/[0-9]{1,5
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, regex_engine="python-re")
+    # The Rust regex engine: its `$` is the schema's (end of text); Python's would also accept
+    # a trailing newline, a value the OpenAPI document refuses.
+    model_config = ConfigDict(extra="forbid", strict=True, regex_engine="rust-regex")
 
 
 class MemoryIn(EntryFields):
@@ -107,7 +109,7 @@ class DigestIn(_Strict):
 class FeedbackIn(_Strict):
     """At least one of `cited`, `injected` (non-empty)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, regex_engine="python-re", json_schema_extra={
+    model_config = ConfigDict(extra="forbid", strict=True, regex_engine="rust-regex", json_schema_extra={
         "anyOf": [{"required": ["cited"], "properties": {"cited": {"minItems": 1}}},
                   {"required": ["injected"], "properties": {"injected": {"minItems": 1}}}]})
 
@@ -177,7 +179,7 @@ assert PHASES == ("thriving", "stable", "conservation", "declining", "terminal")
 class OutcomeIn(BaseModel):
     """POST /v1/entries/{id}/outcome."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, regex_engine="python-re")
+    model_config = ConfigDict(extra="forbid", strict=True, regex_engine="rust-regex")
 
     effect: Literal["positive", "negative", "neutral"] = Field(
         description="what acting on the entry led to, by the metric")
