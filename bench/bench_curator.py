@@ -145,7 +145,7 @@ def _fact(protocol: str, metric: str, chain: str, value: int) -> str:
 
 
 def run_ablation(work: Path, topics: int, seed: int, model_dir: Path, window_days: float) -> dict[str, Any]:
-    from daemon.grimoire.embedder import get_embedder
+    from daemon.embedding.embedder import get_embedder
 
     embedder = get_embedder(model_dir)
     out: dict[str, Any] = {"topics": topics, "window_days": window_days}

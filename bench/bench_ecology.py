@@ -122,7 +122,7 @@ def _pct(values: list[float], q: float) -> float | None:
 
 
 def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    from daemon.grimoire.embedder import get_embedder
+    from daemon.embedding.embedder import get_embedder
 
     started = time.perf_counter()
     rng = random.Random(args.seed)

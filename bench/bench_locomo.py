@@ -49,7 +49,7 @@ import numpy as np
 from bench.common import emit, machine_info, out, progress, summary, workdir
 from bench.common.daemon import CLADE, Daemon
 from crypto.identity import Identity
-from daemon.grimoire.embedder import DEFAULT_MODEL, get_embedder
+from daemon.embedding.embedder import DEFAULT_MODEL, get_embedder
 from daemon.grimoire.lexical import STOPWORDS
 from daemon.grimoire.records import NewEntry
 from daemon.grimoire.retrieval import RecallQuery, Retriever

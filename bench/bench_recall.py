@@ -74,11 +74,11 @@ from bench.common.vectors import (
     rss_probe,
     write_synthetic,
 )
+from daemon.embedding.catalogue import MINILM
+from daemon.embedding.embedder import Embedder, EmbeddingInfo, get_embedder
 from daemon.errors import UsageError
 from daemon.grimoire import Episode, EpisodeLog, Grimoire
-from daemon.grimoire.embedder import Embedder, EmbeddingInfo, get_embedder
 from daemon.grimoire.episodes import _SCAN_COLUMNS, _episode_from_row
-from daemon.grimoire.models import MINILM
 from daemon.grimoire.retrieval import CANDIDATES, RecallQuery, Retriever, _factors, _passes
 from daemon.grimoire.scoring import normalise
 from daemon.grimoire.store import wall_clock_ms

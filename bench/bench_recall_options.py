@@ -2,8 +2,8 @@
 
     .venv/bin/python -m bench.bench_recall_options [--quick] [--out DIR] [--seed S]
 
-The options (`[embedding] model`, daemon/grimoire/models.py), each loaded through
-`daemon.grimoire.embedder.get_embedder(dir, model)`: `sentence-transformers/all-MiniLM-L6-v2`
+The options (`[embedding] model`, daemon/embedding/catalogue.py), each loaded through
+`daemon.embedding.embedder.get_embedder(dir, model)`: `sentence-transformers/all-MiniLM-L6-v2`
 (the bundled int8 ONNX file), `sentence-transformers/all-mpnet-base-v2` (8-bit weights, made by
 `models.prepare_mpnet`) and `all-MiniLM-L6-v2+all-mpnet-base-v2` (one fused space,
 cosine = mean of the two models' cosines). Plus fusions computed here only, from the two models'
@@ -96,8 +96,8 @@ from bench.recall_options.latency import base_store, bench_recall, option_store
 from bench.recall_options.options import LATENCY_OPTIONS, PACKAGES, REAL, SLUG, WARMUP, Params, make_params
 from bench.recall_options.quality import bench_quality, fuse
 from bench.recall_options.report import print_report
-from daemon.grimoire.embedder import Embedder, assemble_default_model, get_embedder
-from daemon.grimoire.models import FUSED, MINILM, MPNET, MPNET_VERSION
+from daemon.embedding.catalogue import FUSED, MINILM, MPNET, MPNET_VERSION
+from daemon.embedding.embedder import Embedder, assemble_default_model, get_embedder
 from daemon.service.embedding import BACKLOG_BATCH_OTHER as BACKLOG_BATCH  # one batch size for every option
 from tests.helpers.semantic_corpus import ENTRIES
 
@@ -160,7 +160,7 @@ def bench_entry_embedding(embedders: dict[str, Embedder], texts: Sequence[str]) 
 
 def prepare_probe(root: Path) -> dict[str, Any]:
     """In a child: `prepare_mpnet` into `root` (empty): time, CPU, peak RSS, size."""
-    from daemon.grimoire.models import prepare_mpnet
+    from daemon.embedding.catalogue import prepare_mpnet
 
     out: dict[str, Any] = {"rss_start_kib": rss_kib()}
     c0, t0 = own_cpu_seconds(), time.perf_counter()

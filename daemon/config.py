@@ -20,9 +20,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from daemon.errors import ConfigError
-from daemon.styx.policy import DEFAULT_MAX_PER_TICK_USD, DEFAULT_MONTHLY_USD
 
-__all__ = ["DEFAULT_CONFIG_TOML", "ENV_PREFIX", "Config", "check_multiaddr", "load_config"]
+__all__ = ["DEFAULT_CONFIG_TOML", "DEFAULT_MAX_PER_TICK_USD", "DEFAULT_MONTHLY_USD", "ENV_PREFIX", "Config",
+           "check_multiaddr", "load_config"]
 
 ENV_PREFIX = "CLADE_"
 RETIRED_CAPACITY_KEYS = ("capacity_rules", "capacity_knowledge", "capacity_summaries")
@@ -144,6 +144,11 @@ class ApiConfig(_Section):
 class BackupConfig(_Section):
     keep: int = Field(7, ge=1, le=1000)
     interval_hours: float = Field(24.0, gt=0)
+
+
+# The architecture's spend caps, on unless configured otherwise (daemon/styx/policy.py applies them).
+DEFAULT_MAX_PER_TICK_USD = 0.01
+DEFAULT_MONTHLY_USD = 5.0
 
 
 class StyxBudgetConfig(_Section):

@@ -31,14 +31,22 @@ from textual.widgets import Label
 from daemon.grimoire.store import wall_clock_ms
 from tui.client import ApiClient, ApiError, BadResponse, PeerView, Snapshot, TransportFactory, Unreachable
 from tui.format import FeedItem, Level, RateTracker, feed_item, human_bytes, short_id
-from tui.keys import ACTION_IDS, KEYS, bindings, check_keymap
-from tui.screens import ConfirmScreen, HelpScreen, MainScreen
+from tui.keys import allowed, bindings, check_keymap
+from tui.screens import (
+    BackupAsked,
+    ConfirmScreen,
+    CuratorAsked,
+    EntryActionAsked,
+    HelpScreen,
+    MainScreen,
+    PeerActionAsked,
+    ScreenContext,
+)
 from tui.themes import THEMES, pick_theme
 from tui.widgets import FeedPanel, HeaderBar, KnowledgePanel, OpsPanel, SiblingsTable, TrafficPanel
 
 __all__ = ["CladeTui"]
 
-ACTION_METHODS = frozenset(k.action for k in KEYS if k.id in ACTION_IDS)
 # Events after which the status/peers/stats are worth reading again at once.
 REFRESH_EVENTS = frozenset({"entry_written", "entries_received", "entry_forgotten", "entry_retracted",
                             "entry_endorsed", "entry_unarchived", "peer_up", "peer_down", "peer_refused",
@@ -85,7 +93,8 @@ class CladeTui(App[None]):
         self._pending: list[FeedItem] = []
         self._wake = asyncio.Event()
         self._retry_events = asyncio.Event()  # the poll saw the daemon back: reconnect the stream now
-        self._main = MainScreen()
+        self._main = MainScreen(ScreenContext(api=self.api, now_ms=self.now_ms, rates=self.rates,
+                                              read_only=read_only))
 
     def now_ms(self) -> int:
         return self._now_ms()
@@ -247,7 +256,27 @@ class CladeTui(App[None]):
 
     def allowed(self, action: str) -> bool:
         """False for every action while `--read-only` (Textual then disables its binding)."""
-        return not (self.read_only and action in ACTION_METHODS)
+        return allowed(action, read_only=self.read_only)
+
+    # -- what the screens ask (messages that bubble up from them) ---------------------------
+
+    def on_main_screen_shown(self, _message: MainScreen.Shown) -> None:
+        with contextlib.suppress(NoMatches):  # torn down meanwhile: nothing to show on
+            header = self._main.query_one(HeaderBar)
+            header.link, header.problem = self.link, self.problem
+        self._main.call_after_refresh(self.render_snapshot)
+
+    def on_backup_asked(self, _message: BackupAsked) -> None:
+        self.confirm_backup()
+
+    def on_curator_asked(self, _message: CuratorAsked) -> None:
+        self.confirm_curator()
+
+    def on_peer_action_asked(self, message: PeerActionAsked) -> None:
+        self.confirm_peer(message.what, message.peer)
+
+    def on_entry_action_asked(self, message: EntryActionAsked) -> None:
+        self.confirm_entry(message.what, message.entry_id, message.target, message.after)
 
     # -- actions: each asks first, naming its target ----------------------------------------
 

@@ -1,7 +1,7 @@
 """The TUI's only link to the daemon: its control API (httpx over the unix socket, or TCP with
 a bearer token) and its event stream. It never opens the store.
 
-Every answer is checked against the daemon's own response models (`daemon.api.responses`);
+Every answer is checked against the daemon's own response models (`daemon.contract.responses`);
 anything else — a refused connection, a 5xx, a body that is not the documented shape — comes
 out as one of this module's errors, never as a crash: `Unreachable` (retry later),
 `Refused` (the daemon said no: 4xx, with its reason) and `BadResponse` (it answered
@@ -19,7 +19,8 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from daemon.api.responses import (
+from daemon.client import find_socket
+from daemon.contract.responses import (
     BackupOut,
     BackupsOut,
     ConnectOut,
@@ -33,7 +34,6 @@ from daemon.api.responses import (
     SearchOut,
     StatusOut,
 )
-from daemon.client import find_socket
 from daemon.datadir import DataDir
 from daemon.grimoire.fields import format_errors
 

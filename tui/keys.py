@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from textual.binding import Binding, BindingType
 
-__all__ = ["ACTION_IDS", "DESTRUCTIVE_IDS", "KEYS", "NAVIGATION_KEYS", "KeySpec", "bindings", "check_keymap",
-           "effective_keys"]
+__all__ = ["ACTION_IDS", "ACTION_METHODS", "DESTRUCTIVE_IDS", "KEYS", "NAVIGATION_KEYS", "KeySpec", "allowed",
+           "bindings", "check_keymap", "effective_keys"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,9 +58,16 @@ KEYS: tuple[KeySpec, ...] = (
 ACTION_IDS = frozenset({"action.backup", "action.curator", "peer.reconnect", "peer.hold", "entry.forget",
                         "entry.endorse", "entry.contradict"})
 DESTRUCTIVE_IDS = frozenset({"entry.forget", "entry.contradict", "peer.hold", "confirm.yes"})
+ACTION_METHODS = frozenset(k.action for k in KEYS if k.id in ACTION_IDS)
 NAVIGATION_KEYS = frozenset({"up", "down", "left", "right", "pageup", "pagedown", "home", "end", "enter", "tab",
                              "shift+tab", "space", "escape", "j", "k", "h", "l", "g", "G", "1", "2", "3", "4",
                              "s", "p", "slash", "o", "question_mark", "q"})
+
+
+def allowed(action: str, *, read_only: bool) -> bool:
+    """Whether a binding's action may run: every action (`ACTION_IDS`) is off while `--read-only`
+    (Textual then disables its binding); navigation always runs."""
+    return not (read_only and action in ACTION_METHODS)
 
 
 def bindings(scope: str) -> list[BindingType]:

@@ -1,38 +1,85 @@
 """The TUI's screens: the dashboard, search, one entry, help, the confirmation dialog and the
-feed filter. Screens lay out widgets and turn keys into calls on the app (`CladeTui`), which
-owns the API client; they never talk to the daemon themselves.
+feed filter. Screens lay out widgets and read through the API client they are given
+(`ScreenContext`); an action the operator asks for (back up, run the curator, hold or reconnect
+a sibling, forget/endorse/contradict an entry) is a message (`BackupAsked`, `CuratorAsked`,
+`PeerActionAsked`, `EntryActionAsked`) that bubbles to the app, which confirms and runs it.
+The screens know nothing of the app (`tui.app` imports them, never the reverse).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Container, Horizontal, Vertical, VerticalScroll
+from textual.message import Message
 from textual.reactive import reactive
 from textual.screen import ModalScreen, Screen
 from textual.timer import Timer
 from textual.widgets import Button, DataTable, Footer, Input, Label, Static
 
-from daemon.api.responses import EntryDoc
-from tui.client import ApiError, Refused
-from tui.format import FEED_KINDS
-from tui.keys import KEYS, bindings, effective_keys
+from daemon.contract.responses import EntryDoc
+from tui.client import ApiClient, ApiError, PeerView, Refused
+from tui.format import FEED_KINDS, RateTracker
+from tui.keys import KEYS, allowed, bindings, effective_keys
 from tui.widgets import FeedPanel, HeaderBar, KnowledgePanel, OpsPanel, SiblingsTable, TrafficPanel
 
-if TYPE_CHECKING:
-    from tui.app import CladeTui
-
-__all__ = ["ConfirmScreen", "EntryScreen", "FilterScreen", "HelpScreen", "MainScreen", "SearchScreen"]
+__all__ = ["BackupAsked", "ConfirmScreen", "CuratorAsked", "EntryActionAsked", "EntryScreen", "FilterScreen",
+           "HelpScreen", "MainScreen", "PeerActionAsked", "ScreenContext", "SearchScreen"]
 
 PANELS = ("feed", "knowledge", "traffic", "ops")
 
 
+@dataclass(frozen=True, slots=True)
+class ScreenContext:
+    """What the screens are given by the app: the API client (reads only: entry, search), the
+    wall clock, the traffic rates, and whether actions are off (`--read-only`)."""
+
+    api: ApiClient
+    now_ms: Callable[[], int]
+    rates: RateTracker
+    read_only: bool
+
+
+# -- what a screen asks of the app: each bubbles up; the app confirms first, then acts ---------
+
+
+class BackupAsked(Message):
+    """Write an encrypted backup now."""
+
+
+class CuratorAsked(Message):
+    """Run a curator cycle now."""
+
+
+class PeerActionAsked(Message):
+    """Hold off or dial again a sibling (`peer` None: none is selected)."""
+
+    def __init__(self, what: Literal["hold", "reconnect"], peer: PeerView | None) -> None:
+        super().__init__()
+        self.what = what
+        self.peer = peer
+
+
+class EntryActionAsked(Message):
+    """Forget, endorse or contradict an entry; `after` runs once the daemon answered."""
+
+    def __init__(self, what: Literal["forget", "endorse", "contradict"], entry_id: str, target: str,
+                 after: Callable[[], Any]) -> None:
+        super().__init__()
+        self.what = what
+        self.entry_id = entry_id
+        self.target = target
+        self.after = after
+
+
 class _AppScreen(Screen[None]):
-    @property
-    def tui(self) -> CladeTui:
-        return cast("CladeTui", self.app)
+    def __init__(self, context: ScreenContext) -> None:
+        super().__init__()
+        self.context = context
 
 
 class MainScreen(_AppScreen):
@@ -42,17 +89,20 @@ class MainScreen(_AppScreen):
     BINDINGS = bindings("main")
     panel: reactive[str] = reactive("feed")
 
+    class Shown(Message):
+        """The dashboard is mounted: the app puts its link state and last snapshot on it."""
+
     def compose(self) -> ComposeResult:
-        tui = self.tui
-        yield HeaderBar(tui.now_ms, id="header")
+        context = self.context
+        yield HeaderBar(context.now_ms, id="header")
         yield Label("siblings", classes="title", id="siblings-title")
-        yield SiblingsTable(tui.now_ms, id="siblings")
+        yield SiblingsTable(context.now_ms, id="siblings")
         yield Static("", id="tabs")
         with Container(id="panels"):
             yield FeedPanel(id="feed", classes="panel")
             yield KnowledgePanel(id="knowledge", classes="panel")
-            yield TrafficPanel(tui.rates, id="traffic", classes="panel")
-            yield OpsPanel(tui.now_ms, id="ops", classes="panel")
+            yield TrafficPanel(context.rates, id="traffic", classes="panel")
+            yield OpsPanel(context.now_ms, id="ops", classes="panel")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -60,10 +110,7 @@ class MainScreen(_AppScreen):
             self.query_one(f"#{name}").border_title = title
         self.watch_panel(self.panel)
         self.on_resize()
-        tui = self.tui
-        header = self.query_one(HeaderBar)
-        header.link, header.problem = tui.link, tui.problem
-        self.call_after_refresh(tui.render_snapshot)
+        self.post_message(self.Shown())
 
     def on_resize(self, _event: Any = None) -> None:
         self.set_class(self.size.width < 120 or self.size.height < 40, "narrow")
@@ -94,31 +141,31 @@ class MainScreen(_AppScreen):
         self.app.push_screen(FilterScreen(feed.filter_text), done)
 
     def action_search(self) -> None:
-        self.app.push_screen(SearchScreen())
+        self.app.push_screen(SearchScreen(self.context))
 
     def action_open_selected(self) -> None:
         entry_id = self.query_one(FeedPanel).selected_entry()
         if entry_id:
-            self.app.push_screen(EntryScreen(entry_id))
+            self.app.push_screen(EntryScreen(self.context, entry_id))
 
     @on(FeedPanel.EntryChosen)
     def _open(self, message: FeedPanel.EntryChosen) -> None:
-        self.app.push_screen(EntryScreen(message.entry_id))
+        self.app.push_screen(EntryScreen(self.context, message.entry_id))
 
     def action_backup(self) -> None:
-        self.tui.confirm_backup()
+        self.post_message(BackupAsked())
 
     def action_curator(self) -> None:
-        self.tui.confirm_curator()
+        self.post_message(CuratorAsked())
 
     def action_reconnect(self) -> None:
-        self.tui.confirm_peer("reconnect", self.query_one(SiblingsTable).selected_peer())
+        self.post_message(PeerActionAsked("reconnect", self.query_one(SiblingsTable).selected_peer()))
 
     def action_hold(self) -> None:
-        self.tui.confirm_peer("hold", self.query_one(SiblingsTable).selected_peer())
+        self.post_message(PeerActionAsked("hold", self.query_one(SiblingsTable).selected_peer()))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        return self.tui.allowed(action)
+        return allowed(action, read_only=self.context.read_only)
 
 
 class EntryScreen(_AppScreen):
@@ -128,8 +175,8 @@ class EntryScreen(_AppScreen):
     doc: reactive[EntryDoc | None] = reactive(None, always_update=True)
     problem: reactive[str] = reactive("")
 
-    def __init__(self, entry_id: str) -> None:
-        super().__init__()
+    def __init__(self, context: ScreenContext, entry_id: str) -> None:
+        super().__init__(context)
         self.entry_id = entry_id
 
     def compose(self) -> ComposeResult:
@@ -146,7 +193,7 @@ class EntryScreen(_AppScreen):
     @work(exclusive=True, group="entry")
     async def load(self) -> None:
         try:
-            self.doc = await self.tui.api.entry(self.entry_id)
+            self.doc = await self.context.api.entry(self.entry_id)
             self.problem = ""
         except Refused as exc:  # the daemon said no (e.g. no such entry): retrying will not help
             self.problem = str(exc)
@@ -179,19 +226,19 @@ class EntryScreen(_AppScreen):
         return f"entry {self.entry_id}{snippet}"
 
     def action_forget(self) -> None:
-        self.tui.confirm_entry("forget", self.entry_id, self._target(), self.load)
+        self.post_message(EntryActionAsked("forget", self.entry_id, self._target(), self.load))
 
     def action_endorse(self) -> None:
-        self.tui.confirm_entry("endorse", self.entry_id, self._target(), self.load)
+        self.post_message(EntryActionAsked("endorse", self.entry_id, self._target(), self.load))
 
     def action_contradict(self) -> None:
-        self.tui.confirm_entry("contradict", self.entry_id, self._target(), self.load)
+        self.post_message(EntryActionAsked("contradict", self.entry_id, self._target(), self.load))
 
     def action_back(self) -> None:
         self.dismiss()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        return self.tui.allowed(action)
+        return allowed(action, read_only=self.context.read_only)
 
 
 class SearchScreen(_AppScreen):
@@ -200,8 +247,8 @@ class SearchScreen(_AppScreen):
     BINDINGS = bindings("search")
     DEBOUNCE_S = 0.3
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, context: ScreenContext) -> None:
+        super().__init__(context)
         self._timer: Timer | None = None
         self._ids: list[str] = []
 
@@ -239,7 +286,7 @@ class SearchScreen(_AppScreen):
             return
         state.update("searching…")
         try:
-            found = await self.tui.api.search(query)
+            found = await self.context.api.search(query)
         except ApiError as exc:
             state.update(f"search failed: {_esc(str(exc))}")
             return
@@ -255,7 +302,7 @@ class SearchScreen(_AppScreen):
     @on(DataTable.RowSelected, "#results")
     def _open(self, event: DataTable.RowSelected) -> None:
         if event.row_key.value:
-            self.app.push_screen(EntryScreen(event.row_key.value))
+            self.app.push_screen(EntryScreen(self.context, event.row_key.value))
 
     def action_back(self) -> None:
         self.dismiss()

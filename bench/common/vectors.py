@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from crypto import Identity
+from daemon.embedding.embedder import EmbeddingInfo, get_embedder
 from daemon.grimoire import Grimoire
-from daemon.grimoire.embedder import EmbeddingInfo, get_embedder
 from daemon.grimoire.retrieval import RecallQuery, Retriever
 from daemon.grimoire.store import wall_clock_ms
 from daemon.grimoire.vectors import missing_vectors, write_vectors

@@ -27,12 +27,12 @@ from bench.common import (
 )
 from bench.common.vectors import K, Matrix, add_entries, write_synthetic
 from bench.recall_options.options import BASE_DIM, SLUG, Params
-from daemon.errors import UsageError
-from daemon.grimoire import Grimoire, scoring
-from daemon.grimoire.embedder import (
+from daemon.embedding.embedder import (
     Embedder,
     EmbeddingInfo,
 )
+from daemon.errors import UsageError
+from daemon.grimoire import Grimoire, scoring
 from daemon.grimoire.retrieval import CANDIDATES, RecallQuery, Retriever, _factors, _passes
 from daemon.grimoire.schema import SCHEMA_VERSION
 from daemon.grimoire.store import wall_clock_ms

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from daemon.grimoire.models import FUSED, MINILM, MPNET
+from daemon.embedding.catalogue import FUSED, MINILM, MPNET
 
 MRR_DEPTH = 10
 OLD_QUERIES = 36  # the first 36 queries: the corpus before it grew (earlier reports measured these)

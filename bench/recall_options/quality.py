@@ -22,14 +22,14 @@ from bench.common import (
 )
 from bench.common.vectors import IDENTITY, Matrix
 from bench.recall_options.options import FUSION_WEIGHTS, LABEL, MRR_DEPTH, OLD_QUERIES, REAL, RRF_K, SLUG
-from daemon.errors import UsageError
-from daemon.grimoire import Grimoire
-from daemon.grimoire.embedder import (
+from daemon.embedding.catalogue import FUSED, MINILM, MPNET
+from daemon.embedding.embedder import (
     Embedder,
     EmbeddingInfo,
     expected_info,
 )
-from daemon.grimoire.models import FUSED, MINILM, MPNET
+from daemon.errors import UsageError
+from daemon.grimoire import Grimoire
 from daemon.grimoire.retrieval import CANDIDATES, RecallQuery, Retriever
 from daemon.grimoire.vectors import stored_vectors, write_vectors
 from tests.helpers.semantic_corpus import ENTRIES, QUERIES

@@ -22,31 +22,22 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from crdt import InvalidValue, Kind, Timestamp
-from crdt.body import MAX_LABELS
-from daemon.api.models import MemoryIn
+from daemon.contract.requests import MAX_FLUSH_ITEMS, MAX_LESSONS, MAX_WORKING_MEMORY_BYTES, SESSION_PATTERN, MemoryIn
 from daemon.errors import UsageError
 from daemon.grimoire import Entry, Grimoire, NewEntry
-from daemon.grimoire.fields import EntryFields, Label, MetadataFields
+from daemon.grimoire.fields import EntryFields
 from daemon.grimoire.store import LocalIdentity
 
 __all__ = [
-    "MAX_FLUSH_ITEMS",
-    "MAX_LESSONS",
-    "MAX_WORKING_MEMORY_BYTES",
     "PREFIX_KINDS",
-    "SESSION_PATTERN",
     "Batch",
     "ContentTooLarge",
-    "FlushFact",
-    "FlushIn",
     "Lesson",
-    "LessonsIn",
-    "WorkingMemoryIn",
     "check_session",
     "check_working_text",
     "checked_entry",
@@ -62,11 +53,7 @@ __all__ = [
     "write_working_memory",
 ]
 
-MAX_WORKING_MEMORY_BYTES = 64 * 1024
-MAX_FLUSH_ITEMS = 256
-MAX_LESSONS = 4096
 # First character a letter or digit; at most 40, so the tag `session:<name>` fits the 48-character label limit.
-SESSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$"
 _SESSION = re.compile(SESSION_PATTERN)
 PREFIX_KINDS: dict[str, Kind] = {
     "LESSON": Kind.HEURISTIC, "STRATEGY": Kind.STRATEGY_OUTCOME, "WARNING": Kind.WARNING, "FACT": Kind.FACT,
@@ -99,46 +86,6 @@ class Batch:
 class Lesson:
     line: int
     memory: MemoryIn
-
-
-# -- request bodies (control API and CLI) ----------------------------------------------
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, regex_engine="python-re")
-
-
-class WorkingMemoryIn(_Strict):
-    # The size (64 KiB of UTF-8: 413 beyond), NUL and control characters (400) are checked by
-    # `check_working_text`, so the API and the CLI's direct path refuse with the same message;
-    # the schema states the same rules (in characters: it cannot count bytes).
-    # (No constraint pydantic checks itself: a lone surrogate must reach check_working_text,
-    # which names it with a 400; over 64 KiB is a 413.)
-    content: str = Field(strict=False, json_schema_extra={
-        "maxLength": MAX_WORKING_MEMORY_BYTES, "pattern": r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f]*$"},
-        description="text (tab, newline, carriage return allowed), at most 64 KiB of UTF-8 (413 beyond)")
-
-
-class FlushMetadata(MetadataFields):
-    """A flushed fact's metadata: one tag fewer, for the `session:<name>` tag the flush adds."""
-
-    tags: Annotated[list[Label], Field(max_length=MAX_LABELS - 1)] = []  # noqa: RUF012 - pydantic copies
-
-
-class FlushFact(EntryFields):
-    """A fact to flush: an entry's fields (see `EntryFields`), with room for the session tag."""
-
-    metadata: FlushMetadata = Field(default_factory=FlushMetadata)
-
-
-class FlushIn(_Strict):
-    session: str = Field(max_length=256, description="1..40 of A-Z a-z 0-9 . _ -, checked by check_session (400)",
-                         json_schema_extra={"pattern": SESSION_PATTERN})
-    facts: list[FlushFact] = Field(min_length=1, max_length=MAX_FLUSH_ITEMS)
-
-
-class LessonsIn(_Strict):
-    lessons: list[EntryFields] = Field(min_length=1, max_length=MAX_LESSONS)
 
 
 # -- validation ------------------------------------------------------------------------

@@ -23,8 +23,7 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from daemon.api.knowledge import OutcomeIn
-from daemon.api.models import ENTRY_ID_PATTERN, DigestIn, MemoryIn, SearchIn
+from daemon.contract.requests import ENTRY_ID_PATTERN, DigestIn, MemoryIn, OutcomeIn, SearchIn
 from daemon.errors import NotFound
 
 __all__ = ["TOOLS", "ToolRunner", "ToolSpec", "UnknownTool", "definitions", "input_schema", "tool_result"]

@@ -1,1 +1,1 @@
-"""The control API: the FastAPI app, its request/response models and the agent routes."""
+"""The control API: the FastAPI app and its routes (the models they speak are `daemon.contract`)."""

@@ -22,9 +22,9 @@ from starlette.convertors import Convertor, register_url_convertor
 
 from crdt import InvalidValue
 from daemon.agent import memory as am
-from daemon.agent.memory import FlushIn, LessonsIn, WorkingMemoryIn
 from daemon.agent.tools import ToolRunner, UnknownTool, definitions, tool_result
-from daemon.api.responses import (
+from daemon.contract.requests import SESSION_PATTERN, FlushIn, LessonsIn, WorkingMemoryIn
+from daemon.contract.responses import (
     CloseOut,
     FlushOut,
     LessonsOut,
@@ -107,7 +107,7 @@ def register(app: FastAPI, state: DaemonState) -> None:
         return _error(413, "too_large", str(exc))
 
     session_param = Path(description="1..40 of A-Z a-z 0-9 . _ -, starting with a letter or digit (else 400)",
-                         json_schema_extra={"pattern": am.SESSION_PATTERN})
+                         json_schema_extra={"pattern": SESSION_PATTERN})
 
     @app.get("/v1/tools", response_model=ToolsOut, responses=errors())
     async def tools() -> dict[str, Any]:

@@ -31,7 +31,7 @@ from daemon.api import episodes as api_episodes
 from daemon.api import knowledge as api_knowledge
 from daemon.api import metrics as api_metrics
 from daemon.api import operator as api_operator
-from daemon.api.models import (
+from daemon.contract.requests import (
     BackupIn,
     ConnectIn,
     DigestIn,
@@ -46,7 +46,7 @@ from daemon.api.models import (
     StyxRetryIn,
     SyncIn,
 )
-from daemon.api.responses import (
+from daemon.contract.responses import (
     BackupOut,
     ConnectOut,
     CuratorOut,
@@ -71,13 +71,13 @@ from daemon.api.responses import (
     UnarchiveOut,
     errors,
 )
+from daemon.embedding.embedder import ModelIntegrityError
 from daemon.errors import NotFound, UsageError
 from daemon.grimoire import Episode
-from daemon.grimoire.embedder import ModelIntegrityError
 from daemon.service.state import DaemonState
 from daemon.styx.fanin import merge, styx_doc
 
-__all__ = ["MAX_BODY_BYTES", "BodyLimit", "Conflict", "TokenAuth", "create_app"]
+__all__ = ["MAX_BODY_BYTES", "BodyLimit", "Conflict", "TokenAuth", "create_app", "listener_apps"]
 
 log = logging.getLogger("clade.api")
 MAX_BODY_BYTES = 1024 * 1024
@@ -367,6 +367,13 @@ def create_app(state: DaemonState) -> FastAPI:
     api_episodes.register(app, state)  # episodes: verify (what consolidation replays)
     api_metrics.register(app, state)  # GET /metrics for Prometheus
     return app
+
+
+def listener_apps(state: DaemonState, tcp_token: str | None) -> tuple[ASGIApp, ASGIApp | None]:
+    """The control API as `clade run` serves it: on the unix socket with the body limit, and
+    (given a token) the same app behind the bearer token for the TCP listener, else None."""
+    app = BodyLimit(create_app(state))
+    return app, (TokenAuth(app, tcp_token) if tcp_token is not None else None)
 
 
 class BodyLimit:

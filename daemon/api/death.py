@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field
 
-from daemon.api.responses import errors
+from daemon.contract.responses import errors
 from daemon.grimoire.fields import LABEL_PATTERN, Content
 from daemon.service.death import Death
 from daemon.service.death_plan import MAX_CAUSE_CHARS
@@ -27,7 +27,7 @@ Cause = Annotated[str, Field(min_length=1, max_length=MAX_CAUSE_CHARS, pattern=L
 
 
 class DeathIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, regex_engine="python-re")
+    model_config = ConfigDict(extra="forbid", strict=True, regex_engine="rust-regex")
 
     reflection: Content = Field(description="the death reflection, stored as one bloodstained entry")
     cause: Cause | None = Field(None, description="why the golem dies (kept from the first call)")

@@ -11,7 +11,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from daemon.api.responses import EpisodeVerifyOut, errors
+from daemon.contract.responses import EpisodeVerifyOut, errors
 from daemon.service.state import DaemonState
 
 __all__ = ["register"]

@@ -8,61 +8,18 @@ Hayflick ratio; from `declining` on (or a ratio over 0.85) the curator pushes it
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any
 
 from fastapi import FastAPI
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from daemon.api.responses import EntryDoc, VitalityOut, errors
+from daemon.contract.requests import OutcomeIn, VitalityIn
+from daemon.contract.responses import EntryDoc, VitalityOut, errors
 from daemon.grimoire import Grimoire
-from daemon.grimoire.fields import Label
-from daemon.grimoire.posterior import MAX_METRIC_CHARS, MAX_NOTE_BYTES
-from daemon.grimoire.promotion import PHASES
 from daemon.grimoire.vitality import Vitality, read_vitality, write_vitality
 from daemon.service.state import DaemonState
 
-__all__ = ["OutcomeIn", "VitalityIn", "register"]
+__all__ = ["register"]
 
-Phase = Literal["thriving", "stable", "conservation", "declining", "terminal"]
-assert PHASES == ("thriving", "stable", "conservation", "declining", "terminal")
-
-
-class OutcomeIn(BaseModel):
-    """POST /v1/entries/{id}/outcome."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, regex_engine="python-re")
-
-    effect: Literal["positive", "negative", "neutral"] = Field(
-        description="what acting on the entry led to, by the metric")
-    metric: Annotated[Label, Field(description=f"what was measured, e.g. pnl_usd or slippage_bps "
-                                               f"(1..{MAX_METRIC_CHARS} characters)")] = "outcome"
-    value: Annotated[float | None, Field(allow_inf_nan=False, description="the measured value (finite)")] = None
-    episode_id: Annotated[str | None, Field(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f]+$",
-                                            description="the episode it was observed in")] = None
-    note: Annotated[str | None, Field(max_length=MAX_NOTE_BYTES, pattern=r"^[^\x00]*$",
-                                      description=f"free text, at most {MAX_NOTE_BYTES} bytes of UTF-8")] = None
-
-    @field_validator("note", "episode_id")
-    @classmethod
-    def _utf8_text(cls, text: str | None) -> str | None:
-        if text is None:
-            return None
-        try:
-            size = len(text.encode("utf-8"))
-        except UnicodeEncodeError:
-            raise ValueError("is not valid UTF-8 (a lone surrogate)") from None
-        if size > MAX_NOTE_BYTES:
-            raise ValueError(f"must be at most {MAX_NOTE_BYTES} bytes of UTF-8, got {size}")
-        return text
-
-
-class VitalityIn(BaseModel):
-    """PUT /v1/vitality."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    phase: Phase
-    hayflick_ratio: Annotated[float | None, Field(ge=0, le=1, allow_inf_nan=False)] = None
 
 
 def register(app: FastAPI, state: DaemonState) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
-from daemon.api.responses import errors
+from daemon.contract.responses import errors
 from daemon.metrics.collector import render
 from daemon.metrics.observations import Observations
 from daemon.metrics.snapshot import gather

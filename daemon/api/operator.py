@@ -12,7 +12,7 @@ from typing import Any
 import trio
 from fastapi import FastAPI
 
-from daemon.api.responses import BackupsOut, KnowledgeStatsOut, errors
+from daemon.contract.responses import BackupsOut, KnowledgeStatsOut, errors
 from daemon.grimoire import Grimoire
 from daemon.service.backup import backup_files
 from daemon.service.state import DaemonState

@@ -22,10 +22,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from daemon.agent import memory as am
-from daemon.agent.memory import FlushIn
 from daemon.cli import render
 from daemon.cli.render import renders
 from daemon.client import DaemonClient
+from daemon.contract.requests import MAX_FLUSH_ITEMS, MAX_WORKING_MEMORY_BYTES, FlushFact, FlushIn
 from daemon.datadir import DataDir
 from daemon.errors import UsageError
 from daemon.grimoire import wall_clock_ms
@@ -99,10 +99,10 @@ def cmd_wm_show(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
 def _content(text: str) -> str:
     if text != "-":
         return text
-    raw = sys.stdin.buffer.read(am.MAX_WORKING_MEMORY_BYTES + 1)
-    if len(raw) > am.MAX_WORKING_MEMORY_BYTES:
-        raise am.ContentTooLarge(f"content: over {am.MAX_WORKING_MEMORY_BYTES} bytes on standard input; working "
-                                 f"memory holds at most {am.MAX_WORKING_MEMORY_BYTES} bytes per session")
+    raw = sys.stdin.buffer.read(MAX_WORKING_MEMORY_BYTES + 1)
+    if len(raw) > MAX_WORKING_MEMORY_BYTES:
+        raise am.ContentTooLarge(f"content: over {MAX_WORKING_MEMORY_BYTES} bytes on standard input; working "
+                                 f"memory holds at most {MAX_WORKING_MEMORY_BYTES} bytes per session")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -156,9 +156,9 @@ def _flush_body(raw: bytes, name: str, session: str | None) -> FlushIn:
         raise UsageError(f'{name}: JSONL facts need --session (or write a JSON {{"session", "facts"}} document)')
     am.check_session(session)
     facts = am.parse_memory_bodies(raw, name=name, extra_tags=(am.session_tag(session),))
-    if not 1 <= len(facts) <= am.MAX_FLUSH_ITEMS:
-        raise UsageError(f"{name}: {len(facts)} facts; a flush holds 1..{am.MAX_FLUSH_ITEMS}")
-    return FlushIn(session=session, facts=[am.FlushFact.model_validate(f.memory.model_dump(mode="json"))
+    if not 1 <= len(facts) <= MAX_FLUSH_ITEMS:
+        raise UsageError(f"{name}: {len(facts)} facts; a flush holds 1..{MAX_FLUSH_ITEMS}")
+    return FlushIn(session=session, facts=[FlushFact.model_validate(f.memory.model_dump(mode="json"))
                                           for f in facts])
 
 

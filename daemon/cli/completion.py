@@ -34,10 +34,14 @@ _MAN_EXTRA = (
 )
 
 
-def register(command: Callable[[str, Handler, str], argparse.ArgumentParser]) -> None:
+def register(command: Callable[[str, Handler, str], argparse.ArgumentParser],
+             whole: Callable[[], argparse.ArgumentParser]) -> None:
+    """Add `completion` and `manpage`; `whole` builds the entire `clade` parser they describe
+    (`daemon.cli.main.build_parser`, passed in: this module does not import the one that imports it)."""
     p = command("completion", cmd_completion, "print the shell completion script for bash or zsh")
     p.add_argument("shell", choices=SHELLS, help="the shell: bash or zsh")
-    command("manpage", cmd_manpage, "print the clade(1) man page (roff)")
+    p.set_defaults(whole_parser=whole)
+    command("manpage", cmd_manpage, "print the clade(1) man page (roff)").set_defaults(whole_parser=whole)
 
 
 def _mark_paths(parser: argparse.ArgumentParser) -> None:
@@ -54,26 +58,23 @@ def _mark_paths(parser: argparse.ArgumentParser) -> None:
             action.complete = shtab.FILE  # type: ignore[attr-defined]
 
 
-def completion_script(shell: str) -> str:
-    """The completion script for `shell` (bash or zsh)."""
+def completion_script(parser: argparse.ArgumentParser, shell: str) -> str:
+    """The completion script of `parser` (the whole `clade` parser) for `shell` (bash or zsh)."""
     import shtab
 
-    from daemon.cli.main import build_parser
-
-    parser = build_parser()
     _mark_paths(parser)
     return str(shtab.complete(parser, shell=shell))
 
 
-def man_page(*, date: str | None = None) -> str:
-    from daemon.cli.main import build_parser
+def man_page(parser: argparse.ArgumentParser, *, date: str | None = None) -> str:
+    """The clade(1) man page (roff) of `parser` (the whole `clade` parser)."""
     from daemon.cli.manpage import manpage
 
     try:
         version = metadata.version("clade")
     except metadata.PackageNotFoundError:
         version = "dev"
-    return manpage(build_parser(), date=date or datetime.now(UTC).strftime("%Y-%m-%d"), source=f"clade {version}",
+    return manpage(parser, date=date or datetime.now(UTC).strftime("%Y-%m-%d"), source=f"clade {version}",
                    extra=_MAN_EXTRA)
 
 
@@ -83,9 +84,9 @@ def _raw(args: argparse.Namespace, doc: dict[str, Any]) -> None:
 
 @renders(_raw)
 def cmd_completion(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
-    return {"shell": args.shell, "text": completion_script(args.shell)}
+    return {"shell": args.shell, "text": completion_script(args.whole_parser(), args.shell)}
 
 
 @renders(_raw)
 def cmd_manpage(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
-    return {"text": man_page()}
+    return {"text": man_page(args.whole_parser())}

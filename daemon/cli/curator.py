@@ -26,12 +26,12 @@ from crypto.vault import VaultKeys
 from daemon.cli.render import renders
 from daemon.client import DaemonClient, daemon_is_live
 from daemon.datadir import DataDir
+from daemon.embedding.embedder import get_embedder
 from daemon.errors import DaemonError, UsageError
 from daemon.grimoire import EpisodeLog, NewEntry, wall_clock_ms
 from daemon.grimoire.curator.bequest import export_testament, inherit, read_testament
 from daemon.grimoire.curator.cycle import run_cycle, simulate
 from daemon.grimoire.curator.testament import TestamentError
-from daemon.grimoire.embedder import get_embedder
 from daemon.grimoire.retrieval import Retriever
 from daemon.service.curation import CYCLE_EMBED_LIMIT, record_replays, replay_items, settings_for, vectors_for
 

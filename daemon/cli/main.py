@@ -39,9 +39,9 @@ from daemon.cli.render import renders
 from daemon.client import DaemonClient
 from daemon.config import check_multiaddr, load_config
 from daemon.datadir import DataDir
+from daemon.embedding.embedder import EPISODE_MODEL, Embedder, ModelIntegrityError, get_embedder
 from daemon.errors import DaemonError, UsageError
 from daemon.grimoire import Episode, wall_clock_ms
-from daemon.grimoire.embedder import EPISODE_MODEL, Embedder, ModelIntegrityError, get_embedder
 from daemon.grimoire.fields import EntryFields, cli_options
 from daemon.grimoire.vitality import read_vitality
 
@@ -259,7 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_styx.register(command, common=common, parser_class=_Parser)
     cli_tui.register(command)
     cli_mcp.register(command)
-    cli_completion.register(command)
+    cli_completion.register(command, build_parser)
     return parser
 
 
@@ -309,6 +309,7 @@ def cmd_status(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
 
 @renders(render.stopped)
 def cmd_run(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    from daemon.api.app import listener_apps
     from daemon.service.runtime import run_daemon
 
     overrides: dict[str, Any] = {}
@@ -322,7 +323,8 @@ def cmd_run(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     if args.styx_url:
         os.environ["CLADE_STYX__ENABLED"] = "true"
         os.environ["CLADE_STYX__URL"] = args.styx_url
-    return run_daemon(data, config_path=args.config, log_level=args.log_level, p2p_overrides=overrides)
+    return run_daemon(data, api=listener_apps, config_path=args.config, log_level=args.log_level,
+                      p2p_overrides=overrides)
 
 
 @renders(render.config)

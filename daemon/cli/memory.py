@@ -22,10 +22,10 @@ from daemon.cli.render import renders
 from daemon.client import DaemonClient
 from daemon.config import StyxConfig
 from daemon.datadir import DataDir
+from daemon.embedding.catalogue import model_cache_dir
+from daemon.embedding.embedder import Embedder, get_embedder
 from daemon.errors import UsageError
 from daemon.grimoire.digest import build_digest
-from daemon.grimoire.embedder import Embedder, get_embedder
-from daemon.grimoire.models import model_cache_dir
 from daemon.grimoire.retrieval import RecallQuery, Retriever, apply_feedback, cited_by_response, response_sentences
 from daemon.grimoire.store import wall_clock_ms
 from daemon.grimoire.vectors import stored_vectors, vector_report

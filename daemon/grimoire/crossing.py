@@ -33,9 +33,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from crdt import Kind, Origin, Timestamp, may_cross
+from daemon.embedding.embedder import EmbeddingInfo
 
 from .admission import AdmissionInput, admission, max_similarity
-from .embedder import EmbeddingInfo
 from .promotion import EVIDENCE_KINDS, PROMOTABLE, WARNING_REPEAT, Candidate, crossing_reason, figures
 from .records import Entry, NewEntry
 from .store import Grimoire, LocalIdentity

@@ -5,7 +5,7 @@ memory spec's shape (`content`, `memory_type`, `importance`, `metadata{tokens, c
 protocols, strategy_id, tags}`, plus the Grimoire's `confidence`, `sensitivity`, `category`,
 `quality`, `pad`). Everything else derives from it:
 
-- the control API's request body (`daemon.api.models.MemoryIn` is this model, widened to take
+- the control API's request body (`daemon.contract.requests.MemoryIn` is this model, widened to take
   `memory_type: episode`), so its OpenAPI schema is these constraints;
 - the options of `clade remember` (`cli_options()`: every field carries its `Cli` metadata);
 - the store's input (`EntryFields.new_entry()` → `records.NewEntry` → `crdt.EntryBody`).
@@ -55,7 +55,9 @@ NON_BLANK = f"[^{SPACE}]"  # unanchored, as JSON Schema reads patterns: contains
 CONTENT_PATTERN = rf"^[^\x00]*[^{SPACE}\x00][^\x00]*$"
 # A label (tag, token, protocol, strategy id): no control character, at least one non-space.
 LABEL_PATTERN = rf"^[^\x00-\x1f\x7f]*[^{SPACE}\x00-\x1f\x7f][^\x00-\x1f\x7f]*$"
-STRICT = ConfigDict(extra="forbid", regex_engine="python-re", frozen=True)
+# Patterns run on pydantic's Rust engine: its `$` is the end of the text, as in the JSON Schema
+# (ECMA-262); Python's `$` also matches before a trailing newline.
+STRICT = ConfigDict(extra="forbid", regex_engine="rust-regex", frozen=True)
 
 
 @dataclass(frozen=True, slots=True)

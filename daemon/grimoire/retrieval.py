@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from crdt import Kind, Sensitivity
+from daemon.embedding.embedder import Embedder
 from daemon.errors import NotFound, UsageError
 
 from . import fusion, lexical, scoring
 from .curator.decay import RETRIEVAL_THRESHOLD
-from .embedder import Embedder
 from .keywords import searchable_texts, stem_weights
 from .records import Entry
 from .rows import RankFields

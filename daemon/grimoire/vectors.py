@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .embedder import EmbeddingInfo
+from daemon.embedding.embedder import EmbeddingInfo
+
 from .store import Grimoire, wall_clock_ms
 
 if TYPE_CHECKING:

@@ -25,10 +25,9 @@ from urllib.parse import quote, unquote
 
 from pydantic import BaseModel, ConfigDict, create_model
 
-from daemon.agent.memory import FlushIn, WorkingMemoryIn
 from daemon.agent.tools import TOOLS as AGENT_TOOLS
 from daemon.agent.tools import ToolSpec, input_schema
-from daemon.api.models import DigestIn
+from daemon.contract.requests import DigestIn, FlushIn, WorkingMemoryIn
 from daemon.errors import UsageError
 
 __all__ = ["DIGEST_TEMPLATE", "TOOLS", "ApiRequest", "McpTool", "digest_request", "tool"]

@@ -41,7 +41,7 @@ from .dialing import drop, shut_out
 from .frames import close_quietly, encode_frame, read_frame
 from .links import TRANSPORT_ERRORS
 from .peers import PeerBook
-from .ports import Daemon, Links, Siblings, Stream, Syncer, internal_error
+from .ports import DaemonPort, Links, Siblings, Stream, Syncer, internal_error
 
 __all__ = ["HELLO_PROTOCOL", "HELLO_WAIT_S", "HOLD_S", "NO_HELLO_HOLD_S", "REFUSAL_REASONS", "Admission",
            "counted_refusal"]
@@ -75,7 +75,7 @@ def counted_refusal(reason: str) -> str:
 class Admission:
     """The hello both ways, and who counts as a member (see the module docstring)."""
 
-    def __init__(self, daemon: Daemon, links: Links, book: PeerBook, *, membership: Membership,
+    def __init__(self, daemon: DaemonPort, links: Links, book: PeerBook, *, membership: Membership,
                  revocations: RevocationList | None, persist_revocations: Callable[[RevocationList], object],
                  siblings: Siblings, syncer: Syncer) -> None:
         self.daemon = daemon

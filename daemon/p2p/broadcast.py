@@ -29,7 +29,7 @@ from daemon.grimoire import Grimoire
 from .gossip import GossipCodec, Opened
 from .links import TRANSPORT_ERRORS
 from .peers import PeerBook
-from .ports import Daemon, Links, announce_received, internal_error
+from .ports import DaemonPort, Links, announce_received, internal_error
 
 __all__ = ["APPLY_BATCH", "Broadcast"]
 
@@ -45,7 +45,7 @@ PUBLISH_ERRORS: tuple[type[Exception], ...] = (*TRANSPORT_ERRORS, *STORE_ERRORS)
 class Broadcast:
     """Gossip on the clade topic and the probe topic (see the module docstring)."""
 
-    def __init__(self, daemon: Daemon, links: Links, book: PeerBook, *, me: str, codec: GossipCodec,
+    def __init__(self, daemon: DaemonPort, links: Links, book: PeerBook, *, me: str, codec: GossipCodec,
                  topic: str, probe_topic: str, max_skew_ms: int) -> None:
         self.daemon = daemon
         self.links = links

@@ -30,7 +30,7 @@ from .errors import SyncRefused
 from .frames import close_quietly, encode_frame
 from .links import TRANSPORT_ERRORS
 from .peers import PeerBook
-from .ports import Daemon, Links, Stream, announce_received, internal_error
+from .ports import DaemonPort, Links, Stream, announce_received, internal_error
 from .sync import ROUND_DELTAS, pull, serve
 
 __all__ = ["SYNC_PROTOCOL", "CatchUp"]
@@ -43,7 +43,7 @@ SYNC_PROTOCOL = "/clade/sync/1.0.0"
 class CatchUp:
     """Anti-entropy with the siblings (see the module docstring); `Syncer` for admission."""
 
-    def __init__(self, daemon: Daemon, links: Links, book: PeerBook, *, me: str, max_skew_ms: int,
+    def __init__(self, daemon: DaemonPort, links: Links, book: PeerBook, *, me: str, max_skew_ms: int,
                  sync_interval_s: float, rng: random.Random) -> None:
         self.daemon = daemon
         self.links = links
@@ -131,7 +131,7 @@ class CatchUp:
         verifier threads the moment it arrives, even while the store's writer thread joins an
         earlier one, and the writer joins whatever has arrived. The writer never waits for the
         network: an empty round never reaches it, and a slow sibling holds a reader, not the
-        writer. The backlog embedder holds back meanwhile (`Daemon.ingesting`). As each delta
+        writer. The backlog embedder holds back meanwhile (`DaemonPort.ingesting`). As each delta
         commits: its ops counted (`sync_ops_applied`, `sync_rejected_<reason>`),
         `entries_received` and `sync_progress` published, so a round cut short is accounted
         for as far as it was joined."""

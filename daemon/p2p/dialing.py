@@ -26,7 +26,7 @@ import trio
 from daemon.grimoire import atomic_write
 
 from .peers import PeerBook, PeerRecord, redial_delay
-from .ports import Daemon, Links, internal_error
+from .ports import DaemonPort, Links, internal_error
 
 __all__ = ["CANDIDATE_DIALS", "MAX_CANDIDATES", "Dialing", "drop", "let_in", "shut_out"]
 
@@ -74,7 +74,7 @@ class Dialing:
     `ValueError` if it cannot; `dial_errors` are the exceptions a failed dial may raise.
     """
 
-    def __init__(self, daemon: Daemon, links: Links, book: PeerBook, *, me: str, known_path: Path,
+    def __init__(self, daemon: DaemonPort, links: Links, book: PeerBook, *, me: str, known_path: Path,
                  rng: random.Random, parse_addr: Callable[[str], tuple[str, str]],
                  dial_errors: tuple[type[Exception], ...]) -> None:
         self.daemon = daemon

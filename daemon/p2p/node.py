@@ -5,7 +5,7 @@
              └▶ refused: disconnected, not dialed again for HOLD_S (revoked: never)
 
 The node is four parts, each owning its state, over one host (`HostLinks`), one peer book
-and the daemon (`ports.Daemon`):
+and the daemon (`ports.DaemonPort`):
 
     Dialing    bootstrap, mDNS, peer exchange, known siblings, redial backoff, holds
     Admission  the hello both ways, membership, revocations        → Siblings (Dialing), Syncer (CatchUp)
@@ -45,7 +45,7 @@ from .gossip import GossipCodec
 from .host import build_host, build_pubsub, parse_multiaddr
 from .links import TRANSPORT_ERRORS, HostLinks
 from .peers import PeerBook, PeerRecord
-from .ports import Daemon, log
+from .ports import DaemonPort, log
 
 __all__ = ["HELLO_PROTOCOL", "SYNC_PROTOCOL", "ConnectionNotifee", "P2PNode", "parse_peer_addr", "topic_of"]
 
@@ -109,7 +109,7 @@ class Events(ConnectionNotifee):
 class P2PNode:
     """The p2p service: the parts above over one host, one GossipSub and one peer book."""
 
-    def __init__(self, daemon: Daemon, *, identity: Identity, membership: Membership,
+    def __init__(self, daemon: DaemonPort, *, identity: Identity, membership: Membership,
                  keyring: Callable[[], KeyRing], key_grace_ms: Callable[[], int],
                  revocations: RevocationList | None, persist_revocations: Callable[[RevocationList], object],
                  known_path: Path, listen: list[str], bootstrap: list[str], mdns: bool,

@@ -1,13 +1,13 @@
 """The small interfaces the p2p parts talk through (`typing.Protocol`, structural).
 
-    Daemon ──────▶ every part    the store's writer thread, events, counters, the wall clock
+    DaemonPort ──▶ every part    the store's writer thread, events, counters, the wall clock
     Links ───────▶ every part    the libp2p host as the parts see it (dial, drop, streams, blacklist)
     Siblings ────▶ Admission     peer exchange and the known-siblings file (Dialing implements it)
     Syncer ──────▶ Admission     pull after a hello (CatchUp implements it)
     P2PControl ◀── the daemon    what `daemon.service.state` may ask of the running node
 
 This module imports neither libp2p nor the daemon's service room: the service depends on
-`P2PControl` (the node satisfies it), the node on `Daemon` (`DaemonState` satisfies it),
+`P2PControl` (the node satisfies it), the node on `DaemonPort` (`DaemonState` satisfies it),
 and neither imports the other.
 """
 
@@ -25,13 +25,13 @@ from crypto import RevocationList
 if TYPE_CHECKING:
     from daemon.grimoire import Grimoire
 
-__all__ = ["Daemon", "Links", "P2PControl", "Siblings", "Stream", "Syncer", "announce_received", "internal_error"]
+__all__ = ["DaemonPort", "Links", "P2PControl", "Siblings", "Stream", "Syncer", "announce_received", "internal_error"]
 
 T = TypeVar("T")
 log = logging.getLogger("clade.p2p")
 
 
-class Daemon(Protocol):
+class DaemonPort(Protocol):
     """What the p2p parts need from the daemon (`DaemonState` is one)."""
 
     counters: Counter[str]
@@ -188,7 +188,7 @@ class P2PControl(Protocol):
         ...
 
 
-def announce_received(daemon: Daemon, source: str, report: ApplyReport, *, via: str) -> None:
+def announce_received(daemon: DaemonPort, source: str, report: ApplyReport, *, via: str) -> None:
     """Publish `entries_received` for ops from siblings that changed our state (`op_ms`: the HLC
     times of the first 100 applied ops, for the gossip delivery-time histogram, daemon/metrics)."""
     ids = sorted({op.entry_id for op in report.applied_ops})

@@ -26,8 +26,8 @@ import numpy as np
 import trio
 
 from daemon.config import Config
-from daemon.grimoire.embedder import Embedder, expected_info, get_embedder
-from daemon.grimoire.models import MINILM
+from daemon.embedding.catalogue import MINILM
+from daemon.embedding.embedder import Embedder, expected_info, get_embedder
 from daemon.grimoire.retrieval import Retriever
 from daemon.grimoire.vectors import missing_vectors, write_vectors
 from daemon.service.background import BackgroundThread
@@ -87,7 +87,7 @@ class Embedding:
 
     @contextmanager
     def ingesting(self) -> Iterator[None]:
-        """Mark a catch-up round being joined (see `ports.Daemon.ingesting`)."""
+        """Mark a catch-up round being joined (see `ports.DaemonPort.ingesting`)."""
         if self._ingest_idle is None:
             self._ingest_idle = trio.Event()
         self._ingesting += 1

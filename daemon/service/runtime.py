@@ -30,7 +30,6 @@ from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve
 
 from crypto import CryptoError
-from daemon.api.app import BodyLimit, TokenAuth, create_app
 from daemon.config import Config, load_config
 from daemon.datadir import DataDir
 from daemon.errors import ConfigError, DaemonError
@@ -74,10 +73,19 @@ def _live_pid(data: DataDir) -> int | None:
     return pid if pid != os.getpid() else None
 
 
-class Daemon:
-    def __init__(self, data: DataDir, config_path: Path, notifier: Notifier,
+ApiFactory = Callable[[DaemonState, str | None], tuple[Any, Any | None]]
+"""The control API's ASGI apps for one daemon's state: the one for the unix socket, and (given the
+TCP bearer token) the one for the TCP listener, else None. `daemon.api.app.listener_apps` is it;
+the caller (`clade run`) passes it in, so this room does not import the API that imports it."""
+
+
+class DaemonRuntime:
+    """One running daemon: opens the store, serves the control API, supervises the services."""
+
+    def __init__(self, data: DataDir, config_path: Path, notifier: Notifier, api: ApiFactory,
                  p2p_overrides: dict[str, Any] | None = None) -> None:
         self.data = data
+        self.api = api
         self.config_path = config_path
         self.notifier = notifier
         self.p2p_overrides = p2p_overrides or {}
@@ -325,16 +333,17 @@ class Daemon:
                                  "use a shorter data dir or set RUNTIME_DIRECTORY")
             owns_files = True
             sock.unlink(missing_ok=True)  # stale socket of a daemon that died
-            app = BodyLimit(create_app(state))
+            tcp_token = _tcp_token(config) if config.api.tcp_port is not None else None
+            local_app, tcp_app = self.api(state, tcp_token)
             async with trio.open_nursery() as services:
                 services.start_soon(self.signal_service)
                 # The API servers get their own nursery: it ends once hypercorn has drained
                 # in-flight requests after `stop` (its shutdown trigger).
                 async with trio.open_nursery() as servers:
-                    await servers.start(self.serve_api, app, f"unix:{sock}", 0o117)
+                    await servers.start(self.serve_api, local_app, f"unix:{sock}", 0o117)
                     os.chmod(sock, 0o660)
-                    if config.api.tcp_port is not None:
-                        await self.start_tcp_api(servers, TokenAuth(app, _tcp_token(config)), config.api.tcp_port)
+                    if tcp_app is not None and config.api.tcp_port is not None:
+                        await self.start_tcp_api(servers, tcp_app, config.api.tcp_port)
                     atomic_write(self.data.run_path, json.dumps(
                         {"pid": os.getpid(), "socket": str(sock), "started_ms": state.now_ms()}).encode(), mode=0o600)
                     services.start_soon(self.supervise, "curator", self.curator_service)
@@ -402,15 +411,17 @@ def _diff(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[st
     return out
 
 
-def run_daemon(data: DataDir, *, config_path: Path | None = None, log_level: str | None = None,
+def run_daemon(data: DataDir, *, api: ApiFactory, config_path: Path | None = None, log_level: str | None = None,
                p2p_overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run until stopped; returns a summary. Raises `FatalError` (exit 1) on fatal errors.
+
+    `api` makes the control API's apps (`daemon.api.app.listener_apps`).
 
     `p2p_overrides` (from `clade run --listen/--bootstrap/--no-mdns`) replace those keys of
     the `[p2p]` section, also across SIGHUP reloads.
     """
     path = config_path or data.config_path
-    daemon = Daemon(data, path, Notifier(), p2p_overrides)
+    daemon = DaemonRuntime(data, path, Notifier(), api, p2p_overrides)
     try:
         config = daemon.load_config()
         if p2p_overrides:

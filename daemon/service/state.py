@@ -1,7 +1,7 @@
 """The daemon's parts, wired in one place: what the services and the control API share.
 
 `DaemonState` builds the parts below and hands each the others it needs (nothing else wires
-them); it is the `ports.Daemon` the p2p node uses, and the one object the API routes take.
+them); it is the `ports.DaemonPort` the p2p node uses, and the one object the API routes take.
 Each part owns its state:
 
     StoreAccess  the store behind one writer thread and a pool of readers   store_access.py
@@ -132,7 +132,7 @@ class DaemonState:
     def last_curator(self) -> dict[str, Any] | None:
         return self.upkeep.last_curator
 
-    # -- the store (StoreAccess) and ports.Daemon ------------------------------------
+    # -- the store (StoreAccess) and ports.DaemonPort ------------------------------------
 
     async def on_writer(self, fn: Callable[[Grimoire], T]) -> T:
         """Run `fn(store)` on the single writer thread (see `StoreAccess.on_writer`)."""
@@ -143,7 +143,7 @@ class DaemonState:
         return await self.access.on_reader(fn)
 
     def ingesting(self) -> AbstractContextManager[None]:
-        """Mark a catch-up round being joined (see `ports.Daemon.ingesting`)."""
+        """Mark a catch-up round being joined (see `ports.DaemonPort.ingesting`)."""
         return self.embedding.ingesting()
 
     async def ingest_idle(self, *, at_most_s: float) -> None:

@@ -22,16 +22,16 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING
 
+# The spend caps' defaults belong to the configuration ([styx.budget]); the policy reads them there.
+from daemon.config import DEFAULT_MAX_PER_TICK_USD, DEFAULT_MONTHLY_USD
+
 if TYPE_CHECKING:
     from daemon.config import StyxConfig
 
-__all__ = ["DEFAULT_MAX_PER_TICK_USD", "DEFAULT_MONTHLY_USD", "Budget", "Outcome", "backoff_s", "budget_for",
+__all__ = ["Budget", "Outcome", "backoff_s", "budget_for",
            "classify", "retry_after_s"]
 
 MAX_RETRY_AFTER_S = 86_400.0
-# The architecture's spend caps, on unless configured otherwise ([styx.budget] in daemon/config.py).
-DEFAULT_MAX_PER_TICK_USD = 0.01
-DEFAULT_MONTHLY_USD = 5.0
 RETRYABLE_4XX = frozenset({408, 429})
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from daemon.agent import memory as am
+from daemon.contract.requests import MAX_LESSONS
 from daemon.datadir import DataDir
 from daemon.errors import UsageError
 from daemon.testing.process import DaemonProc
@@ -259,7 +260,7 @@ def test_parse_lessons_format_detection(raw: bytes, name: str, fmt: str, kind: s
 
 
 def test_parse_lessons_refuses_too_many() -> None:
-    raw = "".join(f"- lesson {i}\n" for i in range(am.MAX_LESSONS + 1)).encode()
+    raw = "".join(f"- lesson {i}\n" for i in range(MAX_LESSONS + 1)).encode()
     with pytest.raises(UsageError, match="at most 4096"):
         am.parse_lessons(raw, name="many.md")
 

@@ -15,7 +15,7 @@ from anthropic.types import ToolParam, ToolResultBlockParam
 from pydantic import TypeAdapter
 
 from daemon.agent.tools import OutcomeInput, RecallInput
-from daemon.api.models import DigestIn, MemoryIn, SearchIn
+from daemon.contract.requests import DigestIn, MemoryIn, SearchIn
 from daemon.datadir import DataDir
 from daemon.testing.process import DaemonProc
 

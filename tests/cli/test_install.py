@@ -40,7 +40,7 @@ def test_pip_install_of_the_wheel_gives_working_semantic_recall(tmp_path: Path) 
     names = zipfile.ZipFile(wheel).namelist()
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "config.json", "LICENSE",
                  "NOTICE"):
-        assert f"daemon/grimoire/model_files/all-MiniLM-L6-v2/{name}" in names, name
+        assert f"daemon/embedding/model_files/all-MiniLM-L6-v2/{name}" in names, name
 
     venv = tmp_path / "venv"
     _run(sys.executable, "-m", "venv", venv, cwd=tmp_path)

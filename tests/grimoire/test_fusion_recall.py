@@ -17,7 +17,7 @@ import pytest
 
 from crdt import Kind
 from crypto.identity import Identity
-from daemon.grimoire.embedder import get_embedder
+from daemon.embedding.embedder import get_embedder
 from daemon.grimoire.records import NewEntry
 from daemon.grimoire.retrieval import RecallQuery, Retriever
 from daemon.grimoire.store import Grimoire

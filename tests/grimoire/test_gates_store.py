@@ -12,11 +12,11 @@ import pytest
 
 from crdt import CausalContext, Delta, EntryBody, InvalidValue, Kind, Mutator, Origin, Sensitivity, Timestamp
 from crypto import Identity
+from daemon.embedding.embedder import EmbeddingInfo
 from daemon.errors import NotFound
 from daemon.grimoire import Grimoire, NewEntry
 from daemon.grimoire.crossing import promote_ready, remember_warning
 from daemon.grimoire.curator.cycle import CuratorSettings, run_cycle
-from daemon.grimoire.embedder import EmbeddingInfo
 from daemon.grimoire.retrieval import apply_feedback
 
 ME = Identity(b"\x21" * 32)

@@ -17,7 +17,7 @@ import pytest
 from crypto import Identity
 from daemon.cli.main import main
 from daemon.datadir import DataDir
-from daemon.grimoire.embedder import get_embedder
+from daemon.embedding.embedder import get_embedder
 from daemon.grimoire.retrieval import RecallQuery, Retriever, apply_feedback
 from daemon.grimoire.store import Grimoire
 from daemon.testing.process import DaemonProc

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from daemon.grimoire.embedder import DEFAULT_MODEL, DIM, expected_info, get_embedder
-from daemon.grimoire.models import FUSED, MINILM, MPNET, MPNET_VERSION, prepare_mpnet, sha256_file
+from daemon.embedding.catalogue import FUSED, MINILM, MPNET, MPNET_VERSION, prepare_mpnet, sha256_file
+from daemon.embedding.embedder import DEFAULT_MODEL, DIM, expected_info, get_embedder
 
 TEXTS = ["Gas on Arbitrum spikes after 14:00 UTC", "when are L2 fees highest?",
          "Curve 3pool moves $1M of USDC into USDT with under 0.02% price impact"]

@@ -13,9 +13,9 @@ import pytest
 from crdt import EntryBody, Kind, Pad, Sensitivity, Timestamp
 from crdt.body import Origin
 from crypto import Identity
+from daemon.embedding.embedder import EmbeddingInfo, ModelIntegrityError, get_embedder
 from daemon.errors import UsageError
 from daemon.grimoire import Grimoire, NewEntry
-from daemon.grimoire.embedder import EmbeddingInfo, ModelIntegrityError, get_embedder
 from daemon.grimoire.records import Entry
 from daemon.grimoire.retrieval import RecallQuery, Retriever, apply_feedback
 from daemon.grimoire.scoring import (

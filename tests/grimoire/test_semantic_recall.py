@@ -22,9 +22,9 @@ import pytest
 from crdt import Kind
 from crdt.body import Category
 from crypto.identity import Identity
+from daemon.embedding.catalogue import FUSED, MINILM
+from daemon.embedding.embedder import DEFAULT_MODEL, DIM, ONNX_SHA256, expected_info, get_embedder
 from daemon.errors import UsageError
-from daemon.grimoire.embedder import DEFAULT_MODEL, DIM, ONNX_SHA256, expected_info, get_embedder
-from daemon.grimoire.models import FUSED, MINILM
 from daemon.grimoire.retrieval import RecallQuery, Retriever
 from daemon.grimoire.store import Grimoire
 from tests.helpers.semantic_corpus import ENTRIES, QUERIES, content_words, shared_words

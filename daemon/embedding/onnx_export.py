@@ -556,7 +556,7 @@ def extract_checkpoint(archive: Path, target: Path, files: Sequence[str] = CHECK
 
 def _main(argv: Sequence[str]) -> int:
     if len(argv) != 2:
-        print("usage: python -m daemon.grimoire.onnx_export CHECKPOINT_DIR TARGET_DIR")
+        print("usage: python -m daemon.embedding.onnx_export CHECKPOINT_DIR TARGET_DIR")
         return 2
     print(export_model_dir(Path(argv[0]), Path(argv[1])) / "model.onnx")
     return 0

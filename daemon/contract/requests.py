@@ -1,5 +1,9 @@
 """Request bodies of the control API (pydantic: validated on construction, strict types).
 
+Every body that more than its route validates lives here (the agent-memory bodies and their
+limits included: `clade agent` and the MCP server check with them too); `DeathIn` and
+`ToolCallIn` live beside their one route.
+
 Every constraint the handlers enforce is in these models, so `/openapi.json` states it: strict
 types (no `0` for a bool, no `false` for a number), patterns for non-blank text. `MemoryIn`
 is the one entry field model (`daemon.grimoire.fields.EntryFields`) widened to take
@@ -10,10 +14,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
 from crdt import Kind
-from crdt.body import Category, Pad
+from crdt.body import MAX_LABELS, Category, Pad
 from daemon.grimoire.fields import (
     NON_BLANK,
     STRICT,
@@ -27,10 +31,14 @@ from daemon.grimoire.fields import (
     Signed,
     Unit,
 )
+from daemon.grimoire.posterior import MAX_METRIC_CHARS, MAX_NOTE_BYTES
+from daemon.grimoire.promotion import PHASES
 
 __all__ = [
-    "BackupIn", "ConnectIn", "DigestIn", "DisconnectIn", "EndorseIn", "EpisodeIn", "FeedbackIn", "MemoryIn",
-    "MetadataIn", "PadIn", "ProbeIn", "RetractIn", "SearchIn", "StyxRetryIn", "SyncIn",
+    "MAX_FLUSH_ITEMS", "MAX_LESSONS", "MAX_WORKING_MEMORY_BYTES", "SESSION_PATTERN", "BackupIn", "ConnectIn",
+    "DigestIn", "DisconnectIn", "EndorseIn", "EpisodeIn", "FeedbackIn", "FlushFact", "FlushIn", "FlushMetadata",
+    "LessonsIn", "MemoryIn", "MetadataIn", "OutcomeIn", "PadIn", "Phase", "ProbeIn", "RetractIn", "SearchIn",
+    "StyxRetryIn", "SyncIn", "VitalityIn", "WorkingMemoryIn",
 ]
 
 GATEWAY_TYPES = ("fact", "preference", "episode", "strategy_outcome", "constraint")
@@ -42,7 +50,9 @@ PEER_ADDR_PATTERN = r"^/(ip4|ip6|dns|dns4|dns6)/[^/\x00-\x20\x7f]+/tcp/[0-9]{1,5
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, regex_engine="python-re")
+    # The Rust regex engine: its `$` is the schema's (end of text); Python's would also accept
+    # a trailing newline, a value the OpenAPI document refuses.
+    model_config = ConfigDict(extra="forbid", strict=True, regex_engine="rust-regex")
 
 
 class MemoryIn(EntryFields):
@@ -99,7 +109,7 @@ class DigestIn(_Strict):
 class FeedbackIn(_Strict):
     """At least one of `cited`, `injected` (non-empty)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, regex_engine="python-re", json_schema_extra={
+    model_config = ConfigDict(extra="forbid", strict=True, regex_engine="rust-regex", json_schema_extra={
         "anyOf": [{"required": ["cited"], "properties": {"cited": {"minItems": 1}}},
                   {"required": ["injected"], "properties": {"injected": {"minItems": 1}}}]})
 
@@ -160,3 +170,86 @@ class RetractIn(_Strict):
 
 class EndorseIn(_Strict):
     confirm: bool = Field(True, description="true confirms, false contradicts")
+
+
+Phase = Literal["thriving", "stable", "conservation", "declining", "terminal"]
+assert PHASES == ("thriving", "stable", "conservation", "declining", "terminal")
+
+
+class OutcomeIn(BaseModel):
+    """POST /v1/entries/{id}/outcome."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, regex_engine="rust-regex")
+
+    effect: Literal["positive", "negative", "neutral"] = Field(
+        description="what acting on the entry led to, by the metric")
+    metric: Annotated[Label, Field(description=f"what was measured, e.g. pnl_usd or slippage_bps "
+                                               f"(1..{MAX_METRIC_CHARS} characters)")] = "outcome"
+    value: Annotated[float | None, Field(allow_inf_nan=False, description="the measured value (finite)")] = None
+    episode_id: Annotated[str | None, Field(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f]+$",
+                                            description="the episode it was observed in")] = None
+    note: Annotated[str | None, Field(max_length=MAX_NOTE_BYTES, pattern=r"^[^\x00]*$",
+                                      description=f"free text, at most {MAX_NOTE_BYTES} bytes of UTF-8")] = None
+
+    @field_validator("note", "episode_id")
+    @classmethod
+    def _utf8_text(cls, text: str | None) -> str | None:
+        if text is None:
+            return None
+        try:
+            size = len(text.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise ValueError("is not valid UTF-8 (a lone surrogate)") from None
+        if size > MAX_NOTE_BYTES:
+            raise ValueError(f"must be at most {MAX_NOTE_BYTES} bytes of UTF-8, got {size}")
+        return text
+
+
+class VitalityIn(BaseModel):
+    """PUT /v1/vitality."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    phase: Phase
+    hayflick_ratio: Annotated[float | None, Field(ge=0, le=1, allow_inf_nan=False)] = None
+
+
+# -- agent memory (daemon/agent/memory.py: the routes of daemon/api/agent.py and `clade agent`) --
+
+MAX_WORKING_MEMORY_BYTES = 64 * 1024
+MAX_FLUSH_ITEMS = 256
+MAX_LESSONS = 4096
+SESSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$"
+
+
+class WorkingMemoryIn(_Strict):
+    # The size (64 KiB of UTF-8: 413 beyond), NUL and control characters (400) are checked by
+    # `check_working_text`, so the API and the CLI's direct path refuse with the same message;
+    # the schema states the same rules (in characters: it cannot count bytes).
+    # (No constraint pydantic checks itself: a lone surrogate must reach check_working_text,
+    # which names it with a 400; over 64 KiB is a 413.)
+    content: str = Field(strict=False, json_schema_extra={
+        "maxLength": MAX_WORKING_MEMORY_BYTES, "pattern": r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f]*$"},
+        description="text (tab, newline, carriage return allowed), at most 64 KiB of UTF-8 (413 beyond)")
+
+
+class FlushMetadata(MetadataFields):
+    """A flushed fact's metadata: one tag fewer, for the `session:<name>` tag the flush adds."""
+
+    tags: Annotated[list[Label], Field(max_length=MAX_LABELS - 1)] = []  # noqa: RUF012 - pydantic copies
+
+
+class FlushFact(EntryFields):
+    """A fact to flush: an entry's fields (see `EntryFields`), with room for the session tag."""
+
+    metadata: FlushMetadata = Field(default_factory=FlushMetadata)
+
+
+class FlushIn(_Strict):
+    session: str = Field(max_length=256, description="1..40 of A-Z a-z 0-9 . _ -, checked by check_session (400)",
+                         json_schema_extra={"pattern": SESSION_PATTERN})
+    facts: list[FlushFact] = Field(min_length=1, max_length=MAX_FLUSH_ITEMS)
+
+
+class LessonsIn(_Strict):
+    lessons: list[EntryFields] = Field(min_length=1, max_length=MAX_LESSONS)
