@@ -172,14 +172,16 @@ def create_app(state: DaemonState) -> FastAPI:
         async def recall_locally() -> None:
             local["hits"] = await state.recall(body.query, k=body.top_k, kinds=tuple(Kind(k) for k in kinds),
                                                min_importance=body.min_importance,
-                                               pad=None if body.pad is None else body.pad.as_tuple())
+                                               pad=None if body.pad is None else body.pad.as_tuple(),
+                                               include_unverified=body.include_unverified)
 
         async with trio.open_nursery() as nursery:  # Styx in parallel, bounded by its deadline
             nursery.start_soon(recall_locally)
             if state.styx_queried():
                 nursery.start_soon(styx_fan_in, remote, body.query, body.top_k)
         doc: dict[str, Any] = {"query": body.query, "results": [
-            {"score": round(h.score, 6), "via": h.via, **h.entry.to_json()} for h in local["hits"]]}
+            {"score": round(h.score, 6), "via": h.via, "release": h.release, "unverified": h.release == "unverified",
+             **h.entry.to_json()} for h in local["hits"]]}
         if remote:
             doc["styx"] = [styx_doc(r) for r in remote["results"]]
             doc["styx_error"] = remote["error"]

@@ -85,6 +85,8 @@ class SearchIn(_Strict):
     type_filter: list[KindField] | KindField | None = None
     min_importance: Unit | None = None
     pad: PadIn | None = None
+    include_unverified: bool = Field(False, description="also siblings' unverified entries that digests withhold "
+                                                        "(quarantined: readable, marked unverified)")
 
 
 class DigestIn(_Strict):

@@ -108,6 +108,9 @@ class MemoryOut(_Out):
 class HitDoc(EntryDoc):
     score: float
     via: Literal["vector", "keyword", "both"]
+    release: Literal["own", "corroborated", "aged", "unverified"] = Field(
+        "own", description="why a sibling's entry may be shown (trust.py); own and inherited entries: own")
+    unverified: bool = Field(False, description="a sibling's entry not yet corroborated here: treat it as a claim")
 
 
 class StyxHitDoc(_Out):

@@ -181,6 +181,7 @@ class DaemonState:
         if self._retriever is None:
             model = self.config.embedding.model
             self._retriever = Retriever(self.store, lambda: get_embedder(self.data.root / "embedder", model))
+            self._retriever.trust = self.config.trust.policy()
         return self._retriever
 
     # -- events ----------------------------------------------------------------------
@@ -307,8 +308,10 @@ class DaemonState:
         return found["vector"], found["keyword"]
 
     async def recall(self, text: str, *, k: int, kinds: tuple[Kind, ...] = (),
-                     min_importance: float | None = None, pad: tuple[float, float, float] | None = None) -> list[Hit]:
-        query = RecallQuery(text=text, k=k, kinds=kinds, min_importance=min_importance, pad=pad)
+                     min_importance: float | None = None, pad: tuple[float, float, float] | None = None,
+                     include_unverified: bool = False) -> list[Hit]:
+        query = RecallQuery(text=text, k=k, kinds=kinds, min_importance=min_importance, pad=pad,
+                            include_unverified=include_unverified)
         vector, keyword = await self._prepared(query)
         return await self.read(lambda r: self.retriever.recall(query, embed_limit=0, query_vector=vector,
                                                                keyword=keyword, store=r))
