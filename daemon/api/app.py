@@ -31,6 +31,7 @@ from daemon.api import episodes as api_episodes
 from daemon.api import knowledge as api_knowledge
 from daemon.api import metrics as api_metrics
 from daemon.api import operator as api_operator
+from daemon.api import trust as api_trust
 from daemon.api.models import (
     BackupIn,
     ConnectIn,
@@ -364,6 +365,7 @@ def create_app(state: DaemonState) -> FastAPI:
     api_knowledge.register(app, state)  # outcomes on entries, vitality (before the agent tools that call them)
     api_agent.register(app, state)  # agent memory: tools, working memory, flush, lessons
     api_operator.register(app, state)  # the operator's view: knowledge stats, backups
+    api_trust.register(app, state)  # siblings' trust: GET /v1/trust, distrust / trust a peer
     api_death.register(app, state)  # a death the clade hears
     api_episodes.register(app, state)  # episodes: verify (what consolidation replays)
     api_metrics.register(app, state)  # GET /metrics for Prometheus
