@@ -554,7 +554,7 @@ class DaemonState:
         The report is returned, published as `curator_cycle_complete` and logged."""
         started = time.monotonic()
         config = self.config.curator
-        settings = settings_for(config)
+        settings = settings_for(config, self.config.trust.policy())
         now = self.now_ms()
         try:  # the model loads off the store's thread; no model means exact duplicates only
             await anyio.to_thread.run_sync(lambda: self.retriever.embedder)
