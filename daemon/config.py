@@ -249,7 +249,7 @@ class TrustConfig(_Section):
     strength: float = Field(4.0, gt=0, le=100, description="how many pieces of evidence weigh as much as the prior")
     low_trust: float = Field(0.35, ge=0, le=1, description="below this an author is suspect: its entries stop "
                                                            "aging out of quarantine and its warnings are withheld")
-    vouch_trust: float = Field(0.6, ge=0, le=1, description="an author's confirmations corroborate others' entries "
+    vouch_trust: float = Field(0.65, ge=0, le=1, description="an author's confirmations corroborate others' entries "
                                                             "only once its trust from local evidence reaches this")
     quarantine_age_s: int = Field(86_400, ge=0, le=90 * 86_400,
                                   description="a sibling's uncontradicted entry is released after this long here "

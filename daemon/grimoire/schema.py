@@ -284,7 +284,8 @@ CREATE TABLE author_trust (
     distrusted  INTEGER NOT NULL DEFAULT 0,
     changed_ms  INTEGER NOT NULL,
     burst_ms    INTEGER,
-    suspect_ms  INTEGER
+    suspect_ms  INTEGER,
+    trusted_ms  INTEGER   -- the operator's last `trust`: arrivals before it no longer count to the budget
 ) STRICT;
 CREATE INDEX entries_by_author ON entries (author, stored_ms);
 """

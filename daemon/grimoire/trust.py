@@ -72,7 +72,7 @@ class TrustPolicy:
     prior: float = 0.5
     strength: float = 4.0
     low_trust: float = 0.35
-    vouch_trust: float = 0.6
+    vouch_trust: float = 0.65
     quarantine_age_ms: int = 24 * HOUR_MS
     budget_entries: int = 200
     budget_window_ms: int = HOUR_MS

@@ -4,9 +4,10 @@ Tables (schema `_V14_TRUST`): `endorsements` — one row per (entry, endorsing r
 step with the CRDT's endorse slots by replication.py (`record_endorsement`), so a confirmation
 can be weighed by who gave it; `author_trust` — per author: the operator's `distrusted` flag,
 `burst_ms` (when the author went over its write budget: sticky until the operator trusts it
-again, since the budget window slides on), and `suspect_ms` (when it was last reported suspect,
-so each turn is alerted once). Everything else is derived from the entries' local columns on
-each read; nothing here is replicated.
+again, since the budget window slides on), `suspect_ms` (when it was last reported suspect,
+so each turn is alerted once) and `trusted_ms` (the operator's last `trust`: the budget counts
+arrivals after it only, so a forgiven burst is not flagged again). Everything else is derived
+from the entries' local columns on each read; nothing here is replicated.
 """
 
 from __future__ import annotations
@@ -52,8 +53,9 @@ def author_views(conn: sqlite3.Connection, *, now_ms: int, policy: TrustPolicy) 
     local: dict[str, list[int]] = {}
     for author, good, bad, arrivals, fresh in conn.execute(
             "SELECT author, sum(outcomes_positive) + sum(access_count > 0), sum(outcomes_negative), "
-            "sum(stored_ms >= ?1), sum(stored_ms >= ?1 AND stored_ms - (created_hlc >> 16) <= ?2) "
-            "FROM entries WHERE provenance = 'clade' GROUP BY author", (since, policy.budget_window_ms)):
+            "sum(stored_ms >= s), sum(stored_ms >= s AND stored_ms - (created_hlc >> 16) <= ?2) "
+            "FROM (SELECT *, max(?1, coalesce((SELECT trusted_ms FROM author_trust t WHERE t.author = e.author), 0)) "
+            "AS s FROM entries e WHERE provenance = 'clade') GROUP BY author", (since, policy.budget_window_ms)):
         local[author] = [int(good or 0), int(bad or 0), int(arrivals or 0), int(fresh or 0)]
     flags = _flags(conn)
     base = {a: author_view(a, AuthorEvidence(good=v[0], bad=v[1], distrusted=flags.get(a, (False, None, None))[0]),
@@ -119,9 +121,9 @@ def set_distrust(conn: sqlite3.Connection, author: str, *, distrusted: bool, now
                      "ON CONFLICT (author) DO UPDATE SET distrusted = 1, changed_ms = excluded.changed_ms",
                      (author, now_ms))
     else:
-        conn.execute("INSERT INTO author_trust (author, distrusted, changed_ms) VALUES (?, 0, ?) "
+        conn.execute("INSERT INTO author_trust (author, distrusted, changed_ms, trusted_ms) VALUES (?1, 0, ?2, ?2) "
                      "ON CONFLICT (author) DO UPDATE SET distrusted = 0, burst_ms = NULL, suspect_ms = NULL, "
-                     "changed_ms = excluded.changed_ms", (author, now_ms))
+                     "trusted_ms = excluded.changed_ms, changed_ms = excluded.changed_ms", (author, now_ms))
     held = conn.execute("SELECT count(*) FROM entries WHERE author = ?", (author,)).fetchone()[0]
     return {"author": author, "distrusted": distrusted, "entries": int(held)}
 

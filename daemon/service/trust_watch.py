@@ -4,9 +4,10 @@ After entries arrive from siblings (`entries_received`, coalesced: at most one c
 `MIN_GAP_S`) and every `IDLE_S` otherwise, `check_authors` reads every author's view
 (trust_store.author_views), persists the alert state (a burst over budget is remembered until
 the operator runs `clade peers trust`), and for each author that turned suspect: counts
-`suspect_author`, publishes `suspect_author` on the event hub ({author, trust, reasons, good,
-bad, fresh_arrivals, arrivals}) and POSTs the same to the `[death] webhook` if one is set (the
-owner's alert channel; one attempt, failures counted as `suspect_webhook_failed`). Nothing is
+`suspect_author`, POSTs {event: suspect_author, golem, at_ms, author, trust, reasons, good,
+bad, fresh_arrivals, arrivals, distrusted} to the `[death] webhook` if one is set (the owner's
+alert channel; one attempt, failures counted as `suspect_webhook_failed`), then publishes the
+same document on the event hub as `suspect_author`. Nothing is
 dropped or deleted here: what suspicion does to an author's entries is trust.py's.
 """
 
@@ -56,8 +57,8 @@ async def check_authors(state: DaemonState) -> list[dict[str, Any]]:
         log.warning("suspect author %s (%s): its unverified entries are withheld from digests; check it, then "
                     "`clade peers distrust %s` or `clade peers trust %s`", doc["author"], ", ".join(doc["reasons"]),
                     doc["author"], doc["author"])
-        state.publish("suspect_author", doc)
         await _webhook(state, doc)
+        state.publish("suspect_author", doc)
     return turned
 
 
