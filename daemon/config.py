@@ -254,7 +254,7 @@ class TrustConfig(_Section):
     quarantine_age_s: int = Field(86_400, ge=0, le=90 * 86_400,
                                   description="a sibling's uncontradicted entry is released after this long here "
                                               "(local arrival time, never the author's clock)")
-    budget_entries: int = Field(200, ge=1, le=1_000_000,
+    budget_entries: int = Field(100, ge=1, le=1_000_000,
                                 description="fresh entries (authored near their arrival) an author may have arrive "
                                             "per window; more makes it suspect (nothing is dropped)")
     budget_window_s: int = Field(3_600, ge=60, le=7 * 86_400, description="the write budget's window")
@@ -412,7 +412,7 @@ DEFAULT_CONFIG_TOML = """\
 [trust]
 # enabled = true
 # quarantine_age_s = 86400 # a sibling's entry with no evidence either way is released after a day here
-# budget_entries = 200     # fresh entries per author per budget_window_s before it is suspect
+# budget_entries = 100     # fresh entries per author per budget_window_s before it is suspect
 # budget_window_s = 3600
 # max_author_share = 0.3   # of a digest's slots from one sibling
 

@@ -34,8 +34,8 @@ def facts(kind: Kind = Kind.INSIGHT, *, foreign: bool = True, age_ms: int = 0, *
     (AuthorEvidence(bad=1), 0.4, ()),  # 2 / 5
     (AuthorEvidence(bad=2), 0.333333, ("low_trust",)),  # 2 / 6 < 0.35
     (AuthorEvidence(good=5, distrusted=True), 0.0, ("distrusted",)),
-    (AuthorEvidence(fresh_arrivals=200), 0.5, ()),
-    (AuthorEvidence(fresh_arrivals=201, arrivals=201), 0.5, ("burst",)),
+    (AuthorEvidence(fresh_arrivals=100), 0.5, ()),
+    (AuthorEvidence(fresh_arrivals=101, arrivals=101), 0.5, ("burst",)),
     (AuthorEvidence(arrivals=5001), 0.5, ("catchup_flood",)),  # a backdated flood passing as catch-up
 ])
 def test_author_trust_is_a_beta_posterior_and_suspicion_names_its_reasons(

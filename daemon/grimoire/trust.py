@@ -74,7 +74,7 @@ class TrustPolicy:
     low_trust: float = 0.35
     vouch_trust: float = 0.65
     quarantine_age_ms: int = 24 * HOUR_MS
-    budget_entries: int = 200
+    budget_entries: int = 100
     budget_window_ms: int = HOUR_MS
     catchup_entries: int = 5_000
     max_author_share: float = 0.3
