@@ -12,6 +12,11 @@ fit is skipped (a smaller one further down may still fit), up to `k` (default 10
 3. then the hits the caps held back, in rank order: caps reserve room for other kinds only
    when there are other kinds to fill it — slots are never left empty.
 
+Siblings' entries still in quarantine (trust.py) never reach the ranked hits, except
+unverified warnings of an author in good standing, which are marked (`verified="false"`,
+`"unverified": true`, an `[unverified]` title); and one sibling holds at most
+`max(1, ⌊0.3·k⌋)` of the ranked hits and one unverified entry (`diverse_hits`).
+
 The document lists pinned entries first, then the rest in rank order, then the external
 results (Styx's answer, `ExternalItem`), which take at most their own share of the budget
 (`[styx.injection] max_tokens`) and never crowd the local entries out of `k`. The same store

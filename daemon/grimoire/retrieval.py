@@ -4,9 +4,11 @@
 tail: read-your-writes by meaning), embeds the query (off the event loop in the daemon:
 this is blocking), takes the nearest entries by cosine and the best keyword matches, drops
 what the filters exclude (kind, importance, confidence, sensitivity; archived and retracted
-entries), gives each the relevance `fusion.relevance` makes of its cosine and its lexical
-coverage of the query (`lexical`, IDF from the keyword index's vocabulary), and ranks the
-rest with `scoring`, its factors normalised over the candidates.
+entries; siblings' entries in quarantine that digests withhold, unless `include_unverified`:
+trust.py, and every hit carries its `release`), gives each the relevance `fusion.relevance`
+makes of its cosine and its lexical coverage of the query (`lexical`, IDF from the keyword
+index's vocabulary), and ranks the rest with `scoring`, its factors normalised over the
+candidates.
 
 Recall has no side effect on ranking: an entry's access count grows when it is *used*
 (cited, or fed back: `apply_feedback`), never because it appeared in a result list — a
