@@ -107,3 +107,10 @@ def test_a_quarantined_copy_never_wins_a_merge_nor_passes_its_evidence() -> None
     assert (merge.winner, merge.loser, merge.evidence) == (honest.id, laundered.id, 1)
     both = find_merges([sim("c", verified=False, evidence=2), sim("d", verified=False, evidence=3)], {})
     assert [(m.winner, m.evidence) for m in both] == [("d" * 32, 3)]  # all quarantined: the winner keeps its own
+
+
+def test_the_alert_counters_are_prometheus_families() -> None:
+    from daemon.metrics.names import CounterName, counter_family
+
+    assert counter_family("suspect_author") == CounterName("suspect_author")  # clade_suspect_author_total
+    assert counter_family("event_suspect_author") == CounterName("events", "event", "suspect_author")
