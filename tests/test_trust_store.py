@@ -152,7 +152,7 @@ def test_recall_and_digest_withhold_mark_and_cap_the_unverified(store: Grimoire,
     assert insight not in shown and shown[mine] == "own"
     assert {shown[w] for w in warnings} == {"unverified"}
     wide = {h.entry.id for h in r.recall(RecallQuery(text=question, k=10, include_unverified=True), now_ms=NOW)}
-    assert insight in wide and store.get(insight).content.endswith("0xdead77")  # readable, never deleted
+    assert insight in wide and store.get(insight).body.content.endswith("0xdead77")  # readable, never deleted
     doc = build_digest(r, text=question, now_ms=NOW, budget_tokens=3000, k=10, fmt="json", include_sensitive=False,
                        namespace="t")
     items = json.loads(doc["document"])
