@@ -23,9 +23,17 @@ format json for the contents) on every victim for every query. Then `--cycles` c
 cycles on every honest golem and again. Inheritance (testament → heir → relay) is not run:
 see `results.inheritance`.
 
+Honest corroboration (`--corroborate P`, a model said plainly; off by default): with the
+defences on, a sibling's entry reaches the victims' digests once corroborated there or aged a
+day. After the honest store crossed, each victim records `--vouch-outcomes` positive outcomes
+on entries of each honest sibling (it acted on them and they held), and each honest golem
+confirms each honest sibling entry it holds with probability P; measured again as "baseline,
+corroborated" before the attacks.
+
 Per measurement, pooled over victims (bench/common/poison.score_digests): share of digests
 with >= 1 attacker slot, with > 1, the attacker's share of slots, slots by attack, the
-honest answer in the digest, recall@5 of the honest answer (`POST /v1/memory/search`).
+honest answer in the digest, recall@5 of the honest answer (`POST /v1/memory/search`), and how
+many attacker slots the digest marked unverified (`attacker_slots_marked_unverified`).
 Baseline: the same with no attack, and honest crossing latency (warning: write ack →
 `entries_received` commit on each victim; insight: curator response → arrival).
 
@@ -141,12 +149,58 @@ def answer_states(g: Golem, answers: dict[str, str]) -> dict[str, int]:
     return dict(sorted(states.items()))
 
 
-def digest_slots(g: Golem, query: str) -> list[tuple[str, str]]:
+def digest_slots(g: Golem, query: str) -> list[tuple[str, str, bool]]:
+    """(id, content, marked unverified) of each slot of `g`'s default digest for `query`."""
     res = g.call("POST", "/v1/digest", json={"query": query, "format": "json"})
     doc = res["document"]
     items = json.loads(doc) if isinstance(doc, str) else doc
-    by_id = {str(i["id"]): str(i.get("content", "")) for i in items if isinstance(i, dict) and "id" in i}
-    return [(entry_id, by_id.get(entry_id, "")) for entry_id in res["entries"]]
+    by_id = {str(i["id"]): i for i in items if isinstance(i, dict) and "id" in i}
+    return [(entry_id, str(by_id.get(entry_id, {}).get("content", "")),
+             bool(by_id.get(entry_id, {}).get("unverified", False))) for entry_id in res["entries"]]
+
+
+def corroborate(rng: random.Random, honest: Sequence[Golem], victims: Sequence[Golem], honest_ids: dict[str, list[str]],
+                *, confirm_share: float, outcomes: int, timeout: float) -> dict[str, Any]:
+    """The honest corroboration the defences need (a model, stated plainly): each victim acted on
+    `outcomes` entries of each honest sibling and they held (a positive outcome each: its local
+    evidence on that sibling, which makes it a voucher); and each honest golem confirms each honest
+    sibling entry it holds with probability `confirm_share` (siblings trading the same markets can
+    check each other's claims). Waits until the victims hold the confirmations."""
+    recorded = 0
+    for v in victims:
+        for g in honest:
+            if g is v:
+                continue
+            held = [i for i in honest_ids[g.name] if _held(v, i)]
+            for entry_id in rng.sample(held, min(outcomes, len(held))):
+                v.call("POST", f"/v1/entries/{entry_id}/outcome", json={"effect": "positive", "metric": "pnl_usd"})
+                recorded += 1
+    sent: dict[str, set[str]] = {}
+    for g in honest:
+        for other in honest:
+            if other is g:
+                continue
+            for entry_id in honest_ids[other.name]:
+                if rng.random() < confirm_share and _held(g, entry_id):
+                    g.call("POST", f"/v1/entries/{entry_id}/endorse", json={"confirm": True})
+                    sent.setdefault(entry_id, set()).add(g.name)
+    deadline = time.monotonic() + timeout
+    missing = 0
+    while True:
+        missing = sum(1 for entry_id, by in sent.items() for v in victims if _held(v, entry_id)
+                      and v.call("GET", f"/v1/entries/{entry_id}")["confirms"] < len(by - {v.name}))
+        if not missing or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    return {"outcomes": recorded, "confirmations": sum(map(len, sent.values())), "not_arrived": missing}
+
+
+def _held(g: Golem, entry_id: str) -> bool:
+    try:
+        g.call("GET", f"/v1/entries/{entry_id}")
+        return True
+    except RuntimeError:
+        return False
 
 
 def measure(label: str, victims: Sequence[Golem], qas: Sequence[QA], answers: dict[str, str],
@@ -155,9 +209,16 @@ def measure(label: str, victims: Sequence[Golem], qas: Sequence[QA], answers: di
     per_victim: dict[str, Any] = {}
     pooled: list[list[tuple[str, str]]] = []
     in_digest = recall5 = 0
+    marked = attacker_slots = 0
     for v in victims:
         with ThreadPoolExecutor(2) as pool:
-            digests = list(pool.map(lambda qa, v=v: digest_slots(v, qa.query), qas))
+            slots = list(pool.map(lambda qa, v=v: digest_slots(v, qa.query), qas))
+        digests = [[(i, c) for i, c, _ in d] for d in slots]
+        for d in slots:
+            mine = [u for i, _, u in d if i in attacker]
+            attacker_slots += len(mine)
+            marked += sum(mine)
+        with ThreadPoolExecutor(2) as pool:
             hits = list(pool.map(lambda qa, v=v: [str(h["id"]) for h in v.call(
                 "POST", "/v1/memory/search", json={"query": qa.query, "top_k": 5})["results"]], qas))
         a_in = sum(answers[qa.query] in {i for i, _ in d} for qa, d in zip(qas, digests, strict=True))
@@ -170,6 +231,7 @@ def measure(label: str, victims: Sequence[Golem], qas: Sequence[QA], answers: di
     n = len(qas) * len(victims)
     res = {"after": label, **score_digests(pooled, attacker, laundered),
            "answer_in_digest": round(in_digest / n, 3), "recall_at_5": round(recall5 / n, 3),
+           "attacker_slots_marked_unverified": f"{marked}/{attacker_slots}",
            "seconds": round(time.monotonic() - t0, 1), "per_victim": per_victim}
     progress(f"  [{label}] digests with attacker {res['with_attacker']:.0%}, >1 {res['more_than_one']:.0%}, "
              f"slots {res['attacker_slot_share']:.1%}, answer in digest {res['answer_in_digest']:.0%}, "
@@ -250,6 +312,11 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         laundered: set[str] = set()
         attacks: dict[str, Any] = {}
         measurements = [measure("baseline", victims, qas, answers, attacker, frozenset())]
+        if args.corroborate > 0:
+            res["corroboration"] = corroborate(rng, honest, victims, honest_ids, confirm_share=args.corroborate,
+                                               outcomes=args.vouch_outcomes, timeout=120)
+            progress(f"  honest corroboration: {res['corroboration']}")
+            measurements.append(measure("baseline, corroborated", victims, qas, answers, attacker, frozenset()))
         everyone = [*honest, x, y]
 
         def attack(name: str, items: list[tuple[str, str]], confidence: float = 1.0) -> list[str]:
@@ -368,7 +435,8 @@ def report(res: dict[str, Any]) -> None:
     for m in res.get("measurements", []):
         rows.append((m["after"], f"{m['with_attacker']:.0%}, {m['more_than_one']:.0%}, "
                                  f"{m['attacker_slot_share']:.1%}, {m['answer_in_digest']:.0%}, "
-                                 f"{m['recall_at_5']:.0%}; {m['slots_by_attack']}"))
+                                 f"{m['recall_at_5']:.0%}; {m['slots_by_attack']}; marked unverified "
+                                 f"{m.get('attacker_slots_marked_unverified')}"))
     rows.append(("load average (1 min) during", str(res.get("host", {}).get("loadavg_1m_during"))))
     rows.append(("total", f"{res.get('total_seconds')} s; failed: {res.get('failed')}"))
     print_table(rows)
@@ -385,8 +453,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--drip-rate", type=float, default=1.0, help="slow-drip entries per second (default 1)")
     p.add_argument("--cycles", type=at_least(0), default=2, help="curator cycles before the last measure")
     p.add_argument("--victims", default="g1,g2", help="honest golems measured (default g1,g2)")
+    p.add_argument("--corroborate", type=float, default=0.0,
+                   help="honest corroboration model: each honest golem confirms each honest sibling entry with "
+                        "this probability, after the victims' --vouch-outcomes (default 0: none)")
+    p.add_argument("--vouch-outcomes", type=at_least(0), default=2,
+                   help="positive outcomes each victim records on entries of each honest sibling (default 2)")
     add_common_args(p, out_help="keep the daemons' data directories here")
     args = p.parse_args(argv)
+    if not 0 <= args.corroborate <= 1:
+        p.error("--corroborate is a probability in 0..1")
     if args.drip_rate <= 0:
         p.error("--drip-rate must be positive")
     if not set(args.victims.split(",")) <= {"g0", "g1", "g2"}:

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from daemon.errors import ConfigError
+from daemon.grimoire.trust import TrustPolicy
 
 __all__ = ["DEFAULT_CONFIG_TOML", "DEFAULT_MAX_PER_TICK_USD", "DEFAULT_MONTHLY_USD", "ENV_PREFIX", "Config",
            "check_multiaddr", "load_config"]
@@ -244,6 +245,39 @@ class DigestConfig(_Section):
         return values
 
 
+class TrustConfig(_Section):
+    """Per-author trust and quarantine of siblings' entries (daemon/grimoire/trust.py)."""
+
+    enabled: bool = Field(True, description="quarantine siblings' entries until corroborated or aged; off: every "
+                                            "sibling entry ranks as before")
+    prior: float = Field(0.5, gt=0, lt=1, description="trust of an author nothing is known of (the Beta prior's mean)")
+    strength: float = Field(4.0, gt=0, le=100, description="how many pieces of evidence weigh as much as the prior")
+    low_trust: float = Field(0.35, ge=0, le=1, description="below this an author is suspect: its entries stop "
+                                                           "aging out of quarantine and its warnings are withheld")
+    vouch_trust: float = Field(0.65, ge=0, le=1, description="an author's confirmations corroborate others' entries "
+                                                            "only once its trust from local evidence reaches this")
+    quarantine_age_s: int = Field(86_400, ge=0, le=90 * 86_400,
+                                  description="a sibling's uncontradicted entry is released after this long here "
+                                              "(local arrival time, never the author's clock)")
+    budget_entries: int = Field(100, ge=1, le=1_000_000,
+                                description="fresh entries (authored near their arrival) an author may have arrive "
+                                            "per window; more makes it suspect (nothing is dropped)")
+    budget_window_s: int = Field(3_600, ge=60, le=7 * 86_400, description="the write budget's window")
+    catchup_entries: int = Field(5_000, ge=1, le=10_000_000,
+                                 description="all arrivals (catch-up included) an author may have per window")
+    max_author_share: float = Field(0.3, gt=0, le=1, description="at most this share of a digest's k slots from "
+                                                                 "one sibling (at least one)")
+    unverified_per_author: int = Field(1, ge=0, le=100, description="unverified entries per sibling per digest")
+
+    def policy(self) -> TrustPolicy:
+        """The pure policy trust.py applies."""
+        return TrustPolicy(enabled=self.enabled, prior=self.prior, strength=self.strength, low_trust=self.low_trust,
+                           vouch_trust=self.vouch_trust, quarantine_age_ms=self.quarantine_age_s * 1000,
+                           budget_entries=self.budget_entries, budget_window_ms=self.budget_window_s * 1000,
+                           catchup_entries=self.catchup_entries, max_author_share=self.max_author_share,
+                           unverified_per_author=self.unverified_per_author)
+
+
 class TuiConfig(_Section):
     """`clade tui`: its keys (binding id -> keys, Textual's keymap) and its colours."""
 
@@ -289,6 +323,7 @@ class Config(_Section):
     death: DeathConfig = Field(default_factory=DeathConfig)
     embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
     digest: DigestConfig = Field(default_factory=DigestConfig)
+    trust: TrustConfig = Field(default_factory=TrustConfig)
     log: LogConfig = Field(default_factory=LogConfig)
     tui: TuiConfig = Field(default_factory=TuiConfig)
 
@@ -378,6 +413,13 @@ DEFAULT_CONFIG_TOML = """\
 [digest]
 # pinned_tags = []         # e.g. ["risk-limits"]: tagged entries always enter the digest first
 # pinned_fact_keys = []    # e.g. ["max_position_usd"]: facts written "max_position_usd: 50000"
+
+[trust]
+# enabled = true
+# quarantine_age_s = 86400 # a sibling's entry with no evidence either way is released after a day here
+# budget_entries = 100     # fresh entries per author per budget_window_s before it is suspect
+# budget_window_s = 3600
+# max_author_share = 0.3   # of a digest's slots from one sibling
 
 [log]
 # level = "warning"

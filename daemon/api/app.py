@@ -31,6 +31,7 @@ from daemon.api import episodes as api_episodes
 from daemon.api import knowledge as api_knowledge
 from daemon.api import metrics as api_metrics
 from daemon.api import operator as api_operator
+from daemon.api import trust as api_trust
 from daemon.contract.requests import (
     BackupIn,
     ConnectIn,
@@ -172,14 +173,16 @@ def create_app(state: DaemonState) -> FastAPI:
         async def recall_locally() -> None:
             local["hits"] = await state.recall(body.query, k=body.top_k, kinds=tuple(Kind(k) for k in kinds),
                                                min_importance=body.min_importance,
-                                               pad=None if body.pad is None else body.pad.as_tuple())
+                                               pad=None if body.pad is None else body.pad.as_tuple(),
+                                               include_unverified=body.include_unverified)
 
         async with trio.open_nursery() as nursery:  # Styx in parallel, bounded by its deadline
             nursery.start_soon(recall_locally)
             if state.styx_queried():
                 nursery.start_soon(styx_fan_in, remote, body.query, body.top_k)
         doc: dict[str, Any] = {"query": body.query, "results": [
-            {"score": round(h.score, 6), "via": h.via, **h.entry.to_json()} for h in local["hits"]]}
+            {"score": round(h.score, 6), "via": h.via, "release": h.release, "unverified": h.release == "unverified",
+             **h.entry.to_json()} for h in local["hits"]]}
         if remote:
             doc["styx"] = [styx_doc(r) for r in remote["results"]]
             doc["styx_error"] = remote["error"]
@@ -363,6 +366,7 @@ def create_app(state: DaemonState) -> FastAPI:
     api_knowledge.register(app, state)  # outcomes on entries, vitality (before the agent tools that call them)
     api_agent.register(app, state)  # agent memory: tools, working memory, flush, lessons
     api_operator.register(app, state)  # the operator's view: knowledge stats, backups
+    api_trust.register(app, state)  # siblings' trust: GET /v1/trust, distrust / trust a peer
     api_death.register(app, state)  # a death the clade hears
     api_episodes.register(app, state)  # episodes: verify (what consolidation replays)
     api_metrics.register(app, state)  # GET /metrics for Prometheus

@@ -34,6 +34,7 @@ from daemon.cli import memory as cli_memory
 from daemon.cli import p2p as cli_p2p
 from daemon.cli import render
 from daemon.cli import styx as cli_styx
+from daemon.cli import trust as cli_trust
 from daemon.cli import tui as cli_tui
 from daemon.cli.render import renders
 from daemon.client import DaemonClient
@@ -249,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_episodes.register(ep_sub, common=common)
 
     cli_clade.register(sub, command, common, _Parser)
-    cli_p2p.register(command, common, _Parser, peer_addr=_peer_addr, positive=_positive_int)
+    cli_trust.register(cli_p2p.register(command, common, _Parser, peer_addr=_peer_addr, positive=_positive_int), common)
     cli_memory.register(command, kinds=_KINDS, unit=_unit, positive=_positive_int, pad=_pad, parser_class=_Parser,
                         common=common)
     cli_agent.register(sub, command, common=common, parser_class=_Parser)

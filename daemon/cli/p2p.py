@@ -23,7 +23,8 @@ Handler = Callable[[argparse.Namespace, DataDir], Any]
 
 def register(command: Callable[[str, Handler, str], argparse.ArgumentParser], common: argparse.ArgumentParser,
              parser_class: type[argparse.ArgumentParser], *, peer_addr: Callable[[str], str],
-             positive: Callable[[str], int]) -> None:
+             positive: Callable[[str], int]) -> Any:
+    """Add the sync commands; returns the `clade peers` subcommand group (cli/trust.py adds to it)."""
     p = command("peers", cmd_peers, "list known peers (connected, member, sync position, traffic)")
     sub = p.add_subparsers(dest="peers_command", required=False, metavar="SUBCOMMAND", parser_class=parser_class)
     connect = sub.add_parser("connect", parents=[common], help="dial a sibling now (and keep redialing it)")
@@ -41,6 +42,7 @@ def register(command: Callable[[str, Handler, str], argparse.ArgumentParser], co
     install.add_argument("file", type=Path, metavar="REVOCATIONS")
     p = command("demo", cmd_demo, "start an owner and N golems on loopback, sync a few entries, report, stop")
     p.add_argument("--siblings", type=positive, default=3, metavar="N", help="golems to start (default 3, max 10)")
+    return sub
 
 
 def _client(data: DataDir) -> DaemonClient:

@@ -36,9 +36,9 @@ from daemon.grimoire.promotion import PHASES
 
 __all__ = [
     "MAX_FLUSH_ITEMS", "MAX_LESSONS", "MAX_WORKING_MEMORY_BYTES", "SESSION_PATTERN", "BackupIn", "ConnectIn",
-    "DigestIn", "DisconnectIn", "EndorseIn", "EpisodeIn", "FeedbackIn", "FlushFact", "FlushIn", "FlushMetadata",
-    "LessonsIn", "MemoryIn", "MetadataIn", "OutcomeIn", "PadIn", "Phase", "ProbeIn", "RetractIn", "SearchIn",
-    "StyxRetryIn", "SyncIn", "VitalityIn", "WorkingMemoryIn",
+    "DigestIn", "DisconnectIn", "DistrustIn", "EndorseIn", "EpisodeIn", "FeedbackIn", "FlushFact", "FlushIn",
+    "FlushMetadata", "LessonsIn", "MemoryIn", "MetadataIn", "OutcomeIn", "PadIn", "Phase", "ProbeIn", "RetractIn",
+    "SearchIn", "StyxRetryIn", "SyncIn", "VitalityIn", "WorkingMemoryIn",
 ]
 
 GATEWAY_TYPES = ("fact", "preference", "episode", "strategy_outcome", "constraint")
@@ -95,6 +95,8 @@ class SearchIn(_Strict):
     type_filter: list[KindField] | KindField | None = None
     min_importance: Unit | None = None
     pad: PadIn | None = None
+    include_unverified: bool = Field(False, description="also siblings' unverified entries that digests withhold "
+                                                        "(quarantined: readable, marked unverified)")
 
 
 class DigestIn(_Strict):
@@ -253,3 +255,7 @@ class FlushIn(_Strict):
 
 class LessonsIn(_Strict):
     lessons: list[EntryFields] = Field(min_length=1, max_length=MAX_LESSONS)
+
+
+class DistrustIn(_Strict):
+    peer_id: str = Field(pattern=PEER_ID_PATTERN, description="the sibling (author) to distrust or trust again")

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from daemon.grimoire.records import EntryDoc
 
 __all__ = [
+    "AuthorDoc",
     "BackupFileOut",
     "BackupOut",
     "BackupsOut",
@@ -31,6 +32,7 @@ __all__ = [
     "DeathStatusOut",
     "DigestOut",
     "DisconnectOut",
+    "DistrustOut",
     "EntriesOut",
     "EntryDoc",
     "EpisodeOut",
@@ -57,6 +59,7 @@ __all__ = [
     "SyncOut",
     "ToolResultOut",
     "ToolsOut",
+    "TrustOut",
     "UnarchiveOut",
     "VitalityOut",
     "WorkingMemoryOut",
@@ -93,6 +96,31 @@ _WHY = {
 }
 
 
+class DistrustOut(_Out):
+    author: str
+    distrusted: bool
+    entries: int = Field(description="how many of its entries this golem holds (none is deleted)")
+
+
+class AuthorDoc(_Out):
+    author: str
+    trust: float = Field(description="Beta posterior mean of local evidence; 0 when distrusted")
+    reasons: list[str] = Field(description="why it is suspect: distrusted, low_trust, burst, catchup_flood")
+    suspect: bool
+    good: int
+    bad: int
+    fresh_arrivals: int = Field(description="fresh entries that arrived in the budget window")
+    arrivals: int = Field(description="all entries that arrived in the budget window")
+    distrusted: bool
+
+
+class TrustOut(_Out):
+    enabled: bool
+    budget_entries: int
+    budget_window_s: int
+    authors: list[AuthorDoc]
+
+
 def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """The `responses=` of a route: 400 (a body that is not JSON), 401, 413 and 422 for every
     route, plus `statuses`."""
@@ -108,6 +136,9 @@ class MemoryOut(_Out):
 class HitDoc(EntryDoc):
     score: float
     via: Literal["vector", "keyword", "both"]
+    release: Literal["own", "corroborated", "aged", "unverified"] = Field(
+        "own", description="why a sibling's entry may be shown (trust.py); own and inherited entries: own")
+    unverified: bool = Field(False, description="a sibling's entry not yet corroborated here: treat it as a claim")
 
 
 class StyxHitDoc(_Out):

@@ -12,6 +12,11 @@ fit is skipped (a smaller one further down may still fit), up to `k` (default 10
 3. then the hits the caps held back, in rank order: caps reserve room for other kinds only
    when there are other kinds to fill it — slots are never left empty.
 
+Siblings' entries still in quarantine (trust.py) never reach the ranked hits, except
+unverified warnings of an author in good standing, which are marked (`verified="false"`,
+`"unverified": true`, an `[unverified]` title); and one sibling holds at most
+`max(1, ⌊0.3·k⌋)` of the ranked hits and one unverified entry (`diverse_hits`).
+
 The document lists pinned entries first, then the rest in rank order, then the external
 results (Styx's answer, `ExternalItem`), which take at most their own share of the budget
 (`[styx.injection] max_tokens`) and never crowd the local entries out of `k`. The same store
@@ -34,16 +39,17 @@ import numpy as np
 from crdt import Kind
 
 from .records import Entry
-from .retrieval import RecallQuery, Retriever
+from .retrieval import Hit, RecallQuery, Retriever
 from .scoring import age_days
 from .store import Grimoire
+from .trust import Release, TrustPolicy, diversify
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
 __all__ = [
     "DEFAULT_PER_KIND", "DigestItem", "ExternalItem", "build_digest", "compose_json", "compose_search_results",
-    "compose_xml", "digest_query", "render_json", "render_search_results", "render_xml", "tokens",
+    "compose_xml", "digest_query", "diverse_hits", "render_json", "render_search_results", "render_xml", "tokens",
 ]
 
 DEFAULT_BUDGET_TOKENS = 3_000
@@ -67,6 +73,7 @@ class DigestItem:
     entry: Entry
     score: float
     pinned: bool = False
+    unverified: bool = False  # a sibling's entry shown before corroboration (trust.py): marked in every format
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,9 +173,10 @@ def _compose_with(items: Sequence[DigestItem], render: Callable[[DigestItem], st
 
 def _xml_piece(item: DigestItem, now_ms: int) -> str:
     e, b = item.entry, item.entry.body
+    mark = ' verified="false"' if item.unverified else ""
     return (
         f'<memory type="{b.kind.value}" importance="{b.importance:.2f}" confidence="{e.local_confidence:.2f}" '
-        f'age="{_age(age_days(b.created.ms, now_ms))}" source="{_escape(e.provenance)}" id="{b.id}">'
+        f'age="{_age(age_days(b.created.ms, now_ms))}" source="{_escape(e.provenance)}"{mark} id="{b.id}">'
         f"{_escape(b.content)}</memory>\n"
     )
 
@@ -208,7 +216,7 @@ def render_xml(items: Sequence[DigestItem], *, now_ms: int, budget_tokens: int =
 
 def _block(item: DigestItem, namespace: str) -> dict[str, Any]:
     b = item.entry.body
-    title = " ".join(b.content.split())[:80]
+    title = ("[unverified] " if item.unverified else "") + " ".join(b.content.split())[:80]
     return {
         "type": "search_result",
         "source": f"grimoire://{namespace}/{b.kind.value}/{b.id}",
@@ -245,6 +253,7 @@ def _json_piece(item: DigestItem, now_ms: int) -> str:
         "id": b.id, "type": b.kind.value, "importance": round(b.importance, 3),
         "confidence": round(e.local_confidence, 3), "age": _age(age_days(b.created.ms, now_ms)),
         "source": e.provenance, "score": round(item.score, 6), "pinned": item.pinned, "content": b.content,
+        **({"unverified": True} if item.unverified else {}),
     })
 
 
@@ -270,6 +279,15 @@ def digest_query(text: str, *, k: int, include_sensitive: bool,
     return RecallQuery(text=text, k=max(4 * k, 40), include_sensitive=include_sensitive, pad=pad)
 
 
+def diverse_hits(hits: Sequence[Hit], *, k: int, policy: TrustPolicy) -> list[DigestItem]:
+    """`hits` as digest items, within the per-sibling caps (`trust.diversify`), unverified ones marked."""
+    unverified = [h.release == Release.UNVERIFIED.value for h in hits]
+    keep = diversify([(h.entry.body.author, h.entry.provenance == "clade", u) for h, u in zip(hits, unverified,
+                                                                                            strict=True)],
+                     k=k, policy=policy) if policy.enabled else range(len(hits))
+    return [DigestItem(hits[i].entry, hits[i].score, unverified=unverified[i]) for i in keep]
+
+
 def build_digest(retriever: Retriever, *, text: str, now_ms: int, budget_tokens: int, k: int, fmt: str,
                  include_sensitive: bool, namespace: str, embed_limit: int | None = None,
                  pinned_tags: Sequence[str] = (), pinned_fact_keys: Sequence[str] = (),
@@ -287,7 +305,7 @@ def build_digest(retriever: Retriever, *, text: str, now_ms: int, budget_tokens:
     pinned = (store or retriever.store).pinned(tags=pinned_tags, fact_keys=pinned_fact_keys) if (
         pinned_tags or pinned_fact_keys) else []
     items = [DigestItem(e, 1.0, pinned=True) for e in pinned]
-    items += [DigestItem(h.entry, h.score) for h in hits]
+    items += diverse_hits(hits, k=k, policy=retriever.trust)
     local_ids = {item.entry.id for item in items}
     outside = [x for x in external if x.id not in local_ids]  # our own entry, back from Styx: once is enough
     render_local: Callable[[DigestItem], str]

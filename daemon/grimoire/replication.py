@@ -28,6 +28,7 @@ from crdt import (
 )
 
 from .records import dumps_list
+from .trust_store import record_endorsement
 
 __all__ = ["CLADE_LOCAL_CONFIDENCE", "Piece", "SqliteBackend", "join_delta", "load_context", "raise_clock_floor"]
 
@@ -161,6 +162,8 @@ class SqliteBackend:
                 (value.confirms - (old.confirms if old else 0),
                  value.contradicts - (old.contradicts if old else 0), op.entry_id),
             )
+            record_endorsement(self._conn, op.entry_id, op.writer, confirms=value.confirms,
+                               contradicts=value.contradicts, local=op.writer == self._local)
 
     def _insert_entry(self, b: EntryBody) -> None:
         """The entries row for a body seen for the first time (no-op if the row exists:

@@ -4,9 +4,11 @@
 tail: read-your-writes by meaning), embeds the query (off the event loop in the daemon:
 this is blocking), takes the nearest entries by cosine and the best keyword matches, drops
 what the filters exclude (kind, importance, confidence, sensitivity; archived and retracted
-entries), gives each the relevance `fusion.relevance` makes of its cosine and its lexical
-coverage of the query (`lexical`, IDF from the keyword index's vocabulary), and ranks the
-rest with `scoring`, its factors normalised over the candidates.
+entries; siblings' entries in quarantine that digests withhold, unless `include_unverified`:
+trust.py, and every hit carries its `release`), gives each the relevance `fusion.relevance`
+makes of its cosine and its lexical coverage of the query (`lexical`, IDF from the keyword
+index's vocabulary), and ranks the rest with `scoring`, its factors normalised over the
+candidates.
 
 Recall has no side effect on ranking: an entry's access count grows when it is *used*
 (cited, or fed back: `apply_feedback`), never because it appeared in a result list — a
@@ -33,6 +35,8 @@ from .keywords import searchable_texts, stem_weights
 from .records import Entry
 from .rows import RankFields
 from .store import Grimoire, wall_clock_ms
+from .trust import TrustPolicy
+from .trust_store import quarantine
 from .vectors import VectorIndex, missing_vectors, write_vectors
 
 if TYPE_CHECKING:
@@ -58,6 +62,7 @@ class RecallQuery:
     include_sensitive: bool = False
     pad: tuple[float, float, float] | None = None
     keyword_only: bool = False
+    include_unverified: bool = False  # also a sibling's unverified entries that digests withhold (trust.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +71,7 @@ class Hit:
     score: float
     factors: scoring.Factors
     via: str  # "vector", "keyword" or "both"
+    release: str = "own"  # trust.Release: own, corroborated, aged, unverified
 
 
 class Retriever:
@@ -78,6 +84,7 @@ class Retriever:
         self._index: VectorIndex | None = None
         self._index_lock = threading.Lock()  # recalls on several read connections share the index
         self.lexical_weight = fusion.LEXICAL_WEIGHT  # fusion's one parameter (benches sweep it)
+        self.trust = TrustPolicy()  # the quarantine recall applies (the daemon sets it from config `[trust]`)
 
     @property
     def embedder(self) -> Embedder:
@@ -157,6 +164,12 @@ class Retriever:
             bm25[entry_id] = score
         best = max(bm25.values(), default=0.0)
         candidates = [c for c in reader.rank_fields(list(via)) if _passes(c, query, now)]
+        releases: dict[str, str] = {}
+        if self.trust.enabled and candidates:
+            states = quarantine(reader.connection, [c.id for c in candidates], now_ms=now, policy=self.trust)
+            releases = {i: release.value for i, (_, release, _) in states.items()}
+            if not query.include_unverified:
+                candidates = [c for c in candidates if c.id not in states or states[c.id][2]]
         weights: dict[str, float] = {}
         held: dict[str, set[str]] = {}  # candidate id -> its stems
         if vec is not None:
@@ -177,7 +190,7 @@ class Retriever:
         ranked = sorted(zip(candidates, scoring.normalise(raw), strict=True),
                         key=lambda cf: (-cf[1].score, cf[0].id))[: query.k]
         full = {e.id: e for e in reader.get_many([c.id for c, _ in ranked])}
-        return [Hit(full[c.id], f.score, f, via[c.id]) for c, f in ranked if c.id in full]
+        return [Hit(full[c.id], f.score, f, via[c.id], releases.get(c.id, "own")) for c, f in ranked if c.id in full]
 
 
 def composite_importance(c: RankFields, now: int) -> float:

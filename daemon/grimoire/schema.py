@@ -266,9 +266,33 @@ ALTER TABLE entries ADD COLUMN promoted_reason TEXT;
 CREATE INDEX entries_held ON entries (crossing_hold) WHERE crossing_hold IS NOT NULL;
 """
 
+_V14_TRUST = """
+-- Per-author trust (daemon/grimoire/trust.py, trust_store.py), local and never replicated.
+-- One row per (entry, endorsing replica), kept in step with the CRDT's endorse slots, so a
+-- confirmation is weighed by who gave it; `local`: this golem's own endorsement.
+CREATE TABLE endorsements (
+    entry_id    TEXT NOT NULL CHECK (length(entry_id) = 32),
+    writer      TEXT NOT NULL,
+    confirms    INTEGER NOT NULL,
+    contradicts INTEGER NOT NULL,
+    local       INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (entry_id, writer)
+) STRICT;
+-- The operator's distrust, the sticky budget flag, the last suspect alert, per author.
+CREATE TABLE author_trust (
+    author      TEXT PRIMARY KEY,
+    distrusted  INTEGER NOT NULL DEFAULT 0,
+    changed_ms  INTEGER NOT NULL,
+    burst_ms    INTEGER,
+    suspect_ms  INTEGER,
+    trusted_ms  INTEGER   -- the operator's last `trust`: arrivals before it no longer count to the budget
+) STRICT;
+CREATE INDEX entries_by_author ON entries (author, stored_ms);
+"""
+
 MIGRATIONS: tuple[str, ...] = (_V1_ENTRIES, _V2_FTS, _V3_OPS, _V4_RETRIEVAL, _V5_VECTOR_MODEL, _V6_PROMOTION,
                                _V7_AGENT_MEMORY, _V8_UNEMBEDDED, _V9_CURATOR, _V10_STYX_OUTBOX, _V11_STYX_SPEND,
-                               _V12_INGEST, _V13_OUTCOMES)
+                               _V12_INGEST, _V13_OUTCOMES, _V14_TRUST)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -96,6 +96,12 @@ class SnapshotCollector(Collector):
         yield entries
         yield GaugeMetricFamily(_name("embedding_backlog_entries"), "Entries still without a vector.",
                                 value=store.embedding_backlog)
+        yield GaugeMetricFamily(_name("suspect_authors"),
+                                "Siblings whose entries trip the trust checks (low trust or over budget) and that the "
+                                "operator has not yet distrusted (`clade peers trust-status`).",
+                                value=store.suspect_authors)
+        yield GaugeMetricFamily(_name("distrusted_authors"), "Siblings the operator distrusted (entries quarantined).",
+                                value=store.distrusted_authors)
         phase = GaugeMetricFamily(_name("vitality_phase"),
                                   "1 for the golem's current vitality phase, 0 for the others (none: not set).",
                                   labels=["phase"])

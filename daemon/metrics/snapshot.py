@@ -45,6 +45,8 @@ class StoreFigures:
     entries: dict[tuple[str, str], int]  # (kind, state) → count
     embedding_backlog: int  # entries (archived too: they may return) with no vector yet
     vitality_phase: str | None  # None until a phase is stored (or an unknown one is)
+    suspect_authors: int = 0  # siblings whose alert stands (daemon/service/trust_watch.py), not yet distrusted
+    distrusted_authors: int = 0  # siblings the operator distrusted (`clade peers distrust`)
     styx_depth: int | None = None
     styx_parked: int | None = None
     styx_oldest_age_s: float | None = None
@@ -94,8 +96,12 @@ def read_store(store: Grimoire, *, styx: bool, now_ms: int) -> StoreFigures:
             entries[(str(kind), entry_state(int(archived)))] += int(n)
         (backlog,) = conn.execute(
             "SELECT count(*) FROM entries INDEXED BY entries_unembedded WHERE embedding IS NULL").fetchone()
+        suspect, distrusted = conn.execute(
+            "SELECT count(*) FILTER (WHERE suspect_ms IS NOT NULL AND distrusted = 0), "
+            "count(*) FILTER (WHERE distrusted = 1) FROM author_trust").fetchone()
         figures = StoreFigures(entries=dict(entries), embedding_backlog=int(backlog),
-                               vitality_phase=read_vitality(conn).phase)
+                               vitality_phase=read_vitality(conn).phase, suspect_authors=int(suspect),
+                               distrusted_authors=int(distrusted))
         if not styx:
             return figures
         depth, oldest = conn.execute(
@@ -103,7 +109,9 @@ def read_store(store: Grimoire, *, styx: bool, now_ms: int) -> StoreFigures:
         (parked,) = conn.execute("SELECT count(*) FROM styx_outbox WHERE parked_ms IS NOT NULL").fetchone()
         spend = ledger.summary(conn, ledger.month_of(now_ms))
         return StoreFigures(entries=figures.entries, embedding_backlog=figures.embedding_backlog,
-                            vitality_phase=figures.vitality_phase, styx_depth=int(depth), styx_parked=int(parked),
+                            vitality_phase=figures.vitality_phase, suspect_authors=figures.suspect_authors,
+                            distrusted_authors=figures.distrusted_authors, styx_depth=int(depth),
+                            styx_parked=int(parked),
                             styx_oldest_age_s=None if oldest is None else max(0.0, (now_ms - int(oldest)) / 1000),
                             styx_spend_usd=float(spend["usd"]))
     finally:

@@ -32,6 +32,7 @@ from daemon.grimoire.curator.llm import Cluster
 from daemon.grimoire.curator.llm_client import LlmConfig, LlmOutcome, propose
 from daemon.grimoire.playbook import snapshot_playbook
 from daemon.grimoire.retrieval import Retriever
+from daemon.grimoire.trust import TrustPolicy
 
 __all__ = ["CYCLE_EMBED_LIMIT", "capacity_event", "llm_for", "record_replays", "render_playbook", "replay_items",
            "settings_for", "vectors_for"]
@@ -42,11 +43,11 @@ MS_PER_DAY = 86_400_000
 CYCLE_EMBED_LIMIT = 4096
 
 
-def settings_for(config: CuratorConfig) -> CuratorSettings:
+def settings_for(config: CuratorConfig, trust: TrustPolicy | None = None) -> CuratorSettings:
     return CuratorSettings(
         windows=windows_with(config.decay_windows, every=config.window_days),
         eviction_threshold=config.eviction_threshold, capacity=config.capacity,
-        replay_budget=config.replay_budget, tick_seconds=config.tick_seconds)
+        replay_budget=config.replay_budget, tick_seconds=config.tick_seconds, trust=trust or TrustPolicy())
 
 
 def vectors_for(store: Grimoire, retriever: Retriever, *, embed_missing: int = 0) -> dict[str, NDArray[np.float32]]:

@@ -73,6 +73,7 @@ class Embedding:
         if self._retriever is None:
             model = self.config().embedding.model
             self._retriever = Retriever(self.access.store, lambda: get_embedder(self.model_dir, model))
+            self._retriever.trust = self.config().trust.policy()
         return self._retriever
 
     async def model(self) -> Embedder:

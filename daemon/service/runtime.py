@@ -38,6 +38,7 @@ from daemon.service.backup_schedule import run_backups
 from daemon.service.logs import quiet_libp2p, setup_logging
 from daemon.service.notify import Notifier, watchdog_interval
 from daemon.service.state import DaemonState
+from daemon.service.trust_watch import trust_watch_service
 from daemon.styx.outbox import writer_for
 from daemon.styx.policy import budget_for
 from daemon.styx.pusher import Pusher
@@ -349,6 +350,7 @@ class DaemonRuntime:
                     services.start_soon(self.supervise, "curator", self.curator_service)
                     services.start_soon(self.supervise, "backup", self.backup_service)
                     services.start_soon(self.supervise, "embedder", self.embedder_service)
+                    services.start_soon(self.supervise, "trust", lambda: trust_watch_service(state, self.stop))
                     if config.p2p.enabled:
                         services.start_soon(self.supervise, "p2p", self.p2p_service)
                     if config.styx.enabled:

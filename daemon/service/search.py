@@ -66,9 +66,12 @@ class Search:
         return found["vector"], found["keyword"]
 
     async def recall(self, text: str, *, k: int, kinds: tuple[Kind, ...] = (),
-                     min_importance: float | None = None, pad: tuple[float, float, float] | None = None) -> list[Hit]:
-        """The `k` best live entries for `text` (meaning and keywords fused); `UsageError` if empty."""
-        query = RecallQuery(text=text, k=k, kinds=kinds, min_importance=min_importance, pad=pad)
+                     min_importance: float | None = None, pad: tuple[float, float, float] | None = None,
+                     include_unverified: bool = False) -> list[Hit]:
+        """The `k` best live entries for `text` (meaning and keywords fused); `UsageError` if empty.
+        Quarantined entries (daemon/grimoire/trust.py) only with `include_unverified`."""
+        query = RecallQuery(text=text, k=k, kinds=kinds, min_importance=min_importance, pad=pad,
+                            include_unverified=include_unverified)
         vector, keyword = await self._prepared(query)
         retriever = self.embedding.retriever
         return await self.access.on_reader(lambda r: retriever.recall(query, embed_limit=0, query_vector=vector,

@@ -183,8 +183,10 @@ class DaemonState:
     # -- search (Search, Embedding) ---------------------------------------------------
 
     async def recall(self, text: str, *, k: int, kinds: tuple[Kind, ...] = (),
-                     min_importance: float | None = None, pad: tuple[float, float, float] | None = None) -> list[Hit]:
-        return await self.search.recall(text, k=k, kinds=kinds, min_importance=min_importance, pad=pad)
+                     min_importance: float | None = None, pad: tuple[float, float, float] | None = None,
+                     include_unverified: bool = False) -> list[Hit]:
+        return await self.search.recall(text, k=k, kinds=kinds, min_importance=min_importance, pad=pad,
+                                        include_unverified=include_unverified)
 
     async def digest(self, text: str, *, budget_tokens: int, k: int, fmt: str,
                      include_sensitive: bool, pad: tuple[float, float, float] | None = None) -> dict[str, Any]:

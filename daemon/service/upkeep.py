@@ -99,7 +99,7 @@ class Upkeep:
         `last_curator`, published as `curator_cycle_complete` and logged."""
         started = time.monotonic()
         config = self.config().curator
-        settings = settings_for(config)
+        settings = settings_for(config, self.config().trust.policy())
         now = self.now_ms()
         on_writer = self.access.on_writer
         try:  # the model loads off the store's thread; no model means exact duplicates only

@@ -101,6 +101,8 @@ def test_collector_renders_a_snapshot() -> None:
     assert got[("clade_entries", (("kind", "fact"), ("state", "archived")))] == 1
     assert got[("clade_entries", (("kind", "heuristic"), ("state", "live")))] == 0
     assert got[("clade_embedding_backlog_entries", ())] == 5
+    assert got[("clade_suspect_authors", ())] == 1
+    assert got[("clade_distrusted_authors", ())] == 2
     assert got[("clade_vitality_phase", (("phase", "declining"),))] == 1
     assert got[("clade_vitality_phase", (("phase", "stable"),))] == 0
     assert got[("clade_peers", (("state", "known"),))] == 3

@@ -5,9 +5,10 @@ Unicode form, punctuation and spacing ignored), or when their vectors' cosine is
 `near` (0.92) *and* the token-overlap guard holds: the same numbers (a "5%" is not a "50%")
 and the same polarity (neither says "never"/"not"/"avoid" where the other does not), with at
 least `min_overlap` of their content words shared (Jaccard). Duplicates form clusters (union
-find); each cluster merges into its strongest member — own before a sibling's, then higher
-base confidence, more evidence, older, smaller id — which takes the others' evidence; the
-others are superseded by it.
+find); each cluster merges into its strongest member — own before a sibling's, verified before
+quarantined (trust.py), then higher base confidence, more evidence, older, smaller id — which
+takes the others' evidence (a quarantined member's evidence excepted); the others are
+superseded by it. No entry changes author: the winner keeps its body, the losers stay readable.
 
 Two of this golem's own entries of a contradictable kind **contradict** when they are about
 the same thing (cosine ≥ `related`, content overlap ≥ `min_overlap`) but the guard fails:
@@ -73,6 +74,7 @@ class Similar:
     base_confidence: float
     evidence: int
     created_ms: int
+    verified: bool = True  # not a sibling's entry still in quarantine (trust.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,9 +120,11 @@ def _overlap(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / len(a | b) if a or b else 1.0
 
 
-def _strength(s: Similar) -> tuple[bool, float, int, int, str]:
-    # max() picks the strongest: own, confident, evidenced, older (−created), smaller id (inverted below)
-    return (s.own, s.base_confidence, s.evidence, -s.created_ms, _invert(s.id))
+def _strength(s: Similar) -> tuple[bool, bool, float, int, int, str]:
+    # max() picks the strongest: own, verified (a quarantined entry never absorbs a released one: an
+    # attacker's near-copy cannot launder itself into the honest entry's place), confident, evidenced,
+    # older (−created: the author's clock, so it comes last), smaller id (inverted below)
+    return (s.own, s.verified, s.base_confidence, s.evidence, -s.created_ms, _invert(s.id))
 
 
 def _invert(text: str) -> str:
@@ -216,7 +220,9 @@ def find_merges(
             if len(members) < 2:
                 continue
             winner = max((group[i] for i in members), key=_strength)
-            total = sum(group[i].evidence for i in members)
+            # The winner is never more trusted than its least-trusted source: a quarantined member's
+            # evidence does not pass to it.
+            total = sum(group[i].evidence for i in members if group[i].verified or group[i].id == winner.id)
             merges.extend(Merge(winner.id, group[i].id, reason[root], total)
                           for i in sorted(members, key=lambda i: group[i].id) if group[i].id != winner.id)
     return merges

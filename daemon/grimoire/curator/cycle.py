@@ -30,6 +30,8 @@ from ..crossing import promote_ready
 from ..records import NewEntry
 from ..store import Grimoire
 from ..store import LocalIdentity as Identity
+from ..trust import Release, TrustPolicy
+from ..trust_store import quarantine
 from .compress import Similar, find_contradictions, find_merges, related_clusters
 from .consolidate import ReplayItem, baselines, select_replay
 from .decay import DEFAULT_WINDOW_DAYS, EVICTION_THRESHOLD, RETRIEVAL_THRESHOLD, Retention, decayed
@@ -57,6 +59,7 @@ class CuratorSettings:
     replay_budget: int = 500
     recent_days: float = 1.0
     tick_seconds: float = 10.0
+    trust: TrustPolicy = field(default_factory=TrustPolicy)  # what compression treats as quarantined
 
     def window(self, kind: Kind) -> float:
         """The kind's window (its default when `windows` leaves it out)."""
@@ -233,12 +236,22 @@ def _supersede(store: Grimoire, identity: Identity, author: dict[str, str], lose
                          "local_superseded_by = ? WHERE id = ?", (now_ms, winner, loser))
 
 
+def unverified_ids(store: Grimoire, ids: Sequence[str], *, now_ms: int, policy: TrustPolicy) -> set[str]:
+    """Of `ids`, the siblings' entries still in quarantine (trust.py), which never win a merge."""
+    if not policy.enabled or not ids:
+        return set()
+    states = quarantine(store.connection, ids, now_ms=now_ms, policy=policy)
+    return {i for i, (_, release, _) in states.items() if release is Release.UNVERIFIED}
+
+
 def _compress(store: Grimoire, identity: Identity, live: Sequence[LiveEntry],
               vectors: Mapping[str, NDArray[np.float32]], fresh: set[str], now_ms: int, settings: CuratorSettings,
               report: CycleReport) -> None:
     author = {e.id: e.author for e in live}
-    similar = [Similar(e.id, e.kind, e.content, e.author == identity.peer_id, e.base, e.evidence, e.created_ms)
-               for e in live]
+    held = unverified_ids(store, [e.id for e in live if e.author != identity.peer_id], now_ms=now_ms,
+                          policy=settings.trust)
+    similar = [Similar(e.id, e.kind, e.content, e.author == identity.peer_id, e.base, e.evidence, e.created_ms,
+                       e.id not in held) for e in live]
     merges = find_merges(similar, vectors, fresh=fresh, near=settings.near_duplicate)
     gone: set[str] = set()
     for m in merges:

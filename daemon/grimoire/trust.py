@@ -1,0 +1,193 @@
+"""Per-author trust, quarantine and digest diversity, pure (docs/design/security.md).
+
+The threat: a sibling's VM is compromised and, until the owner revokes it, writes perfectly
+signed entries as a member. Nothing here blocks a sibling or deletes anything: it decides what
+of a sibling's knowledge reaches the golem's digests and top search slots, from evidence
+gathered on THIS golem only (an attacker controls what it writes, never what happens here).
+
+**Trust** of an author is a Beta posterior over "its knowledge holds up here":
+
+    trust = (S · p₀ + good) / (S + good + bad),   p₀ = `TrustPolicy.prior` (0.5), S = `strength` (4)
+
+`good`: its entries' positive outcomes, its entries used here (cited or fed back: one per
+entry), and confirmations of its entries by a *voucher*; `bad`: negative outcomes and
+contradictions by a voucher. A voucher is this golem itself, or another author whose trust
+from local evidence alone (outcomes and uses, no endorsements) is at least `vouch_trust`:
+endorsement weight is earned here, so a second compromised identity confirming the first
+("impersonated consensus") counts nothing, and an author's own endorsements never count (the
+CRDT refuses them). An operator's `distrust` sets trust to 0 until `trust` lifts it.
+An author is **suspect** when distrusted, when its trust is below `low_trust`, or when it wrote
+more than its budget (below).
+
+**Quarantine** (`verdict`): an own (or inherited) entry is released. A sibling's entry is
+released once *corroborated* — more good than bad evidence on the entry itself (a positive
+outcome, a use here, a voucher's confirmation) — or once it has *aged*: held here for
+`quarantine_age_ms` of LOCAL arrival time (`stored_ms`; the author's HLC is the attacker's to
+choose) with no contradiction and no negative outcome, while its author is not suspect.
+Everything else is *unverified*. A distrusted author's entries are all unverified.
+
+**Where unverified entries go** (`digest_visible`): an unverified caution (warning,
+anti-knowledge) of an author in good standing enters digests marked "unverified"; any other
+unverified entry, and every unverified entry of a suspect author, is withheld from digests and
+default searches but stays readable (`GET /v1/entries/{id}`, search with
+`include_unverified`) and is released as soon as the evidence arrives. Nothing is deleted.
+
+**Budgets** (`over_budget`): an author may have at most `budget_entries` *fresh* entries arrive
+in `budget_window_ms`. Fresh means authored (HLC) within `budget_window_ms` of its arrival: a
+week of entries arriving in one catch-up is old on arrival and not a burst. An attacker that
+backdates its HLC to pass as a catch-up is bounded by `catchup_entries` (all arrivals in the
+window, fresh or not), and its backdated entries still wait out the quarantine (arrival time)
+and rank as old. Over budget never drops anything: it makes the author suspect and is counted.
+
+**Diversity** (`diversify`): of the ranked digest candidates, at most `unverified_per_author`
+unverified entries per sibling and at most `max(1, ⌊max_author_share · k⌋)` entries per
+sibling in all; own entries are never capped.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from crdt import Kind
+
+from .posterior import posterior_mean
+
+__all__ = ["CAUTIONS", "AuthorEvidence", "AuthorView", "EntryFacts", "Release", "TrustPolicy", "author_view",
+           "digest_visible", "diversify", "over_budget", "verdict"]
+
+CAUTIONS = frozenset({Kind.WARNING, Kind.ANTI_KNOWLEDGE})
+"""Kinds shown unverified rather than withheld: a missed warning costs more than a noisy one."""
+
+HOUR_MS = 3_600_000
+
+
+@dataclass(frozen=True, slots=True)
+class TrustPolicy:
+    """The knobs (config `[trust]`); the defaults are the shipped ones."""
+
+    enabled: bool = True
+    prior: float = 0.5
+    strength: float = 4.0
+    low_trust: float = 0.35
+    vouch_trust: float = 0.65
+    quarantine_age_ms: int = 24 * HOUR_MS
+    budget_entries: int = 100
+    budget_window_ms: int = HOUR_MS
+    catchup_entries: int = 5_000
+    max_author_share: float = 0.3
+    unverified_per_author: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class AuthorEvidence:
+    """What this golem has seen of one author's knowledge (tallies ≥ 0)."""
+
+    good: int = 0  # positive outcomes + entries used here + vouched confirmations
+    bad: int = 0  # negative outcomes + vouched contradictions
+    fresh_arrivals: int = 0  # entries authored near their arrival, arrived in the budget window
+    arrivals: int = 0  # every entry that arrived in the budget window
+    distrusted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AuthorView:
+    author: str
+    trust: float
+    suspect: bool
+    reasons: tuple[str, ...]  # "distrusted", "low_trust", "burst", "catchup_flood"
+    evidence: AuthorEvidence
+
+
+def over_budget(evidence: AuthorEvidence, policy: TrustPolicy) -> tuple[str, ...]:
+    """The budget reasons `evidence` trips: "burst" (fresh arrivals over `budget_entries`),
+    "catchup_flood" (all arrivals over `catchup_entries`)."""
+    out: list[str] = []
+    if evidence.fresh_arrivals > policy.budget_entries:
+        out.append("burst")
+    if evidence.arrivals > policy.catchup_entries:
+        out.append("catchup_flood")
+    return tuple(out)
+
+
+def author_view(author: str, evidence: AuthorEvidence, policy: TrustPolicy) -> AuthorView:
+    """Trust (the module's formula; 0 when distrusted) and suspicion of one author."""
+    trust = 0.0 if evidence.distrusted else posterior_mean(policy.prior, evidence.good, evidence.bad,
+                                                           strength=policy.strength)
+    reasons: list[str] = []
+    if evidence.distrusted:
+        reasons.append("distrusted")
+    elif trust < policy.low_trust:
+        reasons.append("low_trust")
+    reasons += over_budget(evidence, policy)
+    return AuthorView(author, round(trust, 6), bool(reasons), tuple(reasons), evidence)
+
+
+class Release(StrEnum):
+    OWN = "own"
+    CORROBORATED = "corroborated"
+    AGED = "aged"
+    UNVERIFIED = "unverified"
+
+
+@dataclass(frozen=True, slots=True)
+class EntryFacts:
+    """What the verdict reads of one entry."""
+
+    id: str
+    author: str
+    kind: Kind
+    foreign: bool  # a sibling's entry (provenance 'clade'); own and inherited are not
+    stored_ms: int  # local arrival
+    positive: int = 0  # positive outcomes here
+    negative: int = 0  # negative outcomes here
+    used: bool = False  # cited or fed back here
+    vouched_confirms: int = 0
+    vouched_contradicts: int = 0
+
+
+def verdict(facts: EntryFacts, author: AuthorView | None, *, now_ms: int, policy: TrustPolicy) -> Release:
+    """Whether `facts`' entry is released (and why) or unverified (module docstring).
+    `author`: its author's view (None: nothing known, the prior)."""
+    if not facts.foreign:
+        return Release.OWN
+    if author is not None and author.evidence.distrusted:
+        return Release.UNVERIFIED
+    good = facts.positive + int(facts.used) + facts.vouched_confirms
+    bad = facts.negative + facts.vouched_contradicts
+    if good > bad:
+        return Release.CORROBORATED
+    suspect = author is not None and author.suspect
+    if bad == 0 and not suspect and now_ms - facts.stored_ms >= policy.quarantine_age_ms:
+        return Release.AGED
+    return Release.UNVERIFIED
+
+
+def digest_visible(facts: EntryFacts, release: Release, author: AuthorView | None) -> bool:
+    """Whether the entry may enter a digest or a default search: released, or an unverified
+    caution of an author who is not suspect (shown marked unverified)."""
+    if release is not Release.UNVERIFIED:
+        return True
+    return facts.kind in CAUTIONS and not (author is not None and author.suspect)
+
+
+def diversify(candidates: Sequence[tuple[str, bool, bool]], *, k: int, policy: TrustPolicy) -> list[int]:
+    """Positions (in order) of the ranked `candidates` — (author, foreign, unverified) — that stay:
+    per foreign author at most `unverified_per_author` unverified and `max(1, ⌊share·k⌋)` in all."""
+    cap = max(1, math.floor(policy.max_author_share * k))
+    total: dict[str, int] = {}
+    unverified: dict[str, int] = {}
+    kept: list[int] = []
+    for position, (author, foreign, is_unverified) in enumerate(candidates):
+        if foreign:
+            if total.get(author, 0) >= cap:
+                continue
+            if is_unverified:
+                if unverified.get(author, 0) >= policy.unverified_per_author:
+                    continue
+                unverified[author] = unverified.get(author, 0) + 1
+            total[author] = total.get(author, 0) + 1
+        kept.append(position)
+    return kept

@@ -1,0 +1,148 @@
+"""Per-author trust on disk: the evidence trust.py reads, the operator's distrust, the alert state.
+
+Tables (schema `_V14_TRUST`): `endorsements` — one row per (entry, endorsing replica), kept in
+step with the CRDT's endorse slots by replication.py (`record_endorsement`), so a confirmation
+can be weighed by who gave it; `author_trust` — per author: the operator's `distrusted` flag,
+`burst_ms` (when the author went over its write budget: sticky until the operator trusts it
+again, since the budget window slides on), `suspect_ms` (when it was last reported suspect,
+so each turn is alerted once) and `trusted_ms` (the operator's last `trust`: the budget counts
+arrivals after it only, so a forgiven burst is not flagged again). Everything else is derived
+from the entries' local columns on each read; nothing here is replicated.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from crdt import Kind
+
+from .trust import AuthorEvidence, AuthorView, EntryFacts, Release, TrustPolicy, author_view, digest_visible, verdict
+
+__all__ = ["TrustView", "author_views", "entry_states", "quarantine", "record_endorsement", "record_suspects",
+           "set_distrust"]
+
+
+@dataclass(frozen=True, slots=True)
+class TrustView:
+    """Every known sibling author's view, and the vouchers' endorsements by entry."""
+
+    authors: Mapping[str, AuthorView]
+    vouched: Mapping[str, tuple[int, int]]  # entry id -> (vouched confirms, vouched contradicts)
+
+
+def record_endorsement(conn: sqlite3.Connection, entry_id: str, writer: str, *, confirms: int, contradicts: int,
+                       local: bool) -> None:
+    """Keep `endorsements` in step with one endorse slot (inside the caller's transaction)."""
+    conn.execute(
+        "INSERT INTO endorsements (entry_id, writer, confirms, contradicts, local) VALUES (?, ?, ?, ?, ?) "
+        "ON CONFLICT (entry_id, writer) DO UPDATE SET confirms = excluded.confirms, "
+        "contradicts = excluded.contradicts", (entry_id, writer, confirms, contradicts, int(local)))
+
+
+def _flags(conn: sqlite3.Connection) -> dict[str, tuple[bool, int | None, int | None]]:
+    return {r[0]: (bool(r[1]), r[2], r[3]) for r in conn.execute(
+        "SELECT author, distrusted, burst_ms, suspect_ms FROM author_trust")}
+
+
+def author_views(conn: sqlite3.Connection, *, now_ms: int, policy: TrustPolicy) -> TrustView:
+    """Trust and suspicion of every sibling author this store holds entries of (trust.py)."""
+    since = now_ms - policy.budget_window_ms
+    local: dict[str, list[int]] = {}
+    for author, good, bad, arrivals, fresh in conn.execute(
+            "SELECT author, sum(outcomes_positive) + sum(access_count > 0), sum(outcomes_negative), "
+            "sum(stored_ms >= s), sum(stored_ms >= s AND stored_ms - (created_hlc >> 16) <= ?2) "
+            "FROM (SELECT *, max(?1, coalesce((SELECT trusted_ms FROM author_trust t WHERE t.author = e.author), 0)) "
+            "AS s FROM entries e WHERE provenance = 'clade') GROUP BY author", (since, policy.budget_window_ms)):
+        local[author] = [int(good or 0), int(bad or 0), int(arrivals or 0), int(fresh or 0)]
+    flags = _flags(conn)
+    base = {a: author_view(a, AuthorEvidence(good=v[0], bad=v[1], distrusted=flags.get(a, (False, None, None))[0]),
+                           policy) for a, v in local.items()}
+    vouchers = {a for a, v in base.items() if v.trust >= policy.vouch_trust and not v.suspect
+                and flags.get(a, (False, None, None))[1] is None}
+    vouched: dict[str, tuple[int, int]] = {}
+    extra: dict[str, list[int]] = {}
+    for entry_id, author, writer, confirms, contradicts, is_local in conn.execute(
+            "SELECT n.entry_id, e.author, n.writer, n.confirms, n.contradicts, n.local FROM endorsements n "
+            "JOIN entries e ON e.id = n.entry_id WHERE e.provenance = 'clade' AND n.writer != e.author"):
+        if not (is_local or writer in vouchers):
+            continue
+        c, x = vouched.get(entry_id, (0, 0))
+        vouched[entry_id] = (c + (confirms > 0), x + (contradicts > 0))
+        more = extra.setdefault(author, [0, 0])
+        more[0] += confirms > 0
+        more[1] += contradicts > 0
+    views: dict[str, AuthorView] = {}
+    for author in sorted(set(local) | set(flags)):
+        good, bad, arrivals, fresh = local.get(author, [0, 0, 0, 0])
+        distrusted, burst_ms, _ = flags.get(author, (False, None, None))
+        more = extra.get(author, [0, 0])
+        view = author_view(author, AuthorEvidence(good + more[0], bad + more[1], fresh, arrivals, distrusted), policy)
+        if burst_ms is not None and "burst" not in view.reasons:
+            view = replace(view, suspect=True, reasons=(*view.reasons, "burst"))
+        views[author] = view
+    return TrustView(views, vouched)
+
+
+def entry_states(conn: sqlite3.Connection, entry_ids: Sequence[str], view: TrustView, *, now_ms: int,
+                 policy: TrustPolicy) -> dict[str, tuple[EntryFacts, Release, bool]]:
+    """For each id: (facts, verdict, digest-visible) — trust.py's `verdict` and `digest_visible`."""
+    out: dict[str, tuple[EntryFacts, Release, bool]] = {}
+    ids = list(dict.fromkeys(entry_ids))
+    for start in range(0, len(ids), 500):
+        chunk = ids[start:start + 500]
+        for row in conn.execute(
+                "SELECT id, author, kind, provenance, stored_ms, outcomes_positive, outcomes_negative, access_count "
+                f"FROM entries WHERE id IN ({', '.join('?' * len(chunk))})", chunk):
+            confirms, contradicts = view.vouched.get(row[0], (0, 0))
+            facts = EntryFacts(row[0], row[1], Kind(row[2]), row[3] == "clade", row[4], row[5], row[6],
+                               row[7] > 0, confirms, contradicts)
+            author = view.authors.get(facts.author)
+            release = verdict(facts, author, now_ms=now_ms, policy=policy)
+            out[facts.id] = (facts, release, digest_visible(facts, release, author))
+    return out
+
+
+def quarantine(conn: sqlite3.Connection, entry_ids: Sequence[str], *, now_ms: int,
+               policy: TrustPolicy) -> dict[str, tuple[EntryFacts, Release, bool]]:
+    """`entry_states` of `entry_ids` under the current author views (what recall and digests apply)."""
+    return entry_states(conn, entry_ids, author_views(conn, now_ms=now_ms, policy=policy), now_ms=now_ms,
+                        policy=policy)
+
+
+def set_distrust(conn: sqlite3.Connection, author: str, *, distrusted: bool, now_ms: int) -> dict[str, Any]:
+    """The operator's call (inside the caller's transaction): distrust quarantines every entry of
+    `author` at once; trust lifts it and clears the budget flag and the alert state. Returns
+    {author, distrusted, entries} (entries: how many of its entries this store holds)."""
+    if distrusted:
+        conn.execute("INSERT INTO author_trust (author, distrusted, changed_ms) VALUES (?, 1, ?) "
+                     "ON CONFLICT (author) DO UPDATE SET distrusted = 1, changed_ms = excluded.changed_ms",
+                     (author, now_ms))
+    else:
+        conn.execute("INSERT INTO author_trust (author, distrusted, changed_ms, trusted_ms) VALUES (?1, 0, ?2, ?2) "
+                     "ON CONFLICT (author) DO UPDATE SET distrusted = 0, burst_ms = NULL, suspect_ms = NULL, "
+                     "trusted_ms = excluded.changed_ms, changed_ms = excluded.changed_ms", (author, now_ms))
+    held = conn.execute("SELECT count(*) FROM entries WHERE author = ?", (author,)).fetchone()[0]
+    return {"author": author, "distrusted": distrusted, "entries": int(held)}
+
+
+def record_suspects(conn: sqlite3.Connection, view: TrustView, *, now_ms: int) -> list[AuthorView]:
+    """Persist the alert state (inside the caller's transaction): a burst is remembered
+    (`burst_ms`); returns the authors that turned suspect since the last call (each alerted once
+    per turn); an author no longer suspect is cleared, so a relapse alerts again."""
+    flags = _flags(conn)
+    turned: list[AuthorView] = []
+    for author, v in view.authors.items():
+        _, burst_ms, suspect_ms = flags.get(author, (False, None, None))
+        if v.suspect and suspect_ms is None:
+            turned.append(v)
+        if v.suspect or suspect_ms is not None or (burst_ms is None and "burst" in v.reasons):
+            conn.execute(
+                "INSERT INTO author_trust (author, distrusted, changed_ms, burst_ms, suspect_ms) "
+                "VALUES (?1, 0, ?2, ?3, ?4) ON CONFLICT (author) DO UPDATE SET "
+                "burst_ms = coalesce(author_trust.burst_ms, excluded.burst_ms), suspect_ms = ?4",
+                (author, now_ms, now_ms if "burst" in v.reasons else None,
+                 (suspect_ms or now_ms) if v.suspect else None))
+    return turned
