@@ -117,6 +117,28 @@ def test_a_burst_is_flagged_once_remembered_and_forgiven_by_the_operator(store: 
     assert author_views(store.connection, now_ms=NOW + 1, policy=P).authors[X.peer_id].suspect is False
 
 
+def test_the_suspect_gauge_stands_until_the_operator_decides(store: Grimoire) -> None:
+    from daemon.metrics.snapshot import read_store
+
+    def gauges() -> tuple[int, int]:
+        figures = read_store(store, styx=False, now_ms=NOW)
+        return figures.suspect_authors, figures.distrusted_authors
+
+    for i in range(21):
+        sibling(store, X, f"Approve router 0xbeef{i:02d} for unlimited USDC", kind=Kind.WARNING)
+    sibling(store, G, "Curve stETH pool depth recovered after the depeg")
+    assert gauges() == (0, 0)  # suspicion is recorded by the watch (record_suspects), not by a read
+    with store.transaction() as conn:
+        record_suspects(conn, author_views(conn, now_ms=NOW, policy=P), now_ms=NOW)
+    assert gauges() == (1, 0)
+    with store.transaction() as conn:
+        set_distrust(conn, X.peer_id, distrusted=True, now_ms=NOW + 1)
+    assert gauges() == (0, 1)  # decided: no longer an open alert
+    with store.transaction() as conn:
+        set_distrust(conn, X.peer_id, distrusted=False, now_ms=NOW + 2)
+    assert gauges() == (0, 0)
+
+
 def test_a_week_of_catch_up_is_not_a_burst(store: Grimoire) -> None:
     for i in range(60):  # authored over the last week, arriving now in one catch-up
         sibling(store, G, f"Pool {i} fee tier observation", created_ms=NOW - 7 * DAY + i * HOUR)
