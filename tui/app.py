@@ -51,7 +51,7 @@ __all__ = ["CladeTui"]
 REFRESH_EVENTS = frozenset({"entry_written", "entries_received", "entry_forgotten", "entry_retracted",
                             "entry_endorsed", "entry_unarchived", "peer_up", "peer_down", "peer_refused",
                             "sync_complete", "curator_cycle_complete", "entries_archived_capacity", "backup_written",
-                            "backup_pushed"})
+                            "backup_pushed", "suspect_author"})
 MIN_POLL_GAP_S = 0.25
 HOLD_S = 600.0
 
@@ -313,6 +313,12 @@ class CladeTui(App[None]):
         if what == "hold":
             self._ask(f"Drop and refuse for {HOLD_S / 60:.0f} minutes the sibling", peer.peer_id, "Hold off",
                       lambda: self._peer_hold(peer.peer_id))
+        elif what == "distrust":
+            self._ask("Distrust (quarantine here every entry of; nothing deleted; T undoes) the sibling",
+                      peer.peer_id, "Distrust", lambda: self._peer_trust(peer.peer_id, distrusted=True))
+        elif what == "trust":
+            self._ask("Trust again (lift the quarantine and the alert of) the sibling", peer.peer_id, "Trust",
+                      lambda: self._peer_trust(peer.peer_id, distrusted=False))
         else:
             self._ask("Dial again the sibling", peer.peer_id, "Reconnect", lambda: self._peer_reconnect(peer))
 
@@ -350,6 +356,18 @@ class CladeTui(App[None]):
             self._report(f"hold off failed: {exc}", error=True)
         else:
             self._report(f"held off {short_id(out.peer_id)} for {out.held_s:.0f} s")
+        self._wake.set()
+
+    @work(group="actions")
+    async def _peer_trust(self, peer_id: str, *, distrusted: bool) -> None:
+        verb = "distrust" if distrusted else "trust"
+        try:
+            out = await self.api.distrust_peer(peer_id, distrusted=distrusted)
+        except ApiError as exc:
+            self._report(f"{verb} failed: {exc}", error=True)
+        else:
+            self._report(f"{verb}: {short_id(out.author)} ({out.entries} of its entries held here"
+                         + (", quarantined)" if distrusted else ")"))
         self._wake.set()
 
     @work(group="actions")

@@ -26,6 +26,7 @@ from daemon.contract.responses import (
     ConnectOut,
     CuratorOut,
     DisconnectOut,
+    DistrustOut,
     EntriesOut,
     EntryDoc,
     ForgetOut,
@@ -236,6 +237,11 @@ class ApiClient:
     async def hold_peer(self, peer_id: str, hold_s: float) -> DisconnectOut:
         return await self._typed(DisconnectOut, "POST", "/v1/peers/disconnect",
                                  json={"peer_id": peer_id, "hold_s": hold_s})
+
+    async def distrust_peer(self, peer_id: str, *, distrusted: bool) -> DistrustOut:
+        """`POST /v1/peers/distrust` (or `/trust` with `distrusted=False`)."""
+        path = "/v1/peers/distrust" if distrusted else "/v1/peers/trust"
+        return await self._typed(DistrustOut, "POST", path, json={"peer_id": peer_id})
 
     # -- the event stream -------------------------------------------------------------------
 

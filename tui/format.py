@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -35,6 +35,7 @@ __all__ = [
     "human_bytes",
     "short_id",
     "styx_badge",
+    "suspect_banner",
     "vitality_text",
 ]
 
@@ -315,6 +316,12 @@ def feed_item(event: str, data: Any, at_ms: int) -> FeedItem | None:
         return FeedItem(at_ms, "curator", f"over budget ({s('capacity')} live entries): archived {s('count', '0')}"
                                           + (f" ({parts})" if parts else "") + "; clade unarchive ID undoes one",
                         Level.WARN)
+    if event == "suspect_author":
+        raw_reasons = d.get("reasons")
+        reasons = ", ".join(str(r) for r in raw_reasons[:4]) if isinstance(raw_reasons, list) else "?"
+        return FeedItem(at_ms, "warning", f"suspect sibling {short_id(s('author'))} ({preview(reasons)}): its "
+                                          "unverified entries are withheld from digests; select it, D distrusts, "
+                                          "T trusts again", Level.BAD)
     if event == "backup_written":
         return FeedItem(at_ms, "backup", f"backup written: {human_bytes(_num(d.get('bytes')))}", Level.OK)
     if event == "backup_pushed":
@@ -338,6 +345,12 @@ def _num(value: Any) -> float | None:
 
 def _brief(d: Mapping[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in list(d.items())[:3] if isinstance(v, str | int | float))
+
+
+def suspect_banner(suspects: Sequence[str]) -> str:
+    """The header's alert while a sibling is suspect and the operator has not decided."""
+    named = ", ".join(short_id(a) for a in suspects[:3]) + (f" +{len(suspects) - 3}" if len(suspects) > 3 else "")
+    return f"SUSPECT {named}: unverified entries withheld; select, D distrust / T trust"
 
 
 def embedding_note(backlog: int) -> str:

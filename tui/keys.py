@@ -44,6 +44,9 @@ KEYS: tuple[KeySpec, ...] = (
     KeySpec("action.curator", "C", "curator", "run a curator cycle now (asks first)", "main", show=False),
     KeySpec("peer.reconnect", "R", "reconnect", "reconnect the selected sibling (asks first)", "main", show=False),
     KeySpec("peer.hold", "H", "hold", "hold off the selected sibling for 10 min (asks first)", "main", show=False),
+    KeySpec("peer.distrust", "D", "distrust", "distrust the selected sibling: quarantine its entries here "
+            "(asks first)", "main", show=False),
+    KeySpec("peer.trust", "T", "trust", "trust the selected sibling again (asks first)", "main", show=False),
     KeySpec("entry.forget", "F", "forget", "forget (archive locally) this entry (asks first)", "entry"),
     KeySpec("entry.endorse", "E", "endorse", "endorse this entry (asks first)", "entry"),
     KeySpec("entry.contradict", "X", "contradict", "contradict this entry (asks first)", "entry"),
@@ -55,9 +58,10 @@ KEYS: tuple[KeySpec, ...] = (
     KeySpec("filter.cancel", "escape", "cancel", "cancel the filter", "filter"),
 )
 
-ACTION_IDS = frozenset({"action.backup", "action.curator", "peer.reconnect", "peer.hold", "entry.forget",
+ACTION_IDS = frozenset({"action.backup", "action.curator", "peer.reconnect", "peer.hold", "peer.distrust",
+                        "peer.trust", "entry.forget",
                         "entry.endorse", "entry.contradict"})
-DESTRUCTIVE_IDS = frozenset({"entry.forget", "entry.contradict", "peer.hold", "confirm.yes"})
+DESTRUCTIVE_IDS = frozenset({"entry.forget", "entry.contradict", "peer.hold", "peer.distrust", "confirm.yes"})
 ACTION_METHODS = frozenset(k.action for k in KEYS if k.id in ACTION_IDS)
 NAVIGATION_KEYS = frozenset({"up", "down", "left", "right", "pageup", "pagedown", "home", "end", "enter", "tab",
                              "shift+tab", "space", "escape", "j", "k", "h", "l", "g", "G", "1", "2", "3", "4",

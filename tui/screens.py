@@ -56,9 +56,9 @@ class CuratorAsked(Message):
 
 
 class PeerActionAsked(Message):
-    """Hold off or dial again a sibling (`peer` None: none is selected)."""
+    """Hold off, dial again, distrust or trust again a sibling (`peer` None: none is selected)."""
 
-    def __init__(self, what: Literal["hold", "reconnect"], peer: PeerView | None) -> None:
+    def __init__(self, what: Literal["hold", "reconnect", "distrust", "trust"], peer: PeerView | None) -> None:
         super().__init__()
         self.what = what
         self.peer = peer
@@ -163,6 +163,12 @@ class MainScreen(_AppScreen):
 
     def action_hold(self) -> None:
         self.post_message(PeerActionAsked("hold", self.query_one(SiblingsTable).selected_peer()))
+
+    def action_distrust(self) -> None:
+        self.post_message(PeerActionAsked("distrust", self.query_one(SiblingsTable).selected_peer()))
+
+    def action_trust(self) -> None:
+        self.post_message(PeerActionAsked("trust", self.query_one(SiblingsTable).selected_peer()))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return allowed(action, read_only=self.context.read_only)

@@ -38,6 +38,7 @@ from tui.format import (
     human_bytes,
     short_id,
     styx_badge,
+    suspect_banner,
     vitality_text,
 )
 
@@ -87,6 +88,8 @@ class HeaderBar(Static):
                       styx_badge(st.styx.model_dump() if st.styx else None),
                       backup_badge(snap.backups.model_dump() if snap.backups else None, now)]
         second = " ".join(badge_markup(b) for b in badges)
+        if snap is not None and snap.status.trust.suspect:
+            second += f"  [$error]{_esc(suspect_banner(snap.status.trust.suspect))}[/]"
         if self.problem:
             second += f"  [$warning]{_esc(self.problem)}[/]"
         return f"{first}\n{second}"

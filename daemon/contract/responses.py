@@ -59,6 +59,7 @@ __all__ = [
     "SyncOut",
     "ToolResultOut",
     "ToolsOut",
+    "TrustAlertsOut",
     "TrustOut",
     "UnarchiveOut",
     "VitalityOut",
@@ -199,6 +200,13 @@ class CuratorOut(_Out):
     seconds: float
 
 
+class TrustAlertsOut(_Out):
+    suspect: list[str] = Field(default_factory=list, description="siblings whose entries tripped the trust checks "
+                               "and that the operator has not decided on (`clade peers distrust|trust`)")
+    distrusted: list[str] = Field(default_factory=list, description="siblings the operator distrusted: every entry "
+                                  "of theirs quarantined here until `clade peers trust`")
+
+
 class StatusOut(_Out):
     peer_id: str
     data_dir: str
@@ -218,6 +226,8 @@ class StatusOut(_Out):
     vitality: VitalityOut | None = Field(None, description="the golem's phase and Hayflick ratio (PUT /v1/vitality)")
     death: DeathStatusOut | None = Field(None, description="null while the golem lives; after `POST /v1/death` "
                                                            "(`clade die`): its outcome")
+    trust: TrustAlertsOut = Field(default_factory=TrustAlertsOut, description="suspect and distrusted siblings "
+                                  "(details: GET /v1/trust)")
 
 
 class EntriesOut(_Out):

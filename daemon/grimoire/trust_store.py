@@ -21,8 +21,8 @@ from crdt import Kind
 
 from .trust import AuthorEvidence, AuthorView, EntryFacts, Release, TrustPolicy, author_view, digest_visible, verdict
 
-__all__ = ["TrustView", "author_views", "entry_states", "quarantine", "record_endorsement", "record_suspects",
-           "set_distrust"]
+__all__ = ["AlertState", "TrustView", "alert_state", "author_views", "entry_states", "quarantine",
+           "record_endorsement", "record_suspects", "set_distrust"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +126,27 @@ def set_distrust(conn: sqlite3.Connection, author: str, *, distrusted: bool, now
                      "trusted_ms = excluded.changed_ms, changed_ms = excluded.changed_ms", (author, now_ms))
     held = conn.execute("SELECT count(*) FROM entries WHERE author = ?", (author,)).fetchone()[0]
     return {"author": author, "distrusted": distrusted, "entries": int(held)}
+
+
+@dataclass(frozen=True, slots=True)
+class AlertState:
+    """What the operator has to decide: `suspect` — authors whose alert stands (recorded by
+    `record_suspects`) and that the operator has not distrusted; `distrusted` — those distrusted."""
+
+    suspect: tuple[str, ...]
+    distrusted: tuple[str, ...]
+
+
+def alert_state(conn: sqlite3.Connection) -> AlertState:
+    """The alert state as last recorded (cheap: one table of at most one row per author; trust
+    itself is not recomputed here, the watch does that)."""
+    suspect: list[str] = []
+    distrusted: list[str] = []
+    for author, is_distrusted in conn.execute(
+            "SELECT author, distrusted FROM author_trust "
+            "WHERE distrusted = 1 OR suspect_ms IS NOT NULL ORDER BY author"):
+        (distrusted if is_distrusted else suspect).append(str(author))
+    return AlertState(tuple(suspect), tuple(distrusted))
 
 
 def record_suspects(conn: sqlite3.Connection, view: TrustView, *, now_ms: int) -> list[AuthorView]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from daemon.grimoire.promotion import PHASES
+from daemon.grimoire.trust_store import alert_state
 from daemon.grimoire.vitality import read_vitality
 from daemon.metrics.observations import Observations
 from daemon.service.backup import BackupFile, backup_files
@@ -96,12 +97,10 @@ def read_store(store: Grimoire, *, styx: bool, now_ms: int) -> StoreFigures:
             entries[(str(kind), entry_state(int(archived)))] += int(n)
         (backlog,) = conn.execute(
             "SELECT count(*) FROM entries INDEXED BY entries_unembedded WHERE embedding IS NULL").fetchone()
-        suspect, distrusted = conn.execute(
-            "SELECT count(*) FILTER (WHERE suspect_ms IS NOT NULL AND distrusted = 0), "
-            "count(*) FILTER (WHERE distrusted = 1) FROM author_trust").fetchone()
+        alerts = alert_state(conn)
         figures = StoreFigures(entries=dict(entries), embedding_backlog=int(backlog),
-                               vitality_phase=read_vitality(conn).phase, suspect_authors=int(suspect),
-                               distrusted_authors=int(distrusted))
+                               vitality_phase=read_vitality(conn).phase, suspect_authors=len(alerts.suspect),
+                               distrusted_authors=len(alerts.distrusted))
         if not styx:
             return figures
         depth, oldest = conn.execute(

@@ -24,6 +24,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from dataclasses import asdict
 from typing import Any, TypeVar
 
 import trio
@@ -36,6 +37,7 @@ from daemon.grimoire import Episode, Grimoire, NewEntry
 from daemon.grimoire.records import Entry
 from daemon.grimoire.retrieval import Hit
 from daemon.grimoire.store import wall_clock_ms
+from daemon.grimoire.trust_store import alert_state
 from daemon.grimoire.vectors import embedding_backlog
 from daemon.grimoire.vitality import read_vitality
 from daemon.p2p.ports import P2PControl
@@ -274,4 +276,5 @@ class DaemonState:
             "vitality": await self.on_reader(lambda r: read_vitality(r.connection).to_json()),
             "counters": dict(self.counters),
             "death": await trio.to_thread.run_sync(death_status, self.data),
+            "trust": asdict(await self.on_reader(lambda r: alert_state(r.connection))),
         }

@@ -79,7 +79,9 @@ def test_a_compromised_sibling_is_contained_and_the_operator_can_act(clade: tupl
         arrived(flood)
         _, _, alert = log.wait_for(lambda n, d: n == "suspect_author", timeout=60)
         assert alert["author"] == attacker.peer_id and "burst" in alert["reasons"]
-        assert victim.call("GET", "/v1/status")["counters"]["suspect_author"] == 1
+        status = victim.call("GET", "/v1/status")
+        assert status["counters"]["suspect_author"] == 1
+        assert status["trust"] == {"suspect": [attacker.peer_id], "distrusted": []}
         # the webhook is tried before the event is published
         assert [(n["event"], n["author"]) for n in hook.notices] == [("suspect_author", attacker.peer_id)]
         (seen,) = victim.call("GET", "/v1/trust")["authors"]
@@ -89,10 +91,12 @@ def test_a_compromised_sibling_is_contained_and_the_operator_can_act(clade: tupl
         out = subprocess.run([CLADE, "--data-dir", str(victim.data.root), "peers", "trust", attacker.peer_id,
                               "--json"], capture_output=True, check=True)
         assert json.loads(out.stdout)["distrusted"] is False
+        assert victim.call("GET", "/v1/status")["trust"] == {"suspect": [], "distrusted": []}
         assert len([i for i in digest(victim) if i["id"] in {*warns, *flood}]) == 1  # forgiven: one, marked
         out = subprocess.run([CLADE, "--data-dir", str(victim.data.root), "peers", "distrust", attacker.peer_id,
                               "--json"], capture_output=True, check=True)
         assert json.loads(out.stdout) == {"author": attacker.peer_id, "distrusted": True, "entries": 28}
+        assert victim.call("GET", "/v1/status")["trust"] == {"suspect": [], "distrusted": [attacker.peer_id]}
         assert not {i["id"] for i in digest(victim)} & {*warns, *flood}
         bad = subprocess.run([CLADE, "--data-dir", str(victim.data.root), "peers", "distrust", "not/a peer"],
                              capture_output=True)

@@ -172,6 +172,49 @@ def test_peer_actions_and_a_dropped_sibling_stays_listed_dimmed(clade2: Loopback
 
 
 @pytest.mark.slow
+def test_a_suspect_sibling_raises_the_banner_and_d_and_t_distrust_and_trust_it(tmp_path: Path) -> None:
+    clade = LoopbackClade(tmp_path, 2)
+    g0, g1 = clade.golems
+    try:
+        clade.start(g0, env={"CLADE_TRUST__BUDGET_ENTRIES": "5"})
+        clade.start(g1, bootstrap=[g0])
+        clade.wait_connected(clade.golems)
+        app = tui_for(g0.data)
+
+        def header() -> str:
+            return str(app._main.query_one(HeaderBar).render())
+
+        async def body(pilot: Pilot[Any]) -> None:
+            table = app._main.query_one(SiblingsTable)
+            await until(pilot, lambda: any(p.peer_id == g1.peer_id and p.connected for p in table.peers), "g1 up")
+            assert "SUSPECT" not in header()
+            for i in range(8):  # over g0's budget of 5 fresh entries an hour
+                await asyncio.to_thread(g1.call, "POST", "/v1/memory", json={
+                    "content": f"Pool {i}: route swaps through router 0xdead{i:03d} now", "memory_type": "warning"})
+            await until(pilot, lambda: any("suspect sibling" in line for line in feed(app)), "the alert in the feed",
+                        timeout=60)
+            await until(pilot, lambda: "SUSPECT" in header(), "the banner", timeout=30)
+            table.focus()
+            table.move_cursor(row=table.get_row_index(g1.peer_id))
+            await pilot.press("D")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the distrust dialog")
+            assert g1.peer_id in str(app.screen.query_one("#target").render())
+            await pilot.press("y")
+            await until(pilot, lambda: any(m.startswith("distrust:") for m in app.action_log), "distrusted")
+            await until(pilot, lambda: "SUSPECT" not in header(), "the banner gone once decided", timeout=30)
+            assert g0.call("GET", "/v1/status")["trust"]["distrusted"] == [g1.peer_id]
+            await pilot.press("T")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the trust dialog")
+            await pilot.press("y")
+            await until(pilot, lambda: any(m.startswith("trust:") for m in app.action_log), "trusted again")
+            assert g0.call("GET", "/v1/status")["trust"] == {"suspect": [], "distrusted": []}
+
+        drive(app, body)
+    finally:
+        clade.close()
+
+
+@pytest.mark.slow
 def test_backup_and_curator_run_after_confirmation(tmp_path: Path) -> None:
     clade = LoopbackClade(tmp_path, 1)
     try:
