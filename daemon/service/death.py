@@ -236,7 +236,7 @@ class Death:
         report = await self.state.on_writer(lambda s: export_testament(
             s, identity, clade_id=membership.clade_id, clade_keys=[clade_key],
             x25519_recipients=[membership.owner_x25519_public_key()], out=out, now_ms=self.state.now_ms(),
-            reflection_id=record.reflection_id))
+            reflection_id=record.reflection_id, trust=self.state.config.trust.policy()))
         record.testament_path = report.path
         return "done", f"{report.entries} entries ({report.warnings} warnings), {report.bytes} bytes"
 

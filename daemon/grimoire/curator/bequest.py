@@ -12,6 +12,15 @@ testament of another clade, and only then applies the ops in one store transacti
 provenance `inherited`, local confidence min(original, base × 0.85^(N−1)) and the generation
 recorded; the death reflection keeps its bloodstain (a body field, so the boost applies).
 Anything wrong — a flipped byte, a bad signature, another clade — imports nothing.
+
+Trust follows the author, not the path (docs/design/security.md, "inheritance"): a dying golem
+bequeaths no sibling entry it holds *unverified* (trust.py's quarantine: it did not believe
+it), and an heir takes only its lineage as inherited — the predecessor's own entries and what
+the predecessor itself inherited (generation ≥ 2). Other siblings' entries the predecessor
+held arrive as what they are, a sibling's entry (provenance `clade`, local arrival now): the
+heir's own quarantine and author trust judge them, and they can never be reissued under the
+heir's name (crossing.py reissues validated *inherited* entries only). So a compromised
+member's entry cannot be laundered into an heir's lineage and relayed as the heir's own.
 """
 
 from __future__ import annotations
@@ -27,6 +36,8 @@ from crypto.vault import DecryptingReader, EncryptingWriter, VaultError, VaultKe
 
 from ..store import Grimoire
 from ..store import LocalIdentity as Signer
+from ..trust import Release, TrustPolicy
+from ..trust_store import quarantine
 from . import testament
 from .cycle import live_entries
 
@@ -48,9 +59,10 @@ class BequestReport:
 @dataclass(frozen=True, slots=True)
 class InheritReport:
     golem: str
-    entries: int
+    entries: int  # inherited: the lineage (the predecessor's own and what it inherited)
     applied_ops: int
     generations: dict[int, int]
+    siblings: int = 0  # other siblings' entries it held: imported as sibling entries, quarantined here
 
 
 def _trusted(writer: str, message: bytes, signature: bytes) -> bool:
@@ -75,11 +87,14 @@ def _items(store: Grimoire, ids: Sequence[str], generation: dict[str, int],
 
 
 def bequest(store: Grimoire, *, golem: str, clade_id: str, now_ms: int, reflection_id: str | None = None,
-            verify: Verifier = _trusted) -> testament.TestamentDocument:
+            verify: Verifier = _trusted, trust: TrustPolicy | None = None) -> testament.TestamentDocument:
     """What an heir of `golem` inherits from `store`, as an (unsigned) testament document:
-    `testament.select` over every live entry, the death reflection `reflection_id` first.
-    A reflection that does not pass the barrier (private) is left out and not named."""
+    `testament.select` over every live entry the golem believes (no sibling entry it holds
+    unverified under `trust`, the default policy if None), the death reflection `reflection_id`
+    first. A reflection that does not pass the barrier (private) is left out and not named."""
     live = live_entries(store)
+    doubted = _unverified(store, [e.id for e in live], now_ms=now_ms, policy=trust or TrustPolicy())
+    live = [e for e in live if e.id not in doubted]
     rows = {r[0]: (Sensitivity(r[1]), int(r[2]), int(r[3])) for r in store.connection.execute(
         "SELECT id, sensitivity, inherited_generation, contradicts FROM entries "
         "WHERE archived = 0 AND status = 'active'")}
@@ -89,6 +104,15 @@ def bequest(store: Grimoire, *, golem: str, clade_id: str, now_ms: int, reflecti
     items = _items(store, chosen, {i: g for i, (_, g, _) in rows.items()}, verify)
     named = reflection_id if reflection_id in {it.entry_id for it in items} else None
     return testament.TestamentDocument(golem, clade_id, now_ms, named, tuple(items))
+
+
+def _unverified(store: Grimoire, ids: Sequence[str], *, now_ms: int, policy: TrustPolicy) -> set[str]:
+    """Of `ids`, the sibling entries the quarantine holds unverified now (own and inherited
+    entries are never unverified)."""
+    if not ids or not policy.enabled:
+        return set()
+    states = quarantine(store.connection, ids, now_ms=now_ms, policy=policy)
+    return {entry_id for entry_id, (_, release, _) in states.items() if release is Release.UNVERIFIED}
 
 
 def successor_document(store: Grimoire, *, golem: str, clade_id: str, now_ms: int) -> testament.TestamentDocument:
@@ -112,12 +136,14 @@ def export_testament(
     out: Path,
     now_ms: int,
     reflection_id: str | None = None,
+    trust: TrustPolicy | None = None,
 ) -> BequestReport:
     """Write the testament (`bequest`, `reflection_id` first) to `out` atomically (a temp file
     renamed into place)."""
     if not clade_keys and not x25519_recipients:
         raise ValueError("a testament needs a recipient: join a clade first (the clade key and the owner)")
-    doc = bequest(store, golem=identity.peer_id, clade_id=clade_id, now_ms=now_ms, reflection_id=reflection_id)
+    doc = bequest(store, golem=identity.peer_id, clade_id=clade_id, now_ms=now_ms, reflection_id=reflection_id,
+                  trust=trust)
     plain = testament.encode(doc, identity.sign)
     tmp = out.with_name(f".{out.name}.tmp")
     with tmp.open("wb") as fh:
@@ -161,13 +187,18 @@ def inherit(store: Grimoire, doc: testament.TestamentDocument, *, clade_id: str,
         raise testament.TestamentError("a golem cannot inherit its own testament; nothing imported")
     ops = tuple(op for item in doc.items for op in item.ops)
     generations: dict[int, int] = {}
+    siblings = 0
     # Two transactions (the ops, then the discount): a crash between them leaves verified
     # entries held at a sibling's 0.4, and running `inherit` again finishes the job.
     report = store.apply_delta(Delta(ops, CausalContext()), local_replica=local_replica, sender=doc.golem)
     with store.transaction() as conn:
         for item in doc.items:
-            row = conn.execute("SELECT confidence, provenance FROM entries WHERE id = ?", (item.entry_id,)).fetchone()
+            row = conn.execute("SELECT confidence, provenance, author FROM entries WHERE id = ?",
+                               (item.entry_id,)).fetchone()
             if row is None or row[1] == "self":
+                continue
+            if item.generation == 1 and row[2] != doc.golem:  # another sibling's: not lineage (module docstring)
+                siblings += 1
                 continue
             value = testament.inherited_confidence(float(row[0]), item.generation, via_archive=via_archive)
             conn.execute(
@@ -176,4 +207,4 @@ def inherit(store: Grimoire, doc: testament.TestamentDocument, *, clade_id: str,
                 "decay_anchor_ms = ?, inherited_generation = ?, crossing_hold = 'inherited' WHERE id = ?",
                 (value, now_ms, item.generation, item.entry_id))
             generations[item.generation] = generations.get(item.generation, 0) + 1
-    return InheritReport(doc.golem, sum(generations.values()), report.applied, generations)
+    return InheritReport(doc.golem, sum(generations.values()), report.applied, generations, siblings)
