@@ -36,10 +36,9 @@ from crypto.vault import DecryptingReader, EncryptingWriter, VaultError, VaultKe
 
 from ..store import Grimoire
 from ..store import LocalIdentity as Signer
-from ..trust import Release, TrustPolicy
-from ..trust_store import quarantine
+from ..trust import TrustPolicy
 from . import testament
-from .cycle import live_entries
+from .cycle import live_entries, unverified_ids
 
 __all__ = ["BequestReport", "InheritReport", "bequest", "export_testament", "inherit", "read_testament",
            "successor_document"]
@@ -93,7 +92,7 @@ def bequest(store: Grimoire, *, golem: str, clade_id: str, now_ms: int, reflecti
     unverified under `trust`, the default policy if None), the death reflection `reflection_id`
     first. A reflection that does not pass the barrier (private) is left out and not named."""
     live = live_entries(store)
-    doubted = _unverified(store, [e.id for e in live], now_ms=now_ms, policy=trust or TrustPolicy())
+    doubted = unverified_ids(store, [e.id for e in live], now_ms=now_ms, policy=trust or TrustPolicy())
     live = [e for e in live if e.id not in doubted]
     rows = {r[0]: (Sensitivity(r[1]), int(r[2]), int(r[3])) for r in store.connection.execute(
         "SELECT id, sensitivity, inherited_generation, contradicts FROM entries "
@@ -104,15 +103,6 @@ def bequest(store: Grimoire, *, golem: str, clade_id: str, now_ms: int, reflecti
     items = _items(store, chosen, {i: g for i, (_, g, _) in rows.items()}, verify)
     named = reflection_id if reflection_id in {it.entry_id for it in items} else None
     return testament.TestamentDocument(golem, clade_id, now_ms, named, tuple(items))
-
-
-def _unverified(store: Grimoire, ids: Sequence[str], *, now_ms: int, policy: TrustPolicy) -> set[str]:
-    """Of `ids`, the sibling entries the quarantine holds unverified now (own and inherited
-    entries are never unverified)."""
-    if not ids or not policy.enabled:
-        return set()
-    states = quarantine(store.connection, ids, now_ms=now_ms, policy=policy)
-    return {entry_id for entry_id, (_, release, _) in states.items() if release is Release.UNVERIFIED}
 
 
 def successor_document(store: Grimoire, *, golem: str, clade_id: str, now_ms: int) -> testament.TestamentDocument:
