@@ -130,7 +130,7 @@ class Upkeep:
             llm = None
         if llm is not None:
             asked = await on_writer(lambda s: llm_clusters(s, self.identity, vectors, since_ms=report.since_ms,
-                                                           settings=settings))
+                                                           now_ms=now, settings=settings))
             if asked.groups:
                 outcome = await trio.to_thread.run_sync(lambda: llm(asked.clusters))
                 await on_writer(lambda s: apply_llm(s, self.identity, asked, outcome, now_ms=now, report=report))

@@ -165,7 +165,7 @@ def run_cycle(
     fresh = {e.id for e in live if last is None or e.fresh_ms > last}
     _compress(store, identity, live, vectors or {}, fresh, now_ms, settings, report)
     if llm is not None:  # in process (the CLI's direct path); the daemon calls the model off the store's thread
-        asked = llm_clusters(store, identity, vectors or {}, since_ms=last, settings=settings)
+        asked = llm_clusters(store, identity, vectors or {}, since_ms=last, now_ms=now_ms, settings=settings)
         if asked.groups:
             apply_llm(store, identity, asked, llm(asked.clusters), now_ms=now_ms, report=report)
     _consolidate(store, identity, episodes, now_ms, settings, report)
@@ -277,11 +277,16 @@ class Consultation:
 
 
 def llm_clusters(store: Grimoire, identity: Identity, vectors: Mapping[str, NDArray[np.float32]], *,
-                 since_ms: int | None, settings: CuratorSettings = CuratorSettings()) -> Consultation:
+                 since_ms: int | None, now_ms: int, settings: CuratorSettings = CuratorSettings()) -> Consultation:
     """Related clusters (cosine ≥ `settings.related`) among live entries with one changed since
-    `since_ms` (None: all) — what the guard left alone, for the optional LLM pass."""
+    `since_ms` (None: all) — what the guard left alone, for the optional LLM pass. Siblings'
+    entries still in quarantine (trust.py) are not shown to the model: its MERGE, SUPERSEDE and
+    REWRITE would otherwise let an unverified entry win, or launder its text into an entry this
+    golem authors and shares; they take part once released."""
     me = identity.peer_id
     live = live_entries(store)
+    held = unverified_ids(store, [e.id for e in live if e.author != me], now_ms=now_ms, policy=settings.trust)
+    live = [e for e in live if e.id not in held]
     by_id = {e.id: e for e in live}
     fresh = {e.id for e in live if since_ms is None or e.fresh_ms > since_ms}
     similar = [Similar(e.id, e.kind, e.content, e.author == me, e.base, e.evidence, e.created_ms) for e in live]
