@@ -9,10 +9,12 @@ gathered on THIS golem only (an attacker controls what it writes, never what hap
 
     trust = (S · p₀ + good) / (S + good + bad),   p₀ = `TrustPolicy.prior` (0.5), S = `strength` (4)
 
-`good`: its entries' positive outcomes, its entries used here (cited or fed back: one per
-entry), and confirmations of its entries by a *voucher*; `bad`: negative outcomes and
-contradictions by a voucher. A voucher is this golem itself, or another author whose trust
-from local evidence alone (outcomes and uses, no endorsements) is at least `vouch_trust`:
+`good`: its entries' positive outcomes and confirmations of its entries by a *voucher*;
+`bad`: negative outcomes and contradictions by a voucher. A *use* (an agent citing an entry,
+feedback naming it) is not evidence: an agent uses what its digest shows it, including a
+warning shown marked unverified, so counting uses would let an attacker's shown entries
+release themselves and earn their author a voucher's weight. A voucher is this golem itself,
+or another author whose trust from its outcomes alone is at least `vouch_trust`:
 endorsement weight is earned here, so a second compromised identity confirming the first
 ("impersonated consensus") counts nothing, and an author's own endorsements never count (the
 CRDT refuses them). An operator's `distrust` sets trust to 0 until `trust` lifts it.
@@ -21,7 +23,7 @@ more than its budget (below).
 
 **Quarantine** (`verdict`): an own (or inherited) entry is released. A sibling's entry is
 released once *corroborated* — more good than bad evidence on the entry itself (a positive
-outcome, a use here, a voucher's confirmation) — or once it has *aged*: held here for
+outcome, a voucher's confirmation) — or once it has *aged*: held here for
 `quarantine_age_ms` of LOCAL arrival time (`stored_ms`; the author's HLC is the attacker's to
 choose) with no contradiction and no negative outcome, while its author is not suspect.
 Everything else is *unverified*. A distrusted author's entries are all unverified.
@@ -85,7 +87,7 @@ class TrustPolicy:
 class AuthorEvidence:
     """What this golem has seen of one author's knowledge (tallies ≥ 0)."""
 
-    good: int = 0  # positive outcomes + entries used here + vouched confirmations
+    good: int = 0  # positive outcomes + vouched confirmations
     bad: int = 0  # negative outcomes + vouched contradictions
     fresh_arrivals: int = 0  # entries authored near their arrival, arrived in the budget window
     arrivals: int = 0  # every entry that arrived in the budget window
@@ -143,7 +145,6 @@ class EntryFacts:
     stored_ms: int  # local arrival
     positive: int = 0  # positive outcomes here
     negative: int = 0  # negative outcomes here
-    used: bool = False  # cited or fed back here
     vouched_confirms: int = 0
     vouched_contradicts: int = 0
 
@@ -155,7 +156,7 @@ def verdict(facts: EntryFacts, author: AuthorView | None, *, now_ms: int, policy
         return Release.OWN
     if author is not None and author.evidence.distrusted:
         return Release.UNVERIFIED
-    good = facts.positive + int(facts.used) + facts.vouched_confirms
+    good = facts.positive + facts.vouched_confirms
     bad = facts.negative + facts.vouched_contradicts
     if good > bad:
         return Release.CORROBORATED

@@ -52,7 +52,7 @@ def author_views(conn: sqlite3.Connection, *, now_ms: int, policy: TrustPolicy) 
     since = now_ms - policy.budget_window_ms
     local: dict[str, list[int]] = {}
     for author, good, bad, arrivals, fresh in conn.execute(
-            "SELECT author, sum(outcomes_positive) + sum(access_count > 0), sum(outcomes_negative), "
+            "SELECT author, sum(outcomes_positive), sum(outcomes_negative), "
             "sum(stored_ms >= s), sum(stored_ms >= s AND stored_ms - (created_hlc >> 16) <= ?2) "
             "FROM (SELECT *, max(?1, coalesce((SELECT trusted_ms FROM author_trust t WHERE t.author = e.author), 0)) "
             "AS s FROM entries e WHERE provenance = 'clade') GROUP BY author", (since, policy.budget_window_ms)):
@@ -94,11 +94,11 @@ def entry_states(conn: sqlite3.Connection, entry_ids: Sequence[str], view: Trust
     for start in range(0, len(ids), 500):
         chunk = ids[start:start + 500]
         for row in conn.execute(
-                "SELECT id, author, kind, provenance, stored_ms, outcomes_positive, outcomes_negative, access_count "
+                "SELECT id, author, kind, provenance, stored_ms, outcomes_positive, outcomes_negative "
                 f"FROM entries WHERE id IN ({', '.join('?' * len(chunk))})", chunk):
             confirms, contradicts = view.vouched.get(row[0], (0, 0))
             facts = EntryFacts(row[0], row[1], Kind(row[2]), row[3] == "clade", row[4], row[5], row[6],
-                               row[7] > 0, confirms, contradicts)
+                               confirms, contradicts)
             author = view.authors.get(facts.author)
             release = verdict(facts, author, now_ms=now_ms, policy=policy)
             out[facts.id] = (facts, release, digest_visible(facts, release, author))

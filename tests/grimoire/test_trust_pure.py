@@ -57,7 +57,7 @@ def test_a_week_of_catch_up_is_not_a_burst() -> None:
     (facts(foreign=False), None, Release.OWN),
     (facts(), None, Release.UNVERIFIED),  # just arrived, no evidence
     (facts(positive=1), None, Release.CORROBORATED),
-    (facts(used=True), None, Release.CORROBORATED),
+    (facts(vouched_confirms=1, vouched_contradicts=1), None, Release.UNVERIFIED),
     (facts(vouched_confirms=1), None, Release.CORROBORATED),
     (facts(age_ms=DAY), None, Release.AGED),
     (facts(age_ms=DAY - 1), None, Release.UNVERIFIED),
