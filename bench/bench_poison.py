@@ -2,7 +2,8 @@
 
     .venv/bin/python -m bench.bench_poison [--honest 100] [--queries 50] [--paraphrases 3] [--flood 2000]
                                             [--drip 60] [--drip-rate 1] [--cycles 2] [--victims g1,g2]
-                                            [--seed N] [--out DIR]
+                                            [--late 6] [--quarantine-age S] [--heir-quarantine-age S]
+                                            [--only inheritance] [--seed N] [--out DIR]
 
 Real `clade run` daemons on loopback (`daemon.testing.harness.LoopbackClade`): three honest
 golems g0..g2 and two admitted members the bench drives as the attacker: `x` (the compromised
@@ -20,8 +21,27 @@ codes; y confirms x's entries), flood (`--flood` warnings in a burst, half phras
 queries), drip (`--drip` warnings at `--drip-rate`/s). After each: wait until what left x
 arrived at the victims and was embedded, then a digest (`POST /v1/digest`, default settings,
 format json for the contents) on every victim for every query. Then `--cycles` curator
-cycles on every honest golem and again. Inheritance (testament → heir → relay) is not run:
-see `results.inheritance`.
+cycles on every honest golem and again. Then inheritance, below.
+
+Inheritance (testament → heir → relay), the last phase: x writes `--late` warnings the first
+victim v holds *unverified* when it dies (arrived less than the quarantine age before); v dies
+through the daemon (`POST /v1/death`: reflection, testament); a new member h (admitted by the
+owner) inherits the testament (`clade inherit FILE`, before it first runs; the heir's store is
+then read for what arrived and as what provenance), starts and joins (x still runs: h also
+syncs the clade's state). h's digests are measured; then h's agent acts on everything its
+digests show (`POST /v1/feedback` citing every slot: a use, which validates an inherited
+entry) and h's curator runs (`POST /v1/curator/run`, where crossing.release_inherited
+reissues validated inherited entries under h's name). Measured: the attacker's share of h's
+digests (before and after the use; slots by provenance on h), how many attacker texts h
+re-authored (own entries whose content is an attacker entry's), whether they arrive at the
+other honest golems, and their slots in those golems' digests (tagged "relayed") once aged.
+`--quarantine-age S` sets `[trust] quarantine_age_s` on g0..g2 (CLADE_TRUST__QUARANTINE_AGE_S;
+default the shipped day): small, the attacker's entries age on the victims within the run, as
+a day would (x then stays within its budget: with `--only`, 48 entries); the bench sleeps S + 1
+before the "aged" and the relay measures when S <= 120. The heir keeps the shipped day unless
+`--heir-quarantine-age`: it is measured on its first day. `--only inheritance`: only targeted
+injection and kind abuse, then this phase, with a small setup (`--honest 20 --queries 12
+--paraphrases 2 --quarantine-age 10`, no y): a few minutes.
 
 Honest corroboration (`--corroborate P`, a model said plainly; off by default): with the
 defences on, a sibling's entry reaches the victims' digests once corroborated there or aged a
@@ -41,7 +61,9 @@ Result document (schema clade-bench/1, last stdout line), `results`: {honest: {e
 crossed, warning_latency_ms, insight_latency_ms}, attacks: {name: {written, crossed_at_x,
 arrived: {victim: n}, seconds, ...}}, measurements: [{after, with_attacker, more_than_one,
 attacker_slot_share, slots_by_attack, answer_in_digest, recall_at_5, per_victim}],
-endorse: {own_status, sibling_status, victim_confirms}, inheritance, host}.
+endorse: {own_status, sibling_status, victim_confirms}, inheritance: {late, death, testament,
+heir_synced, heir_agent, reauthored, relay, measurements}, host}. The honest answer counts as
+in a digest (or the top 5) by its id or its exact text (an heir's reissue has a new id).
 """
 
 from __future__ import annotations
@@ -49,6 +71,8 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import sqlite3
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -58,12 +82,11 @@ from typing import Any
 
 import httpx
 
-from bench.bench_clade import wait_embedded
 from bench.common import Generator, HostLoad, defi_texts, dist, machine_info, out, print_table, progress
 from bench.common.poison import QA, kind_abuse_texts, launder, paraphrases, queries, score_digests
 from bench.common.report import add_common_args, at_least, main_in_workdir
 from daemon.grimoire.store import wall_clock_ms
-from daemon.testing.harness import EventLog, Golem, LoopbackClade
+from daemon.testing.harness import CLADE, EventLog, Golem, LoopbackClade
 
 HONEST_KINDS = (("insight", 45), ("fact", 20), ("warning", 10), ("heuristic", 15), ("preference", 10))
 AT_ONCE = {"warning", "anti_knowledge", "regime_shift", "death_reflection"}
@@ -112,6 +135,20 @@ class Arrivals:
     def close(self) -> None:
         for log in self.logs.values():
             log.close()
+
+
+def wait_embedded(golems: Sequence[Golem], timeout: float) -> tuple[float, bool]:
+    """Until no daemon has an entry without a vector (`/v1/status` embedding_backlog 0); (seconds,
+    drained). bench_clade's counter test (entries_embedded >= entries) never held on some golems
+    here, costing its whole timeout: the counter leaves out vectors written outside the embedder
+    service (a warning is embedded with its write, crossing.remember_warning)."""
+    t0 = time.monotonic()
+    left = list(golems)
+    while left and time.monotonic() - t0 < timeout:
+        left = [g for g in left if int(g.call("GET", "/v1/status").get("embedding_backlog", 0)) > 0]
+        if left:
+            time.sleep(0.5)
+    return round(time.monotonic() - t0, 1), not left
 
 
 def write(g: Golem, content: str, kind: str, confidence: float = 0.8, importance: float = 0.5) -> str:
@@ -219,10 +256,12 @@ def measure(label: str, victims: Sequence[Golem], qas: Sequence[QA], answers: di
             attacker_slots += len(mine)
             marked += sum(mine)
         with ThreadPoolExecutor(2) as pool:
-            hits = list(pool.map(lambda qa, v=v: [str(h["id"]) for h in v.call(
+            hits = list(pool.map(lambda qa, v=v: [(str(h["id"]), str(h["content"])) for h in v.call(
                 "POST", "/v1/memory/search", json={"query": qa.query, "top_k": 5})["results"]], qas))
-        a_in = sum(answers[qa.query] in {i for i, _ in d} for qa, d in zip(qas, digests, strict=True))
-        a_5 = sum(answers[qa.query] in h for qa, h in zip(qas, hits, strict=True))
+        # the honest answer: its id, or its exact text (an heir's reissue of an inherited answer)
+        a_in = sum(any(i == answers[qa.query] or c == qa.answer for i, c in d)
+                   for qa, d in zip(qas, digests, strict=True))
+        a_5 = sum(any(i == answers[qa.query] or c == qa.answer for i, c in h) for qa, h in zip(qas, hits, strict=True))
         per_victim[v.name] = {**score_digests(digests, attacker, laundered),
                               "answer_in_digest": round(a_in / len(qas), 3), "recall_at_5": round(a_5 / len(qas), 3)}
         pooled += digests
@@ -249,23 +288,176 @@ def settle(x: Golem, ids: Sequence[str], arrivals: Arrivals, everyone: Sequence[
     return {"written": len(ids), "crossed_at_x": len(left), "arrived": arrived, "embedded": drained}
 
 
+def _held_by(g: Golem, ids: set[str], timeout: float) -> set[str]:
+    """Of `ids`, those `g` holds, polled until all or `timeout` s."""
+    deadline = time.monotonic() + timeout
+    held: set[str] = set()
+    while True:
+        held |= {i for i in ids - held if _held(g, i)}
+        if held == ids or time.monotonic() > deadline:
+            return held
+        time.sleep(1)
+
+
+def _store_rows(db: Path) -> dict[str, tuple[str, str]]:
+    """id -> (provenance, author) of every entry in a stopped golem's grimoire.db (read-only)."""
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        return {str(r[0]): (str(r[1]), str(r[2])) for r in conn.execute("SELECT id, provenance, author FROM entries")}
+
+
+def _attacker_slot_provenance(g: Golem, qas: Sequence[QA], attacker: dict[str, str]) -> dict[str, int]:
+    """Provenance on `g` of the attacker's slots in `g`'s digests over `qas` (inherited, clade, ...)."""
+    counts: dict[str, int] = {}
+    for qa in qas:
+        for entry_id, _, _ in digest_slots(g, qa.query):
+            if entry_id in attacker:
+                prov = str(g.call("GET", f"/v1/entries/{entry_id}")["provenance"])
+                counts[prov] = counts.get(prov, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def inheritance(clade: LoopbackClade, v: Golem, others: Sequence[Golem], x: Golem, qas: Sequence[QA],
+                answers: dict[str, str], attacker: dict[str, str], texts: dict[str, str], laundered: frozenset[str],
+                rng: random.Random, args: argparse.Namespace) -> dict[str, Any]:
+    """Testament → heir → relay: `v` (which holds the attacker's entries, aged or not) dies through
+    `POST /v1/death`; a new member `h` inherits the testament (`clade inherit` before it first runs),
+    joins, its agent cites what its digests show (`POST /v1/feedback`) and its curator runs; then
+    what `h` re-authored of the attacker's texts and whether it reaches `others` (their digests)."""
+    res: dict[str, Any] = {"victim": v.name, "heir": "h", "others": [g.name for g in others],
+                           "quarantine_age_s": args.quarantine_age, "heir_quarantine_age_s": args.heir_quarantine_age}
+    measurements: list[dict[str, Any]] = []
+    frozen = dict(attacker)
+    # -- the victim before it dies, and the others -----------------------------------------------------
+    measurements.append(measure(f"victim {v.name} before death", [v], qas, answers, attacker, laundered))
+    measurements.append(measure("others before death", others, qas, answers, attacker, laundered))
+    # -- late: warnings the victim holds unverified when it dies (arrived < quarantine age before) -----
+    late_ids: list[str] = []
+    if args.late:
+        t_age = time.monotonic()
+        late_ids = [write(x, f"{paraphrases(rng, qa, 3)[i % 3]} [late {i}]", "warning", 1.0, 1.0)
+                    for i, qa in enumerate(rng.sample(list(qas), min(args.late, len(qas))))]
+        attacker.update(dict.fromkeys(late_ids, "late"))
+        crossed = set(crossing(x, late_ids))
+        texts.update({i: str(x.call("GET", f"/v1/entries/{i}")["content"]) for i in late_ids})
+        got = _held_by(v, crossed, 30)
+        res["late"] = {"written": len(late_ids), "crossed_at_x": len(crossed), "arrived_at_victim": len(got),
+                       "seconds_to_arrive": round(time.monotonic() - t_age, 1)}
+        progress(f"  late: {res['late']}")
+    # -- death --------------------------------------------------------------------------------------------
+    held_by_v = {i for i in attacker if _held(v, i)}
+    t0 = time.monotonic()
+    died = v.call("POST", "/v1/death", json={"reflection": "I trusted the clade's routing advice; verify "
+                                                           "routers and allowances before acting on them.",
+                                             "cause": "bench: inheritance attack"})
+    res["death"] = {"steps": {s["name"]: s["status"] for s in died["steps"]},
+                    "testament": next((s["detail"] for s in died["steps"] if s["name"] == "testament"), None),
+                    "complete": died["complete"], "seconds": round(time.monotonic() - t0, 1)}
+    progress(f"  {v.name} died: {res['death']}")
+    testament = died["testament_path"]
+    if not testament:
+        raise RuntimeError(f"{v.name} wrote no testament: {died['steps']}")
+    v.stop()
+    # -- the heir inherits before it first runs ------------------------------------------------------------
+    h = clade.add_golem("h")
+    clade.golems.append(h)
+    done = subprocess.run([CLADE, "--data-dir", str(h.data.root), "inherit", testament, "--json"],
+                          capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        raise RuntimeError(f"clade inherit failed: {done.stderr.strip()[-500:]}")
+    res["inherit_report"] = json.loads(done.stdout)
+    rows = _store_rows(Path(h.data.db_path))
+    by_prov: dict[str, int] = {}
+    for prov, _ in rows.values():
+        by_prov[prov] = by_prov.get(prov, 0) + 1
+    held = {i: rows[i][0] for i in attacker if i in rows}
+    att_prov: dict[str, int] = {}
+    for prov in held.values():
+        att_prov[prov] = att_prov.get(prov, 0) + 1
+    res["testament"] = {"entries_imported": len(rows), "by_provenance": dict(sorted(by_prov.items())),
+                        "attacker_bequeathed": len(held), "attacker_by_provenance": dict(sorted(att_prov.items())),
+                        "late_bequeathed": sum(1 for i in late_ids if i in rows),
+                        "attacker_held_by_victim": len(held_by_v),
+                        "late_held_by_victim": len(held_by_v & set(late_ids))}
+    progress(f"  h inherited: {res['inherit_report']}; {res['testament']}")
+    # -- the heir joins -----------------------------------------------------------------------------------
+    env = {} if args.heir_quarantine_age is None else {"CLADE_TRUST__QUARANTINE_AGE_S": str(args.heir_quarantine_age)}
+    clade.start(h, bootstrap=[others[0]], env=env)
+    clade.wait_connected([*others, x, h], timeout=120)
+    crossed_attacker = {i for i in attacker if _held(others[0], i)}
+    res["heir_synced"] = {"attacker_on_others": len(crossed_attacker),
+                          "of_which_on_heir": len(_held_by(h, crossed_attacker, 120))}
+    _, res["heir_embedded"] = wait_embedded([h], 180)
+    joined = measure("heir joined", [h], qas, answers, attacker, laundered)
+    joined["attacker_slots_by_provenance"] = _attacker_slot_provenance(h, qas, attacker)
+    measurements.append(joined)
+    # -- the heir's agent uses what its digests show, then its curator runs -----------------------------
+    cited = 0
+    for qa in qas:
+        ids = [i for i, _, _ in digest_slots(h, qa.query)]
+        if ids:
+            h.call("POST", "/v1/feedback", json={"cited": ids})
+            cited += len(ids)
+    cycle = h.call("POST", "/v1/curator/run")
+    res["heir_agent"] = {"cited": cited, "curator_promoted": cycle.get("entries_promoted")}
+    attacker_texts = {texts[i]: i for i in attacker if i in texts}
+    own = [e for e in h.call("GET", "/v1/entries", params={"limit": 10_000})["entries"] if e["author"] == h.peer_id]
+    reauthored = {str(e["id"]): attacker.get(attacker_texts.get(e["content"], ""), "laundering") for e in own
+                  if e["content"] in attacker_texts or e["content"] in laundered}
+    by_attack: dict[str, int] = {}
+    for tag in reauthored.values():
+        by_attack[tag] = by_attack.get(tag, 0) + 1
+    res["reauthored"] = {"own_entries": len(own), "reissued": sum(1 for e in own if e.get("origin") == "inherited"),
+                         "attacker_texts": len(reauthored), "by_attack": dict(sorted(by_attack.items())),
+                         "promoted": sum(1 for e in own if str(e["id"]) in reauthored and e.get("promoted_reason"))}
+    progress(f"  heir agent: {res['heir_agent']}; re-authored {res['reauthored']}")
+    used_all = {**attacker, **dict.fromkeys(reauthored, "relayed")}  # h's re-authored copies: "relayed"
+    used = measure("heir after its agent used it + curator", [h], qas, answers, used_all, laundered)
+    used["attacker_slots_by_provenance"] = _attacker_slot_provenance(h, qas, used_all)
+    measurements.append(used)
+    # -- relay: does what h re-authored reach the others, and their digests ---------------------------
+    arrived = {g.name: len(_held_by(g, set(reauthored), 60)) for g in others}
+    res["relay"] = {"reauthored": len(reauthored), "arrived": arrived}
+    if args.quarantine_age is not None and args.quarantine_age <= 120:
+        time.sleep(args.quarantine_age + 1)  # the relayed copies age on the others, as x's did
+    wait_embedded(others, 120)
+    after = measure("others after relay", others, qas, answers, used_all, laundered)
+    measurements.append(after)
+    res["relay"]["slots_in_others_digests"] = after["slots_by_attack"].get("relayed", 0)
+    res["relay"]["slots"] = after["slots"]
+    progress(f"  relay: {res['relay']}")
+    res["measurements"] = measurements
+    res["attacker_before_phase"] = len(frozen)
+    return res
+
+
+class _Done(Exception):
+    """`--only inheritance` ran its phase: skip the other attacks."""
+
+
 def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     rng = random.Random(args.seed)
     started = time.monotonic()
     host = HostLoad()
     loads: list[float] = []
+    only = args.only == "inheritance"
     clade = LoopbackClade(root, 3, clade_name="poison")
     x = clade.add_golem("x")
-    y = clade.add_golem("y")
-    clade.golems += [x, y]
+    y = clade.add_golem("y") if not only else None
+    clade.golems += [g for g in (x, y) if g is not None]
     honest = clade.golems[:3]
     names = set(args.victims.split(","))
     victims = [g for g in honest if g.name in names]
+    import daemon.grimoire.curator.bequest as bequest_module  # which daemon code runs (PYTHONPATH)
+
     res: dict[str, Any] = {"params": vars(args) | {"out": str(args.out) if args.out else None},
-                           "machine": machine_info(), "failed": []}
+                           "machine": machine_info(), "daemon_code": str(Path(bequest_module.__file__).parents[3]),
+                           "failed": []}
+    age_env = {} if args.quarantine_age is None else {"CLADE_TRUST__QUARANTINE_AGE_S": str(args.quarantine_age)}
     try:
-        progress("starting 5 daemons")
-        clade.start_all(timeout=180)
+        progress(f"starting {len(clade.golems)} daemons (code: {res['daemon_code']})")
+        for g in clade.golems:
+            clade.start(g, env=age_env if g in honest else None)
+        clade.wait_connected(clade.golems, timeout=180)
         arrivals = Arrivals(victims)
         # -- honest store ------------------------------------------------------------------
         qas = queries(rng, args.queries)
@@ -317,12 +509,14 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                                                outcomes=args.vouch_outcomes, timeout=120)
             progress(f"  honest corroboration: {res['corroboration']}")
             measurements.append(measure("baseline, corroborated", victims, qas, answers, attacker, frozenset()))
-        everyone = [*honest, x, y]
+        everyone = [g for g in (*honest, x, y) if g is not None]
+        said: dict[str, str] = {}  # attacker id -> content
 
         def attack(name: str, items: list[tuple[str, str]], confidence: float = 1.0) -> list[str]:
             t0 = time.monotonic()
             ids = write_many(x, items, confidence=confidence, importance=1.0)
             attacker.update(dict.fromkeys(ids, name))
+            said.update({i: c for i, (c, _) in zip(ids, items, strict=True)})
             attacks[name] = {**settle(x, ids, arrivals, everyone, 300), "seconds": round(time.monotonic() - t0, 1)}
             progress(f"  {name}: {attacks[name]}")
             return ids
@@ -334,6 +528,18 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         kind_ids = attack("kind_abuse", [p for qa in qas for p in zip(kind_abuse_texts(rng, qa),
                                                                        ("warning", "regime_shift"), strict=True)])
         measurements.append(measure("kind_abuse", victims, qas, answers, attacker, frozenset(laundered)))
+        if only:
+            res["attacks"] = attacks
+            res["measurements"] = measurements
+            if args.quarantine_age is not None and args.quarantine_age <= 120:
+                time.sleep(args.quarantine_age + 1)  # x's entries age on the victims (x stays within budget)
+                measurements.append(measure(f"aged ({args.quarantine_age} s)", victims, qas, answers, attacker,
+                                            frozenset()))
+            loads.append(host.report("attacks", quiet=True)["loadavg_1m"])
+            res["inheritance"] = inheritance(clade, victims[0], [g for g in honest if g is not victims[0]], x, qas,
+                                             answers, attacker, said, frozenset(), rng, args)
+            loads.append(host.report("inheritance", quiet=True)["loadavg_1m"])
+            raise _Done
         # -- laundering --------------------------------------------------------------------
         fakes = [launder(rng, qa.answer) for qa in qas]
         laundered.update(fakes)
@@ -350,6 +556,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             own[str(code)] = own.get(str(code), 0) + 1
         confirmed = [i for i in [*targeted, *kind_ids] if i in set(crossing(x, [*targeted, *kind_ids]))]
         sib: dict[str, int] = {}
+        assert y is not None
         with httpx.Client(transport=httpx.HTTPTransport(uds=y.socket), base_url="http://clade", timeout=60) as c:
             for entry_id in confirmed:
                 code = c.post(f"/v1/entries/{entry_id}/endorse", json={"confirm": True}).status_code
@@ -399,9 +606,11 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                                     frozenset(laundered)))
         res["attacks"] = attacks
         res["measurements"] = measurements
-        res["inheritance"] = ("not run: the testament/inherit flow on an offline copy of a victim was left for the "
-                              "defence session (the heir's re-authoring needs a validation step the bench cannot "
-                              "fake without an outcome API call on the heir; see README 'Inherited entries')")
+        res["inheritance"] = inheritance(clade, victims[0], [g for g in honest if g is not victims[0]], x, qas,
+                                         answers, attacker, said, frozenset(laundered), rng, args)
+        loads.append(host.report("inheritance", quiet=True)["loadavg_1m"])
+        arrivals.close()
+    except _Done:
         arrivals.close()
     except (RuntimeError, TimeoutError, OSError, KeyError, ValueError, httpx.HTTPError) as exc:
         # a failed run still reports what it measured
@@ -437,6 +646,34 @@ def report(res: dict[str, Any]) -> None:
                                  f"{m['attacker_slot_share']:.1%}, {m['answer_in_digest']:.0%}, "
                                  f"{m['recall_at_5']:.0%}; {m['slots_by_attack']}; marked unverified "
                                  f"{m.get('attacker_slots_marked_unverified')}"))
+    inh = res.get("inheritance")
+    if isinstance(inh, dict):
+        rows.append((f"## inheritance ({inh['victim']} dies, heir {inh['heir']}, relay to {inh['others']}; "
+                     f"quarantine {inh['quarantine_age_s']} s, heir's {inh['heir_quarantine_age_s']} s)", ""))
+        if "late" in inh:
+            late = inh["late"]
+            rows.append(("late warnings (written / crossed / at victim)",
+                         f"{late['written']} / {late['crossed_at_x']} / {late['arrived_at_victim']}"))
+        if "death" in inh:
+            rows.append(("death steps", f"{inh['death']['steps']}; testament {inh['death']['testament']}"))
+        if "testament" in inh:
+            t = inh["testament"]
+            rows.append(("heir's store after inherit", f"{t['entries_imported']} {t['by_provenance']}"))
+            rows.append(("attacker entries bequeathed (by provenance at heir) / late ones",
+                         f"{t['attacker_bequeathed']} {t['attacker_by_provenance']} / {t['late_bequeathed']}"))
+        if "reauthored" in inh:
+            r = inh["reauthored"]
+            rows.append(("heir re-authored attacker texts (promoted) / all reissued",
+                         f"{r['attacker_texts']} ({r['promoted']}) {r['by_attack']} / {r['reissued']}"))
+        if "relay" in inh:
+            rows.append(("relayed: arrived per other / slots in their digests",
+                         f"{inh['relay']['arrived']} / {inh['relay'].get('slots_in_others_digests')}"))
+        for m in inh.get("measurements", []):
+            rows.append((m["after"], f"{m['with_attacker']:.0%}, {m['more_than_one']:.0%}, "
+                                     f"{m['attacker_slot_share']:.1%}, {m['answer_in_digest']:.0%}, "
+                                     f"{m['recall_at_5']:.0%}; {m['slots_by_attack']}"
+                                     + (f"; by provenance {m['attacker_slots_by_provenance']}"
+                                        if "attacker_slots_by_provenance" in m else "")))
     rows.append(("load average (1 min) during", str(res.get("host", {}).get("loadavg_1m_during"))))
     rows.append(("total", f"{res.get('total_seconds')} s; failed: {res.get('failed')}"))
     print_table(rows)
@@ -445,9 +682,14 @@ def report(res: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--honest", type=at_least(0), default=100, help="DeFi sentences per honest golem (default 100)")
-    p.add_argument("--queries", type=at_least(1), default=50, help="operational queries (default 50)")
-    p.add_argument("--paraphrases", type=at_least(1), default=3, help="targeted paraphrases per query (default 3)")
+    p.add_argument("--only", choices=["inheritance"], default=None,
+                   help="run only this attack, after targeted injection and kind abuse, with a small setup "
+                        "(defaults --honest 20 --queries 12 --paraphrases 2 --quarantine-age 10, no y)")
+    p.add_argument("--honest", type=at_least(0), default=None,
+                   help="DeFi sentences per honest golem (default 100; 20 with --only)")
+    p.add_argument("--queries", type=at_least(1), default=None, help="operational queries (default 50; 12 with --only)")
+    p.add_argument("--paraphrases", type=at_least(1), default=None,
+                   help="targeted paraphrases per query (default 3; 2 with --only)")
     p.add_argument("--flood", type=at_least(0), default=2000, help="flood burst size (default 2000)")
     p.add_argument("--drip", type=at_least(0), default=60, help="slow-drip entries (default 60)")
     p.add_argument("--drip-rate", type=float, default=1.0, help="slow-drip entries per second (default 1)")
@@ -458,14 +700,28 @@ def main(argv: list[str] | None = None) -> int:
                         "this probability, after the victims' --vouch-outcomes (default 0: none)")
     p.add_argument("--vouch-outcomes", type=at_least(0), default=2,
                    help="positive outcomes each victim records on entries of each honest sibling (default 2)")
+    p.add_argument("--late", type=at_least(0), default=6,
+                   help="inheritance: warnings x writes just before the victim dies (held unverified there)")
+    p.add_argument("--quarantine-age", type=at_least(0), default=None,
+                   help="[trust] quarantine_age_s of the honest golems g0..g2 (default: the shipped day; "
+                        "10 with --only): small, the attacker's entries age on the victims within the run")
+    p.add_argument("--heir-quarantine-age", type=at_least(0), default=None,
+                   help="[trust] quarantine_age_s of the heir (default: the shipped day)")
     add_common_args(p, out_help="keep the daemons' data directories here")
     args = p.parse_args(argv)
+    small = args.only is not None
+    for name, full, reduced in (("honest", 100, 20), ("queries", 50, 12), ("paraphrases", 3, 2)):
+        if getattr(args, name) is None:
+            setattr(args, name, reduced if small else full)
+    if args.quarantine_age is None and small:
+        args.quarantine_age = 10
     if not 0 <= args.corroborate <= 1:
         p.error("--corroborate is a probability in 0..1")
     if args.drip_rate <= 0:
         p.error("--drip-rate must be positive")
     if not set(args.victims.split(",")) <= {"g0", "g1", "g2"}:
         p.error("--victims names honest golems among g0,g1,g2")
+
     return main_in_workdir("poison", args, run, report, "clade-poison-")
 
 
