@@ -32,6 +32,7 @@ from daemon.grimoire.retrieval import Retriever
 from daemon.grimoire.vectors import missing_vectors, write_vectors
 from daemon.service.background import BackgroundThread
 from daemon.service.curation import CYCLE_EMBED_LIMIT
+from daemon.service.query_vectors import QueryVectors
 from daemon.service.store_access import StoreAccess
 
 if TYPE_CHECKING:
@@ -61,6 +62,7 @@ class Embedding:
         self.counters = counters
         self._retriever: Retriever | None = None
         self._tail_lock = trio.Lock()
+        self._queries = QueryVectors()  # recent queries' vectors (query_vectors.py)
         self._backlog_lock = trio.Lock()
         self._background = BackgroundThread("embed-backlog")
         # Catch-up rounds being joined (`ingesting`): the backlog embedder waits for them, a while.
@@ -139,12 +141,15 @@ class Embedding:
         return INLINE_EMBED_LIMIT.get(self.config().embedding.model, INLINE_EMBED_LIMIT_OTHER)
 
     async def query_vector(self, text: str) -> NDArray[np.float32]:
-        """Read-your-writes, then the query's embedding: both off the store's thread."""
+        """Read-your-writes, then the query's embedding (read-only; a recent query's is reused):
+        both off the store's thread."""
         await self.embed_pending(limit=self.inline_limit(), newest_first=True)
         embedder = await self.model()
+        kept = self._queries.get(embedder.info, text)
+        if kept is not None:
+            return kept
         vectors: NDArray[np.float32] = await trio.to_thread.run_sync(lambda: embedder.embed([text]))
-        first: NDArray[np.float32] = vectors[0]
-        return first
+        return self._queries.put(embedder.info, text, vectors[0])
 
     def backlog_batch(self) -> int:
         """How many entries the embedder service takes at a time for the configured model."""
