@@ -26,7 +26,7 @@ import numpy as np
 import trio
 
 from daemon.config import Config
-from daemon.grimoire.embedder import Embedder, expected_info, get_embedder
+from daemon.grimoire.embedder import Embedder, EmbeddingInfo, expected_info, get_embedder
 from daemon.grimoire.models import MINILM
 from daemon.grimoire.retrieval import Retriever
 from daemon.grimoire.vectors import missing_vectors, write_vectors
@@ -141,15 +141,22 @@ class Embedding:
         return INLINE_EMBED_LIMIT.get(self.config().embedding.model, INLINE_EMBED_LIMIT_OTHER)
 
     async def query_vector(self, text: str) -> NDArray[np.float32]:
-        """Read-your-writes, then the query's embedding (read-only; a recent query's is reused):
-        both off the store's thread."""
+        """Read-your-writes, then the query's embedding (read-only): both off the store's thread.
+        In the bundled spaces (whose identity is known without the model) a recent query's
+        vector is reused. The model loads, if it must, in the same worker call."""
         await self.embed_pending(limit=self.inline_limit(), newest_first=True)
-        embedder = await self.model()
-        kept = self._queries.get(embedder.info, text)
+        retriever = self.retriever
+
+        def embed() -> tuple[EmbeddingInfo, NDArray[np.float32]]:
+            embedder = retriever.embedder
+            return embedder.info, embedder.embed([text])[0]
+
+        known = expected_info(self.config().embedding.model)  # without loading the model
+        kept = None if known is None else self._queries.get(known, text)
         if kept is not None:
             return kept
-        vectors: NDArray[np.float32] = await trio.to_thread.run_sync(lambda: embedder.embed([text]))
-        return self._queries.put(embedder.info, text, vectors[0])
+        info, vector = await trio.to_thread.run_sync(embed)
+        return self._queries.put(info, text, vector)
 
     def backlog_batch(self) -> int:
         """How many entries the embedder service takes at a time for the configured model."""
