@@ -4,8 +4,9 @@ A search's two kinds of evidence are computed side by side, each on its own thre
 query's vector (after the read-your-writes tail, embedding.py) then its nearest entries (the
 vector top-k, on a reader), and its keyword candidates with its stems' weights (FTS5 and the
 index's vocabulary, on another reader). The ranking then runs on a reader. On 2 cores the two
-halves cost about the same (~15 ms each at 50,000 entries), so neither waits long for the
-other. With Styx's queries on, a digest also asks Styx in parallel, within the deadline.
+halves take about as long as each other at 50,000 entries (the model and the top-k ~15-20 ms,
+FTS5 ~10-20 ms: bench/RESULTS.md), so neither waits long for the other. With Styx's queries
+on, a digest also asks Styx in parallel, within the deadline.
 """
 
 from __future__ import annotations
