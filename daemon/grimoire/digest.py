@@ -39,7 +39,7 @@ import numpy as np
 from crdt import Kind
 
 from .records import Entry
-from .retrieval import Hit, RecallQuery, Retriever
+from .retrieval import Hit, Keywords, RecallQuery, Retriever
 from .scoring import age_days
 from .store import Grimoire
 from .trust import Release, TrustPolicy, diversify
@@ -292,7 +292,8 @@ def build_digest(retriever: Retriever, *, text: str, now_ms: int, budget_tokens:
                  include_sensitive: bool, namespace: str, embed_limit: int | None = None,
                  pinned_tags: Sequence[str] = (), pinned_fact_keys: Sequence[str] = (),
                  query_vector: NDArray[np.float32] | None = None,
-                 keyword: list[tuple[str, float]] | None = None, external: Sequence[ExternalItem] = (),
+                 nearest: list[tuple[str, float]] | None = None,
+                 keyword: Keywords | None = None, external: Sequence[ExternalItem] = (),
                  external_tokens: int = 0, store: Grimoire | None = None,
                  pad: tuple[float, float, float] | None = None) -> dict[str, Any]:
     """Pinned entries, then ranked hits (wider than k: caps and the budget skip some), then
@@ -301,7 +302,7 @@ def build_digest(retriever: Retriever, *, text: str, now_ms: int, budget_tokens:
     cites is reported back through `apply_feedback`."""
     wide = digest_query(text, k=k, include_sensitive=include_sensitive, pad=pad)
     hits = retriever.recall(wide, now_ms=now_ms, embed_limit=embed_limit, query_vector=query_vector,
-                            keyword=keyword, store=store)
+                            nearest=nearest, keyword=keyword, store=store)
     pinned = (store or retriever.store).pinned(tags=pinned_tags, fact_keys=pinned_fact_keys) if (
         pinned_tags or pinned_fact_keys) else []
     items = [DigestItem(e, 1.0, pinned=True) for e in pinned]

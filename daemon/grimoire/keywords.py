@@ -4,7 +4,9 @@
 `stem_postings` finds, for each word, the index's terms with the same stem (the index does
 not stem: "painting" finds "painted" through this) and how many entries hold them, read from
 the index's vocabulary (`entries_fts_vocab`, schema v12); `affordable` keeps the rarest
-stems while the entries they match stay within `MAX_POSTINGS`.
+stems while the entries they match stay within `MAX_POSTINGS`; `stem_weights` gives each
+informative stem its IDF. `query_terms` does both from one vocabulary lookup (a search needs
+both: the terms to match and the weights its ranking gives each stem).
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from daemon.errors import UsageError
 
 from .lexical import STOPWORDS, idf, stem
 
-__all__ = ["MAX_POSTINGS", "STOPWORDS", "StemPostings", "affordable", "query_words", "searchable_texts",
-           "stem_postings", "stem_weights"]
+__all__ = ["MAX_POSTINGS", "STOPWORDS", "QueryTerms", "StemPostings", "affordable", "query_terms", "query_words",
+           "searchable_text", "searchable_texts", "stem_postings", "stem_weights"]
 
 MAX_POSTINGS = 8_192  # entries keyword search may rank per query
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -87,13 +89,17 @@ def affordable(conn: sqlite3.Connection, words: list[str]) -> list[str]:
     several common ones add up. A word the index does not hold as such (one its tokenizer
     splits, or with diacritics it folds) counts as rare: it matches little.
     """
+    return _within_budget(stem_postings(conn, words))
+
+
+def _within_budget(postings: list[StemPostings]) -> list[str]:
     kept: list[str] = []
     total = 0
-    for postings in sorted(stem_postings(conn, words), key=lambda p: (p.entries, p.stem)):
-        if total + postings.entries > MAX_POSTINGS:
+    for p in sorted(postings, key=lambda p: (p.entries, p.stem)):
+        if total + p.entries > MAX_POSTINGS:
             break
-        kept.extend(postings.terms)
-        total += postings.entries
+        kept.extend(p.terms)
+        total += p.entries
     return kept
 
 
@@ -105,12 +111,38 @@ def stem_weights(conn: sqlite3.Connection, query: str) -> dict[str, float]:
     except UsageError:
         return {}
     words = [w for w in words if w not in STOPWORDS]
-    if not words:
-        return {}
+    return _weights(conn, stem_postings(conn, words)) if words else {}
+
+
+def _weights(conn: sqlite3.Connection, postings: list[StemPostings]) -> dict[str, float]:
     # The highest rowid bounds the entry count from above (entries are archived, not deleted)
     # and costs one b-tree seek where count(*) reads an index.
     total = int(conn.execute("SELECT coalesce(max(rid), 0) FROM entries").fetchone()[0])
-    return {p.stem: idf(p.entries, max(total, p.entries)) for p in stem_postings(conn, words)}
+    return {p.stem: idf(p.entries, max(total, p.entries)) for p in postings}
+
+
+@dataclass(frozen=True, slots=True)
+class QueryTerms:
+    """A query's words looked up once: `match`, the index terms keyword search matches
+    (`affordable`), and `weights`, its informative stems' IDF (`stem_weights`)."""
+
+    match: tuple[str, ...]
+    weights: dict[str, float]
+
+
+def query_terms(conn: sqlite3.Connection, query: str) -> QueryTerms:
+    """`affordable(conn, query_words(query))` and `stem_weights(conn, query)` from one lookup of
+    the query's stems in the vocabulary. Raises `UsageError` if the query has no word."""
+    words = query_words(query)
+    postings = stem_postings(conn, words)
+    # query_words keeps function words only when the query has nothing else: no informative stem.
+    informative = any(w not in STOPWORDS for w in words)
+    return QueryTerms(tuple(_within_budget(postings)), _weights(conn, postings) if informative else {})
+
+
+def searchable_text(content: str, tags: str, protocols: str) -> str:
+    """What the keyword index sees of an entry, from its stored columns (tags and protocols as stored JSON)."""
+    return f"{content} {tags} {protocols}"
 
 
 def searchable_texts(conn: sqlite3.Connection, ids: list[str]) -> dict[str, str]:
@@ -121,5 +153,5 @@ def searchable_texts(conn: sqlite3.Connection, ids: list[str]) -> dict[str, str]
         marks = ", ".join("?" * len(chunk))
         for entry_id, content, tags, protocols in conn.execute(
                 f"SELECT id, content, tags, protocols FROM entries WHERE id IN ({marks})", chunk):
-            out[str(entry_id)] = f"{content} {tags} {protocols}"
+            out[str(entry_id)] = searchable_text(content, tags, protocols)
     return out

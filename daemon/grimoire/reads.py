@@ -17,7 +17,7 @@ from typing import Any
 from crdt import Kind
 from daemon.errors import NotFound
 
-from .keywords import affordable, query_words
+from .keywords import QueryTerms, affordable, query_words, searchable_text
 from .records import Entry
 from .replication import SqliteBackend
 from .rows import ENTRY_COLUMN_NAMES, ENTRY_COLUMNS, RANK_COLUMNS, RankFields, entry_from_row, rank_fields
@@ -76,6 +76,17 @@ class EntryReads:
     def rank_fields(self, entry_ids: Sequence[str]) -> list[RankFields]:
         """What ranking needs of these entries (any order; unknown ids are skipped)."""
         return [rank_fields(r) for r in self.rows_by_id(RANK_COLUMNS, entry_ids)]
+
+    def rank_rows(self, entry_ids: Sequence[str]) -> list[tuple[RankFields, str]]:
+        """`rank_fields` of these entries and, with each, its `keywords.searchable_text` (what
+        lexical coverage reads), in one read (any order; unknown ids are skipped)."""
+        out: list[tuple[RankFields, str]] = []
+        for start in range(0, len(entry_ids), 500):
+            chunk = list(entry_ids[start:start + 500])
+            for row in self._conn.execute(f"SELECT {RANK_COLUMNS}, content, tags, protocols FROM entries "
+                                          f"WHERE id IN ({', '.join('?' * len(chunk))})", chunk):
+                out.append((rank_fields(row), searchable_text(row[19], row[20], row[21])))
+        return out
 
     def rows_by_id(self, columns: str, entry_ids: Sequence[str]) -> list[Any]:
         """Rows of `columns` (trusted SQL, never user input) for these ids, as `sqlite3.Row` (by
@@ -158,14 +169,16 @@ class EntryReads:
         k: int = 10,
         kinds: Sequence[Kind] = (),
         min_importance: float | None = None,
+        terms: QueryTerms | None = None,
     ) -> list[tuple[str, float]]:
         """(id, BM25 score) of the best keyword matches among live entries, best first.
 
         Ranks inside FTS5 first (over-fetching 4×k rowids) and only then joins the entries
         table for the filters, so a common word over 50,000 entries does not drag every
         matching row through the join. Raises `UsageError` if the query has no words.
+        `terms`: the query's `keywords.query_terms`, when the caller has them already.
         """
-        words = affordable(self._conn, query_words(query))
+        words = list(terms.match) if terms is not None else affordable(self._conn, query_words(query))
         if not words:
             return []
         match = " OR ".join(f'"{w}"' for w in words)

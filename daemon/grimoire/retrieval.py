@@ -31,7 +31,7 @@ from daemon.errors import NotFound, UsageError
 
 from . import fusion, lexical, scoring
 from .curator.decay import RETRIEVAL_THRESHOLD
-from .keywords import searchable_texts, stem_weights
+from .keywords import query_terms
 from .records import Entry
 from .rows import RankFields
 from .store import Grimoire, wall_clock_ms
@@ -42,7 +42,7 @@ from .vectors import VectorIndex, missing_vectors, write_vectors
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-__all__ = ["Hit", "RecallQuery", "Retriever", "apply_feedback", "cited_by_response", "response_sentences"]
+__all__ = ["Hit", "Keywords", "RecallQuery", "Retriever", "apply_feedback", "cited_by_response", "response_sentences"]
 
 CANDIDATES = 64
 # The gateway memory spec's fallback when the LLM backend returns no citations: an injected
@@ -63,6 +63,15 @@ class RecallQuery:
     pad: tuple[float, float, float] | None = None
     keyword_only: bool = False
     include_unverified: bool = False  # also a sibling's unverified entries that digests withhold (trust.py)
+
+
+@dataclass(frozen=True, slots=True)
+class Keywords:
+    """A query's keyword evidence: its best FTS5 matches, (id, BM25) best first, and the IDF of
+    each of its informative stems (what lexical coverage weighs an entry's words by)."""
+
+    candidates: list[tuple[str, float]]
+    weights: dict[str, float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,26 +132,40 @@ class Retriever:
     def keyword_candidates(self, query: RecallQuery, *, store: Grimoire | None = None) -> list[tuple[str, float]]:
         """The keyword half of `recall` on its own: (id, BM25) of the best FTS5 matches; empty
         when the query has no searchable word (raises `UsageError` then only if keyword-only)."""
+        return self.keywords(query, store=store).candidates
+
+    def keywords(self, query: RecallQuery, *, store: Grimoire | None = None) -> Keywords:
+        """`keyword_candidates` and the query's stem weights, from one lookup of its words in the
+        index's vocabulary; empty when the query has no searchable word (raises `UsageError`
+        then only if keyword-only)."""
+        reader = store or self.store
         try:
-            return (store or self.store).keyword_scores(query.text, k=max(CANDIDATES, 5 * query.k),
-                                                        kinds=query.kinds)
+            terms = query_terms(reader.connection, query.text)
         except UsageError:
             if query.keyword_only:
                 raise
-            return []
+            return Keywords([], {})
+        found = reader.keyword_scores(query.text, k=max(CANDIDATES, 5 * query.k), kinds=query.kinds, terms=terms)
+        return Keywords(found, terms.weights)
+
+    def nearest(self, query: RecallQuery, query_vector: NDArray[np.float32], *,
+                store: Grimoire | None = None) -> list[tuple[str, float]]:
+        """The vector half of `recall` on its own: (id, cosine) of the entries nearest
+        `query_vector`, best first, after bringing the in-memory index up to date from `store`."""
+        return self._vector_index(store).nearest(query_vector, max(CANDIDATES, 5 * query.k))
 
     def recall(self, query: RecallQuery, *, now_ms: int | None = None, embed_limit: int | None = None,
-               query_vector: NDArray[np.float32] | None = None,
-               keyword: list[tuple[str, float]] | None = None, store: Grimoire | None = None) -> list[Hit]:
+               query_vector: NDArray[np.float32] | None = None, nearest: list[tuple[str, float]] | None = None,
+               keyword: Keywords | None = None, store: Grimoire | None = None) -> list[Hit]:
         """The top `query.k` entries by rank. Raises `UsageError` for an empty query.
 
         First embeds entries that lack a vector, newest first — all of them, or at most
         `embed_limit` (the daemon embeds its bounded tail itself, outside the store's thread,
         and passes 0). Entries still without a vector take part through keyword search.
-        `query_vector` and `keyword`, when given, are the query's embedding and
-        `keyword_candidates` (the daemon computes them side by side, off this thread).
-        `store`: a read connection to read through (with `embed_limit=0`: a recall then writes
-        nothing), default the writer's.
+        `query_vector`, `nearest` (with `query_vector` only) and `keyword`, when given, are the
+        query's embedding, `self.nearest` of it and `self.keywords` (the daemon computes them
+        side by side, off this thread). `store`: a read connection to read through (with
+        `embed_limit=0`: a recall then writes nothing), default the writer's.
         """
         if not query.text.strip():
             raise UsageError("query must not be empty")
@@ -156,26 +179,27 @@ class Retriever:
                 self.index_missing(limit=embed_limit, newest_first=True)
             index = self._vector_index(reader)
             vec = self.embedder.embed([query.text])[0] if query_vector is None else query_vector
-            for entry_id, _ in index.nearest(vec, max(CANDIDATES, 5 * query.k)):
+            if nearest is None or query_vector is None:
+                nearest = index.nearest(vec, max(CANDIDATES, 5 * query.k))
+            for entry_id, _ in nearest:
                 via[entry_id] = "vector"
+        found = self.keywords(query, store=reader) if keyword is None else keyword
         bm25: dict[str, float] = {}
-        for entry_id, score in self.keyword_candidates(query, store=reader) if keyword is None else keyword:
+        for entry_id, score in found.candidates:
             via[entry_id] = "both" if entry_id in via else "keyword"
             bm25[entry_id] = score
         best = max(bm25.values(), default=0.0)
-        candidates = [c for c in reader.rank_fields(list(via)) if _passes(c, query, now)]
+        rows = [(c, text) for c, text in reader.rank_rows(list(via)) if _passes(c, query, now)]
         releases: dict[str, str] = {}
-        if self.trust.enabled and candidates:
-            states = quarantine(reader.connection, [c.id for c in candidates], now_ms=now, policy=self.trust)
+        if self.trust.enabled and rows:
+            states = quarantine(reader.connection, [c.id for c, _ in rows], now_ms=now, policy=self.trust)
             releases = {i: release.value for i, (_, release, _) in states.items()}
             if not query.include_unverified:
-                candidates = [c for c in candidates if c.id not in states or states[c.id][2]]
-        weights: dict[str, float] = {}
-        held: dict[str, set[str]] = {}  # candidate id -> its stems
-        if vec is not None:
-            weights = stem_weights(reader.connection, query.text) if self.lexical_weight else {}
-            if weights:
-                held = lexical.stem_sets(searchable_texts(reader.connection, [c.id for c in candidates]))
+                rows = [(c, text) for c, text in rows if c.id not in states or states[c.id][2]]
+        weights = found.weights if vec is not None and self.lexical_weight else {}
+        # candidate id -> its stems (coverage needs them only when the query has a weighted stem)
+        held = lexical.stem_sets({c.id: text for c, text in rows}) if weights else {}
+        candidates = [c for c, _ in rows]
         raw = []
         for cand in candidates:
             if vec is not None and index is not None:

@@ -288,6 +288,10 @@ CREATE TABLE author_trust (
     trusted_ms  INTEGER   -- the operator's last `trust`: arrivals before it no longer count to the budget
 ) STRICT;
 CREATE INDEX entries_by_author ON entries (author, stored_ms);
+-- What author_views sums per sibling, read from the index alone and only over siblings'
+-- entries: every recall asks, and a 50,000-entry store of own entries costs nothing.
+CREATE INDEX entries_clade_trust ON entries (author, stored_ms, created_hlc, outcomes_positive, outcomes_negative)
+    WHERE provenance = 'clade';
 """
 
 MIGRATIONS: tuple[str, ...] = (_V1_ENTRIES, _V2_FTS, _V3_OPS, _V4_RETRIEVAL, _V5_VECTOR_MODEL, _V6_PROMOTION,

@@ -51,11 +51,13 @@ def author_views(conn: sqlite3.Connection, *, now_ms: int, policy: TrustPolicy) 
     """Trust and suspicion of every sibling author this store holds entries of (trust.py)."""
     since = now_ms - policy.budget_window_ms
     local: dict[str, list[int]] = {}
+    # One pass over the partial index entries_clade_trust (schema _V14_TRUST): siblings' entries only.
     for author, good, bad, arrivals, fresh in conn.execute(
-            "SELECT author, sum(outcomes_positive), sum(outcomes_negative), "
-            "sum(stored_ms >= s), sum(stored_ms >= s AND stored_ms - (created_hlc >> 16) <= ?2) "
-            "FROM (SELECT *, max(?1, coalesce((SELECT trusted_ms FROM author_trust t WHERE t.author = e.author), 0)) "
-            "AS s FROM entries e WHERE provenance = 'clade') GROUP BY author", (since, policy.budget_window_ms)):
+            "SELECT e.author, sum(e.outcomes_positive), sum(e.outcomes_negative), "
+            "sum(e.stored_ms >= max(?1, coalesce(t.trusted_ms, 0))), "
+            "sum(e.stored_ms >= max(?1, coalesce(t.trusted_ms, 0)) AND e.stored_ms - (e.created_hlc >> 16) <= ?2) "
+            "FROM entries e INDEXED BY entries_clade_trust LEFT JOIN author_trust t ON t.author = e.author "
+            "WHERE e.provenance = 'clade' GROUP BY e.author", (since, policy.budget_window_ms)):
         local[author] = [int(good or 0), int(bad or 0), int(arrivals or 0), int(fresh or 0)]
     flags = _flags(conn)
     base = {a: author_view(a, AuthorEvidence(good=v[0], bad=v[1], distrusted=flags.get(a, (False, None, None))[0]),

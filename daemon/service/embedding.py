@@ -27,11 +27,12 @@ import trio
 
 from daemon.config import Config
 from daemon.embedding.catalogue import MINILM
-from daemon.embedding.embedder import Embedder, expected_info, get_embedder
+from daemon.embedding.embedder import Embedder, EmbeddingInfo, expected_info, get_embedder
 from daemon.grimoire.retrieval import Retriever
 from daemon.grimoire.vectors import missing_vectors, write_vectors
 from daemon.service.background import BackgroundThread
 from daemon.service.curation import CYCLE_EMBED_LIMIT
+from daemon.service.query_vectors import QueryVectors
 from daemon.service.store_access import StoreAccess
 
 if TYPE_CHECKING:
@@ -61,6 +62,7 @@ class Embedding:
         self.counters = counters
         self._retriever: Retriever | None = None
         self._tail_lock = trio.Lock()
+        self._queries = QueryVectors()  # recent queries' vectors (query_vectors.py)
         self._backlog_lock = trio.Lock()
         self._background = BackgroundThread("embed-backlog")
         # Catch-up rounds being joined (`ingesting`): the backlog embedder waits for them, a while.
@@ -140,12 +142,22 @@ class Embedding:
         return INLINE_EMBED_LIMIT.get(self.config().embedding.model, INLINE_EMBED_LIMIT_OTHER)
 
     async def query_vector(self, text: str) -> NDArray[np.float32]:
-        """Read-your-writes, then the query's embedding: both off the store's thread."""
+        """Read-your-writes, then the query's embedding (read-only): both off the store's thread.
+        In the bundled spaces (whose identity is known without the model) a recent query's
+        vector is reused. The model loads, if it must, in the same worker call."""
         await self.embed_pending(limit=self.inline_limit(), newest_first=True)
-        embedder = await self.model()
-        vectors: NDArray[np.float32] = await trio.to_thread.run_sync(lambda: embedder.embed([text]))
-        first: NDArray[np.float32] = vectors[0]
-        return first
+        retriever = self.retriever
+
+        def embed() -> tuple[EmbeddingInfo, NDArray[np.float32]]:
+            embedder = retriever.embedder
+            return embedder.info, embedder.embed([text])[0]
+
+        known = expected_info(self.config().embedding.model)  # without loading the model
+        kept = None if known is None else self._queries.get(known, text)
+        if kept is not None:
+            return kept
+        info, vector = await trio.to_thread.run_sync(embed)
+        return self._queries.put(info, text, vector)
 
     def backlog_batch(self) -> int:
         """How many entries the embedder service takes at a time for the configured model."""

@@ -35,6 +35,7 @@ from daemon.datadir import DataDir
 from daemon.errors import ConfigError, DaemonError
 from daemon.grimoire import atomic_write
 from daemon.service.backup_schedule import run_backups
+from daemon.service.heap import freeze_startup
 from daemon.service.logs import quiet_libp2p, setup_logging
 from daemon.service.notify import Notifier, watchdog_interval
 from daemon.service.state import DaemonState
@@ -358,6 +359,7 @@ class DaemonRuntime:
                     services.start_soon(self.supervise, "watchdog",
                                         lambda: self.watchdog_service(watchdog_interval()))
                     status = await self.status_line()
+                    freeze_startup()  # full collections skip what startup built (heap.py)
                     self.notifier.send(READY=1, STATUS=status)
                     print(json.dumps({"event": "ready", "peer_id": identity.peer_id, "socket": str(sock),
                                       "pid": os.getpid(), "status": status}), file=sys.stderr, flush=True)

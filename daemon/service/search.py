@@ -1,13 +1,18 @@
 """Search, digest and citation feedback: the read side of the Grimoire as the API serves it.
 
-A query's vector (after the read-your-writes tail, embedding.py) and its keyword candidates
-(FTS5, on a reader thread) are computed side by side; the ranking then runs on a reader. With
-Styx's queries on, a digest also asks Styx in parallel, within the deadline.
+A search's two kinds of evidence are computed side by side, each on its own thread: the
+query's vector (after the read-your-writes tail, embedding.py) then its nearest entries (the
+vector top-k, on a reader), and its keyword candidates with its stems' weights (FTS5 and the
+index's vocabulary, on another reader). The ranking then runs on a reader. On 2 cores the two
+halves take about as long as each other at 50,000 entries (the model and the top-k ~15-20 ms,
+FTS5 ~10-20 ms: bench/RESULTS.md), so neither waits long for the other. With Styx's queries
+on, a digest also asks Styx in parallel, within the deadline.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -18,7 +23,14 @@ from daemon.config import Config
 from daemon.datadir import DataDir
 from daemon.errors import UsageError
 from daemon.grimoire.digest import build_digest, digest_query
-from daemon.grimoire.retrieval import Hit, RecallQuery, apply_feedback, cited_by_response, response_sentences
+from daemon.grimoire.retrieval import (
+    Hit,
+    Keywords,
+    RecallQuery,
+    apply_feedback,
+    cited_by_response,
+    response_sentences,
+)
 from daemon.grimoire.vectors import stored_vectors
 from daemon.service.embedding import Embedding
 from daemon.service.store_access import StoreAccess
@@ -29,6 +41,15 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
 __all__ = ["Search"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Evidence:
+    """What a search ranks from (`Retriever.recall`'s `query_vector`, `nearest`, `keyword`)."""
+
+    vector: NDArray[np.float32]
+    nearest: list[tuple[str, float]]
+    keyword: Keywords
 
 
 class Search:
@@ -43,27 +64,26 @@ class Search:
         self.config = config
         self.now_ms = now_ms
 
-    async def _prepared(self, query: RecallQuery) -> tuple[NDArray[np.float32], list[tuple[str, float]]]:
-        """The query's vector (after the read-your-writes tail) and its keyword candidates,
-        computed side by side: the model on worker threads, FTS5 on a reader thread."""
+    async def _prepared(self, query: RecallQuery) -> _Evidence:
+        """The query's vector (after the read-your-writes tail) and its nearest entries, and its
+        keyword evidence, computed side by side: the model on a worker thread then the vector
+        top-k on a reader, FTS5 on another reader."""
         if not query.text.strip():
             raise UsageError("query must not be empty")
         found: dict[str, Any] = {}
         retriever = self.embedding.retriever
 
         async def vector() -> None:
-            found["vector"] = await self.embedding.query_vector(query.text)
+            vec = found["vector"] = await self.embedding.query_vector(query.text)
+            found["nearest"] = await self.access.on_reader(lambda r: retriever.nearest(query, vec, store=r))
 
         async def keyword() -> None:
-            try:
-                found["keyword"] = await self.access.on_reader(lambda r: retriever.keyword_candidates(query, store=r))
-            except UsageError:  # no letters or digits to match ("!!!"): the meaning alone answers
-                found["keyword"] = []
+            found["keyword"] = await self.access.on_reader(lambda r: retriever.keywords(query, store=r))
 
         async with trio.open_nursery() as tasks:
             tasks.start_soon(vector)
             tasks.start_soon(keyword)
-        return found["vector"], found["keyword"]
+        return _Evidence(found["vector"], found["nearest"], found["keyword"])
 
     async def recall(self, text: str, *, k: int, kinds: tuple[Kind, ...] = (),
                      min_importance: float | None = None, pad: tuple[float, float, float] | None = None,
@@ -72,10 +92,10 @@ class Search:
         Quarantined entries (daemon/grimoire/trust.py) only with `include_unverified`."""
         query = RecallQuery(text=text, k=k, kinds=kinds, min_importance=min_importance, pad=pad,
                             include_unverified=include_unverified)
-        vector, keyword = await self._prepared(query)
+        got = await self._prepared(query)
         retriever = self.embedding.retriever
-        return await self.access.on_reader(lambda r: retriever.recall(query, embed_limit=0, query_vector=vector,
-                                                                      keyword=keyword, store=r))
+        return await self.access.on_reader(lambda r: retriever.recall(
+            query, embed_limit=0, query_vector=got.vector, nearest=got.nearest, keyword=got.keyword, store=r))
 
     async def digest(self, text: str, *, budget_tokens: int, k: int, fmt: str,
                      include_sensitive: bool, pad: tuple[float, float, float] | None = None) -> dict[str, Any]:
@@ -91,8 +111,7 @@ class Search:
         async with trio.open_nursery() as group:
             if self.styx.queried():
                 group.start_soon(ask)
-            vector, keyword = await self._prepared(digest_query(text, k=k, include_sensitive=include_sensitive,
-                                                                pad=pad))
+            got = await self._prepared(digest_query(text, k=k, include_sensitive=include_sensitive, pad=pad))
         config = self.config()
         pins = config.digest
         injection = config.styx.injection
@@ -100,9 +119,10 @@ class Search:
         retriever = self.embedding.retriever
         doc = await self.access.on_reader(lambda r: build_digest(
             retriever, text=text, now_ms=self.now_ms(), budget_tokens=budget_tokens, k=k, fmt=fmt,
-            include_sensitive=include_sensitive, namespace=namespace, embed_limit=0, query_vector=vector,
-            keyword=keyword, pinned_tags=pins.pinned_tags, pinned_fact_keys=pins.pinned_fact_keys,
-            external=external, external_tokens=injection.max_tokens, store=r, pad=pad))
+            include_sensitive=include_sensitive, namespace=namespace, embed_limit=0, query_vector=got.vector,
+            nearest=got.nearest, keyword=got.keyword, pinned_tags=pins.pinned_tags,
+            pinned_fact_keys=pins.pinned_fact_keys, external=external, external_tokens=injection.max_tokens,
+            store=r, pad=pad))
         if remote.get("error"):
             doc["styx_error"] = remote["error"]
         return doc

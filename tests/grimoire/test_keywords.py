@@ -62,3 +62,22 @@ def test_a_word_finds_the_other_forms_of_its_stem(tmp_path: Path) -> None:
     assert weights["did"] > weights["paint"]  # held by no entry: rarer than a word one entry holds
     assert keywords.stem_weights(s.connection, "!!!") == {}
     s.close()
+
+
+def test_query_terms_are_affordable_and_stem_weights_from_one_lookup(store: Grimoire) -> None:
+    for query in ("gas bridge", "the oracle lags", "the of", "gas zzz spikes"):
+        terms = keywords.query_terms(store.connection, query)
+        assert list(terms.match) == affordable(store.connection, query_words(query))
+        assert terms.weights == keywords.stem_weights(store.connection, query)
+        assert store.keyword_scores(query, k=5, terms=terms) == store.keyword_scores(query, k=5)
+    with pytest.raises(UsageError):
+        keywords.query_terms(store.connection, "!!!")
+
+
+def test_rank_rows_are_rank_fields_with_the_searchable_text(store: Grimoire) -> None:
+    ids = [i for i, _ in store.keyword_scores("gas oracle", k=10)]
+    assert len(ids) == 7
+    rows = {c.id: (c, text) for c, text in store.rank_rows([*ids, "missing"])}
+    assert rows.keys() == set(ids)
+    assert {c.id: c for c, _ in rows.values()} == {c.id: c for c in store.rank_fields(ids)}
+    assert {i: text for i, (_, text) in rows.items()} == keywords.searchable_texts(store.connection, ids)
