@@ -6,7 +6,8 @@
     clade init --lessons FILE [--lessons-format …]
 
 Each goes through the running daemon when one serves the data dir (its single writer; siblings
-hear of new warnings at once), else works directly on the store: same checks, same output.
+hear of new warnings at once), else works directly on the store (`daemon.cli.backends`): same
+checks, same output.
 Files are checked completely before anything is written; a bad line is named by its number.
 """
 
@@ -23,12 +24,11 @@ from pydantic import ValidationError
 
 from daemon.agent import memory as am
 from daemon.cli import render
+from daemon.cli.backends import backend_for
 from daemon.cli.render import renders
-from daemon.client import DaemonClient
 from daemon.contract.requests import MAX_FLUSH_ITEMS, MAX_WORKING_MEMORY_BYTES, FlushFact, FlushIn
 from daemon.datadir import DataDir
 from daemon.errors import UsageError
-from daemon.grimoire import wall_clock_ms
 
 __all__ = ["register", "render"]
 
@@ -80,20 +80,11 @@ def _read_file(name: str) -> bytes:
         raise UsageError(f"{name}: cannot read ({exc.strerror or exc})") from None
 
 
-def _path(session: str) -> str:
-    return f"/v1/working-memory/{am.check_session(session)}"
-
-
 # -- working memory -----------------------------------------------------------------
 
 
 def cmd_wm_show(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
-    path = _path(args.session)
-    client = DaemonClient.for_data_dir(data)
-    if client is not None:
-        return dict(client.call("GET", path))
-    with data.open_store() as store:
-        return am.read_working_memory(store, args.session)
+    return backend_for(data).working_memory(am.check_session(args.session))
 
 
 def _content(text: str) -> str:
@@ -110,24 +101,13 @@ def _content(text: str) -> str:
 
 
 def cmd_wm_set(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
-    path = _path(args.session)
+    session = am.check_session(args.session)
     content = am.check_working_text(_content(args.text))
-    client = DaemonClient.for_data_dir(data)
-    if client is not None:
-        return dict(client.call("PUT", path, body={"content": content}))
-    with data.open_store() as store:
-        return am.write_working_memory(store, args.session, content, now_ms=wall_clock_ms())
+    return backend_for(data).set_working_memory(session, content)
 
 
 def cmd_wm_close(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
-    path = _path(args.session)
-    client = DaemonClient.for_data_dir(data)
-    if client is not None:
-        return dict(client.call("POST", f"{path}/close"))
-    identity = data.load_identity()
-    with data.open_store(identity=identity) as store:
-        batch = am.close_working_memory(store, identity, args.session, now_ms=wall_clock_ms())
-    return {"session": args.session, "migrated": [e.id for e in batch.created], "existing": batch.existing}
+    return backend_for(data).close_working_memory(am.check_session(args.session))
 
 
 # -- flush ---------------------------------------------------------------------------
@@ -165,36 +145,14 @@ def _flush_body(raw: bytes, name: str, session: str | None) -> FlushIn:
 def cmd_flush(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     name = "<stdin>" if args.file == "-" else args.file
     body = _flush_body(_read_file(args.file), name, args.session)
-    client = DaemonClient.for_data_dir(data)
-    if client is not None:
-        return dict(client.call("POST", "/v1/memory/flush", body=body.model_dump(mode="json")))
-    identity = data.load_identity()
-    with data.open_store(identity=identity) as store:
-        batch = am.flush_facts(store, identity, body.session, body.facts, now_ms=wall_clock_ms())
-    return {"session": body.session, "ids": batch.ids, "created": len(batch.created)}
+    return backend_for(data).flush(body)
 
 
 # -- lessons -------------------------------------------------------------------------
 
 
 def _import(data: DataDir, name: str, lessons: list[am.Lesson]) -> dict[str, Any]:
-    client = DaemonClient.for_data_dir(data)
-    if client is not None:
-        from daemon.api.app import MAX_BODY_BYTES
-
-        body = {"lessons": [lesson.memory.model_dump(mode="json") for lesson in lessons]}
-        size = len(json.dumps(body).encode())
-        if size > MAX_BODY_BYTES:
-            raise UsageError(f"{name}: {len(lessons)} lessons make a {size}-byte request; the daemon takes at most "
-                             f"{MAX_BODY_BYTES} bytes: split the file")
-        done = dict(client.call("POST", "/v1/lessons", body=body))
-    else:
-        identity = data.load_identity()
-        with data.open_store(identity=identity) as store:
-            batch = am.import_lessons(store, identity, [lesson.memory for lesson in lessons], now_ms=wall_clock_ms(),
-                                      label=lambda i: f"{name}:{lessons[i].line}")
-        done = {"ids": batch.ids, "created": len(batch.created), "skipped": len(batch.ids) - len(batch.created)}
-    return {"file": name, **done}
+    return {"file": name, **backend_for(data).import_lessons(name, lessons)}
 
 
 def _lessons(file: str, fmt: str) -> tuple[str, list[am.Lesson]]:

@@ -47,8 +47,9 @@ from crypto.rotation import (
 )
 from crypto.vault import VaultKeys
 from daemon.cli import render
+from daemon.cli.backends import backend_for
 from daemon.cli.render import renders
-from daemon.client import DaemonClient, daemon_is_live
+from daemon.client import daemon_is_live
 from daemon.datadir import DataDir
 from daemon.errors import DaemonError, UsageError
 from daemon.grimoire import Grimoire
@@ -223,11 +224,7 @@ def cmd_owner_rotate(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
 
 def _reload_daemon(data: DataDir) -> dict[str, Any] | None:
     """Ask a daemon running on this data dir to reload its clade keys (None: none runs)."""
-    client = DaemonClient.for_data_dir(data)
-    if client is None:
-        return None
-    doc: dict[str, Any] = client.call("POST", "/v1/keys/reload")
-    return doc
+    return backend_for(data).reload_keys()
 
 
 @renders(render.joined)

@@ -23,17 +23,16 @@ from typing import Any
 
 from crdt import Kind
 from crypto.vault import VaultKeys
+from daemon.cli.backends import backend_for
 from daemon.cli.render import renders
-from daemon.client import DaemonClient, daemon_is_live
+from daemon.client import daemon_is_live
 from daemon.datadir import DataDir
-from daemon.embedding.embedder import get_embedder
-from daemon.errors import DaemonError, UsageError
-from daemon.grimoire import EpisodeLog, NewEntry, wall_clock_ms
+from daemon.errors import UsageError
+from daemon.grimoire import NewEntry, wall_clock_ms
 from daemon.grimoire.curator.bequest import export_testament, inherit, read_testament
-from daemon.grimoire.curator.cycle import run_cycle, simulate
+from daemon.grimoire.curator.cycle import simulate
 from daemon.grimoire.curator.testament import TestamentError
-from daemon.grimoire.retrieval import Retriever
-from daemon.service.curation import CYCLE_EMBED_LIMIT, record_replays, replay_items, settings_for, vectors_for
+from daemon.service.curation import settings_for
 
 __all__ = ["register"]
 
@@ -87,30 +86,7 @@ def _cycle_text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
 
 @renders(_cycle_text)
 def cmd_curator_run(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
-    client = DaemonClient.for_data_dir(data)
-    if client is not None:
-        return dict(client.call("POST", "/v1/curator/run"))
-    config = data.load_config()
-    identity = data.load_identity()
-    settings = settings_for(config.curator)
-    now = wall_clock_ms()
-    try:
-        episodes: EpisodeLog | None = data.open_episodes()
-    except DaemonError as exc:  # the episode log is optional for a cycle
-        print(f"clade: warning: episodes not replayed ({exc})", file=sys.stderr)
-        episodes = None
-    replay = [] if episodes is None else replay_items(episodes, now_ms=now, settings=settings)
-    model = config.embedding.model
-    with data.open_store(identity=identity) as store:
-        # Entries written since their last vector (e.g. by `clade remember` without a daemon) are
-        # embedded first: merging near-duplicates and the admission score compare vectors.
-        retriever = Retriever(store, lambda: get_embedder(data.root / "embedder", model))
-        vectors = vectors_for(store, retriever, embed_missing=CYCLE_EMBED_LIMIT)
-        report = run_cycle(store, identity=identity, now_ms=now, settings=settings, vectors=vectors,
-                           episodes=replay)
-    if episodes is not None:
-        record_replays(episodes, report)
-    return report.to_json()
+    return backend_for(data).curator_run()
 
 
 def _simulate_text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
@@ -137,12 +113,7 @@ def _unarchived_text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
 
 @renders(_unarchived_text)
 def cmd_unarchive(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
-    client = DaemonClient.for_data_dir(data)
-    if client is not None:
-        return dict(client.call("POST", f"/v1/entries/{args.id}/unarchive"))
-    with data.open_store() as store:
-        changed = store.unarchive(args.id)
-    return {"id": args.id, "archived": False, "changed": changed}
+    return backend_for(data).unarchive(args.id)
 
 
 def _no_daemon(data: DataDir, what: str) -> None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from daemon.cli.backends import backend_for
 from daemon.cli.render import renders
-from daemon.client import DaemonClient
 from daemon.datadir import DataDir
 
 __all__ = ["register"]
@@ -30,8 +30,4 @@ def _verified_text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
 
 @renders(_verified_text)
 def cmd_episode_verify(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
-    client = DaemonClient.for_data_dir(data)
-    if client is not None:
-        return dict(client.call("POST", f"/v1/episodes/{args.id}/verify"))
-    episode, changed = data.open_episodes().verify(args.id)
-    return {"id": episode.id, "changed": changed, "episode": episode.to_json()}
+    return backend_for(data).verify_episode(args.id)

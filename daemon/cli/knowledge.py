@@ -3,7 +3,8 @@
     clade outcome ID positive|negative|neutral [--metric M] [--value X] [--episode E] [--note T]
     clade vitality [PHASE [--hayflick R]]     show, or set, the golem's phase
 
-Both go through the daemon when one runs (its events, its status), else work on the store.
+Both go through the daemon when one runs (its events, its status), else work on the store
+(`daemon.cli.backends.backend_for`).
 """
 
 from __future__ import annotations
@@ -13,13 +14,12 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from daemon.cli.backends import backend_for
 from daemon.cli.render import renders
-from daemon.client import DaemonClient
 from daemon.datadir import DataDir
-from daemon.grimoire import wall_clock_ms
+from daemon.errors import UsageError
 from daemon.grimoire.posterior import MAX_METRIC_CHARS, MAX_NOTE_BYTES, Effect
 from daemon.grimoire.promotion import PHASES
-from daemon.grimoire.vitality import Vitality, read_vitality, write_vitality
 
 __all__ = ["register"]
 
@@ -66,14 +66,8 @@ def _outcome_text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
 
 @renders(_outcome_text)
 def cmd_outcome(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
-    client = DaemonClient.for_data_dir(data)
-    if client is not None:
-        body = {"effect": args.effect, "metric": args.metric, "value": args.value, "episode_id": args.episode,
-                "note": args.note}
-        return dict(client.call("POST", f"/v1/entries/{args.id}/outcome", body=body))
-    with data.open_store() as store:
-        return store.record_outcome(args.id, args.effect, metric=args.metric, value=args.value,
-                                    episode_id=args.episode, note=args.note, now_ms=wall_clock_ms()).to_json()
+    return backend_for(data).outcome(args.id, effect=args.effect, metric=args.metric, value=args.value,
+                                     episode=args.episode, note=args.note)
 
 
 def _vitality_text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
@@ -83,18 +77,8 @@ def _vitality_text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
 
 @renders(_vitality_text)
 def cmd_vitality(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
-    client = DaemonClient.for_data_dir(data)
     if args.phase is None:
         if args.hayflick is not None:
-            from daemon.errors import UsageError
-
             raise UsageError("--hayflick needs a PHASE (clade vitality PHASE --hayflick R)")
-        if client is not None:
-            return dict(client.call("GET", "/v1/vitality"))
-        with data.open_store() as store:
-            return read_vitality(store.connection).to_json()
-    if client is not None:
-        return dict(client.call("PUT", "/v1/vitality", body={"phase": args.phase, "hayflick_ratio": args.hayflick}))
-    checked = Vitality.checked(args.phase, args.hayflick)
-    with data.open_store() as store, store.transaction() as conn:
-        return write_vitality(conn, checked, now_ms=wall_clock_ms()).to_json()
+        return backend_for(data).vitality()
+    return backend_for(data).set_vitality(args.phase, args.hayflick)

@@ -36,14 +36,14 @@ from daemon.cli import render
 from daemon.cli import styx as cli_styx
 from daemon.cli import trust as cli_trust
 from daemon.cli import tui as cli_tui
+from daemon.cli.backends import backend_for
 from daemon.cli.render import renders
-from daemon.client import DaemonClient
 from daemon.config import check_multiaddr, load_config
 from daemon.datadir import DataDir
 from daemon.embedding.embedder import EPISODE_MODEL, Embedder, ModelIntegrityError, get_embedder
 from daemon.errors import DaemonError, UsageError
 from daemon.grimoire import Episode, wall_clock_ms
-from daemon.grimoire.fields import EntryFields, cli_options
+from daemon.grimoire.fields import cli_options
 from daemon.grimoire.vitality import read_vitality
 
 __all__ = ["build_parser", "main"]
@@ -345,71 +345,34 @@ def _read_text_arg(text: str) -> str:
 
 @renders(render.id_only)
 def cmd_remember(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
-    doc = _entry_document(args)
-    client = DaemonClient.for_data_dir(data)
-    if client is not None:
-        made = client.call("POST", "/v1/memory", body=doc)
-        return {"id": made["id"], "entry": made["entry"]}
-    new = EntryFields.checked(doc).new_entry()
-    identity = data.load_identity()
-    with data.open_store(identity=identity) as store:
-        entry = store.remember(new, identity=identity)
-    return {"id": entry.id, "entry": entry.to_json()}
+    return backend_for(data).remember(_entry_document(args))
 
 
 @renders(render.entry_state)
 def cmd_retract(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     """Through the daemon when one runs (its publisher gossips the op), else on the store."""
-    client = DaemonClient.for_data_dir(data)
-    if client is not None:
-        return dict(client.call("POST", f"/v1/entries/{args.id}/retract",
-                                body={"superseded_by": args.superseded_by}))
-    identity = data.load_identity()
-    with data.open_store(identity=identity) as store:
-        return store.retract(args.id, identity=identity, superseded_by=args.superseded_by).to_json()
+    return backend_for(data).retract(args.id, superseded_by=args.superseded_by)
 
 
 @renders(render.entry_state)
 def cmd_endorse(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     """Through the daemon when one runs (its publisher gossips the op), else on the store."""
-    client = DaemonClient.for_data_dir(data)
-    if client is not None:
-        return dict(client.call("POST", f"/v1/entries/{args.id}/endorse", body={"confirm": not args.contradict}))
-    identity = data.load_identity()
-    with data.open_store(identity=identity) as store:
-        return store.endorse(args.id, identity=identity, confirm=not args.contradict).to_json()
+    return backend_for(data).endorse(args.id, confirm=not args.contradict)
 
 
 @renders(render.entry_block)
 def cmd_show(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
-    client = DaemonClient.for_data_dir(data)
-    if client is not None:
-        return dict(client.call("GET", f"/v1/entries/{args.id}"))
-    with data.open_store() as store:
-        return store.get(args.id).to_json()
+    return backend_for(data).entry(args.id)
 
 
 @renders(render.entries)
 def cmd_list(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
-    client = DaemonClient.for_data_dir(data)
-    if client is not None:
-        return dict(client.call("GET", "/v1/entries", params={"kind": args.kind, "limit": args.limit,
-                                                              "archived": args.archived}))
-    with data.open_store() as store:
-        entries = store.list_entries(
-            kinds=[Kind(k) for k in args.kind], limit=args.limit, include_archived=args.archived
-        )
-    return {"entries": [e.to_json() for e in entries]}
+    return backend_for(data).entries(kinds=args.kind, limit=args.limit, archived=args.archived)
 
 
 @renders(render.forgotten)
 def cmd_forget(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
-    client = DaemonClient.for_data_dir(data)
-    if client is not None:
-        return dict(client.call("POST", f"/v1/entries/{args.id}/forget"))
-    with data.open_store() as store:
-        changed = store.forget(args.id)
-    return {"id": args.id, "archived": True, "changed": changed}
+    return backend_for(data).forget(args.id)
 
 
 def _episode_embedder(data: DataDir) -> Embedder:

@@ -16,35 +16,21 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from crdt import Kind
 from daemon.cli import render
+from daemon.cli.backends import PadTuple, backend_for
 from daemon.cli.render import renders
-from daemon.client import DaemonClient
-from daemon.config import StyxConfig
 from daemon.datadir import DataDir
 from daemon.embedding.catalogue import model_cache_dir
 from daemon.embedding.embedder import Embedder, get_embedder
 from daemon.errors import UsageError
-from daemon.grimoire.digest import build_digest
-from daemon.grimoire.retrieval import RecallQuery, Retriever, apply_feedback, cited_by_response, response_sentences
-from daemon.grimoire.store import wall_clock_ms
-from daemon.grimoire.vectors import stored_vectors, vector_report
-from daemon.styx.fanin import ask_direct, for_digest, merge, styx_doc
-from daemon.styx.wire import QueryResult
+from daemon.grimoire.retrieval import Retriever
+from daemon.grimoire.vectors import vector_report
 
 __all__ = ["register"]
 
 Handler = Callable[[argparse.Namespace, DataDir], Any]
 PAD_HELP = ("the golem's current affect (pleasure,arousal,dominance), each -1..1: entries written in a similar "
             "mood rank higher (write --pad=-0.2,0.5,0 when it starts with a minus)")
-
-
-def _pad_body(args: argparse.Namespace) -> dict[str, float] | None:
-    """`--pad` as the API's `pad` object (None when not given)."""
-    if args.pad is None:
-        return None
-    p, a, d = args.pad.as_tuple()
-    return {"pleasure": p, "arousal": a, "dominance": d}
 
 
 def register(command: Callable[[str, Handler, str], argparse.ArgumentParser], *, kinds: list[str],
@@ -90,69 +76,24 @@ def _embedder(data: DataDir) -> Callable[[], Embedder]:
     return lambda: get_embedder(data.root / "embedder", model)
 
 
-def _query(args: argparse.Namespace, **kw: Any) -> RecallQuery:
-    return RecallQuery(text=args.query, k=args.k, kinds=tuple(Kind(k) for k in getattr(args, "kind", [])),
-                       min_importance=getattr(args, "min_importance", None),
-                       min_confidence=getattr(args, "min_confidence", None),
-                       include_sensitive=args.include_sensitive, **kw)
+def _pad(args: argparse.Namespace) -> PadTuple | None:
+    return None if args.pad is None else args.pad.as_tuple()
 
 
 @renders(render.hits)
 def cmd_recall(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
-    client = DaemonClient.for_data_dir(data)
+    # The control API's search takes none of these options: with any of them, recall runs on
+    # the store even while a daemon runs.
     plain = args.min_confidence is None and not args.include_sensitive and not args.keyword_only
-    if client is not None and plain:
-        return dict(client.call("POST", "/v1/memory/search", body={
-            "query": args.query, "top_k": args.k, "type_filter": args.kind or None,
-            "min_importance": args.min_importance, "pad": _pad_body(args)}))
-    pad = None if args.pad is None else args.pad.as_tuple()
-    styx = _styx(data)
-    with data.open_store() as store:
-        def local() -> list[dict[str, Any]]:
-            hits = Retriever(store, _embedder(data)).recall(_query(args, pad=pad, keyword_only=args.keyword_only))
-            return [{"score": round(h.score, 6), "via": h.via, **h.entry.to_json()} for h in hits]
-
-        if styx is None:
-            return {"query": args.query, "results": local()}
-        results, remote, error = ask_direct(store, styx, args.query, local, k=args.k, now_ms=wall_clock_ms())
-    return {"query": args.query, "results": results, "styx": [styx_doc(r) for r in remote], "styx_error": error,
-            "merged": merge(results, remote, k=args.k)}
-
-
-def _styx(data: DataDir) -> StyxConfig | None:
-    """The [styx] config when a command without a daemon should ask Styx too."""
-    styx = data.load_config().styx
-    return styx if styx.enabled and styx.query_enabled and styx.url else None
-
-
-def _namespace(data: DataDir) -> str:
-    joined = data.load_membership()
-    return joined[0].clade_name if joined else "local"
+    return backend_for(data, store_only=not plain).recall(
+        args.query, k=args.k, kinds=args.kind, min_importance=args.min_importance, pad=_pad(args),
+        min_confidence=args.min_confidence, include_sensitive=args.include_sensitive, keyword_only=args.keyword_only)
 
 
 @renders(render.digest)
 def cmd_digest(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
-    client = DaemonClient.for_data_dir(data)
-    if client is not None:
-        return dict(client.call("POST", "/v1/digest", body={
-            "query": args.query, "budget_tokens": args.budget_tokens, "k": args.k, "format": args.format,
-            "include_sensitive": args.include_sensitive, "pad": _pad_body(args)}))
-    styx = _styx(data)
-    with data.open_store() as store:
-        remote: list[QueryResult] = []
-        error = None
-        if styx is not None:  # asked first, within its deadline: the digest is composed from both
-            _, remote, error = ask_direct(store, styx, args.query, lambda: None, k=args.k, now_ms=wall_clock_ms())
-        injection = data.load_config().styx.injection
-        doc = build_digest(Retriever(store, _embedder(data)), text=args.query, now_ms=wall_clock_ms(),
-                           budget_tokens=args.budget_tokens, k=args.k, fmt=args.format,
-                           include_sensitive=args.include_sensitive, namespace=_namespace(data),
-                           pad=None if args.pad is None else args.pad.as_tuple(),
-                           external=for_digest(remote, min_confidence=injection.min_confidence),
-                           external_tokens=injection.max_tokens)
-    if error:
-        doc["styx_error"] = error
-    return doc
+    return backend_for(data).digest(args.query, budget_tokens=args.budget_tokens, k=args.k, fmt=args.format,
+                                    include_sensitive=args.include_sensitive, pad=_pad(args))
 
 
 @renders(render.feedback)
@@ -164,19 +105,7 @@ def cmd_feedback(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
         response = sys.stdin.read()
     if response is not None and not response.strip():
         raise UsageError("--response must not be blank")
-    client = DaemonClient.for_data_dir(data)
-    if client is not None:
-        return dict(client.call("POST", "/v1/feedback", body={
-            "cited": args.cited, "injected": args.injected, "response": response}))
-    cited, matched = list(args.cited), []
-    with data.open_store() as store:
-        if response is not None and not cited and args.injected:
-            retriever = Retriever(store, _embedder(data))
-            retriever.index_missing()
-            vectors = stored_vectors(store, retriever.embedder.info, args.injected)
-            cited = matched = cited_by_response(vectors, retriever.embedder.embed(response_sentences(response)))
-        weights = apply_feedback(store, cited=cited, injected=args.injected)
-    return {"weights": weights, "cited": sorted(set(cited)), "matched_by_response": matched}
+    return backend_for(data).feedback(cited=args.cited, injected=args.injected, response=response)
 
 
 @renders(render.embeddings_check)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from daemon.cli.backends import backend_for
 from daemon.cli.render import renders
 from daemon.client import DaemonClient
 from daemon.datadir import DataDir
@@ -71,11 +72,7 @@ def cmd_revocations(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
         raw = args.file.read_bytes()
     except OSError as exc:
         raise UsageError(f"{args.file}: cannot read: {exc.strerror}") from None
-    client = DaemonClient.for_data_dir(data)
-    if client is not None:
-        return dict(client.call_bytes("POST", "/v1/revocations", raw))
-    new = data.check_revocations(raw)
-    return {"version": new.version, "revoked": sorted(new.revoked), "adopted": data.install_revocations(new)}
+    return backend_for(data).install_revocations(raw)
 
 
 def cmd_demo(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:

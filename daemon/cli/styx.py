@@ -11,12 +11,11 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from daemon.cli.backends import backend_for
 from daemon.cli.render import renders
 from daemon.client import DaemonClient
 from daemon.datadir import DataDir
 from daemon.errors import UsageError
-from daemon.grimoire.store import wall_clock_ms
-from daemon.styx import outbox
 
 __all__ = ["register"]
 
@@ -64,17 +63,7 @@ def _status_text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
 
 @renders(_status_text)
 def cmd_styx_status(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
-    client = DaemonClient.for_data_dir(data)
-    if client is not None:
-        return dict(client.call("GET", "/v1/styx/status"))
-    config = data.load_config().styx  # no daemon: what waits in the store, without the pusher's counters
-    with data.open_store() as store:
-        doc = outbox.stored_status(store.connection, now_ms=wall_clock_ms(), outbox_warn=config.outbox_warn)
-    cap = config.budget.monthly
-    doc.update({"last_success_ms": None, "last_success_at": None, "failures": None, "delivered": None,
-                "last_error": None, "url": config.url or "(not configured)",
-                "paused_by_budget": cap is not None and doc["spend_month_usd"] >= cap})
-    return doc
+    return backend_for(data).styx_status()  # no daemon: what waits in the store, no pusher's counters
 
 
 def _retry_text(args: argparse.Namespace, doc: dict[str, Any]) -> None:

@@ -1,0 +1,238 @@
+"""`StoreBackend`: the CLI's operations directly on the data dir's store (no daemon runs, or
+`CLADE_NO_DAEMON` is set, or the option exists on the store only).
+
+Each method opens the store for its one operation and closes it. Recall and digest ask Styx
+directly when `[styx]` enables queries (the daemon would have asked it); the curator cycle
+embeds what the last vectors missed first, as the daemon's curator does.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from crdt import Kind
+from daemon.agent import memory as am
+from daemon.agent.memory import Lesson
+from daemon.cli.backends.base import Backend, Doc, PadTuple
+from daemon.config import StyxConfig
+from daemon.contract.requests import FlushIn
+from daemon.datadir import DataDir
+from daemon.embedding.embedder import Embedder, get_embedder
+from daemon.errors import DaemonError
+from daemon.grimoire import EpisodeLog, wall_clock_ms
+from daemon.grimoire.curator.cycle import run_cycle
+from daemon.grimoire.digest import build_digest
+from daemon.grimoire.fields import EntryFields
+from daemon.grimoire.retrieval import RecallQuery, Retriever, apply_feedback, cited_by_response, response_sentences
+from daemon.grimoire.vectors import stored_vectors
+from daemon.grimoire.vitality import Vitality, read_vitality, write_vitality
+from daemon.service.curation import CYCLE_EMBED_LIMIT, record_replays, replay_items, settings_for, vectors_for
+from daemon.styx import outbox
+from daemon.styx.fanin import ask_direct, for_digest, merge, styx_doc
+from daemon.styx.wire import QueryResult
+
+__all__ = ["StoreBackend"]
+
+
+class StoreBackend(Backend):
+    """The operations on `data`'s store, opened per call (with the identity for signed writes)."""
+
+    def __init__(self, data: DataDir) -> None:
+        self.data = data
+
+    def _embedder(self) -> Callable[[], Embedder]:
+        model = self.data.load_config().embedding.model
+        return lambda: get_embedder(self.data.root / "embedder", model)
+
+    def _styx(self) -> StyxConfig | None:
+        """The [styx] config when a command without a daemon should ask Styx too."""
+        styx = self.data.load_config().styx
+        return styx if styx.enabled and styx.query_enabled and styx.url else None
+
+    def _namespace(self) -> str:
+        joined = self.data.load_membership()
+        return joined[0].clade_name if joined else "local"
+
+    # -- entries ---------------------------------------------------------------------------------
+
+    def remember(self, doc: Doc) -> Doc:
+        new = EntryFields.checked(doc).new_entry()
+        identity = self.data.load_identity()
+        with self.data.open_store(identity=identity) as store:
+            entry = store.remember(new, identity=identity)
+        return {"id": entry.id, "entry": entry.to_json()}
+
+    def retract(self, entry_id: str, *, superseded_by: str | None) -> Doc:
+        identity = self.data.load_identity()
+        with self.data.open_store(identity=identity) as store:
+            return store.retract(entry_id, identity=identity, superseded_by=superseded_by).to_json()
+
+    def endorse(self, entry_id: str, *, confirm: bool) -> Doc:
+        identity = self.data.load_identity()
+        with self.data.open_store(identity=identity) as store:
+            return store.endorse(entry_id, identity=identity, confirm=confirm).to_json()
+
+    def entry(self, entry_id: str) -> Doc:
+        with self.data.open_store() as store:
+            return store.get(entry_id).to_json()
+
+    def entries(self, *, kinds: Sequence[str], limit: int, archived: bool) -> Doc:
+        with self.data.open_store() as store:
+            found = store.list_entries(kinds=[Kind(k) for k in kinds], limit=limit, include_archived=archived)
+        return {"entries": [e.to_json() for e in found]}
+
+    def forget(self, entry_id: str) -> Doc:
+        with self.data.open_store() as store:
+            changed = store.forget(entry_id)
+        return {"id": entry_id, "archived": True, "changed": changed}
+
+    def unarchive(self, entry_id: str) -> Doc:
+        with self.data.open_store() as store:
+            changed = store.unarchive(entry_id)
+        return {"id": entry_id, "archived": False, "changed": changed}
+
+    def outcome(self, entry_id: str, *, effect: str, metric: str, value: float | None, episode: str | None,
+                note: str | None) -> Doc:
+        with self.data.open_store() as store:
+            return store.record_outcome(entry_id, effect, metric=metric, value=value, episode_id=episode,
+                                        note=note, now_ms=wall_clock_ms()).to_json()
+
+    def vitality(self) -> Doc:
+        with self.data.open_store() as store:
+            return read_vitality(store.connection).to_json()
+
+    def set_vitality(self, phase: str, hayflick: float | None) -> Doc:
+        checked = Vitality.checked(phase, hayflick)
+        with self.data.open_store() as store, store.transaction() as conn:
+            return write_vitality(conn, checked, now_ms=wall_clock_ms()).to_json()
+
+    # -- memory ----------------------------------------------------------------------------------
+
+    def recall(self, query: str, *, k: int, kinds: Sequence[str], min_importance: float | None,
+               pad: PadTuple | None, min_confidence: float | None = None, include_sensitive: bool = False,
+               keyword_only: bool = False) -> Doc:
+        """Every option applies; with Styx asked, `{…, styx, styx_error, merged}` besides the results."""
+        recall_query = RecallQuery(text=query, k=k, kinds=tuple(Kind(x) for x in kinds),
+                                   min_importance=min_importance, min_confidence=min_confidence,
+                                   include_sensitive=include_sensitive, pad=pad, keyword_only=keyword_only)
+        styx = self._styx()
+        with self.data.open_store() as store:
+            def local() -> list[dict[str, Any]]:
+                hits = Retriever(store, self._embedder()).recall(recall_query)
+                return [{"score": round(h.score, 6), "via": h.via, **h.entry.to_json()} for h in hits]
+
+            if styx is None:
+                return {"query": query, "results": local()}
+            results, remote, error = ask_direct(store, styx, query, local, k=k, now_ms=wall_clock_ms())
+        return {"query": query, "results": results, "styx": [styx_doc(r) for r in remote], "styx_error": error,
+                "merged": merge(results, remote, k=k)}
+
+    def digest(self, query: str, *, budget_tokens: int, k: int, fmt: str, include_sensitive: bool,
+               pad: PadTuple | None) -> Doc:
+        styx = self._styx()
+        with self.data.open_store() as store:
+            remote: list[QueryResult] = []
+            error = None
+            if styx is not None:  # asked first, within its deadline: the digest is composed from both
+                _, remote, error = ask_direct(store, styx, query, lambda: None, k=k, now_ms=wall_clock_ms())
+            injection = self.data.load_config().styx.injection
+            doc = build_digest(Retriever(store, self._embedder()), text=query, now_ms=wall_clock_ms(),
+                               budget_tokens=budget_tokens, k=k, fmt=fmt, include_sensitive=include_sensitive,
+                               namespace=self._namespace(), pad=pad,
+                               external=for_digest(remote, min_confidence=injection.min_confidence),
+                               external_tokens=injection.max_tokens)
+        if error:
+            doc["styx_error"] = error
+        return doc
+
+    def feedback(self, *, cited: Sequence[str], injected: Sequence[str], response: str | None) -> Doc:
+        chosen, matched = list(cited), []
+        with self.data.open_store() as store:
+            if response is not None and not chosen and injected:
+                retriever = Retriever(store, self._embedder())
+                retriever.index_missing()
+                vectors = stored_vectors(store, retriever.embedder.info, list(injected))
+                chosen = matched = cited_by_response(vectors, retriever.embedder.embed(response_sentences(response)))
+            weights = apply_feedback(store, cited=chosen, injected=list(injected))
+        return {"weights": weights, "cited": sorted(set(chosen)), "matched_by_response": matched}
+
+    # -- agent memory ----------------------------------------------------------------------------
+
+    def working_memory(self, session: str) -> Doc:
+        with self.data.open_store() as store:
+            return am.read_working_memory(store, session)
+
+    def set_working_memory(self, session: str, content: str) -> Doc:
+        with self.data.open_store() as store:
+            return am.write_working_memory(store, session, content, now_ms=wall_clock_ms())
+
+    def close_working_memory(self, session: str) -> Doc:
+        identity = self.data.load_identity()
+        with self.data.open_store(identity=identity) as store:
+            batch = am.close_working_memory(store, identity, session, now_ms=wall_clock_ms())
+        return {"session": session, "migrated": [e.id for e in batch.created], "existing": batch.existing}
+
+    def flush(self, body: FlushIn) -> Doc:
+        identity = self.data.load_identity()
+        with self.data.open_store(identity=identity) as store:
+            batch = am.flush_facts(store, identity, body.session, body.facts, now_ms=wall_clock_ms())
+        return {"session": body.session, "ids": batch.ids, "created": len(batch.created)}
+
+    def import_lessons(self, name: str, lessons: Sequence[Lesson]) -> Doc:
+        """A bad lesson's error names `name:LINE`."""
+        identity = self.data.load_identity()
+        with self.data.open_store(identity=identity) as store:
+            batch = am.import_lessons(store, identity, [lesson.memory for lesson in lessons], now_ms=wall_clock_ms(),
+                                      label=lambda i: f"{name}:{lessons[i].line}")
+        return {"ids": batch.ids, "created": len(batch.created), "skipped": len(batch.ids) - len(batch.created)}
+
+    # -- upkeep ----------------------------------------------------------------------------------
+
+    def curator_run(self) -> Doc:
+        """Episodes are replayed when the episode log opens (else a warning on stderr, and none)."""
+        config = self.data.load_config()
+        identity = self.data.load_identity()
+        settings = settings_for(config.curator)
+        now = wall_clock_ms()
+        try:
+            episodes: EpisodeLog | None = self.data.open_episodes()
+        except DaemonError as exc:  # the episode log is optional for a cycle
+            print(f"clade: warning: episodes not replayed ({exc})", file=sys.stderr)
+            episodes = None
+        replay = [] if episodes is None else replay_items(episodes, now_ms=now, settings=settings)
+        with self.data.open_store(identity=identity) as store:
+            # Entries written since their last vector (e.g. by `clade remember` without a daemon) are
+            # embedded first: merging near-duplicates and the admission score compare vectors.
+            model = config.embedding.model
+            retriever = Retriever(store, lambda: get_embedder(self.data.root / "embedder", model))
+            vectors = vectors_for(store, retriever, embed_missing=CYCLE_EMBED_LIMIT)
+            report = run_cycle(store, identity=identity, now_ms=now, settings=settings, vectors=vectors,
+                               episodes=replay)
+        if episodes is not None:
+            record_replays(episodes, report)
+        return report.to_json()
+
+    def verify_episode(self, episode_id: str) -> Doc:
+        episode, changed = self.data.open_episodes().verify(episode_id)
+        return {"id": episode.id, "changed": changed, "episode": episode.to_json()}
+
+    def styx_status(self) -> Doc:
+        """What waits in the store, without the pusher's counters (null)."""
+        config = self.data.load_config().styx
+        with self.data.open_store() as store:
+            doc = outbox.stored_status(store.connection, now_ms=wall_clock_ms(), outbox_warn=config.outbox_warn)
+        cap = config.budget.monthly
+        doc.update({"last_success_ms": None, "last_success_at": None, "failures": None, "delivered": None,
+                    "last_error": None, "url": config.url or "(not configured)",
+                    "paused_by_budget": cap is not None and doc["spend_month_usd"] >= cap})
+        return doc
+
+    def install_revocations(self, raw: bytes) -> Doc:
+        new = self.data.check_revocations(raw)
+        return {"version": new.version, "revoked": sorted(new.revoked), "adopted": self.data.install_revocations(new)}
+
+    def reload_keys(self) -> Doc | None:
+        """None: no daemon holds keys to reload."""
+        return None
