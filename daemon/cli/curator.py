@@ -162,14 +162,16 @@ def cmd_testament(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
                                                     importance=1.0, bloodstain=True), identity=identity).id
         report = export_testament(store, identity, clade_id=membership.clade_id, clade_keys=[clade_key],
                                   x25519_recipients=[membership.owner_x25519_public_key()], out=args.out,
-                                  now_ms=now, reflection_id=reflection_id)
+                                  now_ms=now, reflection_id=reflection_id, trust=data.load_config().trust.policy())
     return {"path": report.path, "entries": report.entries,
             "warnings": report.warnings, "reflection_id": report.reflection_id, "bytes": report.bytes}
 
 
 def _inherit_text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
     gens = ", ".join(f"generation {g}: {n}" for g, n in sorted(doc["generations"].items()))
-    print(f"inherited {doc['entries']} entries from {doc['golem']} ({gens or 'none'})")
+    print(f"inherited {doc['entries']} entries from {doc['golem']} ({gens or 'none'})"
+          + (f"; {doc['siblings']} other siblings' entries it held arrived as sibling entries (quarantined here until "
+             "corroborated or aged)" if doc.get("siblings") else ""))
 
 
 @renders(_inherit_text)
@@ -188,4 +190,4 @@ def cmd_inherit(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     except TestamentError as exc:
         raise UsageError(f"{exc} (nothing was imported)") from None
     return {"golem": report.golem, "entries": report.entries, "applied_ops": report.applied_ops,
-            "generations": {str(g): n for g, n in report.generations.items()}}
+            "generations": {str(g): n for g, n in report.generations.items()}, "siblings": report.siblings}

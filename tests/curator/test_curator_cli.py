@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from daemon.datadir import DataDir
@@ -58,6 +59,8 @@ def test_testament_and_inherit_between_two_golems(cli: CliRunner, data_dir: Data
     _join(cli, heir, owner_dir, tmp_path, "heir")
     got = clade_subprocess(["--data-dir", str(heir.root), "inherit", str(out), "--json"])
     assert got.returncode == 0, got.stderr
+    report = json.loads(got.stdout)
+    assert (report["entries"], report["siblings"], report["generations"]) == (2, 0, {"1": 2})  # its own: lineage
     shown = clade_subprocess(["--data-dir", str(heir.root), "show", warning, "--json"])
     assert b'"provenance": "inherited"' in shown.stdout.replace(b'":"', b'": "')
 
