@@ -73,6 +73,7 @@ import httpx
 
 from bench.bench_clade import content
 from bench.common import HostLoad, dist, emit, machine_info, machine_rows, print_table, progress, workdir
+from bench.common.report import checks_rows
 from daemon.testing.harness import EventLog, Golem, LoopbackClade
 
 GOAL_S = 10.0
@@ -729,8 +730,7 @@ def report(res: dict[str, Any]) -> None:
     for label in ("timer_30s", "timer_off"):
         if label in res:
             rows += scenario_rows(label, res[label])
-    rows += [("## checks", ""), ("failed", "; ".join(res["failed"]) or "nothing"),
-             ("total wall clock", f"{res['total_seconds']:.1f} s")]
+    rows += checks_rows(res)
     print_table(rows, cap=44)
 
 

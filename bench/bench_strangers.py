@@ -68,6 +68,7 @@ from typing import Any
 from bench.bench_clade import Api, Watch, content, paced
 from bench.common import HostLoad, dist, emit, machine_info, machine_rows, out, print_table, progress, workdir
 from bench.common.machine import CLK_TCK, proc_cpu_ticks, proc_status_kib
+from bench.common.report import checks_rows
 from bench.strangers_worker import (
     KINDS,
     PUBSUB_MARKERS,
@@ -558,9 +559,7 @@ def report(res: dict[str, Any]) -> None:
         for client, label in (("lean", "raw TCP + TransportUpgrader"), ("host", "a build_host per identity")):
             x = cc[client]
             rows.append((label, f"{x['client_cpu_ms_per_conn']} ms CPU per connection, {x['per_s']}/s"))
-    rows.append(("## checks", ""))
-    rows.append(("failed", "; ".join(res["failed"]) or "nothing"))
-    rows.append(("total wall clock", f"{res['total_seconds']:.1f} s"))
+    rows += checks_rows(res)
     print_table(rows, cap=48)
 
 

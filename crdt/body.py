@@ -32,6 +32,7 @@ __all__ = [
     "Sensitivity",
     "check_content",
     "check_peer_id",
+    "check_text_size",
     "check_unit",
     "parse_enum",
 ]
@@ -185,12 +186,17 @@ def check_content(value: object) -> str:
     _check_utf8("content", value)
     if not value.strip():
         raise InvalidValue("content", "must not be empty")
-    size = len(value.encode("utf-8"))
-    if size > MAX_CONTENT_BYTES:
-        raise InvalidValue("content", f"must be at most {MAX_CONTENT_BYTES} bytes of UTF-8, got {size}")
-    if "\x00" in value:
-        raise InvalidValue("content", "must not contain NUL characters")
+    check_text_size("content", value, MAX_CONTENT_BYTES)
     return value
+
+
+def check_text_size(name: str, value: str, max_bytes: int) -> None:
+    """Raise `InvalidValue` unless `value` is at most `max_bytes` of UTF-8 without NUL characters."""
+    size = len(value.encode("utf-8"))
+    if size > max_bytes:
+        raise InvalidValue(name, f"must be at most {max_bytes} bytes of UTF-8, got {size}")
+    if "\x00" in value:
+        raise InvalidValue(name, "must not contain NUL characters")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

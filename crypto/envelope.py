@@ -32,7 +32,7 @@ from enum import StrEnum
 import nacl.exceptions
 import nacl.secret
 
-from .errors import CryptoError
+from .errors import CryptoError, Refused
 from .identity import Identity, signature_ok
 from .membership import Certificate, Membership, MembershipError, Reason, RevocationList
 from .wire import Malformed, pack, unpack
@@ -65,13 +65,8 @@ class EnvelopeReason(StrEnum):
     EPOCH_EXPIRED = "epoch_expired"
 
 
-class EnvelopeError(CryptoError):
+class EnvelopeError(Refused[EnvelopeReason]):
     """An envelope was refused; `reason` (an `EnvelopeReason`) is the label to count."""
-
-    def __init__(self, reason: EnvelopeReason, detail: str) -> None:
-        super().__init__(f"{reason.value}: {detail}")
-        self.reason = reason
-        self.detail = detail
 
 
 @dataclass(frozen=True, slots=True)

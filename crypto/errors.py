@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
-__all__ = ["BadSignature", "CryptoError", "InvalidPeerId", "KeyFileError", "UnsafeKeyFile"]
+from enum import StrEnum
+from typing import Generic, TypeVar
+
+__all__ = ["BadSignature", "CryptoError", "InvalidPeerId", "KeyFileError", "Refused", "UnsafeKeyFile"]
+
+R = TypeVar("R", bound=StrEnum)
 
 
 class CryptoError(Exception):
     """Root of every error raised by `crypto`."""
+
+
+class Refused(CryptoError, Generic[R]):
+    """Input was refused; `reason` (a member of the refusing module's enum) is the label to count."""
+
+    def __init__(self, reason: R, detail: str) -> None:
+        super().__init__(f"{reason.value}: {detail}")
+        self.reason = reason
+        self.detail = detail
 
 
 class KeyFileError(CryptoError):

@@ -27,7 +27,7 @@ import nacl.exceptions
 import nacl.public
 import nacl.signing
 
-from .errors import CryptoError, KeyFileError
+from .errors import CryptoError, KeyFileError, Refused
 from .identity import Identity, public_key_of
 from .keyfile import read_secret, write_public, write_secret
 from .wire import Malformed, pack, unpack
@@ -65,13 +65,8 @@ class Reason(StrEnum):
     STALE = "stale"
 
 
-class MembershipError(CryptoError):
+class MembershipError(Refused[Reason]):
     """A certificate, revocation list or bundle was refused; `reason` says why."""
-
-    def __init__(self, reason: Reason, detail: str) -> None:
-        super().__init__(f"{reason.value}: {detail}")
-        self.reason = reason
-        self.detail = detail
 
 
 def clade_id_of(owner_public_key: bytes, name: str) -> str:

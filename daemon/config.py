@@ -17,7 +17,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from daemon.errors import ConfigError
 from daemon.grimoire.trust import TrustPolicy
@@ -49,18 +58,11 @@ class P2PConfig(_Section):
                                description="after installing a rotated clade key, keep accepting gossip sealed "
                                            "with the previous one for this long (siblings not rotated yet)")
 
-    @field_validator("listen")
+    @field_validator("listen", "bootstrap")
     @classmethod
-    def _listen_addrs(cls, value: list[str]) -> list[str]:
-        for addr in value:
-            check_multiaddr(addr, peer=False)
-        return value
-
-    @field_validator("bootstrap")
-    @classmethod
-    def _bootstrap_addrs(cls, value: list[str]) -> list[str]:
-        for addr in value:
-            check_multiaddr(addr, peer=True)
+    def _addrs(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        for addr in value:  # a bootstrap address names the sibling: it ends in /p2p/PEERID
+            check_multiaddr(addr, peer=info.field_name == "bootstrap")
         return value
 
 

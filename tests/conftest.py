@@ -14,6 +14,7 @@ import pytest
 
 from daemon.cli.main import main
 from daemon.datadir import DataDir
+from daemon.testing.process import DaemonProc
 from daemon.testing.styx_server import StyxServer
 from tests.helpers.cli import STYX_TOKEN, CliResult, CliRunner
 
@@ -24,6 +25,26 @@ def data_dir(tmp_path: Path) -> DataDir:
     data = DataDir(tmp_path / "data")
     data.init()
     return data
+
+
+@pytest.fixture
+def daemon(data_dir: DataDir) -> Iterator[DaemonProc]:
+    """`clade run` on `data_dir`, stopped after the test."""
+    proc = DaemonProc(data_dir)
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProc]:
+    """One daemon for a module's tests (starting one costs ~2 s); it must stop with status 0."""
+    data = DataDir(tmp_path_factory.mktemp("shared") / "data")
+    data.init()
+    proc = DaemonProc(data)
+    yield proc
+    assert proc.stop() == 0
 
 
 @pytest.fixture

@@ -209,3 +209,9 @@ def section_rows(sections: dict[str, dict[str, float]], total_seconds: float) ->
                            f"other {sec['other_cpu_cores']} cores"))
     rows.append(("total wall clock", f"{total_seconds:.1f} s"))
     return rows
+
+
+def checks_rows(res: dict[str, Any]) -> list[tuple[str, str]]:
+    """The closing rows of a report whose `res` lists its `failed` checks and its `total_seconds`."""
+    return [("## checks", ""), ("failed", "; ".join(res["failed"]) or "nothing"),
+            ("total wall clock", f"{res['total_seconds']:.1f} s")]

@@ -116,21 +116,14 @@ def create_app(state: DaemonState) -> FastAPI:
                 for m in r.methods or ()}))
         return res
 
-    @app.exception_handler(NotFound)
-    async def not_found(request: Request, exc: NotFound) -> JSONResponse:
-        return _error(404, "not_found", str(exc))
+    def answer(code: int, error: str) -> Callable[[Request, Exception], Awaitable[JSONResponse]]:
+        async def handler(request: Request, exc: Exception) -> JSONResponse:
+            return _error(code, error, str(exc))
+        return handler
 
-    @app.exception_handler(Conflict)
-    async def conflict(request: Request, exc: Conflict) -> JSONResponse:
-        return _error(409, "conflict", str(exc))
-
-    @app.exception_handler(UsageError)
-    async def usage(request: Request, exc: UsageError) -> JSONResponse:
-        return _error(400, "bad_request", str(exc))
-
-    @app.exception_handler(InvalidValue)
-    async def invalid_value(request: Request, exc: InvalidValue) -> JSONResponse:
-        return _error(400, "bad_request", str(exc))
+    for refused, code, error in ((NotFound, 404, "not_found"), (Conflict, 409, "conflict"),
+                                 (UsageError, 400, "bad_request"), (InvalidValue, 400, "bad_request")):
+        app.add_exception_handler(refused, answer(code, error))
 
     @app.exception_handler(ModelIntegrityError)
     async def unavailable(request: Request, exc: ModelIntegrityError) -> JSONResponse:

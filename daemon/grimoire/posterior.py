@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from crdt import InvalidValue
+from crdt.body import check_text_size
 
 __all__ = ["MAX_METRIC_CHARS", "MAX_NOTE_BYTES", "PRIOR_STRENGTH", "Effect", "OutcomeInput", "posterior_mean"]
 
@@ -86,9 +87,5 @@ class OutcomeInput:
         if note is not None:
             if not isinstance(note, str):
                 raise InvalidValue("note", "must be text")
-            size = len(note.encode("utf-8"))
-            if size > MAX_NOTE_BYTES:
-                raise InvalidValue("note", f"must be at most {MAX_NOTE_BYTES} bytes of UTF-8, got {size}")
-            if "\x00" in note:
-                raise InvalidValue("note", "must not contain NUL characters")
+            check_text_size("note", note, MAX_NOTE_BYTES)
         return cls(Effect(effect), metric, number, episode_id, note)

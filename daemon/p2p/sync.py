@@ -112,31 +112,45 @@ async def _pull_round(stream: SyncStream, state: PullState, apply: Apply, result
     first, then the reading's error is raised; if `apply` fails, reading stops and its error
     is raised."""
     send, arrivals = trio.open_memory_channel[bytes](ROUND_DELTAS)  # a round never blocks the reader
-    failures: list[Exception] = []
     joined = ApplyReport()
     ended: RoundEnded | None = None
 
-    async def join(cancel_reading: trio.CancelScope) -> None:
+    async def join() -> None:
         nonlocal joined
-        try:
-            async with arrivals:
-                joined = await apply(arrivals)
-        except Exception as exc:  # noqa: BLE001 - raised by _pull_round itself, unwrapped
-            failures.append(exc)
-            cancel_reading.cancel()
+        async with arrivals:
+            joined = await apply(arrivals)
 
-    async with trio.open_nursery() as nursery:
-        with trio.CancelScope() as reading:
-            nursery.start_soon(join, reading)
-            with send:  # closed whatever happens: `apply` then ends with what came
-                try:
-                    ended = await _read_round(stream, state, send, result, read_timeout_s)
-                except Exception as exc:  # noqa: BLE001 - raised below, once `apply` has joined what came
-                    failures.append(exc)
-    if failures:
-        raise failures[0]
+    async def read() -> None:
+        nonlocal ended
+        with send:  # closed whatever happens: `apply` then ends with what came
+            ended = await _read_round(stream, state, send, result, read_timeout_s)
+
+    await _alongside(join, read)
     assert ended is not None  # reading returns its end or raises
     return ended, joined
+
+
+async def _alongside(task: Callable[[], Awaitable[None]], main: Callable[[], Awaitable[None]]) -> None:
+    """Run `task` in the background while `main` runs here: if `task` fails, `main` is cancelled.
+    Once both have ended, the first failure is raised, unwrapped (not in an ExceptionGroup)."""
+    failures: list[Exception] = []
+
+    async def background(cancel_main: trio.CancelScope) -> None:
+        try:
+            await task()
+        except Exception as exc:  # noqa: BLE001 - raised below, unwrapped
+            failures.append(exc)
+            cancel_main.cancel()
+
+    async with trio.open_nursery() as nursery:
+        with trio.CancelScope() as main_scope:
+            nursery.start_soon(background, main_scope)
+            try:
+                await main()
+            except Exception as exc:  # noqa: BLE001 - raised below, once `task` has ended
+                failures.append(exc)
+    if failures:
+        raise failures[0]
 
 
 async def _read_round(stream: SyncStream, state: PullState, send: trio.MemorySendChannel[bytes],
@@ -190,29 +204,19 @@ async def _serve_round(stream: SyncStream, state: ServeState, extract: Extract, 
     context). If sending fails, `extract` is stopped (its channel breaks) and the sending
     error raised; if `extract` fails, sending stops and its error is raised."""
     send, extracted = trio.open_memory_channel[bytes](ROUND_DELTAS)  # extraction never waits for the network
-    failures: list[Exception] = []
     answer: tuple[bool, CausalContext] | None = None
 
-    async def produce(cancel_sending: trio.CancelScope) -> None:
+    async def produce() -> None:
         nonlocal answer
-        try:
-            async with send:
-                answer = await extract(context, send)
-        except Exception as exc:  # noqa: BLE001 - raised by _serve_round itself, unwrapped
-            failures.append(exc)
-            cancel_sending.cancel()
+        async with send:
+            answer = await extract(context, send)
 
-    async with trio.open_nursery() as nursery:
-        with trio.CancelScope() as sending:
-            nursery.start_soon(produce, sending)
-            with extracted:  # closed whatever happens: a blocked `extract` then fails instead of waiting
-                try:
-                    async for delta in extracted:
-                        state.send_delta(delta)
-                        result.bytes_out += await _flush(stream, state)
-                except Exception as exc:  # noqa: BLE001 - raised below, once `extract` has stopped
-                    failures.append(exc)
-    if failures:
-        raise failures[0]
+    async def deliver() -> None:
+        with extracted:  # closed whatever happens: a blocked `extract` then fails instead of waiting
+            async for delta in extracted:
+                state.send_delta(delta)
+                result.bytes_out += await _flush(stream, state)
+
+    await _alongside(produce, deliver)
     assert answer is not None  # `extract` returned, or failed above
     return answer

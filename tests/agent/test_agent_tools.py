@@ -31,15 +31,6 @@ def valid_tool_result(block: dict[str, Any]) -> list[dict[str, Any]]:
     return [dict(c) for c in validated["content"]]
 
 
-@pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProc]:
-    data = DataDir(tmp_path_factory.mktemp("agent") / "data")
-    data.init()
-    proc = DaemonProc(data)
-    yield proc
-    assert proc.stop() == 0
-
-
 def count_entries(daemon: DaemonProc) -> int:
     with daemon.data.open_store() as store:
         return int(store.connection.execute("SELECT count(*) FROM entries").fetchone()[0])

@@ -9,7 +9,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -30,15 +30,6 @@ from daemon.testing.process import DaemonProc
 CLADE = str(Path(sys.executable).with_name("clade"))
 TOOL_NAMES = {"memory_save", "memory_recall", "memory_search", "memory_digest", "memory_outcome", "working_memory_read",
               "working_memory_write", "working_memory_close", "memory_flush"}
-
-
-@pytest.fixture
-def daemon(data_dir: DataDir) -> Iterator[DaemonProc]:
-    proc = DaemonProc(data_dir)
-    try:
-        yield proc
-    finally:
-        proc.stop()
 
 
 @asynccontextmanager

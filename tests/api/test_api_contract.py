@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -28,26 +27,16 @@ from daemon.grimoire import NewEntry
 from daemon.grimoire.fields import EntryFields, cli_options
 from daemon.testing.process import DaemonProc
 from tests.helpers.cli import REPO, CliRunner
+from tests.helpers.daemon import daemon_over_tcp
 
 SCHEMATHESIS = str(Path(sys.executable).with_name("schemathesis"))
 TOKEN = "contract-test-token-0123456789abcdef"
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture
 def tcp_daemon(data_dir: DataDir) -> Iterator[tuple[DaemonProc, str]]:
-    port = _free_port()
-    data_dir.config_path.write_text(f'[api]\ntcp_port = {port}\ntoken = "{TOKEN}"\n')
-    daemon = DaemonProc(data_dir)
-    try:
-        yield daemon, f"http://127.0.0.1:{port}"
-    finally:
-        assert daemon.stop() == 0
+    with daemon_over_tcp(data_dir, TOKEN) as (daemon, where):
+        yield daemon, f"http://{where}"
 
 
 @pytest.mark.slow

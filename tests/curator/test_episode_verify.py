@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,15 +23,6 @@ from tests.helpers.cli import CliRunner
 
 DAY = 86_400_000
 T0 = wall_clock_ms() - DAY  # the store stamps writes with the wall clock: cycles run near it
-
-
-@pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProc]:
-    data = DataDir(tmp_path_factory.mktemp("episodes") / "data")
-    data.init()
-    proc = DaemonProc(data)
-    yield proc
-    assert proc.stop() == 0
 
 
 def _episodes(protocol: str, *, verified: bool, n: int = 3) -> list[Episode]:

@@ -1,12 +1,25 @@
-"""Multi-daemon tests: waiting until a condition holds, writing on a golem, the ids it holds."""
+"""Multi-daemon tests: a running loopback clade, waiting for a condition, writing on a golem, the ids it holds."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
-from daemon.testing.harness import Golem
+from daemon.testing.harness import Golem, LoopbackClade
+
+
+@contextmanager
+def running_clade(root: Path, n: int) -> Iterator[LoopbackClade]:
+    """A `LoopbackClade` of `n` golems under `root`, all started and connected; stopped at the end."""
+    clade = LoopbackClade(root, n)
+    try:
+        clade.start_all()
+        yield clade
+    finally:
+        clade.close()
 
 
 def eventually(check: Callable[[], Any], *, timeout: float = 30, what: str = "condition",

@@ -14,7 +14,12 @@ TIMEOUT = 60.0
 
 
 class Child:
-    """A Python child whose stdout lines arrive on a queue, read with a timeout."""
+    """A Python child whose stdout lines arrive on a queue, read with a timeout.
+
+    `stack` reaps it at its close (killed if still running, pipes and stderr file closed)."""
+
+    timeout = TIMEOUT
+    complete_lines_only = False  # drop a last line the child did not finish (with "\n")
 
     def __init__(self, stack: ExitStack, script: str, *args: str, stderr_path: Path) -> None:
         self._stderr_path = stderr_path
@@ -34,14 +39,15 @@ class Child:
     def _read(self) -> None:
         assert self.proc.stdout is not None
         for raw in self.proc.stdout:
-            self._lines.put(raw.decode().rstrip("\n"))
+            if raw.endswith(b"\n") or not self.complete_lines_only:
+                self._lines.put(raw.decode().rstrip("\n"))
         self._lines.put(None)
 
     def _reap(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
-        self.proc.wait(timeout=TIMEOUT)
-        self._pump.join(timeout=TIMEOUT)
+        self.proc.wait(timeout=self.timeout)
+        self._pump.join(timeout=self.timeout)
         for pipe in (self.proc.stdin, self.proc.stdout):
             if pipe is not None:
                 pipe.close()
@@ -50,11 +56,13 @@ class Child:
         self._stderr.flush()
         return self._stderr_path.read_text(errors="replace")
 
-    def line(self) -> str:
+    def line(self, timeout: float | None = None) -> str:
+        """The next stdout line; fails the test on timeout (default `self.timeout`) or early exit."""
+        timeout = self.timeout if timeout is None else timeout
         try:
-            item = self._lines.get(timeout=TIMEOUT)
+            item = self._lines.get(timeout=timeout)
         except queue.Empty:
-            raise AssertionError(f"child printed nothing for {TIMEOUT}s; stderr:\n{self.stderr()}") from None
+            raise AssertionError(f"child printed nothing for {timeout}s; stderr:\n{self.stderr()}") from None
         if item is None:
             raise AssertionError(f"child exited early (code {self.proc.wait()}); stderr:\n{self.stderr()}")
         return item
@@ -73,12 +81,13 @@ class Child:
 
     def finish(self) -> tuple[int, str]:
         """Wait for a clean exit; (exit code, stderr)."""
-        code = self.proc.wait(timeout=TIMEOUT)
+        code = self.proc.wait(timeout=self.timeout)
         return code, self.stderr()
 
     def rest(self) -> list[str]:
-        """The lines printed after the last one read (call after `finish`)."""
-        self._pump.join(timeout=TIMEOUT)
+        """The lines printed after the last one read (call once the child has exited)."""
+        self._pump.join(timeout=self.timeout)
+        assert not self._pump.is_alive()
         out = []
         while (item := self._lines.get_nowait()) is not None:
             out.append(item)

@@ -12,18 +12,15 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from daemon.testing.harness import EventLog, Golem, LoopbackClade
+from tests.helpers.clade import running_clade
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
 @pytest.fixture
 def clade2(tmp_path: Path) -> Iterator[LoopbackClade]:
-    clade = LoopbackClade(tmp_path, 2)
-    try:
-        clade.start_all()
+    with running_clade(tmp_path, 2) as clade:
         yield clade
-    finally:
-        clade.close()
 
 
 def scrape(golem: Golem) -> Samples:

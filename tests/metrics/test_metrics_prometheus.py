@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from daemon.datadir import DataDir
 from daemon.metrics.collector import render
 from daemon.testing.process import DaemonProc
 from tests.helpers.cli import REPO
+from tests.helpers.daemon import daemon_over_tcp, free_port
 from tests.helpers.metrics import full_snapshot
 
 TOKEN = "metrics-test-token-0123456789abcdef"
@@ -36,21 +36,10 @@ needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="no `promtool` bina
                                     "(apt-get install prometheus; .ci/run does)")
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture
 def tcp_daemon(data_dir: DataDir) -> Iterator[tuple[DaemonProc, str]]:
-    port = _free_port()
-    data_dir.config_path.write_text(f'[api]\ntcp_port = {port}\ntoken = "{TOKEN}"\n')
-    daemon = DaemonProc(data_dir)
-    try:
-        yield daemon, f"127.0.0.1:{port}"
-    finally:
-        assert daemon.stop() == 0
+    with daemon_over_tcp(data_dir, TOKEN) as (daemon, where):
+        yield daemon, where
 
 
 def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -106,7 +95,7 @@ def test_a_real_prometheus_scrapes_the_daemon(tcp_daemon: tuple[DaemonProc, str]
     daemon, where = tcp_daemon
     assert daemon.request("POST", "/v1/memory", json={"content": "Curve pools depeg under stress",
                                                       "memory_type": "warning"}).status_code == 201
-    port = _free_port()
+    port = free_port()
     config = tmp_path / "prometheus.yml"
     config.write_text(json.dumps({  # YAML is a superset of JSON
         "global": {"scrape_interval": "1s", "scrape_timeout": "1s"},

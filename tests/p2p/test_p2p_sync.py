@@ -19,19 +19,15 @@ from crdt import Kind
 from crypto import OwnerKey, RevocationList
 from daemon.grimoire import Grimoire, NewEntry
 from daemon.testing.harness import EventLog, Golem, LoopbackClade
-from tests.helpers.clade import eventually, ids_on, write
+from tests.helpers.clade import eventually, ids_on, running_clade, write
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
 def clade3(tmp_path: Path) -> Iterator[LoopbackClade]:
-    clade = LoopbackClade(tmp_path, 3)
-    try:
-        clade.start_all()
+    with running_clade(tmp_path, 3) as clade:
         yield clade
-    finally:
-        clade.close()
 
 
 def shared_digest(golem: Golem) -> str:

@@ -27,16 +27,6 @@ def notify(tmp_path: Path) -> Iterator[NotifySocket]:
     sock.close()
 
 
-@pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProc]:
-    """One daemon for the API tests (starting one costs ~2 s)."""
-    data = DataDir(tmp_path_factory.mktemp("api") / "data")
-    data.init()
-    proc = DaemonProc(data)
-    yield proc
-    assert proc.stop() == 0
-
-
 def test_ready_watchdog_stopping_and_nothing_lost(data_dir: DataDir, notify: NotifySocket) -> None:
     env = {"NOTIFY_SOCKET": str(notify.path), "WATCHDOG_USEC": "400000"}  # pet every 0.2 s
     daemon = DaemonProc(data_dir, env=env)

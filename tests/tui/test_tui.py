@@ -29,6 +29,7 @@ from textual.widgets import DataTable, Label
 from daemon.datadir import DataDir
 from daemon.testing.harness import LoopbackClade
 from daemon.testing.process import DaemonProc
+from tests.helpers.clade import running_clade
 from tests.helpers.tui_drive import drive, feed, tui_for, until
 from tests.helpers.tui_fake import fake_transport, status_doc, transport_factory
 from tui.app import CladeTui
@@ -43,22 +44,9 @@ def write(call: Callable[..., Any], content: str, kind: str = "warning") -> str:
 
 
 @pytest.fixture
-def daemon(data_dir: DataDir) -> Iterator[DaemonProc]:
-    proc = DaemonProc(data_dir)
-    try:
-        yield proc
-    finally:
-        proc.stop()
-
-
-@pytest.fixture
 def clade2(tmp_path: Path) -> Iterator[LoopbackClade]:
-    clade = LoopbackClade(tmp_path, 2)
-    try:
-        clade.start_all()
+    with running_clade(tmp_path, 2) as clade:
         yield clade
-    finally:
-        clade.close()
 
 
 def _json(proc: DaemonProc, method: str, path: str, **kw: Any) -> Any:
