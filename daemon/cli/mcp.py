@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
+from daemon.cli.endpoint import add_endpoint_args, endpoint_from
 from daemon.cli.render import renders
 from daemon.datadir import DataDir
 from daemon.errors import UsageError
@@ -35,12 +35,7 @@ def _timeout(text: str) -> float:
 
 def register(command: Callable[[str, Handler, str], argparse.ArgumentParser]) -> None:
     p = command("mcp", cmd_mcp, "serve this golem's memory over the Model Context Protocol (stdio)")
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--socket", type=Path, default=None, metavar="PATH", help="the daemon's unix socket")
-    where.add_argument("--url", default=None, metavar="URL", help="the daemon's TCP listener, e.g. "
-                                                                  "http://127.0.0.1:7410 (with --token)")
-    p.add_argument("--token", default=None, metavar="TOKEN",
-                   help="bearer token for --url (default: [api] token of the data dir's config)")
+    add_endpoint_args(p)
     p.add_argument("--timeout", type=_timeout, default=30.0, metavar="SECONDS",
                    help="give up on a daemon call after this long (default 30)")
 
@@ -52,17 +47,8 @@ def _nothing(args: argparse.Namespace, doc: dict[str, Any]) -> None:
 @renders(_nothing)
 def cmd_mcp(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     from daemon.mcp.server import serve_stdio
-    from tui.client import Endpoint
 
-    if args.token and not args.url:
-        raise UsageError("--token goes with --url (the unix socket needs no token)")
     if args.json:
         raise UsageError("clade mcp speaks MCP on stdout; --json does not apply")
-    if args.url:
-        endpoint = Endpoint(url=args.url, token=args.token or data.load_config().api.token)
-    elif args.socket:
-        endpoint = Endpoint(socket=args.socket)
-    else:
-        endpoint = Endpoint(data_dir=data.root)
-    serve_stdio(endpoint, timeout_s=args.timeout)
+    serve_stdio(endpoint_from(args, data), timeout_s=args.timeout)
     return {}

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
+from daemon.cli.endpoint import add_endpoint_args, endpoint_from
 from daemon.cli.render import renders
 from daemon.datadir import DataDir
-from daemon.errors import DaemonError, UsageError
+from daemon.errors import DaemonError
 
 __all__ = ["register"]
 
@@ -25,12 +25,7 @@ Handler = Callable[[argparse.Namespace, DataDir], Any]
 
 def register(command: Callable[[str, Handler, str], argparse.ArgumentParser]) -> None:
     p = command("tui", cmd_tui, "the operator's terminal UI: siblings, knowledge, live feed, actions")
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--socket", type=Path, default=None, metavar="PATH", help="the daemon's unix socket")
-    where.add_argument("--url", default=None, metavar="URL", help="the daemon's TCP listener, e.g. "
-                                                                  "http://127.0.0.1:7410 (with --token)")
-    p.add_argument("--token", default=None, metavar="TOKEN",
-                   help="bearer token for --url (default: [api] token of the data dir's config)")
+    add_endpoint_args(p)
     p.add_argument("--read-only", action="store_true", help="watch only: every action is disabled")
     p.add_argument("--theme", choices=["auto", "truecolor", "256", "16", "mono"], default=None,
                    help="colours (default: [tui] theme, else from $COLORTERM/$TERM)")
@@ -42,18 +37,10 @@ def _nothing(args: argparse.Namespace, doc: dict[str, Any]) -> None:
 
 @renders(_nothing)
 def cmd_tui(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
-    from tui.client import Endpoint
     from tui.main import run
 
-    if args.token and not args.url:
-        raise UsageError("--token goes with --url (the unix socket needs no token)")
+    endpoint = endpoint_from(args, data)
     config = data.load_config()
-    if args.url:
-        endpoint = Endpoint(url=args.url, token=args.token or config.api.token)
-    elif args.socket:
-        endpoint = Endpoint(socket=args.socket)
-    else:
-        endpoint = Endpoint(data_dir=data.root)
     code = run(endpoint, config=config.tui, read_only=args.read_only, theme=args.theme)
     if code:
         raise DaemonError(f"the TUI stopped with status {code}")
