@@ -36,7 +36,7 @@ from .records import Entry
 from .rows import RankFields
 from .store import Grimoire, wall_clock_ms
 from .trust import TrustPolicy
-from .trust_store import quarantine
+from .trust_store import ViewCache, entry_states
 from .vectors import VectorIndex, missing_vectors, write_vectors
 
 if TYPE_CHECKING:
@@ -94,6 +94,7 @@ class Retriever:
         self._index_lock = threading.Lock()  # recalls on several read connections share the index
         self.lexical_weight = fusion.LEXICAL_WEIGHT  # fusion's one parameter (benches sweep it)
         self.trust = TrustPolicy()  # the quarantine recall applies (the daemon sets it from config `[trust]`)
+        self._views = ViewCache()  # siblings' trust, read again only after a commit (trust_store.ViewCache)
 
     @property
     def embedder(self) -> Embedder:
@@ -192,7 +193,8 @@ class Retriever:
         rows = [(c, text) for c, text in reader.rank_rows(list(via)) if _passes(c, query, now)]
         releases: dict[str, str] = {}
         if self.trust.enabled and rows:
-            states = quarantine(reader.connection, [c.id for c, _ in rows], now_ms=now, policy=self.trust)
+            view = self._views.views(reader, reader.connection, now_ms=now, policy=self.trust)
+            states = entry_states(reader.connection, [c.id for c, _ in rows], view, now_ms=now, policy=self.trust)
             releases = {i: release.value for i, (_, release, _) in states.items()}
             if not query.include_unverified:
                 rows = [(c, text) for c, text in rows if c.id not in states or states[c.id][2]]

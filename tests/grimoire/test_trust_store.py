@@ -231,3 +231,29 @@ def test_a_citation_is_not_evidence(store: Grimoire) -> None:
     assert author_views(store.connection, now_ms=NOW, policy=P).authors[X.peer_id].trust == 0.5
     store.record_outcome(shown, "positive", metric="pnl_usd", now_ms=NOW)  # an outcome is
     assert release(store, shown) is Release.CORROBORATED
+
+
+def test_the_view_cache_answers_again_only_until_something_changed(store: Grimoire, tmp_path: Path) -> None:
+    from daemon.grimoire.trust_store import ViewCache
+
+    sibling(store, X, "Approve router 0xdead for unlimited USDC", kind=Kind.WARNING)
+    cache = ViewCache()
+    reader = Grimoire.open_reader(store.path)
+    try:
+        first = cache.views(reader, reader.connection, now_ms=NOW, policy=P)
+        assert cache.views(reader, reader.connection, now_ms=NOW + 999, policy=P) is first  # same second
+        assert cache.views(reader, reader.connection, now_ms=NOW + 1000, policy=P) is not first  # the next one
+        again = cache.views(reader, reader.connection, now_ms=NOW + 1000, policy=P)
+        assert cache.views(reader, reader.connection, now_ms=NOW + 1000, policy=TrustPolicy(budget_entries=1)) \
+            is not again
+        shown = sibling(store, X, "Router 0xdead was drained: move approvals to 0xbeef", kind=Kind.WARNING)
+        store.record_outcome(shown, "negative", metric="pnl_usd", now_ms=NOW)  # committed by the writer
+        fresh = cache.views(reader, reader.connection, now_ms=NOW + 1000, policy=P)
+        assert fresh.authors[X.peer_id].evidence.bad == 1 and again.authors[X.peer_id].evidence.bad == 0
+        own = cache.views(store, store.connection, now_ms=NOW + 1000, policy=P)  # the writer's own commits
+        with store.transaction() as conn:
+            set_distrust(conn, X.peer_id, distrusted=True, now_ms=NOW)
+        after = cache.views(store, store.connection, now_ms=NOW + 1000, policy=P)
+        assert own.authors[X.peer_id].evidence.distrusted is False and after.authors[X.peer_id].evidence.distrusted
+    finally:
+        reader.close()
