@@ -8,7 +8,6 @@ on the same data a real daemon and the store answer with the same document.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterator
 
 import pytest
 
@@ -22,15 +21,6 @@ from daemon.testing.process import DaemonProc
 def _operations() -> list[str]:
     return sorted(name for name, value in vars(Backend).items()
                   if inspect.isfunction(value) and not name.startswith("_"))
-
-
-@pytest.fixture
-def daemon(data_dir: DataDir) -> Iterator[DaemonProc]:
-    proc = DaemonProc(data_dir)
-    try:
-        yield proc
-    finally:
-        proc.stop()
 
 
 def test_the_interface_has_the_cli_operations() -> None:
