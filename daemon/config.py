@@ -141,7 +141,12 @@ class CuratorConfig(_Section):
 
 class ApiConfig(_Section):
     tcp_port: int | None = Field(None, ge=1, le=65_535, description="also listen on 127.0.0.1:PORT (needs token)")
-    token: str | None = Field(None, min_length=32, description="bearer token for the TCP listener")
+    token: SecretStr | None = Field(None, min_length=32, description="bearer token for the TCP listener "
+                                    "(or CLADE_API__TOKEN); shown as ********, never logged")
+
+    def secret_token(self) -> str | None:
+        """The bearer token's text: only for the listener's check and the client's header."""
+        return None if self.token is None else self.token.get_secret_value()
 
 
 class BackupConfig(_Section):

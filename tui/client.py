@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -98,7 +98,7 @@ class Endpoint:
     data_dir: Path | None = None
     socket: Path | None = None
     url: str | None = None
-    token: str | None = None
+    token: str | None = field(default=None, repr=False)  # never in a repr, a log or a traceback
 
     def describe(self) -> str:
         if self.url:

@@ -34,7 +34,7 @@ def endpoint_from(args: argparse.Namespace, data: DataDir) -> Endpoint:
     if args.token and not args.url:
         raise UsageError("--token goes with --url (the unix socket needs no token)")
     if args.url:
-        return Endpoint(url=args.url, token=args.token or data.load_config().api.token)
+        return Endpoint(url=args.url, token=args.token or data.load_config().api.secret_token())
     if args.socket:
         return Endpoint(socket=args.socket)
     return Endpoint(data_dir=data.root)

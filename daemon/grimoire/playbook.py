@@ -1,21 +1,43 @@
-"""PLAYBOOK.md: read, and replace atomically (temp file + fsync + rename + fsync dir)."""
+"""PLAYBOOK.md: what it holds, read, and replace atomically (temp file + fsync + rename + fsync dir).
+
+The playbook is read by the golem's agent and queued to Styx's vault layer, so it holds only
+what may cross: active, public warnings, heuristics and anti-knowledge, released from
+quarantine (a sibling's unverified entry is not), and not refuted. Private and sensitive
+entries, and a suspect sibling's rules, never reach it (`playbook_text` takes what the caller
+selected; `service/curation.render_playbook` selects).
+"""
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["DEFAULT_PLAYBOOK", "atomic_write", "read_playbook", "snapshot_playbook", "write_playbook"]
+__all__ = ["DEFAULT_PLAYBOOK", "PLAYBOOK_HEADER", "PLAYBOOK_LIMIT", "atomic_write", "playbook_text", "read_playbook",
+           "snapshot_playbook", "write_playbook"]
 
 SNAPSHOT_KEEP = 20
+PLAYBOOK_LIMIT = 200  # rules at most, newest first
 
-DEFAULT_PLAYBOOK = """\
+PLAYBOOK_HEADER = """\
 # PLAYBOOK
 
-The curator rewrites this file every cycle from the Grimoire's active heuristics,
-warnings and insights. Edits made here by hand are replaced on the next cycle.
+The curator rewrites this file every cycle from the Grimoire's active warnings, heuristics
+and anti-knowledge that may cross to siblings: public, released from quarantine, not refuted.
+Private and sensitive entries are never written here. Edits made by hand are replaced on the
+next cycle.
 """
+
+DEFAULT_PLAYBOOK = PLAYBOOK_HEADER
+
+
+def playbook_text(rules: Iterable[tuple[str, str]]) -> str:
+    """PLAYBOOK.md for `rules` — (kind, content) pairs, already selected — one line each,
+    whitespace folded so a rule cannot forge a heading or another rule."""
+    lines = [PLAYBOOK_HEADER]
+    lines.extend(f"- [{kind}] {' '.join(content.split())}" for kind, content in rules)
+    return "\n".join(lines) + "\n"
 
 
 def atomic_write(path: Path, data: bytes, *, mode: int = 0o644) -> None:

@@ -5,8 +5,9 @@ retriever's in-memory index, current model only), the replay pool of episodes (t
 ones' fields; payloads only for the chosen) and the LLM pass when it is configured. After the
 cycle, `record_replays` counts the replay in the episode log and `capacity_event` tells the
 operator what the Grimoire's budget archived. `render_playbook`
-writes PLAYBOOK.md from the active warnings, anti_knowledge and heuristics and keeps the
-previous version. The cycle itself is `daemon.grimoire.curator.cycle.run_cycle`.
+writes PLAYBOOK.md from the active warnings, anti_knowledge and heuristics that may cross
+(public, released from quarantine: `playbook_rules`) and keeps the previous version. The
+cycle itself is `daemon.grimoire.curator.cycle.run_cycle`.
 """
 
 from __future__ import annotations
@@ -21,21 +22,22 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from crdt import Kind
+from crdt import Kind, Sensitivity
 from daemon.config import CuratorConfig
 from daemon.errors import ConfigError
 from daemon.grimoire import EpisodeLog, Grimoire
 from daemon.grimoire.curator.consolidate import ReplayItem, select_replay
-from daemon.grimoire.curator.cycle import CuratorSettings, CycleReport
+from daemon.grimoire.curator.cycle import CuratorSettings, CycleReport, unverified_ids
 from daemon.grimoire.curator.decay import windows_with
 from daemon.grimoire.curator.llm import Cluster
 from daemon.grimoire.curator.llm_client import LlmConfig, LlmOutcome, propose
-from daemon.grimoire.playbook import snapshot_playbook
+from daemon.grimoire.playbook import PLAYBOOK_LIMIT, playbook_text, snapshot_playbook
+from daemon.grimoire.records import Entry
 from daemon.grimoire.retrieval import Retriever
 from daemon.grimoire.trust import TrustPolicy
 
-__all__ = ["CYCLE_EMBED_LIMIT", "capacity_event", "llm_for", "record_replays", "render_playbook", "replay_items",
-           "settings_for", "vectors_for"]
+__all__ = ["CYCLE_EMBED_LIMIT", "capacity_event", "llm_for", "playbook_rules", "record_replays", "render_playbook",
+           "replay_items", "settings_for", "vectors_for"]
 
 log = logging.getLogger("clade.curator")
 MS_PER_DAY = 86_400_000
@@ -117,10 +119,18 @@ def llm_for(config: CuratorConfig, env: dict[str, str] | None = None
     return partial(propose, config=cfg)
 
 
-def render_playbook(store: Grimoire, path: Path, *, now_ms: int, keep: int) -> Path | None:
-    """Rewrite PLAYBOOK.md from the active rules; returns the snapshot of the previous version, if any."""
-    lines = ["# PLAYBOOK", "", "Active warnings and heuristics of this golem's Grimoire.", ""]
-    for entry in store.list_entries(kinds=[Kind.WARNING, Kind.HEURISTIC, Kind.ANTI_KNOWLEDGE], limit=200):
-        if entry.status == "active":
-            lines.append(f"- [{entry.body.kind.value}] {' '.join(entry.body.content.split())}")
-    return snapshot_playbook(path, "\n".join(lines) + "\n", now_ms=now_ms, keep=keep)
+def playbook_rules(store: Grimoire, *, now_ms: int, trust: TrustPolicy) -> list[Entry]:
+    """What PLAYBOOK.md holds (grimoire/playbook.py): the newest `PLAYBOOK_LIMIT` active, public
+    warnings, heuristics and anti-knowledge, none a sibling's entry still in quarantine."""
+    candidates = [e for e in store.list_entries(kinds=[Kind.WARNING, Kind.HEURISTIC, Kind.ANTI_KNOWLEDGE],
+                                                limit=4 * PLAYBOOK_LIMIT)
+                  if e.status == "active" and e.body.sensitivity is Sensitivity.PUBLIC]
+    held = unverified_ids(store, [e.id for e in candidates], now_ms=now_ms, policy=trust)
+    return [e for e in candidates if e.id not in held][:PLAYBOOK_LIMIT]
+
+
+def render_playbook(store: Grimoire, path: Path, *, now_ms: int, keep: int, trust: TrustPolicy) -> Path | None:
+    """Rewrite PLAYBOOK.md from `playbook_rules`; returns the snapshot of the previous version, if any."""
+    rules = playbook_rules(store, now_ms=now_ms, trust=trust)
+    return snapshot_playbook(path, playbook_text((e.body.kind.value, e.body.content) for e in rules),
+                             now_ms=now_ms, keep=keep)

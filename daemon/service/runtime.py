@@ -380,10 +380,11 @@ class DaemonRuntime:
 
 def _tcp_token(config: Config) -> str:
     """The bearer token the TCP listener requires; no token is fatal (no open listener)."""
-    if not config.api.token:
+    token = config.api.secret_token()
+    if not token:
         raise FatalError("api.tcp_port is set but api.token is not set: refusing an open listener; "
                          "set [api] token (or CLADE_API__TOKEN), or remove [api] tcp_port")
-    return config.api.token
+    return token
 
 
 def _sole(exc: BaseException, kind: type[_E]) -> _E | None:

@@ -139,7 +139,8 @@ class Upkeep:
             self.local_write()
 
         def finish(store: Grimoire) -> bool:
-            render_playbook(store, self.data.playbook_path, now_ms=now, keep=config.playbook_keep)
+            render_playbook(store, self.data.playbook_path, now_ms=now, keep=config.playbook_keep,
+                            trust=settings.trust)
             queued = self.styx.queue_playbook(store, now)
             store.checkpoint()
             return queued

@@ -163,7 +163,13 @@ def test_config_show_applies_env_and_rejects_bad_file(
     cli: CliRunner, data_dir: DataDir, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("CLADE_LOG__LEVEL", "debug")
-    assert cli("config", "show", "--json").json()["config"]["log"]["level"] == "debug"
+    token = "api-token-that-must-never-be-printed-0123456789"
+    monkeypatch.setenv("CLADE_API__TOKEN", token)
+    shown = cli("config", "show", "--json")
+    assert shown.json()["config"]["log"]["level"] == "debug"
+    assert shown.json()["config"]["api"]["token"] == "**********"  # set, and masked
+    text = cli("config", "show")
+    assert "[api]" in text.out and token not in shown.out + shown.err + text.out + text.err
     data_dir.config_path.write_text("[curator]\ntick_seconds = -1\n")
     bad = cli("config", "show")
     assert bad.code == 2

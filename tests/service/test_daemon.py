@@ -333,7 +333,7 @@ def test_tcp_listener_needs_the_token(data_dir: DataDir) -> None:
     with s.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    token = "t" * 40
+    token = "tcp-listener-token-never-logged-0123456789"
     data_dir.config_path.write_text(f'[api]\ntcp_port = {port}\ntoken = "{token}"\n')
     daemon = DaemonProc(data_dir)
     try:
@@ -342,8 +342,11 @@ def test_tcp_listener_needs_the_token(data_dir: DataDir) -> None:
         assert httpx.get(f"{base}/v1/status", headers={"authorization": "Bearer wrong"}).status_code == 401
         ok = httpx.get(f"{base}/v1/status", headers={"authorization": f"Bearer {token}"})
         assert ok.status_code == 200 and ok.json()["peer_id"] == daemon.ready["peer_id"]
+        os.kill(daemon.pid, signal.SIGHUP)
+        daemon.wait_for("config reloaded", timeout=30)
     finally:
         assert daemon.stop() == 0
+    assert token not in "\n".join(daemon.stderr_lines)  # never logged, not even on a reload
 
 
 def _run_fails_with_one_line(data_dir: DataDir) -> str:

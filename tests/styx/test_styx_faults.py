@@ -114,8 +114,12 @@ def test_playbook_snapshots_go_to_the_vault_layer_once_per_text(data_dir: DataDi
     try:
         daemon.request("POST", "/v1/memory", json={"content": "Never LP below $100K TVL",
                                                    "memory_type": "heuristic"}).raise_for_status()
+        daemon.request("POST", "/v1/memory", json={"content": "The owner's seed phrase is in safe 7",
+                                                   "memory_type": "warning", "sensitivity": "sensitive"}
+                       ).raise_for_status()
         assert daemon.request("POST", "/v1/curator/run", json={}).status_code == 200
         _wait(lambda: any(i["kind"] == "playbook" for i in styx.items()), 30, "a PLAYBOOK snapshot at Styx")
+        assert "safe 7" not in data_dir.playbook_path.read_text()
         assert daemon.request("POST", "/v1/curator/run", json={}).status_code == 200  # the same text: not again
         _flush(daemon, 0, 1)  # a marker queued after the second cycle; the outbox drains in order
         _wait(lambda: any(i["kind"] == "warning" for i in styx.items()), 30, "the marker at Styx")
@@ -125,5 +129,6 @@ def test_playbook_snapshots_go_to_the_vault_layer_once_per_text(data_dir: DataDi
     assert len(snapshots) == 1
     (snap,) = snapshots
     assert snap["layer"] == "vault" and "Never LP below $100K TVL" in snap["content"]
+    assert "safe 7" not in snap["content"]  # a sensitive entry never leaves, not even in the snapshot
     assert snap["idempotency_key"].endswith(":" + snap["id"]) and snap["id"].startswith("playbook-")
     assert snap["metadata"]["bytes"] == len(snap["content"].encode())
