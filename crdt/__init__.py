@@ -11,7 +11,19 @@ from .context import CausalContext, Dot
 from .errors import CrdtError, InvalidValue, RemoteProtocolError
 from .hlc import HybridClock, Timestamp
 from .mutators import Mutator
-from .ops import AuthorValue, EndorseValue, Op, Signer, SlotKind, Status, Verifier, make_op, open_op, open_stored_op
+from .ops import (
+    AuthorValue,
+    EndorseValue,
+    EvidenceValue,
+    Op,
+    Signer,
+    SlotKind,
+    Status,
+    Verifier,
+    make_op,
+    open_op,
+    open_stored_op,
+)
 from .replica import (
     ApplyReport,
     Backend,
@@ -41,6 +53,7 @@ __all__ = [
     "Dot",
     "EndorseValue",
     "EntryBody",
+    "EvidenceValue",
     "Gate",
     "HybridClock",
     "InvalidValue",

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from .body import EntryBody
 from .errors import InvalidValue
 from .hlc import Timestamp
-from .ops import AuthorValue, EndorseValue, Op, Signer, SlotKind, Status, make_op
+from .ops import AuthorValue, EndorseValue, EvidenceValue, Op, Signer, SlotKind, Status, make_op
 
 __all__ = ["Mutator"]
 
@@ -32,7 +32,7 @@ class Mutator:
         """A fresh timestamp from the injected clock (for bodies the caller builds)."""
         return self._now()
 
-    def _op(self, entry_id: str, slot: SlotKind, value: EntryBody | AuthorValue | EndorseValue,
+    def _op(self, entry_id: str, slot: SlotKind, value: EntryBody | AuthorValue | EndorseValue | EvidenceValue,
             hlc: Timestamp | None = None) -> Op:
         return make_op(writer=self.replica, seq=self._next_seq(), hlc=hlc or self._now(), entry_id=entry_id,
                        slot=slot, value=value, sign=self._sign)
@@ -69,6 +69,18 @@ class Mutator:
         value = EndorseValue(confirms=current.confirms + int(confirm),
                              contradicts=current.contradicts + int(not confirm))
         return self._op(body.id, SlotKind.ENDORSE, value)
+
+    def evidence(self, body: EntryBody, current: EvidenceValue | None, *, positive: bool) -> Op:
+        """Add one outcome (positive or negative) to this replica's evidence tally for an entry,
+        its own or another's. The tally only grows: the new op covers `current`."""
+        current = current or EvidenceValue()
+        value = EvidenceValue(positive=current.positive + int(positive), negative=current.negative + int(not positive))
+        return self._op(body.id, SlotKind.EVIDENCE, value)
+
+    def reissue(self, body: EntryBody, value: EvidenceValue) -> Op:
+        """The same evidence tally under a fresh dot (an entry promoted after its outcomes: the
+        old dot was seen-and-withheld by siblings)."""
+        return self._op(body.id, SlotKind.EVIDENCE, value)
 
     def republish(self, body: EntryBody, current: AuthorValue) -> list[Op]:
         """Fresh dots for an entry's body and author slot (same values).

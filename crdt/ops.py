@@ -4,7 +4,10 @@ An op is one write to one slot of one entry:
 
 - `BODY`     the immutable body; written by the entry's author (the id hashes it);
 - `AUTHOR`   {confidence, status, superseded_by}; written only by the entry's author;
-- `ENDORSE`  {confirms, contradicts} of replica r about someone else's entry; written only by r.
+- `ENDORSE`  {confirms, contradicts} of replica r about someone else's entry; written only by r;
+- `EVIDENCE` {positive, negative}: the tally of replica r's outcomes on an entry (its own or
+             another's); written only by r, counts only grow. The outcome itself (metric,
+             value, note, episode, time) is soma and never becomes an op.
 
 On the wire an op is `(writer, signed, signature)`. `signed` is the canonical msgpack of
 `[version, seq, hlc, entry id, slot, value]` and the Ed25519 signature covers
@@ -34,6 +37,7 @@ __all__ = [
     "MAX_OP_BYTES",
     "AuthorValue",
     "EndorseValue",
+    "EvidenceValue",
     "Op",
     "Signer",
     "SlotKind",
@@ -61,6 +65,7 @@ class SlotKind(IntEnum):
     BODY = 0
     AUTHOR = 1
     ENDORSE = 2
+    EVIDENCE = 3
 
 
 class Status(IntEnum):
@@ -121,11 +126,33 @@ class EndorseValue:
         return [self.confirms, self.contradicts]
 
 
-Value = EntryBody | AuthorValue | EndorseValue
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EvidenceValue:
+    """One replica's running tally of its positive and negative outcomes on an entry."""
+
+    positive: int = 0
+    negative: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("positive", "negative"):
+            v = getattr(self, name)
+            if type(v) is not int or not 0 <= v <= MAX_COUNT:
+                raise InvalidValue(name, f"must be an integer in 0..{MAX_COUNT}, got {v!r}")
+
+    def covers(self, other: EvidenceValue) -> bool:
+        """Whether this tally is at least `other` in both counts (a tally only grows)."""
+        return self.positive >= other.positive and self.negative >= other.negative
+
+    def to_wire(self) -> list[Any]:
+        return [self.positive, self.negative]
+
+
+Value = EntryBody | AuthorValue | EndorseValue | EvidenceValue
 _VALUE_TYPES: dict[SlotKind, type] = {
     SlotKind.BODY: EntryBody,
     SlotKind.AUTHOR: AuthorValue,
     SlotKind.ENDORSE: EndorseValue,
+    SlotKind.EVIDENCE: EvidenceValue,
 }
 
 
@@ -272,10 +299,14 @@ def open_stored_op(writer: str, signed: bytes, signature: bytes) -> Op:
         for name, field_value in (("confidence", confidence), ("status", _STATUSES[status]),
                                   ("superseded_by", None if sup is None else sup.hex())):
             object.__setattr__(decoded, name, field_value)
-    else:
+    elif kind is SlotKind.ENDORSE:
         decoded = object.__new__(EndorseValue)
         object.__setattr__(decoded, "confirms", value[0])
         object.__setattr__(decoded, "contradicts", value[1])
+    else:
+        decoded = object.__new__(EvidenceValue)
+        object.__setattr__(decoded, "positive", value[0])
+        object.__setattr__(decoded, "negative", value[1])
     return Op(writer=writer, seq=seq, hlc=Timestamp.unpack_trusted(hlc), entry_id=entry, slot=kind, value=decoded,
               signed=signed, signature=signature)
 
@@ -300,5 +331,7 @@ def _decode_value(kind: SlotKind, value: object) -> Value:
         return AuthorValue(confidence=confidence, status=Status(status),
                            superseded_by=None if sup is None else sup.hex())
     if len(value) != 2:
-        raise InvalidValue("value", "endorse value is [confirms, contradicts]")
+        raise InvalidValue("value", f"{kind.name.lower()} value is a pair of counts")
+    if kind is SlotKind.EVIDENCE:
+        return EvidenceValue(positive=value[0], negative=value[1])
     return EndorseValue(confirms=value[0], contradicts=value[1])

@@ -200,8 +200,7 @@ def create_app(state: DaemonState) -> FastAPI:
     @app.get("/v1/entries/{entry_id}", response_model=EntryDoc, responses=errors(404))
     async def get_entry(entry_id: str) -> dict[str, Any]:
         """One entry, archived (forgotten) ones too: forgetting archives, it does not delete."""
-        entry = await state.on_reader(lambda r: r.get(entry_id))
-        return entry.to_json()
+        return await state.entry_doc(entry_id)
 
     @app.post("/v1/entries/{entry_id}/forget", response_model=ForgetOut, responses=errors(404))
     async def forget_entry(entry_id: str) -> dict[str, Any]:

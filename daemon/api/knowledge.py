@@ -27,13 +27,12 @@ def register(app: FastAPI, state: DaemonState) -> None:
 
     @app.post("/v1/entries/{entry_id}/outcome", response_model=EntryDoc, responses=errors(404))
     async def record_outcome(entry_id: str, body: OutcomeIn) -> dict[str, Any]:
-        """Record an outcome (local: never crosses). 404 for an unknown id; 422 for a bad field."""
-        entry = await state.on_writer(lambda s: s.record_outcome(
-            entry_id, body.effect, metric=body.metric, value=body.value, episode_id=body.episode_id,
-            note=body.note, now_ms=state.now_ms()))
-        state.publish("outcome_recorded", {"id": entry.id, "effect": body.effect, "metric": body.metric.strip(),
-                                           "local_confidence": entry.local_confidence})
-        return entry.to_json()
+        """Record an outcome: the row stays on this golem (soma); on an entry that may cross, this
+        golem's evidence tally for it (counts only) crosses to siblings. 404 for an unknown id;
+        422 for a bad field."""
+        entry = await state.outcome(entry_id, body.effect, metric=body.metric, value=body.value,
+                                    episode_id=body.episode_id, note=body.note)
+        return await state.entry_doc(entry)
 
     @app.get("/v1/vitality", response_model=VitalityOut, responses=errors())
     async def get_vitality() -> dict[str, Any]:

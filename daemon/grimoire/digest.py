@@ -171,11 +171,17 @@ def _compose_with(items: Sequence[DigestItem], render: Callable[[DigestItem], st
     return head + sep.join(pieces) + tail, [item.entry.id for _, item, _ in taken], [i for i, _ in outside]
 
 
+def shown_confidence(e: Entry) -> float:
+    """The confidence a digest shows the agent: the pooled belief (belief.py) where recall
+    computed it, else this golem's local confidence (a pinned entry)."""
+    return e.local_confidence if e.belief is None else e.belief.belief
+
+
 def _xml_piece(item: DigestItem, now_ms: int) -> str:
     e, b = item.entry, item.entry.body
     mark = ' verified="false"' if item.unverified else ""
     return (
-        f'<memory type="{b.kind.value}" importance="{b.importance:.2f}" confidence="{e.local_confidence:.2f}" '
+        f'<memory type="{b.kind.value}" importance="{b.importance:.2f}" confidence="{shown_confidence(e):.2f}" '
         f'age="{_age(age_days(b.created.ms, now_ms))}" source="{_escape(e.provenance)}"{mark} id="{b.id}">'
         f"{_escape(b.content)}</memory>\n"
     )
@@ -251,7 +257,7 @@ def _json_piece(item: DigestItem, now_ms: int) -> str:
     e, b = item.entry, item.entry.body
     return _dump({
         "id": b.id, "type": b.kind.value, "importance": round(b.importance, 3),
-        "confidence": round(e.local_confidence, 3), "age": _age(age_days(b.created.ms, now_ms)),
+        "confidence": round(shown_confidence(e), 3), "age": _age(age_days(b.created.ms, now_ms)),
         "source": e.provenance, "score": round(item.score, 6), "pinned": item.pinned, "content": b.content,
         **({"unverified": True} if item.unverified else {}),
     })

@@ -11,19 +11,24 @@ import re
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from crdt import Kind
 from daemon.errors import NotFound
 
+from .belief import Belief
+from .evidence_store import beliefs
 from .keywords import QueryTerms, affordable, query_words, searchable_text
 from .records import Entry
 from .replication import SqliteBackend
 from .rows import ENTRY_COLUMN_NAMES, ENTRY_COLUMNS, RANK_COLUMNS, RankFields, entry_from_row, rank_fields
+from .trust import TrustPolicy
+from .trust_store import ViewCache
 
 __all__ = ["EntryReads", "RecallHit", "StoreCounts"]
 
+_VIEWS = ViewCache()  # siblings' trust per store connection, read again only after a commit
 _FTS_WORD = re.compile(r"[^\W_]+", re.UNICODE)  # FTS5 unicode61 tokens: underscore separates
 
 
@@ -97,6 +102,17 @@ class EntryReads:
             rows.extend(self._named(
                 f"SELECT {columns} FROM entries WHERE id IN ({', '.join('?' * len(chunk))})", chunk))
         return rows
+
+    def beliefs(self, entry_ids: Sequence[str], policy: TrustPolicy, *, now_ms: int) -> dict[str, Belief]:
+        """The pooled belief of each of these entries (belief.py): siblings' evidence weighed by
+        the trust view under `policy` (every member in full when trust is off)."""
+        view = _VIEWS.views(self, self._conn, now_ms=now_ms, policy=policy) if policy.enabled else None
+        return beliefs(self._conn, entry_ids, view)
+
+    def with_beliefs(self, entries: Sequence[Entry], policy: TrustPolicy, *, now_ms: int) -> list[Entry]:
+        """`entries`, each with its pooled belief attached (what the entry document shows)."""
+        found = self.beliefs([e.id for e in entries], policy, now_ms=now_ms)
+        return [replace(e, belief=found.get(e.id)) for e in entries]
 
     def get_many(self, entry_ids: Sequence[str]) -> list[Entry]:
         """The entries with these ids that exist (any order; unknown ids are skipped)."""

@@ -12,6 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from crdt import EntryBody, Kind, Origin, Pad, Sensitivity, Timestamp
 from crdt.body import Category, check_unit
 
+from .belief import Belief
+
 __all__ = ["Entry", "EntryDoc", "MetadataDoc", "NewEntry", "OutcomesDoc", "Provenance", "Status", "iso_ms"]
 
 Status = str  # "active" | "retracted"
@@ -83,6 +85,30 @@ class OutcomesDoc(BaseModel):
     neutral: int
 
 
+class EvidenceTallyDoc(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    positive: float
+    negative: float
+
+
+class CladeEvidenceDoc(EvidenceTallyDoc):
+    siblings: int = Field(description="siblings whose evidence counted here (weight > 0)")
+
+
+class BeliefDoc(BaseModel):
+    """The pooled belief (daemon/grimoire/belief.py): the writer's stated confidence as prior,
+    this golem's outcomes at full weight, siblings' evidence weighed by their trust here."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    belief: float
+    prior: float = Field(description="the writer's stated confidence, clipped to 0.05..0.90")
+    refuted: bool = Field(description="belief < 0.5 on ≥ 2 weighted negative outcomes: withheld from digests")
+    own: EvidenceTallyDoc
+    clade: CladeEvidenceDoc
+
+
 class EntryDoc(BaseModel):
     """A stored entry as JSON: the CLI's `--json` and the control API's shape (`Entry.to_json`)."""
 
@@ -119,6 +145,7 @@ class EntryDoc(BaseModel):
     outcomes: OutcomesDoc = Field(default_factory=lambda: OutcomesDoc(positive=0, negative=0, neutral=0))
     promoted_reason: str | None = None
     crossing_hold: str | None = None
+    belief: BeliefDoc | None = Field(None, description="the pooled belief (null where it was not computed)")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -143,6 +170,7 @@ class Entry:
     outcomes_neutral: int = 0
     promoted_reason: str | None = None  # why the curator let it cross (own entries; None: not promoted)
     crossing_hold: str | None = None  # why the sync gate holds it back (None: not held)
+    belief: Belief | None = None  # the pooled belief, where the reader computed it (Grimoire.beliefs)
 
     @property
     def id(self) -> str:
@@ -192,6 +220,7 @@ class Entry:
                          "neutral": self.outcomes_neutral},
             "promoted_reason": self.promoted_reason,
             "crossing_hold": self.crossing_hold,
+            "belief": None if self.belief is None else self.belief.to_json(),
         })
 
 

@@ -2,7 +2,8 @@
 
 Every call happens inside one store transaction. Putting an op also keeps the `entries`
 rows (the materialised view retrieval reads) in step: a body op inserts the row, an
-author op updates confidence and status, an endorse op adjusts the tallies. The causal
+author op updates confidence and status, an endorse op adjusts the tallies, an evidence op
+keeps the `evidence` table (evidence_store.py). The causal
 context is loaded once per transaction and the replicas it changed are written back by
 `flush()` before commit.
 """
@@ -22,11 +23,13 @@ from crdt import (
     Dot,
     EndorseValue,
     EntryBody,
+    EvidenceValue,
     Op,
     Timestamp,
     open_stored_op,
 )
 
+from .evidence_store import record_evidence
 from .records import dumps_list
 from .trust_store import record_endorsement
 
@@ -164,6 +167,9 @@ class SqliteBackend:
             )
             record_endorsement(self._conn, op.entry_id, op.writer, confirms=value.confirms,
                                contradicts=value.contradicts, local=op.writer == self._local)
+        elif isinstance(value, EvidenceValue):
+            record_evidence(self._conn, op.entry_id, op.writer, positive=value.positive, negative=value.negative,
+                            local=op.writer == self._local)
 
     def _insert_entry(self, b: EntryBody) -> None:
         """The entries row for a body seen for the first time (no-op if the row exists:

@@ -4,8 +4,9 @@
 tail: read-your-writes by meaning), embeds the query (off the event loop in the daemon:
 this is blocking), takes the nearest entries by cosine and the best keyword matches, drops
 what the filters exclude (kind, importance, confidence, sensitivity; archived and retracted
-entries; siblings' entries in quarantine that digests withhold, unless `include_unverified`:
-trust.py, and every hit carries its `release`), gives each the relevance `fusion.relevance`
+entries; siblings' entries in quarantine that digests withhold and entries the clade's
+evidence refuted, unless `include_unverified`: trust.py, belief.py; every hit carries its
+`release` and its pooled belief), gives each the relevance `fusion.relevance`
 makes of its cosine and its lexical coverage of the query (`lexical`, IDF from the keyword
 index's vocabulary), and ranks the rest with `scoring`, its factors normalised over the
 candidates.
@@ -20,7 +21,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -30,7 +31,9 @@ from daemon.embedding.embedder import Embedder
 from daemon.errors import NotFound, UsageError
 
 from . import fusion, lexical, scoring
+from .belief import Belief
 from .curator.decay import RETRIEVAL_THRESHOLD
+from .evidence_store import beliefs
 from .keywords import query_terms
 from .records import Entry
 from .rows import RankFields
@@ -62,7 +65,8 @@ class RecallQuery:
     include_sensitive: bool = False
     pad: tuple[float, float, float] | None = None
     keyword_only: bool = False
-    include_unverified: bool = False  # also a sibling's unverified entries that digests withhold (trust.py)
+    include_unverified: bool = False  # also what digests withhold: a sibling's unverified entries (trust.py)
+    # and entries the clade's evidence refuted (belief.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,12 +196,19 @@ class Retriever:
         best = max(bm25.values(), default=0.0)
         rows = [(c, text) for c, text in reader.rank_rows(list(via)) if _passes(c, query, now)]
         releases: dict[str, str] = {}
-        if self.trust.enabled and rows:
-            view = self._views.views(reader, reader.connection, now_ms=now, policy=self.trust)
-            states = entry_states(reader.connection, [c.id for c, _ in rows], view, now_ms=now, policy=self.trust)
-            releases = {i: release.value for i, (_, release, _) in states.items()}
-            if not query.include_unverified:
-                rows = [(c, text) for c, text in rows if c.id not in states or states[c.id][2]]
+        pooled: dict[str, Belief] = {}
+        if rows:
+            view = self._views.views(reader, reader.connection, now_ms=now, policy=self.trust) \
+                if self.trust.enabled else None
+            if view is not None:
+                states = entry_states(reader.connection, [c.id for c, _ in rows], view, now_ms=now,
+                                      policy=self.trust)
+                releases = {i: release.value for i, (_, release, _) in states.items()}
+                if not query.include_unverified:
+                    rows = [(c, text) for c, text in rows if c.id not in states or states[c.id][2]]
+            pooled = beliefs(reader.connection, [c.id for c, _ in rows], view)
+            if not query.include_unverified:  # refuted by the clade's evidence (belief.py): withheld
+                rows = [(c, text) for c, text in rows if not (c.id in pooled and pooled[c.id].refuted)]
         weights = found.weights if vec is not None and self.lexical_weight else {}
         # candidate id -> its stems (coverage needs them only when the query has a weighted stem)
         held = lexical.stem_sets({c.id: text for c, text in rows}) if weights else {}
@@ -216,7 +227,8 @@ class Retriever:
         ranked = sorted(zip(candidates, scoring.normalise(raw), strict=True),
                         key=lambda cf: (-cf[1].score, cf[0].id))[: query.k]
         full = {e.id: e for e in reader.get_many([c.id for c, _ in ranked])}
-        return [Hit(full[c.id], f.score, f, via[c.id], releases.get(c.id, "own")) for c, f in ranked if c.id in full]
+        return [Hit(replace(full[c.id], belief=pooled.get(c.id)), f.score, f, via[c.id], releases.get(c.id, "own"))
+                for c, f in ranked if c.id in full]
 
 
 def composite_importance(c: RankFields, now: int) -> float:

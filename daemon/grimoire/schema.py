@@ -294,9 +294,43 @@ CREATE INDEX entries_clade_trust ON entries (author, stored_ms, created_hlc, out
     WHERE provenance = 'clade';
 """
 
+_V15_EVIDENCE = """
+-- Evidence that crosses (daemon/grimoire/belief.py, evidence_store.py): one row per (entry,
+-- writer), kept in step with the CRDT's evidence slots by replication.py; `local`: this
+-- golem's own tally (its outcomes are also in entries.outcomes_*). Counts only, never an
+-- outcome's metric, value, note, episode or time: those stay in `outcomes` (soma).
+CREATE TABLE evidence (
+    entry_id TEXT NOT NULL CHECK (length(entry_id) = 32),
+    writer   TEXT NOT NULL,
+    positive INTEGER NOT NULL CHECK (positive >= 0),
+    negative INTEGER NOT NULL CHECK (negative >= 0),
+    local    INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (entry_id, writer)
+) STRICT;
+-- The ops table's slot check admits the evidence slot (3): SQLite cannot alter a CHECK, so the
+-- table is rebuilt under the same name (the copy is one statement; nothing else references it).
+CREATE TABLE ops_v15 (
+    entry_id  TEXT NOT NULL CHECK (length(entry_id) = 32),
+    slot      INTEGER NOT NULL CHECK (slot IN (0, 1, 2, 3)),
+    writer    TEXT NOT NULL,
+    seq       INTEGER NOT NULL CHECK (seq >= 1),
+    hlc       INTEGER NOT NULL,
+    signed    BLOB NOT NULL,
+    signature BLOB NOT NULL CHECK (length(signature) = 64),
+    PRIMARY KEY (entry_id, slot, writer)
+) STRICT, WITHOUT ROWID;
+INSERT INTO ops_v15 SELECT entry_id, slot, writer, seq, hlc, signed, signature FROM ops;
+DROP TABLE ops;
+ALTER TABLE ops_v15 RENAME TO ops;
+CREATE UNIQUE INDEX ops_by_writer_seq ON ops (writer, seq);
+-- When this golem first found the entry refuted by the pooled evidence (NULL: it is not);
+-- recall and digests read the pooled belief itself, this column dates the event.
+ALTER TABLE entries ADD COLUMN refuted_ms INTEGER;
+"""
+
 MIGRATIONS: tuple[str, ...] = (_V1_ENTRIES, _V2_FTS, _V3_OPS, _V4_RETRIEVAL, _V5_VECTOR_MODEL, _V6_PROMOTION,
                                _V7_AGENT_MEMORY, _V8_UNEMBEDDED, _V9_CURATOR, _V10_STYX_OUTBOX, _V11_STYX_SPEND,
-                               _V12_INGEST, _V13_OUTCOMES, _V14_TRUST)
+                               _V12_INGEST, _V13_OUTCOMES, _V14_TRUST, _V15_EVIDENCE)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

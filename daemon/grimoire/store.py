@@ -26,6 +26,7 @@ from crdt import (
     Delta,
     EndorseValue,
     EntryBody,
+    EvidenceValue,
     HybridClock,
     Mutator,
     Op,
@@ -41,7 +42,7 @@ from crdt.replica import MAX_BATCH_BYTES, MAX_BATCH_OPS, Gate
 from daemon.errors import NotFound, StoreError
 
 from .outcomes import apply_outcome
-from .posterior import OutcomeInput
+from .posterior import Effect, OutcomeInput
 from .promotion import sync_gate
 from .reads import EntryReads, RecallHit, StoreCounts
 from .records import Entry, NewEntry
@@ -316,19 +317,35 @@ class Grimoire(EntryReads):
                     continue
                 for op in mutator.republish(body, current):
                     apply_op(backend, op)
+                tally = backend.slot((entry_id, int(SlotKind.EVIDENCE), identity.peer_id))
+                if tally is not None and isinstance(tally.value, EvidenceValue):  # its outcomes so far cross too
+                    apply_op(backend, mutator.reissue(body, tally.value))
                 self._conn.execute("UPDATE entries SET promoted_ms = ?, promoted_reason = ? WHERE id = ?",
                                    (now_ms, reason, entry_id))
                 done.append(entry_id)
         return done
 
     def record_outcome(self, entry_id: str, effect: str, *, metric: str, value: float | None = None,
-                       episode_id: str | None = None, note: str | None = None, now_ms: int) -> Entry:
+                       episode_id: str | None = None, note: str | None = None, now_ms: int,
+                       identity: LocalIdentity | None = None) -> Entry:
         """Record what happened when this golem acted on an entry (posterior.py, outcomes.py): the
         outcome row, the tally, the local confidence and the decay anchor, in one transaction.
+        With `identity`, a positive or negative outcome on an entry that may cross (its own or a
+        sibling's) also bumps this golem's signed evidence slot for it (belief.py): the counts
+        cross, the outcome row never does.
         Raises `NotFound` for an unknown id, `crdt.InvalidValue` (a ValueError) for a bad field."""
         checked = OutcomeInput.checked(effect, metric=metric, value=value, episode_id=episode_id, note=note)
-        with self._write() as conn:
-            apply_outcome(conn, entry_id, checked, now_ms=now_ms)
+        if identity is None:
+            with self._write() as conn:
+                apply_outcome(conn, entry_id, checked, now_ms=now_ms)
+            return self.get(entry_id)
+        with self._local_write(identity) as (backend, mutator):
+            apply_outcome(self._conn, entry_id, checked, now_ms=now_ms)
+            body = backend.body(entry_id)
+            if body is not None and may_cross(body) and checked.effect is not Effect.NEUTRAL:
+                op = backend.slot((entry_id, int(SlotKind.EVIDENCE), identity.peer_id))
+                current = op.value if op is not None and isinstance(op.value, EvidenceValue) else None
+                apply_op(backend, mutator.evidence(body, current, positive=checked.effect is Effect.POSITIVE))
         return self.get(entry_id)
 
     def sync_gate(self, local_replica: str, entry_ids: Collection[str] | None = None) -> Gate:

@@ -33,6 +33,7 @@ class TrustView:
 
     authors: Mapping[str, AuthorView]
     vouched: Mapping[str, tuple[int, int]]  # entry id -> (vouched confirms, vouched contradicts)
+    vouchers: frozenset[str] = frozenset()  # siblings whose word counts in full here (trust.py)
 
 
 def record_endorsement(conn: sqlite3.Connection, entry_id: str, writer: str, *, confirms: int, contradicts: int,
@@ -68,9 +69,15 @@ def author_views(conn: sqlite3.Connection, *, now_ms: int, policy: TrustPolicy) 
                 and flags.get(a, (False, None, None))[1] is None}
     vouched: dict[str, tuple[int, int]] = {}
     extra: dict[str, list[int]] = {}
+    # A voucher's endorsement, or its evidence slot (its outcomes' tally: more positive than
+    # negative confirms, more negative contradicts), counts once per (voucher, entry). This
+    # golem's own evidence is its outcomes, already in `local`.
     for entry_id, author, writer, confirms, contradicts, is_local in conn.execute(
             "SELECT n.entry_id, e.author, n.writer, n.confirms, n.contradicts, n.local FROM endorsements n "
-            "JOIN entries e ON e.id = n.entry_id WHERE e.provenance = 'clade' AND n.writer != e.author"):
+            "JOIN entries e ON e.id = n.entry_id WHERE e.provenance = 'clade' AND n.writer != e.author "
+            "UNION ALL SELECT v.entry_id, e.author, v.writer, v.positive > v.negative, v.negative > v.positive, 0 "
+            "FROM evidence v JOIN entries e ON e.id = v.entry_id WHERE e.provenance = 'clade' "
+            "AND v.writer != e.author AND v.local = 0"):
         if not (is_local or writer in vouchers):
             continue
         c, x = vouched.get(entry_id, (0, 0))
@@ -87,7 +94,7 @@ def author_views(conn: sqlite3.Connection, *, now_ms: int, policy: TrustPolicy) 
         if burst_ms is not None and "burst" not in view.reasons:
             view = replace(view, suspect=True, reasons=(*view.reasons, "burst"))
         views[author] = view
-    return TrustView(views, vouched)
+    return TrustView(views, vouched, frozenset(vouchers))
 
 
 def entry_states(conn: sqlite3.Connection, entry_ids: Sequence[str], view: TrustView, *, now_ms: int,

@@ -144,6 +144,18 @@ class DaemonState:
         """Run `fn(reader)` on a reader thread, read-only (see `StoreAccess.on_reader`)."""
         return await self.access.on_reader(fn)
 
+    async def entry_doc(self, entry: Entry | str) -> dict[str, Any]:
+        """An entry's document with its pooled belief (belief.py) under the current `[trust]`
+        policy; an id is read first (`NotFound` if unknown)."""
+        policy = self.config.trust.policy()
+        now = self.now_ms()
+
+        def read(r: Grimoire) -> dict[str, Any]:
+            found = r.get(entry) if isinstance(entry, str) else entry
+            return r.with_beliefs([found], policy, now_ms=now)[0].to_json()
+
+        return await self.access.on_reader(read)
+
     def ingesting(self) -> AbstractContextManager[None]:
         """Mark a catch-up round being joined (see `ports.DaemonPort.ingesting`)."""
         return self.embedding.ingesting()
@@ -175,6 +187,11 @@ class DaemonState:
 
     async def endorse(self, entry_id: str, *, confirm: bool) -> Entry:
         return await self.writes.endorse(entry_id, confirm=confirm)
+
+    async def outcome(self, entry_id: str, effect: str, *, metric: str, value: float | None,
+                      episode_id: str | None, note: str | None) -> Entry:
+        return await self.writes.outcome(entry_id, effect, metric=metric, value=value, episode_id=episode_id,
+                                         note=note, now_ms=self.now_ms())
 
     def local_write(self) -> None:
         self.writes.local_write()

@@ -97,6 +97,18 @@ class Writes:
         self.local_write()
         return entry
 
+    async def outcome(self, entry_id: str, effect: str, *, metric: str, value: float | None,
+                      episode_id: str | None, note: str | None, now_ms: int) -> Entry:
+        """Record an outcome (the row stays home: soma); on an entry that may cross, this golem's
+        evidence slot grows by one and crosses (belief.py). Raises `NotFound`, `crdt.InvalidValue`."""
+        entry = await self.access.on_writer(lambda s: s.record_outcome(
+            entry_id, effect, metric=metric, value=value, episode_id=episode_id, note=note, now_ms=now_ms,
+            identity=self.identity))
+        self.hub.publish("outcome_recorded", {"id": entry.id, "effect": effect, "metric": metric.strip(),
+                                              "local_confidence": entry.local_confidence})
+        self.local_write()
+        return entry
+
     async def append_episode(self, episode: Episode) -> None:
         """Append an episode to the log (soma: it never crosses) on the writer thread; publishes `episode_written`."""
         await self.access.on_writer(lambda s: self.data.open_episodes().append([episode]))

@@ -10,6 +10,7 @@ from crdt import (
     AuthorValue,
     EndorseValue,
     EntryBody,
+    EvidenceValue,
     HybridClock,
     Kind,
     MemoryBackend,
@@ -80,6 +81,12 @@ class SimReplica:
         current = op.value if op is not None and isinstance(op.value, EndorseValue) else None
         return self.local([self.mutator.endorse(self.body(entry_id), current, confirm=confirm)])
 
+    def evidence(self, entry_id: str, positive: bool) -> list[Op]:
+        """One more outcome in this replica's evidence tally for an entry (its own or another's)."""
+        op = self.state.slot((entry_id, int(SlotKind.EVIDENCE), self.peer_id))
+        current = op.value if op is not None and isinstance(op.value, EvidenceValue) else None
+        return self.local([self.mutator.evidence(self.body(entry_id), current, positive=positive)])
+
     def receive(self, data: bytes) -> ApplyReport:
         delta, rejected = decode_delta(data, signature_ok)
         return apply_delta(self.state, delta, rejected=rejected)
@@ -120,7 +127,7 @@ def sync_all(replicas: list[SimReplica]) -> int:
 
 
 def random_op(rng: random.Random, replica: SimReplica, counter: list[int]) -> list:
-    """One random local write on `replica` (create, confidence change, retract, endorse)."""
+    """One random local write on `replica` (create, confidence change, retract, endorse, evidence)."""
     known = sorted({op.entry_id for op in replica.state.ops()})  # sorted: set order is hash-randomised
     own = [e for e in known if replica.body(e).author == replica.peer_id]
     others = [e for e in known if replica.body(e).author != replica.peer_id]
@@ -133,6 +140,8 @@ def random_op(rng: random.Random, replica: SimReplica, counter: list[int]) -> li
         return replica.set_confidence(rng.choice(own), round(rng.random(), 3))
     if choice < 0.7 and own:
         return replica.retract(rng.choice(own))
+    if choice < 0.8:
+        return replica.evidence(rng.choice(known), rng.random() < 0.6)
     if others:
         return replica.endorse(rng.choice(others), rng.random() < 0.7)
     return replica.create(f"note {counter[0]}", Kind.INSIGHT, 0.5)

@@ -75,8 +75,9 @@ class StoreBackend(Backend):
             return store.endorse(entry_id, identity=identity, confirm=confirm).to_json()
 
     def entry(self, entry_id: str) -> Doc:
+        policy = self.data.load_config().trust.policy()
         with self.data.open_store() as store:
-            return store.get(entry_id).to_json()
+            return store.with_beliefs([store.get(entry_id)], policy, now_ms=wall_clock_ms())[0].to_json()
 
     def entries(self, *, kinds: Sequence[str], limit: int, archived: bool) -> Doc:
         with self.data.open_store() as store:
@@ -95,9 +96,13 @@ class StoreBackend(Backend):
 
     def outcome(self, entry_id: str, *, effect: str, metric: str, value: float | None, episode: str | None,
                 note: str | None) -> Doc:
-        with self.data.open_store() as store:
-            return store.record_outcome(entry_id, effect, metric=metric, value=value, episode_id=episode,
-                                        note=note, now_ms=wall_clock_ms()).to_json()
+        identity = self.data.load_identity()
+        policy = self.data.load_config().trust.policy()
+        with self.data.open_store(identity=identity) as store:
+            now = wall_clock_ms()
+            entry = store.record_outcome(entry_id, effect, metric=metric, value=value, episode_id=episode, note=note,
+                                         now_ms=now, identity=identity)
+            return store.with_beliefs([entry], policy, now_ms=now)[0].to_json()
 
     def vitality(self) -> Doc:
         with self.data.open_store() as store:
