@@ -9,6 +9,12 @@ bad, fresh_arrivals, arrivals, distrusted} to the `[death] webhook` if one is se
 alert channel; one attempt, failures counted as `suspect_webhook_failed`), then publishes the
 same document on the event hub as `suspect_author`. Nothing is
 dropped or deleted here: what suspicion does to an author's entries is trust.py's.
+
+In the same turns (and after an outcome recorded here), `check_refuted` reads the pooled belief
+(belief.py) of every entry with negative evidence, dates those that turned refuted (withheld
+from digests and default searches) and clears those that no longer are: each turn is counted
+(`entries_refuted`, `entries_refute_lifted`), logged and published (`entry_refuted`,
+`entry_refute_lifted` with id, author, belief and the evidence).
 """
 
 from __future__ import annotations
@@ -20,13 +26,14 @@ import httpx
 import trio
 
 from daemon.grimoire import Grimoire
+from daemon.grimoire.evidence_store import mark_refuted, refuted_candidates
 from daemon.grimoire.trust import AuthorView
 from daemon.grimoire.trust_store import author_views, record_suspects
 
 if TYPE_CHECKING:
     from .state import DaemonState
 
-__all__ = ["check_authors", "suspect_doc", "trust_watch_service"]
+__all__ = ["check_authors", "check_refuted", "suspect_doc", "trust_watch_service"]
 
 log = logging.getLogger("clade.trust")
 MIN_GAP_S = 2.0
@@ -61,6 +68,33 @@ async def check_authors(state: DaemonState) -> list[dict[str, Any]]:
     return turned
 
 
+async def check_refuted(state: DaemonState) -> tuple[list[str], list[str]]:
+    """One refutation check (module docstring); returns (turned refuted, lifted)."""
+    policy = state.config.trust.policy()
+    now = state.now_ms()
+
+    def run(store: Grimoire) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        found = store.beliefs(refuted_candidates(store.connection), policy, now_ms=now)
+        with store.transaction() as conn:
+            turned, lifted = mark_refuted(conn, found, now_ms=now)
+        authors = {e.id: e.body.author for e in store.get_many([*turned, *lifted])}
+        return ([{"id": i, "author": authors.get(i), **found[i].to_json()} for i in turned],
+                [{"id": i, "author": authors.get(i), **found[i].to_json()} for i in lifted])
+
+    turned, lifted = await state.on_writer(run)
+    for doc in turned:
+        state.counters["entries_refuted"] += 1
+        log.warning("entry %s (by %s) refuted by the clade's evidence (belief %.2f): withheld from digests and "
+                    "default searches; `clade show %s` has the evidence", doc["id"], doc["author"], doc["belief"],
+                    doc["id"])
+        state.publish("entry_refuted", doc)
+    for doc in lifted:
+        state.counters["entries_refute_lifted"] += 1
+        log.info("entry %s is no longer refuted (belief %.2f)", doc["id"], doc["belief"])
+        state.publish("entry_refute_lifted", doc)
+    return [d["id"] for d in turned], [d["id"] for d in lifted]
+
+
 async def _webhook(state: DaemonState, doc: dict[str, Any]) -> None:
     cfg = state.config.death
     if cfg.webhook is None:
@@ -78,18 +112,20 @@ async def _webhook(state: DaemonState, doc: dict[str, Any]) -> None:
 
 
 async def trust_watch_service(state: DaemonState, stop: trio.Event) -> None:
-    """Run `check_authors` after arrivals (coalesced) and every `IDLE_S`, until `stop`."""
+    """Run `check_authors` and `check_refuted` after arrivals and outcomes (coalesced) and every
+    `IDLE_S`, until `stop`."""
     arrived = trio.Event()
     box = {"event": arrived}
 
     def observe(event: str, data: dict[str, Any]) -> None:
-        if event == "entries_received":
+        if event in ("entries_received", "outcome_recorded"):
             box["event"].set()
 
     state.observers.append(observe)
     try:
         while not stop.is_set():
             await check_authors(state)
+            await check_refuted(state)
             with trio.move_on_after(MIN_GAP_S):
                 await stop.wait()
             with trio.move_on_after(IDLE_S):

@@ -166,3 +166,60 @@ def test_what_crosses_what_stays_and_a_death_the_clade_hears(clade3: LoopbackCla
     assert not kinds & {"strategy_outcome", "preference", "episode_summary"}
     assert all(r[2] == "public" for r in rows)
     assert strategy not in {r[0] for r in rows} and secret not in {r[0] for r in rows}
+
+
+def _digest_ids(golem: Golem, query: str) -> set[str]:
+    doc = golem.call("POST", "/v1/digest", json={"query": query, "format": "json"})
+    return {str(item["id"]) for item in json.loads(doc["document"])}
+
+
+def _store_bytes(golem: Golem) -> bytes:
+    """grimoire.db and its WAL as they are on disk (every op that came over the wire is in one)."""
+    return b"".join(p.read_bytes() for p in golem.data.root.glob("grimoire.db*"))
+
+
+def test_evidence_crosses_and_a_vouchers_failures_refute_an_entry_on_every_golem(clade3: LoopbackClade) -> None:
+    """A's insight crosses to B and C; B (a voucher at A and C: its own insight earned two good
+    outcomes at each) records two negative outcomes; A and C then show it refuted and out of
+    their digests. B's and C's outcome rows (metric, value, note) are nowhere on A or C: not in
+    the API, not in the store (every op that came over the wire is stored there)."""
+    a, b, c = clade3.golems
+    logs = {g.name: EventLog(g.socket).start() for g in (a, b, c)}
+    try:
+        earned = write(b, "Morpho Blue vaults on Base: utilisation above 92% precedes a borrow-rate spike",
+                       "insight", confidence=0.8)
+        assert b.call("POST", "/v1/curator/run")["entries_promoted"] >= 1
+        arrived(logs, (a, c), earned)
+        for golem in (a, c):
+            for _ in range(2):
+                golem.call("POST", f"/v1/entries/{earned}/outcome",
+                           json={"effect": "positive", "metric": f"soma_metric_{golem.name}", "value": 1234.5,
+                                 "note": f"soma note of {golem.name}"})
+        topic = "Uniswap v3 0.05% pool on Arbitrum slippage at 100k"
+        bad = write(a, "Uniswap v3 0.05% pool on Arbitrum never slips more than 1% at 100k, even in liquidations",
+                    "insight", confidence=0.6)
+        assert a.call("POST", "/v1/curator/run")["entries_promoted"] >= 1
+        arrived(logs, (b, c), bad)
+        assert bad in _digest_ids(a, topic) and not a.call("GET", f"/v1/entries/{bad}")["belief"]["refuted"]
+        for value in (-137.25, -212.5):
+            b.call("POST", f"/v1/entries/{bad}/outcome",
+                   json={"effect": "negative", "metric": "slippage_bps_of_b", "value": value,
+                         "note": "lost on trade 77, wallet 0xb0b"})
+        for golem in (a, c):
+            logs[golem.name].wait_for(lambda n, d: n == "entry_refuted" and d["id"] == bad, timeout=30)
+            doc = golem.call("GET", f"/v1/entries/{bad}")
+            assert doc["belief"]["refuted"] and doc["belief"]["clade"]["siblings"] == 1, doc["belief"]
+            assert doc["status"] == "active"  # readable, never deleted
+            assert bad not in _digest_ids(golem, topic)
+        # The soma stayed home. (Checked after the refutation, which B's later evidence op carried.)
+        for golem, foreign in ((a, (b"slippage_bps_of_b", b"0xb0b", b"soma_metric_C", b"soma note of C")),
+                               (c, (b"slippage_bps_of_b", b"0xb0b", b"soma_metric_A", b"soma note of A"))):
+            api = json.dumps(golem.call("GET", f"/v1/entries/{bad}")) + json.dumps(
+                golem.call("GET", f"/v1/entries/{earned}"))
+            raw = _store_bytes(golem)
+            for soma in foreign:
+                assert soma.decode() not in api and soma not in raw, (golem.name, soma)
+            assert b"-137.25" not in raw and b"-212.5" not in raw
+    finally:
+        for log in logs.values():
+            log.close()
