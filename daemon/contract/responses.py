@@ -106,7 +106,8 @@ class DistrustOut(_Out):
 class AuthorDoc(_Out):
     author: str
     trust: float = Field(description="Beta posterior mean of local evidence; 0 when distrusted")
-    reasons: list[str] = Field(description="why it is suspect: distrusted, low_trust, burst, catchup_flood")
+    reasons: list[str] = Field(description="why it is suspect: distrusted, low_trust, burst, catchup_flood, "
+                                             "evidence_flood")
     suspect: bool
     good: int
     bad: int

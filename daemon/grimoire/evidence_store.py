@@ -23,12 +23,13 @@ BELIEF = BeliefPolicy()
 
 
 def record_evidence(conn: sqlite3.Connection, entry_id: str, writer: str, *, positive: int, negative: int,
-                    local: bool) -> None:
-    """Keep `evidence` in step with one evidence slot (inside the caller's transaction)."""
+                    local: bool, stored_ms: int) -> None:
+    """Keep `evidence` in step with one evidence slot (inside the caller's transaction);
+    `stored_ms`: its local arrival (the evidence budget counts tallies that changed recently)."""
     conn.execute(
-        "INSERT INTO evidence (entry_id, writer, positive, negative, local) VALUES (?, ?, ?, ?, ?) "
-        "ON CONFLICT (entry_id, writer) DO UPDATE SET positive = excluded.positive, negative = excluded.negative",
-        (entry_id, writer, positive, negative, int(local)))
+        "INSERT INTO evidence (entry_id, writer, positive, negative, local, stored_ms) VALUES (?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (entry_id, writer) DO UPDATE SET positive = excluded.positive, negative = excluded.negative, "
+        "stored_ms = excluded.stored_ms", (entry_id, writer, positive, negative, int(local), stored_ms))
 
 
 def _weight(view: TrustView | None, writer: str, policy: BeliefPolicy) -> float:

@@ -169,7 +169,7 @@ class SqliteBackend:
                                contradicts=value.contradicts, local=op.writer == self._local)
         elif isinstance(value, EvidenceValue):
             record_evidence(self._conn, op.entry_id, op.writer, positive=value.positive, negative=value.negative,
-                            local=op.writer == self._local)
+                            local=op.writer == self._local, stored_ms=self._stored_ms)
 
     def _insert_entry(self, b: EntryBody) -> None:
         """The entries row for a body seen for the first time (no-op if the row exists:

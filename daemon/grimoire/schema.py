@@ -305,8 +305,10 @@ CREATE TABLE evidence (
     positive INTEGER NOT NULL CHECK (positive >= 0),
     negative INTEGER NOT NULL CHECK (negative >= 0),
     local    INTEGER NOT NULL DEFAULT 0,
+    stored_ms INTEGER NOT NULL DEFAULT 0,  -- local arrival of the latest tally (the evidence budget)
     PRIMARY KEY (entry_id, writer)
 ) STRICT;
+CREATE INDEX evidence_by_writer ON evidence (writer, stored_ms) WHERE local = 0;
 -- The ops table's slot check admits the evidence slot (3): SQLite cannot alter a CHECK, so the
 -- table is rebuilt under the same name (the copy is one statement; nothing else references it).
 CREATE TABLE ops_v15 (

@@ -92,6 +92,7 @@ class AuthorEvidence:
     fresh_arrivals: int = 0  # entries authored near their arrival, arrived in the budget window
     arrivals: int = 0  # every entry that arrived in the budget window
     distrusted: bool = False
+    evidence_arrivals: int = 0  # its evidence tallies (one per entry) that changed here in the budget window
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,18 +100,22 @@ class AuthorView:
     author: str
     trust: float
     suspect: bool
-    reasons: tuple[str, ...]  # "distrusted", "low_trust", "burst", "catchup_flood"
+    reasons: tuple[str, ...]  # "distrusted", "low_trust", "burst", "catchup_flood", "evidence_flood"
     evidence: AuthorEvidence
 
 
 def over_budget(evidence: AuthorEvidence, policy: TrustPolicy) -> tuple[str, ...]:
     """The budget reasons `evidence` trips: "burst" (fresh arrivals over `budget_entries`),
-    "catchup_flood" (all arrivals over `catchup_entries`)."""
+    "catchup_flood" (all arrivals over `catchup_entries`), "evidence_flood" (evidence tallies
+    on more than `budget_entries` entries changed in the window: outcomes are budgeted like
+    entries, belief.py)."""
     out: list[str] = []
     if evidence.fresh_arrivals > policy.budget_entries:
         out.append("burst")
     if evidence.arrivals > policy.catchup_entries:
         out.append("catchup_flood")
+    if evidence.evidence_arrivals > policy.budget_entries:
+        out.append("evidence_flood")
     return tuple(out)
 
 

@@ -85,12 +85,18 @@ def author_views(conn: sqlite3.Connection, *, now_ms: int, policy: TrustPolicy) 
         more = extra.setdefault(author, [0, 0])
         more[0] += confirms > 0
         more[1] += contradicts > 0
+    # The evidence budget: tallies (one per entry) each sibling changed here in the window.
+    evidence_arrivals = {w: int(n) for w, n in conn.execute(
+        "SELECT v.writer, count(*) FROM evidence v INDEXED BY evidence_by_writer "
+        "LEFT JOIN author_trust t ON t.author = v.writer "
+        "WHERE v.local = 0 AND v.stored_ms >= max(?, coalesce(t.trusted_ms, 0)) GROUP BY v.writer", (since,))}
     views: dict[str, AuthorView] = {}
-    for author in sorted(set(local) | set(flags)):
+    for author in sorted(set(local) | set(flags) | set(evidence_arrivals)):
         good, bad, arrivals, fresh = local.get(author, [0, 0, 0, 0])
         distrusted, burst_ms, _ = flags.get(author, (False, None, None))
         more = extra.get(author, [0, 0])
-        view = author_view(author, AuthorEvidence(good + more[0], bad + more[1], fresh, arrivals, distrusted), policy)
+        view = author_view(author, AuthorEvidence(good + more[0], bad + more[1], fresh, arrivals, distrusted,
+                                                  evidence_arrivals.get(author, 0)), policy)
         if burst_ms is not None and "burst" not in view.reasons:
             view = replace(view, suspect=True, reasons=(*view.reasons, "burst"))
         views[author] = view
@@ -196,11 +202,12 @@ def record_suspects(conn: sqlite3.Connection, view: TrustView, *, now_ms: int) -
         _, burst_ms, suspect_ms = flags.get(author, (False, None, None))
         if v.suspect and suspect_ms is None:
             turned.append(v)
-        if v.suspect or suspect_ms is not None or (burst_ms is None and "burst" in v.reasons):
+        flooded = "burst" in v.reasons or "evidence_flood" in v.reasons  # sticky until the operator trusts it
+        if v.suspect or suspect_ms is not None or (burst_ms is None and flooded):
             conn.execute(
                 "INSERT INTO author_trust (author, distrusted, changed_ms, burst_ms, suspect_ms) "
                 "VALUES (?1, 0, ?2, ?3, ?4) ON CONFLICT (author) DO UPDATE SET "
                 "burst_ms = coalesce(author_trust.burst_ms, excluded.burst_ms), suspect_ms = ?4",
-                (author, now_ms, now_ms if "burst" in v.reasons else None,
+                (author, now_ms, now_ms if flooded else None,
                  (suspect_ms or now_ms) if v.suspect else None))
     return turned

@@ -159,3 +159,23 @@ def test_recall_withholds_a_refuted_entry_unless_asked(clade: dict[str, Golem], 
     (hit,) = [h for h in hits if h.entry.id == bad]
     assert hit.entry.belief is not None and hit.entry.belief.refuted
     assert c.store.get(bad).status == "active"  # readable, never deleted
+
+
+def test_a_flood_of_evidence_makes_its_writer_suspect(clade: dict[str, Golem]) -> None:
+    """Evidence is budgeted like entries: tallies on more than `budget_entries` entries changed
+    in one window make their writer suspect (and its evidence then counts nothing)."""
+    from daemon.grimoire.trust_store import author_views
+
+    a, c, x = clade["A"], clade["C"], clade["X"]
+    policy = TrustPolicy(budget_entries=20)
+    ids = [a.write(f"Warning {n}: pool {n} on Base lost depth after the {n}th epoch", kind=Kind.WARNING)
+           for n in range(21)]
+    round_all([a, c, x])
+    for entry_id in ids[:20]:
+        x.outcome(entry_id, "negative")
+    round_all([a, c, x])
+    assert not author_views(c.store.connection, now_ms=NOW, policy=policy).authors[x.me].suspect  # at the budget
+    x.outcome(ids[20], "negative")
+    round_all([a, c, x])
+    view = author_views(c.store.connection, now_ms=NOW, policy=policy).authors[x.me]
+    assert view.suspect and "evidence_flood" in view.reasons and view.evidence.evidence_arrivals == 21
