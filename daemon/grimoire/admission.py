@@ -22,6 +22,11 @@ specific. The daemon computes the score; no writer field (such as `quality`) fee
 - specificity: 0.25 for each of: a digit in the content; tokens, chains or protocols named in
   its metadata; content of at least 80 characters; a knowledge category.
 
+The author's track record with the clade (belief.track_record: how its earlier crossed
+entries fared in siblings' evidence, prior 0.5) scales the score by min(1, 0.5 + record): no
+record yet, or a good one, leaves it as it is; a golem whose entries keep being refuted
+(record 0.25 → × 0.75) stops flooding its siblings with the next ones.
+
 Admitted: score > 0.55 and s < 0.9 (a near-duplicate is Mem0's NOOP whatever its score).
 An entry at confidence 0.8 with defaults that says something new (s ≤ 0.5) scores 0.62.
 """
@@ -36,7 +41,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 __all__ = ["ADMISSION_THRESHOLD", "NEAR_DUPLICATE", "WEIGHTS", "Admission", "AdmissionInput", "admission",
-           "evidence_score", "max_similarity", "novelty", "specificity"]
+           "evidence_score", "max_similarity", "novelty", "record_factor", "specificity"]
 
 WEIGHTS = {"confidence": 0.40, "novelty": 0.30, "evidence": 0.15, "specificity": 0.15}
 ADMISSION_THRESHOLD = 0.55
@@ -86,11 +91,18 @@ def specificity(content: str, *, named: bool, categorised: bool) -> float:
     return 0.25 * sum(parts)
 
 
-def admission(entry: AdmissionInput, similarity: float | None) -> Admission:
-    """The score and the decision for one entry whose nearest reference has cosine `similarity`."""
+def record_factor(record: float) -> float:
+    """How the author's track record (0..1, 0.5 without one) scales the score: never above 1."""
+    return min(1.0, 0.5 + max(0.0, record))
+
+
+def admission(entry: AdmissionInput, similarity: float | None, *, record: float = 0.5) -> Admission:
+    """The score and the decision for one entry whose nearest reference has cosine `similarity`,
+    by an author whose track record with the clade is `record`."""
     score = (WEIGHTS["confidence"] * entry.confidence + WEIGHTS["novelty"] * novelty(similarity)
              + WEIGHTS["evidence"] * evidence_score(entry.uses, entry.positive, entry.negative)
              + WEIGHTS["specificity"] * specificity(entry.content, named=entry.named, categorised=entry.categorised))
+    score *= record_factor(record)
     duplicate = similarity is not None and similarity >= NEAR_DUPLICATE
     return Admission(round(score, 9), similarity, score > ADMISSION_THRESHOLD and not duplicate)
 

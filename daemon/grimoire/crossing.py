@@ -36,9 +36,13 @@ from crdt import Kind, Origin, Timestamp, may_cross
 from daemon.embedding.embedder import EmbeddingInfo
 
 from .admission import AdmissionInput, admission, max_similarity
+from .belief import track_record
+from .evidence_store import clade_record
 from .promotion import EVIDENCE_KINDS, PROMOTABLE, WARNING_REPEAT, Candidate, crossing_reason, figures
 from .records import Entry, NewEntry
 from .store import Grimoire, LocalIdentity
+from .trust import TrustPolicy
+from .trust_store import author_views
 from .vectors import put_vectors
 from .vitality import read_vitality
 
@@ -73,10 +77,12 @@ def _reference_similarity(store: Grimoire, me: str, vectors: Vectors, ids: list[
 
 
 def promote_ready(store: Grimoire, identity: LocalIdentity, *, now_ms: int, tick_seconds: float,
-                  vectors: Vectors | None = None, legacy: bool | None = None) -> list[str]:
+                  vectors: Vectors | None = None, legacy: bool | None = None,
+                  trust: TrustPolicy | None = None) -> list[str]:
     """Promote what passes its gate now (inherited entries validated here included); returns ids.
     `vectors`: current-model vectors by id (None: novelty is not measured); `legacy`: None reads
-    the stored vitality."""
+    the stored vitality; `trust`: the policy siblings' evidence is weighed under (the pooled
+    belief and this golem's track record with the clade, belief.py; default `TrustPolicy()`)."""
     me = identity.peer_id
     vectors = vectors or {}
     legacy = read_vitality(store.connection).legacy if legacy is None else legacy
@@ -86,7 +92,11 @@ def promote_ready(store: Grimoire, identity: LocalIdentity, *, now_ms: int, tick
         "SELECT id FROM entries WHERE author = ? AND promoted_ms IS NULL AND archived = 0 AND status = 'active' "
         f"AND crossing_hold IS NULL AND kind IN ({', '.join('?' * len(kinds))}) ORDER BY created_hlc, id",
         (me, *kinds)).fetchall()
+    policy = trust or TrustPolicy()
     entries = {e.id: e for e in store.get_many([r[0] for r in rows])}
+    pooled = store.beliefs(list(entries), policy, now_ms=now_ms)
+    view = author_views(store.connection, now_ms=now_ms, policy=policy) if policy.enabled else None
+    record = track_record(*clade_record(store.connection, me, view))
     evidence_ids = [r[0] for r in rows if r[0] in entries and entries[r[0]].body.kind in EVIDENCE_KINDS]
     reference = _reference_similarity(store, me, vectors, evidence_ids)
     admitted: list[NDArray[np.float32]] = []
@@ -100,12 +110,13 @@ def promote_ready(store: Grimoire, identity: LocalIdentity, *, now_ms: int, tick
             vector = vectors.get(entry_id)
             similarity = max((x for x in (reference.get(entry_id), max_similarity(vector, admitted))
                               if x is not None), default=None)
-            verdict = admission(_admission_input(entry), similarity)
+            verdict = admission(_admission_input(entry), similarity, record=record)
         candidate = Candidate(
             kind=entry.body.kind, confidence=entry.confidence, created_ms=entry.body.created.ms,
             positive=entry.outcomes_positive, negative=entry.outcomes_negative, confirms=entry.confirms,
             contradicts=entry.contradicts, admitted=verdict is not None and verdict.admitted,
-            near_duplicate=verdict is not None and verdict.near_duplicate)
+            near_duplicate=verdict is not None and verdict.near_duplicate,
+            refuted=entry_id in pooled and pooled[entry_id].refuted)
         reason = crossing_reason(candidate, now_ms=now_ms, tick_seconds=tick_seconds, legacy=legacy)
         if reason is None:
             continue

@@ -11,8 +11,11 @@ of a kind that may ever cross) is necessary; on top of it
 - insight, fact, causal_link once confidence ≥ 0.6 and the admission score (admission.py)
   admits them (reason `admitted`);
 - heuristic, constraint once confidence ≥ 0.7, active ≥ 10 curator ticks, and positive evidence
-  outnumbers negative with at least one positive: evidence = this golem's outcomes plus
-  siblings' endorsements (confirms / contradicts count, but are never required) (`validated`);
+  outnumbers negative with at least `RULE_MIN_POSITIVE` (2) positives: evidence = this golem's
+  outcomes plus siblings' endorsements (confirms / contradicts count, but are never required)
+  (`validated`). One lucky first positive no longer passes a bad rule (a rule that helps one
+  time in four gets there first with p = 0.25; two positives before more negatives, ≈ 0.1);
+- nothing the clade's evidence refuted (belief.py) crosses, by any rule;
 - legacy (`legacy_due`: vitality declining or terminal, or Hayflick ratio > 0.85): entries that
   pass the confidence rule but not yet the tick, outcome or score rule cross too (`legacy`), as
   long as their evidence is not negative on balance and they are not near-duplicates.
@@ -29,8 +32,8 @@ from dataclasses import dataclass
 
 from crdt import EntryBody, Kind, may_cross
 
-__all__ = ["CROSS_AT_ONCE", "EVIDENCE_KINDS", "PHASES", "PROMOTABLE", "RULE_KINDS", "WARNING_REPEAT",
-           "Candidate", "crossing_reason", "figures", "legacy_due", "sync_gate"]
+__all__ = ["CROSS_AT_ONCE", "EVIDENCE_KINDS", "PHASES", "PROMOTABLE", "RULE_KINDS", "RULE_MIN_POSITIVE",
+           "WARNING_REPEAT", "Candidate", "crossing_reason", "figures", "legacy_due", "sync_gate"]
 
 CROSS_AT_ONCE = frozenset({Kind.WARNING, Kind.ANTI_KNOWLEDGE, Kind.REGIME_SHIFT, Kind.DEATH_REFLECTION})
 EVIDENCE_KINDS = frozenset({Kind.INSIGHT, Kind.FACT, Kind.CAUSAL_LINK})
@@ -40,6 +43,7 @@ REPEATABLE_KINDS = frozenset({Kind.WARNING, Kind.ANTI_KNOWLEDGE})
 EVIDENCE_CONFIDENCE = 0.6
 RULE_CONFIDENCE = 0.7
 RULE_TICKS = 10
+RULE_MIN_POSITIVE = 2
 PHASES = ("thriving", "stable", "conservation", "declining", "terminal")
 LEGACY_PHASES = frozenset({"declining", "terminal"})
 LEGACY_HAYFLICK = 0.85
@@ -76,6 +80,7 @@ class Candidate:
     contradicts: int = 0
     admitted: bool = False  # the admission score's verdict (evidence kinds)
     near_duplicate: bool = False
+    refuted: bool = False  # the pooled belief refutes it (belief.py)
 
 
 def legacy_due(phase: str, hayflick_ratio: float | None) -> bool:
@@ -87,6 +92,8 @@ def crossing_reason(c: Candidate, *, now_ms: int, tick_seconds: float, ticks: in
                     legacy: bool = False) -> str | None:
     """Why `c` crosses now (`admitted`, `validated`, `legacy`), or None if it does not yet."""
     positive, negative = c.positive + c.confirms, c.negative + c.contradicts
+    if c.refuted:
+        return None
     if c.kind in EVIDENCE_KINDS:
         if c.confidence < EVIDENCE_CONFIDENCE or c.near_duplicate:
             return None
@@ -97,7 +104,7 @@ def crossing_reason(c: Candidate, *, now_ms: int, tick_seconds: float, ticks: in
         if c.confidence < RULE_CONFIDENCE:
             return None
         old_enough = now_ms - c.created_ms >= ticks * tick_seconds * 1000
-        if old_enough and positive >= 1 and positive > negative:
+        if old_enough and positive >= RULE_MIN_POSITIVE and positive > negative:
             return "validated"
         return "legacy" if legacy and positive >= negative else None
     return None

@@ -126,7 +126,10 @@ def test_rules_need_ticks_and_positive_evidence_outnumbering_negative() -> None:
     assert reason(Candidate(Kind.CONSTRAINT, 0.8, 0, positive=0)) is None  # no positive at all
     assert reason(Candidate(Kind.HEURISTIC, 0.8, 0, positive=2, negative=2)) is None
     assert reason(Candidate(Kind.HEURISTIC, 0.8, 0, positive=1, negative=3)) is None
-    assert reason(Candidate(Kind.HEURISTIC, 0.8, 0, confirms=1)) == "validated"  # an endorsement counts
+    assert reason(Candidate(Kind.HEURISTIC, 0.8, 0, positive=1)) is None  # one lucky first positive is not enough
+    assert reason(Candidate(Kind.HEURISTIC, 0.8, 0, positive=1, confirms=1)) == "validated"  # an endorsement counts
+    assert reason(Candidate(Kind.HEURISTIC, 0.8, 0, positive=5, refuted=True)) is None  # the clade refuted it
+    assert reason(Candidate(Kind.INSIGHT, 0.8, 0, admitted=True, refuted=True)) is None
     assert reason(Candidate(Kind.HEURISTIC, 0.8, 0, positive=2, contradicts=2)) is None
     assert reason(Candidate(Kind.HEURISTIC, 0.69, 0, positive=5)) is None
 

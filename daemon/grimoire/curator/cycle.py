@@ -170,7 +170,7 @@ def run_cycle(
             apply_llm(store, identity, asked, llm(asked.clusters), now_ms=now_ms, report=report)
     _consolidate(store, identity, episodes, now_ms, settings, report)
     report.promoted = promote_ready(store, identity, now_ms=now_ms, tick_seconds=settings.tick_seconds,
-                                    vectors=vectors)
+                                    trust=settings.trust, vectors=vectors)
     report.entries_promoted = len(report.promoted)
     with store.transaction() as conn:
         conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) "
