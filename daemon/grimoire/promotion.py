@@ -16,9 +16,11 @@ of a kind that may ever cross) is necessary; on top of it
   (`validated`). One lucky first positive no longer passes a bad rule (a rule that helps one
   time in four gets there first with p = 0.25; two positives before more negatives, ≈ 0.1);
 - nothing the clade's evidence refuted (belief.py) crosses, by any rule;
-- legacy (`legacy_due`: vitality declining or terminal, or Hayflick ratio > 0.85): entries that
-  pass the confidence rule but not yet the tick, outcome or score rule cross too (`legacy`), as
-  long as their evidence is not negative on balance and they are not near-duplicates.
+- legacy (`legacy_due`: vitality declining or terminal, or Hayflick ratio > 0.85): entries held
+  at confidence ≥ 0.4 (`LEGACY_CONFIDENCE`, the architecture's lowered bar near death, not the
+  0.6 / 0.7 of the rules above) that do not yet pass the tick, outcome or score rule cross too
+  (`legacy`), as long as their evidence is not negative on balance and they are not
+  near-duplicates.
 
 Entries held (`crossing_hold`: a repeated warning, an inherited entry not yet validated) are
 never sent, whoever wrote them. Siblings' entries are otherwise relayed as they came.
@@ -44,6 +46,7 @@ EVIDENCE_CONFIDENCE = 0.6
 RULE_CONFIDENCE = 0.7
 RULE_TICKS = 10
 RULE_MIN_POSITIVE = 2
+LEGACY_CONFIDENCE = 0.4  # near death the bar drops: what the golem half-believes is better passed on than lost
 PHASES = ("thriving", "stable", "conservation", "declining", "terminal")
 LEGACY_PHASES = frozenset({"declining", "terminal"})
 LEGACY_HAYFLICK = 0.85
@@ -94,19 +97,18 @@ def crossing_reason(c: Candidate, *, now_ms: int, tick_seconds: float, ticks: in
     positive, negative = c.positive + c.confirms, c.negative + c.contradicts
     if c.refuted:
         return None
+    bequeathing = legacy and c.confidence >= LEGACY_CONFIDENCE and positive >= negative
     if c.kind in EVIDENCE_KINDS:
-        if c.confidence < EVIDENCE_CONFIDENCE or c.near_duplicate:
+        if c.near_duplicate:
             return None
-        if c.admitted:
+        if c.admitted and c.confidence >= EVIDENCE_CONFIDENCE:
             return "admitted"
-        return "legacy" if legacy and positive >= negative else None
+        return "legacy" if bequeathing else None
     if c.kind in RULE_KINDS:
-        if c.confidence < RULE_CONFIDENCE:
-            return None
         old_enough = now_ms - c.created_ms >= ticks * tick_seconds * 1000
-        if old_enough and positive >= RULE_MIN_POSITIVE and positive > negative:
+        if c.confidence >= RULE_CONFIDENCE and old_enough and positive >= RULE_MIN_POSITIVE and positive > negative:
             return "validated"
-        return "legacy" if legacy and positive >= negative else None
+        return "legacy" if bequeathing else None
     return None
 
 

@@ -211,3 +211,10 @@ def test_playbook_snapshots_keep_the_last_versions(tmp_path: Path) -> None:
         snapshot_playbook(book, f"v{n}", now_ms=n, keep=3)
     kept = sorted(p.read_text() for p in (tmp_path / "playbook").iterdir())
     assert kept == ["v2", "v3", "v4"] and read_playbook(book) == "v5"
+
+
+def test_a_bloodstained_entry_pays_a_third_of_the_demurrage() -> None:
+    plain = Retention(Kind.INSIGHT, 0.7, T0, 1)
+    stained = Retention(Kind.INSIGHT, 0.7, T0, 1, bloodstain=True)
+    assert decayed(stained, T0 + 30 * DAY, window_days=10) == pytest.approx(0.7 * math.exp(-1))
+    assert decayed(plain, T0 + 30 * DAY, window_days=10) == pytest.approx(0.7 * math.exp(-3))

@@ -140,7 +140,10 @@ def test_legacy_lets_what_passes_the_confidence_rule_cross_early() -> None:
     assert reason(young, age_ms=0, legacy=True) == "legacy"
     assert reason(Candidate(Kind.HEURISTIC, 0.8, 0, positive=2), legacy=True) == "validated"
     assert reason(Candidate(Kind.HEURISTIC, 0.8, 0, negative=1), age_ms=0, legacy=True) is None
-    assert reason(Candidate(Kind.HEURISTIC, 0.6, 0), legacy=True) is None
+    assert reason(Candidate(Kind.HEURISTIC, 0.6, 0), age_ms=0, legacy=True) == "legacy"  # the bar is 0.4 near death
+    assert reason(Candidate(Kind.INSIGHT, 0.45, 0), age_ms=0, legacy=True) == "legacy"
+    assert reason(Candidate(Kind.INSIGHT, 0.45, 0, admitted=True), age_ms=0) is None  # not otherwise
+    assert reason(Candidate(Kind.HEURISTIC, 0.39, 0), age_ms=0, legacy=True) is None
     assert reason(Candidate(Kind.INSIGHT, 0.7, 0), legacy=True) == "legacy"
     assert reason(Candidate(Kind.INSIGHT, 0.7, 0, near_duplicate=True), legacy=True) is None
     assert reason(Candidate(Kind.WARNING, 0.9, 0), legacy=True) is None  # crosses at once, not promoted

@@ -136,3 +136,19 @@ def test_selection_exact_order_and_the_barrier() -> None:
 def test_selection_never_exceeds_the_testament_cap() -> None:
     cands = [_cand(i, Kind.WARNING) for i in range(MAX_ENTRIES + 10)]
     assert len(select(cands, limit=MAX_ENTRIES * 2)) == MAX_ENTRIES
+
+
+def test_validated_heuristics_are_judged_by_outcomes_and_refuted_entries_are_never_bequeathed() -> None:
+    def rule(i: int, *, keep: float, confirms: int = 0, positive: float = 0.0, negative: float = 0.0,
+             refuted: bool = False, conf: float = 0.2) -> ts.TestamentCandidate:
+        return ts.TestamentCandidate(f"{i:032x}", Kind.HEURISTIC, conf, keep, confirms, 0, Sensitivity.PUBLIC,
+                                     positive, negative, refuted)
+
+    cands = [
+        rule(1, keep=0.9, positive=3.0, negative=1.0),  # validated by outcomes alone (no endorsement)
+        rule(2, keep=0.8, confirms=1, negative=2.5),  # an endorsement, but the outcomes went against it
+        rule(3, keep=0.7, positive=0.0),  # no evidence: below min_confidence, not validated
+        rule(4, keep=0.95, positive=5.0, refuted=True, conf=0.9),  # refuted: never, however it ranks
+        _cand(5, Kind.WARNING, keep=0.1),
+    ]
+    assert select(cands) == [f"{i:032x}" for i in (5, 1)]

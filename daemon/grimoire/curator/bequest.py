@@ -34,6 +34,7 @@ from crdt import CausalContext, Delta, Op, Sensitivity, SlotKind, Verifier, open
 from crypto.identity import signature_ok
 from crypto.vault import DecryptingReader, EncryptingWriter, VaultError, VaultKeys
 
+from ..belief import Belief
 from ..store import Grimoire
 from ..store import LocalIdentity as Signer
 from ..trust import TrustPolicy
@@ -85,6 +86,13 @@ def _items(store: Grimoire, ids: Sequence[str], generation: dict[str, int],
     return items
 
 
+def _evidence(belief: Belief | None) -> tuple[float, float, bool]:
+    """(positive, negative, refuted) of a pooled belief: own outcomes plus siblings' weighted evidence."""
+    if belief is None:
+        return 0.0, 0.0, False
+    return (belief.own_positive + belief.clade_positive, belief.weighted_negative, belief.refuted)
+
+
 def bequest(store: Grimoire, *, golem: str, clade_id: str, now_ms: int, reflection_id: str | None = None,
             verify: Verifier = _trusted, trust: TrustPolicy | None = None) -> testament.TestamentDocument:
     """What an heir of `golem` inherits from `store`, as an (unsigned) testament document:
@@ -97,8 +105,10 @@ def bequest(store: Grimoire, *, golem: str, clade_id: str, now_ms: int, reflecti
     rows = {r[0]: (Sensitivity(r[1]), int(r[2]), int(r[3])) for r in store.connection.execute(
         "SELECT id, sensitivity, inherited_generation, contradicts FROM entries "
         "WHERE archived = 0 AND status = 'active'")}
-    cands = [testament.TestamentCandidate(e.id, e.kind, e.local_confidence, e.keep_score(e.local_confidence, now_ms),
-                                          e.confirms, rows[e.id][2], rows[e.id][0]) for e in live if e.id in rows]
+    pooled = store.beliefs([e.id for e in live], trust or TrustPolicy(), now_ms=now_ms)
+    cands = [testament.TestamentCandidate(
+        e.id, e.kind, e.local_confidence, e.keep_score(e.local_confidence, now_ms), e.confirms, rows[e.id][2],
+        rows[e.id][0], *_evidence(pooled.get(e.id))) for e in live if e.id in rows]
     chosen = testament.select(cands, first=[reflection_id] if reflection_id else [])
     items = _items(store, chosen, {i: g for i, (_, g, _) in rows.items()}, verify)
     named = reflection_id if reflection_id in {it.entry_id for it in items} else None

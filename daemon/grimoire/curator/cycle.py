@@ -119,9 +119,10 @@ class LiveEntry:
     confirms: int
     confirms_seen: int
     fresh_ms: int  # when it last changed in a way compression cares about (stored or re-embedded)
+    bloodstain: bool = False
 
     def retention(self) -> Retention:
-        return Retention(self.kind, self.base, self.anchor_ms, self.evidence)
+        return Retention(self.kind, self.base, self.anchor_ms, self.evidence, self.bloodstain)
 
     def keep_score(self, confidence: float, now_ms: int) -> float:
         days = scoring.age_days(self.created_ms, now_ms)
@@ -132,10 +133,11 @@ def live_entries(store: Grimoire) -> list[LiveEntry]:
     rows = store.connection.execute(
         "SELECT id, author, kind, content, local_confidence, coalesce(decay_base, local_confidence), "
         "coalesce(decay_anchor_ms, stored_ms), evidence, importance, access_count, created_hlc, confirms, "
-        "confirms_seen, max(stored_ms, coalesce(embedding_created_ms, 0)) "
+        "confirms_seen, max(stored_ms, coalesce(embedding_created_ms, 0)), bloodstain "
         "FROM entries WHERE archived = 0 AND status = 'active' ORDER BY id").fetchall()
     return [LiveEntry(r[0], r[1], Kind(r[2]), r[3], float(r[4]), float(r[5]), int(r[6]), int(r[7]), float(r[8]),
-                      int(r[9]), Timestamp.unpack(r[10]).ms, int(r[11]), int(r[12]), int(r[13])) for r in rows]
+                      int(r[9]), Timestamp.unpack(r[10]).ms, int(r[11]), int(r[12]), int(r[13]), bool(r[14]))
+            for r in rows]
 
 
 def _meta_int(store: Grimoire, key: str) -> int | None:

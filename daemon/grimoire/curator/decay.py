@@ -34,6 +34,7 @@ from types import MappingProxyType
 from crdt import Kind
 
 __all__ = [
+    "BLOODSTAIN_WINDOW",
     "DECAY_WINDOW_DAYS",
     "DEFAULT_WINDOW_DAYS",
     "EVICTION_THRESHOLD",
@@ -86,6 +87,9 @@ DEFAULT_WINDOW_DAYS: Mapping[Kind, float] = MappingProxyType({
 RETRIEVAL_THRESHOLD = 0.1  # below this, recall and digests leave the entry out ("fades")
 EVICTION_THRESHOLD = 0.05  # below this, the curator archives it (reversible, local)
 KIND_FLOOR = 0.3
+# Demurrage: the cost of holding knowledge is its decay. A bloodstained entry (learned from a
+# death: rare, and paid for with a golem) is charged a third of it — its window is 3× longer.
+BLOODSTAIN_WINDOW = 3.0
 FLOOR_KINDS = frozenset({Kind.WARNING, Kind.ANTI_KNOWLEDGE})
 
 
@@ -97,6 +101,7 @@ class Retention:
     base: float  # c₀: local confidence right after the last evidence, 0..1
     anchor_ms: int  # when the last evidence arrived (the write, a use, a confirmation)
     evidence: int  # ≥ 1: the write plus every later use, confirmation and re-validation
+    bloodstain: bool = False  # a lesson paid for with a death: its window is BLOODSTAIN_WINDOW × longer
 
 
 def windows_with(overrides: Mapping[str, float] | None = None, *, every: float | None = None
@@ -124,7 +129,8 @@ def decayed(r: Retention, now_ms: int, *, window_days: float | None = None) -> f
     """The local confidence at `now_ms` (never above `r.base`; clock skew backwards counts as 0).
     `window_days`: None for the kind's default (`DEFAULT_WINDOW_DAYS`)."""
     days = max(0, now_ms - r.anchor_ms) / MS_PER_DAY
-    window = DEFAULT_WINDOW_DAYS[r.kind] if window_days is None else window_days
+    window = (DEFAULT_WINDOW_DAYS[r.kind] if window_days is None else window_days) * (
+        BLOODSTAIN_WINDOW if r.bloodstain else 1.0)
     value = r.base * math.exp(-days / stability_days(r.evidence, window))
     if r.kind in FLOOR_KINDS:
         value = max(value, min(r.base, KIND_FLOOR))

@@ -22,8 +22,10 @@ heuristics, causal links — does). Exact parameters written as any other kind m
 private or sensitive by their writer, which keeps them home. Of what passes, at most
 `MAX_ENTRIES` (2,048), in order: the caller's `first` ids (the death reflection), every
 other death reflection, every warning and anti_knowledge (by keep score if even they exceed
-the cap), then causal links, validated heuristics (confirms > contradicts), then the rest
-above `min_confidence` by keep score.
+the cap), then causal links, validated heuristics (confirms and positive evidence — own
+outcomes and siblings' weighted evidence, belief.py — outnumber contradictions and negative
+evidence), then the rest above `min_confidence` by keep score. Nothing the clade's evidence
+refuted is bequeathed.
 
 Inheritance discount (`inherited_confidence`): the N-th generation holds an entry at
 min(original, base × 0.85^(N−1)), base 0.4 from a direct predecessor, 0.3 through the Styx
@@ -79,6 +81,9 @@ class TestamentCandidate:
     confirms: int
     contradicts: int
     sensitivity: Sensitivity = Sensitivity.PUBLIC
+    positive: float = 0.0  # outcomes: own in full, siblings' weighted (belief.py)
+    negative: float = 0.0
+    refuted: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +120,7 @@ def select(candidates: Sequence[TestamentCandidate], *, first: Sequence[str] = (
     def by_keep(c: TestamentCandidate) -> tuple[float, str]:
         return (-c.keep_score, c.id)
 
-    germline = [c for c in candidates if crosses_to_heir(c.kind, c.sensitivity)]
+    germline = [c for c in candidates if crosses_to_heir(c.kind, c.sensitivity) and not c.refuted]
     by_id = {c.id: c for c in germline}
     lead = [by_id[i] for i in dict.fromkeys(first) if i in by_id]
     led = {c.id for c in lead}
@@ -123,7 +128,8 @@ def select(candidates: Sequence[TestamentCandidate], *, first: Sequence[str] = (
     reflections = sorted((c for c in body if c.kind is Kind.DEATH_REFLECTION), key=by_keep)
     always = sorted((c for c in body if c.kind in ALWAYS), key=by_keep)
     links = sorted((c for c in body if c.kind is Kind.CAUSAL_LINK), key=by_keep)
-    rules = sorted((c for c in body if c.kind is Kind.HEURISTIC and c.confirms > c.contradicts), key=by_keep)
+    rules = sorted((c for c in body if c.kind is Kind.HEURISTIC
+                    and c.confirms + c.positive > c.contradicts + c.negative), key=by_keep)
     ranked = lead + reflections + always + links + rules
     chosen = {c.id for c in ranked}
     rest = sorted((c for c in body if c.id not in chosen and c.confidence >= min_confidence), key=by_keep)
