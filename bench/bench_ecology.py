@@ -1,57 +1,80 @@
-"""Benchmark the knowledge ecology: 30 simulated days of a 3-golem clade, outcomes and gates.
+"""Benchmark the knowledge ecology as decisions: does a golem decide better in a clade?
 
-    .venv/bin/python -m bench.bench_ecology [--days 30] [--cycle-hours 6] [--seed N] [--out DIR]
+    .venv/bin/python -m bench.bench_ecology [--days 20] [--seeds 10] [--jobs 2] [--decisions 4]
+                                            [--arms solo,share_everything,main,clade]
+                                            [--variants honest,attacker,sleeper] [--seed N] [--out DIR]
 
 Three golems, each a real Grimoire (SQLite) on one simulated clock, run the real curator
-(`run_cycle`: validate, decay, prune, compress, promote through the crossing gates) every
-`--cycle-hours` and then sync every pair through the wire codec with the real sync gate
-(`Grimoire.sync_gate`), as anti-entropy does. Vectors come from the bundled MiniLM model.
+(`run_cycle`: decay, prune, compress, promote through the crossing gates) every
+`--cycle-hours` and then sync every pair through the wire codec with the sender's sync gate,
+as anti-entropy does. Vectors come from the bundled MiniLM model; digests are the daemon's
+(`digest.build_digest`: recall, trust, diversity, budget).
 
-The world: every day each golem writes
-- 2 insights about (protocol, metric, chain) topics and, every other day, a heuristic;
-- now and then a near-copy of a sibling's insight it has received (novelty should hold it);
-- 3 strategy outcomes (P&L, position sizes) and, every fifth day, a sensitive fact: soma.
-Each insight and heuristic carries a hidden truth: "good" (acting on it helps with
-probability 0.8) or "bad" (0.25); writers state their confidence (0.6–0.9 for insights,
-0.7–0.9 for heuristics) without knowing which. Every day each golem acts on up to 6 live
-entries it holds (its own or received, recall threshold passed) and reports the outcome
-(`Grimoire.record_outcome`, positive with the entry's hidden probability).
+The world (seeded: every arm of one seed sees the same writes, queries and luck). Every day
+each golem writes 2 insights about (chain, metric, protocol) topics and, every other day, a
+heuristic; each carries a hidden truth, "good" (acting on it helps with probability 0.8,
+70 % of them) or "bad" (0.25), and a stated confidence (0.6-0.9 insights, 0.7-0.9 heuristics)
+its writer states without knowing which; now and then a near-copy of a sibling's insight; and
+soma (3 strategy outcomes, a sensitive fact every fifth day). Every day each honest golem
+faces `--decisions` decisions: a question about a random topic; it reads its digest (k = 5),
+acts on the insight or heuristic it believes most (the confidence the digest shows; an entry
+marked unverified only if nothing else is shown) and records the outcome the hidden truth
+draws (`Grimoire.record_outcome`).
 
-Measured:
-- crossing: of each kind and truth, the share of a golem's entries that reached every
-  sibling, and hours from the write to the arrival (p50 / p90);
-- containment: bad heuristics and near-copies that never reached a sibling; soma rows
-  (strategy_outcome, sensitive) found on a sibling (must be 0);
-- calibration: the Brier score of each forecast against the outcome that followed it, days
-  1–10 and the last 10: the golem's belief just before the outcome (its local confidence at
-  the last evidence, i.e. the Beta posterior over its outcomes, before the forgetting curve),
-  the decayed local confidence recall ranks by, and the writer's stated confidence (what a
-  golem without outcomes would believe); and the mean belief in good and in bad entries at
-  the end (how far outcomes pulled them apart);
-- nothing destroyed: no store's count of entry rows ever fell, and every entry ever written
-  is still a row (active, superseded or archived).
+Arms, in one invocation on the same seeds and world:
+- `solo`: no sibling at all (this issue's code: belief over its own outcomes);
+- `share_everything`: no gate but the soma barrier (`crdt.may_cross`: public, never
+  strategy outcomes), no trust, no evidence; the agent believes its local confidence;
+- `main`: the gates and trust as main had them, outcomes stay home, the agent believes its
+  local confidence (the digest main showed), no refutation;
+- `clade`: this issue: evidence crosses, pooled belief shown and refuted entries withheld,
+  admission by track record, vouchers' entries released on arrival.
+Variants: `honest`; `attacker` (golem 2 is compromised from day 0: it writes bad insights and
+heuristics at confidence 1.0, records fake negative outcomes on up to 6 good entries it holds
+and fake positive ones on its own each day); `sleeper` (golem 2 is honest for the first 10
+days, then as `attacker`).
 
-Prints a table, then the JSON result line (bench.common). Seeded: two runs write the same data.
+Measured per arm and variant, mean and 95 % interval (t) over the seeds, decisions of golems 0
+and 1 only (the victims in every variant):
+- good: the share of decisions taken on good knowledge (a decision with nothing to act on is
+  not); acted: the share with anything to act on;
+- bad golem-days: (golem, day, entry) where a bad entry was in one of the golem's decision
+  digests after its second negative outcome anywhere (honest outcomes);
+- good in time: of the good insights honest golems wrote, the share in every honest sibling's
+  digest (a digest asked with the insight's own text) one curator cycle after the write;
+- Brier: of the confidence the agent acted on and of the writer's stated confidence, against
+  the outcome that followed (lower is better), and their difference (shown − stated);
+- soma on siblings (strategy outcomes, sensitive facts, other golems' outcome rows) and
+  entries destroyed (written but missing, or a store whose row count fell): must be 0.
+
+Prints a table per metric, then the JSON result line (bench.common).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
+import math
+import multiprocessing
 import random
 import statistics
 import time
-from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench.common import machine_info, machine_rows, print_table, progress
 from bench.common.report import add_common_args, main_in_workdir, not_empty
-from crdt import Kind, Sensitivity, decode_delta, encode_delta
+from crdt import EntryBody, Kind, Sensitivity, decode_delta, encode_delta, may_cross
 from crypto import Identity, signature_ok
 from daemon.grimoire import Grimoire, NewEntry
+from daemon.grimoire.belief import BeliefPolicy
 from daemon.grimoire.curator.cycle import CuratorSettings, run_cycle
+from daemon.grimoire.digest import build_digest
 from daemon.grimoire.retrieval import Retriever
+from daemon.grimoire.trust import TrustPolicy
 
 HOUR = 3_600_000
 DAY = 24 * HOUR
@@ -66,29 +89,72 @@ WHEN = ("after large liquidations", "during weekend lows", "when ETH gas is abov
 ACTIONS = ("reduce position size by a third", "move liquidity to the 0.05% pool", "pause new borrows",
            "widen the rebalance band", "hedge with a short perp", "switch the route to the aggregator")
 HELP = {"good": 0.8, "bad": 0.25}
+ARMS = ("solo", "share_everything", "main", "clade")
+VARIANTS = ("honest", "attacker", "sleeper")
+SLEEPER_TURNS = 10  # days
+VICTIMS = (0, 1)
+NO_REFUTE = BeliefPolicy(refute_min_negative=math.inf)
+
+
+@dataclass(frozen=True)
+class Arm:
+    name: str
+    sync: bool
+    barrier_only: bool  # the sync gate is crdt.may_cross alone (no promotion, no holds)
+    trust: bool
+    evidence: bool  # outcomes bump the signed evidence slot (it crosses)
+    shown: str  # what the agent believes: "belief" (the digest's pooled belief) or "local" (local confidence)
+    refute: bool
+    release_vouched: bool
+
+
+ARM = {
+    "solo": Arm("solo", sync=False, barrier_only=False, trust=True, evidence=True, shown="belief", refute=True,
+                release_vouched=True),
+    "share_everything": Arm("share_everything", sync=True, barrier_only=True, trust=False, evidence=False,
+                            shown="local", refute=False, release_vouched=False),
+    "main": Arm("main", sync=True, barrier_only=False, trust=True, evidence=False, shown="local", refute=False,
+                release_vouched=False),
+    "clade": Arm("clade", sync=True, barrier_only=False, trust=True, evidence=True, shown="belief", refute=True,
+                 release_vouched=True),
+}
 
 
 @dataclass
 class Golem:
-    name: str
+    index: int
     identity: Identity
     store: Grimoire
     retriever: Retriever
     rows_seen: int = 0
     rows_fell: int = 0
 
+    @property
+    def me(self) -> str:
+        return self.identity.peer_id
+
 
 @dataclass
 class Written:
-    """What the world knows of one entry (hidden truth, who wrote it, when)."""
-
     id: str
     golem: int
     kind: str  # insight | heuristic | near_copy | soma
     truth: str  # good | bad | soma
     written_ms: int
     stated: float
-    arrived: dict[int, int] = field(default_factory=dict)  # sibling index -> ms it was first held there
+    content: str
+
+
+@dataclass
+class Tally:
+    decisions: int = 0
+    acted: int = 0
+    good: int = 0
+    shown: list[tuple[float, int]] = field(default_factory=list)
+    stated: list[tuple[float, int]] = field(default_factory=list)
+    bad_days: set[tuple[int, int, str]] = field(default_factory=set)
+    good_checked: int = 0
+    good_everywhere: int = 0
 
 
 def _insight(rng: random.Random) -> str:
@@ -101,203 +167,355 @@ def _heuristic(rng: random.Random) -> str:
             f"{rng.choice(MOVES)}, {rng.choice(ACTIONS)}.")
 
 
-def _sync(sender: Golem, receiver: Golem) -> None:
-    """Anti-entropy sender -> receiver through the codec, with the sender's crossing gate."""
-    me = sender.identity.peer_id
-    for delta in list(sender.store.iter_deltas(receiver.store.causal_context(), gate=sender.store.sync_gate(me))):
+def _question(rng: random.Random) -> str:
+    return (f"What should I do about the {rng.choice(METRICS)} of {rng.choice(PROTOCOLS)} "
+            f"on {rng.choice(CHAINS)}?")
+
+
+def _luck(seed: int, *parts: object) -> float:
+    """A uniform draw fixed by the seed and `parts` (one arm's choices never shift another's luck)."""
+    digest = hashlib.blake2b(repr((seed, *parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
+def _gate(sender: Golem, arm: Arm) -> Callable[[EntryBody], bool]:
+    return may_cross if arm.barrier_only else sender.store.sync_gate(sender.me)
+
+
+def _sync(sender: Golem, receiver: Golem, arm: Arm) -> None:
+    gate = _gate(sender, arm)
+    for delta in list(sender.store.iter_deltas(receiver.store.causal_context(), gate=gate)):
         decoded, rejected = decode_delta(encode_delta(delta), signature_ok)
-        receiver.store.apply_delta(decoded, rejected=rejected, local_replica=receiver.identity.peer_id,
-                                   sender=me)
+        receiver.store.apply_delta(decoded, rejected=rejected, local_replica=receiver.me, sender=sender.me)
 
 
-def _brier(pairs: list[tuple[float, int]]) -> float | None:
-    return round(statistics.fmean((f - y) ** 2 for f, y in pairs), 4) if pairs else None
+def _digest(golem: Golem, text: str, now_ms: int) -> list[dict[str, Any]]:
+    doc = build_digest(golem.retriever, text=text, now_ms=now_ms, budget_tokens=1500, k=5, fmt="json",
+                       include_sensitive=False, namespace="bench", embed_limit=0)
+    return list(json.loads(doc["document"]))
 
 
-def _pct(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    values = sorted(values)
-    return round(values[min(len(values) - 1, int(q * len(values)))], 1)
+_EMBEDDER: Any = None
 
 
-def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    from daemon.embedding.embedder import get_embedder
+def _embedder(work: Path) -> Any:
+    global _EMBEDDER
+    if _EMBEDDER is None:
+        from daemon.embedding.embedder import get_embedder
 
+        _EMBEDDER = get_embedder(work / "embedder")
+    return _EMBEDDER
+
+
+def run_one(arm_name: str, variant: str, seed: int, days: int, cycle_hours: int, decisions: int,
+            work: Path) -> dict[str, Any]:
+    """One arm × variant × seed: the simulation and its figures."""
+    arm = ARM[arm_name]
     started = time.perf_counter()
-    rng = random.Random(args.seed)
-    embedder = get_embedder(work / "embedder")
+    embedder = _embedder(work)
+    root = work / f"{arm_name}-{variant}-{seed}"
+    root.mkdir(parents=True, exist_ok=True)
     clock = {"now": T0}
-    settings = CuratorSettings()
+    trust = TrustPolicy(enabled=arm.trust, release_vouched=arm.release_vouched)
+    settings = CuratorSettings(trust=trust)
     golems: list[Golem] = []
     for g in range(3):
-        store = Grimoire.open(work / f"golem-{g}.db", create=True, wall_ms=lambda: clock["now"])
-        golems.append(Golem(f"G{g}", Identity(bytes([g + 1]) * 32), store, Retriever(store, lambda: embedder)))
+        store = Grimoire.open(root / f"golem-{g}.db", create=True, wall_ms=lambda: clock["now"])
+        retriever = Retriever(store, lambda: embedder)
+        retriever.trust = trust
+        retriever.belief = BeliefPolicy() if arm.refute else NO_REFUTE
+        golems.append(Golem(g, Identity(bytes([g + 1]) * 32), store, retriever))
     world: dict[str, Written] = {}
-    forecasts: dict[str, dict[str, list[tuple[float, int]]]] = {
-        arm: {"early": [], "late": []} for arm in ("belief", "decayed", "stated")}
-    cycles = 0
+    negatives: dict[str, int] = {}
+    second_negative: dict[str, int] = {}
+    tally = Tally()
+    pending_good: list[tuple[int, Written]] = []  # (check at this step count, the insight)
+    writes = random.Random(seed)
+    asks = random.Random(seed + 1)
 
-    def write(g: int, kind: str, truth: str, new: NewEntry) -> None:
+    def compromised(g: int, day: int) -> bool:
+        return g == 2 and (variant == "attacker" or (variant == "sleeper" and day >= SLEEPER_TURNS))
+
+    def write(g: int, kind: str, truth: str, new: NewEntry) -> Written:
         entry = golems[g].store.remember(new, identity=golems[g].identity)
-        world[entry.id] = Written(entry.id, g, kind, truth, clock["now"], new.confidence)
+        w = Written(entry.id, g, kind, truth, clock["now"], new.confidence, new.content)
+        world[entry.id] = w
+        return w
 
-    steps_per_day = round(24 / args.cycle_hours)
-    for day in range(args.days):
-        progress(f"day {day + 1}/{args.days}")
+    def outcome(g: int, entry_id: str, positive: bool) -> None:
+        golem = golems[g]
+        golem.store.record_outcome(entry_id, "positive" if positive else "negative", metric=f"pnl_usd_g{g}",
+                                   value=round(_luck(seed, "value", g, entry_id, clock["now"]) * 100, 2),
+                                   note=f"soma note of golem {g}", now_ms=clock["now"],
+                                   identity=golem.identity if arm.evidence else None)
+
+    def decide(g: int, day: int, n: int) -> None:
+        golem = golems[g]
+        question = _question(asks)
+        items = _digest(golem, question, clock["now"])
+        shown = [i for i in items if i["type"] in ("insight", "heuristic") and i["id"] in world
+                 and world[i["id"]].truth in HELP]
+        for item in items:  # the bad-entry exposure: in a digest after its second negative outcome
+            w = world.get(item["id"])
+            if w is not None and w.truth == "bad" and item["id"] in second_negative and g in VICTIMS:
+                tally.bad_days.add((g, day, item["id"]))
+        if g in VICTIMS:
+            tally.decisions += 1
+        if not shown:
+            return
+        verified = [i for i in shown if not i.get("unverified")] or shown
+        if arm.shown == "local":
+            local = {e.id: e.local_confidence for e in golem.store.get_many([i["id"] for i in verified])}
+            for i in verified:
+                i["confidence"] = local.get(i["id"], i["confidence"])
+        chosen = max(verified, key=lambda i: float(i["confidence"]))  # first of equals: the digest's order
+        w = world[chosen["id"]]
+        helped = _luck(seed, "help", g, day, n) < HELP[w.truth]
+        if g in VICTIMS:
+            tally.acted += 1
+            tally.good += w.truth == "good"
+            tally.shown.append((float(chosen["confidence"]), int(helped)))
+            tally.stated.append((w.stated, int(helped)))
+        outcome(g, w.id, helped)
+        if not helped:
+            negatives[w.id] = negatives.get(w.id, 0) + 1
+            if negatives[w.id] == 2:
+                second_negative[w.id] = clock["now"]
+
+    def attack(g: int) -> None:
+        held = golems[g].store.connection.execute(
+            "SELECT id, author FROM entries WHERE archived = 0 AND status = 'active' "
+            "AND kind IN ('insight', 'heuristic')").fetchall()
+        others = [i for i, a in held if a != golems[g].me and i in world and world[i].truth == "good"]
+        own = [i for i, a in held if a == golems[g].me]
+        for entry_id in sorted(others)[:6]:
+            outcome(g, entry_id, False)
+        for entry_id in sorted(own)[-6:]:
+            outcome(g, entry_id, True)
+
+    steps_per_day = round(24 / cycle_hours)
+    step_count = 0
+    for day in range(days):
         for step in range(steps_per_day):
-            clock["now"] = T0 + day * DAY + step * args.cycle_hours * HOUR
+            clock["now"] = T0 + day * DAY + step * cycle_hours * HOUR
             if step == 0:
                 for g in range(3):
+                    if compromised(g, day):
+                        for _ in range(2):
+                            write(g, "insight", "bad", NewEntry(kind=Kind.INSIGHT, content=_insight(writes),
+                                                                confidence=1.0))
+                        if day % 2 == 0:
+                            write(g, "heuristic", "bad", NewEntry(kind=Kind.HEURISTIC, content=_heuristic(writes),
+                                                                  confidence=1.0))
+                        continue
                     for _ in range(2):
-                        truth = "good" if rng.random() < 0.7 else "bad"
-                        write(g, "insight", truth, NewEntry(kind=Kind.INSIGHT, content=_insight(rng),
-                                                            confidence=round(rng.uniform(0.6, 0.9), 2)))
+                        truth = "good" if writes.random() < 0.7 else "bad"
+                        w = write(g, "insight", truth, NewEntry(kind=Kind.INSIGHT, content=_insight(writes),
+                                                                confidence=round(writes.uniform(0.6, 0.9), 2)))
+                        if truth == "good":
+                            pending_good.append((step_count + 1, w))
                     if day % 2 == g % 2:
-                        truth = "good" if rng.random() < 0.7 else "bad"
-                        write(g, "heuristic", truth, NewEntry(kind=Kind.HEURISTIC, content=_heuristic(rng),
-                                                              confidence=round(rng.uniform(0.7, 0.9), 2)))
-                    received = [w for w in world.values() if w.kind == "insight" and g in w.arrived]
-                    if received and rng.random() < 0.5:
-                        orig = rng.choice(received)
-                        text = golems[g].store.get(orig.id).body.content.rstrip(".") + ", as seen again."
-                        write(g, "near_copy", orig.truth, NewEntry(kind=Kind.INSIGHT, content=text, confidence=0.8))
+                        truth = "good" if writes.random() < 0.7 else "bad"
+                        write(g, "heuristic", truth, NewEntry(kind=Kind.HEURISTIC, content=_heuristic(writes),
+                                                              confidence=round(writes.uniform(0.7, 0.9), 2)))
+                    received = sorted(w.id for w in world.values() if w.kind == "insight" and w.golem != g
+                                      and golems[g].store.connection.execute(
+                                          "SELECT 1 FROM entries WHERE id = ?", (w.id,)).fetchone())
+                    if received and writes.random() < 0.5:
+                        orig = world[writes.choice(received)]
+                        write(g, "near_copy", orig.truth, NewEntry(
+                            kind=Kind.INSIGHT, content=orig.content.rstrip(".") + ", as seen again.", confidence=0.8))
                     for n in range(3):
                         write(g, "soma", "soma", NewEntry(
                             kind=Kind.STRATEGY_OUTCOME, confidence=0.9,
-                            content=f"Closed {rng.choice(PROTOCOLS)} position #{day}-{n}: size "
-                                    f"{rng.randint(1, 90)}k, P&L {rng.uniform(-3, 3):+.2f}%."))
+                            content=f"Closed {writes.choice(PROTOCOLS)} position #{day}-{n}: size "
+                                    f"{writes.randint(1, 90)}k, P&L {writes.uniform(-3, 3):+.2f}%."))
                     if day % 5 == 0:
                         write(g, "soma", "soma", NewEntry(kind=Kind.FACT, sensitivity=Sensitivity.SENSITIVE,
-                                                          content=f"Wallet {g} keeps {rng.randint(10, 99)} ETH "
+                                                          content=f"Wallet {g} keeps {writes.randint(10, 99)} ETH "
                                                                   "on the hot signer.", confidence=0.9))
-            if step == steps_per_day // 2:
-                for golem in golems:
-                    _act(rng, golem, world, day, args.days, clock["now"], forecasts)
             for golem in golems:
                 golem.retriever.index_missing()
+            if step == steps_per_day // 2:
+                for g in range(3):
+                    if compromised(g, day):
+                        attack(g)
+                    else:
+                        for n in range(decisions):
+                            decide(g, day, n)
+            for golem in golems:
                 run_cycle(golem.store, identity=golem.identity, now_ms=clock["now"], settings=settings,
                           vectors=golem.retriever.vectors())
-            cycles += 1
-            for a in golems:
-                for b in golems:
-                    if a is not b:
-                        _sync(a, b)
-            for g, golem in enumerate(golems):
-                held = {r[0] for r in golem.store.connection.execute("SELECT id FROM entries")}
-                if len(held) < golem.rows_seen:
-                    golem.rows_fell += 1
-                golem.rows_seen = len(held)
-                for w in world.values():
-                    if w.golem != g and g not in w.arrived and w.id in held:
-                        w.arrived[g] = clock["now"]
-    res: dict[str, Any] = {"machine": machine_info(work), "params": {
-        "days": args.days, "cycle_hours": args.cycle_hours, "seed": args.seed, "golems": 3, "cycles": cycles}}
-    res["crossing"] = _crossing(world)
-    soma_ids = {w.id for w in world.values() if w.kind == "soma"}
-    res["soma_on_siblings"] = sum(1 for w in world.values() if w.id in soma_ids and w.arrived)
-    res["brier"] = {arm: {k: _brier(v) for k, v in phases.items()} for arm, phases in forecasts.items()}
-    res["brier"]["outcomes"] = {k: len(v) for k, v in forecasts["belief"].items()}
-    beliefs: dict[str, list[float]] = {"good": [], "bad": []}
-    for golem in golems:
-        for entry_id, belief in golem.store.connection.execute(
-                "SELECT id, coalesce(decay_base, local_confidence) FROM entries WHERE outcomes_positive "
-                "+ outcomes_negative > 0" if _has_outcomes(golem.store) else "SELECT id, 0 FROM entries WHERE 0"):
-            w = world.get(entry_id)
-            if w is not None and w.truth in beliefs:
-                beliefs[w.truth].append(float(belief))
-    res["belief_at_end"] = {k: {"mean": round(statistics.fmean(v), 3) if v else None, "entries": len(v)}
-                            for k, v in beliefs.items()}
+            if arm.sync:
+                for a in golems:
+                    for b in golems:
+                        if a is not b:
+                            _sync(a, b, arm)
+            step_count += 1
+            due = [(s, w) for s, w in pending_good if s <= step_count]
+            pending_good = [(s, w) for s, w in pending_good if s > step_count]
+            for _, w in due:
+                honest = [g for g in range(3) if g != w.golem and not compromised(g, day)]
+                if not honest:
+                    continue
+                for golem in golems:
+                    golem.retriever.index_missing()
+                tally.good_checked += 1
+                tally.good_everywhere += all(
+                    w.id in {i["id"] for i in _digest(golems[g], w.content, clock["now"])} for g in honest)
+            for golem in golems:
+                rows = int(golem.store.connection.execute("SELECT count(*) FROM entries").fetchone()[0])
+                golem.rows_fell += rows < golem.rows_seen
+                golem.rows_seen = rows
+    soma = 0
     missing = 0
     for g, golem in enumerate(golems):
         held = {r[0] for r in golem.store.connection.execute("SELECT id FROM entries")}
+        soma += sum(1 for w in world.values() if w.kind == "soma" and w.golem != g and w.id in held)
+        soma += int(golem.store.connection.execute(
+            "SELECT count(*) FROM outcomes WHERE metric != ?", (f"pnl_usd_g{g}",)).fetchone()[0])
         missing += sum(1 for w in world.values() if w.golem == g and w.id not in held)
-    states = Counter[str]()
-    for golem in golems:
-        for archived, status, superseded in golem.store.connection.execute(
-                "SELECT archived, status, superseded_by IS NOT NULL OR local_superseded_by IS NOT NULL "
-                "FROM entries"):
-            states["archived" if archived else "superseded" if superseded or status != "active" else "live"] += 1
-    res["destroyed"] = {"written_missing": missing, "row_count_fell": sum(g.rows_fell for g in golems),
-                        "rows": dict(states)}
     for golem in golems:
         golem.store.close()
-    res["total_seconds"] = round(time.perf_counter() - started, 1)
-    return res
+    return {
+        "arm": arm_name, "variant": variant, "seed": seed,
+        "decisions": tally.decisions, "acted": tally.acted, "good": tally.good,
+        "good_share": tally.good / tally.decisions if tally.decisions else None,
+        "acted_share": tally.acted / tally.decisions if tally.decisions else None,
+        "bad_golem_days": len(tally.bad_days),
+        "good_checked": tally.good_checked,
+        "good_in_time": tally.good_everywhere / tally.good_checked if tally.good_checked else None,
+        "brier_shown": _brier(tally.shown), "brier_stated": _brier(tally.stated),
+        "soma_on_siblings": soma, "destroyed": missing + sum(g.rows_fell for g in golems),
+        "seconds": round(time.perf_counter() - started, 1),
+    }
 
 
-def _has_outcomes(store: Grimoire) -> bool:
-    return any(r[1] == "outcomes_positive" for r in store.connection.execute("PRAGMA table_info(entries)"))
+def _brier(pairs: Sequence[tuple[float, int]]) -> float | None:
+    return statistics.fmean((f - y) ** 2 for f, y in pairs) if pairs else None
 
 
-def _act(rng: random.Random, golem: Golem, world: dict[str, Written], day: int, days: int, now_ms: int,
-         forecasts: dict[str, dict[str, list[tuple[float, int]]]]) -> None:
-    """The golem acts on up to 6 live entries it holds and reports what came of it."""
-    rows = golem.store.connection.execute(
-        "SELECT id, coalesce(decay_base, local_confidence), local_confidence FROM entries WHERE archived = 0 "
-        "AND status = 'active' AND kind IN ('insight', 'heuristic') AND local_confidence >= 0.1").fetchall()
-    pool = [(i, b, c) for i, b, c in rows if i in world and world[i].truth in HELP]
-    phase = "early" if day < 10 else "late" if day >= days - 10 else None
-    for entry_id, belief, confidence in rng.sample(pool, min(6, len(pool))):
-        w = world[entry_id]
-        helped = int(rng.random() < HELP[w.truth])
-        if phase is not None:
-            forecasts["belief"][phase].append((float(belief), helped))
-            forecasts["decayed"][phase].append((float(confidence), helped))
-            forecasts["stated"][phase].append((w.stated, helped))
-        record = getattr(golem.store, "record_outcome", None)  # absent before outcomes existed (the "before" run)
-        if record is not None:
-            record(entry_id, "positive" if helped else "negative", metric="pnl_sign", now_ms=now_ms)
+_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+        11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 19: 2.093, 24: 2.064, 29: 2.045}
 
 
-def _crossing(world: dict[str, Written]) -> list[dict[str, Any]]:
-    out = []
-    for kind, truth in (("insight", "good"), ("insight", "bad"), ("heuristic", "good"), ("heuristic", "bad"),
-                        ("near_copy", "good"), ("near_copy", "bad"), ("soma", "soma")):
-        group = [w for w in world.values() if w.kind == kind and w.truth == truth]
-        if not group:
-            continue
-        everywhere = [w for w in group if len(w.arrived) == 2]
-        hours = [(max(w.arrived.values()) - w.written_ms) / HOUR for w in everywhere]
-        out.append({"kind": kind, "truth": truth, "written": len(group), "reached_all": len(everywhere),
-                    "reached_any": sum(1 for w in group if w.arrived),
-                    "share": round(len(everywhere) / len(group), 3), "hours_p50": _pct(hours, 0.5),
-                    "hours_p90": _pct(hours, 0.9)})
-    return out
+def interval(values: Sequence[float]) -> dict[str, float | int | None]:
+    """Mean and its 95 % t-interval over `values` (one per seed)."""
+    xs = [v for v in values if v is not None and not math.isnan(v)]
+    if not xs:
+        return {"mean": None, "lo": None, "hi": None, "n": 0}
+    mean = statistics.fmean(xs)
+    if len(xs) < 2:
+        return {"mean": mean, "lo": None, "hi": None, "n": len(xs)}
+    dof = len(xs) - 1
+    t = _T95.get(dof) or _T95[max(k for k in _T95 if k <= dof)] if dof <= 29 else 1.96
+    half = t * statistics.stdev(xs) / math.sqrt(len(xs))
+    return {"mean": mean, "lo": mean - half, "hi": mean + half, "n": len(xs)}
+
+
+def _job(task: tuple[str, str, int, int, int, int, str]) -> dict[str, Any]:
+    arm, variant, seed, days, cycle_hours, decisions, work = task
+    return run_one(arm, variant, seed, days, cycle_hours, decisions, Path(work))
+
+
+def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    started = time.perf_counter()
+    arms = [a for a in args.arms.split(",") if a]
+    variants = [v for v in args.variants.split(",") if v]
+    seeds = [args.seed + i for i in range(args.seeds)]
+    _embedder(work)  # the model files, once, before the workers share the directory
+    tasks = [(a, v, s, args.days, args.cycle_hours, args.decisions, str(work)) for s in seeds for v in variants
+             for a in arms]
+    results: list[dict[str, Any]] = []
+    with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
+        for res in pool.imap_unordered(_job, tasks):
+            results.append(res)
+            progress(f"{len(results)}/{len(tasks)} {res['arm']} {res['variant']} seed {res['seed']}: "
+                     f"good {res['good_share']:.3f} in {res['seconds']} s")
+    table: dict[str, dict[str, dict[str, Any]]] = {}
+    for variant in variants:
+        for arm in arms:
+            runs = sorted((r for r in results if r["arm"] == arm and r["variant"] == variant), key=lambda r: r["seed"])
+            table.setdefault(variant, {})[arm] = {
+                "good_share": interval([r["good_share"] for r in runs]),
+                "acted_share": interval([r["acted_share"] for r in runs]),
+                "bad_golem_days": interval([r["bad_golem_days"] for r in runs]),
+                "good_in_time": interval([r["good_in_time"] for r in runs]),
+                "brier_shown": interval([r["brier_shown"] for r in runs]),
+                "brier_stated": interval([r["brier_stated"] for r in runs]),
+                "brier_gain": interval([r["brier_stated"] - r["brier_shown"] for r in runs
+                                        if r["brier_shown"] is not None and r["brier_stated"] is not None]),
+                "soma_on_siblings": sum(r["soma_on_siblings"] for r in runs),
+                "destroyed": sum(r["destroyed"] for r in runs),
+            }
+    paired: dict[str, dict[str, Any]] = {}
+    if "clade" in arms:
+        for variant in variants:
+            for other in (a for a in arms if a != "clade"):
+                by_seed = {r["seed"]: r for r in results if r["variant"] == variant and r["arm"] == other}
+                diffs = [r["good_share"] - by_seed[r["seed"]]["good_share"] for r in results
+                         if r["variant"] == variant and r["arm"] == "clade" and r["seed"] in by_seed]
+                paired.setdefault(variant, {})[other] = interval(diffs)
+            if variant != "honest" and "solo" in arms:  # the clade under attack against solo unattacked
+                solo = {r["seed"]: r for r in results if r["variant"] == "honest" and r["arm"] == "solo"}
+                diffs = [r["good_share"] - solo[r["seed"]]["good_share"] for r in results
+                         if r["variant"] == variant and r["arm"] == "clade" and r["seed"] in solo]
+                paired[variant]["solo_honest"] = interval(diffs)
+    return {"machine": machine_info(work), "params": {
+        "days": args.days, "cycle_hours": args.cycle_hours, "decisions_per_day": args.decisions, "seeds": seeds,
+        "golems": 3, "arms": arms, "variants": variants, "jobs": args.jobs},
+        "table": table, "paired_good_share_vs": paired, "runs": sorted(results, key=lambda r: (
+            r["variant"], r["arm"], r["seed"])), "total_seconds": round(time.perf_counter() - started, 1)}
+
+
+def _fmt(x: dict[str, Any], digits: int = 3, pct: bool = False) -> str:
+    if x["mean"] is None:
+        return "-"
+    scale = 100 if pct else 1
+    mean = f"{x['mean'] * scale:.{digits}f}"
+    if x["lo"] is None:
+        return mean
+    return f"{mean} [{x['lo'] * scale:.{digits}f}, {x['hi'] * scale:.{digits}f}]"
 
 
 def report(res: dict[str, Any]) -> None:
     rows = machine_rows(res["machine"])
     p = res["params"]
-    rows.append((f"## crossing ({p['golems']} golems, {p['days']} days, a cycle every {p['cycle_hours']} h)", ""))
-    for c in res["crossing"]:
-        rows.append((f"{c['kind']} ({c['truth']})",
-                     f"{c['reached_all']}/{c['written']} reached every sibling ({c['share']:.0%}), "
-                     f"{c['reached_any']} any; hours to all p50 {c['hours_p50']} p90 {c['hours_p90']}"))
-    rows.append(("soma rows on a sibling", str(res["soma_on_siblings"])))
-    b = res["brier"]
-    rows += [("## calibration (Brier score against the next outcome: lower is better)", ""),
-             ("outcomes forecast", f"days 1-10: {b['outcomes']['early']}, last 10 days: {b['outcomes']['late']}")]
-    for arm, label in (("belief", "belief (posterior, before decay)"), ("decayed", "decayed local confidence"),
-                       ("stated", "writer's stated confidence")):
-        rows.append((label, f"days 1-10 {b[arm]['early']}, last 10 days {b[arm]['late']}"))
-    e = res["belief_at_end"]
-    rows.append(("mean belief at the end", f"good entries {e['good']['mean']} ({e['good']['entries']}), "
-                                           f"bad entries {e['bad']['mean']} ({e['bad']['entries']})"))
-    d = res["destroyed"]
-    rows += [("## nothing destroyed", ""),
-             ("written entries missing", str(d["written_missing"])),
-             ("times a store's row count fell", str(d["row_count_fell"])),
-             ("rows by state", ", ".join(f"{k} {v}" for k, v in sorted(d["rows"].items())))]
+    rows.append((f"## {p['golems']} golems, {p['days']} days, {p['decisions_per_day']} decisions a day, "
+                 f"a cycle every {p['cycle_hours']} h, seeds {p['seeds'][0]}..{p['seeds'][-1]} "
+                 "(mean [95 % interval])", ""))
+    for variant, arms in res["table"].items():
+        rows.append((f"## {variant}", "good % | acted % | bad golem-days | good in time % | Brier shown / stated "
+                                      "| gain | soma | destroyed"))
+        for arm, t in arms.items():
+            rows.append((arm, " | ".join((
+                _fmt(t["good_share"], 1, True), _fmt(t["acted_share"], 1, True), _fmt(t["bad_golem_days"], 1),
+                _fmt(t["good_in_time"], 1, True), f"{_fmt(t['brier_shown'])} / {_fmt(t['brier_stated'])}",
+                _fmt(t["brier_gain"]), str(t["soma_on_siblings"]), str(t["destroyed"])))))
+    for variant, others in res["paired_good_share_vs"].items():
+        for other, x in others.items():
+            rows.append((f"clade − {other} ({variant}), good points", _fmt(x, 1, True)))
+    rows.append(("total", f"{res['total_seconds']} s"))
     print_table(rows)
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--days", type=int, default=30)
+    p.add_argument("--days", type=int, default=20)
     p.add_argument("--cycle-hours", type=int, default=6, choices=(1, 2, 3, 4, 6, 8, 12, 24))
-    add_common_args(p, out_help="keep the three stores in DIR")
+    p.add_argument("--decisions", type=int, default=4, help="decisions per honest golem per day (default 4)")
+    p.add_argument("--seeds", type=int, default=10, help="seeds: --seed, --seed + 1, … (default 10)")
+    p.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
+    p.add_argument("--arms", default=",".join(ARMS))
+    p.add_argument("--variants", default=",".join(VARIANTS))
+    add_common_args(p, out_help="keep the stores in DIR")
     args = p.parse_args()
+    for name in args.arms.split(","):
+        if name not in ARM:
+            p.error(f"--arms: unknown arm {name!r} (one of {', '.join(ARMS)})")
+    for name in args.variants.split(","):
+        if name not in VARIANTS:
+            p.error(f"--variants: unknown variant {name!r} (one of {', '.join(VARIANTS)})")
     return main_in_workdir("ecology", args, run, report, "clade-bench-ecology-", clash=not_empty)
 
 

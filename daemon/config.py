@@ -275,6 +275,8 @@ class TrustConfig(_Section):
     max_author_share: float = Field(0.3, gt=0, le=1, description="at most this share of a digest's k slots from "
                                                                  "one sibling (at least one)")
     unverified_per_author: int = Field(1, ge=0, le=100, description="unverified entries per sibling per digest")
+    release_vouched: bool = Field(True, description="a voucher's entries (an author whose record here earned it) "
+                                                    "are released on arrival, not after quarantine_age_s")
 
     def policy(self) -> TrustPolicy:
         """The pure policy trust.py applies."""
@@ -282,7 +284,7 @@ class TrustConfig(_Section):
                            vouch_trust=self.vouch_trust, quarantine_age_ms=self.quarantine_age_s * 1000,
                            budget_entries=self.budget_entries, budget_window_ms=self.budget_window_s * 1000,
                            catchup_entries=self.catchup_entries, max_author_share=self.max_author_share,
-                           unverified_per_author=self.unverified_per_author)
+                           unverified_per_author=self.unverified_per_author, release_vouched=self.release_vouched)
 
 
 class TuiConfig(_Section):
@@ -427,6 +429,7 @@ DEFAULT_CONFIG_TOML = """\
 # budget_entries = 100     # fresh entries per author per budget_window_s before it is suspect
 # budget_window_s = 3600
 # max_author_share = 0.3   # of a digest's slots from one sibling
+# release_vouched = true   # a voucher's entries (its record here earned it) are released on arrival
 
 [log]
 # level = "warning"

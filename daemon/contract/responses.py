@@ -138,7 +138,7 @@ class MemoryOut(_Out):
 class HitDoc(EntryDoc):
     score: float
     via: Literal["vector", "keyword", "both"]
-    release: Literal["own", "corroborated", "aged", "unverified"] = Field(
+    release: Literal["own", "corroborated", "vouched", "aged", "unverified"] = Field(
         "own", description="why a sibling's entry may be shown (trust.py); own and inherited entries: own")
     unverified: bool = Field(False, description="a sibling's entry not yet corroborated here: treat it as a claim")
 

@@ -20,8 +20,9 @@ episode, time of the trade) stay home. Here, one belief per entry pools them:
   once it is suspect.
 
 **Refuted**: an entry whose belief is below `refute_below` (0.5: more likely wrong than right)
-on at least `refute_min_negative` (2) weighted negative outcomes — two vouchers' (or this
-golem's) failures, or one voucher's two. A refuted entry is withheld from digests and default
+on at least `refute_min_negative` (2) negative outcomes of this golem's own or of vouchers —
+two vouchers' failures, or one voucher's two. A member that is not a voucher moves the belief
+a little and never refutes: an attacker cannot refute honest knowledge by contradicting it. A refuted entry is withheld from digests and default
 searches (readable, never deleted) and counts against its author's record. It is a reading
 of the evidence, not a verdict: more positive evidence lifts it again.
 
@@ -73,6 +74,7 @@ class Belief:
     clade_negative: float
     siblings: int  # siblings whose evidence counted (weight > 0, some count)
     refuted: bool
+    vouched_negative: float = 0.0  # vouchers' negative outcomes (capped): with own ones, what refutes
 
     @property
     def weighted_negative(self) -> float:
@@ -97,7 +99,7 @@ def pooled_belief(stated: float, own_positive: int, own_negative: int, siblings:
     """The pooled belief and whether the entry is refuted (the module docstring)."""
     prior = min(policy.ceiling, max(policy.floor, float(stated)))
     cap = policy.per_writer_cap
-    clade_pos = clade_neg = 0.0
+    clade_pos = clade_neg = vouched_neg = 0.0
     counted = 0
     for s in siblings:
         if s.weight <= 0 or (s.positive <= 0 and s.negative <= 0):
@@ -105,11 +107,13 @@ def pooled_belief(stated: float, own_positive: int, own_negative: int, siblings:
         counted += 1
         clade_pos += s.weight * min(cap, max(0, s.positive))
         clade_neg += s.weight * min(cap, max(0, s.negative))
+        if s.weight >= policy.voucher_weight:
+            vouched_neg += min(cap, max(0, s.negative))
     positive = own_positive + clade_pos
     negative = own_negative + clade_neg
     value = (policy.strength * prior + positive) / (policy.strength + positive + negative)
-    refuted = value < policy.refute_below and negative >= policy.refute_min_negative
-    return Belief(value, prior, own_positive, own_negative, clade_pos, clade_neg, counted, refuted)
+    refuted = value < policy.refute_below and own_negative + vouched_neg >= policy.refute_min_negative
+    return Belief(value, prior, own_positive, own_negative, clade_pos, clade_neg, counted, refuted, vouched_neg)
 
 
 def track_record(positive: float, negative: float, *, prior: float = 0.5, strength: float = 4.0) -> float:

@@ -145,7 +145,8 @@ class EntryDoc(BaseModel):
     outcomes: OutcomesDoc = Field(default_factory=lambda: OutcomesDoc(positive=0, negative=0, neutral=0))
     promoted_reason: str | None = None
     crossing_hold: str | None = None
-    belief: BeliefDoc | None = Field(None, description="the pooled belief (null where it was not computed)")
+    belief: BeliefDoc | None = Field(None, description="the pooled belief: in GET /v1/entries/{id}, an outcome's "
+                                                         "answer, search hits; null in a write's answer")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -31,7 +31,7 @@ from daemon.embedding.embedder import Embedder
 from daemon.errors import NotFound, UsageError
 
 from . import fusion, lexical, scoring
-from .belief import Belief
+from .belief import Belief, BeliefPolicy
 from .curator.decay import RETRIEVAL_THRESHOLD
 from .evidence_store import beliefs
 from .keywords import query_terms
@@ -99,6 +99,7 @@ class Retriever:
         self.lexical_weight = fusion.LEXICAL_WEIGHT  # fusion's one parameter (benches sweep it)
         self.trust = TrustPolicy()  # the quarantine recall applies (the daemon sets it from config `[trust]`)
         self._views = ViewCache()  # siblings' trust, read again only after a commit (trust_store.ViewCache)
+        self.belief = BeliefPolicy()  # how siblings' evidence pools and what refutes (belief.py)
 
     @property
     def embedder(self) -> Embedder:
@@ -206,7 +207,7 @@ class Retriever:
                 releases = {i: release.value for i, (_, release, _) in states.items()}
                 if not query.include_unverified:
                     rows = [(c, text) for c, text in rows if c.id not in states or states[c.id][2]]
-            pooled = beliefs(reader.connection, [c.id for c, _ in rows], view)
+            pooled = beliefs(reader.connection, [c.id for c, _ in rows], view, self.belief)
             if not query.include_unverified:  # refuted by the clade's evidence (belief.py): withheld
                 rows = [(c, text) for c, text in rows if not (c.id in pooled and pooled[c.id].refuted)]
         weights = found.weights if vec is not None and self.lexical_weight else {}

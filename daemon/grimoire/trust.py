@@ -25,7 +25,10 @@ more than its budget (below).
 released once *corroborated* — more good than bad evidence on the entry itself (a positive
 outcome, a voucher's confirmation) — or once it has *aged*: held here for
 `quarantine_age_ms` of LOCAL arrival time (`stored_ms`; the author's HLC is the attacker's to
-choose) with no contradiction and no negative outcome, while its author is not suspect.
+choose) with no contradiction and no negative outcome, while its author is not suspect — or at
+once (*vouched*, `release_vouched`) when its author is a voucher here: a record of outcomes
+earned on this golem is the corroboration, and if the author turns (a sleeper), its entries'
+failures refute them clade-wide (belief.py) and pull its trust under the voucher bar.
 Everything else is *unverified*. A distrusted author's entries are all unverified.
 
 **Where unverified entries go** (`digest_visible`): an unverified caution (warning,
@@ -81,6 +84,7 @@ class TrustPolicy:
     catchup_entries: int = 5_000
     max_author_share: float = 0.3
     unverified_per_author: int = 1
+    release_vouched: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +139,7 @@ def author_view(author: str, evidence: AuthorEvidence, policy: TrustPolicy) -> A
 class Release(StrEnum):
     OWN = "own"
     CORROBORATED = "corroborated"
+    VOUCHED = "vouched"
     AGED = "aged"
     UNVERIFIED = "unverified"
 
@@ -166,6 +171,9 @@ def verdict(facts: EntryFacts, author: AuthorView | None, *, now_ms: int, policy
     if good > bad:
         return Release.CORROBORATED
     suspect = author is not None and author.suspect
+    if (policy.release_vouched and bad == 0 and author is not None and not suspect
+            and author.trust >= policy.vouch_trust):
+        return Release.VOUCHED
     if bad == 0 and not suspect and now_ms - facts.stored_ms >= policy.quarantine_age_ms:
         return Release.AGED
     return Release.UNVERIFIED

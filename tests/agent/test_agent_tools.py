@@ -150,7 +150,8 @@ def test_memory_save_writes_what_post_memory_writes(shared: DaemonProc) -> None:
     via_tool = shared.request("GET", f"/v1/entries/{saved['id']}").json()
     direct = shared.request("POST", "/v1/memory", json={**body, "content": body["content"] + " (direct)"}).json()
     # the direct copy repeats the warning within a day: held from gossip (crossing_hold), as it should be
-    different = {"id", "content", "created_hlc", "created_at", "stored_ms", "crossing_hold"}
+    # `belief` is read with the entry (GET); a write's answer carries none (null)
+    different = {"id", "content", "created_hlc", "created_at", "stored_ms", "crossing_hold", "belief"}
     assert {k: v for k, v in via_tool.items() if k not in different} == {
         k: v for k, v in direct["entry"].items() if k not in different}
     episode = call(shared, "memory_save", {"content": "saw a sandwich at block 9", "memory_type": "episode"})

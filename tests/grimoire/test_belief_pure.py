@@ -46,8 +46,10 @@ def test_two_voucher_failures_refute_an_attackers_contradictions_do_not() -> Non
     assert pooled_belief(0.8, 0, 0, [v1, v2]).refuted is False  # 3.2/6 = 0.53: the prior still holds
     assert pooled_belief(0.7, 0, 0, [v1, v2]).refuted is True  # 2.8/6 = 0.47 on 2 weighted negatives
     assert pooled_belief(0.7, 0, 2, []).refuted is True  # this golem's own two failures
-    attackers = [SiblingEvidence(f"x{i}", 0, 50, 0.25) for i in range(1)]
-    assert pooled_belief(0.6, 0, 0, attackers).refuted is False  # weighted 1.0 < 2
+    attackers = [SiblingEvidence(f"x{i}", 0, 50, 0.25) for i in range(8)]  # eight members, none a voucher
+    flooded = pooled_belief(0.6, 1, 0, attackers)
+    assert flooded.belief < 0.5 and not flooded.refuted  # they move the belief; they never refute
+    assert pooled_belief(0.6, 0, 1, [*attackers, SiblingEvidence("v", 0, 1, 1.0)]).refuted  # own + a voucher's do
     lifted = pooled_belief(0.7, 2, 0, [v1, v2])
     assert not lifted.refuted  # more positive evidence lifts it again
 
