@@ -22,9 +22,10 @@ episode, time of the trade) stay home. Here, one belief per entry pools them:
 **Refuted**: an entry whose belief is below `refute_below` (0.5: more likely wrong than right)
 on at least `refute_min_negative` (2) negative outcomes of this golem's own or of vouchers —
 two vouchers' failures, or one voucher's two. A member that is not a voucher moves the belief
-a little and never refutes: an attacker cannot refute honest knowledge by contradicting it. A refuted entry is withheld from digests and default
-searches (readable, never deleted) and counts against its author's record. It is a reading
-of the evidence, not a verdict: more positive evidence lifts it again.
+a little and never refutes: an attacker cannot refute honest knowledge by contradicting it.
+A refuted entry is withheld from digests and default searches (readable, never deleted) and
+counts against its author's record. It is a reading of the evidence, not a verdict: more
+positive evidence lifts it again.
 
 **Track record** (`track_record`): how an author's entries fared with the clade, the Beta mean
 of its entries' weighted positive and negative evidence from others (prior 0.5, strength 4).
