@@ -43,7 +43,10 @@ and 1 only (the victims in every variant):
 - good in time: of the good insights honest golems wrote, the share in every honest sibling's
   digest (a digest asked with the insight's own text) one curator cycle after the write;
 - Brier: of the confidence the agent acted on and of the writer's stated confidence, against
-  the outcome that followed (lower is better), and their difference (shown − stated);
+  the outcome that followed (lower is better), and the gain (stated − shown); and, without the
+  selection the agent's choice makes (it acts on the entry it believes most, so the forecasts
+  it acts on are the high ones), over every insight or heuristic its digests showed, the
+  expected Brier (f − p)² + p(1 − p) against the hidden probability p;
 - soma on siblings (strategy outcomes, sensitive facts, other golems' outcome rows) and
   entries destroyed (written but missing, or a store whose row count fell): must be 0.
 
@@ -153,6 +156,8 @@ class Tally:
     shown: list[tuple[float, int]] = field(default_factory=list)
     stated: list[tuple[float, int]] = field(default_factory=list)
     bad_days: set[tuple[int, int, str]] = field(default_factory=set)
+    # Every insight or heuristic a victim's digest showed: (confidence shown, stated, P(helps)).
+    items: list[tuple[float, float, float]] = field(default_factory=list)
     good_checked: int = 0
     good_everywhere: int = 0
 
@@ -263,11 +268,14 @@ def run_one(arm_name: str, variant: str, seed: int, days: int, cycle_hours: int,
             tally.decisions += 1
         if not shown:
             return
-        verified = [i for i in shown if not i.get("unverified")] or shown
         if arm.shown == "local":
-            local = {e.id: e.local_confidence for e in golem.store.get_many([i["id"] for i in verified])}
-            for i in verified:
+            local = {e.id: e.local_confidence for e in golem.store.get_many([i["id"] for i in shown])}
+            for i in shown:
                 i["confidence"] = local.get(i["id"], i["confidence"])
+        if g in VICTIMS:
+            tally.items += [(float(i["confidence"]), world[i["id"]].stated, HELP[world[i["id"]].truth])
+                            for i in shown]
+        verified = [i for i in shown if not i.get("unverified")] or shown
         chosen = max(verified, key=lambda i: float(i["confidence"]))  # first of equals: the digest's order
         w = world[chosen["id"]]
         helped = _luck(seed, "help", g, day, n) < HELP[w.truth]
@@ -386,6 +394,8 @@ def run_one(arm_name: str, variant: str, seed: int, days: int, cycle_hours: int,
         "good_checked": tally.good_checked,
         "good_in_time": tally.good_everywhere / tally.good_checked if tally.good_checked else None,
         "brier_shown": _brier(tally.shown), "brier_stated": _brier(tally.stated),
+        "brier_items_shown": _expected_brier([(f, p) for f, _, p in tally.items]),
+        "brier_items_stated": _expected_brier([(s, p) for _, s, p in tally.items]),
         "soma_on_siblings": soma, "destroyed": missing + sum(g.rows_fell for g in golems),
         "seconds": round(time.perf_counter() - started, 1),
     }
@@ -393,6 +403,12 @@ def run_one(arm_name: str, variant: str, seed: int, days: int, cycle_hours: int,
 
 def _brier(pairs: Sequence[tuple[float, int]]) -> float | None:
     return statistics.fmean((f - y) ** 2 for f, y in pairs) if pairs else None
+
+
+def _expected_brier(pairs: Sequence[tuple[float, float]]) -> float | None:
+    """The Brier score a forecast f of an event of probability p has in expectation,
+    (f − p)² + p(1 − p): calibration over everything shown, without drawing outcomes."""
+    return statistics.fmean((f - p) ** 2 + p * (1 - p) for f, p in pairs) if pairs else None
 
 
 _T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
@@ -445,6 +461,10 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 "brier_stated": interval([r["brier_stated"] for r in runs]),
                 "brier_gain": interval([r["brier_stated"] - r["brier_shown"] for r in runs
                                         if r["brier_shown"] is not None and r["brier_stated"] is not None]),
+                "brier_items_shown": interval([r["brier_items_shown"] for r in runs]),
+                "brier_items_stated": interval([r["brier_items_stated"] for r in runs]),
+                "brier_items_gain": interval([r["brier_items_stated"] - r["brier_items_shown"] for r in runs
+                                              if r["brier_items_shown"] is not None]),
                 "soma_on_siblings": sum(r["soma_on_siblings"] for r in runs),
                 "destroyed": sum(r["destroyed"] for r in runs),
             }
@@ -485,13 +505,15 @@ def report(res: dict[str, Any]) -> None:
                  f"a cycle every {p['cycle_hours']} h, seeds {p['seeds'][0]}..{p['seeds'][-1]} "
                  "(mean [95 % interval])", ""))
     for variant, arms in res["table"].items():
-        rows.append((f"## {variant}", "good % | acted % | bad golem-days | good in time % | Brier shown / stated "
-                                      "| gain | soma | destroyed"))
+        rows.append((f"## {variant}", "good % | acted % | bad golem-days | good in time % | Brier acted-on: shown "
+                                      "/ stated, gain | Brier all shown: belief / stated, gain | soma | destroyed"))
         for arm, t in arms.items():
             rows.append((arm, " | ".join((
                 _fmt(t["good_share"], 1, True), _fmt(t["acted_share"], 1, True), _fmt(t["bad_golem_days"], 1),
-                _fmt(t["good_in_time"], 1, True), f"{_fmt(t['brier_shown'])} / {_fmt(t['brier_stated'])}",
-                _fmt(t["brier_gain"]), str(t["soma_on_siblings"]), str(t["destroyed"])))))
+                _fmt(t["good_in_time"], 1, True),
+                f"{_fmt(t['brier_shown'])} / {_fmt(t['brier_stated'])}, {_fmt(t['brier_gain'])}",
+                f"{_fmt(t['brier_items_shown'])} / {_fmt(t['brier_items_stated'])}, {_fmt(t['brier_items_gain'])}",
+                str(t["soma_on_siblings"]), str(t["destroyed"])))))
     for variant, others in res["paired_good_share_vs"].items():
         for other, x in others.items():
             rows.append((f"clade − {other} ({variant}), good points", _fmt(x, 1, True)))

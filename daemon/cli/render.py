@@ -73,6 +73,13 @@ def entry_block(args: argparse.Namespace, entry: dict[str, Any]) -> None:
     ]
     if entry["pad"] is not None:
         rows.append(("pad", ", ".join(f"{x:.2f}" for x in entry["pad"])))
+    belief = entry.get("belief")
+    if belief is not None:
+        own, clade = belief["own"], belief["clade"]
+        rows.append(("belief", f"{belief['belief']:.3f}" + (" REFUTED (withheld from digests)" if belief["refuted"]
+                                                            else "")))
+        rows.append(("evidence", f"own +{own['positive']:g}/-{own['negative']:g}, clade +{clade['positive']:g}/"
+                                 f"-{clade['negative']:g} from {clade['siblings']} sibling(s)"))
     head = "\n".join(f"{k:<12}{v}" for k, v in rows)
     print(f"{head}\n\n{entry['content']}")
 

@@ -220,6 +220,15 @@ def test_cli_outcome_and_vitality_without_a_daemon(cli: CliRunner) -> None:
     assert res.code == 0, res.err
     assert res.json()["outcomes"] == {"positive": 0, "negative": 1, "neutral": 0}
     assert res.json()["local_confidence"] == pytest.approx(2.8 / 5)
+    belief = res.json()["belief"]  # pooled: the stated 0.7 as prior, this golem's one failure
+    assert belief["belief"] == pytest.approx(2.8 / 5, abs=1e-4) and belief["own"] == {"positive": 0, "negative": 1}
+    assert belief["refuted"] is False and belief["clade"]["siblings"] == 0
+    shown = cli("show", made["id"]).out
+    assert "belief      0.560" in shown and "own +0/-1, clade +0/-0 from 0 sibling(s)" in shown
+    cli("outcome", made["id"], "negative", "--metric", "pnl_usd")
+    again = cli("show", made["id"], "--json").json()["belief"]  # two own failures, below 0.5: refuted
+    assert again["refuted"] is True and again["belief"] == pytest.approx(2.8 / 6, abs=1e-4)
+    assert "REFUTED" in cli("show", made["id"]).out
     assert cli("outcome", made["id"], "maybe").code == 2
     long_metric = cli("outcome", made["id"], "neutral", "--metric", "m" * 49)
     assert long_metric.code == 2 and "metric" in long_metric.err
