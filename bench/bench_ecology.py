@@ -1,6 +1,6 @@
 """Benchmark the knowledge ecology as decisions: does a golem decide better in a clade?
 
-    .venv/bin/python -m bench.bench_ecology [--days 20] [--seeds 10] [--jobs 2] [--decisions 4]
+    .venv/bin/python -m bench.bench_ecology [--days 20] [--seeds 10] [--jobs 2] [--decisions 12]
                                             [--arms solo,share_everything,main,clade]
                                             [--variants honest,attacker,sleeper] [--seed N] [--out DIR]
 
@@ -11,15 +11,16 @@ as anti-entropy does. Vectors come from the bundled MiniLM model; digests are th
 (`digest.build_digest`: recall, trust, diversity, budget).
 
 The world (seeded: every arm of one seed sees the same writes, queries and luck). Every day
-each golem writes 2 insights about (chain, metric, protocol) topics and, every other day, a
-heuristic; each carries a hidden truth, "good" (acting on it helps with probability 0.8,
+each golem writes 2 insights and, every other day, a heuristic, each about one of 12 topics
+(a protocol on a chain) and a metric; each carries a hidden truth, "good" (acting on it helps with probability 0.8,
 70 % of them) or "bad" (0.25), and a stated confidence (0.6-0.9 insights, 0.7-0.9 heuristics)
 its writer states without knowing which; now and then a near-copy of a sibling's insight; and
 soma (3 strategy outcomes, a sensitive fact every fifth day). Every day each honest golem
-faces `--decisions` decisions: a question about a random topic; it reads its digest (k = 5),
-acts on the insight or heuristic it believes most (the confidence the digest shows; an entry
-marked unverified only if nothing else is shown) and records the outcome the hidden truth
-draws (`Grimoire.record_outcome`).
+faces `--decisions` decisions: a question about a random topic; it reads its digest (k = 10, the API default),
+acts on the insight or heuristic about that topic it believes most (the confidence the digest
+shows; an entry marked unverified only if nothing else applies) and records the outcome the
+hidden truth draws (`Grimoire.record_outcome`). Knowledge about other topics does not apply:
+with none that applies, the decision is taken blind (not on good knowledge).
 
 Arms, in one invocation on the same seeds and world:
 - `solo`: no sibling at all (this issue's code: belief over its own outcomes);
@@ -37,11 +38,13 @@ days, then as `attacker`).
 Measured per arm and variant, mean and 95 % interval (t) over the seeds, decisions of golems 0
 and 1 only (the victims in every variant):
 - good: the share of decisions taken on good knowledge (a decision with nothing to act on is
-  not); acted: the share with anything to act on;
+  not); acted: the share with anything to act on; covered: the share where the golem held
+  something about the topic at all (digest or not: what retrieval could have found);
 - bad golem-days: (golem, day, entry) where a bad entry was in one of the golem's decision
   digests after its second negative outcome anywhere (honest outcomes);
 - good in time: of the good insights honest golems wrote, the share in every honest sibling's
   digest (a digest asked with the insight's own text) one curator cycle after the write;
+  promoted: the share of honest golems' insights their crossing gate let cross at all;
 - Brier: of the confidence the agent acted on and of the writer's stated confidence, against
   the outcome that followed (lower is better), and the gain (stated − shown); and, without the
   selection the agent's choice makes (it acts on the entry it believes most, so the forecasts
@@ -82,10 +85,10 @@ from daemon.grimoire.trust import TrustPolicy
 HOUR = 3_600_000
 DAY = 24 * HOUR
 T0 = 1_800_000_000_000
-PROTOCOLS = ("uniswap-v3", "aave-v3", "curve", "balancer", "gmx", "compound", "morpho", "pendle", "lido", "maker")
+PROTOCOLS = ("uniswap-v3", "aave-v3", "curve", "gmx")
 METRICS = ("fee tier", "utilisation", "slippage at 100k", "liquidation threshold", "funding rate", "borrow rate",
            "depth at 2%", "oracle delay", "withdrawal queue", "gas per swap")
-CHAINS = ("mainnet", "arbitrum", "base", "optimism")
+CHAINS = ("mainnet", "arbitrum", "base")
 MOVES = ("widens", "tightens", "doubles", "halves", "lags", "leads")
 WHEN = ("after large liquidations", "during weekend lows", "when ETH gas is above 40 gwei",
         "around option expiries", "after governance votes", "when stablecoin supply contracts")
@@ -146,6 +149,7 @@ class Written:
     written_ms: int
     stated: float
     content: str
+    topic: tuple[str, str] | None = None  # (protocol, chain): what decisions it applies to
 
 
 @dataclass
@@ -158,23 +162,27 @@ class Tally:
     bad_days: set[tuple[int, int, str]] = field(default_factory=set)
     # Every insight or heuristic a victim's digest showed: (confidence shown, stated, P(helps)).
     items: list[tuple[float, float, float]] = field(default_factory=list)
+    covered: int = 0  # decisions where the golem held something about the topic (digest or not)
     good_checked: int = 0
     good_everywhere: int = 0
 
 
-def _insight(rng: random.Random) -> str:
-    return (f"On {rng.choice(CHAINS)}, the {rng.choice(METRICS)} of {rng.choice(PROTOCOLS)} "
+def _topic(rng: random.Random) -> tuple[str, str]:
+    return rng.choice(PROTOCOLS), rng.choice(CHAINS)
+
+
+def _insight(rng: random.Random, topic: tuple[str, str]) -> str:
+    return (f"On {topic[1]}, the {rng.choice(METRICS)} of {topic[0]} "
             f"{rng.choice(MOVES)} {rng.choice(WHEN)}.")
 
 
-def _heuristic(rng: random.Random) -> str:
-    return (f"When the {rng.choice(METRICS)} of {rng.choice(PROTOCOLS)} on {rng.choice(CHAINS)} "
+def _heuristic(rng: random.Random, topic: tuple[str, str]) -> str:
+    return (f"When the {rng.choice(METRICS)} of {topic[0]} on {topic[1]} "
             f"{rng.choice(MOVES)}, {rng.choice(ACTIONS)}.")
 
 
-def _question(rng: random.Random) -> str:
-    return (f"What should I do about the {rng.choice(METRICS)} of {rng.choice(PROTOCOLS)} "
-            f"on {rng.choice(CHAINS)}?")
+def _question(rng: random.Random, topic: tuple[str, str]) -> str:
+    return f"What should I do about the {rng.choice(METRICS)} of {topic[0]} on {topic[1]}?"
 
 
 def _luck(seed: int, *parts: object) -> float:
@@ -195,7 +203,7 @@ def _sync(sender: Golem, receiver: Golem, arm: Arm) -> None:
 
 
 def _digest(golem: Golem, text: str, now_ms: int) -> list[dict[str, Any]]:
-    doc = build_digest(golem.retriever, text=text, now_ms=now_ms, budget_tokens=1500, k=5, fmt="json",
+    doc = build_digest(golem.retriever, text=text, now_ms=now_ms, budget_tokens=2000, k=10, fmt="json",
                        include_sensitive=False, namespace="bench", embed_limit=0)
     return list(json.loads(doc["document"]))
 
@@ -241,9 +249,9 @@ def run_one(arm_name: str, variant: str, seed: int, days: int, cycle_hours: int,
     def compromised(g: int, day: int) -> bool:
         return g == 2 and (variant == "attacker" or (variant == "sleeper" and day >= SLEEPER_TURNS))
 
-    def write(g: int, kind: str, truth: str, new: NewEntry) -> Written:
+    def write(g: int, kind: str, truth: str, new: NewEntry, topic: tuple[str, str] | None = None) -> Written:
         entry = golems[g].store.remember(new, identity=golems[g].identity)
-        w = Written(entry.id, g, kind, truth, clock["now"], new.confidence, new.content)
+        w = Written(entry.id, g, kind, truth, clock["now"], new.confidence, new.content, topic)
         world[entry.id] = w
         return w
 
@@ -256,16 +264,19 @@ def run_one(arm_name: str, variant: str, seed: int, days: int, cycle_hours: int,
 
     def decide(g: int, day: int, n: int) -> None:
         golem = golems[g]
-        question = _question(asks)
-        items = _digest(golem, question, clock["now"])
+        topic = _topic(asks)
+        items = _digest(golem, _question(asks, topic), clock["now"])
         shown = [i for i in items if i["type"] in ("insight", "heuristic") and i["id"] in world
-                 and world[i["id"]].truth in HELP]
+                 and world[i["id"]].truth in HELP and world[i["id"]].topic == topic]  # what applies
         for item in items:  # the bad-entry exposure: in a digest after its second negative outcome
             w = world.get(item["id"])
             if w is not None and w.truth == "bad" and item["id"] in second_negative and g in VICTIMS:
                 tally.bad_days.add((g, day, item["id"]))
         if g in VICTIMS:
             tally.decisions += 1
+            held = {r[0] for r in golem.store.connection.execute(
+                "SELECT id FROM entries WHERE archived = 0 AND status = 'active' AND kind IN ('insight', 'heuristic')")}
+            tally.covered += any(world[i].topic == topic for i in held if i in world)
         if not shown:
             return
         if arm.shown == "local":
@@ -310,29 +321,35 @@ def run_one(arm_name: str, variant: str, seed: int, days: int, cycle_hours: int,
                 for g in range(3):
                     if compromised(g, day):
                         for _ in range(2):
-                            write(g, "insight", "bad", NewEntry(kind=Kind.INSIGHT, content=_insight(writes),
-                                                                confidence=1.0))
+                            topic = _topic(writes)
+                            write(g, "insight", "bad", NewEntry(kind=Kind.INSIGHT, content=_insight(writes, topic),
+                                                                confidence=1.0), topic)
                         if day % 2 == 0:
-                            write(g, "heuristic", "bad", NewEntry(kind=Kind.HEURISTIC, content=_heuristic(writes),
-                                                                  confidence=1.0))
+                            topic = _topic(writes)
+                            write(g, "heuristic", "bad", NewEntry(
+                                kind=Kind.HEURISTIC, content=_heuristic(writes, topic), confidence=1.0), topic)
                         continue
                     for _ in range(2):
                         truth = "good" if writes.random() < 0.7 else "bad"
-                        w = write(g, "insight", truth, NewEntry(kind=Kind.INSIGHT, content=_insight(writes),
-                                                                confidence=round(writes.uniform(0.6, 0.9), 2)))
+                        topic = _topic(writes)
+                        w = write(g, "insight", truth, NewEntry(kind=Kind.INSIGHT, content=_insight(writes, topic),
+                                                                confidence=round(writes.uniform(0.6, 0.9), 2)), topic)
                         if truth == "good":
                             pending_good.append((step_count + 1, w))
                     if day % 2 == g % 2:
                         truth = "good" if writes.random() < 0.7 else "bad"
-                        write(g, "heuristic", truth, NewEntry(kind=Kind.HEURISTIC, content=_heuristic(writes),
-                                                              confidence=round(writes.uniform(0.7, 0.9), 2)))
+                        topic = _topic(writes)
+                        write(g, "heuristic", truth, NewEntry(
+                            kind=Kind.HEURISTIC, content=_heuristic(writes, topic),
+                            confidence=round(writes.uniform(0.7, 0.9), 2)), topic)
                     received = sorted(w.id for w in world.values() if w.kind == "insight" and w.golem != g
                                       and golems[g].store.connection.execute(
                                           "SELECT 1 FROM entries WHERE id = ?", (w.id,)).fetchone())
                     if received and writes.random() < 0.5:
                         orig = world[writes.choice(received)]
                         write(g, "near_copy", orig.truth, NewEntry(
-                            kind=Kind.INSIGHT, content=orig.content.rstrip(".") + ", as seen again.", confidence=0.8))
+                            kind=Kind.INSIGHT, content=orig.content.rstrip(".") + ", as seen again.", confidence=0.8),
+                              orig.topic)
                     for n in range(3):
                         write(g, "soma", "soma", NewEntry(
                             kind=Kind.STRATEGY_OUTCOME, confidence=0.9,
@@ -375,6 +392,9 @@ def run_one(arm_name: str, variant: str, seed: int, days: int, cycle_hours: int,
                 rows = int(golem.store.connection.execute("SELECT count(*) FROM entries").fetchone()[0])
                 golem.rows_fell += rows < golem.rows_seen
                 golem.rows_seen = rows
+    insights = [w for w in world.values() if w.kind == "insight" and not compromised(w.golem, days - 1)]
+    crossed = sum(1 for w in insights if golems[w.golem].store.connection.execute(
+        "SELECT promoted_ms IS NOT NULL FROM entries WHERE id = ?", (w.id,)).fetchone()[0])
     soma = 0
     missing = 0
     for g, golem in enumerate(golems):
@@ -390,9 +410,11 @@ def run_one(arm_name: str, variant: str, seed: int, days: int, cycle_hours: int,
         "decisions": tally.decisions, "acted": tally.acted, "good": tally.good,
         "good_share": tally.good / tally.decisions if tally.decisions else None,
         "acted_share": tally.acted / tally.decisions if tally.decisions else None,
+        "covered_share": tally.covered / tally.decisions if tally.decisions else None,
         "bad_golem_days": len(tally.bad_days),
         "good_checked": tally.good_checked,
         "good_in_time": tally.good_everywhere / tally.good_checked if tally.good_checked else None,
+        "insights_promoted": crossed / len(insights) if insights else None,
         "brier_shown": _brier(tally.shown), "brier_stated": _brier(tally.stated),
         "brier_items_shown": _expected_brier([(f, p) for f, _, p in tally.items]),
         "brier_items_stated": _expected_brier([(s, p) for _, s, p in tally.items]),
@@ -455,8 +477,10 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             table.setdefault(variant, {})[arm] = {
                 "good_share": interval([r["good_share"] for r in runs]),
                 "acted_share": interval([r["acted_share"] for r in runs]),
+                "covered_share": interval([r["covered_share"] for r in runs]),
                 "bad_golem_days": interval([r["bad_golem_days"] for r in runs]),
                 "good_in_time": interval([r["good_in_time"] for r in runs]),
+                "insights_promoted": interval([r["insights_promoted"] for r in runs]),
                 "brier_shown": interval([r["brier_shown"] for r in runs]),
                 "brier_stated": interval([r["brier_stated"] for r in runs]),
                 "brier_gain": interval([r["brier_stated"] - r["brier_shown"] for r in runs
@@ -505,12 +529,13 @@ def report(res: dict[str, Any]) -> None:
                  f"a cycle every {p['cycle_hours']} h, seeds {p['seeds'][0]}..{p['seeds'][-1]} "
                  "(mean [95 % interval])", ""))
     for variant, arms in res["table"].items():
-        rows.append((f"## {variant}", "good % | acted % | bad golem-days | good in time % | Brier acted-on: shown "
-                                      "/ stated, gain | Brier all shown: belief / stated, gain | soma | destroyed"))
+        rows.append((f"## {variant}", "good % | acted % | covered % | bad golem-days | good in time % | promoted % "
+                                      "| Brier acted-on: shown / stated, gain | Brier all shown: belief / stated, gain "
+                                      "| soma | destroyed"))
         for arm, t in arms.items():
             rows.append((arm, " | ".join((
-                _fmt(t["good_share"], 1, True), _fmt(t["acted_share"], 1, True), _fmt(t["bad_golem_days"], 1),
-                _fmt(t["good_in_time"], 1, True),
+                _fmt(t["good_share"], 1, True), _fmt(t["acted_share"], 1, True), _fmt(t["covered_share"], 1, True),
+                _fmt(t["bad_golem_days"], 1), _fmt(t["good_in_time"], 1, True), _fmt(t["insights_promoted"], 1, True),
                 f"{_fmt(t['brier_shown'])} / {_fmt(t['brier_stated'])}, {_fmt(t['brier_gain'])}",
                 f"{_fmt(t['brier_items_shown'])} / {_fmt(t['brier_items_stated'])}, {_fmt(t['brier_items_gain'])}",
                 str(t["soma_on_siblings"]), str(t["destroyed"])))))
@@ -525,7 +550,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--days", type=int, default=20)
     p.add_argument("--cycle-hours", type=int, default=6, choices=(1, 2, 3, 4, 6, 8, 12, 24))
-    p.add_argument("--decisions", type=int, default=4, help="decisions per honest golem per day (default 4)")
+    p.add_argument("--decisions", type=int, default=12, help="decisions per honest golem per day (default 12)")
     p.add_argument("--seeds", type=int, default=10, help="seeds: --seed, --seed + 1, … (default 10)")
     p.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
     p.add_argument("--arms", default=",".join(ARMS))

@@ -275,8 +275,11 @@ class TrustConfig(_Section):
     max_author_share: float = Field(0.3, gt=0, le=1, description="at most this share of a digest's k slots from "
                                                                  "one sibling (at least one)")
     unverified_per_author: int = Field(1, ge=0, le=100, description="unverified entries per sibling per digest")
-    release_vouched: bool = Field(True, description="a voucher's entries (an author whose record here earned it) "
-                                                    "are released on arrival, not after quarantine_age_s")
+    release_vouched: bool = Field(True, description="an author's entries are released on arrival, not after "
+                                                    "quarantine_age_s, when its record here is good (release_trust)")
+    release_trust: float = Field(0.55, ge=0, le=1, description="the trust here an author's entries are released "
+                                                               "on arrival from (with release_vouched)")
+    release_outcomes: int = Field(4, ge=0, le=1_000_000, description="… on at least this much evidence about it")
 
     def policy(self) -> TrustPolicy:
         """The pure policy trust.py applies."""
@@ -284,7 +287,8 @@ class TrustConfig(_Section):
                            vouch_trust=self.vouch_trust, quarantine_age_ms=self.quarantine_age_s * 1000,
                            budget_entries=self.budget_entries, budget_window_ms=self.budget_window_s * 1000,
                            catchup_entries=self.catchup_entries, max_author_share=self.max_author_share,
-                           unverified_per_author=self.unverified_per_author, release_vouched=self.release_vouched)
+                           unverified_per_author=self.unverified_per_author, release_vouched=self.release_vouched,
+                           release_trust=self.release_trust, release_outcomes=self.release_outcomes)
 
 
 class TuiConfig(_Section):
@@ -429,7 +433,7 @@ DEFAULT_CONFIG_TOML = """\
 # budget_entries = 100     # fresh entries per author per budget_window_s before it is suspect
 # budget_window_s = 3600
 # max_author_share = 0.3   # of a digest's slots from one sibling
-# release_vouched = true   # a voucher's entries (its record here earned it) are released on arrival
+# release_vouched = true   # an author with a good record here (release_trust) has its entries released at once
 
 [log]
 # level = "warning"

@@ -26,9 +26,16 @@ released once *corroborated* — more good than bad evidence on the entry itself
 outcome, a voucher's confirmation) — or once it has *aged*: held here for
 `quarantine_age_ms` of LOCAL arrival time (`stored_ms`; the author's HLC is the attacker's to
 choose) with no contradiction and no negative outcome, while its author is not suspect — or at
-once (*vouched*, `release_vouched`) when its author is a voucher here: a record of outcomes
-earned on this golem is the corroboration, and if the author turns (a sleeper), its entries'
-failures refute them clade-wide (belief.py) and pull its trust under the voucher bar.
+once (*vouched*, `release_vouched`) when its author's record here is good: trust ≥
+`release_trust` (0.55) on at least `release_outcomes` (4) pieces of evidence. A record earned
+on this golem is the corroboration (an honest author's entries help ~60-70 % of the time, an
+attacker's far less); if the author turns (a sleeper), its entries' failures refute them
+clade-wide (belief.py) and pull its trust down.
+
+**Reporters**: a sibling's evidence (its outcome tallies, belief.py) counts as a voucher's when
+it agrees with this golem's own outcomes on the entries both have evidence on
+(`reporter_reliability`), and makes the sibling suspect (`unreliable`) when it keeps
+contradicting what happened here.
 Everything else is *unverified*. A distrusted author's entries are all unverified.
 
 **Where unverified entries go** (`digest_visible`): an unverified caution (warning,
@@ -61,7 +68,7 @@ from crdt import Kind
 from .posterior import posterior_mean
 
 __all__ = ["CAUTIONS", "AuthorEvidence", "AuthorView", "EntryFacts", "Release", "TrustPolicy", "author_view",
-           "digest_visible", "diversify", "over_budget", "verdict"]
+           "digest_visible", "diversify", "over_budget", "reporter_reliability", "verdict"]
 
 CAUTIONS = frozenset({Kind.WARNING, Kind.ANTI_KNOWLEDGE})
 """Kinds shown unverified rather than withheld: a missed warning costs more than a noisy one."""
@@ -85,6 +92,11 @@ class TrustPolicy:
     max_author_share: float = 0.3
     unverified_per_author: int = 1
     release_vouched: bool = True
+    release_trust: float = 0.55  # an author's entries are released on arrival from this trust here …
+    release_outcomes: int = 4  # … on at least this much evidence (an honest author succeeds ~60-70 %)
+    reporter_agree: float = 0.6  # a sibling whose evidence agrees this often with ours is a reliable reporter
+    reporter_disagree: float = 0.35  # … and one that agrees this rarely is unreliable (suspect)
+    reporter_min: int = 3  # entries compared before either is said
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +116,7 @@ class AuthorView:
     author: str
     trust: float
     suspect: bool
-    reasons: tuple[str, ...]  # "distrusted", "low_trust", "burst", "catchup_flood", "evidence_flood"
+    reasons: tuple[str, ...]  # "distrusted", "low_trust", "burst", "catchup_flood", "evidence_flood", "unreliable"
     evidence: AuthorEvidence
 
 
@@ -121,6 +133,24 @@ def over_budget(evidence: AuthorEvidence, policy: TrustPolicy) -> tuple[str, ...
     if evidence.evidence_arrivals > policy.budget_entries:
         out.append("evidence_flood")
     return tuple(out)
+
+
+def reporter_reliability(agree: int, disagree: int, policy: TrustPolicy) -> bool | None:
+    """Whether a sibling reports outcomes reliably, from the entries on which both it and this
+    golem have evidence with a clear sign: `agree` where its tally leans the same way as ours,
+    `disagree` the other way. True (its evidence counts as a voucher's): the Beta mean
+    (2 + agree) / (4 + agree + disagree) ≥ `reporter_agree`; False (suspect: it reports outcomes
+    that did not happen here): ≤ `reporter_disagree`; None: too few (< `reporter_min`) or between.
+    Honest siblings drawing outcomes of the same entries agree ~65 % of the time on one or two
+    outcomes each; one that contradicts good entries with fake failures agrees far less."""
+    if agree + disagree < policy.reporter_min:
+        return None
+    mean = (2 + agree) / (4 + agree + disagree)
+    if mean >= policy.reporter_agree:
+        return True
+    if mean <= policy.reporter_disagree:
+        return False
+    return None
 
 
 def author_view(author: str, evidence: AuthorEvidence, policy: TrustPolicy) -> AuthorView:
@@ -172,7 +202,8 @@ def verdict(facts: EntryFacts, author: AuthorView | None, *, now_ms: int, policy
         return Release.CORROBORATED
     suspect = author is not None and author.suspect
     if (policy.release_vouched and bad == 0 and author is not None and not suspect
-            and author.trust >= policy.vouch_trust):
+            and author.trust >= policy.release_trust
+            and author.evidence.good + author.evidence.bad >= policy.release_outcomes):
         return Release.VOUCHED
     if bad == 0 and not suspect and now_ms - facts.stored_ms >= policy.quarantine_age_ms:
         return Release.AGED

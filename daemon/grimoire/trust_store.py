@@ -21,7 +21,17 @@ from typing import Any
 
 from crdt import Kind
 
-from .trust import AuthorEvidence, AuthorView, EntryFacts, Release, TrustPolicy, author_view, digest_visible, verdict
+from .trust import (
+    AuthorEvidence,
+    AuthorView,
+    EntryFacts,
+    Release,
+    TrustPolicy,
+    author_view,
+    digest_visible,
+    reporter_reliability,
+    verdict,
+)
 
 __all__ = ["AlertState", "TrustView", "ViewCache", "alert_state", "author_views", "entry_states", "quarantine",
            "record_endorsement", "record_suspects", "set_distrust"]
@@ -67,6 +77,18 @@ def author_views(conn: sqlite3.Connection, *, now_ms: int, policy: TrustPolicy) 
                            policy) for a, v in local.items()}
     vouchers = {a for a, v in base.items() if v.trust >= policy.vouch_trust and not v.suspect
                 and flags.get(a, (False, None, None))[1] is None}
+    # Reporters: how each sibling's evidence agreed with this golem's own outcomes on the same
+    # entries (trust.reporter_reliability). A reliable one's evidence counts as a voucher's; an
+    # unreliable one (its reports contradict what happened here) is suspect.
+    agreement: dict[str, list[int]] = {}
+    for writer, positive, negative, own_positive, own_negative in conn.execute(
+            "SELECT v.writer, v.positive, v.negative, e.outcomes_positive, e.outcomes_negative FROM evidence v "
+            "JOIN entries e ON e.id = v.entry_id WHERE v.local = 0 AND v.writer != e.author "
+            "AND e.outcomes_positive != e.outcomes_negative AND v.positive != v.negative"):
+        tally = agreement.setdefault(writer, [0, 0])
+        tally[0 if (positive > negative) == (own_positive > own_negative) else 1] += 1
+    reliability = {w: reporter_reliability(agree, disagree, policy) for w, (agree, disagree) in agreement.items()}
+    vouchers |= {w for w, r in reliability.items() if r is True and not flags.get(w, (False, None, None))[0]}
     vouched: dict[str, tuple[int, int]] = {}
     extra: dict[str, list[int]] = {}
     # A voucher's endorsement, or its evidence slot (its outcomes' tally: more positive than
@@ -91,12 +113,14 @@ def author_views(conn: sqlite3.Connection, *, now_ms: int, policy: TrustPolicy) 
         "LEFT JOIN author_trust t ON t.author = v.writer "
         "WHERE v.local = 0 AND v.stored_ms >= max(?, coalesce(t.trusted_ms, 0)) GROUP BY v.writer", (since,))}
     views: dict[str, AuthorView] = {}
-    for author in sorted(set(local) | set(flags) | set(evidence_arrivals)):
+    for author in sorted(set(local) | set(flags) | set(evidence_arrivals) | set(reliability)):
         good, bad, arrivals, fresh = local.get(author, [0, 0, 0, 0])
         distrusted, burst_ms, _ = flags.get(author, (False, None, None))
         more = extra.get(author, [0, 0])
         view = author_view(author, AuthorEvidence(good + more[0], bad + more[1], fresh, arrivals, distrusted,
                                                   evidence_arrivals.get(author, 0)), policy)
+        if reliability.get(author) is False and "unreliable" not in view.reasons:
+            view = replace(view, suspect=True, reasons=(*view.reasons, "unreliable"))
         if burst_ms is not None and "burst" not in view.reasons:
             view = replace(view, suspect=True, reasons=(*view.reasons, "burst"))
         views[author] = view
