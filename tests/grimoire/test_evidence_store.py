@@ -179,3 +179,31 @@ def test_a_flood_of_evidence_makes_its_writer_suspect(clade: dict[str, Golem]) -
     round_all([a, c, x])
     view = author_views(c.store.connection, now_ms=NOW, policy=policy).authors[x.me]
     assert view.suspect and "evidence_flood" in view.reasons and view.evidence.evidence_arrivals == 21
+
+
+def test_a_sibling_whose_evidence_contradicts_what_happened_here_is_unreliable(clade: dict[str, Golem]) -> None:
+    """Reporters are judged by agreement: X reports failures where C's own outcomes went well
+    (three entries): X turns suspect at C ("unreliable") and its evidence then weighs nothing;
+    B, whose reports agree with C's, weighs as a voucher though none of its entries was judged."""
+    from daemon.grimoire.trust_store import author_views
+
+    a, b, c, x = clade["A"], clade["B"], clade["C"], clade["X"]
+    ids = [a.write(f"Heuristic {n}: on Base, route {n}00k swaps through the aggregator", kind=Kind.WARNING)
+           for n in range(4)]
+    round_all([a, b, c, x])
+    for entry_id in ids[:3]:
+        c.outcome(entry_id, "positive")
+        b.outcome(entry_id, "positive")
+        x.outcome(entry_id, "negative")
+    round_all([a, b, c, x])
+    view = author_views(c.store.connection, now_ms=NOW, policy=POLICY)
+    assert view.authors[x.me].suspect and "unreliable" in view.authors[x.me].reasons
+    assert b.me in view.vouchers and x.me not in view.vouchers
+    x.outcome(ids[3], "negative")
+    x.outcome(ids[3], "negative")
+    round_all([a, b, c, x])
+    assert c.belief(ids[3]) == (pytest.approx(0.7), False)  # an unreliable reporter moves nothing
+    b.outcome(ids[3], "negative")
+    b.outcome(ids[3], "negative")
+    round_all([a, b, c, x])
+    assert c.belief(ids[3]) == (pytest.approx(2.8 / 6), True)  # a reliable one's two failures refute

@@ -16,6 +16,7 @@ from daemon.grimoire.trust import (
     digest_visible,
     diversify,
     over_budget,
+    reporter_reliability,
     verdict,
 )
 
@@ -49,6 +50,15 @@ def test_vouching_takes_two_pieces_of_local_evidence() -> None:
         "y", AuthorEvidence(good=2), P).trust  # 0.6 < 0.65 <= 0.666667
 
 
+def test_a_reporter_is_judged_by_how_its_evidence_agreed_with_ours() -> None:
+    assert reporter_reliability(2, 0, P) is None  # too few entries compared
+    assert reporter_reliability(3, 0, P) is True  # 5/7 = 0.714 ≥ 0.6
+    assert reporter_reliability(4, 2, P) is True  # 6/10 = 0.6
+    assert reporter_reliability(2, 1, P) is None  # 4/7 = 0.571: undecided
+    assert reporter_reliability(0, 3, P) is False  # 2/7 = 0.286 ≤ 0.35: it reports what did not happen here
+    assert reporter_reliability(1, 6, P) is False
+
+
 def test_a_week_of_catch_up_is_not_a_burst() -> None:
     assert over_budget(AuthorEvidence(fresh_arrivals=3, arrivals=1500), P) == ()
 
@@ -68,6 +78,12 @@ def test_a_week_of_catch_up_is_not_a_burst() -> None:
     (facts(age_ms=DAY), author_view("x", AuthorEvidence(fresh_arrivals=999), P), Release.UNVERIFIED),  # suspect
     (facts(positive=3), author_view("x", AuthorEvidence(distrusted=True), P), Release.UNVERIFIED),
     (facts(positive=1), author_view("x", AuthorEvidence(bad=5), P), Release.CORROBORATED),  # this entry held up
+    # An author with a good record here: released on arrival (0.6 on 4 pieces; not on 3, not at 0.5)
+    (facts(), author_view("x", AuthorEvidence(good=3, bad=1), P), Release.VOUCHED),
+    (facts(), author_view("x", AuthorEvidence(good=3), P), Release.UNVERIFIED),
+    (facts(), author_view("x", AuthorEvidence(good=2, bad=2), P), Release.UNVERIFIED),
+    (facts(negative=1), author_view("x", AuthorEvidence(good=9), P), Release.UNVERIFIED),  # contradicted here
+    (facts(), author_view("x", AuthorEvidence(good=9, fresh_arrivals=999), P), Release.UNVERIFIED),  # suspect
 ])
 def test_verdict(entry: EntryFacts, author: object, release: Release) -> None:
     assert verdict(entry, author, now_ms=NOW, policy=P) is release  # type: ignore[arg-type]
