@@ -105,8 +105,11 @@ TOOLS: tuple[ToolSpec, ...] = (
             "Report what happened when you acted on an entry from your memory, measured by a metric "
             "(P&L, slippage, gas): positive, negative or neutral. Outcomes are your own evidence: they "
             "move how much you trust the entry, keep it from fading, and a heuristic or constraint "
-            "reaches your siblings only once its positive outcomes outnumber the negative ones. Use it "
-            "after a trade or action that an entry shaped. Returns the entry with its outcome tallies."
+            "reaches your siblings only once its positive outcomes outnumber the negative ones. Your "
+            "siblings learn only the count (how often it helped or hurt), never the metric, value or "
+            "note; they pool it into their belief, and an entry that keeps failing is withheld from "
+            "every sibling's memory. Use it after a trade or action that an entry shaped. Returns the "
+            "entry with its outcome tallies and its pooled belief."
         ),
         model=OutcomeInput,
         properties={
