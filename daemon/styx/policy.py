@@ -11,6 +11,10 @@ succeed). Here:
 - any other 4xx (400, 401, 403, 404, 409, 413, 422 …): retrying cannot help, so the item is
   *parked* in the dead-letter list with the status and the server's reason, until an
   operator runs `clade styx retry`;
+- an answer retrying is unlikely to fix — a 3xx (redirects are not followed: the URL is
+  wrong), 501 Not Implemented, 505 HTTP Version Not Supported, or a status outside 100-599 —
+  is retried with backoff for `HOPELESS_ATTEMPTS` (5) consecutive failures (a proxy flapping
+  during a deploy), then parked the same way; it never retries forever while the outbox grows;
 - Retry-After in both forms (RFC 9110 §10.2.3): delay-seconds or an HTTP-date; a date in the
   past means now; garbage is ignored (the backoff applies); values are capped at one day.
 """
@@ -28,11 +32,12 @@ from daemon.config import DEFAULT_MAX_PER_TICK_USD, DEFAULT_MONTHLY_USD
 if TYPE_CHECKING:
     from daemon.config import StyxConfig
 
-__all__ = ["Budget", "Outcome", "backoff_s", "budget_for",
-           "classify", "retry_after_s"]
+__all__ = ["HOPELESS_ATTEMPTS", "Budget", "Outcome", "backoff_s", "budget_for", "classify", "retry_after_s"]
 
 MAX_RETRY_AFTER_S = 86_400.0
 RETRYABLE_4XX = frozenset({408, 429})
+UNFIXABLE_5XX = frozenset({501, 505})
+HOPELESS_ATTEMPTS = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +79,11 @@ def classify(status: int | None, *, failures: int, rng: random.Random, retry_aft
         return Outcome("delivered")
     if status is not None and 400 <= status < 500 and status not in RETRYABLE_4XX:
         return Outcome("park", reason=f"HTTP {status}" + (f": {reason}" if reason else ""))
+    if status is not None and (status < 200 or 300 <= status < 400 or status in UNFIXABLE_5XX or status >= 600) \
+            and failures >= HOPELESS_ATTEMPTS:
+        hint = " (redirects are not followed: check [styx] url)" if 300 <= status < 400 else ""
+        return Outcome("park", reason=f"HTTP {status} after {failures} attempts{hint}"
+                                      + (f": {reason}" if reason else ""))
     delay = backoff_s(failures, rng, base_s=base_s, cap_s=cap_s)
     hinted = retry_after_s(retry_after, now_s=now_s) if status is not None else None
     why = reason or (f"HTTP {status}" if status is not None else "no answer")

@@ -50,6 +50,17 @@ def test_other_4xx_park_with_the_reason(status: int) -> None:
     assert out.action == "park" and out.reason == f"HTTP {status}: token revoked"
 
 
+@pytest.mark.parametrize("status", [301, 302, 307, 308, 501, 505, 199, 600, 999])
+def test_answers_retrying_cannot_fix_park_after_a_bounded_number_of_attempts(status: int) -> None:
+    from daemon.styx.policy import HOPELESS_ATTEMPTS
+
+    for failures in range(1, HOPELESS_ATTEMPTS):
+        assert classify(status, failures=failures, rng=random.Random(1)).action == "retry"
+    out = classify(status, failures=HOPELESS_ATTEMPTS, rng=random.Random(1), reason="moved")
+    assert out.action == "park" and out.reason.startswith(f"HTTP {status} after {HOPELESS_ATTEMPTS} attempts")
+    assert ("check [styx] url" in out.reason) == (300 <= status < 400)
+
+
 def test_retry_after_wins_over_a_shorter_backoff_but_not_a_longer_one() -> None:
     out = classify(429, failures=1, rng=random.Random(1), retry_after="30", now_s=NOW)
     assert out.delay_s == 30.0
