@@ -42,6 +42,7 @@ from crypto.vault import DecryptingReader, EncryptingWriter, VaultError, VaultHe
 from daemon.datadir import DataDir
 from daemon.errors import DaemonError, UsageError
 from daemon.grimoire.store import wall_clock_ms
+from daemon.presence import recorded_pid
 from daemon.service.pipeline import BLOCK_BYTES, ReadStage, Stages, WriteStage
 
 __all__ = ["BackupFile", "BackupReport", "RestoreReport", "backup_files", "create_backup", "restore_backup",
@@ -343,17 +344,7 @@ def _check_manifest(manifest: dict[str, object] | None, header: VaultHeader) -> 
 
 
 def _daemon_holds(data: DataDir) -> int | None:
-    try:
-        pid = int(json.loads(data.run_path.read_text())["pid"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None
-    except PermissionError:
-        return pid
-    return pid
+    return recorded_pid(data.run_path)
 
 
 def restore_backup(path: Path, target: DataDir, keys: VaultKeys, *, force: bool = False) -> RestoreReport:

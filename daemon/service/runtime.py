@@ -34,6 +34,7 @@ from daemon.config import Config, load_config
 from daemon.datadir import DataDir
 from daemon.errors import ConfigError, DaemonError
 from daemon.grimoire import atomic_write
+from daemon.presence import DaemonLock, DataDirLocked, recorded_pid
 from daemon.service.backup_schedule import run_backups
 from daemon.service.heap import freeze_startup
 from daemon.service.logs import quiet_libp2p, setup_logging
@@ -64,15 +65,6 @@ def socket_path(data: DataDir) -> Path:
     runtime = os.environ.get("RUNTIME_DIRECTORY")
     path = Path(runtime.split(":")[0]) / "clade.sock" if runtime else data.root / "clade.sock"
     return path.absolute()  # run.json is read by clients in other working directories
-
-
-def _live_pid(data: DataDir) -> int | None:
-    try:
-        pid = int(json.loads(data.run_path.read_text())["pid"])
-        os.kill(pid, 0)
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return pid if pid != os.getpid() else None
 
 
 ApiFactory = Callable[[DaemonState, str | None], tuple[Any, Any | None]]
@@ -312,9 +304,22 @@ class DaemonRuntime:
     # -- main ------------------------------------------------------------------------------
 
     async def main(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        # A live daemon is looked for before the store is opened: opening migrates the
-        # schema, which must never happen under a running (possibly older) daemon.
-        other = _live_pid(self.data)
+        # The data dir's lock, then a live daemon is looked for, before the store is opened:
+        # opening migrates the schema, which must never happen under a running daemon (an
+        # older one may not take the lock: run.json still names it).
+        try:
+            lock = DaemonLock.acquire(self.data.root, self.data.run_path)
+        except DataDirLocked as exc:
+            raise FatalError(str(exc)) from None
+        except OSError as exc:
+            raise FatalError(f"cannot lock {self.data.root}: {exc.strerror or exc}") from None
+        try:
+            await self._main_locked(task_status)
+        finally:
+            lock.release()
+
+    async def _main_locked(self, task_status: Any) -> None:
+        other = recorded_pid(self.data.run_path)
         if other is not None:
             raise FatalError(f"another clade daemon (pid {other}) runs on {self.data.root}: "
                              "stop it first (or use another --data-dir)")

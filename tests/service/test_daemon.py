@@ -363,6 +363,24 @@ def _run_fails_with_one_line(data_dir: DataDir) -> str:
     return lines[0]
 
 
+def test_a_second_daemon_on_a_locked_data_dir_is_fatal_in_one_line(data_dir: DataDir) -> None:
+    """The data dir's lock (daemon/presence.py) is taken before anything is opened: with it held
+    (as a daemon starting at the same moment would hold it, before any run.json exists), `clade
+    run` refuses at once and leaves the store and the socket alone."""
+    from daemon.presence import DaemonLock
+
+    lock = DaemonLock.acquire(data_dir.root, data_dir.run_path)
+    try:
+        before = data_dir.db_path.stat().st_mtime_ns
+        line = _run_fails_with_one_line(data_dir)
+        assert "daemon.lock" in line and "another clade daemon" in line, line
+        assert data_dir.db_path.stat().st_mtime_ns == before and not data_dir.run_path.exists()
+    finally:
+        lock.release()
+    again = DaemonLock.acquire(data_dir.root, data_dir.run_path)  # released: free again
+    again.release()
+
+
 def test_tcp_port_without_token_is_fatal_in_one_line(data_dir: DataDir) -> None:
     data_dir.config_path.write_text("[api]\ntcp_port = 7411\n")
     line = _run_fails_with_one_line(data_dir)
