@@ -136,7 +136,7 @@ def create_app(state: DaemonState) -> FastAPI:
         return _error(500, "internal", "the daemon hit an unexpected error; see its log")
 
     def joined() -> None:
-        if state.data.load_membership() is None:
+        if state.membership() is None:
             raise Conflict("this golem has not joined a clade (clade join BUNDLE)")
 
     def p2p_on() -> None:

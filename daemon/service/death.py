@@ -40,7 +40,7 @@ from daemon.styx.vault import VaultPushError, push_backup
 from daemon.styx.wire import item_json, layers_for
 
 if TYPE_CHECKING:
-    from crypto import Identity
+    from crypto import Identity, Membership
     from daemon.config import Config
     from daemon.datadir import DataDir
     from daemon.grimoire import Entry
@@ -77,6 +77,8 @@ class Daemon(Protocol):
     def styx(self) -> Pusher | None: ...
 
     def now_ms(self) -> int: ...
+
+    def membership(self) -> Membership | None: ...
 
     def publish(self, event: str, data: dict[str, Any]) -> None: ...
 
@@ -282,8 +284,8 @@ class Death:
         cfg = self.state.config.death
         if cfg.webhook is None:
             return "skipped", "no [death] webhook configured"
-        joined = self.state.data.load_membership()
-        clade = None if joined is None else {"name": joined[0].clade_name, "id": joined[0].clade_id}
+        membership = self.state.membership()
+        clade = None if membership is None else {"name": membership.clade_name, "id": membership.clade_id}
         payload = webhook_payload(record, golem=self.state.identity.peer_id, clade=clade, now_ms=self.state.now_ms())
         delays = webhook_delays(cfg.webhook_attempts, cfg.webhook_backoff_s)
         last = ""

@@ -14,7 +14,7 @@ from typing import Any
 
 import trio
 
-from crypto import CryptoError, KeyRing
+from crypto import CryptoError, KeyRing, Membership
 from daemon.config import Config, check_multiaddr
 from daemon.datadir import DataDir
 from daemon.errors import NotFound, UsageError
@@ -36,6 +36,28 @@ class Peering:
         self.publish = publish
         self.p2p: P2PControl | None = None  # the running p2p node (set by the runtime while sync runs)
         self.keys: KeyRing | None = None  # the clade keys gossip uses (set by the p2p service, replaced by reload_keys)
+        self._membership: Membership | None = None  # read once (`membership`), replaced by reload_keys
+        self._membership_read = False
+
+    def membership(self) -> Membership | None:
+        """This golem's membership certificate, read from the data dir once and kept (None before
+        joining, or if it cannot be read: logged once, and the daemon answers as an unjoined
+        golem rather than failing every digest); `reload_keys` (SIGHUP, `clade keys reload`)
+        reads it again."""
+        if not self._membership_read:
+            try:
+                joined = self.data.load_membership()
+            except CryptoError as exc:
+                log.error("membership certificate unreadable (%s): answering as a golem outside any clade "
+                          "until `clade keys reload` or SIGHUP reads a valid one", exc)
+                joined = None
+            self._membership = None if joined is None else joined[0]
+            self._membership_read = True
+        return self._membership
+
+    def adopt(self, membership: Membership, keys: KeyRing) -> None:
+        """The membership and keys the p2p service read at start."""
+        self._membership, self._membership_read, self.keys = membership, True, keys
 
     def local_write(self) -> None:
         """Own ops were committed: the p2p publisher gossips those that cross at once (no-op while sync is off)."""
@@ -103,6 +125,7 @@ class Peering:
             raise UsageError(f"the data dir now names clade {ring.clade_id}, the daemon runs {previous.clade_id}: "
                              "restart it to switch clades")
         self.keys = ring
+        self._membership, self._membership_read = joined[0], True
         changed = previous is None or previous.epochs != ring.epochs
         doc = {"epoch": ring.current.epoch, "epochs": ring.epochs,
                "previous_epoch": None if previous is None else previous.current.epoch, "changed": changed}

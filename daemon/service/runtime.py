@@ -190,7 +190,7 @@ class DaemonRuntime:
             task_status.started()
             return
         membership, keyring = joined
-        state.keys = keyring
+        state.peering.adopt(membership, keyring)
         try:
             revocations = self.data.load_revocations(membership)
         except CryptoError as exc:

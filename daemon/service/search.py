@@ -19,8 +19,8 @@ import numpy as np
 import trio
 
 from crdt import Kind
+from crypto import Membership
 from daemon.config import Config
-from daemon.datadir import DataDir
 from daemon.errors import UsageError
 from daemon.grimoire.digest import build_digest, digest_query
 from daemon.grimoire.retrieval import (
@@ -55,12 +55,13 @@ class _Evidence:
 class Search:
     """Recall (`POST /v1/search`), the digest (`POST /v1/digest`) and feedback on what was cited."""
 
-    def __init__(self, access: StoreAccess, embedding: Embedding, styx: StyxLink, *, data: DataDir,
-                 config: Callable[[], Config], now_ms: Callable[[], int]) -> None:
+    def __init__(self, access: StoreAccess, embedding: Embedding, styx: StyxLink, *,
+                 membership: Callable[[], Membership | None], config: Callable[[], Config],
+                 now_ms: Callable[[], int]) -> None:
         self.access = access
         self.embedding = embedding
         self.styx = styx
-        self.data = data
+        self.membership = membership  # read once and kept (Peering.membership): never a file read per digest
         self.config = config
         self.now_ms = now_ms
 
@@ -101,8 +102,8 @@ class Search:
                      include_sensitive: bool, pad: tuple[float, float, float] | None = None) -> dict[str, Any]:
         """The digest; with Styx on, its answer (asked in parallel, within the deadline) fills
         at most `[styx.injection] max_tokens` after the local entries."""
-        joined = self.data.load_membership()
-        namespace = joined[0].clade_name if joined else "local"
+        membership = self.membership()
+        namespace = membership.clade_name if membership is not None else "local"
         remote: dict[str, Any] = {}
 
         async def ask() -> None:

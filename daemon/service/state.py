@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 import trio
 
 from crdt import Kind
-from crypto import Identity, KeyRing
+from crypto import Identity, KeyRing, Membership
 from daemon.config import Config
 from daemon.datadir import DataDir
 from daemon.grimoire import Episode, Grimoire, NewEntry
@@ -82,7 +82,8 @@ class DaemonState:
                                    counters=counters)
         self.writes = Writes(self.access, self.embedding, self.hub, self.peering, self.styx_link,
                              identity=identity, data=data, counters=counters, now_ms=now_ms)
-        self.search = Search(self.access, self.embedding, self.styx_link, data=data, config=settings, now_ms=now_ms)
+        self.search = Search(self.access, self.embedding, self.styx_link, membership=self.peering.membership,
+                             config=settings, now_ms=now_ms)
         self.upkeep = Upkeep(self.access, self.embedding, self.styx_link, data=data, identity=identity,
                              config=settings, counters=counters, publish=self.hub.publish,
                              local_write=self.writes.local_write, now_ms=now_ms)
@@ -143,6 +144,10 @@ class DaemonState:
     async def on_reader(self, fn: Callable[[Grimoire], T]) -> T:
         """Run `fn(reader)` on a reader thread, read-only (see `StoreAccess.on_reader`)."""
         return await self.access.on_reader(fn)
+
+    def membership(self) -> Membership | None:
+        """This golem's membership, read once and kept (`Peering.membership`)."""
+        return self.peering.membership()
 
     async def entry_doc(self, entry: Entry | str) -> dict[str, Any]:
         """An entry's document with its pooled belief (belief.py) under the current `[trust]`
@@ -275,7 +280,7 @@ class DaemonState:
     async def status(self) -> dict[str, Any]:
         """`GET /v1/status`: a reading of every part."""
         counts = await self.on_reader(lambda r: r.counts())
-        joined = self.data.load_membership()
+        membership = self.peering.membership()
         return {
             "peer_id": self.identity.peer_id,
             "data_dir": str(self.data.root),
@@ -285,7 +290,7 @@ class DaemonState:
             "archived_for_capacity": counts.archived_for_capacity,
             "by_kind": counts.by_kind,
             "embedding_backlog": await self.on_reader(embedding_backlog),
-            "clade": None if joined is None else {"name": joined[0].clade_name, "id": joined[0].clade_id},
+            "clade": None if membership is None else {"name": membership.clade_name, "id": membership.clade_id},
             "peers": len(self.peers()),
             "p2p": None if self.p2p is None else self.p2p.status(),
             "last_curator_cycle": self.last_curator,
