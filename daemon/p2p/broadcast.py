@@ -31,15 +31,48 @@ from .links import TRANSPORT_ERRORS
 from .peers import PeerBook
 from .ports import DaemonPort, Links, announce_received, internal_error
 
-__all__ = ["APPLY_BATCH", "Broadcast"]
+__all__ = ["APPLY_BATCH", "Broadcast", "PendingBytes"]
 
 log = logging.getLogger("clade.p2p")
 
 APPLY_BATCH = 64  # gossip messages joined in one transaction at most
 RECENT_MESSAGES = 4096  # message ids kept in `_accepted` and in `_delivered`
+# Opened gossip held in memory (validated and waiting for delivery, or queued for the applier)
+# is bounded in bytes, per sender and in all: a message is up to 1 MiB, so a count alone let
+# one member pin ~4 GiB. Past a bound a message is still valid (GossipSub forwards it) but not
+# kept here: anti-entropy brings it (`gossip_dropped_over_budget`).
+PENDING_PER_SENDER_BYTES = 16 * 1024 * 1024
+PENDING_TOTAL_BYTES = 64 * 1024 * 1024
 V = TypeVar("V")
 STORE_ERRORS = (sqlite3.Error, StoreError, OSError)  # the store could not do it (disk, lock): retried later
 PUBLISH_ERRORS: tuple[type[Exception], ...] = (*TRANSPORT_ERRORS, *STORE_ERRORS)
+
+
+class PendingBytes:
+    """Bytes of opened gossip held per sender and in all, within two bounds (pure bookkeeping)."""
+
+    def __init__(self, *, per_sender: int = PENDING_PER_SENDER_BYTES, total: int = PENDING_TOTAL_BYTES) -> None:
+        self.per_sender = per_sender
+        self.total_cap = total
+        self.total = 0
+        self.by_sender: dict[str, int] = {}
+
+    def take(self, sender: str, size: int) -> bool:
+        """Hold `size` more bytes of `sender`'s, if both bounds allow; whether it was taken."""
+        held = self.by_sender.get(sender, 0)
+        if held + size > self.per_sender or self.total + size > self.total_cap:
+            return False
+        self.by_sender[sender] = held + size
+        self.total += size
+        return True
+
+    def release(self, sender: str, size: int) -> None:
+        left = self.by_sender.get(sender, 0) - size
+        if left > 0:
+            self.by_sender[sender] = left
+        else:
+            self.by_sender.pop(sender, None)
+        self.total = max(0, self.total - size)
 
 
 class Broadcast:
@@ -65,6 +98,7 @@ class Broadcast:
         self._published_seq = 0  # our own ops up to this seq were considered for gossip
         self._wake_publisher = trio.Event()
         self._apply_send, self._apply_receive = trio.open_memory_channel[tuple[str, Opened]](1024)
+        self.pending = PendingBytes()  # bytes of `_accepted` and of the applier's queue, per sender
 
     async def run(self, subscription: Any, probes: Any, *,
                   task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
@@ -127,7 +161,11 @@ class Broadcast:
             return False
         finally:
             self._validating.discard(key)
-        _remember(self._accepted, key, opened)
+        if not self.pending.take(opened.sender, opened.size):
+            self.counters["gossip_dropped_over_budget"] += 1  # valid: forwarded, not kept; anti-entropy brings it
+            return True
+        for evicted in _remember(self._accepted, key, opened):
+            self.pending.release(evicted.sender, evicted.size)
         return True
 
     def validate_probe(self, forwarder: ID, msg: Any) -> bool:
@@ -159,6 +197,7 @@ class Broadcast:
             try:
                 self._apply_send.send_nowait((opened.sender, opened))
             except trio.WouldBlock:
+                self.pending.release(opened.sender, opened.size)
                 self.counters["gossip_dropped_backlog"] += 1  # anti-entropy will bring it
 
     async def _applier(self) -> None:
@@ -172,6 +211,8 @@ class Broadcast:
                     break
             ops: tuple[Op, ...] = tuple(op for _, opened in batch for op in opened.delta.ops)
             delta = Delta(ops, CausalContext())
+            for _, opened in batch:  # out of the queue: the ops above are all that is held now
+                self.pending.release(opened.sender, opened.size)
             try:
                 report = await self.daemon.on_writer(functools.partial(
                     Grimoire.apply_delta, delta=delta, local_replica=self.me, max_skew_ms=self.max_skew_ms))
@@ -235,11 +276,14 @@ class Broadcast:
                 self.counters["gossip_bytes_out"] += len(data)
 
 
-def _remember(recent: OrderedDict[bytes, V], key: bytes, value: V) -> None:
-    """Add to a map of recent messages, forgetting the oldest beyond `RECENT_MESSAGES`."""
+def _remember(recent: OrderedDict[bytes, V], key: bytes, value: V) -> list[V]:
+    """Add to a map of recent messages, forgetting the oldest beyond `RECENT_MESSAGES`; returns
+    the values forgotten."""
     recent[key] = value
+    forgotten: list[V] = []
     while len(recent) > RECENT_MESSAGES:
-        recent.popitem(last=False)
+        forgotten.append(recent.popitem(last=False)[1])
+    return forgotten
 
 
 def _chunks(ops: list[Op]) -> list[list[Op]]:

@@ -61,8 +61,8 @@ def _broadcast() -> tuple[Broadcast, _Clock]:
                      topic="t", probe_topic="p", max_skew_ms=60_000), daemon
 
 
-def _message(seqno: int) -> rpc_pb2.Message:
-    ops = SimReplica(GOLEM, wall=NOW_MS).create("Aave utilisation above 90% stalls withdrawals", Kind.WARNING)
+def _message(seqno: int, text: str = "Aave utilisation above 90% stalls withdrawals") -> rpc_pb2.Message:
+    ops = SimReplica(GOLEM, wall=NOW_MS).create(text, Kind.WARNING)
     data = seal_envelope(encode_delta(Delta(tuple(ops), CausalContext())), sender=GOLEM, membership=MEMBERSHIP,
                          clade_key=OWNER.clade_key, now_ms=NOW_MS)
     return rpc_pb2.Message(from_id=ID.from_base58(GOLEM.peer_id).to_bytes(), seqno=seqno.to_bytes(8, "big"),
@@ -147,3 +147,33 @@ async def test_pubsub_forgets_a_validation_timeout(autojump_clock: trio.testing.
     await pubsub.validate_msg(_peer_id(), msg)  # the next copy is validated again, and passes
     assert calls == [0, 1]
     assert pubsub.counters["gossip_validation_timeouts"] == 1
+
+
+async def test_opened_gossip_held_in_memory_is_bounded_in_bytes_per_sender() -> None:
+    """A member cannot pin memory with a backlog of valid messages: past the per-sender byte
+    bound a message is still valid (forwarded) but not kept, counted; delivery releases it."""
+    from daemon.p2p.broadcast import PendingBytes
+
+    broadcast, daemon = _broadcast()
+    size = len(_message(1, "Warning 1: pool 1 drained").data)
+    broadcast.pending = PendingBytes(per_sender=3 * size, total=100 * size)
+    forwarder = _peer_id()
+    for seqno in range(1, 6):  # five distinct messages of one sender, none delivered yet
+        assert await broadcast.validate(forwarder, _message(seqno, f"Warning {seqno}: pool {seqno} drained")) is True
+    assert len(broadcast._accepted) == 3 and daemon.counters["gossip_dropped_over_budget"] == 2
+    assert broadcast.pending.by_sender == {GOLEM.peer_id: 3 * size}
+    key = next(iter(broadcast._accepted))
+    opened = broadcast._accepted.pop(key)  # what delivery and the applier do, then release
+    broadcast.pending.release(opened.sender, opened.size)
+    assert await broadcast.validate(forwarder, _message(6, "Warning 6: pool 6 drained")) is True
+    assert len(broadcast._accepted) == 3 and daemon.counters["gossip_dropped_over_budget"] == 2
+
+
+def test_pending_bytes_hold_both_bounds() -> None:
+    from daemon.p2p.broadcast import PendingBytes
+
+    pending = PendingBytes(per_sender=10, total=15)
+    assert pending.take("a", 10) and not pending.take("a", 1)  # a's bound
+    assert pending.take("b", 5) and not pending.take("c", 1)  # the total
+    pending.release("a", 10)
+    assert pending.take("c", 1) and pending.by_sender == {"b": 5, "c": 1} and pending.total == 6
