@@ -31,6 +31,7 @@ __all__ = [
     "daemon_badge",
     "duration",
     "embedding_note",
+    "entry_ref",
     "feed_item",
     "human_bytes",
     "short_id",
@@ -72,6 +73,12 @@ def vitality_text(phase: str, hayflick_ratio: float | None, legacy: bool) -> str
 def short_id(peer_id: str, n: int = 8) -> str:
     """The distinctive tail of a peer id (`12D3KooW…` is common to all ed25519 ids)."""
     return peer_id if len(peer_id) <= n + 1 else "…" + peer_id[-n:]
+
+
+def entry_ref(entry_id: str, n: int = 8) -> str:
+    """An entry's id as lines show it: its first `n` hex characters, as git shows a commit (every
+    command that takes an id accepts a unique prefix; the full id stays in the entry's detail)."""
+    return entry_id[:n]
 
 
 def human_bytes(n: float | None) -> str:
@@ -280,7 +287,8 @@ def feed_item(event: str, data: Any, at_ms: int) -> FeedItem | None:
         warn = kind == "warning"
         # The daemon sends a one-line preview; cut and flattened again here: event data is not trusted.
         said = d.get("preview")
-        text = f"wrote {kind} {s('id')}" + (f": {preview(said)}" if isinstance(said, str) and said.strip() else "")
+        text = f"wrote {kind} {entry_ref(s('id'))}" + (
+            f": {preview(said)}" if isinstance(said, str) and said.strip() else "")
         return FeedItem(at_ms, "warning" if warn else "entry", text, Level.WARN if warn else Level.INFO,
                         _entry_id(d.get("id")))
     if event == "entries_received":
@@ -288,14 +296,15 @@ def feed_item(event: str, data: Any, at_ms: int) -> FeedItem | None:
         ids: list[Any] = raw if isinstance(raw, list) else []
         first = _entry_id(ids[0]) if ids else None
         more = f" (+{len(ids) - 1} more)" if len(ids) > 1 else ""
-        return FeedItem(at_ms, "entry", f"received {first or '-'}{more} from {short_id(s('from'))} "
-                                        f"via {s('via')}", Level.INFO, first)
+        shown = entry_ref(first) if first else "-"
+        return FeedItem(at_ms, "entry", f"received {shown}{more} from {short_id(s('from'))} via {s('via')}",
+                        Level.INFO, first)
     if event in ("entry_retracted", "entry_forgotten", "entry_unarchived"):
         verb = event.removeprefix("entry_")
-        return FeedItem(at_ms, "entry", f"{verb} {s('id')}", Level.INFO, _entry_id(d.get("id")))
+        return FeedItem(at_ms, "entry", f"{verb} {entry_ref(s('id'))}", Level.INFO, _entry_id(d.get("id")))
     if event == "entry_endorsed":
         verb = "endorsed" if d.get("confirm", True) else "contradicted"
-        return FeedItem(at_ms, "entry", f"{verb} {s('id')}", Level.INFO, _entry_id(d.get("id")))
+        return FeedItem(at_ms, "entry", f"{verb} {entry_ref(s('id'))}", Level.INFO, _entry_id(d.get("id")))
     if event == "peer_up":
         return FeedItem(at_ms, "peer", f"peer up {short_id(s('peer_id'))}", Level.OK)
     if event == "peer_down":

@@ -199,7 +199,9 @@ def create_app(state: DaemonState) -> FastAPI:
 
     @app.get("/v1/entries/{entry_id}", response_model=EntryDoc, responses=errors(404))
     async def get_entry(entry_id: str) -> dict[str, Any]:
-        """One entry, archived (forgotten) ones too: forgetting archives, it does not delete."""
+        """One entry, archived (forgotten) ones too: forgetting archives, it does not delete.
+        `entry_id` may be a unique prefix of at least 4 hex characters (400 when ambiguous, with
+        the candidates; 404 when nothing matches)."""
         return await state.entry_doc(entry_id)
 
     @app.post("/v1/entries/{entry_id}/forget", response_model=ForgetOut, responses=errors(404))

@@ -23,7 +23,7 @@ from typing import Any
 
 from crdt import Kind
 from crypto.vault import VaultKeys
-from daemon.cli.backends import backend_for
+from daemon.cli.backends import backend_for, full_id
 from daemon.cli.render import renders
 from daemon.client import daemon_is_live
 from daemon.datadir import DataDir
@@ -113,7 +113,8 @@ def _unarchived_text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
 
 @renders(_unarchived_text)
 def cmd_unarchive(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
-    return backend_for(data).unarchive(args.id)
+    backend = backend_for(data)
+    return backend.unarchive(full_id(backend, args.id))
 
 
 def _no_daemon(data: DataDir, what: str) -> None:

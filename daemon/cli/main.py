@@ -36,7 +36,7 @@ from daemon.cli import render
 from daemon.cli import styx as cli_styx
 from daemon.cli import trust as cli_trust
 from daemon.cli import tui as cli_tui
-from daemon.cli.backends import backend_for
+from daemon.cli.backends import backend_for, full_id
 from daemon.cli.render import renders
 from daemon.config import check_multiaddr, load_config
 from daemon.datadir import DataDir
@@ -351,13 +351,15 @@ def cmd_remember(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
 @renders(render.entry_state)
 def cmd_retract(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     """Through the daemon when one runs (its publisher gossips the op), else on the store."""
-    return backend_for(data).retract(args.id, superseded_by=args.superseded_by)
+    backend = backend_for(data)
+    return backend.retract(full_id(backend, args.id), superseded_by=args.superseded_by)
 
 
 @renders(render.entry_state)
 def cmd_endorse(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     """Through the daemon when one runs (its publisher gossips the op), else on the store."""
-    return backend_for(data).endorse(args.id, confirm=not args.contradict)
+    backend = backend_for(data)
+    return backend.endorse(full_id(backend, args.id), confirm=not args.contradict)
 
 
 @renders(render.entry_block)
@@ -372,7 +374,8 @@ def cmd_list(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
 
 @renders(render.forgotten)
 def cmd_forget(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
-    return backend_for(data).forget(args.id)
+    backend = backend_for(data)
+    return backend.forget(full_id(backend, args.id))
 
 
 def _episode_embedder(data: DataDir) -> Embedder:

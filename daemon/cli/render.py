@@ -46,7 +46,8 @@ def line(entry: dict[str, Any], width: int = 72) -> str:
     if len(content) > width:
         content = content[: width - 1] + "…"
     flag = " [archived]" if entry.get("archived") else ""
-    return f"{entry['id']}  {entry['kind']:<16} c={entry['confidence']:.2f}  {content}{flag}"
+    # The id's first 8 hex characters, as git shows a commit: every command taking an id takes them.
+    return f"{entry['id'][:8]}  {entry['kind']:<16} c={entry['confidence']:.2f}  {content}{flag}"
 
 
 def entry_block(args: argparse.Namespace, entry: dict[str, Any]) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from crdt import Kind
-from daemon.errors import NotFound
+from daemon.errors import NotFound, UsageError
 
 from .belief import Belief
 from .evidence_store import beliefs
@@ -70,6 +70,25 @@ class EntryReads:
             return list(cursor.execute(sql, params).fetchall())
         finally:
             cursor.close()
+
+    def resolve_id(self, text: str) -> str:
+        """The full id an entry id or a unique prefix of one names (as git takes a commit):
+        32 hex characters are returned as given; 4 to 31 must match exactly one entry.
+        Raises `UsageError` for a prefix that is too short, not hex, or ambiguous (naming up to
+        five candidates), `NotFound` when nothing matches."""
+        given = text.strip().lower()
+        if len(given) == 32:
+            return given
+        if not 4 <= len(given) < 32 or any(c not in "0123456789abcdef" for c in given):
+            raise UsageError(f"entry id {text!r}: give the 32 hex characters, or a unique prefix of at least 4")
+        found = [r[0] for r in self._conn.execute(
+            "SELECT id FROM entries WHERE id >= ? AND id < ? ORDER BY id LIMIT 6", (given, given + "g"))]
+        if not found:
+            raise NotFound(f"no entry with id {given!r} (nor one starting with it)")
+        if len(found) > 1:
+            listed = ", ".join(found[:5]) + (", …" if len(found) > 5 else "")
+            raise UsageError(f"entry id prefix {given!r} is ambiguous: {listed}; give more characters")
+        return str(found[0])
 
     def get(self, entry_id: str) -> Entry:
         """The entry with this id (archived ones too); raises `NotFound`."""

@@ -151,12 +151,13 @@ class DaemonState:
 
     async def entry_doc(self, entry: Entry | str) -> dict[str, Any]:
         """An entry's document with its pooled belief (belief.py) under the current `[trust]`
-        policy; an id is read first (`NotFound` if unknown)."""
+        policy; an id (or a unique prefix of one) is read first (`NotFound` if unknown,
+        `UsageError` if the prefix is ambiguous)."""
         policy = self.config.trust.policy()
         now = self.now_ms()
 
         def read(r: Grimoire) -> dict[str, Any]:
-            found = r.get(entry) if isinstance(entry, str) else entry
+            found = r.get(r.resolve_id(entry)) if isinstance(entry, str) else entry
             return r.with_beliefs([found], policy, now_ms=now)[0].to_json()
 
         return await self.access.on_reader(read)

@@ -87,7 +87,15 @@ def test_list_newest_first_and_kind_filter(cli: CliRunner) -> None:
     assert {e["id"] for e in two} == {ids[1], ids[3]}
     assert len(cli("list", "--limit", "2", "--json").json()["entries"]) == 2
     text = cli("list").out.splitlines()
-    assert len(text) == 4 and text[0].startswith(ids[3])
+    assert len(text) == 4 and text[0].split()[0] == ids[3][:8]  # 8 hex characters, as git shows a commit
+    shown = cli("show", ids[3][:8], "--json")  # and every command takes that prefix back
+    assert shown.code == 0 and shown.json()["id"] == ids[3]
+    assert cli("forget", ids[2][:6], "--json").json()["id"] == ids[2]
+    assert cli("outcome", ids[1][:8], "positive", "--json").json()["outcomes"]["positive"] == 1
+    short = cli("show", ids[3][:3])
+    assert short.code != 0 and "at least 4" in short.err
+    none = cli("show", "ffff" if not ids[3].startswith("ffff") else "0000")
+    assert none.code != 0 and "no entry" in none.err
 
 
 def test_forget_archives_locally(cli: CliRunner) -> None:

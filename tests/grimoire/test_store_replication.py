@@ -268,3 +268,29 @@ def test_a_stored_op_read_back_equals_the_op_admitted(seed: int) -> None:
         if isinstance(admitted.value, EntryBody):
             assert isinstance(stored.value, EntryBody) and stored.value.id == admitted.value.id
             assert stored.value.canonical() == admitted.value.canonical()
+
+
+def test_an_id_prefix_names_one_entry_or_is_refused_with_the_candidates(tmp_path: Path) -> None:
+    import itertools
+
+    from crdt import Kind
+    from crypto import Identity
+    from daemon.errors import NotFound, UsageError
+    from daemon.grimoire import Grimoire, NewEntry
+
+    me = Identity(b"\x07" * 32)
+    with Grimoire.open(tmp_path / "g.db", create=True) as store:
+        made = store.remember_many([NewEntry(kind=Kind.FACT, content=f"fact number {n} about pool {n}")
+                                    for n in range(1500)], identity=me)
+        ids = sorted(e.id for e in made)
+        twins = next((a, b) for a, b in itertools.pairwise(ids) if a[:4] == b[:4])  # 1,500 ids: 4 hex collide
+        with pytest.raises(UsageError, match="ambiguous") as ambiguous:
+            store.resolve_id(twins[0][:4])
+        assert twins[0] in str(ambiguous.value) and twins[1] in str(ambiguous.value)
+        assert store.resolve_id(twins[0][:12]) == twins[0]
+        assert store.resolve_id(twins[0].upper()) == twins[0]
+        with pytest.raises(NotFound):
+            store.resolve_id(next(p for p in (f"{n:04x}" for n in range(65536))
+                                            if not any(i.startswith(p) for i in ids)))
+        with pytest.raises(UsageError, match="at least 4"):
+            store.resolve_id("abc")

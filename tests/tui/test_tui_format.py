@@ -91,6 +91,11 @@ def test_feed_lines_from_events_and_odd_payloads() -> None:
     assert len(said.text) == len("wrote fact E2: ") + 120 and said.text.endswith("…") and "\x1b" not in said.text
     assert said.matches("morpho")  # the filter finds an entry by its words
     assert feed_item("entry_written", {"id": "E3", "kind": "fact", "preview": 7}, 7).text == "wrote fact E3"  # type: ignore[union-attr]
+    long = feed_item("entry_written", {"id": "3892db20" + "a" * 24, "kind": "warning", "preview": "gas above 80 gwei"},
+                     7)
+    # An 80-column feed line: the id's first 8 hex characters (as git shows a commit), then what was said.
+    assert long is not None and long.text == "wrote warning 3892db20: gas above 80 gwei"
+    assert long.entry_id == "3892db20" + "a" * 24  # the full id stays with the line (opening it)
     got = feed_item("entries_received", {"from": "12D3KooWxxxxSIBLING1", "via": "gossip", "entries": 2,
                                          "ids": ["A", "B"]}, 7)
     assert got is not None and got.entry_id == "A" and "(+1 more)" in got.text and "…SIBLING1" in got.text

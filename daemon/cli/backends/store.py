@@ -77,7 +77,8 @@ class StoreBackend(Backend):
     def entry(self, entry_id: str) -> Doc:
         policy = self.data.load_config().trust.policy()
         with self.data.open_store() as store:
-            return store.with_beliefs([store.get(entry_id)], policy, now_ms=wall_clock_ms())[0].to_json()
+            found = store.get(store.resolve_id(entry_id))
+            return store.with_beliefs([found], policy, now_ms=wall_clock_ms())[0].to_json()
 
     def entries(self, *, kinds: Sequence[str], limit: int, archived: bool) -> Doc:
         with self.data.open_store() as store:
