@@ -44,13 +44,17 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def recorded_pid(run_path: Path) -> int | None:
-    """The pid `run_path` (run.json) names, if such a process exists and is not this one."""
+def recorded_pid(run_path: Path, *, ignore_self: bool = False) -> int | None:
+    """The pid `run_path` (run.json) names, if such a process exists. `ignore_self`: a daemon
+    starting reads a run.json naming its own pid as stale (a container gives every incarnation
+    pid 1); anyone else (the client, restore) takes any live process as the daemon."""
     try:
         pid = int(json.loads(run_path.read_text())["pid"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return pid if pid != os.getpid() and pid_alive(pid) else None
+    if ignore_self and pid == os.getpid():
+        return None
+    return pid if pid_alive(pid) else None
 
 
 class DaemonLock:

@@ -319,7 +319,7 @@ class DaemonRuntime:
             lock.release()
 
     async def _main_locked(self, task_status: Any) -> None:
-        other = recorded_pid(self.data.run_path)
+        other = recorded_pid(self.data.run_path, ignore_self=True)
         if other is not None:
             raise FatalError(f"another clade daemon (pid {other}) runs on {self.data.root}: "
                              "stop it first (or use another --data-dir)")

@@ -174,14 +174,17 @@ def test_a_heuristic_crosses_with_positive_outcomes_once_its_ticks_passed(store:
 def test_legacy_pushes_young_rules_when_the_golem_declines(store: Grimoire) -> None:
     young = store.remember(NewEntry(kind=Kind.HEURISTIC, content="Rebalance at 2% drift", confidence=0.8),
                            identity=ME).id
-    unsure = store.remember(NewEntry(kind=Kind.HEURISTIC, content="Maybe rebalance weekly", confidence=0.6),
+    half = store.remember(NewEntry(kind=Kind.HEURISTIC, content="Maybe rebalance weekly", confidence=0.6),
+                          identity=ME).id
+    unsure = store.remember(NewEntry(kind=Kind.HEURISTIC, content="Perhaps rebalance monthly", confidence=0.35),
                             identity=ME).id
     assert promote_ready(store, ME, now_ms=T0, tick_seconds=TICK_S) == []
     from daemon.grimoire.vitality import Vitality, write_vitality
 
     with store.transaction() as conn:
         write_vitality(conn, Vitality.checked("declining"), now_ms=T0)
-    assert promote_ready(store, ME, now_ms=T0, tick_seconds=TICK_S) == [young]
+    # Near death the bar is 0.4, not the rules' 0.7: what the golem half-believes is passed on.
+    assert sorted(promote_ready(store, ME, now_ms=T0, tick_seconds=TICK_S)) == sorted([young, half])
     assert store.get(young).to_json()["promoted_reason"] == "legacy"
     assert store.get(unsure).promoted_reason is None
 
