@@ -74,13 +74,14 @@ class EntryReads:
     def resolve_id(self, text: str) -> str:
         """The full id an entry id or a unique prefix of one names (as git takes a commit):
         32 hex characters are returned as given; 4 to 31 must match exactly one entry.
-        Raises `UsageError` for a prefix that is too short, not hex, or ambiguous (naming up to
-        five candidates), `NotFound` when nothing matches."""
+        Raises `UsageError` for an ambiguous prefix (naming up to five candidates), `NotFound`
+        when nothing matches, the text being no id nor prefix at all (too short, not hex) included:
+        a path that names no entry is a 404 to the API, never a refused request."""
         given = text.strip().lower()
         if len(given) == 32:
             return given
         if not 4 <= len(given) < 32 or any(c not in "0123456789abcdef" for c in given):
-            raise UsageError(f"entry id {text!r}: give the 32 hex characters, or a unique prefix of at least 4")
+            raise NotFound(f"no entry with id {text!r} (an id is 32 hex characters, or a unique prefix of at least 4)")
         found = [r[0] for r in self._conn.execute(
             "SELECT id FROM entries WHERE id >= ? AND id < ? ORDER BY id LIMIT 6", (given, given + "g"))]
         if not found:

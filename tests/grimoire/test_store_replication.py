@@ -292,5 +292,5 @@ def test_an_id_prefix_names_one_entry_or_is_refused_with_the_candidates(tmp_path
         with pytest.raises(NotFound):
             store.resolve_id(next(p for p in (f"{n:04x}" for n in range(65536))
                                             if not any(i.startswith(p) for i in ids)))
-        with pytest.raises(UsageError, match="at least 4"):
+        with pytest.raises(NotFound, match="at least 4"):
             store.resolve_id("abc")
