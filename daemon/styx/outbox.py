@@ -59,8 +59,9 @@ class OutboxWriter:
             if op.writer != me or op.slot is not SlotKind.BODY or not isinstance(op.value, EntryBody):
                 continue
             body = op.value
-            row = conn.execute(
-                "SELECT confidence, promoted_ms FROM entries WHERE id = ? AND status = 'active'", (body.id,)).fetchone()
+            row = conn.execute(  # a held entry (a repeated warning, an inherited one) crosses nowhere, Styx included
+                "SELECT confidence, promoted_ms FROM entries WHERE id = ? AND status = 'active' "
+                "AND crossing_hold IS NULL", (body.id,)).fetchone()
             if row is None:
                 continue
             confidence, promoted_ms = float(row[0]), row[1]

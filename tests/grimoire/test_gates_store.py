@@ -244,3 +244,18 @@ def test_an_inherited_entry_is_held_until_validated_then_reissued(store: Grimoir
     assert store.get(promoted[0]).outcomes_positive == 1
     assert not store.sync_gate(ME.peer_id)(store.get(idle).body)
     assert promote_ready(store, ME, now_ms=T0 + 6, tick_seconds=TICK_S) == []  # once
+
+
+def test_a_held_warning_never_reaches_the_styx_outbox(store: Grimoire) -> None:
+    """A warning held as a repeat of one gossiped within a day stays home from Styx too: the
+    outbox hook enqueues what crosses, and a held entry does not (step 21, finding 5)."""
+    from daemon.styx.outbox import OutboxWriter, due
+
+    store.outbox = OutboxWriter()
+    first, _ = remember_warning(store, NewEntry(kind=Kind.WARNING, content="Pool X is being drained"), ME,
+                                vector=unit(1, 0, 0), info=INFO, now_ms=T0)
+    again, sim = remember_warning(store, NewEntry(kind=Kind.WARNING, content="Pool X drained right now"), ME,
+                                  vector=unit(1, 0.1, 0), info=INFO, now_ms=T0 + 1000)
+    assert sim is not None and again.crossing_hold == "near_duplicate"
+    queued = [i.item for i in due(store.connection, now_ms=T0 + 10_000, limit=10)]
+    assert len(queued) == 1 and first.id in queued[0] and again.id not in queued[0]
