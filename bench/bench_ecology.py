@@ -73,6 +73,7 @@ from typing import Any
 
 from bench.common import machine_info, machine_rows, print_table, progress
 from bench.common.report import add_common_args, main_in_workdir, not_empty
+from bench.common.stats import mean_interval
 from crdt import EntryBody, Kind, Sensitivity, decode_delta, encode_delta, may_cross
 from crypto import Identity, signature_ok
 from daemon.grimoire import Grimoire, NewEntry
@@ -433,24 +434,6 @@ def _expected_brier(pairs: Sequence[tuple[float, float]]) -> float | None:
     return statistics.fmean((f - p) ** 2 + p * (1 - p) for f, p in pairs) if pairs else None
 
 
-_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-        11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 19: 2.093, 24: 2.064, 29: 2.045}
-
-
-def interval(values: Sequence[float]) -> dict[str, float | int | None]:
-    """Mean and its 95 % t-interval over `values` (one per seed)."""
-    xs = [v for v in values if v is not None and not math.isnan(v)]
-    if not xs:
-        return {"mean": None, "lo": None, "hi": None, "n": 0}
-    mean = statistics.fmean(xs)
-    if len(xs) < 2:
-        return {"mean": mean, "lo": None, "hi": None, "n": len(xs)}
-    dof = len(xs) - 1
-    t = _T95.get(dof) or _T95[max(k for k in _T95 if k <= dof)] if dof <= 29 else 1.96
-    half = t * statistics.stdev(xs) / math.sqrt(len(xs))
-    return {"mean": mean, "lo": mean - half, "hi": mean + half, "n": len(xs)}
-
-
 def _job(task: tuple[str, str, int, int, int, int, str]) -> dict[str, Any]:
     arm, variant, seed, days, cycle_hours, decisions, work = task
     return run_one(arm, variant, seed, days, cycle_hours, decisions, Path(work))
@@ -475,19 +458,19 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         for arm in arms:
             runs = sorted((r for r in results if r["arm"] == arm and r["variant"] == variant), key=lambda r: r["seed"])
             table.setdefault(variant, {})[arm] = {
-                "good_share": interval([r["good_share"] for r in runs]),
-                "acted_share": interval([r["acted_share"] for r in runs]),
-                "covered_share": interval([r["covered_share"] for r in runs]),
-                "bad_golem_days": interval([r["bad_golem_days"] for r in runs]),
-                "good_in_time": interval([r["good_in_time"] for r in runs]),
-                "insights_promoted": interval([r["insights_promoted"] for r in runs]),
-                "brier_shown": interval([r["brier_shown"] for r in runs]),
-                "brier_stated": interval([r["brier_stated"] for r in runs]),
-                "brier_gain": interval([r["brier_stated"] - r["brier_shown"] for r in runs
+                "good_share": mean_interval([r["good_share"] for r in runs]),
+                "acted_share": mean_interval([r["acted_share"] for r in runs]),
+                "covered_share": mean_interval([r["covered_share"] for r in runs]),
+                "bad_golem_days": mean_interval([r["bad_golem_days"] for r in runs]),
+                "good_in_time": mean_interval([r["good_in_time"] for r in runs]),
+                "insights_promoted": mean_interval([r["insights_promoted"] for r in runs]),
+                "brier_shown": mean_interval([r["brier_shown"] for r in runs]),
+                "brier_stated": mean_interval([r["brier_stated"] for r in runs]),
+                "brier_gain": mean_interval([r["brier_stated"] - r["brier_shown"] for r in runs
                                         if r["brier_shown"] is not None and r["brier_stated"] is not None]),
-                "brier_items_shown": interval([r["brier_items_shown"] for r in runs]),
-                "brier_items_stated": interval([r["brier_items_stated"] for r in runs]),
-                "brier_items_gain": interval([r["brier_items_stated"] - r["brier_items_shown"] for r in runs
+                "brier_items_shown": mean_interval([r["brier_items_shown"] for r in runs]),
+                "brier_items_stated": mean_interval([r["brier_items_stated"] for r in runs]),
+                "brier_items_gain": mean_interval([r["brier_items_stated"] - r["brier_items_shown"] for r in runs
                                               if r["brier_items_shown"] is not None]),
                 "soma_on_siblings": sum(r["soma_on_siblings"] for r in runs),
                 "destroyed": sum(r["destroyed"] for r in runs),
@@ -499,12 +482,12 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 by_seed = {r["seed"]: r for r in results if r["variant"] == variant and r["arm"] == other}
                 diffs = [r["good_share"] - by_seed[r["seed"]]["good_share"] for r in results
                          if r["variant"] == variant and r["arm"] == "clade" and r["seed"] in by_seed]
-                paired.setdefault(variant, {})[other] = interval(diffs)
+                paired.setdefault(variant, {})[other] = mean_interval(diffs)
             if variant != "honest" and "solo" in arms:  # the clade under attack against solo unattacked
                 solo = {r["seed"]: r for r in results if r["variant"] == "honest" and r["arm"] == "solo"}
                 diffs = [r["good_share"] - solo[r["seed"]]["good_share"] for r in results
                          if r["variant"] == variant and r["arm"] == "clade" and r["seed"] in solo]
-                paired[variant]["solo_honest"] = interval(diffs)
+                paired[variant]["solo_honest"] = mean_interval(diffs)
     return {"machine": machine_info(work), "params": {
         "days": args.days, "cycle_hours": args.cycle_hours, "decisions_per_day": args.decisions, "seeds": seeds,
         "golems": 3, "arms": arms, "variants": variants, "jobs": args.jobs},

@@ -109,6 +109,14 @@ class AuthorValue:
         return [self.confidence, int(self.status), sup]
 
 
+def _check_counts(value: object, names: tuple[str, ...]) -> None:
+    """A tally's counts: each an int in 0..MAX_COUNT (`InvalidValue` names the first that is not)."""
+    for name in names:
+        v = getattr(value, name)
+        if type(v) is not int or not 0 <= v <= MAX_COUNT:
+            raise InvalidValue(name, f"must be an integer in 0..{MAX_COUNT}, got {v!r}")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EndorseValue:
     """One replica's running tally of confirmations and contradictions of an entry."""
@@ -117,10 +125,7 @@ class EndorseValue:
     contradicts: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("confirms", "contradicts"):
-            v = getattr(self, name)
-            if type(v) is not int or not 0 <= v <= MAX_COUNT:
-                raise InvalidValue(name, f"must be an integer in 0..{MAX_COUNT}, got {v!r}")
+        _check_counts(self, ("confirms", "contradicts"))
 
     def to_wire(self) -> list[Any]:
         return [self.confirms, self.contradicts]
@@ -134,10 +139,7 @@ class EvidenceValue:
     negative: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("positive", "negative"):
-            v = getattr(self, name)
-            if type(v) is not int or not 0 <= v <= MAX_COUNT:
-                raise InvalidValue(name, f"must be an integer in 0..{MAX_COUNT}, got {v!r}")
+        _check_counts(self, ("positive", "negative"))
 
     def covers(self, other: EvidenceValue) -> bool:
         """Whether this tally is at least `other` in both counts (a tally only grows)."""

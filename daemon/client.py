@@ -19,7 +19,7 @@ import httpx
 from daemon.datadir import DataDir
 from daemon.errors import DaemonError, NotFound, UsageError
 from daemon.grimoire.fields import format_errors
-from daemon.presence import recorded_pid
+from daemon.presence import pid_alive
 
 __all__ = ["DaemonClient", "daemon_is_live", "find_socket"]
 
@@ -30,12 +30,11 @@ def find_socket(data: DataDir) -> Path | None:
     None when run.json is missing or unreadable, its pid is gone, or the socket file is absent.
     """
     try:
-        socket = Path(json.loads(data.run_path.read_text())["socket"])
+        info = json.loads(data.run_path.read_text())
+        pid, socket = int(info["pid"]), Path(info["socket"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if recorded_pid(data.run_path) is None:
-        return None
-    return socket if socket.exists() else None
+    return socket if pid_alive(pid) and socket.exists() else None
 
 
 def daemon_is_live(data: DataDir, *, timeout_s: float = 2.0) -> bool:

@@ -42,7 +42,6 @@ from .promotion import EVIDENCE_KINDS, PROMOTABLE, WARNING_REPEAT, Candidate, cr
 from .records import Entry, NewEntry
 from .store import Grimoire, LocalIdentity
 from .trust import TrustPolicy
-from .trust_store import author_views
 from .vectors import put_vectors
 from .vitality import read_vitality
 
@@ -95,8 +94,7 @@ def promote_ready(store: Grimoire, identity: LocalIdentity, *, now_ms: int, tick
     policy = trust or TrustPolicy()
     entries = {e.id: e for e in store.get_many([r[0] for r in rows])}
     pooled = store.beliefs(list(entries), policy, now_ms=now_ms)
-    view = author_views(store.connection, now_ms=now_ms, policy=policy) if policy.enabled else None
-    record = track_record(*clade_record(store.connection, me, view))
+    record = track_record(*clade_record(store.connection, me, store.trust_view(policy, now_ms=now_ms)))
     evidence_ids = [r[0] for r in rows if r[0] in entries and entries[r[0]].body.kind in EVIDENCE_KINDS]
     reference = _reference_similarity(store, me, vectors, evidence_ids)
     admitted: list[NDArray[np.float32]] = []

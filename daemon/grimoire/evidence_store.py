@@ -5,8 +5,9 @@ evidence slots (replication.py calls it for every evidence op it puts). `beliefs
 some entries, the stated confidence, this golem's own outcome tallies and every sibling's
 evidence slot, weighs each sibling by the trust view (trust_store.author_views: a voucher 1.0,
 a member in good standing 0.25, a suspect or distrusted one 0) and pools them
-(belief.pooled_belief). `mark_refuted` dates the entries that turned refuted (and clears those
-that no longer are) so each turn is an event once; nothing here deletes anything.
+(belief.pooled_belief). `refute_turns` and `date_refuted` date the entries that turned refuted
+(and clear those that no longer are) so each turn is an event once (`Grimoire.refresh_refuted`
+runs them); nothing here deletes anything.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from .belief import Belief, BeliefPolicy, SiblingEvidence, pooled_belief, writer_weight
 from .trust_store import TrustView
 
-__all__ = ["BELIEF", "beliefs", "clade_record", "mark_refuted", "record_evidence", "refuted_candidates"]
+__all__ = ["BELIEF", "beliefs", "clade_record", "date_refuted", "record_evidence", "refute_turns", "refuted_candidates"]
 
 BELIEF = BeliefPolicy()
 
@@ -61,7 +62,7 @@ def beliefs(conn: sqlite3.Connection, entry_ids: Sequence[str], view: TrustView 
     return {i: pooled_belief(stated, pos, neg, slots.get(i, ()), policy) for i, (stated, pos, neg) in facts.items()}
 
 
-def refuted_candidates(conn: sqlite3.Connection, *, policy: BeliefPolicy = BELIEF) -> list[str]:
+def refuted_candidates(conn: sqlite3.Connection) -> list[str]:
     """Entries that could be refuted: some negative evidence here or from a sibling, or dated refuted."""
     rows = conn.execute(
         "SELECT id FROM entries WHERE outcomes_negative > 0 OR refuted_ms IS NOT NULL "
@@ -69,15 +70,17 @@ def refuted_candidates(conn: sqlite3.Connection, *, policy: BeliefPolicy = BELIE
     return [r[0] for r in rows]
 
 
-def mark_refuted(conn: sqlite3.Connection, states: Mapping[str, Belief], *, now_ms: int) -> tuple[list[str], list[str]]:
-    """Date the entries of `states` that are refuted and not yet dated, clear those that no longer
-    are (inside the caller's transaction); returns (newly refuted, no longer refuted)."""
+def refute_turns(conn: sqlite3.Connection, states: Mapping[str, Belief]) -> tuple[list[str], list[str]]:
+    """Of `states`, (refuted and not yet dated, dated and no longer refuted): a read."""
     dated = {r[0] for r in conn.execute("SELECT id FROM entries WHERE refuted_ms IS NOT NULL")} if states else set()
-    turned = sorted(i for i, b in states.items() if b.refuted and i not in dated)
-    lifted = sorted(i for i, b in states.items() if not b.refuted and i in dated)
+    return (sorted(i for i, b in states.items() if b.refuted and i not in dated),
+            sorted(i for i, b in states.items() if not b.refuted and i in dated))
+
+
+def date_refuted(conn: sqlite3.Connection, turned: Sequence[str], lifted: Sequence[str], *, now_ms: int) -> None:
+    """Date `turned` refuted now and clear `lifted` (inside the caller's transaction)."""
     conn.executemany("UPDATE entries SET refuted_ms = ? WHERE id = ?", [(now_ms, i) for i in turned])
     conn.executemany("UPDATE entries SET refuted_ms = NULL WHERE id = ?", [(i,) for i in lifted])
-    return turned, lifted
 
 
 def clade_record(conn: sqlite3.Connection, author: str, view: TrustView | None,

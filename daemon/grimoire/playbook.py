@@ -14,13 +14,13 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["DEFAULT_PLAYBOOK", "PLAYBOOK_HEADER", "PLAYBOOK_LIMIT", "atomic_write", "playbook_text", "read_playbook",
-           "snapshot_playbook", "write_playbook"]
+__all__ = ["DEFAULT_PLAYBOOK", "PLAYBOOK_LIMIT", "atomic_write", "playbook_text", "read_playbook", "snapshot_playbook",
+           "write_playbook"]
 
 SNAPSHOT_KEEP = 20
 PLAYBOOK_LIMIT = 200  # rules at most, newest first
 
-PLAYBOOK_HEADER = """\
+DEFAULT_PLAYBOOK = """\
 # PLAYBOOK
 
 The curator rewrites this file every cycle from the Grimoire's active warnings, heuristics
@@ -29,13 +29,11 @@ Private and sensitive entries are never written here. Edits made by hand are rep
 next cycle.
 """
 
-DEFAULT_PLAYBOOK = PLAYBOOK_HEADER
-
 
 def playbook_text(rules: Iterable[tuple[str, str]]) -> str:
     """PLAYBOOK.md for `rules` — (kind, content) pairs, already selected — one line each,
     whitespace folded so a rule cannot forge a heading or another rule."""
-    lines = [PLAYBOOK_HEADER]
+    lines = [DEFAULT_PLAYBOOK]  # the header an empty playbook has
     lines.extend(f"- [{kind}] {' '.join(content.split())}" for kind, content in rules)
     return "\n".join(lines) + "\n"
 

@@ -17,18 +17,18 @@ from typing import Any
 from crdt import Kind
 from daemon.errors import NotFound, UsageError
 
-from .belief import Belief
-from .evidence_store import beliefs
+from .belief import Belief, BeliefPolicy
+from .evidence_store import BELIEF, beliefs
 from .keywords import QueryTerms, affordable, query_words, searchable_text
 from .records import Entry
 from .replication import SqliteBackend
 from .rows import ENTRY_COLUMN_NAMES, ENTRY_COLUMNS, RANK_COLUMNS, RankFields, entry_from_row, rank_fields
 from .trust import TrustPolicy
-from .trust_store import ViewCache
+from .trust_store import TrustView, ViewCache
 
 __all__ = ["EntryReads", "RecallHit", "StoreCounts"]
 
-_VIEWS = ViewCache()  # siblings' trust per store connection, read again only after a commit
+_VIEWS = ViewCache()  # siblings' trust per store connection, read again only after a commit (`trust_view`)
 _FTS_WORD = re.compile(r"[^\W_]+", re.UNICODE)  # FTS5 unicode61 tokens: underscore separates
 
 
@@ -123,11 +123,17 @@ class EntryReads:
                 f"SELECT {columns} FROM entries WHERE id IN ({', '.join('?' * len(chunk))})", chunk))
         return rows
 
-    def beliefs(self, entry_ids: Sequence[str], policy: TrustPolicy, *, now_ms: int) -> dict[str, Belief]:
+    def trust_view(self, policy: TrustPolicy, *, now_ms: int) -> TrustView | None:
+        """Siblings' trust under `policy` (trust_store.author_views), one view per connection kept
+        until anything is committed (`ViewCache`): recall, entry documents, the belief and the
+        crossing gate share it. None when trust is off."""
+        return _VIEWS.views(self, self._conn, now_ms=now_ms, policy=policy) if policy.enabled else None
+
+    def beliefs(self, entry_ids: Sequence[str], policy: TrustPolicy, *, now_ms: int,
+                belief: BeliefPolicy = BELIEF) -> dict[str, Belief]:
         """The pooled belief of each of these entries (belief.py): siblings' evidence weighed by
         the trust view under `policy` (every member in full when trust is off)."""
-        view = _VIEWS.views(self, self._conn, now_ms=now_ms, policy=policy) if policy.enabled else None
-        return beliefs(self._conn, entry_ids, view)
+        return beliefs(self._conn, entry_ids, self.trust_view(policy, now_ms=now_ms), belief)
 
     def with_beliefs(self, entries: Sequence[Entry], policy: TrustPolicy, *, now_ms: int) -> list[Entry]:
         """`entries`, each with its pooled belief attached (what the entry document shows)."""

@@ -39,7 +39,7 @@ from .records import Entry
 from .rows import RankFields
 from .store import Grimoire, wall_clock_ms
 from .trust import TrustPolicy
-from .trust_store import ViewCache, entry_states
+from .trust_store import entry_states
 from .vectors import VectorIndex, missing_vectors, write_vectors
 
 if TYPE_CHECKING:
@@ -98,7 +98,6 @@ class Retriever:
         self._index_lock = threading.Lock()  # recalls on several read connections share the index
         self.lexical_weight = fusion.LEXICAL_WEIGHT  # fusion's one parameter (benches sweep it)
         self.trust = TrustPolicy()  # the quarantine recall applies (the daemon sets it from config `[trust]`)
-        self._views = ViewCache()  # siblings' trust, read again only after a commit (trust_store.ViewCache)
         self.belief = BeliefPolicy()  # how siblings' evidence pools and what refutes (belief.py)
 
     @property
@@ -199,8 +198,7 @@ class Retriever:
         releases: dict[str, str] = {}
         pooled: dict[str, Belief] = {}
         if rows:
-            view = self._views.views(reader, reader.connection, now_ms=now, policy=self.trust) \
-                if self.trust.enabled else None
+            view = reader.trust_view(self.trust, now_ms=now)
             if view is not None:
                 states = entry_states(reader.connection, [c.id for c, _ in rows], view, now_ms=now,
                                       policy=self.trust)

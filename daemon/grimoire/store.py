@@ -41,6 +41,8 @@ from crdt.ops import SlotKind
 from crdt.replica import MAX_BATCH_BYTES, MAX_BATCH_OPS, Gate
 from daemon.errors import NotFound, StoreError
 
+from .belief import Belief
+from .evidence_store import date_refuted, refute_turns, refuted_candidates
 from .outcomes import apply_outcome
 from .posterior import Effect, OutcomeInput
 from .promotion import sync_gate
@@ -49,6 +51,7 @@ from .records import Entry, NewEntry
 from .replication import Piece, SqliteBackend, join_delta, load_context
 from .rows import ENTRY_COLUMNS, entry_from_row
 from .schema import SCHEMA_VERSION, NewerSchema, migrate, user_version
+from .trust import TrustPolicy
 
 __all__ = ["Grimoire", "LocalIdentity", "RecallHit", "StoreCounts", "wall_clock_ms"]
 
@@ -347,6 +350,18 @@ class Grimoire(EntryReads):
                 current = op.value if op is not None and isinstance(op.value, EvidenceValue) else None
                 apply_op(backend, mutator.evidence(body, current, positive=checked.effect is Effect.POSITIVE))
         return self.get(entry_id)
+
+    def refresh_refuted(self, policy: TrustPolicy, *, now_ms: int
+                        ) -> tuple[dict[str, Belief], list[str], list[str]]:
+        """Read the pooled belief of every entry with negative evidence, date those that turned
+        refuted and clear those that no longer are (a write only when something turned);
+        returns (the beliefs read, turned refuted, lifted)."""
+        found = self.beliefs(refuted_candidates(self._conn), policy, now_ms=now_ms)
+        turned, lifted = refute_turns(self._conn, found)
+        if turned or lifted:
+            with self._write() as conn:
+                date_refuted(conn, turned, lifted, now_ms=now_ms)
+        return found, turned, lifted
 
     def sync_gate(self, local_replica: str, entry_ids: Collection[str] | None = None) -> Gate:
         """The gate for ops sent to siblings (see `promotion.sync_gate`), as of now.

@@ -26,7 +26,6 @@ import httpx
 import trio
 
 from daemon.grimoire import Grimoire
-from daemon.grimoire.evidence_store import mark_refuted, refuted_candidates
 from daemon.grimoire.trust import AuthorView
 from daemon.grimoire.trust_store import author_views, record_suspects
 
@@ -74,9 +73,7 @@ async def check_refuted(state: DaemonState) -> tuple[list[str], list[str]]:
     now = state.now_ms()
 
     def run(store: Grimoire) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        found = store.beliefs(refuted_candidates(store.connection), policy, now_ms=now)
-        with store.transaction() as conn:
-            turned, lifted = mark_refuted(conn, found, now_ms=now)
+        found, turned, lifted = store.refresh_refuted(policy, now_ms=now)
         authors = {e.id: e.body.author for e in store.get_many([*turned, *lifted])}
         return ([{"id": i, "author": authors.get(i), **found[i].to_json()} for i in turned],
                 [{"id": i, "author": authors.get(i), **found[i].to_json()} for i in lifted])
