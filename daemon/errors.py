@@ -7,7 +7,7 @@ that names the bad value and what to do next.
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "DaemonError", "NotFound", "StoreError", "UsageError"]
+__all__ = ["ConfigError", "Conflict", "DaemonError", "NotFound", "StoreError", "UsageError"]
 
 
 class DaemonError(Exception):
@@ -24,6 +24,11 @@ class UsageError(DaemonError):
 
 class NotFound(UsageError):
     """The caller named something (an entry id, a file) that does not exist."""
+
+
+class Conflict(UsageError):
+    """The daemon's state does not allow the request now (HTTP 409): not in a clade, sync off,
+    not the entry's author, a working memory changed while it was being closed."""
 
 
 class ConfigError(UsageError):

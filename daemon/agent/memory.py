@@ -7,6 +7,9 @@ The daemon runs them in its writer thread; the CLI calls them directly when no d
   Closing a session turns every line marked `LESSON:`, `STRATEGY:`, `WARNING:` or `FACT:` into
   a long-term entry (heuristic, strategy_outcome, warning, fact) tagged `session:<name>`, then
   clears the session, all in one transaction.
+- **One write door**: every entry written here passes daemon/grimoire/write_door.py (the repeat
+  hold for warnings) like any other own write; callers validate first (`flush_news`,
+  `lesson_news`, `marked_news`), prepare vectors off the writer's thread, then write.
 - **Idempotency**: every entry written here is recorded in `agent_migrations` under a scope
   (`session/<name>` or `lessons`) and the hash of its kind and whitespace-normalised content,
   in the same transaction as the entry. A line (or flushed fact, or lesson) already recorded in
@@ -20,7 +23,7 @@ import json
 import re
 import sqlite3
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,22 +31,26 @@ from pydantic import ValidationError
 
 from crdt import InvalidValue, Kind, Timestamp
 from daemon.contract.requests import MAX_FLUSH_ITEMS, MAX_LESSONS, MAX_WORKING_MEMORY_BYTES, SESSION_PATTERN, MemoryIn
-from daemon.errors import UsageError
-from daemon.grimoire import Entry, Grimoire, NewEntry
+from daemon.errors import Conflict, UsageError
+from daemon.grimoire import Grimoire, NewEntry
 from daemon.grimoire.fields import EntryFields
 from daemon.grimoire.store import LocalIdentity
+from daemon.grimoire.write_door import Prepared, Written, entry_batch, written
 
 __all__ = [
     "PREFIX_KINDS",
-    "Batch",
     "ContentTooLarge",
     "Lesson",
+    "Marked",
     "check_session",
     "check_working_text",
     "checked_entry",
     "close_working_memory",
     "flush_facts",
+    "flush_news",
     "import_lessons",
+    "lesson_news",
+    "marked_news",
     "new_entry",
     "parse_lessons",
     "parse_memory_lines",
@@ -66,20 +73,6 @@ _VALIDATION_AUTHOR = "validation"  # a syntactically valid peer id: checks bodie
 
 class ContentTooLarge(UsageError):
     """Working memory over its size limit (HTTP 413)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Batch:
-    """What a batch wrote: the entry id for every item (in order; earlier ones for items
-    already recorded in the scope), and the entries created now."""
-
-    ids: list[str]
-    created: list[Entry] = field(default_factory=list)
-
-    @property
-    def existing(self) -> list[str]:
-        made = {e.id for e in self.created}
-        return list(dict.fromkeys(i for i in self.ids if i not in made))
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,16 +150,19 @@ def line_key(kind: Kind, content: str) -> str:
 
 
 # -- batches -------------------------------------------------------------------------
+# Each batch is validated first (pure: `flush_news`, `lesson_news`, `marked_news`), then the
+# caller prepares the vectors the write door needs (daemon/grimoire/write_door.py) off the
+# writer's thread, then the batch is written through the door in one transaction.
 
 
-def _write_batch(store: Grimoire, identity: LocalIdentity, scope: str, news: Sequence[NewEntry], *,
+def _write_batch(store: Grimoire, identity: LocalIdentity, scope: str, prepared: Prepared, *,
                  now_ms: int, label: Callable[[int], str],
-                 then: Callable[[sqlite3.Connection], None] | None = None) -> Batch:
-    """Write `news` (those not yet recorded in `scope`) and their records in one transaction."""
+                 then: Callable[[sqlite3.Connection], None] | None = None) -> Written:
+    """Write the prepared entries not yet recorded in `scope`, and their records, through the
+    write door in one transaction."""
     ids: list[str] = []
-    created: list[str] = []
-    with store.local_batch(identity) as (conn, add):
-        for i, new in enumerate(news):
+    with entry_batch(store, identity, prepared, now_ms=now_ms) as (conn, door):
+        for i, new in enumerate(prepared.news):
             key = line_key(new.kind, new.content)
             row = conn.execute("SELECT entry_id FROM agent_migrations WHERE scope = ? AND line_hash = ?",
                                (scope, key)).fetchone()
@@ -174,40 +170,48 @@ def _write_batch(store: Grimoire, identity: LocalIdentity, scope: str, news: Seq
                 ids.append(str(row[0]))
                 continue
             try:
-                entry_id = add(new)
+                entry_id = door.add(i)
             except InvalidValue as exc:
                 raise UsageError(f"{label(i)}: {exc}") from None
             conn.execute("INSERT INTO agent_migrations (scope, line_hash, entry_id, migrated_ms) VALUES (?, ?, ?, ?)",
                          (scope, key, entry_id, now_ms))
             ids.append(entry_id)
-            created.append(entry_id)
         if then is not None:
             then(conn)
-    by_id = {e.id: e for e in store.get_many(created)}
-    return Batch(ids=ids, created=[by_id[i] for i in created])
+    return written(store, door, ids)
 
 
-def flush_facts(store: Grimoire, identity: LocalIdentity, session: str, facts: Sequence[EntryFields], *,
-                now_ms: int) -> Batch:
-    """Store every fact tagged with the session, all or none (an error names `facts[i]`).
-
-    Episodes are refused. A fact already recorded in this session (same kind and content) is
-    not written again; its earlier id is returned in its place."""
+def flush_news(session: str, facts: Sequence[EntryFields]) -> list[NewEntry]:
+    """The entries a flush writes, every rule checked (an error names `facts[i]`); episodes refused."""
     check_session(session)
     if not 1 <= len(facts) <= MAX_FLUSH_ITEMS:
         raise UsageError(f"facts: {len(facts)} items; a flush holds 1..{MAX_FLUSH_ITEMS}")
     tag = session_tag(session)
-    news = [checked_entry(f, f"facts[{i}]", extra_tags=(tag,)) for i, f in enumerate(facts)]
-    return _write_batch(store, identity, f"session/{session}", news, now_ms=now_ms, label=lambda i: f"facts[{i}]")
+    return [checked_entry(f, f"facts[{i}]", extra_tags=(tag,)) for i, f in enumerate(facts)]
 
 
-def import_lessons(store: Grimoire, identity: LocalIdentity, lessons: Sequence[EntryFields], *, now_ms: int,
-                   label: Callable[[int], str] = lambda i: f"lessons[{i}]") -> Batch:
-    """Store lessons all or none; one imported before (same kind and content) is skipped."""
+def flush_facts(store: Grimoire, identity: LocalIdentity, session: str, prepared: Prepared, *,
+                now_ms: int) -> Written:
+    """Store every fact (`flush_news`) tagged with the session, all or none.
+
+    A fact already recorded in this session (same kind and content) is not written again; its
+    earlier id is returned in its place."""
+    return _write_batch(store, identity, f"session/{session}", prepared, now_ms=now_ms,
+                        label=lambda i: f"facts[{i}]")
+
+
+def lesson_news(lessons: Sequence[EntryFields], *,
+                label: Callable[[int], str] = lambda i: f"lessons[{i}]") -> list[NewEntry]:
+    """The entries an import writes, every rule checked (an error names `label(i)`)."""
     if not 1 <= len(lessons) <= MAX_LESSONS:
         raise UsageError(f"lessons: {len(lessons)} items; an import holds 1..{MAX_LESSONS}")
-    news = [checked_entry(m, label(i)) for i, m in enumerate(lessons)]
-    return _write_batch(store, identity, "lessons", news, now_ms=now_ms, label=label)
+    return [checked_entry(m, label(i)) for i, m in enumerate(lessons)]
+
+
+def import_lessons(store: Grimoire, identity: LocalIdentity, prepared: Prepared, *, now_ms: int,
+                   label: Callable[[int], str] = lambda i: f"lessons[{i}]") -> Written:
+    """Store lessons (`lesson_news`) all or none; one imported before (same kind and content) is skipped."""
+    return _write_batch(store, identity, "lessons", prepared, now_ms=now_ms, label=label)
 
 
 # -- working memory ------------------------------------------------------------------
@@ -246,14 +250,24 @@ def parse_memory_lines(content: str) -> list[tuple[int, Kind, str]]:
     return out
 
 
-def close_working_memory(store: Grimoire, identity: LocalIdentity, session: str, *, now_ms: int) -> Batch:
-    """Migrate the session's marked lines into entries, then clear it; one transaction.
+@dataclass(frozen=True, slots=True)
+class Marked:
+    """A session's working memory as read for a close: its text and the entries its marked lines make."""
 
-    A line that breaks an entry rule (empty after its marker, over 4 KiB) refuses the whole
-    close, naming the line: nothing is migrated and the session is kept."""
+    session: str
+    content: str
+    news: list[NewEntry]
+    lines: list[int]
+
+
+def marked_news(store: Grimoire, session: str) -> Marked:
+    """Read the session's marked lines as entries, every rule checked.
+
+    A line that breaks an entry rule (empty after its marker, over 4 KiB) refuses the close,
+    naming the line: nothing is migrated and the session is kept."""
     check_session(session)
-    row = store.connection.execute("SELECT content FROM working_memory WHERE session = ?", (session,)).fetchone()
-    marked = parse_memory_lines("" if row is None else str(row[0]))
+    content = read_working_memory(store, session)["content"]
+    marked = parse_memory_lines(content)
     tag = session_tag(session)
     news = []
     for number, kind, text in marked:
@@ -263,12 +277,24 @@ def close_working_memory(store: Grimoire, identity: LocalIdentity, session: str,
         except InvalidValue as exc:
             raise UsageError(f"working memory line {number}: {exc}") from None
         news.append(new)
+    return Marked(session, content, news, [number for number, _, _ in marked])
+
+
+def close_working_memory(store: Grimoire, identity: LocalIdentity, marked: Marked, prepared: Prepared, *,
+                         now_ms: int) -> Written:
+    """Migrate the marked lines (`marked_news`) into entries, then clear the session; one
+    transaction. If the session's text changed since it was read, nothing is written and the
+    close is refused (`Conflict`): the caller reads it again."""
+    session = marked.session
 
     def clear(conn: sqlite3.Connection) -> None:
+        row = conn.execute("SELECT content FROM working_memory WHERE session = ?", (session,)).fetchone()
+        if ("" if row is None else str(row[0])) != marked.content:
+            raise Conflict(f"working memory of session {session!r} changed during the close; close it again")
         conn.execute("DELETE FROM working_memory WHERE session = ?", (session,))
 
-    return _write_batch(store, identity, f"session/{session}", news, now_ms=now_ms,
-                        label=lambda i: f"working memory line {marked[i][0]}", then=clear)
+    return _write_batch(store, identity, f"session/{session}", prepared, now_ms=now_ms,
+                        label=lambda i: f"working memory line {marked.lines[i]}", then=clear)
 
 
 # -- lesson files --------------------------------------------------------------------

@@ -5,10 +5,12 @@
     GET  /v1/working-memory/{session}            {session, content, bytes, updated_ms}
     PUT  /v1/working-memory/{session}            {content} (≤ 64 KiB of UTF-8)
     POST /v1/working-memory/{session}/close      migrate marked lines, clear → {session, migrated, existing}
+                                                 (409: the text changed during the close)
     POST /v1/memory/flush                        {session, facts[1..256]} all or none → {session, ids, created}
     POST /v1/lessons                             {lessons[1..4096]} all or none → {ids, created, skipped}
 
-Registered by `api.create_app`; store work runs in the daemon's writer thread.
+Registered by `api.create_app`; new entries pass the one write door (`Writes.write`,
+daemon/grimoire/write_door.py) on the daemon's writer thread.
 """
 
 from __future__ import annotations
@@ -36,7 +38,6 @@ from daemon.contract.responses import (
 )
 from daemon.errors import NotFound, UsageError
 from daemon.grimoire.fields import error_details
-from daemon.service import events
 from daemon.service.state import DaemonState
 
 __all__ = ["ToolCallIn", "register"]
@@ -91,13 +92,6 @@ def _session(request: Request, suffix: str = "") -> str:
     return am.check_session(name)
 
 
-def _publish(state: DaemonState, batch: am.Batch) -> None:
-    for entry in batch.created:
-        state.publish("entry_written", events.entry_written(entry))
-    if batch.created:
-        state.local_write()
-
-
 def register(app: FastAPI, state: DaemonState) -> None:
     """Add the agent-memory routes to the control API (after its own routes)."""
     runner = ToolRunner(app)
@@ -149,24 +143,25 @@ def register(app: FastAPI, state: DaemonState) -> None:
         am.check_working_text(body.content)
         return await state.on_writer(lambda s: am.write_working_memory(s, name, body.content, now_ms=state.now_ms()))
 
-    @app.post("/v1/working-memory/{session:wm_session_close}/close", response_model=CloseOut, responses=errors(400))
+    @app.post("/v1/working-memory/{session:wm_session_close}/close", response_model=CloseOut,
+              responses=errors(400, 409))
     async def working_memory_close(request: Request, session: str = session_param) -> dict[str, Any]:
         name = _session(request, suffix="/close")
-        batch = await state.on_writer(lambda s: am.close_working_memory(s, state.identity, name, now_ms=state.now_ms()))
-        _publish(state, batch)
+        marked = await state.on_reader(lambda r: am.marked_news(r, name))
+        batch = await state.writes.write(marked.news, lambda s, p: am.close_working_memory(
+            s, state.identity, marked, p, now_ms=state.now_ms()))
         return {"session": name, "migrated": [e.id for e in batch.created], "existing": batch.existing}
 
     @app.post("/v1/memory/flush", response_model=FlushOut, responses=errors(400))
     async def flush(body: FlushIn) -> dict[str, Any]:
-        am.check_session(body.session)
-        batch = await state.on_writer(lambda s: am.flush_facts(s, state.identity, body.session, body.facts,
-                                                        now_ms=state.now_ms()))
-        _publish(state, batch)
+        news = am.flush_news(body.session, body.facts)
+        batch = await state.writes.write(news, lambda s, p: am.flush_facts(s, state.identity, body.session, p,
+                                                                           now_ms=state.now_ms()))
         return {"session": body.session, "ids": batch.ids, "created": len(batch.created)}
 
     @app.post("/v1/lessons", response_model=LessonsOut, responses=errors(400))
     async def lessons(body: LessonsIn) -> dict[str, Any]:
-        batch = await state.on_writer(
-            lambda s: am.import_lessons(s, state.identity, body.lessons, now_ms=state.now_ms()))
-        _publish(state, batch)
+        news = am.lesson_news(body.lessons)
+        batch = await state.writes.write(news, lambda s, p: am.import_lessons(s, state.identity, p,
+                                                                              now_ms=state.now_ms()))
         return {"ids": batch.ids, "created": len(batch.created), "skipped": len(batch.ids) - len(batch.created)}

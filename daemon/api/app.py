@@ -73,7 +73,7 @@ from daemon.contract.responses import (
     errors,
 )
 from daemon.embedding.embedder import ModelIntegrityError
-from daemon.errors import NotFound, UsageError
+from daemon.errors import Conflict, NotFound, UsageError
 from daemon.grimoire import Episode
 from daemon.service.state import DaemonState
 from daemon.styx.fanin import merge, styx_doc
@@ -83,11 +83,6 @@ __all__ = ["MAX_BODY_BYTES", "BodyLimit", "Conflict", "TokenAuth", "create_app",
 log = logging.getLogger("clade.api")
 MAX_BODY_BYTES = 1024 * 1024
 DRAIN_BYTES = 16 * 1024 * 1024
-
-
-class Conflict(UsageError):
-    """The daemon's state does not allow the request now (HTTP 409): not in a clade, sync off,
-    not the entry's author."""
 
 
 def _error(status: int, error: str, detail: object) -> JSONResponse:

@@ -26,7 +26,8 @@ locally (reason `reissued`, `local_superseded_by` the new id) and stays held. On
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import sqlite3
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -45,7 +46,7 @@ from .trust import TrustPolicy
 from .vectors import put_vectors
 from .vitality import read_vitality
 
-__all__ = ["promote_ready", "release_inherited", "remember_warning"]
+__all__ = ["add_checked", "promote_ready", "release_inherited", "remember_warning"]
 
 Vectors = Mapping[str, NDArray[np.float32]]
 _BLOCK = 4096
@@ -169,25 +170,34 @@ def remember_warning(store: Grimoire, new: NewEntry, identity: LocalIdentity, *,
                      info: EmbeddingInfo, now_ms: int) -> tuple[Entry, float | None]:
     """Write a warning or anti_knowledge with its vector; hold it if it repeats one gossiped in the
     last 24 h. Returns the entry and, when held, the cosine to the one it repeats."""
+    with store.local_batch(identity) as (conn, add):
+        entry_id, similarity = add_checked(conn, add, new, identity, vector=vector, info=info, now_ms=now_ms)
+    return store.get(entry_id), similarity
+
+
+def add_checked(conn: sqlite3.Connection, add: Callable[[NewEntry], str], new: NewEntry, identity: LocalIdentity,
+                *, vector: NDArray[np.float32], info: EmbeddingInfo, now_ms: int) -> tuple[str, float | None]:
+    """Inside an open local batch (`Grimoire.local_batch`): write a warning or anti_knowledge
+    with its vector, held if it repeats one this golem gossiped within the window. Returns the
+    entry's id and, when held, the cosine to the one it repeats."""
     if new.kind not in (Kind.WARNING, Kind.ANTI_KNOWLEDGE):
         raise ValueError(f"remember_warning: {new.kind.value} is not a warning kind")
     since = Timestamp(max(0, now_ms - WARNING_REPEAT.window_ms)).pack()
-    with store.local_batch(identity) as (conn, add):
-        rows = conn.execute(
-            "SELECT embedding, content FROM entries WHERE author = ? AND kind IN ('warning', 'anti_knowledge') "
-            "AND crossing_hold IS NULL AND created_hlc >= ? AND embedding IS NOT NULL AND embedding_model = ? "
-            "AND embedding_model_version = ? AND embedding_preprocess_hash = ?",
-            (identity.peer_id, since, info.model, info.model_version, info.preprocess_hash)).fetchall()
-        stated = figures(new.content)
-        vectors = [np.frombuffer(blob, dtype=np.float32) for blob, content in rows if figures(content) == stated]
-        references = [v for v in vectors if v.shape[0] == info.dim]
-        entry_id = add(new)
-        put_vectors(conn, info, [entry_id], np.asarray([vector], dtype=np.float32))
-        similarity = max_similarity(vector, references)
-        held = similarity is not None and similarity >= WARNING_REPEAT.similarity
-        if held:
-            conn.execute("UPDATE entries SET crossing_hold = 'near_duplicate' WHERE id = ?", (entry_id,))
-    return store.get(entry_id), similarity if held else None
+    rows = conn.execute(
+        "SELECT embedding, content FROM entries WHERE author = ? AND kind IN ('warning', 'anti_knowledge') "
+        "AND crossing_hold IS NULL AND created_hlc >= ? AND embedding IS NOT NULL AND embedding_model = ? "
+        "AND embedding_model_version = ? AND embedding_preprocess_hash = ?",
+        (identity.peer_id, since, info.model, info.model_version, info.preprocess_hash)).fetchall()
+    stated = figures(new.content)
+    vectors = [np.frombuffer(blob, dtype=np.float32) for blob, content in rows if figures(content) == stated]
+    references = [v for v in vectors if v.shape[0] == info.dim]
+    entry_id = add(new)
+    put_vectors(conn, info, [entry_id], np.asarray([vector], dtype=np.float32))
+    similarity = max_similarity(vector, references)
+    held = similarity is not None and similarity >= WARNING_REPEAT.similarity
+    if held:
+        conn.execute("UPDATE entries SET crossing_hold = 'near_duplicate' WHERE id = ?", (entry_id,))
+    return entry_id, similarity if held else None
 
 
 def status_doc(store: Grimoire) -> dict[str, Any]:

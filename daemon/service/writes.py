@@ -1,28 +1,28 @@
 """The daemon's own writes that cross: remember, retract, endorse; episodes; the nudge after each.
 
-Every committed own op is followed by `local_write`: the p2p publisher gossips what crosses at
-once and the Styx pusher pushes what the write enqueued. A warning or anti_knowledge goes
-through the repeat check (holds.py says which): its vector is computed off the store's thread
-*before* the write, so the hold is committed with the entry and the publisher never sees it
-unheld (daemon/grimoire/crossing.py, remember_warning). Without a model (not prepared,
-corrupt) the warning is written unchecked and the miss is counted (`warning_novelty_unchecked`).
+Every new own entry — one (`remember`) or a batch (`write`: flush, lessons, a working-memory
+close) — passes the one write door (daemon/grimoire/write_door.py): what needs the repeat check
+(public warnings and anti_knowledge) is embedded off the store's thread *before* the write, so a
+hold is committed with the entry and the publisher never sees it unheld. Without a model (not
+ready, cannot load) such an entry is written unchecked and the miss is counted
+(`warning_novelty_unchecked`). After each commit `announce` publishes what was written and
+held, and `local_write` nudges the p2p publisher (gossip at once) and the Styx pusher.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import trio
 
 from crypto import Identity
 from daemon.datadir import DataDir
-from daemon.grimoire import Entry, Episode, NewEntry
-from daemon.grimoire.crossing import remember_warning
+from daemon.grimoire import Entry, Episode, Grimoire, NewEntry
+from daemon.grimoire.write_door import Prepared, Written, needs_vector, prepare, write_entries
 from daemon.service import events
 from daemon.service.embedding import Embedding
-from daemon.service.holds import checks_repeats
 from daemon.service.hub import EventHub
 from daemon.service.peering import Peering
 from daemon.service.store_access import StoreAccess
@@ -54,31 +54,43 @@ class Writes:
         self.peering.local_write()
         self.styx.wake()
 
-    async def remember(self, new: NewEntry) -> Entry:
-        """Write an own entry (a warning that repeats a recent one is held); publishes `entry_written`."""
-        if checks_repeats(new):
-            entry = await self._remember_checked(new)
-        else:
-            entry = await self.access.on_writer(lambda s: s.remember(new, identity=self.identity))
-        self.hub.publish("entry_written", events.entry_written(entry))
-        self.local_write()
-        return entry
-
-    async def _remember_checked(self, new: NewEntry) -> Entry:
-        """Write a warning-kind entry, held if it repeats a recent one; publishes `warning_held`."""
+    async def prepare(self, news: Sequence[NewEntry]) -> Prepared:
+        """The vectors the write door needs, computed off the store's thread (none needed: no model asked)."""
+        wanted = [n.content for n in news if needs_vector(n)]
+        if not wanted:
+            return Prepared.unembedded(news)
         try:
             embedder = await self.embedding.model()
-            vector = (await trio.to_thread.run_sync(lambda: embedder.embed([new.content])))[0]
+            matrix = await trio.to_thread.run_sync(lambda: embedder.embed(wanted))
         except Exception as exc:  # noqa: BLE001 - no model: the warning still crosses, unchecked
             log.warning("warning written without the repeat check (no embedding model: %s)", exc)
-            self.counters["warning_novelty_unchecked"] += 1
-            return await self.access.on_writer(lambda s: s.remember(new, identity=self.identity))
-        entry, similarity = await self.access.on_writer(lambda s: remember_warning(
-            s, new, self.identity, vector=vector, info=embedder.info, now_ms=self.now_ms()))
-        if similarity is not None:
+            return Prepared.unembedded(news)
+        return prepare(news, lambda _texts: matrix, embedder.info)
+
+    async def write(self, news: Sequence[NewEntry], op: Callable[[Grimoire, Prepared], Written]) -> Written:
+        """Prepare `news`, run `op` (which writes them through the door) on the writer, announce, nudge."""
+        prepared = await self.prepare(news)
+        done = await self.access.on_writer(lambda s: op(s, prepared))
+        self.announce(done)
+        return done
+
+    def announce(self, done: Written) -> None:
+        """After a commit: `entry_written` for each entry created, `warning_held` for each held, the
+        counters, and the nudge (only when something was created)."""
+        if done.unchecked:
+            self.counters["warning_novelty_unchecked"] += done.unchecked
+        for entry_id, similarity in done.held.items():
             self.counters["warnings_held"] += 1
-            self.hub.publish("warning_held", {"id": entry.id, "similarity": round(similarity, 4)})
-        return entry
+            self.hub.publish("warning_held", {"id": entry_id, "similarity": round(similarity, 4)})
+        for entry in done.created:
+            self.hub.publish("entry_written", events.entry_written(entry))
+        if done.created:
+            self.local_write()
+
+    async def remember(self, new: NewEntry) -> Entry:
+        """Write one own entry through the door (a warning that repeats a recent one is held)."""
+        done = await self.write([new], lambda s, p: write_entries(s, self.identity, p, now_ms=self.now_ms()))
+        return done.created[0]
 
     async def retract(self, entry_id: str, *, superseded_by: str | None = None) -> Entry:
         """Retract an own entry (an op that crosses to siblings). Raises `NotFound`, and

@@ -251,3 +251,49 @@ def test_cli_curator_run_embeds_missing_vectors_and_merges_near_duplicates(cli: 
     assert report.json()["entries_merged"] == 1
     states = {i: cli("show", i, "--json").json()["status"] for i in (a, b)}
     assert sorted(states.values()) == ["active", "retracted"]
+
+
+# -- one write door: every path holds a repeated warning ----------------------------------------
+
+
+REPEATED = "Pool Z on Optimism is being drained through its price oracle: withdraw liquidity now"
+
+
+def test_every_write_path_holds_a_repeated_warning(daemon: DaemonProc) -> None:
+    """POST /v1/memory, /v1/memory/flush, /v1/lessons, a working-memory close and the agent tool
+    all pass the one write door: the same warning written again is held by each."""
+    first = write(daemon, REPEATED, "warning")
+    assert first["crossing_hold"] is None
+    held_before = daemon.request("GET", "/v1/status").json()["counters"].get("warnings_held", 0)
+
+    flushed = daemon.request("POST", "/v1/memory/flush", json={
+        "session": "door", "facts": [{"content": REPEATED + "!", "memory_type": "warning"},
+                                     {"content": "Base sequencer lagged 40 s at noon", "memory_type": "fact"}]})
+    assert flushed.status_code == 200, flushed.text
+    lessons = daemon.request("POST", "/v1/lessons", json={"lessons": [
+        {"content": REPEATED + " (again)", "memory_type": "warning"}]})
+    assert lessons.status_code == 200, lessons.text
+    put = daemon.request("PUT", "/v1/working-memory/door2", json={"content": f"WARNING: {REPEATED}."})
+    assert put.status_code == 200, put.text
+    closed = daemon.request("POST", "/v1/working-memory/door2/close")
+    assert closed.status_code == 200, closed.text
+    tool = daemon.request("POST", "/v1/tools/memory_save", json={"input": {
+        "content": REPEATED + " — repeat", "memory_type": "warning"}})
+    assert tool.status_code == 200, tool.text
+
+    ids = [flushed.json()["ids"][0], lessons.json()["ids"][0], closed.json()["migrated"][0]]
+    assert [entry(daemon, i)["crossing_hold"] for i in ids] == ["near_duplicate"] * 3
+    assert entry(daemon, flushed.json()["ids"][1])["crossing_hold"] is None  # a fact is not checked
+    counters = daemon.request("GET", "/v1/status").json()["counters"]
+    assert counters["warnings_held"] == held_before + 4
+
+
+def test_the_offline_cli_holds_a_repeated_warning(cli: CliRunner) -> None:
+    first = cli("remember", "--kind", "warning", REPEATED, "--json").json()
+    again = cli("remember", "--kind", "warning", REPEATED + "!", "--json").json()
+    assert first["entry"]["crossing_hold"] is None
+    assert again["entry"]["crossing_hold"] == "near_duplicate"
+    body = json.dumps({"session": "door", "facts": [{"content": f"{REPEATED} (again)", "memory_type": "warning"}]})
+    flushed = cli("flush", "-", "--json", stdin=body.encode())
+    assert flushed.code == 0, flushed.err
+    assert cli("show", flushed.json()["ids"][0], "--json").json()["crossing_hold"] == "near_duplicate"

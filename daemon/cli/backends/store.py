@@ -21,13 +21,14 @@ from daemon.contract.requests import FlushIn
 from daemon.datadir import DataDir
 from daemon.embedding.embedder import Embedder, get_embedder
 from daemon.errors import DaemonError
-from daemon.grimoire import EpisodeLog, wall_clock_ms
+from daemon.grimoire import EpisodeLog, NewEntry, wall_clock_ms
 from daemon.grimoire.curator.cycle import run_cycle
 from daemon.grimoire.digest import build_digest
 from daemon.grimoire.fields import EntryFields
 from daemon.grimoire.retrieval import RecallQuery, Retriever, apply_feedback, cited_by_response, response_sentences
 from daemon.grimoire.vectors import stored_vectors
 from daemon.grimoire.vitality import Vitality, read_vitality, write_vitality
+from daemon.grimoire.write_door import Prepared, needs_vector, prepare, write_entries
 from daemon.service.curation import CYCLE_EMBED_LIMIT, record_replays, replay_items, settings_for, vectors_for
 from daemon.styx import outbox
 from daemon.styx.fanin import ask_direct, for_digest, merge, styx_doc
@@ -57,11 +58,24 @@ class StoreBackend(Backend):
 
     # -- entries ---------------------------------------------------------------------------------
 
+    def _prepare(self, news: Sequence[NewEntry]) -> Prepared:
+        """The write door's vectors (daemon/grimoire/write_door.py), from the bundled model when a
+        new entry needs one; a model that cannot load leaves them unchecked, said on stderr."""
+        if not any(needs_vector(n) for n in news):
+            return Prepared.unembedded(news)
+        try:
+            embedder = self._embedder()()
+            return prepare(news, embedder.embed, embedder.info)
+        except Exception as exc:  # noqa: BLE001 - no model: written unchecked, as the daemon does
+            print(f"clade: warning: written without the repeat check (no embedding model: {exc})", file=sys.stderr)
+            return Prepared.unembedded(news)
+
     def remember(self, doc: Doc) -> Doc:
         new = EntryFields.checked(doc).new_entry()
         identity = self.data.load_identity()
+        prepared = self._prepare([new])
         with self.data.open_store(identity=identity) as store:
-            entry = store.remember(new, identity=identity)
+            entry = write_entries(store, identity, prepared, now_ms=wall_clock_ms()).created[0]
         return {"id": entry.id, "entry": entry.to_json()}
 
     def retract(self, entry_id: str, *, superseded_by: str | None) -> Doc:
@@ -177,21 +191,27 @@ class StoreBackend(Backend):
     def close_working_memory(self, session: str) -> Doc:
         identity = self.data.load_identity()
         with self.data.open_store(identity=identity) as store:
-            batch = am.close_working_memory(store, identity, session, now_ms=wall_clock_ms())
+            marked = am.marked_news(store, session)
+            batch = am.close_working_memory(store, identity, marked, self._prepare(marked.news), now_ms=wall_clock_ms())
         return {"session": session, "migrated": [e.id for e in batch.created], "existing": batch.existing}
 
     def flush(self, body: FlushIn) -> Doc:
+        news = am.flush_news(body.session, body.facts)
         identity = self.data.load_identity()
+        prepared = self._prepare(news)
         with self.data.open_store(identity=identity) as store:
-            batch = am.flush_facts(store, identity, body.session, body.facts, now_ms=wall_clock_ms())
+            batch = am.flush_facts(store, identity, body.session, prepared, now_ms=wall_clock_ms())
         return {"session": body.session, "ids": batch.ids, "created": len(batch.created)}
 
     def import_lessons(self, name: str, lessons: Sequence[Lesson]) -> Doc:
         """A bad lesson's error names `name:LINE`."""
+        def label(i: int) -> str:
+            return f"{name}:{lessons[i].line}"
+        news = am.lesson_news([lesson.memory for lesson in lessons], label=label)
         identity = self.data.load_identity()
+        prepared = self._prepare(news)
         with self.data.open_store(identity=identity) as store:
-            batch = am.import_lessons(store, identity, [lesson.memory for lesson in lessons], now_ms=wall_clock_ms(),
-                                      label=lambda i: f"{name}:{lessons[i].line}")
+            batch = am.import_lessons(store, identity, prepared, now_ms=wall_clock_ms(), label=label)
         return {"ids": batch.ids, "created": len(batch.created), "skipped": len(batch.ids) - len(batch.created)}
 
     # -- upkeep ----------------------------------------------------------------------------------

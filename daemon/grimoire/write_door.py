@@ -1,0 +1,151 @@
+"""The one door every own entry write passes through: the same rules for one entry or a batch.
+
+Every write path — `POST /v1/memory` and `/v1/entries`, `/v1/memory/flush`, `/v1/lessons`,
+closing a working-memory session, the agent and MCP tools (which call those routes) and the
+offline CLI (`cli/backends/store.py`) — writes its new entries through `entry_batch` (or its
+one-call form `write_entries`). The rules it applies:
+
+1. **Repeat hold.** A public warning or anti_knowledge (`needs_vector`) is written with its
+   vector and held (`crossing_hold = 'near_duplicate'`) when it repeats one this golem gossiped
+   within 24 h (`crossing.add_checked`): the hold is committed with the entry, so no publisher
+   ever sees it unheld. The vectors are computed *before* the writer's transaction
+   (`prepare`), off the store's thread.
+2. **No model, still written.** A repeatable entry prepared without a vector (the model is not
+   ready or cannot load) is written unchecked; `Written.unchecked` says how many, for the
+   caller to count (`warning_novelty_unchecked`) and say.
+3. **All or none.** One transaction per batch; an entry that breaks an entry rule refuses the
+   whole batch (`crdt.InvalidValue`, which callers turn into a message naming the item).
+
+What a caller does after the commit (announce `entry_written` / `warning_held`, nudge the
+p2p publisher and the Styx pusher) is the daemon's: `service/writes.py`, `Writes.write`.
+Internal writes of the curator (merges, baselines, reflections) are not agent or operator
+writes and use `Grimoire.remember` directly.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from crdt import Sensitivity
+from daemon.embedding.embedder import EmbeddingInfo
+
+from .crossing import add_checked
+from .promotion import REPEATABLE_KINDS
+from .records import Entry, NewEntry
+from .store import Grimoire, LocalIdentity
+
+__all__ = ["Door", "Prepared", "Written", "entry_batch", "needs_vector", "prepare", "write_entries", "written"]
+
+Embed = Callable[[list[str]], NDArray[np.float32]]
+
+
+def needs_vector(new: NewEntry) -> bool:
+    """Whether a write goes through the repeat check: public warnings and anti_knowledge."""
+    return new.kind in REPEATABLE_KINDS and new.sensitivity is Sensitivity.PUBLIC
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """New entries, in order, with the vectors the repeat check needs (None where none is
+    needed, or none could be computed), and the model that computed them."""
+
+    news: tuple[NewEntry, ...]
+    vectors: tuple[NDArray[np.float32] | None, ...]
+    info: EmbeddingInfo | None
+
+    @classmethod
+    def unembedded(cls, news: Sequence[NewEntry]) -> Prepared:
+        """No vectors (no model): every repeatable entry goes unchecked."""
+        return cls(tuple(news), (None,) * len(news), None)
+
+
+def prepare(news: Sequence[NewEntry], embed: Embed | None, info: EmbeddingInfo | None) -> Prepared:
+    """Embed the contents that need a vector (one call to `embed`); no `embed`, no vectors."""
+    wanted = [i for i, n in enumerate(news) if needs_vector(n)]
+    if not wanted:
+        return Prepared(tuple(news), (None,) * len(news), info)
+    if embed is None or info is None:
+        return Prepared.unembedded(news)
+    matrix = embed([news[i].content for i in wanted])
+    vectors: list[NDArray[np.float32] | None] = [None] * len(news)
+    for row, i in enumerate(wanted):
+        vectors[i] = np.asarray(matrix[row], dtype=np.float32)
+    return Prepared(tuple(news), tuple(vectors), info)
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """What a write did: the entry id for every item (in order; for an item a caller found
+    already written, its earlier id), the entries created now, and the created entries held
+    as repeats with the cosine to the one each repeats."""
+
+    ids: list[str]
+    created: list[Entry] = field(default_factory=list)
+    held: dict[str, float] = field(default_factory=dict)
+    unchecked: int = 0
+
+    @property
+    def existing(self) -> list[str]:
+        """Ids returned for items already written before (each once, in order)."""
+        made = {e.id for e in self.created}
+        return list(dict.fromkeys(i for i in self.ids if i not in made))
+
+
+class Door:
+    """The rules, inside one open write transaction: `add(i)` writes `prepared.news[i]`."""
+
+    def __init__(self, conn: sqlite3.Connection, add: Callable[[NewEntry], str], identity: LocalIdentity,
+                 prepared: Prepared, *, now_ms: int) -> None:
+        self._conn = conn
+        self._add = add
+        self._identity = identity
+        self.prepared = prepared
+        self._now_ms = now_ms
+        self.created: list[str] = []
+        self.held: dict[str, float] = {}
+        self.unchecked = 0
+
+    def add(self, index: int) -> str:
+        """Write item `index` under the rules; returns its id. Raises `crdt.InvalidValue`."""
+        new = self.prepared.news[index]
+        vector = self.prepared.vectors[index]
+        info = self.prepared.info
+        if vector is not None and info is not None and needs_vector(new):
+            entry_id, similarity = add_checked(self._conn, self._add, new, self._identity, vector=vector, info=info,
+                                               now_ms=self._now_ms)
+            if similarity is not None:
+                self.held[entry_id] = similarity
+        else:
+            entry_id = self._add(new)
+            self.unchecked += needs_vector(new)
+        self.created.append(entry_id)
+        return entry_id
+
+
+@contextmanager
+def entry_batch(store: Grimoire, identity: LocalIdentity, prepared: Prepared, *,
+                now_ms: int) -> Iterator[tuple[sqlite3.Connection, Door]]:
+    """One write transaction (all or none) whose new entries go through `Door.add`; the caller
+    may read and write its own tables on the connection (e.g. idempotency records)."""
+    with store.local_batch(identity) as (conn, add):
+        yield conn, Door(conn, add, identity, prepared, now_ms=now_ms)
+
+
+def written(store: Grimoire, door: Door, ids: list[str]) -> Written:
+    """The `Written` of a committed batch."""
+    by_id = {e.id: e for e in store.get_many(door.created)}
+    return Written(ids=ids, created=[by_id[i] for i in door.created], held=dict(door.held),
+                   unchecked=door.unchecked)
+
+
+def write_entries(store: Grimoire, identity: LocalIdentity, prepared: Prepared, *, now_ms: int) -> Written:
+    """Write every prepared entry, all or none."""
+    with entry_batch(store, identity, prepared, now_ms=now_ms) as (_, door):
+        ids = [door.add(i) for i in range(len(prepared.news))]
+    return written(store, door, ids)
