@@ -220,9 +220,7 @@ def import_lessons(store: Grimoire, identity: LocalIdentity, prepared: Prepared,
 def read_working_memory(store: Grimoire, session: str) -> dict[str, Any]:
     """`{session, content, bytes, updated_ms}`; an unknown session reads as empty (updated_ms null)."""
     check_session(session)
-    row = store.connection.execute("SELECT content, updated_ms FROM working_memory WHERE session = ?",
-                                   (session,)).fetchone()
-    content, updated = ("", None) if row is None else (str(row[0]), int(row[1]))
+    content, updated = store.working_memory(session)
     return {"session": session, "content": content, "bytes": len(content.encode("utf-8")), "updated_ms": updated}
 
 

@@ -15,7 +15,7 @@ from fastapi import FastAPI
 from daemon.contract.requests import OutcomeIn, VitalityIn
 from daemon.contract.responses import EntryDoc, VitalityOut, errors
 from daemon.grimoire import Grimoire
-from daemon.grimoire.vitality import Vitality, read_vitality, write_vitality
+from daemon.grimoire.vitality import Vitality, write_vitality
 from daemon.service.state import DaemonState
 
 __all__ = ["register"]
@@ -36,7 +36,7 @@ def register(app: FastAPI, state: DaemonState) -> None:
 
     @app.get("/v1/vitality", response_model=VitalityOut, responses=errors())
     async def get_vitality() -> dict[str, Any]:
-        return await state.on_reader(lambda r: read_vitality(r.connection).to_json())
+        return await state.on_reader(lambda r: r.vitality().to_json())
 
     @app.put("/v1/vitality", response_model=VitalityOut, responses=errors())
     async def put_vitality(body: VitalityIn) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from daemon.contract.requests import DistrustIn
 from daemon.contract.responses import DistrustOut, TrustOut, errors
 from daemon.errors import UsageError
 from daemon.grimoire import Grimoire
-from daemon.grimoire.trust_store import author_views, set_distrust
+from daemon.grimoire.trust_store import set_distrust
 from daemon.service.state import DaemonState
 from daemon.service.trust_watch import suspect_doc
 
@@ -31,7 +31,7 @@ def register(app: FastAPI, state: DaemonState) -> None:
     async def trust() -> dict[str, Any]:
         cfg = state.config.trust
         now = state.now_ms()
-        view = await state.on_reader(lambda r: author_views(r.connection, now_ms=now, policy=cfg.policy()))
+        view = await state.on_reader(lambda r: r.author_trust(cfg.policy(), now_ms=now))
         return {"enabled": cfg.enabled, "budget_entries": cfg.budget_entries, "budget_window_s": cfg.budget_window_s,
                 "authors": [{**suspect_doc(v), "suspect": v.suspect} for v in view.authors.values()]}
 

@@ -44,7 +44,6 @@ from daemon.embedding.embedder import EPISODE_MODEL, Embedder, ModelIntegrityErr
 from daemon.errors import DaemonError, UsageError
 from daemon.grimoire import Episode, wall_clock_ms
 from daemon.grimoire.fields import cli_options
-from daemon.grimoire.vitality import read_vitality
 
 __all__ = ["build_parser", "main"]
 
@@ -292,7 +291,7 @@ def cmd_status(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     with data.open_store() as store:
         counts = store.counts()
         schema = store.schema_version
-        vitality = read_vitality(store.connection).to_json()
+        vitality = store.vitality().to_json()
         backlog = vectors.embedding_backlog(store)
     return {
         "data_dir": str(data.root),

@@ -24,7 +24,8 @@ from .records import Entry
 from .replication import SqliteBackend
 from .rows import ENTRY_COLUMN_NAMES, ENTRY_COLUMNS, RANK_COLUMNS, RankFields, entry_from_row, rank_fields
 from .trust import TrustPolicy
-from .trust_store import TrustView, ViewCache
+from .trust_store import AlertState, TrustView, ViewCache, alert_state
+from .vitality import Vitality, read_vitality
 
 __all__ = ["EntryReads", "RecallHit", "StoreCounts"]
 
@@ -128,6 +129,39 @@ class EntryReads:
         until anything is committed (`ViewCache`): recall, entry documents, the belief and the
         crossing gate share it. None when trust is off."""
         return _VIEWS.views(self, self._conn, now_ms=now_ms, policy=policy) if policy.enabled else None
+
+    def author_trust(self, policy: TrustPolicy, *, now_ms: int) -> TrustView:
+        """Every sibling author's trust under `policy`, computed even when trust is off (what
+        `GET /v1/trust` shows); cached like `trust_view`."""
+        return _VIEWS.views(self, self._conn, now_ms=now_ms, policy=policy)
+
+    def trust_alerts(self) -> AlertState:
+        """The suspect and distrusted authors as last recorded (trust_store.alert_state)."""
+        return alert_state(self._conn)
+
+    def vitality(self) -> Vitality:
+        """The golem's vitality as last set (vitality.py)."""
+        return read_vitality(self._conn)
+
+    def working_memory(self, session: str) -> tuple[str, int | None]:
+        """A session's working-memory text and when it was last written (empty, None: never)."""
+        row = self._conn.execute("SELECT content, updated_ms FROM working_memory WHERE session = ?",
+                                 (session,)).fetchone()
+        return ("", None) if row is None else (str(row[0]), int(row[1]))
+
+    def own_reflection_since(self, author: str, since_ms: int) -> str | None:
+        """The id of `author`'s bloodstained death reflection stored at or after `since_ms`, if any."""
+        row = self._conn.execute(
+            "SELECT id FROM entries WHERE author = ? AND kind = 'death_reflection' AND bloodstain = 1 "
+            "AND stored_ms >= ? ORDER BY stored_ms, id LIMIT 1", (author, since_ms)).fetchone()
+        return None if row is None else str(row[0])
+
+    def own_tallies(self, author: str) -> dict[str, tuple[str, bool, int, int]]:
+        """For each of `author`'s live entries: (sensitivity, promoted, outcomes positive plus
+        confirmations, outcomes negative plus contradictions)."""
+        return {str(r[0]): (str(r[1]), r[2] is not None, int(r[3]), int(r[4])) for r in self._conn.execute(
+            "SELECT id, sensitivity, promoted_ms, outcomes_positive + confirms, outcomes_negative + contradicts "
+            "FROM entries WHERE author = ? AND archived = 0 AND status = 'active'", (author,))}
 
     def beliefs(self, entry_ids: Sequence[str], policy: TrustPolicy, *, now_ms: int,
                 belief: BeliefPolicy = BELIEF) -> dict[str, Belief]:

@@ -150,13 +150,8 @@ class Death:
     async def _reflection(self, record: DeathRecord, text: str) -> Outcome:
         me, since = self.state.identity.peer_id, record.started_ms
 
-        def earlier(store: Grimoire) -> str | None:  # written before a crash that lost the record
-            row = store.connection.execute(
-                "SELECT id FROM entries WHERE author = ? AND kind = 'death_reflection' AND bloodstain = 1 "
-                "AND stored_ms >= ? ORDER BY stored_ms, id LIMIT 1", (me, since)).fetchone()
-            return None if row is None else str(row[0])
-
-        found = await self.state.on_writer(earlier)
+        # written before a crash that lost the record?
+        found = await self.state.on_writer(lambda s: s.own_reflection_since(me, since))
         if found is not None:
             record.reflection_id = found
             return "done", f"death reflection {found} (stored earlier)"
@@ -208,12 +203,9 @@ class Death:
         identity, now = self.state.identity, self.state.now_ms()
 
         def promote(store: Grimoire) -> list[str]:
-            meta = {r[0]: r[1:] for r in store.connection.execute(
-                "SELECT id, sensitivity, promoted_ms, outcomes_positive + confirms, outcomes_negative + contradicts "
-                "FROM entries WHERE author = ? AND archived = 0 AND status = 'active'", (identity.peer_id,))}
+            meta = store.own_tallies(identity.peer_id)
             cands = [InsightCandidate(e.id, e.kind, e.local_confidence, e.keep_score(e.local_confidence, now),
-                                      meta[e.id][0] == "public", meta[e.id][1] is not None, meta[e.id][2],
-                                      meta[e.id][3])
+                                      meta[e.id][0] == "public", meta[e.id][1], meta[e.id][2], meta[e.id][3])
                      for e in live_entries(store) if e.id in meta and e.kind in INSIGHT_KINDS]
             picked = pick_insights(cands)
             return store.promote(picked, identity, now_ms=now, reason="death")

@@ -37,9 +37,7 @@ from daemon.grimoire import Episode, Grimoire, NewEntry
 from daemon.grimoire.records import Entry
 from daemon.grimoire.retrieval import Hit
 from daemon.grimoire.store import wall_clock_ms
-from daemon.grimoire.trust_store import alert_state
 from daemon.grimoire.vectors import embedding_backlog
-from daemon.grimoire.vitality import read_vitality
 from daemon.p2p.ports import P2PControl
 from daemon.service.backup_schedule import BackupSchedule
 from daemon.service.death import death_status
@@ -296,8 +294,8 @@ class DaemonState:
             "p2p": None if self.p2p is None else self.p2p.status(),
             "last_curator_cycle": self.last_curator,
             "styx": None if self.styx is None else await self.on_writer(self.styx_status),
-            "vitality": await self.on_reader(lambda r: read_vitality(r.connection).to_json()),
+            "vitality": await self.on_reader(lambda r: r.vitality().to_json()),
             "counters": dict(self.counters),
             "death": await trio.to_thread.run_sync(death_status, self.data),
-            "trust": asdict(await self.on_reader(lambda r: alert_state(r.connection))),
+            "trust": asdict(await self.on_reader(lambda r: r.trust_alerts())),
         }

@@ -156,7 +156,7 @@ def test_status_and_config_show(cli: CliRunner, data_dir: DataDir) -> None:
     assert status["entries"] == 1 and status["by_kind"] == {"warning": 1}
     assert status["peer_id"] == data_dir.load_identity().peer_id
     assert "entries    1" in cli("status").out
-    assert status["embedding_backlog"] == 1  # no daemon: nothing embeds it yet
+    assert status["embedding_backlog"] == 0  # the write door embedded the warning (its repeat check)
     assert "embedding  1 entries without a vector yet" in cli("status").out
     with data_dir.open_store() as store:  # as the embedder would
         store.connection.execute("UPDATE entries SET embedding = zeroblob(4)")

@@ -27,7 +27,7 @@ from daemon.grimoire.digest import build_digest
 from daemon.grimoire.fields import EntryFields
 from daemon.grimoire.retrieval import RecallQuery, Retriever, apply_feedback, cited_by_response, response_sentences
 from daemon.grimoire.vectors import stored_vectors
-from daemon.grimoire.vitality import Vitality, read_vitality, write_vitality
+from daemon.grimoire.vitality import Vitality, write_vitality
 from daemon.grimoire.write_door import Prepared, needs_vector, prepare, write_entries
 from daemon.service.curation import CYCLE_EMBED_LIMIT, record_replays, replay_items, settings_for, vectors_for
 from daemon.styx import outbox
@@ -121,7 +121,7 @@ class StoreBackend(Backend):
 
     def vitality(self) -> Doc:
         with self.data.open_store() as store:
-            return read_vitality(store.connection).to_json()
+            return store.vitality().to_json()
 
     def set_vitality(self, phase: str, hayflick: float | None) -> Doc:
         checked = Vitality.checked(phase, hayflick)
