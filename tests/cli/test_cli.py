@@ -157,7 +157,7 @@ def test_status_and_config_show(cli: CliRunner, data_dir: DataDir) -> None:
     assert status["peer_id"] == data_dir.load_identity().peer_id
     assert "entries    1" in cli("status").out
     assert status["embedding_backlog"] == 0  # the write door embedded the warning (its repeat check)
-    assert "embedding  1 entries without a vector yet" in cli("status").out
+    assert "embedding  every entry has a vector" in cli("status").out
     with data_dir.open_store() as store:  # as the embedder would
         store.connection.execute("UPDATE entries SET embedding = zeroblob(4)")
     assert cli("status", "--json").json()["embedding_backlog"] == 0
