@@ -75,6 +75,7 @@ from daemon.contract.responses import (
 from daemon.embedding.embedder import ModelIntegrityError
 from daemon.errors import Conflict, NotFound, UsageError
 from daemon.grimoire import Episode
+from daemon.grimoire.storage_faults import storage_refusal
 from daemon.service.state import DaemonState
 from daemon.styx.fanin import merge, styx_doc
 
@@ -124,8 +125,36 @@ def create_app(state: DaemonState) -> FastAPI:
     async def unavailable(request: Request, exc: ModelIntegrityError) -> JSONResponse:
         return _error(503, "unavailable", f"the embedding model cannot be loaded: {exc}")
 
+    def refused_by_storage(request: Request, exc: BaseException) -> JSONResponse | None:
+        refusal = storage_refusal(exc)
+        if refusal is None:
+            return None
+        state.counters[f"storage_refused_{refusal.error}"] += 1
+        log.warning("%s %s refused: %s (%s)", request.method, request.url.path, refusal.detail, exc)
+        return _error(refusal.status, refusal.error, refusal.detail)
+
+    known: tuple[tuple[type[BaseException], int, str], ...] = (
+        (NotFound, 404, "not_found"), (Conflict, 409, "conflict"), (UsageError, 400, "bad_request"),
+        (InvalidValue, 400, "bad_request"))
+
+    def sole_cause(exc: BaseException) -> BaseException:
+        """The one exception inside nested exception groups (trio nurseries wrap what a task
+        raised), else `exc` itself."""
+        while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+            exc = exc.exceptions[0]
+        return exc
+
     @app.exception_handler(Exception)
     async def crash(request: Request, exc: Exception) -> JSONResponse:
+        cause = sole_cause(exc)
+        refused = refused_by_storage(request, cause)
+        if refused is not None:
+            return refused
+        if isinstance(cause, ModelIntegrityError):
+            return _error(503, "unavailable", f"the embedding model cannot be loaded: {cause}")
+        for kind, code, error in known:
+            if cause is not exc and isinstance(cause, kind):
+                return _error(code, error, str(cause))
         state.counters["api_errors"] += 1
         log.error("api handler failed: %s %s", request.method, request.url.path, exc_info=exc)
         return _error(500, "internal", "the daemon hit an unexpected error; see its log")

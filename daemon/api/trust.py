@@ -15,7 +15,7 @@ from fastapi import FastAPI
 
 from daemon.contract.requests import DistrustIn
 from daemon.contract.responses import DistrustOut, TrustOut, errors
-from daemon.errors import UsageError
+from daemon.errors import Conflict
 from daemon.grimoire import Grimoire
 from daemon.grimoire.trust_store import set_distrust
 from daemon.service.state import DaemonState
@@ -37,7 +37,9 @@ def register(app: FastAPI, state: DaemonState) -> None:
 
     async def mark(peer_id: str, distrusted: bool) -> dict[str, Any]:
         if peer_id == state.identity.peer_id:
-            raise UsageError("that is this golem's own peer id: its own entries are never quarantined")
+            # A schema-valid request the daemon's state refuses: 409 (schemathesis' positive-data check
+            # rightly flagged the 400 this was: the schema cannot know the golem's own id).
+            raise Conflict("that is this golem's own peer id: its own entries are never quarantined")
         now = state.now_ms()
 
         def run(store: Grimoire) -> dict[str, Any]:
@@ -49,12 +51,12 @@ def register(app: FastAPI, state: DaemonState) -> None:
         state.publish("author_trust", doc)
         return doc
 
-    @app.post("/v1/peers/distrust", response_model=DistrustOut, responses=errors())
+    @app.post("/v1/peers/distrust", response_model=DistrustOut, responses=errors(409))
     async def distrust(body: DistrustIn) -> dict[str, Any]:
         """Quarantine every entry of `peer_id` here at once (reversible: `/v1/peers/trust`)."""
         return await mark(body.peer_id, True)
 
-    @app.post("/v1/peers/trust", response_model=DistrustOut, responses=errors())
+    @app.post("/v1/peers/trust", response_model=DistrustOut, responses=errors(409))
     async def trust_again(body: DistrustIn) -> dict[str, Any]:
         """Lift a distrust, and forget the author's remembered burst and alert."""
         return await mark(body.peer_id, False)

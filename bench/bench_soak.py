@@ -1,0 +1,702 @@
+"""Soak under faults: five real daemons at a golem's rates for a long run, with faults on a schedule.
+
+    .venv/bin/python -m bench.bench_soak [--minutes 30] [--seed 1] [--out DIR]
+    .venv/bin/python -m bench.bench_soak --short          # the few-minute form the slow test runs
+
+Five `clade run` daemons g0..g4 on 127.0.0.1 (`daemon.testing.harness`), a reference Styx
+server (daemon/testing/styx_server.py) all of them push to, and a load at a golem's rates: each
+golem writes a few entries a minute (insights, warnings, facts, heuristics; `--writes-per-min`),
+searches or asks for a digest every few seconds (`--read-every`), a burst of 50 warnings lands on
+one golem every `--burst-every` s, a vault backup on one every `--backup-every` s, and each
+runs its curator every `--cycle-s` s. Faults, at fixed fractions of the run (each golem has
+one role, so faults do not mask each other):
+
+| fault | golem | what is done |
+|---|---|---|
+| kill | g2 | SIGKILL, restarted at once |
+| partition | g3 | held from every sibling (both ends) for a while |
+| disk full | g0 | its data dir is its own small tmpfs; a filler file takes every byte, then is removed |
+| read-only | g0 | the tmpfs remounted read-only, then read-write |
+| clock | g1 | its wall clock (libfaketime, LD_PRELOAD) stepped an hour back, then an hour forward |
+| flood | g4 | writes a burst at its write budget's limit (`[trust] budget_entries` minus what it wrote) |
+| Styx 3xx / 5xx / hang | all | the Styx server answers 302, then 503, then never |
+
+Reported: acknowledged writes lost (each acknowledged id read back from its writer at the end:
+must be 0); requests by outcome (refused with 507/503 and the reason given, server errors
+— must be 0 —, client timeouts: a daemon that hangs); per fault, the time from its end until a
+probe warning written on the faulted golem is on every sibling (Styx faults: until every outbox
+is empty again); RSS, open fds, threads and store size per daemon sampled over the run, with the
+slope per hour (least squares after the warm-up, as % of the mean; goal under 1 %/h); the
+outbox depth; convergence after the last fault (every acknowledged warning on every golem and
+`GET /v1/state-digest` `shared` equal); `PRAGMA integrity_check` on every store and `clade
+backup verify` of g0's last backup; and a search for secrets (the API token, a sensitive
+entry's text) in every daemon's log, PLAYBOOK.md, `/v1/status`, `/metrics`, `clade config
+show` and everything the Styx server received.
+
+Needs root (mount a tmpfs) for the disk faults; without it they are skipped and said so.
+Progress on stderr; a table, then the JSON result line (bench.common). Exit 1 on any failed goal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import threading
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.common.machine import HostLoad, db_size, machine_info
+from bench.common.report import emit, print_table, progress, workdir
+from daemon.testing.harness import CLADE, Golem, LoopbackClade
+from daemon.testing.styx_server import StyxServer
+
+TOKEN = "soak-api-token-" + "5" * 32
+SECRET_TEXT = "soak-sensitive-marker: the vault passphrase is lilac-orbit-7731"
+STYX_TOKEN = "soak-styx-token"
+
+
+def now() -> float:
+    return time.monotonic()
+
+
+# -- the load ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Ack:
+    golem: str
+    entry_id: str
+    kind: str
+    at: float
+
+
+@dataclass
+class Tally:
+    """Every request's outcome, and every acknowledged write."""
+
+    outcomes: Counter[str] = field(default_factory=Counter)
+    refusals: Counter[str] = field(default_factory=Counter)
+    server_errors: list[str] = field(default_factory=list)
+    timeouts: list[str] = field(default_factory=list)
+    acks: list[Ack] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record(self, golem: str, route: str, res: httpx.Response | None, error: str | None = None) -> None:
+        with self.lock:
+            if res is None:
+                kind = "timeout" if error and "timed out" in error.lower() else "unreachable"
+                self.outcomes[kind] += 1
+                if kind == "timeout":
+                    self.timeouts.append(f"{golem} {route}: {error}"[:200])
+                return
+            if res.status_code < 400:
+                self.outcomes["ok"] += 1
+            elif res.status_code >= 500 and res.status_code not in (503, 507):
+                self.outcomes["server_error"] += 1
+                self.server_errors.append(f"{golem} {route}: {res.status_code} {res.text[:160]}")
+            elif res.status_code in (503, 507):
+                self.outcomes["refused"] += 1
+                try:
+                    reason = str(res.json().get("error"))
+                except ValueError:
+                    reason = "(no JSON body)"
+                self.refusals[f"{res.status_code} {reason}"] += 1
+            else:
+                self.outcomes[f"client_error_{res.status_code}"] += 1
+
+
+class Load:
+    """A golem's realistic rates, one thread per golem plus bursts and backups."""
+
+    def __init__(self, golems: Sequence[Golem], args: argparse.Namespace, tally: Tally) -> None:
+        self.golems = list(golems)
+        self.args = args
+        self.tally = tally
+        self.down: set[str] = set()
+        self.stop = threading.Event()
+        self.rng = random.Random(args.seed)
+        self.serial = 0
+        self.lock = threading.Lock()
+        self.threads: list[threading.Thread] = []
+
+    def text(self, kind: str, golem: str) -> str:
+        with self.lock:
+            self.serial += 1
+            n = self.serial
+        topic = self.rng.choice(["Uniswap v3 pool", "Aave market", "Curve gauge", "GMX vault", "Balancer pool"])
+        chain = self.rng.choice(["Arbitrum", "Base", "Optimism", "Ethereum", "Polygon"])
+        return f"{kind} {n} from {golem}: {topic} on {chain} moved {self.rng.randint(2, 999)} bps at block {n * 7919}"
+
+    def request(self, golem: Golem, method: str, path: str, **kw: Any) -> httpx.Response | None:
+        if golem.name in self.down:
+            return None
+        try:
+            with golem.open_client(timeout=self.args.request_timeout) as client:
+                res = client.request(method, path, **kw)
+        except httpx.TimeoutException as exc:
+            self.tally.record(golem.name, path, None, f"timed out: {exc}")
+            return None
+        except httpx.HTTPError as exc:
+            if golem.name not in self.down:
+                self.tally.record(golem.name, path, None, str(exc))
+            return None
+        self.tally.record(golem.name, path, res)
+        return res
+
+    def write(self, golem: Golem, kind: str, content: str | None = None) -> str | None:
+        res = self.request(golem, "POST", "/v1/memory",
+                           json={"content": content or self.text(kind, golem.name), "memory_type": kind})
+        if res is not None and res.status_code == 201:
+            entry_id = str(res.json()["id"])
+            with self.tally.lock:
+                self.tally.acks.append(Ack(golem.name, entry_id, kind, now()))
+            return entry_id
+        return None
+
+    def _golem_loop(self, golem: Golem, seed: int) -> None:
+        rng = random.Random(seed)
+        next_write = now() + rng.expovariate(self.args.writes_per_min / 60)
+        next_read = now() + rng.uniform(0, self.args.read_every)
+        reads = 0
+        while not self.stop.is_set():
+            due = min(next_write, next_read)
+            if self.stop.wait(max(0.0, due - now())):
+                return
+            if now() >= next_write:
+                self.write(golem, rng.choice(["insight", "warning", "fact", "heuristic", "warning"]))
+                next_write = now() + rng.expovariate(self.args.writes_per_min / 60)
+            if now() >= next_read:
+                reads += 1
+                query = rng.choice(["pool drained", "oracle stale", "gas spike", "liquidity moved", "bps at block"])
+                if reads % 2:
+                    self.request(golem, "POST", "/v1/memory/search", json={"query": query, "top_k": 5})
+                else:
+                    self.request(golem, "POST", "/v1/digest", json={"query": query, "budget_tokens": 600})
+                next_read = now() + self.args.read_every
+
+    def _extras_loop(self) -> None:
+        next_burst = now() + self.args.burst_every
+        next_backup = now() + self.args.backup_every / 2
+        while not self.stop.is_set():
+            if self.stop.wait(max(0.0, min(next_burst, next_backup) - now())):
+                return
+            up = [g for g in self.golems if g.name not in self.down]
+            if not up:
+                continue
+            if now() >= next_burst:
+                golem = self.rng.choice(up)
+                for _ in range(50):
+                    self.write(golem, "warning")
+                next_burst = now() + self.args.burst_every
+            if now() >= next_backup:
+                self.request(self.rng.choice(up), "POST", "/v1/backup")
+                next_backup = now() + self.args.backup_every
+
+    def start(self) -> None:
+        for i, golem in enumerate(self.golems):
+            t = threading.Thread(target=self._golem_loop, args=(golem, self.args.seed * 100 + i), daemon=True)
+            t.start()
+            self.threads.append(t)
+        t = threading.Thread(target=self._extras_loop, daemon=True)
+        t.start()
+        self.threads.append(t)
+
+    def close(self) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=self.args.request_timeout + 5)
+
+
+# -- samples -----------------------------------------------------------------------------------
+
+
+def proc_figures(pid: int) -> dict[str, float]:
+    status = Path(f"/proc/{pid}/status").read_text()
+    fields = {line.split(":")[0]: line.split(":")[1].strip() for line in status.splitlines() if ":" in line}
+    return {"rss_mib": int(fields["VmRSS"].split()[0]) / 1024, "threads": float(fields["Threads"]),
+            "fds": float(len(os.listdir(f"/proc/{pid}/fd")))}
+
+
+@dataclass
+class Sampler:
+    golems: Sequence[Golem]
+    load: Load
+    every: float
+    samples: dict[str, list[dict[str, float]]] = field(default_factory=dict)
+    restarts: dict[str, float] = field(default_factory=dict)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def sample(self, t0: float) -> None:
+        for golem in self.golems:
+            if golem.name in self.load.down or not golem.running:
+                continue
+            try:
+                figures = proc_figures(golem.pid)
+            except (OSError, KeyError):
+                continue
+            figures["t_s"] = now() - t0
+            figures["store_mib"] = db_size(golem.data.db_path) / 2**20
+            try:
+                status = golem.call("GET", "/v1/status")
+                styx = status.get("styx") or {}
+                figures["outbox"] = float(styx.get("queue_depth", 0) or 0)
+            except (RuntimeError, httpx.HTTPError, ValueError):
+                pass
+            self.samples.setdefault(golem.name, []).append(figures)
+
+    def run(self, t0: float) -> None:
+        while not self.stop.wait(self.every):
+            self.sample(t0)
+
+
+def slope_per_hour(points: Sequence[tuple[float, float]]) -> float | None:
+    """Least-squares slope of value over time, per hour, as % of the mean value."""
+    if len(points) < 3:
+        return None
+    n = len(points)
+    mt = sum(t for t, _ in points) / n
+    mv = sum(v for _, v in points) / n
+    den = sum((t - mt) ** 2 for t, _ in points)
+    if den == 0 or mv == 0:
+        return None
+    slope = sum((t - mt) * (v - mv) for t, v in points) / den
+    return round(slope * 3600 / mv * 100, 2)
+
+
+# -- faults ------------------------------------------------------------------------------------
+
+
+class Volume:
+    """g0's data dir on a tmpfs of its own (root only), for disk-full and read-only faults."""
+
+    def __init__(self, path: Path, size_mib: int) -> None:
+        self.path = path
+        self.size_mib = size_mib
+        self.mounted = False
+
+    def mount(self) -> bool:
+        self.path.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={self.size_mib}m", "tmpfs", str(self.path)],
+                              capture_output=True, check=False)
+        self.mounted = done.returncode == 0
+        return self.mounted
+
+    def fill(self) -> Path:
+        filler = self.path / "filler.bin"
+        with filler.open("wb") as f:
+            try:
+                while True:
+                    f.write(b"\0" * (1 << 20))
+            except OSError:
+                pass
+            try:
+                while True:
+                    f.write(b"\0" * 4096)
+            except OSError:
+                pass
+        return filler
+
+    def remount(self, mode: str) -> None:
+        subprocess.run(["mount", "-o", f"remount,{mode}", str(self.path)], check=True, capture_output=True)
+
+    def unmount(self) -> None:
+        if self.mounted:
+            subprocess.run(["umount", "-l", str(self.path)], check=False, capture_output=True)
+
+
+def hold(golem: Golem, other: Golem, seconds: float) -> None:
+    with contextlib.suppress(RuntimeError):  # it does not know the other yet: nothing to hold
+        golem.call("POST", "/v1/peers/disconnect", json={"peer_id": other.peer_id, "hold_s": round(seconds, 3)})
+
+
+def on_all(golems: Sequence[Golem], entry_id: str) -> bool:
+    for golem in golems:
+        try:
+            if golem.request("GET", f"/v1/entries/{entry_id}").status_code != 200:
+                return False
+        except (httpx.HTTPError, RuntimeError):
+            return False
+    return True
+
+
+def probe(load: Load, golem: Golem, siblings: Sequence[Golem], *, timeout: float) -> float | None:
+    """Seconds until a fresh warning written on `golem` is acknowledged and on every sibling."""
+    start = now()
+    entry_id = None
+    while entry_id is None and now() - start < timeout:
+        entry_id = load.write(golem, "warning", f"probe {start:.3f} from {golem.name}: Aave oracle on "
+                                               f"Base drifted {random.randint(10, 999)} bps")
+        if entry_id is None:
+            time.sleep(0.5)  # poll pacing while the golem refuses writes
+    while entry_id is not None and now() - start < timeout:
+        if on_all(siblings, entry_id):
+            return round(now() - start, 2)
+        time.sleep(0.25)  # poll pacing
+    return None
+
+
+def styx_drained(golems: Sequence[Golem], *, timeout: float) -> float | None:
+    start = now()
+    while now() - start < timeout:
+        depths = []
+        for golem in golems:
+            try:
+                depths.append(int(golem.call("GET", "/v1/styx/status")["queue_depth"]))
+            except (RuntimeError, httpx.HTTPError, ValueError):
+                depths.append(-1)
+        if all(d == 0 for d in depths):
+            return round(now() - start, 2)
+        time.sleep(0.5)  # poll pacing
+    return None
+
+
+# -- the run -----------------------------------------------------------------------------------
+
+
+def golem_config(styx: StyxServer, args: argparse.Namespace) -> str:
+    return (f"[api]\ntoken = \"{TOKEN}\"\n"
+            f"[curator]\ntick_seconds = 1.0\ncycle_ticks = {max(1, int(args.cycle_s))}\n"
+            f"[styx]\nenabled = true\nurl = \"{styx.url}\"\ntoken = \"{STYX_TOKEN}\"\nclade_enabled = true\n"
+            "vault_enabled = true\nbackoff_cap_s = 5.0\ntimeout_s = 5.0\n")
+
+
+def schedule(total: float) -> list[tuple[str, float, float]]:
+    """(fault, start s, duration s) at fixed fractions of the run."""
+    return [("kill", 0.20 * total, 0.0), ("partition", 0.26 * total, 0.05 * total),
+            ("disk_full", 0.34 * total, 0.05 * total), ("read_only", 0.42 * total, 0.04 * total),
+            ("clock", 0.49 * total, 0.05 * total), ("flood", 0.57 * total, 0.0),
+            ("styx_3xx", 0.62 * total, 0.04 * total), ("styx_5xx", 0.68 * total, 0.04 * total),
+            ("styx_hang", 0.74 * total, 0.04 * total)]
+
+
+def secrets_found(root: Path, golems: Sequence[Golem], logs: dict[str, list[str]], styx: StyxServer) -> list[str]:
+    """Where the API token or the sensitive entry's text shows up (must be nowhere)."""
+    needles = {"api token": TOKEN, "sensitive text": SECRET_TEXT}
+    found = []
+    places: list[tuple[str, str]] = []
+    for golem in golems:
+        places.append((f"{golem.name} log", "\n".join(logs.get(golem.name, []))))
+        if golem.data.playbook_path.exists():
+            places.append((f"{golem.name} PLAYBOOK.md", golem.data.playbook_path.read_text(errors="replace")))
+        shown = subprocess.run([CLADE, "--data-dir", str(golem.data.root), "config", "show"], capture_output=True,
+                               check=False)
+        places.append((f"{golem.name} clade config show", (shown.stdout + shown.stderr).decode(errors="replace")))
+    places.append(("styx items", json.dumps(styx.items())))
+    for path in styx.db_path.parent.rglob("*"):
+        if path.is_file():
+            places.append((f"styx file {path.name}", path.read_bytes().decode("latin-1")))
+    for where, text in places:
+        for what, needle in needles.items():
+            if needle in text:
+                found.append(f"{what} in {where}")
+    return found
+
+
+def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    total = args.minutes * 60
+    host = HostLoad()
+    res: dict[str, Any] = {"machine": machine_info(root), "params": vars(args) | {"out": str(args.out)},
+                           "failed": []}
+    (root / "styx").mkdir(parents=True, exist_ok=True)
+    styx = StyxServer(root / "styx" / "styx.db", token=STYX_TOKEN)
+    styx.start()
+    volume = Volume(root / "g0", args.disk_mib)
+    disk_faults = volume.mount()
+    if not disk_faults:
+        res["notes"] = ["not root (or no tmpfs): the disk-full and read-only faults are skipped"]
+    clock_file = root / "g1-clock"
+    clock_file.write_text("+0\n")
+    spec = importlib.util.find_spec("libfaketime")  # its wheel ships a built libfaketime.so
+    if spec is None or spec.origin is None:
+        raise SystemExit("bench_soak needs the libfaketime package (make install installs it)")
+    preload = str(Path(spec.origin).parent / "vendor" / "libfaketime" / "src" / "libfaketime.so.1")
+    envs: dict[str, dict[str, str]] = {
+        "g1": {"LD_PRELOAD": preload, "FAKETIME_TIMESTAMP_FILE": str(clock_file),
+               "FAKETIME_DONT_FAKE_MONOTONIC": "1", "FAKETIME_CACHE_DURATION": "1"}}
+    clade = LoopbackClade(root, 5, clade_name="soak")
+    logs: dict[str, list[str]] = {}
+    tally = Tally()
+    load = Load(clade.golems, args, tally)
+    sampler = Sampler(clade.golems, load, args.sample_every)
+    faults: list[dict[str, Any]] = []
+    try:
+        for golem in clade.golems:
+            golem.data.config_path.write_text(golem_config(styx, args))
+        for golem in clade.golems:
+            clade.start(golem, env=envs.get(golem.name))
+        clade.wait_connected(clade.golems, timeout=120)
+        g = {x.name: x for x in clade.golems}
+        g["g0"].call("POST", "/v1/memory", json={"content": SECRET_TEXT, "memory_type": "insight",
+                                                 "sensitivity": "sensitive"})
+        progress(f"soak: 5 daemons up; {args.minutes:g} min with faults")
+        t0 = now()
+        load.start()
+        threading.Thread(target=sampler.run, args=(t0,), daemon=True).start()
+        sampler.sample(t0)
+        last_end = t0
+        for name, at, duration in schedule(total):
+            wait = t0 + at - now()
+            if wait > 0:
+                time.sleep(wait)  # the schedule's own pacing
+            record: dict[str, Any] = {"fault": name, "at_s": round(now() - t0, 1), "duration_s": round(duration, 1)}
+            progress(f"  t={now() - t0:.0f} s: {name}")
+            others = list(clade.golems)
+            if name == "kill":
+                victim = g["g2"]
+                logs.setdefault("g2", []).extend(victim.stderr_lines)
+                load.down.add("g2")
+                victim.stop(signal.SIGKILL)
+                clade.start(victim, bootstrap=[g["g0"]], env=envs.get("g2"))
+                load.down.discard("g2")
+                sampler.restarts["g2"] = now() - t0
+                end = now()
+                record["recovered_s"] = probe(load, victim, [x for x in others if x is not victim], timeout=120)
+            elif name == "partition":
+                victim = g["g3"]
+                for other in others:
+                    if other is not victim:
+                        hold(victim, other, duration)
+                        hold(other, victim, duration)
+                time.sleep(duration)  # the fault lasts this long
+                end = now()
+                record["recovered_s"] = probe(load, victim, [x for x in others if x is not victim], timeout=120)
+            elif name in ("disk_full", "read_only"):
+                if not disk_faults:
+                    record["skipped"] = "no tmpfs"
+                    faults.append(record)
+                    continue
+                victim = g["g0"]
+                if name == "disk_full":
+                    filler = volume.fill()
+                    time.sleep(duration)  # the fault lasts this long
+                    filler.unlink()
+                else:
+                    volume.remount("ro")
+                    time.sleep(duration)  # the fault lasts this long
+                    volume.remount("rw")
+                end = now()
+                record["recovered_s"] = probe(load, victim, [x for x in others if x is not victim], timeout=120)
+            elif name == "clock":
+                victim = g["g1"]
+                clock_file.write_text("-1h\n")
+                time.sleep(duration)  # the fault lasts this long
+                clock_file.write_text("+0\n")
+                end = now()
+                record["recovered_s"] = probe(load, victim, [x for x in others if x is not victim], timeout=120)
+            elif name == "flood":
+                victim = g["g4"]
+                wrote = sum(1 for a in tally.acks if a.golem == "g4")
+                burst = max(1, args.flood - wrote)
+                for _ in range(burst):
+                    load.write(victim, "warning")
+                record["burst"] = burst
+                end = now()
+                record["recovered_s"] = probe(load, victim, [x for x in others if x is not victim], timeout=120)
+                record["suspect_at"] = [x.name for x in others if x is not victim
+                                        and victim.peer_id in {a["author"] for a in x.call("GET", "/v1/trust")
+                                                               ["authors"] if a.get("suspect")}]
+            else:
+                styx_faults: dict[str, dict[str, Any]] = {
+                    "styx_3xx": {"status": 302}, "styx_5xx": {"status": 503}, "styx_hang": {"hang": True}}
+                fault = styx_faults[name]
+                styx.set_faults(**fault, times=-1)
+                time.sleep(duration)  # the fault lasts this long
+                styx.clear_faults()
+                end = now()
+                record["recovered_s"] = styx_drained(clade.golems, timeout=180)
+            record["ended_at_s"] = round(end - t0, 1)
+            last_end = max(last_end, end)
+            faults.append(record)
+        wait = t0 + 0.9 * total - now()
+        if wait > 0:
+            time.sleep(wait)  # the load runs on after the faults
+        load.close()
+        sampler.stop.set()
+        sampler.sample(t0)
+        res["faults"] = faults
+        res["convergence_after_last_fault_s"] = converge(clade.golems, tally, last_end, timeout=args.timeout)
+        lost = [a.entry_id for a in tally.acks if g[a.golem].request("GET", f"/v1/entries/{a.entry_id}").status_code
+                != 200]
+        res["writes"] = {"acknowledged": len(tally.acks), "lost": len(lost), "lost_ids": lost[:20]}
+        res["requests"] = dict(tally.outcomes)
+        res["refusals"] = dict(tally.refusals)
+        res["server_errors"] = tally.server_errors[:20]
+        res["timeouts"] = tally.timeouts[:20]
+        res["resources"] = resources(sampler, warmup=min(600.0, 0.3 * total))
+        for golem in clade.golems:
+            logs.setdefault(golem.name, []).extend(golem.stderr_lines)
+        res["tracebacks"] = sum(1 for lines in logs.values() for line in lines if "Traceback" in line)
+        clade.close()
+        res["integrity"] = {x.name: integrity(x.data.db_path) for x in clade.golems}
+        res["vault_restore"] = verify_backup(g["g0"])
+        res["secrets_found"] = secrets_found(root, clade.golems, logs, styx)
+    finally:
+        load.close()
+        clade.close()
+        styx.stop()
+        volume.unmount()
+    res["host"] = host.report("soak", quiet=True)
+    check(res)
+    return res
+
+
+def converge(golems: Sequence[Golem], tally: Tally, last_end: float, *, timeout: float) -> float | None:
+    """Seconds from the last fault's end until every acknowledged warning is on every golem and
+    the shared state digests agree."""
+    warnings = [a.entry_id for a in tally.acks if a.kind == "warning"]
+    deadline = now() + timeout
+    while now() < deadline:
+        try:
+            digests = {str(x.call("GET", "/v1/state-digest")["shared"]) for x in golems}
+            have = [{e["id"] for e in x.call("GET", "/v1/entries", params={"limit": 100_000, "archived": "true"})
+                     ["entries"]} for x in golems]
+        except (RuntimeError, httpx.HTTPError):
+            time.sleep(1)  # poll pacing
+            continue
+        held = set()
+        for x in golems:
+            held |= {e["id"] for e in x.call("GET", "/v1/entries", params={"limit": 100_000})["entries"]
+                     if e.get("crossing_hold")}
+        if len(digests) == 1 and all(w in h for w in warnings if w not in held for h in have):
+            return round(now() - last_end, 1)
+        time.sleep(1)  # poll pacing
+    return None
+
+
+def resources(sampler: Sampler, *, warmup: float) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, rows in sampler.samples.items():
+        since = max(warmup, sampler.restarts.get(name, 0.0))
+        late = [r for r in rows if r["t_s"] >= since]
+        first, last = rows[0], rows[-1]
+        out[name] = {
+            "samples": len(rows),
+            **{f"{k}_first_last": [round(first.get(k, 0), 1), round(last.get(k, 0), 1)]
+               for k in ("rss_mib", "fds", "threads", "store_mib", "outbox")},
+            **{f"{k}_slope_pct_per_h": slope_per_hour([(r["t_s"], r[k]) for r in late if k in r])
+               for k in ("rss_mib", "fds", "threads")},
+            "max_outbox": max((r.get("outbox", 0) for r in rows), default=0),
+        }
+    return out
+
+
+def integrity(db: Path) -> str:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return str(conn.execute("PRAGMA integrity_check").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def verify_backup(golem: Golem) -> str:
+    backups = sorted(golem.data.backups_path.glob("*"), key=lambda p: p.stat().st_mtime)
+    if not backups:
+        return "no backup was made"
+    done = subprocess.run([CLADE, "--data-dir", str(golem.data.root), "backup", "verify", str(backups[-1]),
+                           "--identity-key", str(golem.data.identity_path)], capture_output=True, check=False)
+    return "ok" if done.returncode == 0 else f"failed: {done.stderr.decode(errors='replace')[-300:]}"
+
+
+def check(res: dict[str, Any]) -> None:
+    failed: list[str] = res["failed"]
+    writes = res.get("writes", {})
+    if writes.get("lost"):
+        failed.append(f"{writes['lost']} acknowledged writes lost")
+    if res.get("requests", {}).get("server_error"):
+        failed.append(f"{res['requests']['server_error']} server errors")
+    if res.get("requests", {}).get("timeout"):
+        failed.append(f"{res['requests']['timeout']} requests hung (client timeout)")
+    for fault in res.get("faults", []):
+        if "skipped" not in fault and (fault.get("recovered_s") is None or fault["recovered_s"] > 30):
+            failed.append(f"{fault['fault']}: recovered in {fault.get('recovered_s')} s (goal 30 s)")
+    if res.get("convergence_after_last_fault_s") is None:
+        failed.append("no convergence after the last fault")
+    for name, figures in res.get("resources", {}).items():
+        for k in ("rss_mib", "fds"):
+            slope = figures.get(f"{k}_slope_pct_per_h")
+            if slope is not None and slope >= 1.0 and res["params"]["minutes"] >= 30:
+                failed.append(f"{name} {k} grows {slope} %/h (goal under 1 %/h)")
+    for name, verdict in res.get("integrity", {}).items():
+        if verdict != "ok":
+            failed.append(f"{name} integrity_check: {verdict}")
+    if res.get("vault_restore") not in ("ok", None):
+        failed.append(f"vault: {res['vault_restore']}")
+    if res.get("secrets_found"):
+        failed.append("secrets found: " + ", ".join(res["secrets_found"]))
+    if res.get("tracebacks"):
+        failed.append(f"{res['tracebacks']} tracebacks in the daemons' logs")
+
+
+def report(res: dict[str, Any]) -> None:
+    rows: list[tuple[str, str]] = [("## soak under faults", "")]
+    w = res.get("writes", {})
+    rows.append(("writes acknowledged / lost", f"{w.get('acknowledged')} / {w.get('lost')}"))
+    rows.append(("requests", ", ".join(f"{k} {v}" for k, v in sorted(res.get("requests", {}).items()))))
+    rows.append(("refused (status reason)", ", ".join(f"{k}: {v}" for k, v in res.get("refusals", {}).items())
+                 or "none"))
+    rows.append(("## fault", "recovered (s after its end)"))
+    for f in res.get("faults", []):
+        extra = f" (skipped: {f['skipped']})" if "skipped" in f else ""
+        rows.append((f"{f['fault']} at {f['at_s']} s for {f['duration_s']} s{extra}", str(f.get("recovered_s"))))
+    rows.append(("convergence after the last fault", f"{res.get('convergence_after_last_fault_s')} s"))
+    rows.append(("## daemon", "RSS MiB first→last (slope %/h); fds; threads; store MiB; max outbox"))
+    for name, r in sorted(res.get("resources", {}).items()):
+        rows.append((name, f"{r['rss_mib_first_last'][0]}→{r['rss_mib_first_last'][1]} "
+                           f"({r['rss_mib_slope_pct_per_h']}); {r['fds_first_last'][0]}→{r['fds_first_last'][1]} "
+                           f"({r['fds_slope_pct_per_h']}); {r['threads_first_last'][0]}→"
+                           f"{r['threads_first_last'][1]}; {r['store_mib_first_last'][1]}; {r['max_outbox']}"))
+    rows.append(("integrity_check", ", ".join(f"{k} {v}" for k, v in res.get("integrity", {}).items())))
+    rows.append(("vault backup verify (g0)", str(res.get("vault_restore"))))
+    rows.append(("secrets found", ", ".join(res.get("secrets_found", [])) or "none"))
+    rows.append(("host", json.dumps(res.get("host"))))
+    rows.append(("failed", "; ".join(res["failed"]) or "none"))
+    print_table(rows)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench.bench_soak", description=__doc__.split("\n\n")[0])
+    p.add_argument("--minutes", type=float, default=30.0, help="length of the run (default 30)")
+    p.add_argument("--short", action="store_true", help="the few-minute form (4 min, faster rates)")
+    p.add_argument("--writes-per-min", type=float, default=3.0)
+    p.add_argument("--read-every", type=float, default=4.0, help="a search or digest per golem this often (s)")
+    p.add_argument("--burst-every", type=float, default=300.0, help="a burst of 50 warnings this often (s)")
+    p.add_argument("--backup-every", type=float, default=300.0)
+    p.add_argument("--cycle-s", type=float, default=120.0, help="curator cycle period (s)")
+    p.add_argument("--sample-every", type=float, default=30.0)
+    p.add_argument("--flood", type=int, default=100, help="the flood fills g4's write budget up to this")
+    p.add_argument("--disk-mib", type=int, default=192, help="g0's tmpfs size")
+    p.add_argument("--request-timeout", type=float, default=20.0)
+    p.add_argument("--timeout", type=float, default=180.0, help="wait this long for convergence")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--out", type=Path, default=None, help="keep the data directories here")
+    args = p.parse_args(argv)
+    if args.short:
+        args.minutes = min(args.minutes, 4.0)
+        args.burst_every, args.backup_every, args.cycle_s, args.sample_every = 60.0, 60.0, 30.0, 5.0
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    with workdir(args.out, "clade-bench-soak-") as root:
+        res = run(args, root)
+    report(res)
+    emit("soak", res)
+    return 1 if res["failed"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
