@@ -295,18 +295,18 @@ class Volume:
         return self.mounted
 
     def fill(self) -> Path:
+        """A file taking every free byte of the volume (unbuffered: nothing waits to be flushed)."""
         filler = self.path / "filler.bin"
-        with filler.open("wb") as f:
-            try:
-                while True:
-                    f.write(b"\0" * (1 << 20))
-            except OSError:
-                pass
-            try:
-                while True:
-                    f.write(b"\0" * 4096)
-            except OSError:
-                pass
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            for size in (1 << 20, 4096, 1):
+                try:
+                    while True:
+                        os.write(fd, b"\0" * size)
+                except OSError:
+                    pass
+        finally:
+            os.close(fd)
         return filler
 
     def remount(self, mode: str) -> None:
@@ -382,11 +382,24 @@ def schedule(total: float) -> list[tuple[str, float, float]]:
             ("styx_hang", 0.74 * total, 0.04 * total)]
 
 
-def secrets_found(root: Path, golems: Sequence[Golem], logs: dict[str, list[str]], styx: StyxServer) -> list[str]:
+def served(golems: Sequence[Golem]) -> list[tuple[str, str]]:
+    """What each daemon serves about itself: `/v1/status` and `/metrics`."""
+    out = []
+    for golem in golems:
+        for path in ("/v1/status", "/metrics"):
+            try:
+                out.append((f"{golem.name} {path}", golem.request("GET", path).text))
+            except (httpx.HTTPError, RuntimeError) as exc:
+                out.append((f"{golem.name} {path}", f"unreachable: {exc}"))
+    return out
+
+
+def secrets_found(golems: Sequence[Golem], logs: dict[str, list[str]], styx: StyxServer,
+                  pages: list[tuple[str, str]]) -> list[str]:
     """Where the API token or the sensitive entry's text shows up (must be nowhere)."""
     needles = {"api token": TOKEN, "sensitive text": SECRET_TEXT}
     found = []
-    places: list[tuple[str, str]] = []
+    places: list[tuple[str, str]] = list(pages)
     for golem in golems:
         places.append((f"{golem.name} log", "\n".join(logs.get(golem.name, []))))
         if golem.data.playbook_path.exists():
@@ -436,7 +449,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         for golem in clade.golems:
             golem.data.config_path.write_text(golem_config(styx, args))
         for golem in clade.golems:
-            clade.start(golem, env=envs.get(golem.name))
+            clade.start(golem, env=envs.get(golem.name), timeout=args.start_timeout)
         clade.wait_connected(clade.golems, timeout=120)
         g = {x.name: x for x in clade.golems}
         g["g0"].call("POST", "/v1/memory", json={"content": SECRET_TEXT, "memory_type": "insight",
@@ -459,7 +472,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                 logs.setdefault("g2", []).extend(victim.stderr_lines)
                 load.down.add("g2")
                 victim.stop(signal.SIGKILL)
-                clade.start(victim, bootstrap=[g["g0"]], env=envs.get("g2"))
+                clade.start(victim, bootstrap=[g["g0"]], env=envs.get("g2"), timeout=args.start_timeout)
                 load.down.discard("g2")
                 sampler.restarts["g2"] = now() - t0
                 end = now()
@@ -539,10 +552,11 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         for golem in clade.golems:
             logs.setdefault(golem.name, []).extend(golem.stderr_lines)
         res["tracebacks"] = sum(1 for lines in logs.values() for line in lines if "Traceback" in line)
+        pages = served(clade.golems)
         clade.close()
         res["integrity"] = {x.name: integrity(x.data.db_path) for x in clade.golems}
         res["vault_restore"] = verify_backup(g["g0"])
-        res["secrets_found"] = secrets_found(root, clade.golems, logs, styx)
+        res["secrets_found"] = secrets_found(clade.golems, logs, styx, pages)
     finally:
         load.close()
         clade.close()
@@ -679,6 +693,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--flood", type=int, default=100, help="the flood fills g4's write budget up to this")
     p.add_argument("--disk-mib", type=int, default=192, help="g0's tmpfs size")
     p.add_argument("--request-timeout", type=float, default=20.0)
+    p.add_argument("--start-timeout", type=float, default=180.0, help="for a daemon's READY (a loaded machine is slow)")
     p.add_argument("--timeout", type=float, default=180.0, help="wait this long for convergence")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", type=Path, default=None, help="keep the data directories here")

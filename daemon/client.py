@@ -1,9 +1,13 @@
-"""Talk to a running daemon over its unix socket (found through `$DATA/run.json`).
+"""The one client of the daemon's control API: where the daemon is, how to reach it, and what
+its answers mean — for the CLI (synchronous `DaemonClient`), and the TUI and the MCP server
+(asynchronous `ApiClient`; the TUI's typed reads are `tui.client.TuiClient`).
 
-The CLI uses this when a daemon holds the data dir, so writes go through the daemon's
-single writer and recall uses its already-loaded model; API errors come back as the same
-`UsageError`/`NotFound`/`DaemonError` the direct path raises, so output and exit codes are
-identical either way.
+Both decode every answer the same way (`decode`) and raise the same errors, which are
+`DaemonError`s so the CLI's exit codes hold: `Unreachable` (no daemon answered: retry later),
+`Refused` (a 4xx, with the daemon's reason; `NotFoundRefused` for a 404, also a `NotFound`)
+and `BadResponse` (a 5xx, or an answer that is not JSON). An `Endpoint` is a data dir (its
+run.json names the socket, re-read on every reconnect, so a restarted daemon is found), a socket
+path, or a URL with a bearer token (never in a repr or a log).
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +27,41 @@ from daemon.errors import DaemonError, NotFound, UsageError
 from daemon.grimoire.fields import format_errors
 from daemon.presence import pid_alive
 
-__all__ = ["DaemonClient", "daemon_is_live", "find_socket"]
+__all__ = [
+    "ApiClient",
+    "ApiError",
+    "BadResponse",
+    "DaemonClient",
+    "Endpoint",
+    "NotFoundRefused",
+    "Refused",
+    "TransportFactory",
+    "Unreachable",
+    "daemon_is_live",
+    "decode",
+    "detail_of",
+    "find_socket",
+]
+
+
+class ApiError(DaemonError):
+    """The root of the errors about talking to the daemon."""
+
+
+class Unreachable(ApiError):
+    """No daemon answered (not running, socket gone, connection dropped)."""
+
+
+class Refused(ApiError, UsageError):
+    """The daemon refused the request (4xx); the message is its `detail`."""
+
+
+class NotFoundRefused(Refused, NotFound):
+    """The daemon answered 404: what the request named does not exist."""
+
+
+class BadResponse(ApiError):
+    """The daemon failed (5xx) or answered something that is not the documented response."""
 
 
 def find_socket(data: DataDir) -> Path | None:
@@ -31,10 +71,10 @@ def find_socket(data: DataDir) -> Path | None:
     """
     try:
         info = json.loads(data.run_path.read_text())
-        pid, socket = int(info["pid"]), Path(info["socket"])
+        pid, path = int(info["pid"]), Path(info["socket"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return socket if pid_alive(pid) and socket.exists() else None
+    return path if pid_alive(pid) and path.exists() else None
 
 
 def daemon_is_live(data: DataDir, *, timeout_s: float = 2.0) -> bool:
@@ -55,22 +95,99 @@ def daemon_is_live(data: DataDir, *, timeout_s: float = 2.0) -> bool:
     return True
 
 
+def detail_of(doc: Any) -> str:
+    """The reason in an error body (`{error, detail}`), pydantic's errors said as the CLI says them."""
+    if isinstance(doc, dict) and "detail" in doc:
+        detail = doc["detail"]
+        if isinstance(detail, list):
+            if all(isinstance(d, dict) for d in detail):
+                return format_errors(detail)
+            return "; ".join(str(d) for d in detail)
+        return str(detail)
+    return str(doc)[:200]
+
+
+def decode(res: httpx.Response) -> Any:
+    """The JSON of a 2xx/3xx answer; else the error it stands for."""
+    try:
+        doc = res.json()
+    except ValueError:
+        raise BadResponse(f"the daemon sent a {res.status_code} that is not JSON: {res.text[:200]!r}") from None
+    if res.status_code >= 500:
+        raise BadResponse(f"the daemon failed: {detail_of(doc)}")
+    if res.status_code == 404:
+        raise NotFoundRefused(detail_of(doc))
+    if res.status_code >= 400:
+        raise Refused(detail_of(doc))
+    return doc
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """Where the daemon is: a data dir, a socket path, or a URL with a token."""
+
+    data_dir: Path | None = None
+    socket: Path | None = None
+    url: str | None = None
+    token: str | None = field(default=None, repr=False)  # never in a repr, a log or a traceback
+
+    def describe(self) -> str:
+        if self.url:
+            return self.url
+        if self.socket:
+            return str(self.socket)
+        return f"the daemon of {self.data_dir}"
+
+    def _resolved(self) -> tuple[Path | None, str, dict[str, str]]:
+        """(socket or None for the URL, base URL, headers); raises `Unreachable`."""
+        if self.url:
+            headers = {"authorization": f"Bearer {self.token}"} if self.token else {}
+            return None, self.url.rstrip("/"), headers
+        path = self.socket
+        if path is None and self.data_dir is not None:
+            path = find_socket(DataDir(self.data_dir))
+            if path is None:
+                raise Unreachable(f"no daemon runs on {self.data_dir} (no live run.json)")
+        if path is None:
+            raise Unreachable("no daemon named: give --data-dir, --socket or --url")
+        return path, "http://clade", {}
+
+    def transport(self) -> tuple[httpx.AsyncBaseTransport, str, dict[str, str]]:
+        """(async transport, base URL, headers) for a new connection; raises `Unreachable`."""
+        path, base, headers = self._resolved()
+        return (httpx.AsyncHTTPTransport() if path is None else httpx.AsyncHTTPTransport(uds=str(path))), base, headers
+
+    def sync_transport(self) -> tuple[httpx.BaseTransport, str, dict[str, str]]:
+        """(transport, base URL, headers) for a new synchronous connection; raises `Unreachable`."""
+        path, base, headers = self._resolved()
+        if path is not None and not path.exists():  # checked first: httpcore leaks a failed unix connect
+            raise Unreachable(f"cannot reach the daemon on {path}: no such socket; is it running?")
+        return (httpx.HTTPTransport() if path is None else httpx.HTTPTransport(uds=str(path))), base, headers
+
+
+TransportFactory = Callable[[], tuple[httpx.AsyncBaseTransport, str, dict[str, str]]]
+
+
 class DaemonClient:
-    """Calls to the daemon's control API on its unix socket; every failure is a `DaemonError`
-    (`UsageError`/`NotFound` for 4xx answers, as the direct path raises).
+    """Synchronous calls to the control API (the CLI's); every failure is an `ApiError`.
 
     Reusable: any number of calls. Used as a context manager (`with DaemonClient(...) as c:`)
     it keeps one connection open across the calls and closes it on exit; otherwise (or after
     `close()`) each call opens and closes its own, so a client left unclosed holds nothing.
     """
 
-    def __init__(self, socket: Path) -> None:
-        self.socket = socket
+    def __init__(self, where: Path | Endpoint, *, timeout_s: float = 120.0) -> None:
+        self.endpoint = where if isinstance(where, Endpoint) else Endpoint(socket=where)
+        self._timeout = timeout_s
         self._client: httpx.Client | None = None  # held only inside `with`
 
+    @property
+    def socket(self) -> Path | None:
+        return self.endpoint.socket
+
     def _open(self) -> httpx.Client:
-        return httpx.Client(transport=httpx.HTTPTransport(uds=str(self.socket)), base_url="http://clade",
-                            timeout=120)
+        transport, base, headers = self.endpoint.sync_transport()
+        return httpx.Client(transport=transport, base_url=base, headers=headers, timeout=self._timeout)
 
     def __enter__(self) -> DaemonClient:
         if self._client is None:
@@ -105,8 +222,6 @@ class DaemonClient:
         return self._request(method, path, content=content, headers={"content-type": "application/octet-stream"})
 
     def _request(self, method: str, path: str, **kwargs: Any) -> Any:
-        if not self.socket.exists():  # checked first: httpcore leaks the socket of a failed unix connect
-            raise DaemonError(f"cannot reach the daemon on {self.socket}: no such socket; is it running?")
         try:
             if self._client is not None:
                 res = self._client.request(method, path, **kwargs)
@@ -114,21 +229,49 @@ class DaemonClient:
                 with self._open() as client:
                     res = client.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
-            raise DaemonError(f"cannot reach the daemon on {self.socket}: {exc}; is it running?") from None
-        if res.status_code < 400:
-            try:
-                return res.json()
-            except ValueError:
-                raise DaemonError(f"the daemon sent a {res.status_code} that is not JSON: {res.text[:200]!r}") from None
+            raise Unreachable(f"cannot reach the daemon on {self.endpoint.describe()}: {exc}; is it running?") from None
+        return decode(res)
+
+
+class ApiClient:
+    """Asynchronous calls to the control API (the TUI's and `clade mcp`'s). `transport` makes a
+    fresh connection (tests pass a `httpx.MockTransport` factory); the connection is rebuilt
+    after any transport failure."""
+
+    def __init__(self, transport: TransportFactory, *, timeout_s: float = 10.0) -> None:
+        self._factory = transport
+        self._timeout = timeout_s
+        self._client: httpx.AsyncClient | None = None
+
+    @classmethod
+    def for_endpoint(cls, endpoint: Endpoint, *, timeout_s: float = 10.0) -> ApiClient:
+        return cls(endpoint.transport, timeout_s=timeout_s)
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            transport, base, headers = self._factory()
+            self._client = httpx.AsyncClient(transport=transport, base_url=base, headers=headers,
+                                             timeout=self._timeout)
+        return self._client
+
+    async def reset(self) -> None:
+        """Drop the connection (the next call resolves the endpoint again)."""
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    async def aclose(self) -> None:
+        await self.reset()
+
+    async def call(self, method: str, path: str, **kw: Any) -> Any:
+        """One request (`kw` as for httpx: `json=`, `params=`); its JSON answer. Raises
+        `Unreachable`, `Refused` (4xx, the API's message) or `BadResponse` (5xx, not JSON)."""
         try:
-            payload = res.json()
-        except ValueError:
-            payload = None
-        detail = payload.get("detail") if isinstance(payload, dict) else res.text
-        if isinstance(detail, list):  # pydantic errors: loc + msg
-            detail = format_errors(detail)
-        if res.status_code == 404:
-            raise NotFound(str(detail))
-        if res.status_code < 500:
-            raise UsageError(str(detail))
-        raise DaemonError(f"the daemon failed: {detail}")
+            res = await self._http().request(method, path, **kw)
+        except httpx.HTTPError as exc:
+            await self.reset()
+            raise Unreachable(f"{method} {path}: {exc or type(exc).__name__}") from None
+        try:
+            return decode(res)
+        except BadResponse as exc:
+            raise BadResponse(f"{method} {path}: {exc}") from None

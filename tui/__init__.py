@@ -7,7 +7,7 @@ event stream, typed and fault-tolerant), `keys` (every binding, remappable), `th
 """
 
 from tui.app import CladeTui
-from tui.client import ApiClient, Endpoint
+from tui.client import Endpoint, TuiClient
 from tui.main import run
 
-__all__ = ["ApiClient", "CladeTui", "Endpoint", "run"]
+__all__ = ["CladeTui", "Endpoint", "TuiClient", "run"]

@@ -29,7 +29,7 @@ from textual.reactive import reactive
 from textual.widgets import Label
 
 from daemon.grimoire.store import wall_clock_ms
-from tui.client import ApiClient, ApiError, BadResponse, PeerView, Snapshot, TransportFactory, Unreachable
+from tui.client import ApiError, BadResponse, PeerView, Snapshot, TransportFactory, TuiClient, Unreachable
 from tui.format import FeedItem, Level, RateTracker, feed_item, human_bytes, short_id
 from tui.keys import allowed, bindings, check_keymap
 from tui.screens import (
@@ -72,8 +72,8 @@ class CladeTui(App[None]):
                  now_ms: Callable[[], int] = wall_clock_ms, monotonic: Callable[[], float] = time.monotonic,
                  env: Mapping[str, str] | None = None, rates: RateTracker | None = None) -> None:
         super().__init__()
-        self.api = ApiClient(transport)
-        self._events_api = ApiClient(transport)
+        self.api = TuiClient(transport)
+        self._events_api = TuiClient(transport)
         self.read_only = read_only
         self._keymap_config = dict(keymap or {})
         self.applied_keymap: dict[str, str] = {}

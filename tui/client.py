@@ -1,25 +1,25 @@
-"""The TUI's only link to the daemon: its control API (httpx over the unix socket, or TCP with
-a bearer token) and its event stream. It never opens the store.
+"""The TUI's typed view of the daemon: its control API through the one client
+(`daemon.client.ApiClient`: httpx over the unix socket, or TCP with a bearer token) and its
+event stream. It never opens the store.
 
 Every answer is checked against the daemon's own response models (`daemon.contract.responses`);
 anything else — a refused connection, a 5xx, a body that is not the documented shape — comes
-out as one of this module's errors, never as a crash: `Unreachable` (retry later),
-`Refused` (the daemon said no: 4xx, with its reason) and `BadResponse` (it answered
-something unexpected; keep the last good data and say so).
+out as one of the client's errors, never as a crash: `Unreachable` (retry later), `Refused`
+(the daemon said no: 4xx, with its reason) and `BadResponse` (it answered something
+unexpected; keep the last good data and say so).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from daemon.client import find_socket
+from daemon.client import ApiClient, ApiError, BadResponse, Endpoint, Refused, TransportFactory, Unreachable
 from daemon.contract.responses import (
     BackupOut,
     BackupsOut,
@@ -35,28 +35,11 @@ from daemon.contract.responses import (
     SearchOut,
     StatusOut,
 )
-from daemon.datadir import DataDir
-from daemon.grimoire.fields import format_errors
 
-__all__ = ["ApiClient", "ApiError", "BadResponse", "Endpoint", "PeerView", "Refused", "Snapshot", "Unreachable"]
+__all__ = ["ApiError", "BadResponse", "Endpoint", "PeerView", "Refused", "Snapshot", "TransportFactory", "TuiClient",
+           "Unreachable"]
 
 M = TypeVar("M", bound=BaseModel)
-
-
-class ApiError(Exception):
-    """The root of the TUI's errors about talking to the daemon."""
-
-
-class Unreachable(ApiError):
-    """No daemon answered (not running, socket gone, connection dropped)."""
-
-
-class Refused(ApiError):
-    """The daemon refused the request (4xx); the message is its `detail`."""
-
-
-class BadResponse(ApiError):
-    """The daemon answered something that is not the documented response."""
 
 
 class PeerView(BaseModel):
@@ -90,94 +73,11 @@ class Snapshot:
     backups: BackupsOut | None
 
 
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    """Where the daemon is: a data dir (its run.json names the socket, re-read on every
-    reconnect, so a restarted daemon is found), a socket path, or a URL with a token."""
-
-    data_dir: Path | None = None
-    socket: Path | None = None
-    url: str | None = None
-    token: str | None = field(default=None, repr=False)  # never in a repr, a log or a traceback
-
-    def describe(self) -> str:
-        if self.url:
-            return self.url
-        if self.socket:
-            return str(self.socket)
-        return f"the daemon of {self.data_dir}"
-
-    def transport(self) -> tuple[httpx.AsyncBaseTransport, str, dict[str, str]]:
-        """(transport, base URL, headers) for a new connection; raises `Unreachable`."""
-        if self.url:
-            headers = {"authorization": f"Bearer {self.token}"} if self.token else {}
-            return httpx.AsyncHTTPTransport(), self.url.rstrip("/"), headers
-        socket = self.socket
-        if socket is None and self.data_dir is not None:
-            socket = find_socket(DataDir(self.data_dir))
-            if socket is None:
-                raise Unreachable(f"no daemon runs on {self.data_dir} (no live run.json)")
-        if socket is None:
-            raise Unreachable("no daemon named: give --data-dir, --socket or --url")
-        return httpx.AsyncHTTPTransport(uds=str(socket)), "http://clade", {}
-
-
-TransportFactory = Callable[[], tuple[httpx.AsyncBaseTransport, str, dict[str, str]]]
-
-
-class ApiClient:
-    """Async calls to the control API. `transport` makes a fresh connection (tests pass a
-    `httpx.MockTransport` factory); the client is rebuilt after any transport failure."""
-
-    def __init__(self, transport: TransportFactory, *, timeout_s: float = 10.0) -> None:
-        self._factory = transport
-        self._timeout = timeout_s
-        self._client: httpx.AsyncClient | None = None
-
-    @classmethod
-    def for_endpoint(cls, endpoint: Endpoint, *, timeout_s: float = 10.0) -> ApiClient:
-        return cls(endpoint.transport, timeout_s=timeout_s)
-
-    def _http(self) -> httpx.AsyncClient:
-        if self._client is None:
-            transport, base, headers = self._factory()
-            self._client = httpx.AsyncClient(transport=transport, base_url=base, headers=headers,
-                                             timeout=self._timeout)
-        return self._client
-
-    async def reset(self) -> None:
-        """Drop the connection (the next call resolves the endpoint again)."""
-        client, self._client = self._client, None
-        if client is not None:
-            await client.aclose()
-
-    async def aclose(self) -> None:
-        await self.reset()
-
-    async def call(self, method: str, path: str, **kw: Any) -> Any:
-        """One request (`kw` as for httpx: `json=`, `params=`); its JSON answer. Raises
-        `Unreachable`, `Refused` (4xx, the API's message) or `BadResponse` (5xx, not JSON).
-        Also the client of `clade mcp` (daemon/mcp/server.py)."""
-        return await self._call(method, path, **kw)
-
-    async def _call(self, method: str, path: str, **kw: Any) -> Any:
-        try:
-            res = await self._http().request(method, path, **kw)
-        except httpx.HTTPError as exc:
-            await self.reset()
-            raise Unreachable(f"{method} {path}: {exc or type(exc).__name__}") from None
-        try:
-            doc = res.json()
-        except ValueError:
-            raise BadResponse(f"{method} {path}: HTTP {res.status_code}, not JSON") from None
-        if res.status_code >= 500:
-            raise BadResponse(f"{method} {path}: the daemon failed: {_detail(doc)}")
-        if res.status_code >= 400:
-            raise Refused(_detail(doc))
-        return doc
+class TuiClient(ApiClient):
+    """The one API client with the TUI's typed reads and actions, and the event stream."""
 
     async def _typed(self, model: type[M], method: str, path: str, **kw: Any) -> M:
-        doc = await self._call(method, path, **kw)
+        doc = await self.call(method, path, **kw)
         try:
             return model.model_validate(doc)
         except ValidationError as exc:
@@ -269,13 +169,3 @@ class ApiClient:
             await self.reset()
             raise Unreachable(f"event stream: {exc or type(exc).__name__}") from None
 
-
-def _detail(doc: Any) -> str:
-    if isinstance(doc, dict) and "detail" in doc:
-        detail = doc["detail"]
-        if isinstance(detail, list):  # pydantic's errors: where and what, as the CLI says them
-            if all(isinstance(d, dict) for d in detail):
-                return format_errors(detail)
-            return "; ".join(str(d) for d in detail)
-        return str(detail)
-    return str(doc)[:200]

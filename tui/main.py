@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from daemon.client import Endpoint
 from daemon.config import TuiConfig
 from tui.app import CladeTui
-from tui.client import Endpoint
 
 __all__ = ["run"]
 

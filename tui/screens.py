@@ -22,7 +22,7 @@ from textual.timer import Timer
 from textual.widgets import Button, DataTable, Footer, Input, Label, Static
 
 from daemon.contract.responses import EntryDoc
-from tui.client import ApiClient, ApiError, PeerView, Refused
+from tui.client import ApiError, PeerView, Refused, TuiClient
 from tui.format import FEED_KINDS, RateTracker
 from tui.keys import KEYS, allowed, bindings, effective_keys
 from tui.widgets import FeedPanel, HeaderBar, KnowledgePanel, OpsPanel, SiblingsTable, TrafficPanel
@@ -38,7 +38,7 @@ class ScreenContext:
     """What the screens are given by the app: the API client (reads only: entry, search), the
     wall clock, the traffic rates, and whether actions are off (`--read-only`)."""
 
-    api: ApiClient
+    api: TuiClient
     now_ms: Callable[[], int]
     rates: RateTracker
     read_only: bool

@@ -11,7 +11,7 @@ from daemon.datadir import DataDir
 from daemon.errors import UsageError
 
 if TYPE_CHECKING:
-    from tui.client import Endpoint
+    from daemon.client import Endpoint
 
 __all__ = ["add_endpoint_args", "endpoint_from"]
 
@@ -29,7 +29,7 @@ def add_endpoint_args(p: argparse.ArgumentParser) -> None:
 def endpoint_from(args: argparse.Namespace, data: DataDir) -> Endpoint:
     """The endpoint the options name; `UsageError` for --token without --url. The data dir's
     `[api] token` is read only when --url comes without --token."""
-    from tui.client import Endpoint
+    from daemon.client import Endpoint
 
     if args.token and not args.url:
         raise UsageError("--token goes with --url (the unix socket needs no token)")

@@ -1,7 +1,7 @@
 """`clade mcp`: a Model Context Protocol server on stdio, a thin process over the control API.
 
 Like the TUI it never opens the store: every tool call and resource read is one request to
-the daemon (`tui.client.ApiClient`, over the unix socket or TCP with the bearer token), so
+the daemon (`daemon.client.ApiClient`, the one API client, over the unix socket or TCP with the bearer token), so
 the API's validation and errors apply unchanged. An API refusal (4xx) comes back as a tool
 error (`isError: true`) carrying the API's message; so does a daemon that cannot be reached
 or does not answer within `timeout_s` (the call never hangs), and an argument document
@@ -21,9 +21,9 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
+from daemon.client import ApiClient, ApiError, Endpoint, Refused, Unreachable
 from daemon.errors import UsageError
 from daemon.mcp.tools import DIGEST_TEMPLATE, TOOLS, ApiRequest, digest_request, tool
-from tui.client import ApiClient, ApiError, Endpoint, Refused, Unreachable
 
 __all__ = ["MAX_ARGUMENT_BYTES", "build_server", "serve_stdio"]
 

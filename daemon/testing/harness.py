@@ -137,7 +137,7 @@ class LoopbackClade:
         data.install_membership(membership, clade_key)
 
     def start(self, golem: Golem, *, bootstrap: list[Golem] | None = None, args: list[str] | None = None,
-              env: dict[str, str] | None = None) -> Golem:
+              env: dict[str, str] | None = None, timeout: float = 60) -> Golem:
         """Run `golem` on 127.0.0.1 (a free port), dialing `bootstrap` (default: golem 0 if it runs)."""
         targets = bootstrap if bootstrap is not None else [g for g in self.golems[:1] if g is not golem]
         argv = ["--listen", "/ip4/127.0.0.1/tcp/0", "--no-mdns"]
@@ -145,7 +145,7 @@ class LoopbackClade:
             if other.running:
                 argv += ["--bootstrap", other.p2p_addrs[0]]
         env = {"CLADE_P2P__SYNC_INTERVAL_S": "30", **(env or {})}
-        golem.start(argv + (args or []), env=env)
+        golem.start(argv + (args or []), env=env, timeout=timeout)
         return golem
 
     def start_all(self, *, timeout: float = 60) -> None:

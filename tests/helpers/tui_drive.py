@@ -9,9 +9,9 @@ from typing import Any
 
 from textual.pilot import Pilot
 
+from daemon.client import Endpoint
 from daemon.datadir import DataDir
 from tui.app import CladeTui
-from tui.client import Endpoint
 from tui.widgets import FeedPanel
 
 Body = Callable[[Pilot[Any]], Awaitable[None]]

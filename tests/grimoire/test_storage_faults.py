@@ -1,0 +1,40 @@
+"""Which store failures are the storage's (pure): a full, read-only or failing filesystem."""
+
+from __future__ import annotations
+
+import errno
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from daemon.grimoire.storage_faults import storage_refusal
+
+
+def test_sqlite_full_and_readonly_errors_are_refusals(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "x.db")
+    conn.execute("CREATE TABLE t (x)")
+    conn.commit()
+    conn.close()
+    ro = sqlite3.connect(f"file:{tmp_path / 'x.db'}?mode=ro", uri=True)
+    with pytest.raises(sqlite3.OperationalError) as caught:
+        ro.execute("INSERT INTO t VALUES (1)")
+    refusal = storage_refusal(caught.value)  # a real SQLITE_READONLY from SQLite itself
+    assert refusal is not None and (refusal.status, refusal.error) == (503, "read_only")
+    full = storage_refusal(sqlite3.OperationalError("database or disk is full"))
+    assert full is not None and (full.status, full.error) == (507, "insufficient_storage")
+    assert "free space" in full.detail and "resume by themselves" in full.detail
+
+
+@pytest.mark.parametrize(("code", "status", "error"), [
+    (errno.ENOSPC, 507, "insufficient_storage"), (errno.EDQUOT, 507, "insufficient_storage"),
+    (errno.EROFS, 503, "read_only"), (errno.EIO, 503, "storage_unavailable")])
+def test_os_errors_are_refusals(code: int, status: int, error: str) -> None:
+    refusal = storage_refusal(OSError(code, "x"))
+    assert refusal is not None and (refusal.status, refusal.error) == (status, error)
+
+
+def test_everything_else_stays_an_unexpected_error() -> None:
+    assert storage_refusal(sqlite3.OperationalError("no such table: t")) is None
+    assert storage_refusal(OSError(errno.ENOENT, "gone")) is None
+    assert storage_refusal(ValueError("database or disk is full")) is None
