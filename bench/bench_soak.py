@@ -16,7 +16,7 @@ one role, so faults do not mask each other):
 | kill | g2 | SIGKILL, restarted at once |
 | partition | g3 | held from every sibling (both ends) for a while |
 | disk full | g0 | its data dir is its own small tmpfs; a filler file takes every byte, then is removed |
-| read-only | g0 | the tmpfs remounted read-only, then read-write |
+| read-only | g0 | stopped, tmpfs remounted read-only, started (must refuse clearly), read-write, started |
 | clock | g1 | its wall clock (libfaketime, LD_PRELOAD) stepped an hour back, then an hour forward |
 | flood | g4 | writes a burst at its write budget's limit (`[trust] budget_entries` minus what it wrote) |
 | Styx 3xx / 5xx / hang | all | the Styx server answers 302, then 503, then never |
@@ -450,7 +450,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             golem.data.config_path.write_text(golem_config(styx, args))
         for golem in clade.golems:
             clade.start(golem, env=envs.get(golem.name), timeout=args.start_timeout)
-        clade.wait_connected(clade.golems, timeout=120)
+        clade.wait_connected(clade.golems, timeout=args.start_timeout)
         g = {x.name: x for x in clade.golems}
         g["g0"].call("POST", "/v1/memory", json={"content": SECRET_TEXT, "memory_type": "insight",
                                                  "sensitivity": "sensitive"})
@@ -497,9 +497,22 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                     time.sleep(duration)  # the fault lasts this long
                     filler.unlink()
                 else:
+                    # A mounted filesystem cannot be made read-only under open writable files
+                    # (EBUSY), so the daemon stops first; it must then refuse to start clearly.
+                    load.down.add("g0")
+                    logs.setdefault("g0", []).extend(victim.stderr_lines)
+                    victim.stop()
                     volume.remount("ro")
+                    try:
+                        clade.start(victim, env=envs.get("g0"), timeout=args.start_timeout)
+                        record["start_on_read_only"] = "started (unexpected)"
+                    except (RuntimeError, TimeoutError) as exc:
+                        record["start_on_read_only"] = str(exc)[-300:]
                     time.sleep(duration)  # the fault lasts this long
                     volume.remount("rw")
+                    clade.start(victim, env=envs.get("g0"), timeout=args.start_timeout)
+                    load.down.discard("g0")
+                    sampler.restarts["g0"] = now() - t0
                 end = now()
                 record["recovered_s"] = probe(load, victim, [x for x in others if x is not victim], timeout=120)
             elif name == "clock":

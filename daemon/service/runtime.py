@@ -34,6 +34,7 @@ from daemon.config import Config, load_config
 from daemon.datadir import DataDir
 from daemon.errors import ConfigError, DaemonError
 from daemon.grimoire import atomic_write
+from daemon.grimoire.storage_faults import storage_refusal
 from daemon.presence import DaemonLock, DataDirLocked, recorded_pid
 from daemon.service.backup_schedule import run_backups
 from daemon.service.heap import freeze_startup
@@ -312,7 +313,10 @@ class DaemonRuntime:
         except DataDirLocked as exc:
             raise FatalError(str(exc)) from None
         except OSError as exc:
-            raise FatalError(f"cannot lock {self.data.root}: {exc.strerror or exc}") from None
+            refusal = storage_refusal(exc)
+            what = f"; {refusal.detail.split(': ', 1)[0]}: fix it and start again (systemd restarts the service)" \
+                if refusal is not None else ""
+            raise FatalError(f"cannot lock {self.data.root}: {exc.strerror or exc}{what}") from None
         try:
             await self._main_locked(task_status)
         finally:

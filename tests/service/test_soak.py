@@ -1,6 +1,6 @@
 """The soak's short form (bench/bench_soak.py --short): five real daemons for a few minutes at a
 golem's rates with every fault on the schedule — SIGKILL, a partition, the data dir's
-filesystem full and read-only (a tmpfs: root only, else skipped and said so), the wall clock
+filesystem full, and read-only at a start (a tmpfs: root only, else skipped and said so), the wall clock
 stepped an hour back and forward (libfaketime), a write flood at the budget's limit, a Styx
 answering 302, 503 and never. Asserts what the issue's goals name: no acknowledged write lost,
 no server error or hang, a disk fault refused with 507/503 and a reason, every fault recovered,
@@ -31,6 +31,7 @@ def test_short_soak_under_faults(tmp_path: Path) -> None:
     if os.geteuid() == 0:  # the disk faults ran: writes were refused clearly while they lasted
         assert "skipped" not in faults["disk_full"]
         assert any(k.startswith("507 insufficient_storage") for k in res["refusals"]), res["refusals"]
+        assert "read-only" in faults["read_only"]["start_on_read_only"]  # refused to start, saying why
     assert set(res["integrity"].values()) == {"ok"}
     assert res["vault_restore"] == "ok"
     assert res["secrets_found"] == []
