@@ -14,22 +14,30 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from crdt import Kind
+from crdt import Category, Kind
 from daemon.errors import NotFound, UsageError
 
 from .belief import Belief, BeliefPolicy
 from .evidence_store import BELIEF, beliefs
 from .keywords import QueryTerms, affordable, query_words, searchable_text
+from .lexical import words as lexical_words
 from .records import Entry
 from .replication import SqliteBackend
-from .rows import ENTRY_COLUMN_NAMES, ENTRY_COLUMNS, RANK_COLUMNS, RankFields, entry_from_row, rank_fields
+from .rows import (
+    ENTRY_COLUMN_NAMES,
+    ENTRY_COLUMNS,
+    RANK_COLUMN_COUNT,
+    RANK_COLUMNS,
+    RankFields,
+    entry_from_row,
+    rank_fields,
+)
 from .trust import TrustPolicy
 from .trust_store import TrustView, ViewCache
 
 __all__ = ["EntryReads", "RecallHit", "StoreCounts"]
 
 _VIEWS = ViewCache()  # siblings' trust per store connection, read again only after a commit (`trust_view`)
-_FTS_WORD = re.compile(r"[^\W_]+", re.UNICODE)  # FTS5 unicode61 tokens: underscore separates
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +118,7 @@ class EntryReads:
             chunk = list(entry_ids[start:start + 500])
             for row in self._conn.execute(f"SELECT {RANK_COLUMNS}, content, tags, protocols FROM entries "
                                           f"WHERE id IN ({', '.join('?' * len(chunk))})", chunk):
-                out.append((rank_fields(row), searchable_text(row[19], row[20], row[21])))
+                out.append((rank_fields(row), searchable_text(*row[RANK_COLUMN_COUNT:RANK_COLUMN_COUNT + 3])))
         return out
 
     def rows_by_id(self, columns: str, entry_ids: Sequence[str]) -> list[Any]:
@@ -154,7 +162,7 @@ class EntryReads:
         found: dict[str, Entry] = {}
 
         def candidates(column: str, label: str, initial: bool) -> list[Entry]:
-            words = _FTS_WORD.findall(label.lower())
+            words = lexical_words(label.lower())
             if not words:
                 return []
             match = f'{column} : {"^ " if initial else ""}"{" ".join(words)}"'
@@ -212,13 +220,19 @@ class EntryReads:
         kinds: Sequence[Kind] = (),
         min_importance: float | None = None,
         terms: QueryTerms | None = None,
+        categories: Sequence[Category] = (),
+        include_sensitive: bool = True,
     ) -> list[tuple[str, float]]:
-        """(id, BM25 score) of the best keyword matches among live entries, best first.
+        """(id, BM25 score) of the best keyword matches among live entries (unarchived, active)
+        of `kinds` and `categories` (empty: any), sensitive ones only with `include_sensitive`,
+        best first.
 
         Ranks inside FTS5 first (over-fetching 4×k rowids) and only then joins the entries
         table for the filters, so a common word over 50,000 entries does not drag every
-        matching row through the join. Raises `UsageError` if the query has no words.
-        `terms`: the query's `keywords.query_terms`, when the caller has them already.
+        matching row through the join; when the filters leave fewer than k of those, it ranks
+        every match (at most `keywords.MAX_POSTINGS` postings) and filters before the cut.
+        Raises `UsageError` if the query has no words. `terms`: the query's
+        `keywords.query_terms`, when the caller has them already.
         """
         words = list(terms.match) if terms is not None else affordable(self._conn, query_words(query))
         if not words:
@@ -226,12 +240,18 @@ class EntryReads:
         match = " OR ".join(f'"{w}"' for w in words)
         where, params = _filters(kinds, False, min_importance, column_prefix="e.")
         where = where.replace("WHERE", "AND", 1) if where else ""
-        rows = self._conn.execute(
-            "SELECT e.id, r.rank FROM (SELECT rowid, bm25(entries_fts, 1.0, 0.5, 0.5) AS rank FROM entries_fts "
-            "WHERE entries_fts MATCH ? ORDER BY rank LIMIT ?) r JOIN entries e ON e.rid = r.rowid "
-            f"WHERE 1 {where} ORDER BY r.rank LIMIT ?",
-            (match, 4 * int(k), *params, int(k)),
-        ).fetchall()
+        where += " AND e.status = 'active'"
+        if categories:
+            where += f" AND e.category IN ({', '.join('?' * len(categories))})"
+            params.extend(Category(c).value for c in categories)
+        if not include_sensitive:
+            where += " AND e.sensitivity != 'sensitive'"
+        sql = ("SELECT e.id, r.rank FROM (SELECT rowid, bm25(entries_fts, 1.0, 0.5, 0.5) AS rank FROM entries_fts "
+               "WHERE entries_fts MATCH ? ORDER BY rank LIMIT ?) r JOIN entries e ON e.rid = r.rowid "
+               f"WHERE 1 {where} ORDER BY r.rank LIMIT ?")
+        rows = self._conn.execute(sql, (match, 4 * int(k), *params, int(k))).fetchall()
+        if len(rows) < k:  # the filters held back most of the first 4×k: rank them all, filter, then cut
+            rows = self._conn.execute(sql, (match, -1, *params, int(k))).fetchall()
         return [(str(r[0]), -float(r[1])) for r in rows]
 
     def counts(self) -> StoreCounts:
