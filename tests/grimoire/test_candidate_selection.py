@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import count
 from pathlib import Path
 
@@ -159,9 +159,9 @@ def test_category_filter_applies_before_the_cut(store: Grimoire, model_dir: Path
 
 def test_the_vector_index_serves_readers_while_vectors_are_written_and_rewritten(store: Grimoire,
                                                                                  model_dir: Path) -> None:
-    """Readers on their own connections hammer `nearest` and the ranking's cosines while the
-    writer adds entries and re-embeds old ones (each with one of two fixed vectors): no reader
-    may fail, nor see a row that is neither vector."""
+    """Searches on reader threads (each refreshing the shared index) and the curator's
+    `vectors()` on the writer's, while another connection adds entries and re-embeds old ones
+    (each with one of two fixed vectors): nothing may fail, and no row read may be neither."""
     rng = np.random.default_rng(5)
     pair = rng.standard_normal((2, 384)).astype(np.float32)
     pair /= np.linalg.norm(pair, axis=1, keepdims=True)
@@ -169,39 +169,55 @@ def test_the_vector_index_serves_readers_while_vectors_are_written_and_rewritten
     info = r.embedder.info  # the vectors themselves are written here, two fixed ones
     first = [mine(store, f"entry {i}") for i in range(200)]
     write_vectors(store, info, first, np.stack([pair[i % 2] for i in range(len(first))]))
-    query = RecallQuery(text="anything", k=10)
+    query = RecallQuery(text="entry", k=10)
     legit = {round(float(v @ pair[0]), 4) for v in pair}
     errors: list[BaseException] = []
     stop = threading.Event()
 
-    def read() -> None:
-        reader = Grimoire.open_reader(store.path)
-        try:
-            while not stop.is_set():
-                near = r.nearest(query, pair[0], store=reader)
-                got = {round(c, 4) for _, c in near}
-                assert got <= legit, got
-                r.recall(query, embed_limit=0, query_vector=pair[0], store=reader, now_ms=NOW)  # its cosines
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-        finally:
-            reader.close()
+    def guarded(body: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                while not stop.is_set():
+                    body()
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+                stop.set()
+        return run
 
+    def search() -> None:
+        reader = readers[threading.current_thread().name]
+        got = {round(c, 4) for _, c in r.nearest(query, pair[0], store=reader)}
+        assert got <= legit, got
+        r.recall(query, embed_limit=0, query_vector=pair[0], store=reader, now_ms=NOW)
+
+    def write() -> None:
+        with Grimoire.open(store.path) as other:  # a second writer connection (gossip, the embedder)
+            for round_ in range(30):
+                new = [mine(other, f"entry {round_}-{i}") for i in range(40)]
+                write_vectors(other, info, new, np.stack([pair[round_ % 2]] * len(new)))
+                write_vectors(other, info, first, np.stack([pair[(i + round_) % 2] for i in range(len(first))]))
+                if stop.is_set():
+                    return
+
+    readers = {f"reader-{i}": Grimoire.open_reader(store.path) for i in range(2)}
+    threads = [threading.Thread(target=guarded(search), name=name) for name in readers]
+    writer = threading.Thread(target=write)
     old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # switch threads as often as possible: the race shows at once
-    threads = [threading.Thread(target=read) for _ in range(3)]
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible: a race shows at once
     try:
-        for t in threads:
+        for t in [*threads, writer]:
             t.start()
-        for round_ in range(40):
-            new = [mine(store, f"entry {round_}-{i}") for i in range(25)]
-            write_vectors(store, info, new, np.stack([pair[round_ % 2]] * len(new)))
-            write_vectors(store, info, first, np.stack([pair[(i + round_) % 2] for i in range(len(first))]))
-            r.nearest(query, pair[1], store=store)  # the writer's refresh, as a search on it would
+        while writer.is_alive() and not errors:
+            try:
+                for vec in r.vectors().values():  # the curator's read, on the writer's connection
+                    assert min(float(np.abs(vec - p).max()) for p in pair) == 0.0
+            except BaseException as exc:  # reported below
+                errors.append(exc)
     finally:
         stop.set()
-        for t in threads:
+        for t in [*threads, writer]:
             t.join()
         sys.setswitchinterval(old)
-    assert not errors, errors[0]
-
+        for reader in readers.values():
+            reader.close()
+    assert not errors, repr(errors[0])
