@@ -221,3 +221,30 @@ def test_the_vector_index_serves_readers_while_vectors_are_written_and_rewritten
         for reader in readers.values():
             reader.close()
     assert not errors, repr(errors[0])
+
+
+def test_digest_kind_caps_come_from_config(store: Grimoire, model_dir: Path, tmp_path: Path) -> None:
+    """`[digest] kind_caps` overrides a kind's default cap (warning 4) in the digest."""
+    from daemon.config import load_config
+    from daemon.grimoire.digest import build_digest
+
+    for text in WARNINGS:
+        mine(store, text, Kind.WARNING)
+    mine(store, "Watch the sequencer status page before moving liquidity on Arbitrum Uniswap pools", Kind.WARNING)
+    for text in CROWD[:8]:
+        mine(store, text)
+    r = retriever(store, model_dir)
+
+    def warnings_in(caps: dict[str, int] | None) -> int:
+        doc = build_digest(r, text=TOPIC, now_ms=NOW, budget_tokens=20_000, k=6, fmt="json", include_sensitive=False,
+                           namespace="t", kind_caps=caps)
+        return sum(store.get(i).body.kind is Kind.WARNING for i in doc["entries"])
+
+    def configured(caps: str) -> dict[str, int]:
+        path = tmp_path / "config.toml"
+        path.write_text(f"[digest]\nkind_caps = {caps}\n")
+        return load_config(path, {}).digest.kind_caps
+
+    assert warnings_in(None) == 2  # the insights rank higher: 4 (their default cap), then the warnings
+    assert warnings_in(configured("{ insight = 2 }")) == 4  # the warnings' own default cap
+    assert warnings_in(configured("{ warning = 1, insight = 5 }")) == 1
