@@ -246,11 +246,14 @@ class EntryReads:
             params.extend(Category(c).value for c in categories)
         if not include_sensitive:
             where += " AND e.sensitivity != 'sensitive'"
-        sql = ("SELECT e.id, r.rank FROM (SELECT rowid, bm25(entries_fts, 1.0, 0.5, 0.5) AS rank FROM entries_fts "
-               "WHERE entries_fts MATCH ? ORDER BY rank LIMIT ?) r JOIN entries e ON e.rid = r.rowid "
-               f"WHERE 1 {where} ORDER BY r.rank LIMIT ?")
-        rows = self._conn.execute(sql, (match, 4 * int(k), *params, int(k))).fetchall()
-        if len(rows) < k:  # the filters held back most of the first 4×k: rank them all, filter, then cut
+        # `n`: how many matches the inner ranking kept (all of them when fewer than 4×k exist).
+        sql = ("SELECT e.id, r.rank, r.n FROM (SELECT rowid, rank, count(*) OVER () AS n FROM (SELECT rowid, "
+               "bm25(entries_fts, 1.0, 0.5, 0.5) AS rank FROM entries_fts WHERE entries_fts MATCH ? ORDER BY rank "
+               f"LIMIT ?)) r JOIN entries e ON e.rid = r.rowid WHERE 1 {where} ORDER BY r.rank LIMIT ?")
+        inner = 4 * int(k)
+        rows = self._conn.execute(sql, (match, inner, *params, int(k))).fetchall()
+        if len(rows) < k and (not rows or rows[0][2] >= inner):
+            # The filters held back most of the first 4×k and there are more: rank every match, filter, cut.
             rows = self._conn.execute(sql, (match, -1, *params, int(k))).fetchall()
         return [(str(r[0]), -float(r[1])) for r in rows]
 
