@@ -274,7 +274,10 @@ class VectorIndex:
         rows = np.flatnonzero(mask)
         if rows.shape[0] <= offset:
             return []
-        scores = matrix[rows] @ query if rows.shape[0] < matrix.shape[0] // 2 else (matrix @ query)[rows]
+        # The whole product, then the eligible rows' scores: gathering the rows first copies them,
+        # which costs as much memory traffic as the product itself (1.20× the plain top-k for a
+        # kind filter, against 1.03×: bench/bench_vector_filters.py).
+        scores = (matrix @ query)[rows]
         end = min(offset + k, rows.shape[0])
         top = np.argpartition(-scores, end - 1)[:end] if end < rows.shape[0] else np.arange(rows.shape[0])
         top = top[np.argsort(-scores[top], kind="stable")][offset:end]
