@@ -7,8 +7,8 @@ STORE.db: a grimoire.db with vectors of MiniLM (e.g. one `bench_recall_options -
 it is copied and migrated first (the live mask needs schema v16), never changed. One OpenBLAS
 thread, as in the daemon (daemon/native_threads.py). Arms: the floor (matrix × query, then the
 top 64 by argpartition, as `nearest` was before the masks), `nearest` with the live mask only,
-with `kinds=[warning]`, and without sensitive entries. Result `results.arms.<arm>`: the latency
-summary (bench.common.summary) and `ratio_p50` against the floor.
+with `kinds=[warning]`, and without sensitive entries. Result `results.vectors`, `results.live`,
+`results.arms.<arm>`: the latency summary (bench.common.summary) and `ratio_p50` against the floor.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  {arm:14s} p50 {r['p50_ms']:7.3f} ms  p99 {r['p99_ms']:7.3f} ms  ×{r['ratio_p50']:.3f} the floor")
     emit("vector_filters", {"machine": machine, "params": {"store": args.store, "queries": args.queries,
                                                              "seed": args.seed, "k": K},
-                            "results": {"vectors": len(index), "live": index.live_count(), "arms": res}})
+                            "vectors": len(index), "live": index.live_count(), "arms": res})
     return 0
 
 
