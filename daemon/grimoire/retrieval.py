@@ -49,7 +49,7 @@ __all__ = ["Hit", "Keywords", "RecallQuery", "Retriever", "apply_feedback", "cit
 
 CANDIDATES = 64
 # Widening stops here once k candidates passed (a filter that holds back nearly everything).
-MAX_EXAMINED = 4_096
+MAX_EXAMINED = 1_024
 # The gateway memory spec's fallback when the LLM backend returns no citations: an injected
 # entry within this cosine of a sentence of the model's response counts as cited.
 RESPONSE_CITE_COSINE = 0.8

@@ -137,6 +137,17 @@ def test_a_quarantined_flood_cannot_push_a_released_entry_out(store: Grimoire, m
     assert len(wide) == 5 and set(wide) <= set(flood)  # readable when asked, never deleted
 
 
+def test_a_threshold_flood_widens_the_search_until_k_pass(store: Grimoire, model_dir: Path) -> None:
+    """`min_importance` depends on the moment (the composite): it is applied after the vector cut,
+    and the search widens past near-duplicates below it until k candidates pass."""
+    for i in range(2 * CANDIDATES):
+        mine(store, f"{FLOOD_QUERY}, trivia #{i}", importance=0.0)
+    answers = [mine(store, ANSWER, importance=1.0),
+               mine(store, "Mint days make every on-chain action cost several times more", importance=1.0)]
+    r = retriever(store, model_dir)
+    assert sorted(found(r, FLOOD_QUERY, k=2, min_importance=0.5)) == sorted(answers)
+
+
 def test_a_quarantined_flood_of_one_kind_leaves_the_kinds_released_entries(store: Grimoire,
                                                                             model_dir: Path) -> None:
     answers = [mine(store, text, Kind.WARNING) for text in WARNINGS]
