@@ -1,6 +1,6 @@
 """Recall latency as a user meets it: `POST /v1/memory/search` on a running daemon.
 
-    .venv/bin/python -m bench.bench_recall_daemon STORE.db [--model M] [--queries N] [--seed S]
+    .venv/bin/python -m bench.bench_recall_daemon STORE.db [--model M] [--queries N] [--seed S] [--profile OUT]
 
 Copies STORE.db (a grimoire.db with entries and vectors of model M, e.g. one that
 `python -m bench.bench_recall_options --out DIR` built under DIR/stores/) into a fresh data
@@ -9,7 +9,9 @@ FTS5 candidates computed side by side, then ranking on the store's thread), warm
 sends N short queries one after another over the unix socket and reports client-side latency
 p50/p99/max, the daemon's CPU per query, and its RSS (VmRSS, VmHWM). Prints a table, then the
 JSON result line (bench.common). The machine's other CPU use during the run is reported
-(`other_cpu`, cores).
+(`other_cpu`, cores). `--profile OUT`: py-spy (a dev dependency) samples the daemon during the
+timed queries and writes OUT (a flame graph if it ends in .svg, else speedscope JSON); the
+latencies of such a run are not the figures to quote (sampling costs the daemon a little).
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,6 +39,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--model", default="sentence-transformers/all-MiniLM-L6-v2")
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--profile", type=Path, default=None, help="py-spy the daemon during the timed queries (file)")
     args = ap.parse_args(argv)
     started_at = time.perf_counter()
     machine = machine_info(None, ("onnxruntime", "fastembed"))
@@ -72,6 +77,13 @@ def measure(daemon: Daemon, args: argparse.Namespace, ready_s: float) -> dict[st
         first_s = time.perf_counter() - t0
         for q in queries[:10]:
             client.post("/v1/memory/search", json={"query": q}).raise_for_status()
+        spy = None
+        if args.profile is not None:
+            fmt = "flamegraph" if args.profile.suffix == ".svg" else "speedscope"
+            spy = subprocess.Popen([str(Path(sys.executable).with_name("py-spy")), "record", "--pid", str(pid),
+                                    "--rate", "200", "--threads", "--format", fmt, "--output", str(args.profile)],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1.0)  # py-spy attaches (not a synchronisation of the measurement: it only starts sampling)
         busy0, cpu0 = cpu_busy_seconds(), proc_cpu_ticks(pid) / CLK_TCK
         wall0 = time.perf_counter()
         lat: list[float] = []
@@ -80,6 +92,9 @@ def measure(daemon: Daemon, args: argparse.Namespace, ready_s: float) -> dict[st
             client.post("/v1/memory/search", json={"query": q, "top_k": 10}).raise_for_status()
             lat.append(time.perf_counter() - t)
         wall = time.perf_counter() - wall0
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(timeout=60)
         daemon_cpu = proc_cpu_ticks(pid) / CLK_TCK - cpu0
         other = max(0.0, (cpu_busy_seconds() - busy0 - daemon_cpu) / wall)
         entries = client.get("/v1/status").json()["entries"]

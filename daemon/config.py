@@ -28,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 
+from crdt import Kind
 from daemon.errors import ConfigError
 from daemon.grimoire.trust import TrustPolicy
 
@@ -243,6 +244,13 @@ class DigestConfig(_Section):
     pinned_fact_keys: list[str] = Field(default_factory=list, max_length=64,
                                         description="facts whose content starts with `KEY:` or `KEY =` enter first")
 
+    kind_caps: dict[str, int] = Field(
+        default_factory=dict,
+        description="how many ranked hits of a kind enter before other kinds get their turn, by kind name "
+                    "(e.g. `{ warning = 6 }`); kinds not named keep the default (warning 4, insight 4, "
+                    "anti_knowledge 3, heuristic 3, fact 3, the rest 2). Caps never leave a slot empty: the hits "
+                    "they held back fill what is left")
+
     @field_validator("pinned_tags", "pinned_fact_keys")
     @classmethod
     def _labels(cls, values: list[str]) -> list[str]:
@@ -250,6 +258,17 @@ class DigestConfig(_Section):
             if not value.strip() or len(value) > 48:
                 raise ValueError(f"{value!r} must be 1..48 characters")
         return values
+
+    @field_validator("kind_caps")
+    @classmethod
+    def _caps(cls, caps: dict[str, int]) -> dict[str, int]:
+        kinds = {k.value for k in Kind}
+        for kind, cap in caps.items():
+            if kind not in kinds:
+                raise ValueError(f"{kind!r} is no kind (one of {', '.join(sorted(kinds))})")
+            if not 0 <= cap <= 100:
+                raise ValueError(f"the cap of {kind} must be 0..100, not {cap}")
+        return caps
 
 
 class TrustConfig(_Section):

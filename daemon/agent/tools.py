@@ -152,6 +152,7 @@ TOOLS: tuple[ToolSpec, ...] = (
             "query": "What to look for, in plain words (matched by meaning and by keywords).",
             "top_k": "How many results (1..100, default 10).",
             "type_filter": "Only entries of this kind, or of these kinds.",
+            "category_filter": "Only entries of this knowledge category (e.g. slippage, gas_timing), or of these.",
             "min_importance": "Only entries at least this important (0..1).",
             "pad": "Optional: your current affect, {\"pleasure\": p, \"arousal\": a, \"dominance\": d}, each -1..1; "
                    "memories written in a similar mood rank higher.",

@@ -23,7 +23,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from crdt import InvalidValue, Kind
+from crdt import Category, InvalidValue, Kind
 from crdt.body import Pad
 from daemon.api import agent as api_agent
 from daemon.api import death as api_death
@@ -184,11 +184,14 @@ def create_app(state: DaemonState) -> FastAPI:
     async def search_memory(body: SearchIn) -> dict[str, Any]:
         kinds = body.type_filter if isinstance(body.type_filter, list) else (
             [body.type_filter] if body.type_filter else [])
+        categories = body.category_filter if isinstance(body.category_filter, list) else (
+            [body.category_filter] if body.category_filter else [])
         local: dict[str, Any] = {}
         remote: dict[str, Any] = {}
 
         async def recall_locally() -> None:
             local["hits"] = await state.recall(body.query, k=body.top_k, kinds=tuple(Kind(k) for k in kinds),
+                                               categories=tuple(Category(c) for c in categories),
                                                min_importance=body.min_importance,
                                                pad=None if body.pad is None else body.pad.as_tuple(),
                                                include_unverified=body.include_unverified)

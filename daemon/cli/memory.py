@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from crdt import Category
 from daemon.cli import render
 from daemon.cli.backends import PadTuple, backend_for
 from daemon.cli.render import renders
@@ -40,6 +41,8 @@ def register(command: Callable[[str, Handler, str], argparse.ArgumentParser], *,
     p.add_argument("query", metavar="QUERY")
     p.add_argument("--k", type=positive, default=10, help="how many results (default 10)")
     p.add_argument("--kind", action="append", choices=kinds, default=[], metavar="KIND", help="repeatable")
+    p.add_argument("--category", action="append", choices=[c.value for c in Category], default=[],
+                   metavar="CATEGORY", help="only this knowledge category; repeatable")
     p.add_argument("--min-importance", type=unit, default=None)
     p.add_argument("--min-confidence", type=unit, default=None)
     p.add_argument("--include-sensitive", action="store_true")
@@ -86,7 +89,8 @@ def cmd_recall(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     # the store even while a daemon runs.
     plain = args.min_confidence is None and not args.include_sensitive and not args.keyword_only
     return backend_for(data, store_only=not plain).recall(
-        args.query, k=args.k, kinds=args.kind, min_importance=args.min_importance, pad=_pad(args),
+        args.query, k=args.k, kinds=args.kind, categories=args.category, min_importance=args.min_importance,
+        pad=_pad(args),
         min_confidence=args.min_confidence, include_sensitive=args.include_sensitive, keyword_only=args.keyword_only)
 
 

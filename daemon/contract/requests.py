@@ -21,6 +21,7 @@ from crdt.body import MAX_LABELS, Category, Pad
 from daemon.grimoire.fields import (
     NON_BLANK,
     STRICT,
+    CategoryField,
     Content,
     Count,
     EntryFields,
@@ -93,6 +94,9 @@ class SearchIn(_Strict):
                        description="non-blank; a query without letters or digits is matched by meaning alone")
     top_k: Int = Field(10, ge=1, le=100)
     type_filter: list[KindField] | KindField | None = None
+    category_filter: list[CategoryField] | CategoryField | None = Field(
+        None, description="only entries of this knowledge category, or of these categories (applied before the "
+                          "candidates are cut, like type_filter)")
     min_importance: Unit | None = None
     pad: PadIn | None = None
     include_unverified: bool = Field(False, description="also siblings' unverified entries that digests withhold "

@@ -7,7 +7,8 @@ fit is skipped (a smaller one further down may still fit), up to `k` (default 10
 
 1. pinned entries (config `digest.pinned_tags` / `digest.pinned_fact_keys`: structured
    lookup before search);
-2. ranked hits within their kind's cap (`DEFAULT_PER_KIND`), so one chatty kind cannot
+2. ranked hits within their kind's cap (`DEFAULT_PER_KIND`, overridden by `[digest] kind_caps`:
+   `per_kind_caps`), so one chatty kind cannot
    crowd out the warnings when other kinds compete;
 3. then the hits the caps held back, in rank order: caps reserve room for other kinds only
    when there are other kinds to fill it — slots are never left empty.
@@ -49,7 +50,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_PER_KIND", "DigestItem", "ExternalItem", "build_digest", "compose_json", "compose_search_results",
-    "compose_xml", "digest_query", "diverse_hits", "render_json", "render_search_results", "render_xml", "tokens",
+    "compose_xml", "digest_query", "diverse_hits", "per_kind_caps", "render_json", "render_search_results",
+    "render_xml", "tokens",
 ]
 
 DEFAULT_BUDGET_TOKENS = 3_000
@@ -59,6 +61,11 @@ DEFAULT_PER_KIND: Mapping[Kind, int] = {
     Kind.STRATEGY_OUTCOME: 2, Kind.EPISODE_SUMMARY: 2,
 }
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffe\uffff]")
+
+
+def per_kind_caps(overrides: Mapping[str, int] | None) -> dict[Kind, int]:
+    """`DEFAULT_PER_KIND` with `overrides` (kind name → cap: config `[digest] kind_caps`) applied."""
+    return {**DEFAULT_PER_KIND, **{Kind(kind): cap for kind, cap in (overrides or {}).items()}}
 
 
 def tokens(text: str) -> int:
@@ -301,7 +308,8 @@ def build_digest(retriever: Retriever, *, text: str, now_ms: int, budget_tokens:
                  nearest: list[tuple[str, float]] | None = None,
                  keyword: Keywords | None = None, external: Sequence[ExternalItem] = (),
                  external_tokens: int = 0, store: Grimoire | None = None,
-                 pad: tuple[float, float, float] | None = None) -> dict[str, Any]:
+                 pad: tuple[float, float, float] | None = None,
+                 kind_caps: Mapping[str, int] | None = None) -> dict[str, Any]:
     """Pinned entries, then ranked hits (wider than k: caps and the budget skip some), then
     `external` results within `external_tokens`, rendered as `fmt`; returns {format, tokens,
     budget_tokens, entries, pinned, external, document}. Has no side effect: what the model then
@@ -327,7 +335,7 @@ def build_digest(retriever: Retriever, *, text: str, now_ms: int, budget_tokens:
         head, sep, tail = "[", ",", "]"
     document, chosen, chosen_external = _compose_with(
         items, render_local, head=head, sep=sep, tail=tail, budget_tokens=budget_tokens, k=k,
-        per_kind=DEFAULT_PER_KIND, include_sensitive=include_sensitive,
+        per_kind=per_kind_caps(kind_caps), include_sensitive=include_sensitive,
         external=[(x.id, render_external(x)) for x in outside], external_tokens=external_tokens)
     return {"format": fmt, "tokens": tokens(document), "budget_tokens": budget_tokens, "entries": chosen,
             "pinned": [e.id for e in pinned if e.id in chosen], "external": chosen_external, "document": document}

@@ -1,6 +1,7 @@
 """Which words of a query keyword search (FTS5, BM25) looks up, and which it leaves out.
 
-`query_words` splits a query into plain words (never FTS5 syntax) without function words;
+`query_words` splits a query into plain words (never FTS5 syntax; `lexical.words`, the index's
+own split) without function words;
 `stem_postings` finds, for each word, the index's terms with the same stem (the index does
 not stem: "painting" finds "painted" through this) and how many entries hold them, read from
 the index's vocabulary (`entries_fts_vocab`, schema v12); `affordable` keeps the rarest
@@ -11,19 +12,17 @@ both: the terms to match and the weights its ranking gives each stem).
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from dataclasses import dataclass
 
 from daemon.errors import UsageError
 
-from .lexical import STOPWORDS, idf, stem
+from .lexical import STOPWORDS, idf, stem, words
 
 __all__ = ["MAX_POSTINGS", "STOPWORDS", "QueryTerms", "StemPostings", "affordable", "query_terms", "query_words",
            "searchable_text", "searchable_texts", "stem_postings", "stem_weights"]
 
 MAX_POSTINGS = 8_192  # entries keyword search may rank per query
-_WORD = re.compile(r"\w+", re.UNICODE)
 _MAX_QUERY_WORDS = 32
 _MAX_PREFIX_TERMS = 256  # vocabulary terms read per query word when looking for its stem's variants
 
@@ -31,11 +30,11 @@ _MAX_PREFIX_TERMS = 256  # vocabulary terms read per query word when looking for
 def query_words(query: str) -> list[str]:
     """The query's distinct words, lowercased, in order, without function words (unless it has
     nothing else). Raises `UsageError` if it has no word at all."""
-    words = [w.lower() for w in _WORD.findall(query)][:_MAX_QUERY_WORDS]
-    if not words:
+    found = [w.lower() for w in words(query)][:_MAX_QUERY_WORDS]
+    if not found:
         raise UsageError(f"query {query!r} has no searchable words (letters or digits)")
     # Function words match nearly everything: they slow FTS5 down and add only noise.
-    return list(dict.fromkeys([w for w in words if w not in STOPWORDS] or words))
+    return list(dict.fromkeys([w for w in found if w not in STOPWORDS] or found))
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from functools import lru_cache
 
 from py_rust_stemmers import SnowballStemmer  # type: ignore[import-untyped]  # fastembed's own dependency
 
-__all__ = ["STOPWORDS", "coverage", "idf", "stem", "stem_sets", "stems"]
+__all__ = ["STOPWORDS", "coverage", "idf", "stem", "stem_sets", "stems", "words"]
 
 # Function words: they match nearly everything, slow FTS5 down and add only noise.
 STOPWORDS = frozenset({
@@ -29,8 +29,16 @@ STOPWORDS = frozenset({
     "they", "this", "to", "was", "we", "were", "what", "when", "where", "which", "while", "who", "why", "will",
     "with", "would", "you", "your",
 })
+# The one tokenizer of every keyword path (query words, stems, coverage, pinned lookups): runs of
+# letters and digits, as FTS5's unicode61 splits them — an underscore separates ("gas_price" is
+# "gas" and "price"), so no query word can be one the index never holds.
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _STEMMER = SnowballStemmer("english")
+
+
+def words(text: str) -> list[str]:
+    """`text`'s words as the keyword index (FTS5 unicode61) splits them, case kept, in order."""
+    return _WORD.findall(text)
 
 
 @lru_cache(maxsize=65_536)

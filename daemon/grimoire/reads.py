@@ -14,15 +14,24 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from crdt import Kind
+from crdt import Category, Kind
 from daemon.errors import NotFound, UsageError
 
 from .belief import Belief, BeliefPolicy
 from .evidence_store import BELIEF, beliefs
 from .keywords import QueryTerms, affordable, query_words, searchable_text
+from .lexical import words as lexical_words
 from .records import Entry
 from .replication import SqliteBackend
-from .rows import ENTRY_COLUMN_NAMES, ENTRY_COLUMNS, RANK_COLUMNS, RankFields, entry_from_row, rank_fields
+from .rows import (
+    ENTRY_COLUMN_NAMES,
+    ENTRY_COLUMNS,
+    RANK_COLUMN_COUNT,
+    RANK_COLUMNS,
+    RankFields,
+    entry_from_row,
+    rank_fields,
+)
 from .trust import TrustPolicy
 from .trust_store import AlertState, TrustView, ViewCache, alert_state
 from .vitality import Vitality, read_vitality
@@ -30,7 +39,6 @@ from .vitality import Vitality, read_vitality
 __all__ = ["EntryReads", "RecallHit", "StoreCounts"]
 
 _VIEWS = ViewCache()  # siblings' trust per store connection, read again only after a commit (`trust_view`)
-_FTS_WORD = re.compile(r"[^\W_]+", re.UNICODE)  # FTS5 unicode61 tokens: underscore separates
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +119,7 @@ class EntryReads:
             chunk = list(entry_ids[start:start + 500])
             for row in self._conn.execute(f"SELECT {RANK_COLUMNS}, content, tags, protocols FROM entries "
                                           f"WHERE id IN ({', '.join('?' * len(chunk))})", chunk):
-                out.append((rank_fields(row), searchable_text(row[19], row[20], row[21])))
+                out.append((rank_fields(row), searchable_text(*row[RANK_COLUMN_COUNT:RANK_COLUMN_COUNT + 3])))
         return out
 
     def rows_by_id(self, columns: str, entry_ids: Sequence[str]) -> list[Any]:
@@ -188,7 +196,7 @@ class EntryReads:
         found: dict[str, Entry] = {}
 
         def candidates(column: str, label: str, initial: bool) -> list[Entry]:
-            words = _FTS_WORD.findall(label.lower())
+            words = lexical_words(label.lower())
             if not words:
                 return []
             match = f'{column} : {"^ " if initial else ""}"{" ".join(words)}"'
@@ -246,13 +254,19 @@ class EntryReads:
         kinds: Sequence[Kind] = (),
         min_importance: float | None = None,
         terms: QueryTerms | None = None,
+        categories: Sequence[Category] = (),
+        include_sensitive: bool = True,
     ) -> list[tuple[str, float]]:
-        """(id, BM25 score) of the best keyword matches among live entries, best first.
+        """(id, BM25 score) of the best keyword matches among live entries (unarchived, active)
+        of `kinds` and `categories` (empty: any), sensitive ones only with `include_sensitive`,
+        best first.
 
         Ranks inside FTS5 first (over-fetching 4×k rowids) and only then joins the entries
         table for the filters, so a common word over 50,000 entries does not drag every
-        matching row through the join. Raises `UsageError` if the query has no words.
-        `terms`: the query's `keywords.query_terms`, when the caller has them already.
+        matching row through the join; when the filters leave fewer than k of those, it ranks
+        every match (at most `keywords.MAX_POSTINGS` postings) and filters before the cut.
+        Raises `UsageError` if the query has no words. `terms`: the query's
+        `keywords.query_terms`, when the caller has them already.
         """
         words = list(terms.match) if terms is not None else affordable(self._conn, query_words(query))
         if not words:
@@ -260,12 +274,21 @@ class EntryReads:
         match = " OR ".join(f'"{w}"' for w in words)
         where, params = _filters(kinds, False, min_importance, column_prefix="e.")
         where = where.replace("WHERE", "AND", 1) if where else ""
-        rows = self._conn.execute(
-            "SELECT e.id, r.rank FROM (SELECT rowid, bm25(entries_fts, 1.0, 0.5, 0.5) AS rank FROM entries_fts "
-            "WHERE entries_fts MATCH ? ORDER BY rank LIMIT ?) r JOIN entries e ON e.rid = r.rowid "
-            f"WHERE 1 {where} ORDER BY r.rank LIMIT ?",
-            (match, 4 * int(k), *params, int(k)),
-        ).fetchall()
+        where += " AND e.status = 'active'"
+        if categories:
+            where += f" AND e.category IN ({', '.join('?' * len(categories))})"
+            params.extend(Category(c).value for c in categories)
+        if not include_sensitive:
+            where += " AND e.sensitivity != 'sensitive'"
+        # `n`: how many matches the inner ranking kept (all of them when fewer than 4×k exist).
+        sql = ("SELECT e.id, r.rank, r.n FROM (SELECT rowid, rank, count(*) OVER () AS n FROM (SELECT rowid, "
+               "bm25(entries_fts, 1.0, 0.5, 0.5) AS rank FROM entries_fts WHERE entries_fts MATCH ? ORDER BY rank "
+               f"LIMIT ?)) r JOIN entries e ON e.rid = r.rowid WHERE 1 {where} ORDER BY r.rank LIMIT ?")
+        inner = 4 * int(k)
+        rows = self._conn.execute(sql, (match, inner, *params, int(k))).fetchall()
+        if len(rows) < k and (not rows or rows[0][2] >= inner):
+            # The filters held back most of the first 4×k and there are more: rank every match, filter, cut.
+            rows = self._conn.execute(sql, (match, -1, *params, int(k))).fetchall()
         return [(str(r[0]), -float(r[1])) for r in rows]
 
     def counts(self) -> StoreCounts:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from crdt import Kind, Sensitivity
+from crdt import Category, Kind, Sensitivity
 from daemon.embedding.embedder import Embedder
 from daemon.errors import NotFound, UsageError
 
@@ -40,7 +40,7 @@ from .rows import RankFields
 from .store import Grimoire, wall_clock_ms
 from .trust import TrustPolicy
 from .trust_store import entry_states
-from .vectors import VectorIndex, missing_vectors, write_vectors
+from .vectors import Eligible, VectorIndex, missing_vectors, write_vectors
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -48,6 +48,8 @@ if TYPE_CHECKING:
 __all__ = ["Hit", "Keywords", "RecallQuery", "Retriever", "apply_feedback", "cited_by_response", "response_sentences"]
 
 CANDIDATES = 64
+# Widening stops here once k candidates passed (a filter that holds back nearly everything).
+MAX_EXAMINED = 1_024
 # The gateway memory spec's fallback when the LLM backend returns no citations: an injected
 # entry within this cosine of a sentence of the model's response counts as cited.
 RESPONSE_CITE_COSINE = 0.8
@@ -60,6 +62,7 @@ class RecallQuery:
     text: str
     k: int = 10
     kinds: tuple[Kind, ...] = ()
+    categories: tuple[Category, ...] = ()
     min_importance: float | None = None
     min_confidence: float | None = None
     include_sensitive: bool = False
@@ -124,15 +127,16 @@ class Retriever:
 
     def vectors(self) -> dict[str, NDArray[np.float32]]:
         """Every current-model entry vector, by id (the in-memory index, refreshed first)."""
-        return self._vector_index().as_mapping()
+        with self._index_lock:
+            return self._vector_index().as_mapping()
 
     def _vector_index(self, store: Grimoire | None = None) -> VectorIndex:
-        """The in-memory index, brought up to date from `store` (default: the writer's)."""
-        with self._index_lock:
-            if self._index is None or self._index.info != self.embedder.info:
-                self._index = VectorIndex(self.embedder.info)
-            self._index.refresh(store or self.store)
-            return self._index
+        """The in-memory index, brought up to date from `store` (default: the writer's). Call
+        with `_index_lock` held."""
+        if self._index is None or self._index.info != self.embedder.info:
+            self._index = VectorIndex(self.embedder.info)
+        self._index.refresh(store or self.store)
+        return self._index
 
     def keyword_candidates(self, query: RecallQuery, *, store: Grimoire | None = None) -> list[tuple[str, float]]:
         """The keyword half of `recall` on its own: (id, BM25) of the best FTS5 matches; empty
@@ -142,7 +146,8 @@ class Retriever:
     def keywords(self, query: RecallQuery, *, store: Grimoire | None = None) -> Keywords:
         """`keyword_candidates` and the query's stem weights, from one lookup of its words in the
         index's vocabulary; empty when the query has no searchable word (raises `UsageError`
-        then only if keyword-only)."""
+        then only if keyword-only). Kind, category and sensitivity are filtered inside the
+        keyword search, before its cut."""
         reader = store or self.store
         try:
             terms = query_terms(reader.connection, query.text)
@@ -150,51 +155,29 @@ class Retriever:
             if query.keyword_only:
                 raise
             return Keywords([], {})
-        found = reader.keyword_scores(query.text, k=max(CANDIDATES, 5 * query.k), kinds=query.kinds, terms=terms)
+        found = reader.keyword_scores(query.text, k=_wanted(query), kinds=query.kinds, terms=terms,
+                                      categories=query.categories, include_sensitive=query.include_sensitive)
         return Keywords(found, terms.weights)
 
     def nearest(self, query: RecallQuery, query_vector: NDArray[np.float32], *,
-                store: Grimoire | None = None) -> list[tuple[str, float]]:
-        """The vector half of `recall` on its own: (id, cosine) of the entries nearest
-        `query_vector`, best first, after bringing the in-memory index up to date from `store`."""
-        return self._vector_index(store).nearest(query_vector, max(CANDIDATES, 5 * query.k))
+                store: Grimoire | None = None, offset: int = 0, k: int | None = None) -> list[tuple[str, float]]:
+        """The vector half of `recall` on its own: (id, cosine) of the live entries of the
+        query's kinds, categories and sensitivity nearest `query_vector`, ranked `offset` to
+        `offset + k` (default the first max(64, 5k)), best first, after bringing the in-memory
+        index up to date from `store`."""
+        with self._index_lock:
+            return self._vector_index(store).nearest(query_vector, _wanted(query) if k is None else k,
+                                                     eligible=_eligible(query), offset=offset)
 
-    def recall(self, query: RecallQuery, *, now_ms: int | None = None, embed_limit: int | None = None,
-               query_vector: NDArray[np.float32] | None = None, nearest: list[tuple[str, float]] | None = None,
-               keyword: Keywords | None = None, store: Grimoire | None = None) -> list[Hit]:
-        """The top `query.k` entries by rank. Raises `UsageError` for an empty query.
+    def _cosines(self, entry_ids: Sequence[str], query_vector: NDArray[np.float32]) -> dict[str, float]:
+        with self._index_lock:
+            return self._index.cosines(entry_ids, query_vector) if self._index is not None else {}
 
-        First embeds entries that lack a vector, newest first — all of them, or at most
-        `embed_limit` (the daemon embeds its bounded tail itself, outside the store's thread,
-        and passes 0). Entries still without a vector take part through keyword search.
-        `query_vector`, `nearest` (with `query_vector` only) and `keyword`, when given, are the
-        query's embedding, `self.nearest` of it and `self.keywords` (the daemon computes them
-        side by side, off this thread). `store`: a read connection to read through (with
-        `embed_limit=0`: a recall then writes nothing), default the writer's.
-        """
-        if not query.text.strip():
-            raise UsageError("query must not be empty")
-        reader = store or self.store
-        now = wall_clock_ms() if now_ms is None else now_ms
-        via: dict[str, str] = {}
-        vec: NDArray[np.float32] | None = None
-        index: VectorIndex | None = None
-        if not query.keyword_only:
-            if embed_limit != 0:
-                self.index_missing(limit=embed_limit, newest_first=True)
-            index = self._vector_index(reader)
-            vec = self.embedder.embed([query.text])[0] if query_vector is None else query_vector
-            if nearest is None or query_vector is None:
-                nearest = index.nearest(vec, max(CANDIDATES, 5 * query.k))
-            for entry_id, _ in nearest:
-                via[entry_id] = "vector"
-        found = self.keywords(query, store=reader) if keyword is None else keyword
-        bm25: dict[str, float] = {}
-        for entry_id, score in found.candidates:
-            via[entry_id] = "both" if entry_id in via else "keyword"
-            bm25[entry_id] = score
-        best = max(bm25.values(), default=0.0)
-        rows = [(c, text) for c, text in reader.rank_rows(list(via)) if _passes(c, query, now)]
+    def _admit(self, reader: Grimoire, ids: Sequence[str], query: RecallQuery, now: int) -> _Admitted:
+        """Of `ids`, the entries the query's filters let through: `_passes` (live, kind,
+        sensitivity, faded, thresholds), then quarantine and refutation unless
+        `include_unverified`; with each one's release and pooled belief."""
+        rows = [(c, text) for c, text in reader.rank_rows(list(ids)) if _passes(c, query, now)]
         releases: dict[str, str] = {}
         pooled: dict[str, Belief] = {}
         if rows:
@@ -208,18 +191,63 @@ class Retriever:
             pooled = beliefs(reader.connection, [c.id for c, _ in rows], view, self.belief)
             if not query.include_unverified:  # refuted by the clade's evidence (belief.py): withheld
                 rows = [(c, text) for c, text in rows if not (c.id in pooled and pooled[c.id].refuted)]
+        return _Admitted(rows, releases, pooled)
+
+    def recall(self, query: RecallQuery, *, now_ms: int | None = None, embed_limit: int | None = None,
+               query_vector: NDArray[np.float32] | None = None, nearest: list[tuple[str, float]] | None = None,
+               keyword: Keywords | None = None, store: Grimoire | None = None) -> list[Hit]:
+        """The top `query.k` entries by rank. Raises `UsageError` for an empty query.
+
+        First embeds entries that lack a vector, newest first — all of them, or at most
+        `embed_limit` (the daemon embeds its bounded tail itself, outside the store's thread,
+        and passes 0). Entries still without a vector take part through keyword search.
+        `query_vector`, `nearest` (with `query_vector` only) and `keyword`, when given, are the
+        query's embedding, `self.nearest` of it and `self.keywords` (the daemon computes them
+        side by side, off this thread). `store`: a read connection to read through (with
+        `embed_limit=0`: a recall then writes nothing), default the writer's.
+
+        Candidate selection filters before its cut: the vector search returns only live entries
+        of the query's kinds, categories and sensitivity (`VectorIndex.nearest`), keyword search
+        likewise; the filters that depend on the moment (quarantine, refutation, fading,
+        thresholds) then run, and while fewer than max(64, 5k) vector candidates pass the vector
+        search widens to the next ones (`_widen`), so a flood that fails them — a compromised
+        sibling's near-duplicates — cannot push a released entry out.
+        """
+        if not query.text.strip():
+            raise UsageError("query must not be empty")
+        reader = store or self.store
+        now = wall_clock_ms() if now_ms is None else now_ms
+        via: dict[str, str] = {}
+        vec: NDArray[np.float32] | None = None
+        if not query.keyword_only:
+            if embed_limit != 0:
+                self.index_missing(limit=embed_limit, newest_first=True)
+            vec = self.embedder.embed([query.text])[0] if query_vector is None else query_vector
+            if nearest is None or query_vector is None:
+                nearest = self.nearest(query, vec, store=reader)
+            for entry_id, _ in nearest:
+                via[entry_id] = "vector"
+        found = self.keywords(query, store=reader) if keyword is None else keyword
+        bm25: dict[str, float] = {}
+        for entry_id, score in found.candidates:
+            via[entry_id] = "both" if entry_id in via else "keyword"
+            bm25[entry_id] = score
+        best = max(bm25.values(), default=0.0)
+        admitted = self._admit(reader, list(via), query, now)
+        if vec is not None and nearest is not None:
+            admitted = self._widen(query, vec, reader, now, via, admitted, examined=len(nearest))
+        rows, releases, pooled = admitted.rows, admitted.releases, admitted.pooled
         weights = found.weights if vec is not None and self.lexical_weight else {}
         # candidate id -> its stems (coverage needs them only when the query has a weighted stem)
         held = lexical.stem_sets({c.id: text for c, text in rows}) if weights else {}
         candidates = [c for c, _ in rows]
+        cosines = self._cosines([c.id for c in candidates], vec) if vec is not None else {}
         raw = []
         for cand in candidates:
-            if vec is not None and index is not None:
+            if vec is not None:
                 # Relevance: cosine and lexical coverage, fused (fusion.py says how and why).
-                v = index.vector(cand.id)
-                cosine = float(v @ vec) if v is not None else None
                 covered = lexical.coverage(weights, held[cand.id]) if cand.id in held else 0.0
-                semantic = fusion.relevance(cosine, covered, weight=self.lexical_weight)
+                semantic = fusion.relevance(cosines.get(cand.id), covered, weight=self.lexical_weight)
             else:  # keyword-only: BM25 relative to the best match
                 semantic = bm25.get(cand.id, 0.0) / best if best > 0 else 0.0
             raw.append(_factors(cand, semantic, query.pad, now))
@@ -228,6 +256,54 @@ class Retriever:
         full = {e.id: e for e in reader.get_many([c.id for c, _ in ranked])}
         return [Hit(replace(full[c.id], belief=pooled.get(c.id)), f.score, f, via[c.id], releases.get(c.id, "own"))
                 for c, f in ranked if c.id in full]
+
+    def _widen(self, query: RecallQuery, vec: NDArray[np.float32], reader: Grimoire, now: int,
+               via: dict[str, str], admitted: _Admitted, *, examined: int) -> _Admitted:
+        """Widen the vector search past its first `examined` while fewer than `_wanted(query)`
+        of its candidates passed the filters: the next page (as large as all examined so far),
+        until enough pass, the index runs out, or `MAX_EXAMINED` were looked at with at least
+        k passed (a filter that holds back nearly everything costs at most that, unless fewer
+        than k passed: then it goes on to the end). Adds to `via` what it finds."""
+        want = _wanted(query)
+        passed = sum(1 for c, _ in admitted.rows if via[c.id] != "keyword")
+        if examined < want:
+            return admitted  # the first page was not full: every eligible entry was seen
+        while passed < want and not (examined >= MAX_EXAMINED and passed >= query.k):
+            page = self.nearest(query, vec, store=reader, offset=examined, k=examined)
+            if not page:
+                break
+            examined += len(page)
+            fresh = [i for i, _ in page if i not in via]
+            for entry_id in fresh:
+                via[entry_id] = "vector"
+            for entry_id, _ in page:
+                if via[entry_id] == "keyword":
+                    via[entry_id] = "both"
+            more = self._admit(reader, fresh, query, now)
+            passed += len(more.rows)
+            admitted = _Admitted([*admitted.rows, *more.rows], {**admitted.releases, **more.releases},
+                                 {**admitted.pooled, **more.pooled})
+            if len(page) < examined // 2:
+                break  # the last page came back short: the index ran out
+        return admitted
+
+
+@dataclass(frozen=True, slots=True)
+class _Admitted:
+    """Candidates that passed the filters (rank fields and searchable text), their releases and beliefs."""
+
+    rows: list[tuple[RankFields, str]]
+    releases: dict[str, str]
+    pooled: dict[str, Belief]
+
+
+def _wanted(query: RecallQuery) -> int:
+    """How many candidates each half of the search brings: max(64, 5k)."""
+    return max(CANDIDATES, 5 * query.k)
+
+
+def _eligible(query: RecallQuery) -> Eligible:
+    return Eligible(kinds=query.kinds, categories=query.categories, include_sensitive=query.include_sensitive)
 
 
 def composite_importance(c: RankFields, now: int) -> float:
@@ -239,6 +315,8 @@ def _passes(c: RankFields, q: RecallQuery, now: int) -> bool:
     if c.archived or c.status != "active":
         return False
     if q.kinds and c.kind not in q.kinds:
+        return False
+    if q.categories and c.category not in q.categories:
         return False
     if c.sensitivity is Sensitivity.SENSITIVE and not q.include_sensitive:
         return False

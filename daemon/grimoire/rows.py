@@ -19,7 +19,8 @@ from daemon.errors import StoreError
 
 from .records import Entry
 
-__all__ = ["ENTRY_COLUMNS", "ENTRY_COLUMN_NAMES", "RANK_COLUMNS", "RankFields", "entry_from_row", "rank_fields"]
+__all__ = ["ENTRY_COLUMNS", "ENTRY_COLUMN_NAMES", "RANK_COLUMNS", "RANK_COLUMN_COUNT", "RankFields", "entry_from_row",
+           "rank_fields"]
 
 # Every column an `Entry` is built from, by name (`entry_from_row` reads a sqlite3.Row).
 ENTRY_COLUMN_NAMES = (
@@ -54,21 +55,25 @@ class RankFields:
     base_confidence: float  # local confidence before decay (curator/decay.py)
     last_used_ms: int | None = None  # the last citation or feedback (NULL: never used)
     validated_ms: int | None = None  # the forgetting curve's anchor, set by evidence (NULL: none since stored)
+    category: Category | None = None
 
 
 RANK_COLUMNS = ("id, kind, sensitivity, archived, status, local_confidence, importance, access_count, created_hlc, "
                  "pad_pleasure, pad_arousal, pad_dominance, provenance, origin, generation, bloodstain, "
-                 "coalesce(decay_base, local_confidence) AS base_confidence, last_accessed_ms, decay_anchor_ms")
+                 "coalesce(decay_base, local_confidence) AS base_confidence, last_accessed_ms, decay_anchor_ms, "
+                 "category")
+RANK_COLUMN_COUNT = 20
 # Kind(v) and Sensitivity(v) go through Enum.__call__ (~1 µs each); ranking converts ~130 rows a query.
 _KINDS = {k.value: k for k in Kind}
 _SENSITIVITIES = {s.value: s for s in Sensitivity}
+_CATEGORIES = {c.value: c for c in Category}
 
 
 def rank_fields(row: Sequence[Any]) -> RankFields:
     """A row of `RANK_COLUMNS` (a tuple or a `sqlite3.Row`, read by position) as `RankFields`."""
     (entry_id, kind, sensitivity, archived, status, local_confidence, importance, access_count, created_hlc,
      pp, pa, pd, provenance, origin, generation, bloodstain, base_confidence, last_used_ms,
-     validated_ms) = row[:19]
+     validated_ms, category) = row[:RANK_COLUMN_COUNT]
     return RankFields(
         id=entry_id, kind=_KINDS[kind] if kind in _KINDS else Kind(kind),
         sensitivity=_SENSITIVITIES[sensitivity] if sensitivity in _SENSITIVITIES else Sensitivity(sensitivity),
@@ -76,7 +81,7 @@ def rank_fields(row: Sequence[Any]) -> RankFields:
         access_count=access_count, created_ms=Timestamp.unpack(created_hlc).ms,
         pad=None if pp is None else (pp, pa, pd), provenance=provenance, origin=origin, generation=generation,
         bloodstain=bool(bloodstain), base_confidence=base_confidence, last_used_ms=last_used_ms,
-        validated_ms=validated_ms)
+        validated_ms=validated_ms, category=None if category is None else _CATEGORIES.get(category))
 
 
 def entry_from_row(row: sqlite3.Row) -> Entry:

@@ -330,9 +330,23 @@ CREATE UNIQUE INDEX ops_by_writer_seq ON ops (writer, seq);
 ALTER TABLE entries ADD COLUMN refuted_ms INTEGER;
 """
 
+_V16_LIVE_SEQ = """
+-- Recall's vector index skips archived and retracted entries before its cut (vectors.py, a
+-- live mask: nothing is deleted). An entry whose `archived` or `status` changes takes the next
+-- `live_seq`, so the index re-reads only the entries that changed since it last looked.
+ALTER TABLE entries ADD COLUMN live_seq INTEGER;
+CREATE INDEX entries_by_live_seq ON entries (live_seq) WHERE live_seq IS NOT NULL;
+CREATE TRIGGER entries_live_changed AFTER UPDATE OF archived, status ON entries
+WHEN OLD.archived IS NOT NEW.archived OR OLD.status IS NOT NEW.status
+BEGIN
+    UPDATE entries SET live_seq = (SELECT coalesce(max(live_seq), 0) + 1 FROM entries WHERE live_seq IS NOT NULL)
+    WHERE rid = NEW.rid;
+END;
+"""
+
 MIGRATIONS: tuple[str, ...] = (_V1_ENTRIES, _V2_FTS, _V3_OPS, _V4_RETRIEVAL, _V5_VECTOR_MODEL, _V6_PROMOTION,
                                _V7_AGENT_MEMORY, _V8_UNEMBEDDED, _V9_CURATOR, _V10_STYX_OUTBOX, _V11_STYX_SPEND,
-                               _V12_INGEST, _V13_OUTCOMES, _V14_TRUST, _V15_EVIDENCE)
+                               _V12_INGEST, _V13_OUTCOMES, _V14_TRUST, _V15_EVIDENCE, _V16_LIVE_SEQ)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

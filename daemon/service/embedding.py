@@ -71,11 +71,16 @@ class Embedding:
 
     @property
     def retriever(self) -> Retriever:
-        """The retriever over the writer's store; its model loads on first use (call that off the loop)."""
+        """The retriever over the writer's store; its model loads on first use (call that off the loop).
+        Its trust policy follows the running config: a SIGHUP that changes `[trust]` reaches
+        recall and the digest at their next call, as it reaches the rest of the daemon."""
+        config = self.config()
         if self._retriever is None:
-            model = self.config().embedding.model
+            model = config.embedding.model
             self._retriever = Retriever(self.access.store, lambda: get_embedder(self.model_dir, model))
-            self._retriever.trust = self.config().trust.policy()
+        policy = config.trust.policy()
+        if self._retriever.trust != policy:
+            self._retriever.trust = policy
         return self._retriever
 
     async def model(self) -> Embedder:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import trio
 
-from crdt import Kind
+from crdt import Category, Kind
 from crypto import Membership
 from daemon.config import Config
 from daemon.errors import UsageError
@@ -87,12 +87,14 @@ class Search:
         return _Evidence(found["vector"], found["nearest"], found["keyword"])
 
     async def recall(self, text: str, *, k: int, kinds: tuple[Kind, ...] = (),
+                     categories: tuple[Category, ...] = (),
                      min_importance: float | None = None, pad: tuple[float, float, float] | None = None,
                      include_unverified: bool = False) -> list[Hit]:
-        """The `k` best live entries for `text` (meaning and keywords fused); `UsageError` if empty.
-        Quarantined entries (daemon/grimoire/trust.py) only with `include_unverified`."""
-        query = RecallQuery(text=text, k=k, kinds=kinds, min_importance=min_importance, pad=pad,
-                            include_unverified=include_unverified)
+        """The `k` best live entries for `text` (meaning and keywords fused) of `kinds` and
+        `categories` (empty: any); `UsageError` if empty. Quarantined entries
+        (daemon/grimoire/trust.py) only with `include_unverified`."""
+        query = RecallQuery(text=text, k=k, kinds=kinds, categories=categories, min_importance=min_importance,
+                            pad=pad, include_unverified=include_unverified)
         got = await self._prepared(query)
         retriever = self.embedding.retriever
         return await self.access.on_reader(lambda r: retriever.recall(
@@ -123,7 +125,7 @@ class Search:
             include_sensitive=include_sensitive, namespace=namespace, embed_limit=0, query_vector=got.vector,
             nearest=got.nearest, keyword=got.keyword, pinned_tags=pins.pinned_tags,
             pinned_fact_keys=pins.pinned_fact_keys, external=external, external_tokens=injection.max_tokens,
-            store=r, pad=pad))
+            store=r, pad=pad, kind_caps=pins.kind_caps))
         if remote.get("error"):
             doc["styx_error"] = remote["error"]
         return doc

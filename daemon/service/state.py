@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 import trio
 
-from crdt import Kind
+from crdt import Category, Kind
 from crypto import Identity, KeyRing, Membership
 from daemon.config import Config
 from daemon.datadir import DataDir
@@ -206,10 +206,11 @@ class DaemonState:
     # -- search (Search, Embedding) ---------------------------------------------------
 
     async def recall(self, text: str, *, k: int, kinds: tuple[Kind, ...] = (),
+                     categories: tuple[Category, ...] = (),
                      min_importance: float | None = None, pad: tuple[float, float, float] | None = None,
                      include_unverified: bool = False) -> list[Hit]:
-        return await self.search.recall(text, k=k, kinds=kinds, min_importance=min_importance, pad=pad,
-                                        include_unverified=include_unverified)
+        return await self.search.recall(text, k=k, kinds=kinds, categories=categories, min_importance=min_importance,
+                                        pad=pad, include_unverified=include_unverified)
 
     async def digest(self, text: str, *, budget_tokens: int, k: int, fmt: str,
                      include_sensitive: bool, pad: tuple[float, float, float] | None = None) -> dict[str, Any]:

@@ -183,6 +183,25 @@ def test_memory_recall_and_search(shared: DaemonProc) -> None:
     assert set(endpoint["results"][0]) == set(found["results"][0])  # the endpoint's document, field for field
 
 
+def test_memory_search_filters_by_category_through_the_tool_and_the_route(shared: DaemonProc) -> None:
+    gas = call(shared, "memory_save", {"content": "Base gas is cheapest between 02:00 and 05:00 UTC",
+                                       "category": "gas_timing"})
+    slip = call(shared, "memory_save", {"content": "Base swaps above 20k lose half a percent to slippage",
+                                        "category": "slippage"})
+    gas_id, slip_id = (json.loads(result_text(r))["id"] for r in (gas, slip))
+    search = call(shared, "memory_search", {"query": "Base gas and swap costs", "top_k": 10,
+                                            "category_filter": "gas_timing"})
+    assert search.status_code == 200, search.text
+    found = [r["id"] for r in json.loads(result_text(search))["results"]]
+    assert gas_id in found and slip_id not in found
+    both = shared.request("POST", "/v1/memory/search", json={
+        "query": "Base gas and swap costs", "top_k": 10, "category_filter": ["gas_timing", "slippage"]}).json()
+    assert {gas_id, slip_id} <= {r["id"] for r in both["results"]}
+    assert {r["category"] for r in both["results"]} <= {"gas_timing", "slippage"}
+    bad = shared.request("POST", "/v1/memory/search", json={"query": "x", "category_filter": "gas"})
+    assert bad.status_code == 422 and "category_filter" in bad.text
+
+
 def test_memory_outcome_records_an_outcome_through_the_route(shared: DaemonProc) -> None:
     made = call(shared, "memory_save", {"content": "Split Uniswap swaps above 50k into three blocks",
                                         "memory_type": "heuristic", "confidence": 0.7})

@@ -124,9 +124,12 @@ def test_recall_keyword_kind_and_importance(cli: CliRunner) -> None:
     assert {h["id"] for h in hits} == {a, c}
     assert all(h["score"] > 0 for h in hits)
     assert keyword_ids(cli, "sandwich", "--kind", "warning") == [c]
+    d = cli("remember", "Sandwich losses on swaps grow with slippage tolerance", "--category", "slippage").out.strip()
+    assert keyword_ids(cli, "sandwich", "--category", "slippage") == [d]
+    assert keyword_ids(cli, "sandwich", "--category", "gas_timing") == []
     assert keyword_ids(cli, "swaps", "--min-importance", "0.5") == [a]
     assert len(cli("recall", "swaps sandwich slippage", "--k", "1", "--json", "--keyword-only").json()["results"]) == 1
-    assert {h["id"] for h in cli("recall", "swaps", "--json", "--keyword-only").json()["results"]} == {a, b}
+    assert {h["id"] for h in cli("recall", "swaps", "--json", "--keyword-only").json()["results"]} == {a, b, d}
     # tags and protocols are indexed too
     assert len(cli("recall", "aave", "--json", "--keyword-only").json()["results"]) == 1
     # FTS5 syntax in a query is treated as plain words, never as an expression

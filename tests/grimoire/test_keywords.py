@@ -81,3 +81,16 @@ def test_rank_rows_are_rank_fields_with_the_searchable_text(store: Grimoire) -> 
     assert rows.keys() == set(ids)
     assert {c.id: c for c, _ in rows.values()} == {c.id: c for c in store.rank_fields(ids)}
     assert {i: text for i, (_, text) in rows.items()} == keywords.searchable_texts(store.connection, ids)
+
+
+def test_underscores_split_words_as_the_index_and_coverage_do(store: Grimoire) -> None:
+    """One tokenizer (lexical.words): "gas_price" is "gas" and "price" for the query's words and
+    weights, as for FTS5 and coverage, so no query word weighs what no entry can hold."""
+    from daemon.grimoire import lexical
+
+    assert query_words("gas_price bridge__fee") == ["gas", "price", "bridge", "fee"]
+    weights = keywords.query_terms(store.connection, "gas_price").weights
+    covered = lexical.coverage(weights, lexical.stem_sets({"e": "gas_price spikes"})["e"])
+    assert set(weights) == {"gas", "price"} and covered == pytest.approx(1.0)
+    with pytest.raises(UsageError):
+        query_words("___")

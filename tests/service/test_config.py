@@ -45,6 +45,8 @@ def test_file_values_and_env_overrides(tmp_path: Path) -> None:
         ("[curator]\ndecay_windows = {fact = 0}\n", "fact: the window must be more than 0 days"),
         ("[curator]\ndecay_windows = {fact = 1e9}\n", "fact: at most 36500 days"),
         ("[curator]\nwindow_days = -1\n", "key curator.window_days"),
+        ("[digest]\nkind_caps = {warnings = 2}\n", "'warnings' is no kind (one of anti_knowledge"),
+        ("[digest]\nkind_caps = {warning = 101}\n", "the cap of warning must be 0..100, not 101"),
     ],
 )
 def test_invalid_file_names_file_key_reason(tmp_path: Path, text: str, needle: str) -> None:

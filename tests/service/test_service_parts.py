@@ -104,3 +104,18 @@ async def test_a_reader_refuses_to_write_and_never_waits_for_the_writer(store: G
         assert counts.entries == 0
     finally:
         access.close()
+
+
+def test_recall_follows_a_reload_of_the_trust_section(store: Grimoire, tmp_path: Path) -> None:
+    """SIGHUP swaps the daemon's config; the retriever (recall and the digest) must read `[trust]`
+    from it at its next call, as the rest of the daemon does, not keep the policy of its first use."""
+    from daemon.config import Config, TrustConfig
+    from daemon.service.embedding import Embedding
+
+    running = [Config()]
+    embedding = Embedding(StoreAccess(store, busy_timeout_ms=lambda: 1_000), model_dir=tmp_path / "model",
+                          config=lambda: running[0], counters=Counter())
+    assert embedding.retriever.trust == Config().trust.policy()
+    running[0] = Config(trust=TrustConfig(enabled=False, budget_entries=7))  # what a reload installs
+    assert embedding.retriever.trust == running[0].trust.policy()
+    assert not embedding.retriever.trust.enabled and embedding.retriever.trust.budget_entries == 7

@@ -76,6 +76,7 @@ class Backend(Protocol):
     # -- memory ----------------------------------------------------------------------------------
 
     def recall(self, query: str, *, k: int, kinds: Sequence[str], min_importance: float | None,
+               categories: Sequence[str] = (),
                pad: PadTuple | None, min_confidence: float | None = None, include_sensitive: bool = False,
                keyword_only: bool = False) -> Doc:
         """`{query, results}` (with Styx's answers merged in when Styx is asked).

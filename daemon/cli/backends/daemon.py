@@ -79,6 +79,7 @@ class DaemonBackend(Backend):
     # -- memory ----------------------------------------------------------------------------------
 
     def recall(self, query: str, *, k: int, kinds: Sequence[str], min_importance: float | None,
+               categories: Sequence[str] = (),
                pad: PadTuple | None, min_confidence: float | None = None, include_sensitive: bool = False,
                keyword_only: bool = False) -> Doc:
         """`POST /v1/memory/search`; raises `ValueError` for the store-only options (see `Backend.recall`)."""
@@ -87,6 +88,7 @@ class DaemonBackend(Backend):
                              "use backend_for(data, store_only=True)")
         return self._doc("POST", "/v1/memory/search", body={
             "query": query, "top_k": k, "type_filter": list(kinds) or None, "min_importance": min_importance,
+            "category_filter": list(categories) or None,
             "pad": _pad_body(pad)})
 
     def digest(self, query: str, *, budget_tokens: int, k: int, fmt: str, include_sensitive: bool,

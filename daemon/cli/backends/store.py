@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from crdt import Kind
+from crdt import Category, Kind
 from daemon.agent import memory as am
 from daemon.agent.memory import Lesson
 from daemon.cli.backends.base import Backend, Doc, PadTuple
@@ -131,10 +131,12 @@ class StoreBackend(Backend):
     # -- memory ----------------------------------------------------------------------------------
 
     def recall(self, query: str, *, k: int, kinds: Sequence[str], min_importance: float | None,
+               categories: Sequence[str] = (),
                pad: PadTuple | None, min_confidence: float | None = None, include_sensitive: bool = False,
                keyword_only: bool = False) -> Doc:
         """Every option applies; with Styx asked, `{…, styx, styx_error, merged}` besides the results."""
         recall_query = RecallQuery(text=query, k=k, kinds=tuple(Kind(x) for x in kinds),
+                                   categories=tuple(Category(c) for c in categories),
                                    min_importance=min_importance, min_confidence=min_confidence,
                                    include_sensitive=include_sensitive, pad=pad, keyword_only=keyword_only)
         styx = self._styx()
@@ -157,10 +159,11 @@ class StoreBackend(Backend):
             error = None
             if styx is not None:  # asked first, within its deadline: the digest is composed from both
                 _, remote, error = ask_direct(store, styx, query, lambda: None, k=k, now_ms=wall_clock_ms())
-            injection = self.data.load_config().styx.injection
+            config = self.data.load_config()
+            injection = config.styx.injection
             doc = build_digest(Retriever(store, self._embedder()), text=query, now_ms=wall_clock_ms(),
                                budget_tokens=budget_tokens, k=k, fmt=fmt, include_sensitive=include_sensitive,
-                               namespace=self._namespace(), pad=pad,
+                               namespace=self._namespace(), pad=pad, kind_caps=config.digest.kind_caps,
                                external=for_digest(remote, min_confidence=injection.min_confidence),
                                external_tokens=injection.max_tokens)
         if error:
