@@ -19,7 +19,9 @@ factors and the provenance weights (`scoring`) apply to the result afterwards.
 
 from __future__ import annotations
 
-__all__ = ["LEXICAL_WEIGHT", "relevance"]
+from collections.abc import Sequence
+
+__all__ = ["LEXICAL_WEIGHT", "relevance", "relevances"]
 
 LEXICAL_WEIGHT = 0.4
 
@@ -28,3 +30,8 @@ def relevance(cosine: float | None, coverage: float, *, weight: float = LEXICAL_
     """A candidate's relevance: its cosine with the query (None: no vector, counts 0), clipped
     at 0, plus `weight` × its lexical coverage (0..1)."""
     return max(0.0, cosine or 0.0) + weight * min(max(coverage, 0.0), 1.0)
+
+
+def relevances(cosines: Sequence[float | None], coverages: Sequence[float]) -> list[float]:
+    """The relevance of every candidate of one query (aligned with the inputs)."""
+    return [relevance(c, v) for c, v in zip(cosines, coverages, strict=True)]
