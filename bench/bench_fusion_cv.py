@@ -56,12 +56,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                              "shipped (in-sample)": arms.shipped}
     for name, arm in fixed.items():
         rows[name] = {f.name: cv.ranked(f, arm) for f in folds}
+    cosine_rows = rows["cosine"]
+    objective = {arm: cv.objective(per, cosine_rows, folds) for arm, per in rows.items()}
     chosen: dict[str, Any] = {}
     for family in args.families:
         res = cv.crossvalidate(folds, family, progress)
         rows[f"{family} (CV)"] = res["heldout"]
         rows[f"{family} (fit)"] = res["fit_rows"]
         chosen[family] = {"per_fold": res["chosen"], "fit": res["fit"]}
+    objective.update({arm: cv.objective(per, cosine_rows, folds) for arm, per in rows.items() if arm not in objective})
     table: dict[str, dict[str, Any]] = {}
     for arm, per in rows.items():
         table[arm] = {}
@@ -81,7 +84,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     table[arm][group][f"cat{cat}_any@5"] = float(cat_rows[:, 1].mean()) if len(qs) else None
             if len(members) > 1:  # spread over folds
                 table[arm][group]["fold_any@5"] = [float(per[m][:, 1].mean()) for m in members]
-    return {"table": table, "chosen": chosen,
+    return {"table": table, "chosen": chosen, "objective": objective,
             "folds": {f.name: {"kind": f.kind, "questions": len(f.questions)} for f in folds}}
 
 
@@ -106,6 +109,8 @@ def print_tables(res: dict[str, Any]) -> None:
             elif group != "chat":
                 line += f" {g['recall@5'][0] / max(table['cosine'][group]['recall@5'][0], 1e-9):.3f}"
             out(line)
+    out("## the cross-validation objective over all corpora (bench/fusion_cv/cv.py; (CV) arms: held-out)")
+    out("  ".join(f"{arm} {v:.3f}" for arm, v in res["objective"].items()))
     out("## parameters chosen (per held-out fold; fit = on every corpus)")
     for family, ch in res["chosen"].items():
         settings: dict[str, list[str]] = {}
@@ -117,8 +122,8 @@ def print_tables(res: dict[str, Any]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
     ap.add_argument("--path", type=lambda s: __import__("pathlib").Path(s), default=DEFAULT_PATH.resolve())
-    ap.add_argument("--chat-histories", type=int, default=10)
-    ap.add_argument("--families", type=lambda s: s.split(","), default=list(arms.FAMILIES))
+    ap.add_argument("--chat-histories", type=int, default=12)
+    ap.add_argument("--families", type=lambda s: s.split(","), default=[*arms.FAMILIES, "learned"])
     args = ap.parse_args(argv)
     if not args.path.is_file():
         ap.error(f"no LoCoMo file at {args.path}: give its path with --path")

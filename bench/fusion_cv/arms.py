@@ -11,7 +11,10 @@ ranking with a given relevance (`through_scoring`: the relevance goes through
   words lift only candidates whose meaning is already near the best (agreement of the lists);
 - `adaptive`: cosine + w · coverage · a(q), a(q) = clip((max coverage − c0) / (1 − c0), 0, 1):
   the weight follows how much of the query's IDF mass the best lexical candidate holds.
-- `fusion`: the daemon's `fusion.relevances` as shipped (whatever it is now).
+- `soft`: cosine + w · coverage · (1 − cosine)^p: words count less for a candidate whose
+  meaning already matches (MiniLM's cosine already rises with shared words);
+- `topn`: cosine + w · coverage^p for the n nearest candidates by cosine only;
+- `shipped`: the daemon's `fusion.relevances` as shipped (whatever it is now).
 """
 
 from __future__ import annotations
@@ -79,6 +82,19 @@ def adaptive(w: float, c0: float) -> Relevance:
     return rel
 
 
+def soft(w: float, p: float) -> Relevance:
+    return lambda q: _cos(q) + w * q.coverage * (1.0 - _cos(q)) ** p
+
+
+def topn(w: float, n: int, p: float) -> Relevance:
+    def rel(q: QueryFeatures) -> np.ndarray:
+        c = _cos(q)
+        ranks = np.empty(len(c))
+        ranks[np.argsort(-c, kind="stable")] = np.arange(len(c))
+        return c + w * q.coverage ** p * (ranks < n)
+    return rel
+
+
 def shipped(q: QueryFeatures) -> np.ndarray:
     """The daemon's own fusion, as the code now stands."""
     return np.array(fusion.relevances(list(q.cosine), list(q.coverage)))
@@ -87,9 +103,11 @@ def shipped(q: QueryFeatures) -> np.ndarray:
 W = (0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8)
 FAMILIES: dict[str, tuple[Callable[..., Relevance], dict[str, Sequence[float]]]] = {
     "fixed": (fixed, {"w": (0.0, *W)}),
-    "power": (power, {"w": W, "p": (1.5, 2.0, 3.0, 4.0)}),
+    "power": (power, {"w": (*W, 0.35, 0.45), "p": (1.25, 1.5, 1.75, 2.0, 3.0, 4.0)}),
     "gated": (gated, {"w": W, "delta": (0.05, 0.1, 0.15, 0.2, 0.3)}),
     "adaptive": (adaptive, {"w": W, "c0": (0.2, 0.4, 0.6, 0.8)}),
+    "soft": (soft, {"w": W, "p": (1.0, 2.0, 3.0)}),
+    "topn": (topn, {"w": W, "n": (5, 10, 20, 40), "p": (1.0, 1.5, 2.0)}),
 }
 
 

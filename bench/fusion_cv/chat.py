@@ -136,7 +136,7 @@ class History:
     questions: tuple[tuple[str, str], ...]
 
 
-def histories(n: int = 8, *, sessions: int = 50, turns: int = 5, facts: int = 6, seed: int = 20) -> list[History]:
+def histories(n: int = 8, *, sessions: int = 50, turns: int = 5, facts: int = 10, seed: int = 20) -> list[History]:
     """`n` histories of `sessions` × `turns` user turns, each with `facts` facts asked about."""
     rng = random.Random(seed)
     out: list[History] = []

@@ -36,6 +36,6 @@ def chat(n: int) -> list[Corpus]:
                    [Question(q, frozenset({key}), 0) for q, key in h.questions]) for h in histories(n)]
 
 
-def all_corpora(locomo_path: Path, *, chat_histories: int = 10) -> list[Corpus]:
+def all_corpora(locomo_path: Path, *, chat_histories: int = 12) -> list[Corpus]:
     """LoCoMo's conversations, the three keyword-disjoint corpora, the chat histories."""
     return [*locomo(locomo_path, None), *disjoint(), operator(), *chat(chat_histories)]

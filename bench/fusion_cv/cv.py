@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from . import arms
+from . import arms, learned
 from .features import QueryFeatures
 
 __all__ = ["METRICS", "Fold", "bootstrap", "crossvalidate", "metrics", "objective"]
@@ -82,6 +82,8 @@ def crossvalidate(folds: Sequence[Fold], family: str,
                   progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
     """Leave-one-corpus-out over `folds` for one family: {"heldout": {fold: per-question
     METRICS}, "chosen": {fold: params}, "fit": params chosen on every fold, "fit_rows"}."""
+    if family == "learned":
+        return _learned(folds, progress)
     cosine = {f.name: ranked(f, "cosine") for f in folds}
     table: list[tuple[dict[str, Any], dict[str, np.ndarray]]] = []
     for params, rel in arms.grid(family):
@@ -95,6 +97,20 @@ def crossvalidate(folds: Sequence[Fold], family: str,
         chosen[f.name], heldout[f.name] = best[0], best[1][f.name]
     fit = max(table, key=lambda pt: objective(pt[1], cosine, folds))
     return {"heldout": heldout, "chosen": chosen, "fit": fit[0], "fit_rows": fit[1]}
+
+
+def _learned(folds: Sequence[Fold], progress: Callable[[str], None]) -> dict[str, Any]:
+    heldout: dict[str, np.ndarray] = {}
+    chosen: dict[str, dict[str, Any]] = {}
+    for f in folds:
+        beta = learned.fit([(g.kind, q) for g in folds if g.name != f.name for q in g.questions])
+        chosen[f.name] = {n: round(float(b / beta[0]), 3) for n, b in zip(learned.NAMES, beta, strict=True)}
+        heldout[f.name] = ranked(f, learned.relevance(beta))
+    beta = learned.fit([(g.kind, q) for g in folds for q in g.questions])
+    progress(f"  learned: fitted {len(folds) + 1} times")
+    return {"heldout": heldout, "chosen": chosen,
+            "fit": {n: round(float(b / beta[0]), 4) for n, b in zip(learned.NAMES, beta, strict=True)},
+            "fit_rows": {f.name: ranked(f, learned.relevance(beta)) for f in folds}}
 
 
 def bootstrap(rows: np.ndarray, column: int, *, rounds: int = 2000, seed: int = 0) -> tuple[float, float, float]:

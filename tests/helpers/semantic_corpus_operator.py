@@ -3,8 +3,10 @@
 Same rules as tests/helpers/semantic_corpus.py (whose `shared_words` defines "shares"): a query shares
 no content word nor stem with the entries that answer it, and most queries share a word with a
 wrong neighbour on the same topic (each topic has two or three entries: the answer and its
-distractors), so lexical evidence points the wrong way. Written for step 20's fusion
-cross-validation (bench/bench_fusion_cv.py), in an operator's words rather than an agent's.
+distractors), so lexical evidence points the wrong way. Each query also has a
+decoy: an entry written to share the query's wording (often its rarest words) but answering
+something else, the shape that made fusion lose to cosine on a held-out corpus. Written for
+step 20's fusion cross-validation (bench/bench_fusion_cv.py), in an operator's words rather than an agent's.
 """
 
 from __future__ import annotations
@@ -118,6 +120,68 @@ ENTRIES: tuple[CorpusEntry, ...] = (
        "from explorers later took two days.", ("accounting",), 0.4),
     _e("pnl-mark", K.INSIGHT, OPS, "Daily profit figures should mark positions at the oracle price, not the "
        "last fill.", ("accounting",), 0.3),
+    # decoys: each shares the wording of an operator question (its rarest words) but answers
+    # something else on the same topic, the way an operator's words meet the wrong note
+    _e("decoy-pool-deposit", K.FACT, STRAT, "Pool deposit receipts are ERC-20 tokens; the market value of a "
+       "receipt climbed with the pool's fees.", ("liquidity",), 0.4),
+    _e("decoy-band-account", K.INSIGHT, STRAT, "A small account can hold one band per pool; moving it needs a "
+       "new NFT each time.", ("liquidity",), 0.4),
+    _e("decoy-loan-selling", K.INSIGHT, RISK, "Forced selling by funds drifted the loan market for days in "
+       "March.", ("lending",), 0.4),
+    _e("decoy-loan-close", K.HEURISTIC, RISK, "Close a loan sooner when settling it frees collateral for a "
+       "better trade.", ("lending",), 0.4),
+    _e("decoy-loan-open", K.FACT, RISK, "Keeping a loan open needs no action unless governance changes the "
+       "asset's parameters; costly votes are rare.", ("lending",), 0.4),
+    _e("decoy-leveraged-returns", K.INSIGHT, STRAT, "Leveraged bets kept open for days show the best returns "
+       "in trending weeks.", ("perps",), 0.4),
+    _e("decoy-derivatives-multiplier", K.FACT, STRAT, "The derivatives venue's fee multiplier halves for "
+       "accounts above a monthly volume.", ("perps",), 0.4),
+    _e("decoy-bot-trade", K.INSIGHT, STRAT, "Our trade bot got ahead of the market twice by reading funding "
+       "before the hour.", ("bots",), 0.4),
+    _e("decoy-bots-order", K.FACT, GAS, "Order routing bots extract quotes from five aggregators and recoup "
+       "their fee from price improvement.", ("mev",), 0.4),
+    _e("decoy-submission-route", K.FACT, GAS, "The submission route for urgent unwinds is the public mempool "
+       "with a high tip.", ("mev",), 0.4),
+    _e("decoy-deposits-protocol", K.FACT, RISK, "The borrowing protocol judges deposits by a loan-to-value "
+       "figure per asset.", ("lending",), 0.4),
+    _e("decoy-price-reference", K.FACT, RISK, "The price reference for reports is refreshing every minute "
+       "from three exchanges.", ("oracle",), 0.4),
+    _e("decoy-usd-coin-plan", K.HEURISTIC, STRAT, "The plan for USD coin balances: lend them in the two "
+       "largest money markets.", ("stablecoin",), 0.4),
+    _e("decoy-usd-interest", K.FACT, STRAT, "Interest offered on USD coins is paid daily and funds our gas "
+       "wallet.", ("stablecoin",), 0.4),
+    _e("decoy-platform-terms", K.FACT, OPS, "Platform terms of service bar automated accounts from some "
+       "regions; our money sits with compliant ones.", ("governance",), 0.4),
+    _e("decoy-locked-assets", K.FACT, STRAT, "Locked-up assets earn a boosted rate that becomes spendable "
+       "yield each epoch.", ("staking",), 0.4),
+    _e("decoy-pool-rush", K.INSIGHT, STRAT, "Everyone rushes into a new pool at once in its first week; "
+       "rates then fall for a long time.", ("staking",), 0.4),
+    _e("decoy-agent-ai-cap", K.FACT, OPS, "The agent's AI provider caps requests per minute; what happens "
+       "then is a short wait.", ("cost",), 0.4),
+    _e("decoy-network-ceiling", K.FACT, GAS, "Network fees have no protocol ceiling; trade size does not "
+       "change what a transfer is worth to validators.", ("gas",), 0.4),
+    _e("decoy-cheapest-send", K.INSIGHT, GAS, "The cheapest on-chain send of stablecoins is on an L2, where "
+       "transactions cost a cent.", ("gas",), 0.4),
+    _e("decoy-halt-bot", K.FACT, OPS, "The market-making bot halts quoting right away when volatility spikes "
+       "and resumes after ten minutes.", ("control",), 0.4),
+    _e("decoy-orders-signoff", K.FACT, OPS, "Limit orders need a sign-off from the venue's risk engine "
+       "before they rest on the book.", ("control",), 0.4),
+    _e("decoy-agent-silent", K.FACT, OPS, "The agent goes silent in the chat channel at night; open bets are "
+       "reported in the morning summary.", ("control",), 0.4),
+    _e("decoy-l2-funds", K.INSIGHT, GAS, "Moving funds between two L2s through a fast bridge takes minutes "
+       "and costs little.", ("bridge",), 0.4),
+    _e("decoy-cross-chain-park", K.HEURISTIC, STRAT, "Park idle money in cross-chain yield contracts only "
+       "after an audit.", ("bridge",), 0.4),
+    _e("decoy-harvest-coins", K.HEURISTIC, STRAT, "Harvest incentive coins weekly: each harvest costs gas.",
+       ("emissions",), 0.4),
+    _e("decoy-free-tokens", K.FACT, STRAT, "Free tokens from the last airdrop qualify for staking on new "
+       "addresses only.", ("airdrop",), 0.4),
+    _e("decoy-venue-sit", K.FACT, RISK, "Orders sit on a centralised venue's book until filled or "
+       "cancelled at once.", ("exchange",), 0.4),
+    _e("decoy-venue-machine", K.FACT, OPS, "Venue credentials live on the machine in an encrypted file.",
+       ("exchange",), 0.4),
+    _e("decoy-tax-log", K.HEURISTIC, OPS, "Log tax estimates each quarter; buying time for the filing is "
+       "easy with an extension.", ("accounting",), 0.4),
 )
 
 QUERIES: tuple[CorpusQuery, ...] = (
