@@ -12,7 +12,7 @@ Arms: raw cosine (the model alone, whole corpus), BM25 (FTS5), RRF of the two (k
 step-15 fusion (w = 0.4, shipped until step 20), and each fusion family of
 bench/fusion_cv/arms.py with its parameters chosen by leave-one-corpus-out cross-validation
 (bench/fusion_cv/cv.py): every figure of a family is **held out**, from parameters fitted
-without the corpus it is measured on. `shipped` is the daemon's `fusion.relevances` as it
+without the corpus it is measured on. `shipped` is the daemon's `fusion.relevance` as it
 now stands (its constants were fitted on all corpora: an in-sample figure, printed beside
 the held-out ones for comparison). Intervals: 95 % bootstrap over questions (seeded).
 

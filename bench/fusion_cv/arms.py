@@ -14,7 +14,7 @@ ranking with a given relevance (`through_scoring`: the relevance goes through
 - `soft`: cosine + w · coverage · (1 − cosine)^p: words count less for a candidate whose
   meaning already matches (MiniLM's cosine already rises with shared words);
 - `topn`: cosine + w · coverage^p for the n nearest candidates by cosine only;
-- `shipped`: the daemon's `fusion.relevances` as shipped (whatever it is now).
+- `shipped`: the daemon's `fusion.relevance` as the code now stands.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def topn(w: float, n: int, p: float) -> Relevance:
 
 def shipped(q: QueryFeatures) -> np.ndarray:
     """The daemon's own fusion, as the code now stands."""
-    return np.array(fusion.relevances(list(q.cosine), list(q.coverage)))
+    return np.array([fusion.relevance(float(c), float(v)) for c, v in zip(q.cosine, q.coverage, strict=True)])
 
 
 W = (0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8)
