@@ -11,6 +11,8 @@ ranking with a given relevance (`through_scoring`: the relevance goes through
   words lift only candidates whose meaning is already near the best (agreement of the lists);
 - `adaptive`: cosine + w · coverage · a(q), a(q) = clip((max coverage − c0) / (1 − c0), 0, 1):
   the weight follows how much of the query's IDF mass the best lexical candidate holds.
+- `held`: as `power`, with coverage of the IDF mass the store holds (`held_coverage`);
+- `mix`: cosine + a · coverage^pa + b · held coverage^pb (both kinds of coverage);
 - `soft`: cosine + w · coverage · (1 − cosine)^p: words count less for a candidate whose
   meaning already matches (MiniLM's cosine already rises with shared words);
 - `topn`: cosine + w · coverage^p for the n nearest candidates by cosine only;
@@ -95,9 +97,23 @@ def topn(w: float, n: int, p: float) -> Relevance:
     return rel
 
 
+def held_coverage(q: QueryFeatures) -> np.ndarray:
+    """`fusion.held_coverage`: coverage of the IDF mass some candidate holds (a query stem no
+    candidate has cannot tell them apart, yet its IDF, the highest, dilutes every coverage)."""
+    return np.array([fusion.held_coverage(float(v), q.reach) for v in q.coverage])
+
+
+def held(w: float, p: float) -> Relevance:
+    return lambda q: _cos(q) + w * held_coverage(q) ** p
+
+
+def mix(a: float, b: float, pa: float, pb: float) -> Relevance:
+    return lambda q: _cos(q) + a * q.coverage ** pa + b * held_coverage(q) ** pb
+
+
 def shipped(q: QueryFeatures) -> np.ndarray:
     """The daemon's own fusion, as the code now stands."""
-    return np.array([fusion.relevance(float(c), float(v)) for c, v in zip(q.cosine, q.coverage, strict=True)])
+    return np.array([fusion.relevance(float(c), float(v), q.reach) for c, v in zip(q.cosine, q.coverage, strict=True)])
 
 
 W = (0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8)
@@ -106,6 +122,9 @@ FAMILIES: dict[str, tuple[Callable[..., Relevance], dict[str, Sequence[float]]]]
     "power": (power, {"w": (*W, 0.35, 0.45), "p": (1.25, 1.5, 1.75, 2.0, 3.0, 4.0)}),
     "gated": (gated, {"w": W, "delta": (0.05, 0.1, 0.15, 0.2, 0.3)}),
     "adaptive": (adaptive, {"w": W, "c0": (0.2, 0.4, 0.6, 0.8)}),
+    "held": (held, {"w": (*W, 0.35, 0.45), "p": (1.0, 1.25, 1.5, 1.75, 2.0, 3.0, 4.0)}),
+    "mix": (mix, {"a": (0.0, 0.1, 0.2, 0.3, 0.45), "b": (0.0, 0.1, 0.2, 0.3, 0.45, 0.6), "pa": (1.0, 1.5),
+                  "pb": (2.0, 3.0)}),
     "soft": (soft, {"w": W, "p": (1.0, 2.0, 3.0)}),
     "topn": (topn, {"w": W, "n": (5, 10, 20, 40), "p": (1.0, 1.5, 2.0)}),
 }

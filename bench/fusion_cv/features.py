@@ -30,7 +30,7 @@ from daemon.grimoire.store import Grimoire, wall_clock_ms
 __all__ = ["CACHE", "QueryFeatures", "corpus_features", "embed_cached"]
 
 CACHE = Path(tempfile.gettempdir()) / "clade-fusion-cv"
-VERSION = 1  # bump when what is extracted changes
+VERSION = 3  # bump when what is extracted changes
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,7 @@ class QueryFeatures:
     source: np.ndarray
     idf_mass: float  # the query's total stem IDF
     stems: int  # how many informative stems it has
+    reach: float  # lexical.reach: the share of its IDF mass some candidate holds
     cosine_top: tuple[str, ...]  # raw cosine over the whole corpus, best 100
     bm25_top: tuple[str, ...]  # FTS5 BM25 over the whole corpus, best 100
 
@@ -120,6 +121,7 @@ def corpus_features(corpus: Corpus, model: str = DEFAULT_MODEL) -> list[QueryFea
                     temporal=np.array([f.temporal for f in fs]), importance=np.array([f.importance for f in fs]),
                     pad=np.array([f.pad for f in fs]), source=np.array([f.source for f in fs]),
                     idf_mass=float(sum(found.weights.values())), stems=len(found.weights),
+                    reach=lexical.reach(found.weights, held.values()),
                     cosine_top=tuple(corpus.docs[i].key for i in order), bm25_top=tuple(b)))
         finally:
             store.close()
