@@ -58,7 +58,8 @@ def rrf(q: QueryFeatures, k: int = 10) -> list[str]:
 
 
 def _cos(q: QueryFeatures) -> np.ndarray:
-    return np.maximum(q.cosine, 0.0)
+    out: np.ndarray = np.maximum(q.cosine, 0.0)
+    return out
 
 
 def fixed(w: float) -> Relevance:
@@ -73,7 +74,8 @@ def gated(w: float, delta: float) -> Relevance:
     def rel(q: QueryFeatures) -> np.ndarray:
         c = _cos(q)
         gate = np.clip(1.0 - (c.max() - c) / delta, 0.0, 1.0) if len(c) else c
-        return c + w * q.coverage * gate
+        out: np.ndarray = c + w * q.coverage * gate
+        return out
     return rel
 
 

@@ -61,9 +61,9 @@ def fit(questions: Sequence[tuple[str, QueryFeatures]]) -> np.ndarray:
     beta = np.zeros(X.shape[1])
     for _ in range(50):
         z = X @ beta
-        p = 1.0 / (1.0 + np.exp(-z))
-        grad = X.T @ (w * (p - 1.0)) + L2 * beta
-        hess = (X * (w * p * (1 - p))[:, None]).T @ X + L2 * np.eye(X.shape[1])
+        prob = 1.0 / (1.0 + np.exp(-z))
+        grad = X.T @ (w * (prob - 1.0)) + L2 * beta
+        hess = (X * (w * prob * (1 - prob))[:, None]).T @ X + L2 * np.eye(X.shape[1])
         step = np.linalg.solve(hess, grad)
         beta -= step
         if np.abs(step).max() < 1e-8:

@@ -46,6 +46,8 @@ factors and the provenance weights (`scoring`) apply to the result afterwards.
 
 from __future__ import annotations
 
+import math
+
 __all__ = ["COVERAGE_POWER", "HELD_POWER", "HELD_WEIGHT", "LEXICAL_WEIGHT", "held_coverage", "relevance"]
 
 # Cross-validated together (bench/bench_fusion_cv.py, family `mix`; bench/RESULTS.md).
@@ -68,5 +70,5 @@ def relevance(cosine: float | None, coverage: float, reach: float, *, weight: fl
     coverage; `weight` 0 with coverage 0 is cosine alone (the ranking before fusion: the
     retriever passes coverage 0 when its lexical weight is 0)."""
     covered = min(max(coverage, 0.0), 1.0)
-    return (max(0.0, cosine or 0.0) + weight * covered ** COVERAGE_POWER
-            + HELD_WEIGHT * held_coverage(covered, reach) ** HELD_POWER)
+    return (max(0.0, cosine or 0.0) + weight * math.pow(covered, COVERAGE_POWER)
+            + HELD_WEIGHT * math.pow(held_coverage(covered, reach), HELD_POWER))

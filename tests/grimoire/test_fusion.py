@@ -49,7 +49,8 @@ def test_held_coverage_is_coverage_of_what_the_candidates_reach() -> None:
 
 
 def test_relevance_adds_both_coverages_to_their_powers_to_clipped_cosine() -> None:
-    assert (fusion.LEXICAL_WEIGHT, fusion.COVERAGE_POWER, fusion.HELD_WEIGHT, fusion.HELD_POWER) == (0.3, 1.5, 0.45, 3.0)
+    constants = (fusion.LEXICAL_WEIGHT, fusion.COVERAGE_POWER, fusion.HELD_WEIGHT, fusion.HELD_POWER)
+    assert constants == (0.3, 1.5, 0.45, 3.0)
     assert fusion.relevance(0.5, 0.0, 1.0) == 0.5
     assert fusion.relevance(0.5, 1.0, 1.0) == pytest.approx(1.25)  # every query word: both weights
     assert fusion.relevance(0.5, 0.25, 0.25) == pytest.approx(0.5 + 0.3 * 0.125 + 0.45)  # every word reached
