@@ -97,6 +97,7 @@ def corpus_features(corpus: Corpus, model: str = DEFAULT_MODEL) -> list[QueryFea
         try:
             retriever = Retriever(store, lambda: embedder)
             now = wall_clock_ms()
+            vectors = retriever.vectors()  # id -> the entry's vector, what recall's index holds
             for q, v, b in zip(corpus.questions, qvecs, bm, strict=True):
                 rq = RecallQuery(text=q.text, k=10)
                 nearest = retriever.nearest(rq, v)
@@ -106,12 +107,8 @@ def corpus_features(corpus: Corpus, model: str = DEFAULT_MODEL) -> list[QueryFea
                 rows = [(c, t) for c, t in store.rank_rows(ids) if _passes(c, rq, now)]
                 rows.sort(key=lambda ct: ct[0].id)
                 held = lexical.stem_sets({c.id: t for c, t in rows})
-                index = retriever._vector_index()
                 fs = [_factors(c, 0.0, None, now) for c, _ in rows]
-                cos = []
-                for c, _ in rows:
-                    vec = index.vector(c.id)
-                    cos.append(float(vec @ v) if vec is not None else 0.0)
+                cos = [float(vectors[c.id] @ v) if c.id in vectors else 0.0 for c, _ in rows]
                 order = np.argsort(-(docs @ v), kind="stable")[:100]
                 out.append(QueryFeatures(
                     evidence=q.evidence, category=q.category, keys=tuple(key_of[c.id] for c, _ in rows),

@@ -7,6 +7,8 @@ best cosine. Pairs: each evidence candidate against the query's 30 best other ca
 the step-15 fusion; a pair's label says which one is the evidence. Every kind of corpus weighs
 the same in the fit (its pairs' weights sum to 1), L2-penalised (`L2`), Newton's method.
 The relevance is then cosine + Σ (β_j / β_cosine) · feature_j: cosine units, as scoring needs.
+(Within one query cosine and cosine minus the best cosine differ by a constant, so pairs
+cannot separate their coefficients: only their sum means anything.)
 """
 
 from __future__ import annotations
