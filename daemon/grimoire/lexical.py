@@ -19,7 +19,7 @@ from functools import lru_cache
 
 from py_rust_stemmers import SnowballStemmer  # type: ignore[import-untyped]  # fastembed's own dependency
 
-__all__ = ["STOPWORDS", "coverage", "idf", "stem", "stem_sets", "stems", "words"]
+__all__ = ["STOPWORDS", "coverage", "idf", "reach", "stem", "stem_sets", "stems", "words"]
 
 # Function words: they match nearly everything, slow FTS5 down and add only noise.
 STOPWORDS = frozenset({
@@ -74,3 +74,16 @@ def coverage(query: Mapping[str, float], entry: Iterable[str] | set[str]) -> flo
         return 0.0
     held = entry if isinstance(entry, set) else set(entry)
     return sum(w for s, w in query.items() if s in held) / total
+
+
+def reach(query: Mapping[str, float], held: Iterable[Iterable[str]]) -> float:
+    """The share of the query's stem weights (IDF) that at least one of `held` (the candidates'
+    stem sets) holds, 0..1: the most coverage any candidate could have. Less than 1 when a
+    query word is in no candidate (a word the store lacks, a misspelling, a word of the
+    question's framing such as "did")."""
+    if not query:
+        return 0.0
+    union: set[str] = set()
+    for stems_ in held:
+        union.update(stems_)
+    return coverage(query, union)

@@ -7,9 +7,9 @@ what the filters exclude (kind, importance, confidence, sensitivity; archived an
 entries; siblings' entries in quarantine that digests withhold and entries the clade's
 evidence refuted, unless `include_unverified`: trust.py, belief.py; every hit carries its
 `release` and its pooled belief), gives each the relevance `fusion.relevance`
-makes of its cosine and its lexical coverage of the query (`lexical`, IDF from the keyword
-index's vocabulary), and ranks the rest with `scoring`, its factors normalised over the
-candidates.
+makes of its cosine, its lexical coverage of the query and the coverage any
+candidate reaches (`lexical`, IDF from the keyword index's vocabulary), and ranks the rest
+with `scoring`, its factors normalised over the candidates.
 
 Recall has no side effect on ranking: an entry's access count grows when it is *used*
 (cited, or fed back: `apply_feedback`), never because it appeared in a result list — a
@@ -99,7 +99,7 @@ class Retriever:
         self._embedder: Embedder | None = None
         self._index: VectorIndex | None = None
         self._index_lock = threading.Lock()  # recalls on several read connections share the index
-        self.lexical_weight = fusion.LEXICAL_WEIGHT  # fusion's one parameter (benches sweep it)
+        self.lexical_weight = fusion.LEXICAL_WEIGHT  # fusion's first weight (benches sweep it); 0: cosine alone
         self.trust = TrustPolicy()  # the quarantine recall applies (the daemon sets it from config `[trust]`)
         self.belief = BeliefPolicy()  # how siblings' evidence pools and what refutes (belief.py)
 
@@ -240,6 +240,7 @@ class Retriever:
         weights = found.weights if vec is not None and self.lexical_weight else {}
         # candidate id -> its stems (coverage needs them only when the query has a weighted stem)
         held = lexical.stem_sets({c.id: text for c, text in rows}) if weights else {}
+        reach = lexical.reach(weights, held.values()) if weights else 0.0  # what any candidate covers
         candidates = [c for c, _ in rows]
         cosines = self._cosines([c.id for c in candidates], vec) if vec is not None else {}
         raw = []
@@ -247,7 +248,7 @@ class Retriever:
             if vec is not None:
                 # Relevance: cosine and lexical coverage, fused (fusion.py says how and why).
                 covered = lexical.coverage(weights, held[cand.id]) if cand.id in held else 0.0
-                semantic = fusion.relevance(cosines.get(cand.id), covered, weight=self.lexical_weight)
+                semantic = fusion.relevance(cosines.get(cand.id), covered, reach, weight=self.lexical_weight)
             else:  # keyword-only: BM25 relative to the best match
                 semantic = bm25.get(cand.id, 0.0) / best if best > 0 else 0.0
             raw.append(_factors(cand, semantic, query.pad, now))

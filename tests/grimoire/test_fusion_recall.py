@@ -12,16 +12,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from crdt import Kind
 from crypto.identity import Identity
 from daemon.embedding.embedder import get_embedder
+from daemon.grimoire import fusion
 from daemon.grimoire.records import NewEntry
 from daemon.grimoire.retrieval import RecallQuery, Retriever
 from daemon.grimoire.store import Grimoire
-from tests.helpers import semantic_corpus_heldout
+from tests.helpers import semantic_corpus_heldout, semantic_corpus_operator
 from tests.helpers.semantic_corpus import shared_words
 
 TURNS = (
@@ -88,7 +90,7 @@ def _rank_of(retriever: Retriever, ids: list[str], question: str, answer: int) -
 
 def test_fusion_ranks_the_turn_with_the_rare_words_first(conversation: tuple[Retriever, list[str]]) -> None:
     retriever, ids = conversation
-    assert retriever.lexical_weight == 0.4
+    assert retriever.lexical_weight == fusion.LEXICAL_WEIGHT
     ranks = {q: _rank_of(retriever, ids, q, a) for q, a in QUESTIONS}
     assert all(r == 1 for r in ranks.values()), ranks
 
@@ -99,21 +101,20 @@ def test_cosine_alone_misses_some_of_them(conversation: tuple[Retriever, list[st
     try:
         ranks = [_rank_of(retriever, ids, q, a) for q, a in QUESTIONS]
     finally:
-        retriever.lexical_weight = 0.4
+        retriever.lexical_weight = fusion.LEXICAL_WEIGHT
     assert sum(r != 1 for r in ranks) >= 3, ranks  # what fusion adds: measured 1, 2, 5, 1, 8, 1, 1
 
 
-def test_the_heldout_corpus_is_keyword_disjoint() -> None:
-    by_key = {e.key: e for e in semantic_corpus_heldout.ENTRIES}
-    assert len({e.key for e in semantic_corpus_heldout.ENTRIES}) == len(semantic_corpus_heldout.ENTRIES)
-    shared = [(q.text, k) for q in semantic_corpus_heldout.QUERIES for k in q.relevant
-              if shared_words(q.text, by_key[k].searchable)]
+@pytest.mark.parametrize("corpus", [semantic_corpus_heldout, semantic_corpus_operator], ids=["heldout", "operator"])
+def test_the_corpus_is_keyword_disjoint(corpus: Any) -> None:
+    by_key = {e.key: e for e in corpus.ENTRIES}
+    assert len(by_key) == len(corpus.ENTRIES)
+    shared = [(q.text, k) for q in corpus.QUERIES for k in q.relevant if shared_words(q.text, by_key[k].searchable)]
     assert not shared
     # Lexical evidence points the wrong way: most questions share a word with a wrong entry.
-    misleading = [q for q in semantic_corpus_heldout.QUERIES
-                  if any(shared_words(q.text, e.searchable) for e in semantic_corpus_heldout.ENTRIES
-                         if e.key not in q.relevant)]
-    assert len(misleading) >= len(semantic_corpus_heldout.QUERIES) * 3 // 4
+    misleading = [q for q in corpus.QUERIES
+                  if any(shared_words(q.text, e.searchable) for e in corpus.ENTRIES if e.key not in q.relevant)]
+    assert len(misleading) >= len(corpus.QUERIES) * 3 // 4
 
 
 def test_fusion_keeps_recall_where_the_words_mislead(tmp_path: Path, embedder_dir: Path) -> None:
@@ -128,7 +129,7 @@ def test_fusion_keeps_recall_where_the_words_mislead(tmp_path: Path, embedder_di
         return hits / len(corpus.QUERIES)
 
     try:
-        cosine, fused = recall_at_5(0.0), recall_at_5(0.4)
+        cosine, fused = recall_at_5(0.0), recall_at_5(fusion.LEXICAL_WEIGHT)
     finally:
         retriever.store.close()
     assert cosine >= 0.8, cosine  # the corpus is answerable by meaning

@@ -1,0 +1,1 @@
+"""Step 20's fusion cross-validation (bench/bench_fusion_cv.py): corpora, candidate features, arms, folds."""

@@ -1,0 +1,123 @@
+"""Leave-one-corpus-out cross-validation of the fusion families, and the held-out tables.
+
+Every corpus is a fold: a LoCoMo conversation, a keyword-disjoint corpus, a chat history. For
+each fold, each family's parameters are chosen on all the *other* corpora (`objective`) and the
+held-out corpus is ranked with them; a family's figure on a corpus group is then pooled over
+its held-out folds only (for LoCoMo: 5-fold by conversation; for chat: by history; for the
+keyword-disjoint corpora: each one judged with parameters fitted without it).
+
+The objective, over the training corpora, is the mean of one score per kind present:
+LoCoMo (any@5 + recall@10) / 2 pooled over questions; chat (any@1 + any@5) / 2; keyword-disjoint
+the mean over its corpora of min(recall@5 / raw-cosine recall@5, 1) minus 5 × the shortfall
+below 0.98 of each (the goal is a floor, not a trade).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import arms, learned
+from .features import QueryFeatures
+
+__all__ = ["METRICS", "Fold", "bootstrap", "crossvalidate", "metrics", "objective"]
+
+METRICS = ("any@1", "any@5", "any@10", "recall@5", "recall@10")
+FLOOR = 0.98
+
+
+@dataclass(frozen=True)
+class Fold:
+    name: str
+    kind: str  # locomo, disjoint, chat
+    questions: list[QueryFeatures]
+
+
+def metrics(q: QueryFeatures, top: Sequence[str]) -> np.ndarray:
+    """The METRICS of one question's ranking."""
+    ev = q.evidence
+    return np.array([float(bool(ev & set(top[:1]))), float(bool(ev & set(top[:5]))), float(bool(ev & set(top[:10]))),
+                     len(ev & set(top[:5])) / len(ev), len(ev & set(top[:10])) / len(ev)])
+
+
+def ranked(fold: Fold, arm: str | arms.Relevance) -> np.ndarray:
+    """Per-question METRICS (questions × 5) of `arm` ("cosine", "bm25", "rrf" or a relevance)."""
+    rows = []
+    for q in fold.questions:
+        if arm == "cosine":
+            top = list(q.cosine_top[:10])
+        elif arm == "bm25":
+            top = list(q.bm25_top[:10])
+        elif arm == "rrf":
+            top = arms.rrf(q)
+        else:
+            assert callable(arm)
+            top = arms.through_scoring(q, arm(q))
+        rows.append(metrics(q, top))
+    return np.array(rows)
+
+
+def objective(per_fold: dict[str, np.ndarray], cosine: dict[str, np.ndarray], folds: Sequence[Fold]) -> float:
+    """The training score of one parameter setting (module docstring)."""
+    parts = []
+    loc = [per_fold[f.name] for f in folds if f.kind == "locomo"]
+    if loc:
+        m = np.concatenate(loc).mean(axis=0)
+        parts.append((m[1] + m[4]) / 2)
+    chat = [per_fold[f.name] for f in folds if f.kind == "chat"]
+    if chat:
+        m = np.concatenate(chat).mean(axis=0)
+        parts.append((m[0] + m[1]) / 2)
+    dis = [f for f in folds if f.kind == "disjoint"]
+    if dis:
+        ratios = [per_fold[f.name][:, 3].mean() / max(cosine[f.name][:, 3].mean(), 1e-9) for f in dis]
+        parts.append(float(np.mean([min(r, 1.0) for r in ratios]) - 5 * sum(max(0.0, FLOOR - r) for r in ratios)))
+    return float(np.mean(parts))
+
+
+def crossvalidate(folds: Sequence[Fold], family: str,
+                  progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Leave-one-corpus-out over `folds` for one family: {"heldout": {fold: per-question
+    METRICS}, "chosen": {fold: params}, "fit": params chosen on every fold, "fit_rows"}."""
+    if family == "learned":
+        return _learned(folds, progress)
+    cosine = {f.name: ranked(f, "cosine") for f in folds}
+    table: list[tuple[dict[str, Any], dict[str, np.ndarray]]] = []
+    for params, rel in arms.grid(family):
+        table.append((params, {f.name: ranked(f, rel) for f in folds}))
+    progress(f"  {family}: {len(table)} settings ranked")
+    heldout: dict[str, np.ndarray] = {}
+    chosen: dict[str, dict[str, Any]] = {}
+    for f in folds:
+        train = [g for g in folds if g.name != f.name]
+        best = max(table, key=lambda pt: objective(pt[1], cosine, train))
+        chosen[f.name], heldout[f.name] = best[0], best[1][f.name]
+    fit = max(table, key=lambda pt: objective(pt[1], cosine, folds))
+    return {"heldout": heldout, "chosen": chosen, "fit": fit[0], "fit_rows": fit[1]}
+
+
+def _learned(folds: Sequence[Fold], progress: Callable[[str], None]) -> dict[str, Any]:
+    heldout: dict[str, np.ndarray] = {}
+    chosen: dict[str, dict[str, Any]] = {}
+    for f in folds:
+        beta = learned.fit([(g.kind, q) for g in folds if g.name != f.name for q in g.questions])
+        chosen[f.name] = {n: round(float(b / beta[0]), 3) for n, b in zip(learned.NAMES, beta, strict=True)}
+        heldout[f.name] = ranked(f, learned.relevance(beta))
+    beta = learned.fit([(g.kind, q) for g in folds for q in g.questions])
+    progress(f"  learned: fitted {len(folds) + 1} times")
+    return {"heldout": heldout, "chosen": chosen,
+            "fit": {n: round(float(b / beta[0]), 4) for n, b in zip(learned.NAMES, beta, strict=True)},
+            "fit_rows": {f.name: ranked(f, learned.relevance(beta)) for f in folds}}
+
+
+def bootstrap(rows: np.ndarray, column: int, *, rounds: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """Mean of one METRICS column over questions and its 95 % bootstrap interval (seeded)."""
+    values = rows[:, column]
+    if len(values) < 2:
+        return float(values.mean()), float(values.mean()), float(values.mean())
+    idx = np.random.default_rng(seed).integers(0, len(values), (rounds, len(values)))
+    means = np.sort(values[idx].mean(axis=1))
+    return float(values.mean()), float(means[int(0.025 * rounds)]), float(means[int(0.975 * rounds) - 1])
