@@ -123,7 +123,7 @@ def raw_ceiling(server: StyxServer, items: int, batch: int) -> dict[str, Any]:
              "metadata": {}, "provenance": "self", "created_at": "2026-11-23T00:00:00.000Z"}
     bodies = []
     for start in range(0, items, batch):
-        rows = [item_json(writer="raw", seq=i, layer="clade", entry={
+        rows = [item_json(writer="raw", seq=i, layers=["clade"], entry={
             **entry, "id": f"{i:032x}", "content": f"Warning {i}: never LP in pool {i} under $100K TVL"})
             for i in range(start, min(items, start + batch))]
         bodies.append(batch_body("raw", rows))

@@ -43,6 +43,7 @@ __all__ = [
     "FlushOut",
     "ForgetOut",
     "HitDoc",
+    "InheritOut",
     "KeysOut",
     "KnowledgeStatsOut",
     "LessonsOut",
@@ -93,6 +94,7 @@ _WHY = {
     409: "the daemon's state does not allow it now (not in a clade, sync off, not the author)",
     413: "request body over 1 MiB",
     422: "the body or a parameter breaks the schema",
+    502: "Styx failed, holds nothing for the request, or its budget is reached",
     503: "the embedding model cannot be loaded",
 }
 
@@ -275,6 +277,17 @@ class StyxStatusOut(_Out):
 
 class StyxRetryOut(_Out):
     unparked: int
+
+
+class InheritOut(_Out):
+    golem: str = Field(description="the predecessor")
+    entries: int = Field(description="entries inherited (held at the archive's weight, 0.3 × 0.85^(N−1))")
+    applied_ops: int
+    generations: dict[str, int]
+    siblings: int
+    from_styx: str = Field(description="the vault object inherited")
+    bytes: int
+    via_archive: bool
 
 
 class UnarchiveOut(_Out):

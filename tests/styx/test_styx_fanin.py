@@ -23,7 +23,7 @@ def _seed(styx: StyxServer, content: str, *, confidence: float = 0.7, layer: str
     entry = {"id": entry_id, "kind": "insight", "content": content, "confidence": confidence, "importance": 0.5,
              "category": None, "metadata": {}, "provenance": "self", "created_at": "2026-11-23T00:00:00.000Z"}
     styx.store_batch(None, json.loads(batch_body("sibling", [
-        item_json(writer="sibling", seq=seq, layer=layer, entry=entry)])))
+        item_json(writer="sibling", seq=seq, layers=[layer], entry=entry)])))
     return entry_id
 
 

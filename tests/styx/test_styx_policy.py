@@ -95,7 +95,7 @@ ENTRY = {"id": "e" * 32, "kind": "warning", "content": "Never LP under $100K TVL
 
 
 def test_an_item_is_byte_identical_every_time_and_the_batch_is_the_wire_body() -> None:
-    a = item_json(writer="12D3KooWabc", seq=42, layer="clade", entry=ENTRY)
+    a = item_json(writer="12D3KooWabc", seq=42, layers=["clade"], entry=ENTRY)
     assert a == item_json(writer="12D3KooWabc", seq=42, layer="clade", entry=dict(reversed(ENTRY.items())))
     body = json.loads(batch_body("12D3KooWabc", [a, a]))
     assert body["golem"] == "12D3KooWabc" and len(body["entries"]) == 2
