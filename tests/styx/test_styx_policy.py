@@ -97,7 +97,7 @@ def test_the_public_item_is_anonymised_and_a_private_item_lists_its_layers() -> 
              "provenance": "inherited", "confidence": 0.8333}
     public = json.loads(public_item_json(writer="12D3KooWabc", seq=42, entry=entry))
     text = json.dumps(public)
-    for secret in ("12D3KooWabc", ENTRY["id"], "owner-book-7", "alice", "inherited", "03:00"):
+    for secret in ("12D3KooWabc", str(ENTRY["id"]), "owner-book-7", "alice", "inherited", "03:00"):
         assert secret not in text, secret
     assert public["layers"] == ["lethe"] and public["layer"] == "lethe" and public["confidence"] == 0.8
     assert public["metadata"] == {"tokens": ["ETH"], "chains": [8453], "protocols": []}
