@@ -74,7 +74,8 @@ class StyxLink:
         last_at = None if st.last_success_ms is None else iso_ms(st.last_success_ms)
         doc.update({"last_success_ms": st.last_success_ms, "last_success_at": last_at, "failures": st.failures,
                     "delivered": st.delivered, "last_error": st.last_error, "url": self.pusher.url,
-                    "paused_by_budget": self.pusher.paused_by_budget})
+                    "paused_by_budget": self.pusher.paused_by_budget,
+                    "budget_month_usd": self.config().styx.budget.monthly})
         return doc
 
     async def inherit(self, predecessor: str, *, membership: Membership, keys: VaultKeys,
