@@ -170,7 +170,7 @@ def test_cli_writes_without_a_daemon_enter_the_outbox_and_the_next_daemon_pushes
     daemon's next start drains it to Styx."""
     from tests.helpers.cli import clade_subprocess
 
-    data_dir.config_path.write_text(f'[styx]\nenabled = true\nurl = "{styx.url}"\n')
+    data_dir.config_path.write_text(f'[styx]\nenabled = true\nclade_enabled = true\nurl = "{styx.url}"\n')
     env = {"CLADE_STYX__TOKEN": TOKEN}
     base = ["--data-dir", str(data_dir.root)]
 
