@@ -171,9 +171,10 @@ class StyxBudgetConfig(_Section):
 
 
 # Default prices (USD). The architecture names the caps, not prices: a request is priced at
-# x402's own example, $0.001 (coinbase/x402 README, `price: "$0.001"`); an item pushed in a
-# batch at a hundredth of that; vault storage at $0.0001 a MiB (about S3 Standard's
-# $0.023/GB-month, rounded up). With them the caps bind: at most 9 calls a tick, 5,000 a month.
+# x402's example, $0.001 (the x402-express quickstart's `GET /weather`, `price: "$0.001"`); an
+# item pushed in a batch at a hundredth of that; vault storage at $0.0001 a started MiB (S3
+# Standard's $0.023 a GB-month, rounded up). With them the caps bind: a batch of 100 costs
+# $0.002, five such a tick; $5 a month is about 5,000 queries (docs/operator/styx.md).
 DEFAULT_PRICE_PER_CALL = 0.001
 DEFAULT_PRICE_PER_ITEM = 0.00001
 DEFAULT_PRICE_PER_QUERY = 0.001

@@ -355,8 +355,8 @@ def create_app(state: DaemonState) -> FastAPI:
         """Boot from the Styx archive (what a golem runtime calls at birth): fetch `from_styx`'s
         latest testament archive from Styx's vault layer, verify the owner's certificate and the
         testament's signatures, and inherit its selection at the archive's weight (0.3). 400: the
-        archive cannot be trusted (tampered, truncated, another clade's; nothing imported); 409:
-        not in a clade, or Styx off; 502: Styx failed, holds no archive, or the budget is reached."""
+        archive is missing or cannot be trusted (tampered, truncated, another clade's; nothing imported); 409:
+        not in a clade, or Styx off; 502: Styx failed or the budget is reached."""
         joined()
         styx_on()
         membership, ring = state.membership(), state.keys
