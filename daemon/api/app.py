@@ -361,8 +361,11 @@ def create_app(state: DaemonState) -> FastAPI:
         styx_on()
         membership, ring = state.membership(), state.keys
         assert membership is not None
-        if ring is None:
-            raise Conflict("the clade keys are not loaded yet (sync is starting); try again")
+        if ring is None:  # sync off: the keys this golem holds on disk
+            joined_keys = state.data.load_keys()
+            if joined_keys is None:
+                raise Conflict("this golem holds no clade key (clade join BUNDLE)")
+            ring = joined_keys[1]
         keys = VaultKeys(clade_key=ring.current.key, clade_keys=tuple(ring.all_keys()[1:]))
         try:
             doc = await state.styx_link.inherit(body.from_styx, membership=membership, keys=keys,

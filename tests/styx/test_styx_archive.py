@@ -12,8 +12,10 @@ import pytest
 from daemon.datadir import DataDir
 from daemon.grimoire import wall_clock_ms
 from daemon.styx import archive, ledger
+from daemon.testing.process import DaemonProc
 from daemon.testing.styx_server import StyxServer
 from tests.helpers.cli import STYX_TOKEN, CliRunner, clade_subprocess
+from tests.helpers.styx import styx_env
 
 
 def _join(cli: CliRunner, data: DataDir, owner_dir: Path, tmp_path: Path, name: str) -> str:
@@ -135,3 +137,24 @@ def test_the_archive_envelope_refuses_what_is_not_one() -> None:
             archive.unpack(bad)
     assert archive.latest(["backup-1.clade", "testament-9.archive", "testament-10.archive"]) == "testament-10.archive"
     assert archive.latest(["backup-1.clade"]) is None
+
+
+@pytest.mark.slow  # starts a daemon: the golem runtime's path at birth
+def test_post_inherit_boots_a_running_heir_from_the_archive(
+        cli: CliRunner, styx: StyxServer, tmp_path: Path, dead: tuple[Path, str, dict[str, str]]) -> None:
+    owner_dir, peer, ids = dead
+    heir = _heir(cli, owner_dir, tmp_path, "heir")
+    daemon = DaemonProc(heir, env={**styx_env(styx, priced=True), "CLADE_P2P__ENABLED": "false"})
+    try:
+        refused = daemon.request("POST", "/v1/inherit", json={"from_styx": "12D3KooWNobodyEverDiedHere"})
+        assert refused.status_code == 400 and "no testament archive" in refused.json()["detail"]
+        done = daemon.request("POST", "/v1/inherit", json={"from_styx": peer})
+        assert done.status_code == 200, done.text
+        report = done.json()
+        assert (report["entries"], report["via_archive"], report["golem"]) == (2, True, peer)
+        warning = daemon.request("GET", f"/v1/entries/{ids['Never bridge through the old router']}").json()
+        assert warning["provenance"] == "inherited" and warning["local_confidence"] == pytest.approx(0.3)
+        status = daemon.request("GET", "/v1/styx/status").json()
+        assert status["spend"]["calls"] >= 1  # the transfer was charged
+    finally:
+        assert daemon.stop() == 0
