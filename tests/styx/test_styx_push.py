@@ -111,8 +111,11 @@ def test_search_fans_in_styx_with_discounts_and_a_hanging_styx_does_not_block(da
                                                    "memory_type": "fact"}).raise_for_status()
         found = daemon.request("POST", "/v1/memory/search", json={"query": "funding before CPI"}).json()
         assert found["results"] and found["styx_error"] is None
-        assert [(r["id"], r["layer"], r["score"], r["provenance"]) for r in found["styx"]] == [
-            ("e" * 32, "clade", 0.8, "styx:clade")]  # score 1.0 × the clade discount
+        assert [(r["id"], r["layer"], r["relevance"], r["score"], r["local_confidence"], r["provenance"])
+                for r in found["styx"]] == [  # relevance 1.0 × the clade discount; its rank 0.40 × that
+            ("e" * 32, "clade", 0.8, 0.32, 0.2, "styx:clade")]
+        merged = {r["id"]: r for r in found["merged"]}
+        assert merged["e" * 32]["score"] == 0.32 and merged["e" * 32]["provenance"] == "styx:clade"
         styx.set_faults(hang=True)
         slow = daemon.request("POST", "/v1/memory/search", json={"query": "funding before CPI"}).json()
         assert slow["results"] and slow["styx"] == [] and slow["styx_error"] == "no answer within 300 ms"
