@@ -7,7 +7,8 @@
    writes them), into a store with the outbox hook (`OutboxWriter`: the item is built and
    inserted in the same transaction) and into one without; per-entry latency of each and the
    difference. The floor is the store without the hook, in the same run.
-2. Drain throughput: a real daemon (`clade run`) with `[styx]` on, pointed at the reference
+2. Drain throughput: a real daemon (`clade run`) with `[styx]` and its clade layer on (prices 0
+   unless `--default-prices`: the caps would pace the drain), pointed at the reference
    server (`daemon.testing.styx_server`, in this process) that answers 503 while N warnings
    are written (`POST /v1/memory/flush`, 250 per call); then the fault is lifted and the
    items are timed as they arrive (server-side arrival times): items/s from the first
@@ -56,7 +57,7 @@ def outbox_overhead(work: Path, writes: int, gen: Generator) -> dict[str, Any]:
     me = Identity(b"\x07" * 32)
     texts = [f"Warning {i}: {gen.sentence(0)}"[:300] for i in range(writes)]
     out: dict[str, Any] = {}
-    for label, hook in (("without_outbox", None), ("with_outbox", OutboxWriter())):
+    for label, hook in (("without_outbox", None), ("with_outbox", OutboxWriter(layers=("clade",)))):
         store = Grimoire.open(work / f"{label}.db", create=True)
         store.outbox = hook
         samples = []
@@ -111,7 +112,9 @@ def drain(daemon: Daemon, server: StyxServer, items: int) -> dict[str, Any]:
     first, last = accepted[0], accepted[-1]
     batches = max(1, len(accepted))
     span = max(last - first, 1e-9)
-    return {"items": items, "accepted_batches": batches, "back_to_all_stored_s": round(drained - back, 3),
+    ids = [item["id"] for item in server.items()]
+    return {"items": items, "lost": items - len(set(ids)), "doubled": len(ids) - len(set(ids)),
+            "accepted_batches": batches, "back_to_all_stored_s": round(drained - back, 3),
             "first_to_last_batch_s": round(span, 3),
             "items_per_s": round(items * (batches - 1) / batches / span) if batches > 1 else None,
             "stored": server.stats()["entries"], "delivered": status["delivered"]}
@@ -123,7 +126,7 @@ def raw_ceiling(server: StyxServer, items: int, batch: int) -> dict[str, Any]:
              "metadata": {}, "provenance": "self", "created_at": "2026-11-23T00:00:00.000Z"}
     bodies = []
     for start in range(0, items, batch):
-        rows = [item_json(writer="raw", seq=i, layer="clade", entry={
+        rows = [item_json(writer="raw", seq=i, layers=["clade"], entry={
             **entry, "id": f"{i:032x}", "content": f"Warning {i}: never LP in pool {i} under $100K TVL"})
             for i in range(start, min(items, start + batch))]
         bodies.append(batch_body("raw", rows))
@@ -176,7 +179,9 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     server = StyxServer(work / "styx.db", token=TOKEN).start()
     env = {"CLADE_STYX__ENABLED": "true", "CLADE_STYX__URL": server.url, "CLADE_STYX__TOKEN": TOKEN,
            "CLADE_STYX__BATCH": str(args.batch), "CLADE_STYX__BACKOFF_CAP_S": "0.5", "CLADE_P2P__ENABLED": "false",
-           "CLADE_CURATOR__CYCLE_TICKS": "100000"}
+           "CLADE_CURATOR__CYCLE_TICKS": "100000", "CLADE_STYX__CLADE_ENABLED": "true",
+           **({} if args.default_prices else {f"CLADE_STYX__PRICES__{p}": "0" for p in (
+               "PER_CALL", "PER_ITEM", "PER_QUERY", "PER_UPLOAD", "PER_MIB")})}
     queries = short_queries(gen, args.searches)
     try:
         daemon = _daemon(work, data, "on", env)
@@ -214,6 +219,8 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     off = res["search_styx_off"]["p50_ms"]
     res["search_ratio_p50"] = {"on_vs_off": round(res["search_styx_on"]["p50_ms"] / off, 2),
                                "hanging_vs_off": round(res["search_styx_hanging"]["p50_ms"] / off, 2)}
+    if res["drain"]["lost"] or res["drain"]["doubled"]:
+        res["failed"].append(f"{res['drain']['lost']} items lost, {res['drain']['doubled']} doubled")
     if res["drain"]["stored"] != args.items:
         res["failed"].append(f"{res['drain']['stored']} of {args.items} items stored")
     if res["search_styx_hanging"]["styx_errors"] != args.searches:
@@ -232,6 +239,7 @@ def report(res: dict[str, Any]) -> None:
              ("overhead per crossing entry", f"{ow['overhead_ms_per_entry']:.3f} ms ({ow['ratio']:.2f}x the floor)"),
              ("## drain (daemon -> reference server)", ""),
              ("items", f"{dr['items']} in {dr['accepted_batches']} batches"),
+             ("lost, doubled", f"{dr['lost']}, {dr['doubled']}"),
              ("Styx back -> all stored", f"{dr['back_to_all_stored_s']:.2f} s"),
              ("drain rate", f"{dr['items_per_s']} items/s ({dr['ratio_to_ceiling']}x the raw ceiling)"),
              ("raw ceiling (httpx, same bodies)", f"{ceil['items_per_s']} items/s"),
@@ -251,6 +259,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.bench_styx", description=__doc__.split("\n\n")[0])
     p.add_argument("--items", type=at_least(10), default=5_000, help="warnings to drain (default 5,000)")
     p.add_argument("--batch", type=at_least(1), default=100, help="[styx] batch (default 100)")
+    p.add_argument("--default-prices", action="store_true",
+                   help="keep [styx.prices] at their defaults (the drain is then paced by the spend caps); "
+                        "by default Styx is free here, so the drain measures the client")
     p.add_argument("--searches", type=at_least(5), default=100, help="searches per configuration (default 100)")
     p.add_argument("--writes", type=at_least(10), default=2_000, help="writes for the outbox overhead (default 2,000)")
     add_common_args(p, out_help="keep the work directory here (default: a temp dir, removed)")

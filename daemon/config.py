@@ -171,12 +171,28 @@ class StyxBudgetConfig(_Section):
     tick_s: float = Field(10.0, gt=0, le=86_400, description="the length of a tick")
 
 
-class StyxPricesConfig(_Section):
-    """What Styx charges (USD); every call's cost is recorded in the month's spend."""
+# Default prices (USD). The architecture names the caps, not prices: a request is priced at
+# x402's example, $0.001 (the x402-express quickstart's `GET /weather`, `price: "$0.001"`); an
+# item pushed in a batch at a hundredth of that; vault storage at $0.0001 a started MiB (S3
+# Standard's $0.023 a GB-month, rounded up). With them the caps bind: a batch of 100 costs
+# $0.002, five such a tick; $5 a month is about 5,000 queries (docs/operator/styx.md).
+DEFAULT_PRICE_PER_CALL = 0.001
+DEFAULT_PRICE_PER_ITEM = 0.00001
+DEFAULT_PRICE_PER_QUERY = 0.001
+DEFAULT_PRICE_PER_UPLOAD = 0.001
+DEFAULT_PRICE_PER_MIB = 0.0001
 
-    per_call: float = Field(0.0, ge=0, description="one push call")
-    per_item: float = Field(0.0, ge=0, description="one pushed item")
-    per_query: float = Field(0.0, ge=0, description="one query (the search fan-in)")
+
+class StyxPricesConfig(_Section):
+    """What Styx charges (USD); every call's cost is recorded in the month's spend. The defaults
+    are stated and sourced in daemon/config.py (the architecture gives caps, not prices)."""
+
+    per_call: float = Field(DEFAULT_PRICE_PER_CALL, ge=0, description="one push call")
+    per_item: float = Field(DEFAULT_PRICE_PER_ITEM, ge=0, description="one pushed item")
+    per_query: float = Field(DEFAULT_PRICE_PER_QUERY, ge=0, description="one query (the search fan-in)")
+    per_upload: float = Field(DEFAULT_PRICE_PER_UPLOAD, ge=0,
+                              description="one vault upload or download (a backup, a testament archive)")
+    per_mib: float = Field(DEFAULT_PRICE_PER_MIB, ge=0, description="each MiB uploaded to the vault")
 
 
 class StyxInjectionConfig(_Section):
@@ -193,9 +209,9 @@ class StyxConfig(_Section):
     token: SecretStr | None = Field(None, min_length=1, max_length=4096,
                                     description="prefer token_file or CLADE_STYX__TOKEN; shown as ********")
     token_file: Path | None = None
-    clade_enabled: bool = True
-    lethe_enabled: bool = True
-    vault_enabled: bool = True
+    clade_enabled: bool = Field(False, description="push to the clade layer (opt-in: Styx relays to siblings)")
+    lethe_enabled: bool = Field(False, description="push anonymised warnings to the public lethe layer (opt-in)")
+    vault_enabled: bool = Field(True, description="the owner's archive: backups, testaments, death reflections")
     batch: int = Field(100, ge=1, le=1000)
     backoff_base_s: float = Field(1.0, gt=0, le=600)
     backoff_cap_s: float = Field(60.0, gt=0, le=3600)
@@ -406,9 +422,9 @@ DEFAULT_CONFIG_TOML = """\
 # enabled = false
 # url = "https://…"
 # token_file = "/etc/clade/styx.token"   # or CLADE_STYX__TOKEN in the environment; never logged
-# clade_enabled = true
-# lethe_enabled = true
-# vault_enabled = true
+# clade_enabled = false                  # opt-in: push what crosses to the clade layer
+# lethe_enabled = false                  # opt-in: anonymised warnings to the public layer
+# vault_enabled = true                   # the owner's archive
 # batch = 100
 # backoff_base_s = 1.0
 # backoff_cap_s = 60.0
@@ -424,9 +440,11 @@ DEFAULT_CONFIG_TOML = """\
 # tick_s = 10.0
 #
 # [styx.prices]                          # USD; every call's cost is recorded per month
-# per_call = 0.0
-# per_item = 0.0
-# per_query = 0.0
+# per_call = 0.001                       # x402's example price of a request
+# per_item = 0.00001
+# per_query = 0.001
+# per_upload = 0.001                     # a vault upload or download
+# per_mib = 0.0001                       # each MiB uploaded
 #
 # [styx.injection]                       # Styx's share of a digest
 # max_tokens = 500

@@ -425,6 +425,7 @@ class OpsPanel(Static):
             oldest = "-" if s.oldest_age_s is None else duration(s.oldest_age_s)
             lines += [f"  outbox   {s.queue_depth} waiting, oldest {oldest}",
                       f"  parked   {s.parked}", f"  spend    {s.spend_month_usd:.4f} USD this month"
+                      + ("" if s.budget_month_usd is None else f" of {s.budget_month_usd:g}")
                       + (" (paused by budget)" if s.paused_by_budget else ""),
                       f"  pushed   {s.delivered} items, {s.failures} failed calls"]
             if s.last_error:

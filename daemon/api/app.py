@@ -25,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from crdt import Category, InvalidValue, Kind
 from crdt.body import Pad
+from crypto.vault import VaultKeys
 from daemon.api import agent as api_agent
 from daemon.api import death as api_death
 from daemon.api import episodes as api_episodes
@@ -40,6 +41,7 @@ from daemon.contract.requests import (
     EndorseIn,
     EpisodeIn,
     FeedbackIn,
+    InheritIn,
     MemoryIn,
     ProbeIn,
     RetractIn,
@@ -58,6 +60,7 @@ from daemon.contract.responses import (
     EpisodeOut,
     FeedbackOut,
     ForgetOut,
+    InheritOut,
     KeysOut,
     MemoryOut,
     PeersOut,
@@ -77,7 +80,9 @@ from daemon.errors import Conflict, NotFound, UsageError
 from daemon.grimoire import Episode
 from daemon.grimoire.storage_faults import storage_refusal
 from daemon.service.state import DaemonState
+from daemon.styx.boot import BootError
 from daemon.styx.fanin import merge, styx_doc
+from daemon.styx.vault import VaultPushError
 
 __all__ = ["MAX_BODY_BYTES", "BodyLimit", "Conflict", "TokenAuth", "create_app", "listener_apps"]
 
@@ -371,6 +376,33 @@ def create_app(state: DaemonState) -> FastAPI:
         if key is None and not body.all:
             raise UsageError("name an idempotency_key or set all: true")
         return {"unparked": await state.styx_retry(key)}
+
+    @app.post("/v1/inherit", response_model=InheritOut, responses=errors(400, 409, 502))
+    async def inherit_from_styx(body: InheritIn) -> dict[str, Any]:
+        """Boot from the Styx archive (what a golem runtime calls at birth): fetch `from_styx`'s
+        latest testament archive from Styx's vault layer, verify the owner's certificate and the
+        testament's signatures, and inherit its selection at the archive's weight (0.3). 400: the
+        archive is missing or cannot be trusted (tampered, truncated, another clade's; nothing imported); 409:
+        not in a clade, or Styx off; 502: Styx failed or the budget is reached."""
+        joined()
+        styx_on()
+        membership, ring = state.membership(), state.keys
+        assert membership is not None
+        if ring is None:  # sync off: the keys this golem holds on disk
+            joined_keys = state.data.load_keys()
+            if joined_keys is None:
+                raise Conflict("this golem holds no clade key (clade join BUNDLE)")
+            ring = joined_keys[1]
+        keys = VaultKeys(clade_key=ring.current.key, clade_keys=tuple(ring.all_keys()[1:]))
+        try:
+            doc = await state.styx_link.inherit(body.from_styx, membership=membership, keys=keys,
+                                                local_replica=state.identity.peer_id)
+        except BootError as exc:
+            raise UsageError(f"{exc} (nothing was imported)") from None
+        except VaultPushError as exc:
+            return _error(502, "styx_error", f"{exc} (nothing was imported)")  # type: ignore[return-value]
+        state.local_write()
+        return doc
 
     @app.get("/v1/events", responses={200: {"content": {"text/event-stream": {"schema": {"type": "string"}}},
                                              "description": "server-sent events: `event: NAME` + `data: JSON`"},

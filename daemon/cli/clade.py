@@ -63,7 +63,8 @@ from daemon.service.backup import (
     restore_backup,
     verify_backup,
 )
-from daemon.styx.vault import VaultPushError, push_backup
+from daemon.styx.metering import push_metered
+from daemon.styx.vault import VaultPushError
 
 __all__ = ["register"]
 
@@ -317,9 +318,10 @@ def cmd_backup(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
         styx = config.styx
         if not styx.url:
             raise UsageError("--push needs [styx] url (or CLADE_STYX__URL)")
-        try:
-            doc["styx"] = push_backup(Path(str(doc["path"])), url=styx.url, token=styx.bearer(),
-                                      peer=identity.peer_id, timeout_s=max(60.0, styx.timeout_s))
+        try:  # charged and capped in the store's ledger, like a daemon's upload
+            with data.open_store(identity=identity) as store:
+                doc["styx"] = push_metered(store, styx, Path(str(doc["path"])), peer=identity.peer_id,
+                                           now_ms=wall_clock_ms())
         except VaultPushError as exc:
             raise DaemonError(str(exc)) from None
     return doc

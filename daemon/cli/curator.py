@@ -3,14 +3,17 @@
     clade curator run [--json]              one cycle now (through the daemon when one runs)
     clade curator simulate --days N [--json]  what decay and pruning would do in N days; writes nothing
     clade unarchive ID                      undo an archive (forget, prune, local merge)
-    clade testament --out FILE [--reflection FILE] [--json]
-    clade inherit FILE [--json]
+    clade testament --out FILE [--reflection FILE] [--push] [--json]
+    clade inherit FILE | --from-styx PREDECESSOR [--json]
 
 `testament` and `inherit` work on the store directly (the offline case: a dying golem's
 daemon is stopped; an heir inherits before it first runs): with a daemon running they refuse
 and say so (`clade die` is the death of a running golem). The testament carries the germline
 only (curator/testament.py `select`): no episode summaries, outcomes, preferences, private
-or sensitive entries.
+or sensitive entries. `testament --push` also uploads it to Styx's vault layer as an archive
+(with this golem's membership certificate: daemon/styx/archive.py); `inherit --from-styx`
+fetches a predecessor's latest archive from there, verifies it, and inherits it at the
+archive's weight (0.3 instead of 0.4: daemon/styx/boot.py).
 """
 
 from __future__ import annotations
@@ -22,17 +25,21 @@ from pathlib import Path
 from typing import Any
 
 from crdt import Kind
+from crypto.membership import Membership
 from crypto.vault import VaultKeys
 from daemon.cli.backends import backend_for, full_id
 from daemon.cli.render import renders
 from daemon.client import daemon_is_live
 from daemon.datadir import DataDir
-from daemon.errors import UsageError
+from daemon.errors import DaemonError, UsageError
 from daemon.grimoire import NewEntry, wall_clock_ms
-from daemon.grimoire.curator.bequest import export_testament, inherit, read_testament
+from daemon.grimoire.curator.bequest import InheritReport, export_testament, inherit, read_testament
 from daemon.grimoire.curator.cycle import simulate
 from daemon.grimoire.curator.testament import TestamentError
 from daemon.service.curation import settings_for
+from daemon.styx.boot import BootError, download, inherit_archive, open_archive, write_archive
+from daemon.styx.metering import charge_transfer, push_metered
+from daemon.styx.vault import VaultPushError
 
 __all__ = ["register"]
 
@@ -67,9 +74,14 @@ def register(command: Callable[[str, Handler, str], argparse.ArgumentParser], *,
     p.add_argument("--out", type=Path, required=True, metavar="FILE")
     p.add_argument("--reflection", type=Path, default=None, metavar="FILE",
                    help="the death reflection (≤ 4 KiB of UTF-8), stored bloodstained; '-' reads stdin")
+    p.add_argument("--push", action="store_true",
+                   help="also upload it to Styx's vault layer ([styx] url) as the archive an heir boots from")
 
     p = command("inherit", cmd_inherit, "import a predecessor's testament (provenance inherited, discounted)")
-    p.add_argument("file", type=Path, metavar="FILE")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("file", type=Path, metavar="FILE", nargs="?", default=None)
+    source.add_argument("--from-styx", metavar="PREDECESSOR", default=None,
+                        help="fetch PREDECESSOR's latest testament archive from Styx's vault (held at 0.3, not 0.4)")
 
 
 def _cycle_text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
@@ -164,8 +176,15 @@ def cmd_testament(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
         report = export_testament(store, identity, clade_id=membership.clade_id, clade_keys=[clade_key],
                                   x25519_recipients=[membership.owner_x25519_public_key()], out=args.out,
                                   now_ms=now, reflection_id=reflection_id, trust=data.load_config().trust.policy())
-    return {"path": report.path, "entries": report.entries,
-            "warnings": report.warnings, "reflection_id": report.reflection_id, "bytes": report.bytes}
+        doc: dict[str, Any] = {"path": report.path, "entries": report.entries, "warnings": report.warnings,
+                               "reflection_id": report.reflection_id, "bytes": report.bytes}
+        if args.push:
+            packed = write_archive(Path(report.path), membership.certificate.to_bytes(), created_ms=now)
+            try:
+                doc["styx"] = push_metered(store, data.load_config().styx, packed, peer=identity.peer_id, now_ms=now)
+            except VaultPushError as exc:
+                raise DaemonError(f"{exc} (the testament is kept at {report.path})") from None
+    return doc
 
 
 def _inherit_text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
@@ -183,12 +202,41 @@ def cmd_inherit(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
         raise UsageError("join the clade first (`clade join BUNDLE`): a testament opens with the clade key")
     membership, ring = joined
     identity = data.load_identity()
-    try:  # a testament written before a key rotation opens with the older key this golem kept
-        doc = read_testament(args.file, VaultKeys(clade_key=ring.current.key, clade_keys=tuple(ring.all_keys()[1:])))
+    # a testament written before a key rotation opens with the older key this golem kept
+    keys = VaultKeys(clade_key=ring.current.key, clade_keys=tuple(ring.all_keys()[1:]))
+    if args.from_styx is not None:
+        return _inherit_from_styx(args.from_styx, data, membership, keys)
+    try:
+        doc = read_testament(args.file, keys)
         with data.open_store(identity=identity) as store:
             report = inherit(store, doc, clade_id=membership.clade_id, local_replica=identity.peer_id,
                              now_ms=wall_clock_ms())
     except TestamentError as exc:
         raise UsageError(f"{exc} (nothing was imported)") from None
+    return _inherit_doc(report)
+
+
+def _inherit_doc(report: InheritReport) -> dict[str, Any]:
     return {"golem": report.golem, "entries": report.entries, "applied_ops": report.applied_ops,
             "generations": {str(g): n for g, n in report.generations.items()}, "siblings": report.siblings}
+
+
+def _inherit_from_styx(predecessor: str, data: DataDir, membership: Membership, keys: VaultKeys) -> dict[str, Any]:
+    """Boot from the Styx archive (daemon/styx/boot.py): fetch, verify, inherit at 0.3."""
+    identity = data.load_identity()
+    styx = data.load_config().styx
+    if not styx.url:
+        raise UsageError("--from-styx needs [styx] url (or CLADE_STYX__URL)")
+    now = wall_clock_ms()
+    with data.open_store(identity=identity) as store:
+        try:
+            charge_transfer(store, styx, 1, now_ms=now)  # the listing and the fetch: one transfer
+            name, raw = download(styx, predecessor)
+            doc = open_archive(raw, predecessor=predecessor, membership=membership, keys=keys)
+            report = inherit_archive(store, doc, clade_id=membership.clade_id, local_replica=identity.peer_id,
+                                     now_ms=now)
+        except VaultPushError as exc:
+            raise DaemonError(f"{exc} (nothing was imported)") from None
+        except BootError as exc:
+            raise UsageError(f"{exc} (nothing was imported)") from None
+    return {**_inherit_doc(report), "from_styx": name, "bytes": len(raw), "via_archive": True}

@@ -48,7 +48,9 @@ def _status_text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
                 else f"{doc['delivered']} delivered, {doc['failures']} failed calls")
     print(f"styx {doc['url']}: {doc['queue_depth']} waiting{age}, {doc['parked']} parked, {counters}")
     spend = doc["spend"]
-    print(f"  spend {spend['month']}: {spend['usd']:.4f} USD ({spend['calls']} calls, {spend['items']} items, "
+    cap = doc.get("budget_month_usd")
+    print(f"  spend {spend['month']}: {spend['usd']:.4f}" + ("" if cap is None else f" of {cap:g}")
+          + f" USD ({spend['calls']} calls, {spend['items']} items, "
           f"{spend['queries']} queries)" + (f"; last success {doc['last_success_at']}" if doc["last_success_at"]
                                              else ""))
     if doc["last_error"]:

@@ -38,8 +38,8 @@ from daemon.grimoire.promotion import PHASES
 __all__ = [
     "MAX_FLUSH_ITEMS", "MAX_LESSONS", "MAX_WORKING_MEMORY_BYTES", "SESSION_PATTERN", "BackupIn", "ConnectIn",
     "DigestIn", "DisconnectIn", "DistrustIn", "EndorseIn", "EpisodeIn", "FeedbackIn", "FlushFact", "FlushIn",
-    "FlushMetadata", "LessonsIn", "MemoryIn", "MetadataIn", "OutcomeIn", "PadIn", "Phase", "ProbeIn", "RetractIn",
-    "SearchIn", "StyxRetryIn", "SyncIn", "VitalityIn", "WorkingMemoryIn",
+    "FlushMetadata", "InheritIn", "LessonsIn", "MemoryIn", "MetadataIn", "OutcomeIn", "PadIn", "Phase", "ProbeIn",
+    "RetractIn", "SearchIn", "StyxRetryIn", "SyncIn", "VitalityIn", "WorkingMemoryIn",
 ]
 
 GATEWAY_TYPES = ("fact", "preference", "episode", "strategy_outcome", "constraint")
@@ -166,8 +166,13 @@ class ProbeIn(_Strict):
 
 
 class StyxRetryIn(_Strict):
-    idempotency_key: str | None = Field(None, min_length=3, max_length=200, pattern=r"^[^:]+:[0-9]+$")
+    idempotency_key: str | None = Field(None, min_length=3, max_length=200, pattern=r"^[^:]+:[0-9A-Za-z-]+$")
     all: bool = False
+
+
+class InheritIn(_Strict):
+    from_styx: str = Field(pattern=PEER_ID_PATTERN,
+                           description="the predecessor whose latest testament archive Styx's vault holds")
 
 
 class RetractIn(_Strict):

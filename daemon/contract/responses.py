@@ -43,6 +43,7 @@ __all__ = [
     "FlushOut",
     "ForgetOut",
     "HitDoc",
+    "InheritOut",
     "KeysOut",
     "KnowledgeStatsOut",
     "LessonsOut",
@@ -93,6 +94,7 @@ _WHY = {
     409: "the daemon's state does not allow it now (not in a clade, sync off, not the author)",
     413: "request body over 1 MiB",
     422: "the body or a parameter breaks the schema",
+    502: "Styx failed, holds nothing for the request, or its budget is reached",
     503: "the embedding model cannot be loaded",
 }
 
@@ -147,9 +149,11 @@ class StyxHitDoc(_Out):
     id: str
     kind: str
     content: str
-    confidence: float
+    confidence: float = Field(description="its author's confidence")
+    local_confidence: float = Field(description="what this golem holds it at: 0.2, where knowledge from Styx starts")
     layer: str
-    score: float = Field(description="Styx's score times the layer's discount (vault 1.0, clade 0.8, lethe 0.5, …)")
+    relevance: float = Field(description="Styx's score times the layer's discount (vault 1.0, clade 0.8, lethe 0.5, …)")
+    score: float = Field(description="its four-factor rank: 0.40 × relevance (recency, importance, PAD unknown: 0)")
     provenance: str = Field(description="styx:<layer>")
 
 
@@ -158,14 +162,16 @@ class MergedHitDoc(_Out):
     kind: str
     content: str
     confidence: float
-    score: float
+    score: float = Field(description="the four-factor rank, local and Styx alike (ties: the local entry first)")
     provenance: str = Field(description="local, or styx:<layer>")
+    local_confidence: float | None = Field(None, description="a Styx row: 0.2, where knowledge from Styx starts")
+    relevance: float | None = Field(None, description="a Styx row: the server's score × the layer's discount")
 
 
 class SearchOut(_Out):
     query: str
     results: list[HitDoc] = Field(description="the local hits")
-    styx: list[StyxHitDoc] | None = Field(None, description="Styx's answer, ranked by discounted score (null: off)")
+    styx: list[StyxHitDoc] | None = Field(None, description="Styx's answer, ranked by its rank (null: off)")
     styx_error: str | None = Field(None, description="why Styx gave nothing this time (the local results stand)")
     merged: list[MergedHitDoc] | None = Field(
         None, description="local hits and Styx's results in one ranking, top_k, with provenance (null: Styx off)")
@@ -268,6 +274,7 @@ class StyxStatusOut(_Out):
     last_error: str | None
     url: str
     spend_month_usd: float = Field(description="this month's Styx spend (USD), kept across restarts")
+    budget_month_usd: float | None = Field(None, description="[styx.budget] monthly: the month's cap (null: none)")
     spend: StyxSpendDoc
     paused_by_budget: bool
     outbox_warning: bool = Field(description="more items wait than [styx] outbox_warn (nothing is dropped)")
@@ -275,6 +282,17 @@ class StyxStatusOut(_Out):
 
 class StyxRetryOut(_Out):
     unparked: int
+
+
+class InheritOut(_Out):
+    golem: str = Field(description="the predecessor")
+    entries: int = Field(description="entries inherited (held at the archive's weight, 0.3 × 0.85^(N−1))")
+    applied_ops: int
+    generations: dict[str, int]
+    siblings: int
+    from_styx: str = Field(description="the vault object inherited")
+    bytes: int
+    via_archive: bool
 
 
 class UnarchiveOut(_Out):

@@ -18,8 +18,9 @@ unverified warnings of an author in good standing, which are marked (`verified="
 `"unverified": true`, an `[unverified]` title); and one sibling holds at most
 `max(1, ⌊0.3·k⌋)` of the ranked hits and one unverified entry (`diverse_hits`).
 
-The document lists pinned entries first, then the rest in rank order, then the external
-results (Styx's answer, `ExternalItem`), which take at most their own share of the budget
+The document lists pinned entries first, then the rest in rank order, the external results
+(Styx's answer, `ExternalItem`, at their own four-factor rank: scoring.external_rank) placed
+among them by rank, a tie to the local entry; they take at most their own share of the budget
 (`[styx.injection] max_tokens`) and never crowd the local entries out of `k`. The same store
 and query give the same bytes. Sibling text is data, never instructions: every character that
 could close a tag or open markup is escaped, and control characters are replaced.
@@ -147,21 +148,22 @@ def _compose(items: Sequence[DigestItem], render: Callable[[DigestItem], str], *
 
 def _compose_with(items: Sequence[DigestItem], render: Callable[[DigestItem], str], *, head: str, sep: str,
                   tail: str, budget_tokens: int, k: int, per_kind: Mapping[Kind, int], include_sensitive: bool,
-                  external: Sequence[tuple[str, str]] = (), external_tokens: int = 0
+                  external: Sequence[tuple[str, str, float]] = (), external_tokens: int = 0
                   ) -> tuple[str, list[str], list[str]]:
-    """`_compose`, plus external (id, piece) pairs in their order, within `external_tokens` and the
-    budget, laid out after the local entries; returns the document, the local ids, the external ids."""
+    """`_compose`, plus external (id, piece, rank) triples in their order, within `external_tokens`
+    and the budget, each laid out before the first unpinned local entry it outranks (a tie: after
+    it); returns the document, the local ids, the external ids."""
     limit = budget_tokens * 4  # characters
     if len(head) + len(tail) > limit:
         return "", [], []
     used = len(head) + len(tail)
-    outside: list[tuple[str, str]] = []
+    outside: list[tuple[str, str, float]] = []
     share = min(external_tokens * 4, limit - used)
     spent = 0
-    for ext_id, piece in external:
+    for ext_id, piece, rank in external:
         cost = len(piece) + len(sep)  # a separator, at most, joins it to the local part
         if spent + cost <= share:
-            outside.append((ext_id, piece))
+            outside.append((ext_id, piece, rank))
             spent += cost
     used += spent
     taken: list[tuple[int, DigestItem, str]] = []
@@ -174,8 +176,14 @@ def _compose_with(items: Sequence[DigestItem], render: Callable[[DigestItem], st
             taken.append((position, item, piece))
             used += cost
     taken.sort(key=lambda t: (not t[1].pinned, t[0]))
-    pieces = [p for _, _, p in taken] + [p for _, p in outside]
-    return head + sep.join(pieces) + tail, [item.entry.id for _, item, _ in taken], [i for i, _ in outside]
+    waiting = sorted(outside, key=lambda x: -x[2])  # best first, stable
+    pieces: list[str] = []
+    for _, item, piece in taken:
+        while waiting and not item.pinned and waiting[0][2] > item.score:
+            pieces.append(waiting.pop(0)[1])
+        pieces.append(piece)
+    pieces += [p for _, p, _ in waiting]
+    return head + sep.join(pieces) + tail, [item.entry.id for _, item, _ in taken], [i for i, _, _ in outside]
 
 
 def shown_confidence(e: Entry) -> float:
@@ -336,6 +344,6 @@ def build_digest(retriever: Retriever, *, text: str, now_ms: int, budget_tokens:
     document, chosen, chosen_external = _compose_with(
         items, render_local, head=head, sep=sep, tail=tail, budget_tokens=budget_tokens, k=k,
         per_kind=per_kind_caps(kind_caps), include_sensitive=include_sensitive,
-        external=[(x.id, render_external(x)) for x in outside], external_tokens=external_tokens)
+        external=[(x.id, render_external(x), x.score) for x in outside], external_tokens=external_tokens)
     return {"format": fmt, "tokens": tokens(document), "budget_tokens": budget_tokens, "entries": chosen,
             "pinned": [e.id for e in pinned if e.id in chosen], "external": chosen_external, "document": document}

@@ -44,9 +44,11 @@ from dataclasses import dataclass
 
 __all__ = [
     "CITATION_BOUNDS",
+    "EXTERNAL_CONFIDENCE",
     "SOURCE_DISCOUNT",
     "Factors",
     "cited",
+    "external_rank",
     "importance",
     "injected_not_cited",
     "last_touched",
@@ -144,6 +146,21 @@ def normalise(factors: Sequence[Factors], *, semantic_floor: float = SEMANTIC_FL
 def rank(f: Factors) -> float:
     base = 0.40 * f.semantic + 0.20 * f.temporal + 0.25 * f.importance + 0.15 * f.pad
     return base * f.source
+
+
+# Where a result from outside the Grimoire (a Styx hit) starts: the local confidence of
+# knowledge from a service rather than a sibling (docs/glossary.md, "Styx").
+EXTERNAL_CONFIDENCE = 0.2
+
+
+def external_rank(relevance: float) -> float:
+    """The four-factor rank of a result from outside the Grimoire (the hook the Styx fan-in
+    ranks by, daemon/styx/fanin.py), from its relevance already discounted by its layer: what
+    this golem cannot know of it — when it was last alive, how important or used it is, its PAD —
+    counts as nothing, and its source discount is the layer's, already in `relevance`. So a
+    local entry whose relevance × source discount equals it never ranks below it: its own
+    recency, importance and PAD only add (callers break a tie for the local entry)."""
+    return rank(Factors(semantic=max(0.0, relevance), temporal=0.0, importance=0.0, pad=0.0, source=1.0))
 
 
 def cited(weight: float) -> float:

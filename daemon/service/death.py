@@ -34,10 +34,11 @@ from daemon.service.death_plan import (
     webhook_delays,
     webhook_payload,
 )
-from daemon.styx.outbox import OutboxWriter
+from daemon.styx.boot import write_archive
+from daemon.styx.outbox import OutboxWriter, enqueue_entry
 from daemon.styx.policy import RETRYABLE_4XX
-from daemon.styx.vault import VaultPushError, push_backup
-from daemon.styx.wire import item_json, layers_for
+from daemon.styx.vault import VaultPushError
+from daemon.styx.wire import layers_for
 
 if TYPE_CHECKING:
     from crypto import Identity, Membership
@@ -179,17 +180,13 @@ class Death:
 
         def queue(store: Grimoire) -> list[str]:
             entry = store.get(entry_id)
-            layers = list(layers_for(Kind.DEATH_REFLECTION, entry.confidence, entry.body.sensitivity.value,
-                                     enabled=writer.layers))
+            layers = list(layers_for(Kind.DEATH_REFLECTION, entry.body.sensitivity.value, enabled=writer.layers))
             if layers and not fresh:  # written while Styx was off (or before a crash): queue it now
                 seq = store.connection.execute("SELECT seq FROM ops WHERE entry_id = ? AND slot = ? AND writer = ?",
                                                (entry_id, int(SlotKind.BODY), entry.body.author)).fetchone()[0]
                 with store.transaction() as conn:
-                    conn.execute("INSERT OR IGNORE INTO styx_outbox (idempotency_key, kind, layer, item, created_ms) "
-                                 "VALUES (?, 'death_reflection', ?, ?, ?)",
-                                 (f"{entry.body.author}:{seq}", layers[0],
-                                  item_json(writer=entry.body.author, seq=seq, layer=layers[0],
-                                            entry=entry.to_json()), self.state.now_ms()))
+                    enqueue_entry(conn, writer=entry.body.author, seq=seq, kind="death_reflection", layers=layers,
+                                  entry=entry.to_json(), created_ms=self.state.now_ms())
             return layers
 
         layers = await self.state.on_writer(queue)
@@ -255,14 +252,22 @@ class Death:
         if record.backup_path is None or not Path(record.backup_path).exists():
             return "skipped", "no backup to push"
         path = Path(record.backup_path)
+        membership = state.membership()
         try:
-            pushed = await trio.to_thread.run_sync(lambda: push_backup(
-                path, url=pusher.url, token=styx.bearer(), peer=state.identity.peer_id,
-                timeout_s=max(60.0, styx.timeout_s), attempts=3, base_s=styx.backoff_base_s, cap_s=styx.backoff_cap_s))
-        except VaultPushError as exc:
+            pushed = await pusher.upload(path, peer=state.identity.peer_id, timeout_s=max(60.0, styx.timeout_s),
+                                         attempts=3, base_s=styx.backoff_base_s, cap_s=styx.backoff_cap_s)
+            archived = None
+            if record.testament_path is not None and membership is not None:  # the archive an heir boots from
+                testament_file = Path(record.testament_path)
+                packed = write_archive(testament_file, membership.certificate.to_bytes(), created_ms=record.started_ms)
+                archived = await pusher.upload(packed, peer=state.identity.peer_id,
+                                               timeout_s=max(60.0, styx.timeout_s), attempts=3,
+                                               base_s=styx.backoff_base_s, cap_s=styx.backoff_cap_s)
+        except (VaultPushError, OSError) as exc:
             return "failed", str(exc)
         state.publish("backup_pushed", pushed)
-        return "done", f"pushed to Styx's vault ({pushed['bytes']} bytes, {pushed['attempts']} attempt(s))"
+        return "done", f"pushed to Styx's vault ({pushed['bytes']} bytes, {pushed['attempts']} attempt(s))" + (
+            f"; the testament archive too ({archived['bytes']} bytes)" if archived else "")
 
     # -- then: the event and the webhook -----------------------------------------------------
 

@@ -4,11 +4,11 @@
 
     Phase II   reflection      store the bloodstained death_reflection (once: same entry on resume)
                gossip          hand it to the p2p publisher (a death_reflection crosses at once)
-               styx            queue it for Styx: the vault layer (the archive), fanned out to clade (L1)
+               styx            queue it for Styx: the vault layer (the archive), and clade when opted in
                insights        promote a handful of the golem's best insights past their tick rule
     Phase III  testament       the testament file (germline only) under <data>/testament/
                backup          a vault backup (the backup service) under <data>/backups/
-               backup_push     that backup pushed to Styx's vault layer (when Styx and its vault are on)
+               backup_push     that backup and the testament archive pushed to Styx's vault layer
     then       event           a `death` event on the daemon's event hub
                webhook         a JSON notice POSTed to `[death] webhook`, retried, then failed
 

@@ -12,12 +12,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import trio
+
+from crypto.membership import Membership
+from crypto.vault import VaultKeys
 from daemon.config import Config
 from daemon.grimoire import Grimoire
 from daemon.grimoire.records import iso_ms
 from daemon.service.store_access import StoreAccess
+from daemon.styx import ledger
 from daemon.styx import outbox as styx_outbox
+from daemon.styx.boot import download, inherit_archive, open_archive
 from daemon.styx.pusher import Pusher
+from daemon.styx.vault import VaultPushError
 from daemon.styx.wire import QueryResult
 
 __all__ = ["StyxLink"]
@@ -67,8 +74,35 @@ class StyxLink:
         last_at = None if st.last_success_ms is None else iso_ms(st.last_success_ms)
         doc.update({"last_success_ms": st.last_success_ms, "last_success_at": last_at, "failures": st.failures,
                     "delivered": st.delivered, "last_error": st.last_error, "url": self.pusher.url,
-                    "paused_by_budget": self.pusher.paused_by_budget})
+                    "paused_by_budget": self.pusher.paused_by_budget,
+                    "budget_month_usd": self.config().styx.budget.monthly})
         return doc
+
+    async def inherit(self, predecessor: str, *, membership: Membership, keys: VaultKeys,
+                      local_replica: str) -> dict[str, Any]:
+        """Boot from the Styx archive (daemon/styx/boot.py): `predecessor`'s latest testament
+        archive, fetched within the monthly budget (charged as one vault transfer, like an upload),
+        verified off the store's thread, inherited on the writer at the archive's weight (0.3).
+        Raises `BootError` (untrusted, nothing there) or `VaultPushError` (Styx failed or the
+        budget is reached); nothing is imported then."""
+        assert self.pusher is not None
+        pusher, cfg, now = self.pusher, self.config().styx, self.now_ms()
+        month = ledger.month_of(now)
+        cost = pusher.budget.transfer_cost(1)
+        if not pusher.budget.allows_upload(cost, month=month):
+            raise VaultPushError(f"the monthly Styx budget is reached ({pusher.budget.spent_month:.4f} of "
+                                 f"{pusher.budget.monthly:g} USD): nothing was fetched")
+        pusher.budget.charge_upload(cost, month=month)
+        if cost:
+            await self.access.on_writer(lambda s: _record(s, month, cost))
+        name, raw = await trio.to_thread.run_sync(lambda: download(cfg, predecessor))
+        doc = await trio.to_thread.run_sync(lambda: open_archive(raw, predecessor=predecessor, membership=membership,
+                                                                 keys=keys))
+        report = await self.access.on_writer(lambda s: inherit_archive(
+            s, doc, clade_id=membership.clade_id, local_replica=local_replica, now_ms=now))
+        return {"golem": report.golem, "entries": report.entries, "applied_ops": report.applied_ops,
+                "generations": {str(g): n for g, n in report.generations.items()}, "siblings": report.siblings,
+                "from_styx": name, "bytes": len(raw), "via_archive": True}
 
     async def unpark(self, key: str | None) -> int:
         """Put parked Styx items back in the queue (one by idempotency key, or all); returns how many.
@@ -92,3 +126,8 @@ class StyxLink:
             styx_outbox.enqueue_playbook(conn, golem=self.golem, text=text, now_ms=now_ms, created_at=iso_ms(now_ms))
         self._playbook_queued = text
         return True
+
+
+def _record(store: Grimoire, month: str, usd: float) -> None:
+    with store.transaction() as conn:
+        ledger.record(conn, month, usd, calls=1)

@@ -39,7 +39,7 @@ from daemon.service.curation import (
 from daemon.service.embedding import Embedding
 from daemon.service.store_access import StoreAccess
 from daemon.service.styx_link import StyxLink
-from daemon.styx.vault import VaultPushError, push_backup
+from daemon.styx.vault import VaultPushError
 
 __all__ = ["Upkeep"]
 
@@ -83,9 +83,8 @@ class Upkeep:
         pusher = self.styx.pusher
         if pusher is not None and styx.vault_enabled:
             try:
-                pushed = await trio.to_thread.run_sync(lambda: push_backup(
-                    Path(str(doc["path"])), url=pusher.url, token=styx.bearer(),
-                    peer=self.identity.peer_id, timeout_s=max(60.0, styx.timeout_s)))
+                pushed = await pusher.upload(Path(str(doc["path"])), peer=self.identity.peer_id,
+                                             timeout_s=max(60.0, styx.timeout_s))
                 doc["styx"] = pushed
                 self.publish("backup_pushed", pushed)
             except (VaultPushError, DaemonError) as exc:

@@ -1,9 +1,14 @@
 """Styx's answer merged into a local search, recall or digest — pure, plus the no-daemon query.
 
-`merge` ranks local hits and Styx's results (already discounted by layer, `wire.parse_query`)
-in one list by score; each row says where it came from (`provenance`: `local` or
+`merge` ranks local hits and Styx's results in one list by the four-factor rank: a Styx
+result enters at `scoring.external_rank` of its relevance (the server's score times its layer's
+discount, `wire.parse_query`) — its recency, importance and PAD unknown here, so nothing — and
+at the starting local confidence of knowledge from Styx (`scoring.EXTERNAL_CONFIDENCE`, 0.2);
+a tie goes to the local entry, so a Styx result never ranks above a local entry of equal
+discounted relevance. Each row says where it came from (`provenance`: `local` or
 `styx:<layer>`), and a Styx result with a local entry's id (our own entry, pushed earlier) is
-dropped. `for_digest` keeps the results a digest may take (`[styx.injection] min_confidence`).
+dropped. `for_digest` keeps the results a digest may take (their author's confidence at least
+`[styx.injection] min_confidence`), ranked the same way, shown at 0.2.
 `ask_direct` is the query for commands that run without a daemon (`clade recall`, `clade
 digest`): the same deadline and monthly budget, its cost in the store's ledger.
 """
@@ -17,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import trio
 
 from daemon.grimoire.digest import ExternalItem
+from daemon.grimoire.scoring import EXTERNAL_CONFIDENCE, external_rank
 
 from . import ledger
 from .pusher import query
@@ -32,9 +38,12 @@ T = TypeVar("T")
 
 
 def styx_doc(result: QueryResult) -> dict[str, Any]:
-    """A Styx result as the API and the CLI show it."""
+    """A Styx result as the API and the CLI show it: `confidence` is its author's, `local_confidence`
+    what this golem holds it at (0.2), `relevance` the server's score × the layer's discount, and
+    `score` its four-factor rank (`scoring.external_rank`)."""
     return {"id": result.id, "kind": result.kind, "content": result.content, "confidence": result.confidence,
-            "layer": result.layer, "score": round(result.score, 6), "provenance": result.provenance}
+            "local_confidence": EXTERNAL_CONFIDENCE, "layer": result.layer, "relevance": round(result.score, 6),
+            "score": round(external_rank(result.score), 6), "provenance": result.provenance}
 
 
 def merge(local: Sequence[Mapping[str, Any]], remote: Sequence[QueryResult], *, k: int) -> list[dict[str, Any]]:
@@ -50,14 +59,15 @@ def merge(local: Sequence[Mapping[str, Any]], remote: Sequence[QueryResult], *, 
         if result.id not in ids:
             doc = styx_doc(result)
             doc.pop("layer")
-            rows.append((-result.score, 1, n, doc))
+            rows.append((-external_rank(result.score), 1, n, doc))
     rows.sort(key=lambda row: row[:3])
     return [row[3] for row in rows[:k]]
 
 
 def for_digest(remote: Sequence[QueryResult], *, min_confidence: float) -> list[ExternalItem]:
-    """The Styx results a digest may take, best first."""
-    return [ExternalItem(r.id, r.kind, r.content, r.confidence, r.score, r.provenance)
+    """The Styx results a digest may take (their author's confidence ≥ `min_confidence`), best
+    first, at their four-factor rank and shown at the starting local confidence (0.2)."""
+    return [ExternalItem(r.id, r.kind, r.content, EXTERNAL_CONFIDENCE, external_rank(r.score), r.provenance)
             for r in remote if r.confidence >= min_confidence]
 
 

@@ -1,13 +1,15 @@
 """The Styx outbox in grimoire.db: written with its cause, drained by the pusher, never truncated.
 
 `OutboxWriter` is the store's hook (`Grimoire.outbox`): inside the transaction of a local
-write it looks at the ops written and enqueues, per crossing entry, one item (wire.py shape)
-with the idempotency key `WRITER:SEQ` of the body op that caused it — a warning or regime
-shift when written, a death reflection when written, an insight or heuristic when the curator
-promotes it (its body re-emitted under a fresh dot). One item per cause: the key is what Styx
-deduplicates by, so the item carries its first layer (clade for warnings; vault for a death
-reflection) and Styx fans it out further. Private and sensitive entries, raw episodes and
-kinds that never cross are never enqueued.
+write it looks at the ops written and enqueues, per crossing entry (wire.py's table: a
+warning, anti_knowledge, regime shift or death reflection when written; an insight, fact,
+causal link, heuristic or constraint when the curator promotes it, its body re-emitted under
+a fresh dot), at most two items: one for its enabled private layers (vault, clade; key
+`WRITER:SEQ` of the body op that caused it; the item lists every layer) and one anonymised
+item for the public lethe layer when that is enabled (`wire.public_item_json`). Only what
+may cross to a sibling is enqueued: public, a kind that may cross, active, not held
+(`crossing_hold`), not refuted (`refuted_ms`). Private and sensitive entries, raw episodes
+and kinds that never cross never are.
 
 The rest are reads and updates the pusher and the operator use: `due`, `delivered`,
 `retry_later`, `park`, `unpark`, `status`. Nothing here deletes an undelivered item; only an
@@ -16,6 +18,7 @@ acknowledged one leaves the table.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,13 +29,13 @@ from crdt.body import EntryBody
 from daemon.grimoire.store import Grimoire
 
 from . import ledger
-from .wire import LAYERS, at_once, item_json, layers_for, playbook_item
+from .wire import LAYERS, PUBLIC_LAYERS, at_once, item_json, layers_for, playbook_item, public_item_json
 
 if TYPE_CHECKING:
     from daemon.config import StyxConfig
 
-__all__ = ["OutboxItem", "OutboxWriter", "delivered", "due", "enqueue_playbook", "park", "retry_later", "status",
-           "stored_status", "unpark", "writer_for"]
+__all__ = ["OutboxItem", "OutboxWriter", "delivered", "due", "enqueue_entry", "enqueue_playbook", "park",
+           "retry_later", "status", "stored_status", "unpark", "writer_for"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,22 +62,19 @@ class OutboxWriter:
             if op.writer != me or op.slot is not SlotKind.BODY or not isinstance(op.value, EntryBody):
                 continue
             body = op.value
-            row = conn.execute(  # a held entry (a repeated warning, an inherited one) crosses nowhere, Styx included
-                "SELECT confidence, promoted_ms FROM entries WHERE id = ? AND status = 'active' "
-                "AND crossing_hold IS NULL", (body.id,)).fetchone()
+            row = conn.execute(  # a held (a repeated warning, an inherited one) or refuted entry crosses nowhere
+                "SELECT promoted_ms FROM entries WHERE id = ? AND status = 'active' "
+                "AND crossing_hold IS NULL AND refuted_ms IS NULL", (body.id,)).fetchone()
             if row is None:
                 continue
-            confidence, promoted_ms = float(row[0]), row[1]
-            if not (at_once(body.kind) or promoted_ms is not None):
+            if not (at_once(body.kind) or row[0] is not None):
                 continue
-            layers = layers_for(body.kind, confidence, body.sensitivity.value, enabled=self.layers)
+            layers = layers_for(body.kind, body.sensitivity.value, enabled=self.layers)
             if not layers:
                 continue
-            item = item_json(writer=op.writer, seq=op.seq, layer=layers[0], entry=store.get(body.id).to_json())
             created = op.hlc.ms if self._now_ms is None else int(self._now_ms())
-            conn.execute("INSERT OR IGNORE INTO styx_outbox (idempotency_key, kind, layer, item, created_ms) "
-                         "VALUES (?, ?, ?, ?, ?)", (f"{op.writer}:{op.seq}", body.kind.value, layers[0], item,
-                                                    created))
+            enqueue_entry(conn, writer=op.writer, seq=op.seq, kind=body.kind.value, layers=layers,
+                          entry=store.get(body.id).to_json(), created_ms=created)
 
 
 def writer_for(styx: StyxConfig) -> OutboxWriter | None:
@@ -85,6 +85,26 @@ def writer_for(styx: StyxConfig) -> OutboxWriter | None:
         return None
     return OutboxWriter(layers=[n for n, on in (("vault", styx.vault_enabled), ("clade", styx.clade_enabled),
                                                  ("lethe", styx.lethe_enabled)) if on])
+
+
+def enqueue_entry(conn: sqlite3.Connection, *, writer: str, seq: int, kind: str, layers: Sequence[str],
+                  entry: dict[str, Any], created_ms: int) -> list[str]:
+    """Queue one entry's items for `layers` (inside the caller's transaction): one item for its
+    private layers, one anonymised item for the public layer; each at most once per cause.
+    Returns the keys queued (or already waiting)."""
+    keys: list[str] = []
+    private = [layer for layer in layers if layer not in PUBLIC_LAYERS]
+    rows: list[tuple[str, str, str]] = []
+    if private:
+        rows.append((f"{writer}:{seq}", private[0], item_json(writer=writer, seq=seq, layers=private, entry=entry)))
+    if PUBLIC_LAYERS & set(layers):
+        text = public_item_json(writer=writer, seq=seq, entry=entry)
+        rows.append((json.loads(text)["idempotency_key"], "lethe", text))
+    for key, layer, item in rows:
+        conn.execute("INSERT OR IGNORE INTO styx_outbox (idempotency_key, kind, layer, item, created_ms) "
+                     "VALUES (?, ?, ?, ?, ?)", (key, kind, layer, item, created_ms))
+        keys.append(key)
+    return keys
 
 
 def enqueue_playbook(conn: sqlite3.Connection, *, golem: str, text: str, now_ms: int, created_at: str) -> str:

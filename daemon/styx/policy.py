@@ -32,7 +32,8 @@ from daemon.config import DEFAULT_MAX_PER_TICK_USD, DEFAULT_MONTHLY_USD
 if TYPE_CHECKING:
     from daemon.config import StyxConfig
 
-__all__ = ["HOPELESS_ATTEMPTS", "Budget", "Outcome", "backoff_s", "budget_for", "classify", "retry_after_s"]
+__all__ = ["HOPELESS_ATTEMPTS", "Budget", "Outcome", "backoff_s", "budget_for", "classify", "retry_after_s",
+           "upload_cost"]
 
 MAX_RETRY_AFTER_S = 86_400.0
 RETRYABLE_4XX = frozenset({408, 429})
@@ -100,6 +101,8 @@ class Budget:
     price_per_call: float = 0.0
     price_per_item: float = 0.0
     price_per_query: float = 0.0
+    price_per_upload: float = 0.0
+    price_per_mib: float = 0.0
     max_per_tick: float | None = DEFAULT_MAX_PER_TICK_USD
     monthly: float | None = DEFAULT_MONTHLY_USD
     tick_s: float = 10.0
@@ -110,6 +113,10 @@ class Budget:
 
     def cost(self, items: int) -> float:
         return self.price_per_call + self.price_per_item * items
+
+    def transfer_cost(self, size: int) -> float:
+        """One vault upload or download of `size` bytes: `per_upload` + `per_mib` for each started MiB."""
+        return self.price_per_upload + self.price_per_mib * -(-max(0, size) // (1024 * 1024))
 
     def _roll(self, now_s: float, month: str) -> None:
         if month != self.month:
@@ -131,6 +138,20 @@ class Budget:
         self.spent_tick += c
         return c
 
+    def allows_upload(self, usd: float, *, month: str) -> bool:
+        """Whether a vault upload (or download) of cost `usd` fits the monthly cap. The per-tick cap
+        does not apply: a file cannot be split, and a backup larger than a tick's budget could
+        otherwise never leave."""
+        if month != self.month:
+            self.month, self.spent_month = month, 0.0
+        return self.monthly is None or self.spent_month + usd <= self.monthly + 1e-12
+
+    def charge_upload(self, usd: float, *, month: str) -> float:
+        if month != self.month:
+            self.month, self.spent_month = month, 0.0
+        self.spent_month += usd
+        return usd
+
     def resume(self, month: str, spent: float) -> None:
         """Start from a month's recorded spend (the ledger), e.g. after a restart."""
         self.month, self.spent_month = month, max(self.spent_month if month == self.month else 0.0, spent)
@@ -148,8 +169,14 @@ class Budget:
         return self.price_per_query
 
 
+def upload_cost(styx: StyxConfig, size: int) -> float:
+    """What one vault transfer of `size` bytes costs (`Budget.transfer_cost`)."""
+    return budget_for(styx).transfer_cost(size)
+
+
 def budget_for(styx: StyxConfig) -> Budget:
     """The daemon's budget from `[styx.prices]` and `[styx.budget]` (caps on by default)."""
     return Budget(price_per_call=styx.prices.per_call, price_per_item=styx.prices.per_item,
-                  price_per_query=styx.prices.per_query, max_per_tick=styx.budget.max_per_tick,
+                  price_per_query=styx.prices.per_query, price_per_upload=styx.prices.per_upload,
+                  price_per_mib=styx.prices.per_mib, max_per_tick=styx.budget.max_per_tick,
                   monthly=styx.budget.monthly, tick_s=styx.budget.tick_s)

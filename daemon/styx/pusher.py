@@ -16,6 +16,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import httpx
@@ -25,6 +26,7 @@ from daemon.grimoire import Grimoire
 
 from . import ledger, outbox
 from .policy import Budget, classify
+from .vault import VaultPushError, push_backup
 from .wire import QueryResult, batch_body, parse_query
 
 __all__ = ["Pusher", "PusherStats", "query"]
@@ -99,6 +101,33 @@ class Pusher:
             await self._db(lambda s: _tx(s, lambda c: ledger.record(c, month, cost, queries=1)))
         return answer
 
+    def _budget_reached(self, what: str) -> None:
+        """Say once that the budget pauses Styx: the flag (status, metric), a log line, an event."""
+        if not self.paused_by_budget:
+            self.paused_by_budget = True
+            log.warning("styx: the spend budget is reached; %s", what)
+            self._on_event("styx_budget_reached", {"spend_month_usd": round(self.budget.spent_month, 6)})
+
+    async def upload(self, path: Path, *, peer: str, timeout_s: float, attempts: int = 6, base_s: float = 1.0,
+                     cap_s: float = 60.0) -> dict[str, object]:
+        """Upload a file to the vault layer (vault.push_backup, on a thread), charged and capped like a push:
+        its cost (`per_upload` + `per_mib`) is recorded before the transfer (an upload is charged
+        whether or not it succeeded, its retries included) and refused past the monthly cap (the
+        per-tick cap does not apply: a file cannot be split). Raises `VaultPushError`."""
+        month = ledger.month_of(self._wall_ms())
+        size = path.stat().st_size
+        cost = self.budget.transfer_cost(size)
+        if not self.budget.allows_upload(cost, month=month):
+            self._budget_reached("vault uploads wait for next month")
+            raise VaultPushError(f"the monthly Styx budget is reached ({self.budget.spent_month:.4f} of "
+                                 f"{self.budget.monthly:g} USD): {path.name} was not uploaded; it is kept at {path}")
+        self.budget.charge_upload(cost, month=month)
+        if cost:
+            await self._db(lambda s: _tx(s, lambda c: ledger.record(c, month, cost, calls=1)))
+        return await trio.to_thread.run_sync(lambda: push_backup(
+            path, url=self.url, token=self.token, peer=peer, timeout_s=timeout_s, attempts=attempts, base_s=base_s,
+            cap_s=cap_s))
+
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         await self.load_spend()
         async with httpx.AsyncClient(timeout=self.timeout_s, transport=self._transport, verify=True) as client, \
@@ -134,11 +163,7 @@ class Pusher:
         while items and not self.budget.allows(len(items), now_s=trio.current_time(), month=month):
             items = items[: len(items) // 2]  # a smaller batch may still fit this tick
         if not items:
-            if not self.paused_by_budget:
-                self.paused_by_budget = True
-                log.warning("styx: the spend budget is reached; pushing resumes next tick or month "
-                            "(items keep waiting in the outbox)")
-                self._on_event("styx_budget_reached", {"spend_month_usd": round(self.budget.spent_month, 6)})
+            self._budget_reached("pushing resumes next tick or month (items keep waiting in the outbox)")
             return max(0.05, self.budget.tick_s)
         self.paused_by_budget = False
         cost = self.budget.charge(len(items), now_s=trio.current_time(), month=month)

@@ -1,22 +1,28 @@
 """What crosses to Styx and in what shape, pure: layer fan-out, the push body, query results.
 
 Fan-out (the memory architecture's layers; `[styx] vault_enabled / clade_enabled /
-lethe_enabled` switch each off):
+lethe_enabled` switch each; the clade and lethe layers are opt-in, off by default):
 
 | what | when | layers |
 |---|---|---|
-| warning, regime_shift | at once | clade, lethe |
-| insight (confidence ≥ 0.6), heuristic (≥ 0.7) | the curator cycle that promotes it | clade |
-| death_reflection | at once | vault (the archive), clade (L1) |
+| warning, anti_knowledge, regime_shift | when written | clade, lethe (anonymised) |
+| death_reflection | when written | vault (the archive), clade |
+| insight, fact, causal_link, heuristic, constraint | the curator cycle that promotes it | clade |
 | PLAYBOOK.md snapshot (kind `playbook`) | each curator cycle that changed it | vault |
-| raw episodes, positions, preference, strategy_outcome, private or sensitive entries | never | — |
+| preference, strategy_outcome, episode_summary, raw episodes, private or sensitive entries | never | — |
 
-Wire (issue "Styx client", point 8 — other implementations are tested against it):
-`POST {url}/v1/styx/entries`, body `{"golem", "entries": [item…]}`, each item
-`{"idempotency_key": "WRITER:SEQ", "id", "kind", "layer", "content", "confidence",
-"importance", "category", "metadata", "provenance", "created_at"}`. A PLAYBOOK snapshot has
-no op behind it: its key is `GOLEM:playbook-<sha256 of the text, 16 hex>` (the same text, the
-same key, so Styx stores it once). An item is built once,
+Only what crosses to siblings reaches Styx (the outbox asks the same predicates: public, a
+kind that may cross, active, not held, not refuted; a promotable kind once promoted).
+
+Wire (other implementations are tested against it): `POST {url}/v1/styx/entries`, body
+`{"golem", "entries": [item…]}`. A private-layer item (vault, clade) is `{"idempotency_key":
+"WRITER:SEQ", "id", "kind", "layer", "layers", "content", "confidence", "importance",
+"category", "metadata", "provenance", "created_at"}`: `layers` lists every layer it goes to,
+`layer` is the first (for servers that read one). The public (lethe) layer gets its own,
+anonymised item (`public_item_json`): no author, entry id, provenance, strategy id, tags or
+exact time — nothing that names or links back to the golem or its owner (the entry id is a
+hash over the author; a `WRITER:SEQ` key names the writer). A PLAYBOOK snapshot has no op
+behind it: its key is `GOLEM:playbook-<sha256 of the text, 16 hex>`. An item is built once,
 when its cause commits, and stored as JSON text in the outbox: a retried item is
 byte-identical.
 """
@@ -31,10 +37,18 @@ from typing import Any
 
 from crdt import Kind
 
-__all__ = ["LAYER_DISCOUNT", "QueryResult", "at_once", "batch_body", "item_json", "layers_for", "parse_query",
-           "playbook_item"]
+__all__ = ["LAYERS", "LAYER_DISCOUNT", "PUBLIC_LAYERS", "QueryResult", "at_once", "batch_body", "item_json",
+           "layers_for", "parse_query", "playbook_item", "public_item_json", "public_key"]
 
 LAYERS = ("vault", "clade", "lethe")
+PUBLIC_LAYERS = frozenset({"lethe"})  # served to anyone: the item is anonymised
+AT_ONCE = frozenset({Kind.WARNING, Kind.ANTI_KNOWLEDGE, Kind.REGIME_SHIFT, Kind.DEATH_REFLECTION})
+PROMOTED = frozenset({Kind.INSIGHT, Kind.FACT, Kind.CAUSAL_LINK, Kind.HEURISTIC, Kind.CONSTRAINT})
+WANTED: dict[Kind, tuple[str, ...]] = {
+    Kind.WARNING: ("clade", "lethe"), Kind.ANTI_KNOWLEDGE: ("clade", "lethe"), Kind.REGIME_SHIFT: ("clade", "lethe"),
+    Kind.DEATH_REFLECTION: ("vault", "clade"),
+    **{kind: ("clade",) for kind in PROMOTED},
+}
 LAYER_DISCOUNT = {"vault": 1.0, "clade": 0.80, "lethe": 0.50, "marketplace": 0.60, "styx": 0.25}
 MAX_QUERY_RESULTS = 100
 MAX_RESULT_CONTENT = 4096
@@ -42,32 +56,30 @@ MAX_RESULT_CONTENT = 4096
 
 def at_once(kind: Kind) -> bool:
     """Pushed when written (else at the curator cycle that promotes it)."""
-    return kind in (Kind.WARNING, Kind.REGIME_SHIFT, Kind.DEATH_REFLECTION)
+    return kind in AT_ONCE
 
 
-def layers_for(kind: Kind, confidence: float, sensitivity: str, *, enabled: Iterable[str] = LAYERS) -> tuple[str, ...]:
-    """The layers an own entry goes to (empty: it never crosses)."""
+def layers_for(kind: Kind, sensitivity: str, *, enabled: Iterable[str] = LAYERS) -> tuple[str, ...]:
+    """The enabled layers an own entry of `kind` goes to, in the table's order (empty: it never
+    reaches Styx). Whether it crosses at all yet (held, refuted, not promoted) is the caller's
+    question (outbox.OutboxWriter)."""
     if sensitivity != "public":
         return ()
-    if kind in (Kind.WARNING, Kind.REGIME_SHIFT):
-        wanted: tuple[str, ...] = ("clade", "lethe")
-    elif kind is Kind.DEATH_REFLECTION:
-        wanted = ("vault", "clade")
-    elif (kind is Kind.INSIGHT and confidence >= 0.6) or (kind is Kind.HEURISTIC and confidence >= 0.7):
-        wanted = ("clade",)
-    else:
-        wanted = ()
     on = set(enabled)
-    return tuple(layer for layer in wanted if layer in on)
+    return tuple(layer for layer in WANTED.get(kind, ()) if layer in on)
 
 
-def item_json(*, writer: str, seq: int, layer: str, entry: Mapping[str, Any]) -> str:
-    """One outbox item, as the exact JSON text every attempt sends (`entry`: `Entry.to_json()`)."""
+def item_json(*, writer: str, seq: int, layers: Sequence[str], entry: Mapping[str, Any]) -> str:
+    """One outbox item for the private layers (vault, clade), as the exact JSON text every
+    attempt sends (`entry`: `Entry.to_json()`)."""
+    if not layers or PUBLIC_LAYERS & set(layers):
+        raise ValueError(f"a private-layer item needs vault or clade layers only, got {list(layers)}")
     item = {
         "idempotency_key": f"{writer}:{seq}",
         "id": entry["id"],
         "kind": entry["kind"],
-        "layer": layer,
+        "layer": layers[0],
+        "layers": list(layers),
         "content": entry["content"],
         "confidence": entry["confidence"],
         "importance": entry["importance"],
@@ -79,12 +91,46 @@ def item_json(*, writer: str, seq: int, layer: str, entry: Mapping[str, Any]) ->
     return json.dumps(item, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
+def public_key(writer: str, seq: int) -> str:
+    """The public item's idempotency key: stable per cause (Styx deduplicates a retry by it),
+    but a keyed hash that does not name the writer."""
+    return "lethe:" + hashlib.blake2b(f"{writer}:{seq}".encode(), digest_size=16, person=b"clade.lethe").hexdigest()
+
+
+def public_item_json(*, writer: str, seq: int, entry: Mapping[str, Any]) -> str:
+    """The anonymised item for the public (lethe) layer. Kept: kind, content, confidence (to one
+    decimal), importance, category, the tokens/chains/protocols it is about, and the day it was
+    written. Stripped: the author, the entry id (a hash over the author), provenance and
+    origin (lineage), strategy id and tags (the owner's names), the exact time. The content
+    itself is the writer's text: what it says is the writer's to keep public or not
+    (sensitivity)."""
+    key = public_key(writer, seq)
+    meta = entry.get("metadata") or {}
+    item = {
+        "idempotency_key": key,
+        "id": key.removeprefix("lethe:"),
+        "kind": entry["kind"],
+        "layer": "lethe",
+        "layers": ["lethe"],
+        "content": entry["content"],
+        "confidence": round(float(entry["confidence"]), 1),
+        "importance": entry["importance"],
+        "category": entry["category"],
+        "metadata": {"tokens": list(meta.get("tokens") or []), "chains": list(meta.get("chains") or []),
+                     "protocols": list(meta.get("protocols") or [])},
+        "provenance": "lethe",
+        "created_at": str(entry["created_at"])[:10],
+    }
+    return json.dumps(item, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
 def playbook_item(*, golem: str, text: str, created_at: str) -> tuple[str, str]:
     """A PLAYBOOK.md snapshot for the vault layer: (idempotency key, item JSON text)."""
     digest = hashlib.sha256(text.encode()).hexdigest()
     name = f"playbook-{digest[:16]}"
     key = f"{golem}:{name}"
-    item = {"idempotency_key": key, "id": name, "kind": "playbook", "layer": "vault", "content": text,
+    item = {"idempotency_key": key, "id": name, "kind": "playbook", "layer": "vault", "layers": ["vault"],
+            "content": text,
             "confidence": 1.0, "importance": 0.5, "category": "playbook",
             "metadata": {"sha256": digest, "bytes": len(text.encode())}, "provenance": "self",
             "created_at": created_at}

@@ -6,7 +6,10 @@ For tests (start it in a thread with `StyxServer(...).start()`) and for trying S
 Endpoints: `POST /v1/styx/entries` (dedup by each entry's `idempotency_key`; any 2xx means
 the whole batch is stored), `GET /v1/styx/query?q=&layers=&k=` (a plain substring and word
 overlap score over stored entries), `PUT /v1/styx/vault/{peer}/{backup}` (the body stored
-as a file next to the database), `GET /v1/styx/stats` (counts, for tests).
+as a file next to the database), `GET /v1/styx/vault/{peer}` (`{"objects": [{"name",
+"bytes"}]}`) and `GET /v1/styx/vault/{peer}/{name}` (the stored bytes), `GET /v1/styx/stats`
+(counts, for tests). Each item is stored once and served for every layer it lists (`layers`,
+else its `layer`).
 
 Faults (`server.faults`, or `POST /v1/styx/faults` with the same JSON): `status` (answer
 every request with it, e.g. 500 or 403), `retry_after` (header to add), `delay_s` (sleep
@@ -135,11 +138,14 @@ class StyxServer:
     def query(self, q: str, layers: list[str], k: int) -> list[dict[str, Any]]:
         words = {w for w in q.lower().split() if len(w) > 2}
         with self._lock:
-            rows = self._conn.execute("SELECT id, kind, content, confidence, layer FROM entries").fetchall()
+            rows = self._conn.execute("SELECT id, kind, content, confidence, layer, item FROM entries").fetchall()
         scored = []
-        for id_, kind, content, confidence, layer in rows:
-            if layers and layer not in layers:
+        for id_, kind, content, confidence, first, item in rows:
+            held = json.loads(item).get("layers") or [first]
+            served = [x for x in held if not layers or x in layers]
+            if not served:
                 continue
+            layer = served[0]
             text = content.lower()
             score = sum(w in text for w in words) / max(1, len(words))
             if score > 0:
@@ -147,6 +153,15 @@ class StyxServer:
                                "layer": layer, "score": round(score, 4)})
         scored.sort(key=lambda r: (-r["score"], r["id"]))
         return scored[:k]
+
+    def vault_objects(self, peer: str) -> list[dict[str, Any]]:
+        with self._lock:
+            return [{"name": n, "bytes": b} for n, b in self._conn.execute(
+                "SELECT backup, bytes FROM vault WHERE peer = ? ORDER BY backup", (peer,))]
+
+    def vault_path(self, peer: str, name: str) -> Path:
+        """Where an uploaded object is kept (tests tamper with it there)."""
+        return self.db_path.parent / "vault" / peer / name
 
     def store_vault(self, peer: str, backup: str, data: bytes) -> None:
         folder = self.db_path.parent / "vault" / peer
@@ -239,6 +254,10 @@ def _handler(server: StyxServer) -> type[BaseHTTPRequestHandler]:
                 return
             if self._gate() is None:
                 return
+            parts = url.path.split("/")
+            if len(parts) in (5, 6) and parts[1:4] == ["v1", "styx", "vault"] and parts[4]:
+                self._vault_get(*(unquote(p) for p in parts[4:]))
+                return
             if url.path != "/v1/styx/query":
                 self._send(404, {"error": "no such endpoint"})
                 return
@@ -250,6 +269,24 @@ def _handler(server: StyxServer) -> type[BaseHTTPRequestHandler]:
                 self._send(400, {"error": "k must be an integer"})
                 return
             self._send(200, {"results": server.query(params.get("q", [""])[0], layers, k)})
+
+        def _vault_get(self, peer: str, name: str | None = None) -> None:
+            if "/" in peer or peer.startswith(".") or (name is not None and ("/" in name or name.startswith("."))):
+                self._send(400, {"error": "bad peer or object name"})
+                return
+            if name is None:
+                self._send(200, {"objects": server.vault_objects(peer)})
+                return
+            path = server.vault_path(peer, name)
+            if not path.is_file():
+                self._send(404, {"error": f"no object {name} for {peer}"})
+                return
+            data = path.read_bytes()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
 
         def do_PUT(self) -> None:
             parts = urlsplit(self.path).path.split("/")

@@ -251,7 +251,7 @@ def test_a_held_warning_never_reaches_the_styx_outbox(store: Grimoire) -> None:
     outbox hook enqueues what crosses, and a held entry does not (step 21, finding 5)."""
     from daemon.styx.outbox import OutboxWriter, due
 
-    store.outbox = OutboxWriter()
+    store.outbox = OutboxWriter(layers=("clade",))
     first, _ = remember_warning(store, NewEntry(kind=Kind.WARNING, content="Pool X is being drained"), ME,
                                 vector=unit(1, 0, 0), info=INFO, now_ms=T0)
     again, sim = remember_warning(store, NewEntry(kind=Kind.WARNING, content="Pool X drained right now"), ME,

@@ -233,8 +233,11 @@ def test_with_styx_on_the_reflection_reaches_the_archive_and_the_backup_the_vaul
             assert time.monotonic() < deadline, "the reflection never reached Styx"
             time.sleep(0.1)
         (item,) = [i for i in styx.items() if i["id"] == doc["reflection_id"]]
-        assert item["kind"] == "death_reflection" and item["layer"] == "vault"
-        assert styx.stats()["vault_uploads"] == 1
+        assert item["kind"] == "death_reflection" and item["layers"] == ["vault"]  # the clade layer is opt-in
+        assert styx.stats()["vault_uploads"] == 2  # the backup, and the testament archive an heir boots from
+        peer = daemon.request("GET", "/v1/status").json()["peer_id"]
+        names = sorted(o["name"] for o in styx.vault_objects(peer))
+        assert len(names) == 2 and names[1].startswith("testament-") and names[1].endswith(".archive")
     finally:
         assert daemon.stop() == 0
 

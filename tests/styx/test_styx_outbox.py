@@ -21,7 +21,7 @@ T0 = 1_800_000_000_000
 
 def _store(tmp_path: Path) -> Grimoire:
     store = Grimoire.open(tmp_path / "g.db", create=True, wall_ms=lambda: T0)
-    store.outbox = OutboxWriter()
+    store.outbox = OutboxWriter(layers=("clade",))
     return store
 
 

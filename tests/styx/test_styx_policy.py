@@ -73,20 +73,42 @@ def test_retry_after_wins_over_a_shorter_backoff_but_not_a_longer_one() -> None:
 import json  # noqa: E402
 
 from crdt import Kind  # noqa: E402
-from daemon.styx.wire import batch_body, item_json, layers_for, parse_query  # noqa: E402
+from daemon.styx.wire import batch_body, item_json, layers_for, parse_query, public_item_json  # noqa: E402
 
 
-def test_fan_out_follows_the_layer_rules() -> None:
-    assert layers_for(Kind.WARNING, 0.1, "public") == ("clade", "lethe")
-    assert layers_for(Kind.REGIME_SHIFT, 0.9, "public", enabled=("clade",)) == ("clade",)
-    assert layers_for(Kind.DEATH_REFLECTION, 0.5, "public") == ("vault", "clade")
-    assert layers_for(Kind.INSIGHT, 0.6, "public") == ("clade",)
-    assert layers_for(Kind.INSIGHT, 0.59, "public") == ()
-    assert layers_for(Kind.HEURISTIC, 0.69, "public") == () and layers_for(Kind.HEURISTIC, 0.7, "public") == ("clade",)
-    for kind in (Kind.PREFERENCE, Kind.STRATEGY_OUTCOME, Kind.EPISODE_SUMMARY, Kind.FACT):
-        assert layers_for(kind, 1.0, "public") == ()
+def test_fan_out_follows_the_layer_table() -> None:
+    for kind in (Kind.WARNING, Kind.ANTI_KNOWLEDGE, Kind.REGIME_SHIFT):
+        assert layers_for(kind, "public") == ("clade", "lethe")
+    assert layers_for(Kind.REGIME_SHIFT, "public", enabled=("clade",)) == ("clade",)
+    assert layers_for(Kind.DEATH_REFLECTION, "public") == ("vault", "clade")
+    assert layers_for(Kind.DEATH_REFLECTION, "public", enabled=("vault",)) == ("vault",)
+    for kind in (Kind.INSIGHT, Kind.FACT, Kind.CAUSAL_LINK, Kind.HEURISTIC, Kind.CONSTRAINT):
+        assert layers_for(kind, "public") == ("clade",)  # once promoted: the outbox asks that
+        assert layers_for(kind, "public", enabled=("vault", "lethe")) == ()
+    for kind in (Kind.PREFERENCE, Kind.STRATEGY_OUTCOME, Kind.EPISODE_SUMMARY):
+        assert layers_for(kind, "public") == ()
     for sensitivity in ("private", "sensitive"):
-        assert layers_for(Kind.WARNING, 1.0, sensitivity) == ()
+        assert layers_for(Kind.WARNING, sensitivity) == ()
+
+
+def test_the_public_item_is_anonymised_and_a_private_item_lists_its_layers() -> None:
+    entry = {**ENTRY, "author": "12D3KooWabc", "metadata": {"tokens": ["ETH"], "chains": [8453], "protocols": [],
+                                                             "strategy_id": "owner-book-7", "tags": ["alice"]},
+             "provenance": "inherited", "confidence": 0.8333}
+    public = json.loads(public_item_json(writer="12D3KooWabc", seq=42, entry=entry))
+    text = json.dumps(public)
+    for secret in ("12D3KooWabc", str(ENTRY["id"]), "owner-book-7", "alice", "inherited", "03:00"):
+        assert secret not in text, secret
+    assert public["layers"] == ["lethe"] and public["layer"] == "lethe" and public["confidence"] == 0.8
+    assert public["metadata"] == {"tokens": ["ETH"], "chains": [8453], "protocols": []}
+    assert public["created_at"] == "2026-11-23" and public["content"] == ENTRY["content"]
+    assert public["idempotency_key"] == json.loads(public_item_json(writer="12D3KooWabc", seq=42, entry=entry))[
+        "idempotency_key"] != json.loads(public_item_json(writer="12D3KooWabc", seq=43, entry=entry))["idempotency_key"]
+    private = json.loads(item_json(writer="12D3KooWabc", seq=42, layers=["vault", "clade"], entry=entry))
+    assert private["layers"] == ["vault", "clade"] and private["layer"] == "vault"
+    assert private["idempotency_key"] == "12D3KooWabc:42" and private["metadata"]["strategy_id"] == "owner-book-7"
+    with pytest.raises(ValueError, match="lethe"):
+        item_json(writer="w", seq=1, layers=["clade", "lethe"], entry=entry)
 
 
 ENTRY = {"id": "e" * 32, "kind": "warning", "content": "Never LP under $100K TVL — «thin»", "confidence": 0.8,
@@ -95,12 +117,12 @@ ENTRY = {"id": "e" * 32, "kind": "warning", "content": "Never LP under $100K TVL
 
 
 def test_an_item_is_byte_identical_every_time_and_the_batch_is_the_wire_body() -> None:
-    a = item_json(writer="12D3KooWabc", seq=42, layer="clade", entry=ENTRY)
-    assert a == item_json(writer="12D3KooWabc", seq=42, layer="clade", entry=dict(reversed(ENTRY.items())))
+    a = item_json(writer="12D3KooWabc", seq=42, layers=["clade"], entry=ENTRY)
+    assert a == item_json(writer="12D3KooWabc", seq=42, layers=["clade"], entry=dict(reversed(ENTRY.items())))
     body = json.loads(batch_body("12D3KooWabc", [a, a]))
     assert body["golem"] == "12D3KooWabc" and len(body["entries"]) == 2
     item = body["entries"][0]
-    assert set(item) == {"idempotency_key", "id", "kind", "layer", "content", "confidence", "importance",
+    assert set(item) == {"idempotency_key", "id", "kind", "layer", "layers", "content", "confidence", "importance",
                          "category", "metadata", "provenance", "created_at"}
     assert item["idempotency_key"] == "12D3KooWabc:42" and item["content"] == ENTRY["content"]
 

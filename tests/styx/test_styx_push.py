@@ -104,15 +104,18 @@ def test_search_fans_in_styx_with_discounts_and_a_hanging_styx_does_not_block(da
              "confidence": 0.7, "importance": 0.5, "category": None, "metadata": {}, "provenance": "self",
              "created_at": "2026-11-23T00:00:00.000Z"}
     styx.store_batch(None, json.loads(batch_body("sibling", [
-        item_json(writer="sibling", seq=1, layer="clade", entry=entry)])))
+        item_json(writer="sibling", seq=1, layers=["clade"], entry=entry)])))
     daemon = DaemonProc(data_dir, env={**_env(styx), "CLADE_STYX__QUERY_DEADLINE_MS": "300"})
     try:
         daemon.request("POST", "/v1/memory", json={"content": "Funding turns negative ahead of CPI",
                                                    "memory_type": "fact"}).raise_for_status()
         found = daemon.request("POST", "/v1/memory/search", json={"query": "funding before CPI"}).json()
         assert found["results"] and found["styx_error"] is None
-        assert [(r["id"], r["layer"], r["score"], r["provenance"]) for r in found["styx"]] == [
-            ("e" * 32, "clade", 0.8, "styx:clade")]  # score 1.0 × the clade discount
+        assert [(r["id"], r["layer"], r["relevance"], r["score"], r["local_confidence"], r["provenance"])
+                for r in found["styx"]] == [  # relevance 1.0 × the clade discount; its rank 0.40 × that
+            ("e" * 32, "clade", 0.8, 0.32, 0.2, "styx:clade")]
+        merged = {r["id"]: r for r in found["merged"]}
+        assert merged["e" * 32]["score"] == 0.32 and merged["e" * 32]["provenance"] == "styx:clade"
         styx.set_faults(hang=True)
         slow = daemon.request("POST", "/v1/memory/search", json={"query": "funding before CPI"}).json()
         assert slow["results"] and slow["styx"] == [] and slow["styx_error"] == "no answer within 300 ms"
@@ -170,7 +173,7 @@ def test_cli_writes_without_a_daemon_enter_the_outbox_and_the_next_daemon_pushes
     daemon's next start drains it to Styx."""
     from tests.helpers.cli import clade_subprocess
 
-    data_dir.config_path.write_text(f'[styx]\nenabled = true\nurl = "{styx.url}"\n')
+    data_dir.config_path.write_text(f'[styx]\nenabled = true\nclade_enabled = true\nurl = "{styx.url}"\n')
     env = {"CLADE_STYX__TOKEN": TOKEN}
     base = ["--data-dir", str(data_dir.root)]
 

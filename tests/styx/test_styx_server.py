@@ -29,7 +29,7 @@ def _client(server: StyxServer) -> httpx.Client:
 
 
 def _batch(*seqs: int) -> bytes:
-    return batch_body("golem", [item_json(writer="golem", seq=s, layer="clade", entry=ENTRY) for s in seqs])
+    return batch_body("golem", [item_json(writer="golem", seq=s, layers=["clade"], entry=ENTRY) for s in seqs])
 
 
 def test_entries_are_stored_once_per_idempotency_key(styx: StyxServer) -> None:

@@ -255,7 +255,7 @@ class StoreBackend(Backend):
         cap = config.budget.monthly
         doc.update({"last_success_ms": None, "last_success_at": None, "failures": None, "delivered": None,
                     "last_error": None, "url": config.url or "(not configured)",
-                    "paused_by_budget": cap is not None and doc["spend_month_usd"] >= cap})
+                    "paused_by_budget": cap is not None and doc["spend_month_usd"] >= cap, "budget_month_usd": cap})
         return doc
 
     def install_revocations(self, raw: bytes) -> Doc:

@@ -25,10 +25,12 @@ member's entry cannot be laundered into an heir's lineage and relayed as the hei
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from crdt import CausalContext, Delta, Op, Sensitivity, SlotKind, Verifier, open_op
 from crypto.identity import signature_ok
@@ -41,8 +43,8 @@ from ..trust import TrustPolicy
 from . import testament
 from .cycle import live_entries, unverified_ids
 
-__all__ = ["BequestReport", "InheritReport", "bequest", "export_testament", "inherit", "read_testament",
-           "successor_document"]
+__all__ = ["BequestReport", "InheritReport", "bequest", "export_testament", "inherit", "open_testament",
+           "read_testament", "successor_document"]
 
 MAX_FILE_BYTES = testament.MAX_TESTAMENT_BYTES + 16 * 1024 * 1024
 
@@ -165,15 +167,27 @@ def read_testament(path: Path, keys: VaultKeys) -> testament.TestamentDocument:
         if size > MAX_FILE_BYTES:
             raise testament.TestamentError(f"{path} is {size} bytes: larger than any testament")
         with path.open("rb") as fh:
-            reader = DecryptingReader(fh, keys)
-            plain = reader.read(MAX_FILE_BYTES)
-            if reader.read(1):
-                raise testament.TestamentError(f"{path} decrypts to more than any testament holds")
-            reader.drain()
-    except VaultError as exc:
-        raise testament.TestamentError(f"cannot decrypt {path}: {exc}") from None
+            return _open(fh, keys, str(path))
     except OSError as exc:
         raise testament.TestamentError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def open_testament(data: bytes, keys: VaultKeys, *, what: str) -> testament.TestamentDocument:
+    """`read_testament` for a testament file's bytes (one downloaded from Styx's vault)."""
+    if len(data) > MAX_FILE_BYTES:
+        raise testament.TestamentError(f"{what} is {len(data)} bytes: larger than any testament")
+    return _open(io.BytesIO(data), keys, what)
+
+
+def _open(fh: BinaryIO, keys: VaultKeys, what: str) -> testament.TestamentDocument:
+    try:
+        reader = DecryptingReader(fh, keys)
+        plain = reader.read(MAX_FILE_BYTES)
+        if reader.read(1):
+            raise testament.TestamentError(f"{what} decrypts to more than any testament holds")
+        reader.drain()
+    except VaultError as exc:
+        raise testament.TestamentError(f"cannot decrypt {what}: {exc}") from None
     return testament.decode(plain, signature_ok)
 
 
