@@ -370,7 +370,10 @@ def golem_config(styx: StyxServer, args: argparse.Namespace) -> str:
     return (f"[api]\ntoken = \"{TOKEN}\"\n"
             f"[curator]\ntick_seconds = 1.0\ncycle_ticks = {max(1, int(args.cycle_s))}\n"
             f"[styx]\nenabled = true\nurl = \"{styx.url}\"\ntoken = \"{STYX_TOKEN}\"\nclade_enabled = true\n"
-            "vault_enabled = true\nbackoff_cap_s = 5.0\ntimeout_s = 5.0\n")
+            "vault_enabled = true\nbackoff_cap_s = 5.0\ntimeout_s = 5.0\n"
+            # A free Styx: the soak measures recovery from its faults, not the spending caps
+            # (bench_styx and tests/styx/test_styx_month.py measure those).
+            "[styx.prices]\nper_call = 0.0\nper_item = 0.0\nper_query = 0.0\nper_upload = 0.0\nper_mib = 0.0\n")
 
 
 def schedule(total: float) -> list[tuple[str, float, float]]:
@@ -553,7 +556,8 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         sampler.stop.set()
         sampler.sample(t0)
         res["faults"] = faults
-        res["convergence_after_last_fault_s"] = converge(clade.golems, tally, last_end, timeout=args.timeout)
+        res["convergence"] = converge(clade.golems, tally, last_end, timeout=args.timeout)
+        res["convergence_after_last_fault_s"] = res["convergence"]["seconds"]
         lost = [a.entry_id for a in tally.acks if g[a.golem].request("GET", f"/v1/entries/{a.entry_id}").status_code
                 != 200]
         res["writes"] = {"acknowledged": len(tally.acks), "lost": len(lost), "lost_ids": lost[:20]}
@@ -565,10 +569,13 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         for golem in clade.golems:
             logs.setdefault(golem.name, []).extend(golem.stderr_lines)
         res["tracebacks"] = sum(1 for lines in logs.values() for line in lines if "Traceback" in line)
+        (root / "logs").mkdir(exist_ok=True)
+        for name, lines in logs.items():
+            (root / "logs" / f"{name}.log").write_text("\n".join(lines) + "\n")
         pages = served(clade.golems)
         clade.close()
         res["integrity"] = {x.name: integrity(x.data.db_path) for x in clade.golems}
-        res["vault_restore"] = verify_backup(g["g0"])
+        res["vault_restore"] = verify_backup(clade.golems)
         res["secrets_found"] = secrets_found(clade.golems, logs, styx, pages)
     finally:
         load.close()
@@ -580,27 +587,30 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     return res
 
 
-def converge(golems: Sequence[Golem], tally: Tally, last_end: float, *, timeout: float) -> float | None:
-    """Seconds from the last fault's end until every acknowledged warning is on every golem and
-    the shared state digests agree."""
+def converge(golems: Sequence[Golem], tally: Tally, last_end: float, *, timeout: float) -> dict[str, Any]:
+    """Seconds from the last fault's end until every acknowledged warning (not held as a repeat)
+    is on every golem and the shared state digests agree; else what was still missing."""
     warnings = [a.entry_id for a in tally.acks if a.kind == "warning"]
     deadline = now() + timeout
+    state: dict[str, Any] = {}
     while now() < deadline:
         try:
-            digests = {str(x.call("GET", "/v1/state-digest")["shared"]) for x in golems}
-            have = [{e["id"] for e in x.call("GET", "/v1/entries", params={"limit": 100_000, "archived": "true"})
-                     ["entries"]} for x in golems]
+            digests = {x.name: str(x.call("GET", "/v1/state-digest")["shared"]) for x in golems}
+            have = {x.name: {e["id"]: e for e in x.call("GET", "/v1/entries", params={
+                "limit": 100_000, "archived": "true"})["entries"]} for x in golems}
         except (RuntimeError, httpx.HTTPError):
             time.sleep(1)  # poll pacing
             continue
-        held = set()
-        for x in golems:
-            held |= {e["id"] for e in x.call("GET", "/v1/entries", params={"limit": 100_000})["entries"]
-                     if e.get("crossing_hold")}
-        if len(digests) == 1 and all(w in h for w in warnings if w not in held for h in have):
-            return round(now() - last_end, 1)
+        held = {i for entries in have.values() for i, e in entries.items() if e.get("crossing_hold")}
+        missing = {name: [w for w in warnings if w not in held and w not in entries]
+                   for name, entries in have.items()}
+        state = {"digests_distinct": len(set(digests.values())),
+                 "missing": {k: len(v) for k, v in missing.items() if v},
+                 "missing_ids": {k: v[:5] for k, v in missing.items() if v}}
+        if len(set(digests.values())) == 1 and not any(missing.values()):
+            return {"seconds": round(now() - last_end, 1), "held_warnings": len(held)}
         time.sleep(1)  # poll pacing
-    return None
+    return {"seconds": None, **state}
 
 
 def resources(sampler: Sampler, *, warmup: float) -> dict[str, Any]:
@@ -628,13 +638,17 @@ def integrity(db: Path) -> str:
         conn.close()
 
 
-def verify_backup(golem: Golem) -> str:
-    backups = sorted(golem.data.backups_path.glob("*"), key=lambda p: p.stat().st_mtime)
-    if not backups:
+def verify_backup(golems: Sequence[Golem]) -> str:
+    """`clade backup verify` of the newest backup any golem made (with its own identity key)."""
+    made = [(p.stat().st_mtime, p, g) for g in golems for p in g.data.backups_path.glob("*") if p.is_file()]
+    if not made:
         return "no backup was made"
-    done = subprocess.run([CLADE, "--data-dir", str(golem.data.root), "backup", "verify", str(backups[-1]),
+    _, path, golem = max(made, key=lambda m: m[0])
+    done = subprocess.run([CLADE, "--data-dir", str(golem.data.root), "backup", "verify", str(path),
                            "--identity-key", str(golem.data.identity_path)], capture_output=True, check=False)
-    return "ok" if done.returncode == 0 else f"failed: {done.stderr.decode(errors='replace')[-300:]}"
+    if done.returncode != 0:
+        return f"failed: {done.stderr.decode(errors='replace')[-300:]}"
+    return "ok"
 
 
 def check(res: dict[str, Any]) -> None:
@@ -678,7 +692,7 @@ def report(res: dict[str, Any]) -> None:
     for f in res.get("faults", []):
         extra = f" (skipped: {f['skipped']})" if "skipped" in f else ""
         rows.append((f"{f['fault']} at {f['at_s']} s for {f['duration_s']} s{extra}", str(f.get("recovered_s"))))
-    rows.append(("convergence after the last fault", f"{res.get('convergence_after_last_fault_s')} s"))
+    rows.append(("convergence after the last fault", json.dumps(res.get("convergence"))))
     rows.append(("## daemon", "RSS MiB first→last (slope %/h); fds; threads; store MiB; max outbox"))
     for name, r in sorted(res.get("resources", {}).items()):
         rows.append((name, f"{r['rss_mib_first_last'][0]}→{r['rss_mib_first_last'][1]} "
@@ -686,7 +700,7 @@ def report(res: dict[str, Any]) -> None:
                            f"({r['fds_slope_pct_per_h']}); {r['threads_first_last'][0]}→"
                            f"{r['threads_first_last'][1]}; {r['store_mib_first_last'][1]}; {r['max_outbox']}"))
     rows.append(("integrity_check", ", ".join(f"{k} {v}" for k, v in res.get("integrity", {}).items())))
-    rows.append(("vault backup verify (g0)", str(res.get("vault_restore"))))
+    rows.append(("vault backup verify (newest)", str(res.get("vault_restore"))))
     rows.append(("secrets found", ", ".join(res.get("secrets_found", [])) or "none"))
     rows.append(("host", json.dumps(res.get("host"))))
     rows.append(("failed", "; ".join(res["failed"]) or "none"))
