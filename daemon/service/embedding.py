@@ -33,7 +33,7 @@ import trio
 
 from daemon.config import Config
 from daemon.embedding.catalogue import MINILM
-from daemon.embedding.embedder import Embedder, expected_info, get_embedder, unload
+from daemon.embedding.embedder import Embedder, ModelIntegrityError, expected_info, get_embedder, unload
 from daemon.grimoire.retrieval import Retriever
 from daemon.grimoire.vectors import missing_vectors, write_vectors
 from daemon.service.background import BackgroundThread
@@ -84,6 +84,7 @@ class Embedding:
         # The model: loaded on first need (`model`, `model_within`), unloaded when unused (`unload_if_idle`).
         self._loaded = False
         self._loading: trio.Event | None = None  # set when a background load (model_within) ends
+        self._load_lock = trio.Lock()
         self._failed_at: float | None = None  # trio.current_time() of the last failed load
         self.model_error: str | None = None  # why the model cannot load (None: it can, or was not tried)
         self._last_used: float | None = None
@@ -110,22 +111,28 @@ class Embedding:
         return await self._load(trio.to_thread.run_sync)
 
     async def _load(self, run: Callable[[Callable[[], Embedder]], Awaitable[Embedder]]) -> Embedder:
+        """The embedder, loaded by `run` (a worker thread) if it is not; one load at a time, and
+        none within `MODEL_RETRY_S` of a failed one (`ModelIntegrityError` with its reason)."""
         self._touch()
         if self._loaded:
             return self.retriever.embedder
-        try:
-            embedder = await run(lambda: self.retriever.embedder)
-        except Exception as exc:
-            self._failed_at = trio.current_time()
-            self.model_error = str(exc)
-            self.counters["embedding_model_failed_loads"] += 1
-            raise
-        if not self._loaded:
+        async with self._load_lock:
+            if self._loaded:
+                return self.retriever.embedder
+            if self._failed_at is not None and trio.current_time() - self._failed_at < MODEL_RETRY_S:
+                raise ModelIntegrityError(self.model_error or "the embedding model did not load")
+            try:
+                embedder = await run(lambda: self.retriever.embedder)
+            except Exception as exc:
+                self._failed_at = trio.current_time()
+                self.model_error = str(exc)
+                self.counters["embedding_model_failed_loads"] += 1
+                raise
             self._loaded = True
             self.model_error = None
             self._failed_at = None
             self.counters["embedding_model_loads"] += 1
-        return embedder
+            return embedder
 
     async def model_within(self, seconds: float = MODEL_WAIT_S) -> Embedder | None:
         """The embedder if it is loaded or loads within `seconds`; None otherwise: still loading
