@@ -22,9 +22,12 @@ the one it came from and its origin (no flood publish, no IDONTWANT: v1.1 as py-
 it); at each heartbeat IHAVE of the message ids of the last 3 heartbeats goes to
 max(6, 0.25 × non-mesh peers) random non-mesh peers, answered by IWANT for the ones missing;
 duplicates are dropped after the seen check. Its CPU per message copy handled (protobuf,
-Noise, Yamux, the seen cache) is `--hop-cpu-ms` per copy received and sent, calibrated so the
-5-golem loopback run matches the real daemons (bench_clade: probe CPU per received message
-~8.9 ms at 5 daemons, where a message arrives ~3 times). Byte counts are payload plus
+Noise, Yamux, the seen cache) is `--hop-cpu-ms` per copy (half sending, half receiving), and
+its delay that is not CPU (trio and thread hand-offs) `--hop-wait-ms` per frame; both are
+calibrated against the real daemons (bench_clade at 5 daemons on loopback: a raw GossipSub
+probe costs a sibling ~8.9 ms of CPU and arrives ~3 times, ~3 ms per copy; propagation p50 per
+delivery 20.7 ms, bench/RESULTS.md), and the 5-golem loopback run must agree with them (it
+is the anchor: its figures are printed beside the real ones). Byte counts are payload plus
 `RPC_OVERHEAD` per frame; IHAVE/IWANT count `MSG_ID_BYTES` per id.
 
 Reported per size and profile (intervals over seeds): convergence of an op (write to applied
@@ -68,6 +71,11 @@ GOSSIP_WINDOW = 3  # heartbeats whose message ids an IHAVE names (py-libp2p's de
 RPC_OVERHEAD = 64  # bytes per frame: Yamux header, Noise tag, protobuf RPC envelope, from/seqno/signature fields
 MSG_ID_BYTES = 46  # py-libp2p's message id: the publisher's peer id (38) + seqno (8)
 ROUND_DELTAS = 4  # daemon/p2p/sync.py
+# The real daemons this simulation must agree with at 5 golems on loopback (bench/RESULTS.md,
+# "2026-11-23 — Clade throughput": bench_clade --sizes 5 --rates 10 --count 200): propagation per
+# delivery p50 / p99, a raw probe's CPU per received message, a sibling's CPU per warning (that
+# one includes embedding the entry, ~10-15 ms, which the simulation leaves out).
+ANCHOR = {"delivery_p50_ms": 20.7, "delivery_p99_ms": 39.8, "probe_cpu_ms": 8.9, "sibling_cpu_per_warning_ms": 24.2}
 PROFILES = {  # one-way latency per transmission: base + lognormal jitter (ms)
     "loopback": (0.1, 0.05),  # the real daemons of bench_clade on one machine
     "wan": (20.0, 8.0),  # golems on VMs across a region
@@ -105,8 +113,8 @@ class Golem:
 class Sim:
     """A seeded discrete-event scheduler over `n` golems (see the module docstring)."""
 
-    def __init__(self, n: int, *, seed: int, profile: str, loss: float, hop_cpu_s: float, root: Path,
-                 owner: OwnerKey) -> None:
+    def __init__(self, n: int, *, seed: int, profile: str, loss: float, hop_cpu_s: float, hop_wait_s: float,
+                 root: Path, owner: OwnerKey) -> None:
         self.rng = random.Random(seed)
         self.now = 0.0
         self.queue: list[tuple[float, int, Callable[[], None]]] = []
@@ -114,6 +122,7 @@ class Sim:
         self.base_ms, self.jitter_ms = PROFILES[profile]
         self.loss = loss
         self.hop_cpu_s = hop_cpu_s
+        self.hop_wait_s = hop_wait_s
         self.cut: set[frozenset[int]] = set()  # links down (a partition)
         self.written: dict[str, tuple[float, int]] = {}  # message id -> (sim time written, origin)
         self.golems = [self._golem(i, root, owner, seed) for i in range(n)]
@@ -172,7 +181,7 @@ class Sim:
         sent = self.cpu(src, self.now, 0.0, self.hop_cpu_s / 2)
         if not self.up(src.index, dst.index) or self.rng.random() < self.loss:
             return
-        self.at(sent + self.latency(), deliver)
+        self.at(sent + self.latency() + self.hop_wait_s, deliver)
 
     # -- the mesh ------------------------------------------------------------------------------
 
@@ -357,7 +366,7 @@ def one_run(n: int, *, seed: int, profile: str, args: argparse.Namespace, owner:
     pull across as reconnection does (both ends, every reconnected pair)."""
     with tempfile.TemporaryDirectory(prefix=f"clade-scale-{n}-") as tmp:
         sim = Sim(n, seed=seed, profile=profile, loss=args.loss, hop_cpu_s=args.hop_cpu_ms / 1000,
-                  root=Path(tmp), owner=owner)
+                  hop_wait_s=args.hop_wait_ms / 1000, root=Path(tmp), owner=owner)
         try:
             sim.at(0.0, sim.heartbeat)
             sim.run_until(5.0)  # the mesh forms
@@ -444,6 +453,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="clade-scale-owner-") as tmp:
         owner = OwnerKey.create(Path(tmp) / "owner", "scale")
         res["cert_check_ms"] = round(cert_check_cost(owner), 3)
+        res["anchor"] = ANCHOR
         res["runs"] = {}
         res["summary"] = {}
         for profile in args.profiles:
@@ -495,7 +505,11 @@ def report(res: dict[str, Any]) -> None:
                 f"{part['sync_bytes_per_golem']['mean']:g} (converged: {part['converged']})")]
               if "partition" in row else []),
         ])
-    print_table([("certificate check per hello, ms", f"{res['cert_check_ms']}"),
+    print_table([("anchor: real daemons at 5 (bench_clade, bench/RESULTS.md)",
+                  f"per delivery p50 {ANCHOR['delivery_p50_ms']} / p99 {ANCHOR['delivery_p99_ms']} ms; sibling "
+                  f"CPU per warning {ANCHOR['sibling_cpu_per_warning_ms']} ms (incl. embedding), "
+                  f"probe {ANCHOR['probe_cpu_ms']} ms"),
+                 ("certificate check per hello, ms", f"{res['cert_check_ms']}"),
                  ("other processes' CPU (whole run)", str(res.get("host_load")))])
 
 
@@ -511,6 +525,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--loss", type=float, default=0.01, help="probability a frame is lost")
     ap.add_argument("--hop-cpu-ms", type=float, default=3.0,
                     help="modelled py-libp2p CPU per message copy handled (half on send, half on receipt)")
+    ap.add_argument("--hop-wait-ms", type=float, default=8.0,
+                    help="modelled py-libp2p/trio delay per frame that is not CPU (stream hand-offs, scheduling)")
     ap.add_argument("--partition", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--seed", type=int, default=20_261_128)

@@ -140,6 +140,12 @@ def status(args: argparse.Namespace, doc: dict[str, Any]) -> None:
     print(f"embedding  {waiting if backlog else 'every entry has a vector'}")
     print(f"episodes   {doc['episodes']}")
     print(f"schema     v{doc['schema_version']}")
+    memory = doc.get("daemon_memory")
+    if memory:
+        model = "model loaded" if memory["model_loaded"] else "model not loaded"
+        if memory.get("model_error"):
+            model += f" (cannot load: {memory['model_error']}; searches answer from keywords)"
+        print(f"daemon     {memory['rss_mib']:g} MiB resident (peak {memory['peak_rss_mib']:g} MiB), {model}")
     v = doc.get("vitality")
     if v:
         ratio = "" if v["hayflick_ratio"] is None else f", Hayflick {v['hayflick_ratio']:g}"

@@ -19,6 +19,7 @@ from daemon.embedding.embedder import _package_dir
 from daemon.grimoire.episodes import Episode, EpisodeLog, has_episodes
 from daemon.native_memory import resident
 from daemon.testing.process import DaemonProc
+from tests.helpers.cli import CliRunner
 
 ENTRY = "the Uniswap pool on Arbitrum was drained through a reentrancy in its callback"
 
@@ -73,10 +74,14 @@ def test_no_model_search_and_digest_answer_from_keywords(broken_model: None, dae
     assert "process_resident_memory_bytes " in metrics
 
 
-def test_the_model_loads_on_first_need_and_leaves_when_unused(quick_unload: None, daemon: DaemonProc) -> None:
+def test_the_model_loads_on_first_need_and_leaves_when_unused(quick_unload: None, daemon: DaemonProc,
+                                                             cli: CliRunner) -> None:
     daemon.call("POST", "/v1/memory", json={"content": ENTRY, "memory_type": "insight"})
     first = daemon.call("GET", "/v1/status")
     assert first["memory"]["rss_mib"] > 0 and first["memory"]["peak_rss_mib"] >= first["memory"]["rss_mib"]
+    shown = cli("status")
+    assert "MiB resident (peak" in shown.out, shown.out  # `clade status` asks the running daemon
+    assert cli("status", "--json").json()["daemon_memory"]["rss_mib"] > 0
     found = daemon.call("POST", "/v1/memory/search", json={"query": "a drained pool"})
     if found["degraded"] is not None:  # a busy machine: the load took longer than a search waits
         found = daemon.call("POST", "/v1/memory/search", json={"query": "a drained pool"})
