@@ -49,6 +49,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -207,21 +208,20 @@ class Sim:
             if ids:
                 others = [o for o in self.golems if o is not g and o.index not in g.mesh]
                 count = max(6, int(len(others) * 0.25))
-                for o in self.rng.sample(others, min(count, len(others))):
-                    self.send(g, o, len(ids) * MSG_ID_BYTES, lambda g=g, o=o, ids=ids: self.ihave(o, g, ids),
-                              control=True)
+                for other in self.rng.sample(others, min(count, len(others))):
+                    self.send(g, other, len(ids) * MSG_ID_BYTES, partial(self.ihave, other, g, ids), control=True)
             g.window = [[], *g.window[:-1]]
         self.at(self.now + HEARTBEAT_S, self.heartbeat)
 
     def ihave(self, g: Golem, sender: Golem, ids: list[str]) -> None:
         want = [m for m in ids if m not in g.seen and m not in g.data]
         if want:
-            self.send(g, sender, len(want) * MSG_ID_BYTES, lambda: self.iwant(sender, g, want), control=True)
+            self.send(g, sender, len(want) * MSG_ID_BYTES, partial(self.iwant, sender, g, want), control=True)
 
     def iwant(self, g: Golem, asker: Golem, ids: list[str]) -> None:
         for m in ids:
             if m in g.data:
-                self.send(g, asker, len(g.data[m]), lambda m=m: self.receive(asker, g, m, g.data[m], 99))
+                self.send(g, asker, len(g.data[m]), partial(self.receive, asker, g, m, g.data[m], 99))
 
     # -- gossip --------------------------------------------------------------------------------
 
@@ -244,8 +244,8 @@ class Sim:
         g.data[mid] = data
         g.window[0].append(mid)
         for p in g.mesh:
-            self.at(done, lambda p=p: self.send(g, self.golems[p], len(data),
-                                                lambda p=p: self.receive(self.golems[p], g, mid, data, 1)))
+            self.at(done, partial(self.send, g, self.golems[p], len(data),
+                                  partial(self.receive, self.golems[p], g, mid, data, 1)))
 
     def receive(self, g: Golem, forwarder: Golem, mid: str, data: bytes, hops: int) -> None:
         """A copy arrives: the seen check, else validate (`codec.open`), forward, apply."""
@@ -265,9 +265,8 @@ class Sim:
         g.window[0].append(mid)
         g.hops[mid] = hops if hops != 99 else g.hops.get(mid, 99)
         for p in g.mesh - {forwarder.index, origin.index}:
-            self.at(validated, lambda p=p: self.send(g, self.golems[p], len(data),
-                                                     lambda p=p: self.receive(self.golems[p], g, mid, data,
-                                                                              hops + 1)))
+            self.at(validated, partial(self.send, g, self.golems[p], len(data),
+                                       partial(self.receive, self.golems[p], g, mid, data, hops + 1)))
         t1 = time.process_time()
         g.store.apply_delta(opened.delta, local_replica=g.peer_id, max_skew_ms=86_400_000)
         g.seen[mid] = self.cpu(g, validated, time.process_time() - t1, 0.0)
@@ -287,11 +286,11 @@ class Sim:
                 frame = messages.encode(message)
                 asker.bytes_payload += len(frame) + RPC_OVERHEAD
                 self.sync_bytes += len(frame)
-                for event in serve.receive(message):
-                    if isinstance(event, WantReceived):
-                        deltas = responder.store.iter_deltas(event.context, gate=responder.store.sync_gate(
+                for served in serve.receive(message):
+                    if isinstance(served, WantReceived):
+                        deltas = responder.store.iter_deltas(served.context, gate=responder.store.sync_gate(
                             responder.peer_id))
-                        encoded = []
+                        encoded: list[bytes] = []
                         more = False
                         for delta in deltas:
                             if len(encoded) == ROUND_DELTAS:
@@ -373,8 +372,8 @@ def one_run(n: int, *, seed: int, profile: str, args: argparse.Namespace, owner:
             start = sim.now
             for i in range(args.ops):
                 g = sim.rng.choice(sim.golems)
-                sim.at(start + i / args.rate, lambda g=g, i=i: sim.write(g, f"gas above {80 + i} gwei on chain {i}: "
-                                                                            f"delay swaps (seed {seed})"))
+                sim.at(start + i / args.rate, partial(sim.write, g, f"gas above {80 + i} gwei on chain {i}: "
+                                                             f"delay swaps (seed {seed})"))
             sim.run_until(start + args.ops / args.rate + 10.0)
             out = {"profile": profile, "seed": seed, **sim.figures(list(sim.written))}
             if args.partition:
@@ -384,7 +383,7 @@ def one_run(n: int, *, seed: int, profile: str, args: argparse.Namespace, owner:
                 before = set(sim.written)
                 for i in range(args.ops // 2):
                     g = sim.rng.choice(sim.golems)
-                    sim.at(cut_at + i / args.rate, lambda g=g, i=i: sim.write(g, f"partitioned warning {i} ({seed})"))
+                    sim.at(cut_at + i / args.rate, partial(sim.write, g, f"partitioned warning {i} ({seed})"))
                 sim.run_until(cut_at + args.ops / 2 / args.rate + 3.0)
                 sim.cut = set()
                 healed = sim.now
@@ -394,7 +393,7 @@ def one_run(n: int, *, seed: int, profile: str, args: argparse.Namespace, owner:
                 for a in range(n):
                     for b in range(n):
                         if (a in half) != (b in half):
-                            sim.at(healed + sim.rng.random(), lambda a=a, b=b: sim.pull(sim.golems[a], sim.golems[b]))
+                            sim.at(healed + sim.rng.random(), partial(sim.pull, sim.golems[a], sim.golems[b]))
                 sim.run_until(healed + 30.0)
                 late = [m for m in sim.written if m not in before]
                 last = max((g.seen[m] for g in sim.golems for m in late if m in g.seen), default=healed)

@@ -15,6 +15,7 @@ two models are never mixed; `clade embeddings rebuild` re-embeds all.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import importlib.util
 import math
@@ -279,5 +280,6 @@ def unload(model_dir: Path, model: str = DEFAULT_MODEL) -> bool:
             if id(part) not in kept and any(part is p for p, _ in dropped._parts):
                 del _parts_cache[part_key]
     del dropped
+    gc.collect()  # fastembed's objects hold reference cycles: the ONNX session is freed only by the collector
     release_free_memory()
     return True
