@@ -275,11 +275,11 @@ def unload(model_dir: Path, model: str = DEFAULT_MODEL) -> bool:
         kept = {id(part) for emb in _cache.values() for part, _ in emb._parts}
     if dropped is None:
         return False
+    mine = {id(part) for part, _ in dropped._parts} - kept
     with _parts_lock:
-        for part_key, part in list(_parts_cache.items()):
-            if id(part) not in kept and any(part is p for p, _ in dropped._parts):
-                del _parts_cache[part_key]
-    del dropped
+        for part_key in [k for k, v in _parts_cache.items() if id(v) in mine]:
+            del _parts_cache[part_key]
+    del dropped  # the last reference here (a loop variable would keep a model alive until the return)
     gc.collect()  # fastembed's objects hold reference cycles: the ONNX session is freed only by the collector
     release_free_memory()
     return True

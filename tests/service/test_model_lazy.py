@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from daemon.datadir import DataDir
-from daemon.embedding.embedder import _package_dir
+from daemon.embedding.embedder import _package_dir, get_embedder, unload
 from daemon.grimoire.episodes import Episode, EpisodeLog, has_episodes
 from daemon.native_memory import resident
 from daemon.testing.process import DaemonProc
@@ -114,3 +114,13 @@ def test_resident_reads_proc_status(tmp_path: Path) -> None:
     assert resident(status).to_json() == {"rss_mib": 100.0, "peak_rss_mib": 200.0}
     assert resident(tmp_path / "absent").rss_bytes == 0
     assert resident().rss_bytes > 0
+
+
+def test_unload_forgets_the_model_and_the_next_use_loads_it_again(tmp_path: Path) -> None:
+    first = get_embedder(tmp_path / "embedder")
+    vectors = first.embed(["a drained pool", "gas above 80 gwei"])
+    assert unload(tmp_path / "embedder") is True
+    assert unload(tmp_path / "embedder") is False  # nothing loaded any more
+    again = get_embedder(tmp_path / "embedder")
+    assert again is not first
+    assert (again.embed(["a drained pool", "gas above 80 gwei"]) == vectors).all()  # the same space, bit for bit
