@@ -129,6 +129,7 @@ class Embedding:
                 self.counters["embedding_model_failed_loads"] += 1
                 raise
             self._loaded = True
+            self._touch()  # a load of several seconds is use: the idle time starts now
             self.model_error = None
             self._failed_at = None
             self.counters["embedding_model_loads"] += 1
