@@ -47,8 +47,9 @@ if TYPE_CHECKING:
 __all__ = ["BACKLOG_BATCH", "INLINE_EMBED_LIMIT", "MODEL_RETRY_S", "MODEL_WAIT_S", "Embedding"]
 
 # A search waits this long for a model being loaded, then answers from keywords (the load goes
-# on): loading MiniLM takes ~0.5 s of CPU on a quiet core, several seconds on a busy 2-vCPU VM.
-MODEL_WAIT_S = 2.0
+# on): loading MiniLM takes ~0.5-1 s on a quiet core, so a golem's first search is by meaning
+# (the cold-start goal is 5 s from `clade run`); on a VM starved of CPU the load can take longer.
+MODEL_WAIT_S = 5.0
 # After a failed load (a corrupt or missing model file) searches answer from keywords at once;
 # the load is tried again at most this often (it hashes the 23 MB model file first).
 MODEL_RETRY_S = 60.0

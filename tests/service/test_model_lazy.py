@@ -20,6 +20,7 @@ from daemon.grimoire.episodes import Episode, EpisodeLog, has_episodes
 from daemon.native_memory import resident
 from daemon.testing.process import DaemonProc
 from tests.helpers.cli import CliRunner
+from tests.helpers.daemon import search_by_meaning
 
 ENTRY = "the Uniswap pool on Arbitrum was drained through a reentrancy in its callback"
 
@@ -50,19 +51,6 @@ def _wait_status(daemon: DaemonProc, predicate: Callable[[dict[str, Any]], bool]
             return status
         assert time.monotonic() < deadline, f"status never matched: {status['memory']}"
         time.sleep(0.2)  # a poll interval: the condition is read from the daemon each time
-
-
-def _search_by_meaning(daemon: DaemonProc, query: str, timeout: float = 120) -> dict[str, Any]:
-    """Search until the answer comes by meaning: a search waits 2 s for a model being loaded,
-    then answers from keywords (`degraded`) while the load goes on; on a busy machine a load
-    takes longer than that."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found: dict[str, Any] = daemon.call("POST", "/v1/memory/search", json={"query": query})
-        if found["degraded"] is None:
-            return found
-        assert found["degraded"] == "keyword_only"
-        assert time.monotonic() < deadline, "the model never loaded"
 
 
 def test_no_model_search_and_digest_answer_from_keywords(broken_model: None, daemon: DaemonProc) -> None:
@@ -96,14 +84,14 @@ def test_the_model_loads_on_first_need_and_leaves_when_unused(quick_unload: None
     assert "MiB resident (peak" in shown.out, shown.out  # `clade status` asks the running daemon
     assert cli("status", "--json").json()["daemon_memory"]["rss_mib"] > 0
     assert first["memory"]["model_loaded"] is False  # a write of an insight needs no model
-    found = _search_by_meaning(daemon, "a drained pool")
+    found = search_by_meaning(daemon, {"query": "a drained pool"})
     assert found["results"][0]["via"] in ("vector", "both")
     loaded = daemon.call("GET", "/v1/status")["counters"]
     assert loaded["embedding_model_loads"] >= 1
     # Unused for a second, the embedder service unloads it at its next idle turn (every 2 s).
     gone = _wait_status(daemon, lambda s: not s["memory"]["model_loaded"])
     assert gone["counters"]["embedding_model_unloads"] >= 1
-    again = _search_by_meaning(daemon, "a drained pool")  # loads it again
+    again = search_by_meaning(daemon, {"query": "a drained pool"})  # loads it again
     assert again["results"][0]["id"] == found["results"][0]["id"]
     assert daemon.call("GET", "/v1/status")["counters"]["embedding_model_loads"] >= 2
 
