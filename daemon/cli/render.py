@@ -96,6 +96,9 @@ def entries(args: argparse.Namespace, doc: dict[str, Any]) -> None:
 
 
 def hits(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    if doc.get("degraded") == "keyword_only":
+        print("(by keywords only: the daemon's embedding model is loading or cannot load; see clade status)",
+              file=sys.stderr)
     if doc.get("merged") is None:
         for hit in doc["results"]:
             print(f"{hit['score']:7.3f}  {line(hit)}")
