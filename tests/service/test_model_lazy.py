@@ -53,7 +53,8 @@ def _wait_status(daemon: DaemonProc, predicate: Callable[[dict[str, Any]], bool]
         time.sleep(0.2)  # a poll interval: the condition is read from the daemon each time
 
 
-def test_no_model_search_and_digest_answer_from_keywords(broken_model: None, daemon: DaemonProc) -> None:
+def test_no_model_search_and_digest_answer_from_keywords(broken_model: None, daemon: DaemonProc,
+                                                        cli: CliRunner) -> None:
     written = daemon.call("POST", "/v1/memory", json={"content": ENTRY, "memory_type": "insight"})
     found = daemon.request("POST", "/v1/memory/search", json={"query": "Arbitrum Uniswap reentrancy"})
     assert found.status_code == 200, found.text  # was 503 `unavailable`
@@ -64,13 +65,15 @@ def test_no_model_search_and_digest_answer_from_keywords(broken_model: None, dae
     assert digest.status_code == 200, digest.text
     assert digest.json()["degraded"] == "keyword_only"
     assert digest.json()["entries"] == [written["id"]]
+    recalled = cli("recall", "Arbitrum Uniswap reentrancy")  # the CLI goes through the running daemon
+    assert written["id"][:8] in recalled.out and "by keywords only" in recalled.err
     status = daemon.call("GET", "/v1/status")
-    assert status["counters"]["searches_keyword_only"] == 2
+    assert status["counters"]["searches_keyword_only"] == 3
     assert status["counters"]["embedding_model_failed_loads"] == 1  # the second search did not try again
     assert status["memory"]["model_loaded"] is False
     assert "sha256" in status["memory"]["model_error"]
     metrics = daemon.request("GET", "/metrics").text
-    assert "clade_searches_keyword_only_total 2.0" in metrics
+    assert "clade_searches_keyword_only_total 3.0" in metrics
     assert "clade_embedding_model_loaded 0.0" in metrics
     assert "process_resident_memory_bytes " in metrics
 
