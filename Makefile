@@ -64,6 +64,8 @@ bench: install
 	$(BIN)/python -m bench.bench_strangers
 	$(BIN)/python -m bench.bench_recovery
 	$(BIN)/python -m bench.bench_ecology
+	$(BIN)/python -m bench.bench_footprint
+	$(BIN)/python -m bench.bench_scale
 
 install-service:
 	sudo systemd/install.sh

@@ -252,6 +252,10 @@ class EmbeddingConfig(_Section):
     model: str = Field("sentence-transformers/all-MiniLM-L6-v2", min_length=1, max_length=200,
                        description="\"all-MiniLM-L6-v2+all-mpnet-base-v2\" fuses MiniLM and MPNet: better recall, "
                                    "~8x the CPU per entry, 2x the memory, a one-time 404 MB fetch")
+    unload_after_s: float = Field(300.0, ge=0.0, le=86_400.0,
+                                  description="unload the model (~110 MiB of MiniLM) after this many seconds unused; "
+                                              "it loads again on the next need (~1 s, searches meanwhile answer from "
+                                              "keywords). 0: keep it loaded once loaded")
 
 
 class DigestConfig(_Section):
@@ -459,6 +463,7 @@ DEFAULT_CONFIG_TOML = """\
 [embedding]
 # model = "sentence-transformers/all-MiniLM-L6-v2"
 #   or "all-MiniLM-L6-v2+all-mpnet-base-v2": better recall, ~8x the CPU per entry, MemoryMax=2G
+# unload_after_s = 300.0   # the model leaves memory after this long unused (0: never)
 
 [digest]
 # pinned_tags = []         # e.g. ["risk-limits"]: tagged entries always enter the digest first

@@ -24,7 +24,7 @@ Every bench ends its stdout with exactly one JSON line (`emit`), an object with 
     schema         "clade-bench/1"
     bench          the module's subject: "store", "crdt", "micro", "recall", "recall_options",
                    "recall_daemon", "vault", "api", "clade", "curator", "styx",
-                   "strangers", "recovery", "locomo", "fusion_cv"
+                   "strangers", "recovery", "locomo", "fusion_cv", "footprint", "scale"
     command        how it was run, e.g. "python -m bench.bench_store --entries 1000"
     started_utc    ISO 8601, when the process started
     machine        `machine_info()`: cpu_model, cpu_count, cpus_usable, kernel, python, sqlite,

@@ -185,7 +185,7 @@ def create_app(state: DaemonState) -> FastAPI:
         entry = await state.remember(body.entry_fields().new_entry())
         return {"id": entry.id, "memory_type": entry.body.kind.value, "entry": entry.to_json()}
 
-    @app.post("/v1/memory/search", response_model=SearchOut, responses=errors(503))
+    @app.post("/v1/memory/search", response_model=SearchOut, responses=errors())
     async def search_memory(body: SearchIn) -> dict[str, Any]:
         kinds = body.type_filter if isinstance(body.type_filter, list) else (
             [body.type_filter] if body.type_filter else [])
@@ -195,11 +195,10 @@ def create_app(state: DaemonState) -> FastAPI:
         remote: dict[str, Any] = {}
 
         async def recall_locally() -> None:
-            local["hits"] = await state.recall(body.query, k=body.top_k, kinds=tuple(Kind(k) for k in kinds),
-                                               categories=tuple(Category(c) for c in categories),
-                                               min_importance=body.min_importance,
-                                               pad=None if body.pad is None else body.pad.as_tuple(),
-                                               include_unverified=body.include_unverified)
+            local["hits"], local["degraded"] = await state.recall(
+                body.query, k=body.top_k, kinds=tuple(Kind(k) for k in kinds),
+                categories=tuple(Category(c) for c in categories), min_importance=body.min_importance,
+                pad=None if body.pad is None else body.pad.as_tuple(), include_unverified=body.include_unverified)
 
         async with trio.open_nursery() as nursery:  # Styx in parallel, bounded by its deadline
             nursery.start_soon(recall_locally)
@@ -208,6 +207,8 @@ def create_app(state: DaemonState) -> FastAPI:
         doc: dict[str, Any] = {"query": body.query, "results": [
             {"score": round(h.score, 6), "via": h.via, "release": h.release, "unverified": h.release == "unverified",
              **h.entry.to_json()} for h in local["hits"]]}
+        if local["degraded"] is not None:
+            doc["degraded"] = local["degraded"]
         if remote:
             doc["styx"] = [styx_doc(r) for r in remote["results"]]
             doc["styx_error"] = remote["error"]
@@ -276,7 +277,7 @@ def create_app(state: DaemonState) -> FastAPI:
             raise Conflict(str(exc)) from None
         return entry.to_json()
 
-    @app.post("/v1/digest", response_model=DigestOut, responses=errors(503))
+    @app.post("/v1/digest", response_model=DigestOut, responses=errors())
     async def digest(body: DigestIn) -> dict[str, Any]:
         return await state.digest(body.query, budget_tokens=body.budget_tokens, k=body.k, fmt=body.format,
                                   include_sensitive=body.include_sensitive,

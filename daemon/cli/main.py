@@ -38,6 +38,7 @@ from daemon.cli import trust as cli_trust
 from daemon.cli import tui as cli_tui
 from daemon.cli.backends import backend_for, full_id
 from daemon.cli.render import renders
+from daemon.client import DaemonClient
 from daemon.config import check_multiaddr, load_config
 from daemon.datadir import DataDir
 from daemon.embedding.embedder import EPISODE_MODEL, Embedder, ModelIntegrityError, get_embedder
@@ -304,7 +305,21 @@ def cmd_status(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
         "embedding_backlog": backlog,
         "episodes": data.open_episodes().count(),
         "vitality": vitality,
+        "daemon_memory": _daemon_memory(data),
     }
+
+
+def _daemon_memory(data: DataDir) -> dict[str, Any] | None:
+    """The running daemon's `memory` (GET /v1/status: RSS, peak, the model), None when no
+    daemon serves the data dir or it cannot say."""
+    client = DaemonClient.for_data_dir(data)
+    if client is None:
+        return None
+    try:
+        memory: dict[str, Any] | None = client.call("GET", "/v1/status").get("memory")
+    except DaemonError:
+        return None
+    return memory
 
 
 @renders(render.stopped)

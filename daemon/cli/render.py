@@ -96,6 +96,9 @@ def entries(args: argparse.Namespace, doc: dict[str, Any]) -> None:
 
 
 def hits(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    if doc.get("degraded") == "keyword_only":
+        print("(by keywords only: the daemon's embedding model is loading or cannot load; see clade status)",
+              file=sys.stderr)
     if doc.get("merged") is None:
         for hit in doc["results"]:
             print(f"{hit['score']:7.3f}  {line(hit)}")
@@ -140,6 +143,12 @@ def status(args: argparse.Namespace, doc: dict[str, Any]) -> None:
     print(f"embedding  {waiting if backlog else 'every entry has a vector'}")
     print(f"episodes   {doc['episodes']}")
     print(f"schema     v{doc['schema_version']}")
+    memory = doc.get("daemon_memory")
+    if memory:
+        model = "model loaded" if memory["model_loaded"] else "model not loaded"
+        if memory.get("model_error"):
+            model += f" (cannot load: {memory['model_error']}; searches answer from keywords)"
+        print(f"daemon     {memory['rss_mib']:g} MiB resident (peak {memory['peak_rss_mib']:g} MiB), {model}")
     v = doc.get("vitality")
     if v:
         ratio = "" if v["hayflick_ratio"] is None else f", Hayflick {v['hayflick_ratio']:g}"

@@ -10,7 +10,9 @@ the route's `response_model`, so `/openapi.json` states every shape. Every error
 - 409 `conflict`: the daemon's state does not allow it now (not in a clade, sync off, not yours);
 - 413 `too_large`: a request body over 1 MiB (or working memory over 64 KiB);
 - 422 `invalid_request`: the body or a parameter breaks the schema (`detail` is `[{loc, msg}]`);
-- 503 `unavailable`: the embedding model cannot be loaded.
+- 503 `unavailable`: the embedding model cannot be loaded (feedback that matches a response's
+  sentences, an episode's vector). Search and the digest never answer 503 for the model: they
+  answer from keywords, marked `"degraded": "keyword_only"`.
 """
 
 from __future__ import annotations
@@ -175,6 +177,9 @@ class SearchOut(_Out):
     styx_error: str | None = Field(None, description="why Styx gave nothing this time (the local results stand)")
     merged: list[MergedHitDoc] | None = Field(
         None, description="local hits and Styx's results in one ranking, top_k, with provenance (null: Styx off)")
+    degraded: Literal["keyword_only"] | None = Field(
+        None, description="keyword_only: the embedding model is still loading or cannot load, so the results are "
+                          "ranked by keywords alone (null: meaning and keywords, as usual)")
 
 
 class CladeRef(_Out):
@@ -214,6 +219,14 @@ class TrustAlertsOut(_Out):
                                   "of theirs quarantined here until `clade peers trust`")
 
 
+class MemoryStatusOut(_Out):
+    rss_mib: float = Field(description="the daemon's resident memory now (VmRSS), MiB")
+    peak_rss_mib: float = Field(description="its highest resident memory since it started (VmHWM), MiB")
+    model_loaded: bool = Field(description="whether the embedding model is in memory (it loads on first need and "
+                                           "leaves after `[embedding] unload_after_s` unused)")
+    model_error: str | None = Field(None, description="why the model cannot load (searches answer from keywords)")
+
+
 class StatusOut(_Out):
     peer_id: str
     data_dir: str
@@ -235,6 +248,7 @@ class StatusOut(_Out):
                                                            "(`clade die`): its outcome")
     trust: TrustAlertsOut = Field(default_factory=TrustAlertsOut, description="suspect and distrusted siblings "
                                   "(details: GET /v1/trust)")
+    memory: MemoryStatusOut | None = Field(None, description="the daemon's resident memory and its embedding model")
 
 
 class EntriesOut(_Out):
@@ -309,6 +323,9 @@ class DigestOut(_Out):
     pinned: list[str]
     external: list[str] = Field(default_factory=list, description="ids of Styx results in the document")
     styx_error: str | None = Field(None, description="why Styx added nothing this time")
+    degraded: Literal["keyword_only"] | None = Field(
+        None, description="keyword_only: the embedding model is still loading or cannot load, so the entries are "
+                          "ranked by keywords alone (null: meaning and keywords, as usual)")
     document: Any = Field(description="xml: a string; json and search-results: the documents")
 
 

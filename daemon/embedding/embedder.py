@@ -15,6 +15,7 @@ two models are never mixed; `clade embeddings rebuild` re-embeds all.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import importlib.util
 import math
@@ -28,6 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from daemon.native_memory import release_free_memory
 
 from .catalogue import (
     MINILM,
@@ -44,7 +47,7 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
 __all__ = ["DEFAULT_MODEL", "DIM", "EPISODE_MODEL", "Embedder", "EmbeddingInfo", "ModelIntegrityError", "expected_info",
-           "get_embedder"]
+           "get_embedder", "unload"]
 
 # The default is MiniLM alone: the only option that comes near recall p99 ≤ 50 ms at 50,000
 # entries on 2 vCPUs (54 ms through the daemon; the fused space 85 ms) and fits MemoryMax=1G.
@@ -128,7 +131,14 @@ def _register_mpnet() -> None:
 
 
 class _OnnxModel:
-    """One fastembed model over ONNX Runtime (one intra-op thread), truncating at 256 tokens."""
+    """One fastembed model over ONNX Runtime (one intra-op thread, no CPU memory arena),
+    truncating at 256 tokens.
+
+    Without the arena ONNX Runtime allocates each run's activations from the heap and frees
+    them after the run: with it, the largest batch ever run (8 × 256 tokens: ~290 MiB for
+    MiniLM) stayed reserved for the life of the process; without it, and with the heap trimmed
+    after the load, the loaded MiniLM costs ~110 MiB at the same speed per query (the arena
+    saves nothing measurable on 1-thread runs: bench/bench_footprint.py)."""
 
     def __init__(self, name: str, directory: Path, *, hub: bool = False) -> None:
         from fastembed import TextEmbedding
@@ -136,9 +146,12 @@ class _OnnxModel:
         if name == MPNET:
             _register_mpnet()
         if hub:
-            self.model: Any = TextEmbedding(model_name=name, cache_dir=str(directory), threads=1)
+            self.model: Any = TextEmbedding(model_name=name, cache_dir=str(directory), threads=1,
+                                            enable_cpu_mem_arena=False)
         else:
-            self.model = TextEmbedding(model_name=name, specific_model_path=str(directory), threads=1)
+            self.model = TextEmbedding(model_name=name, specific_model_path=str(directory), threads=1,
+                                       enable_cpu_mem_arena=False)
+        release_free_memory()  # the graph before constant folding: ~50 MiB glibc would keep
         tokenizer = getattr(self.model.model, "tokenizer", None)
         if tokenizer is not None:
             # The models were trained on 256 tokens or fewer (sentence_bert_config); fastembed's
@@ -249,3 +262,24 @@ def get_embedder(model_dir: Path, model: str = DEFAULT_MODEL) -> Embedder:
         if key not in _cache:
             _cache[key] = Embedder(model_dir, model)
         return _cache[key]
+
+
+def unload(model_dir: Path, model: str = DEFAULT_MODEL) -> bool:
+    """Forget the process-wide embedder of (dir, model) and the models it alone used, then
+    trim the heap; True if one was loaded. Whoever still holds it keeps a working embedder
+    until they let go (the memory returns then, at the next trim); the next `get_embedder`
+    loads it again (~0.5-1 s of CPU)."""
+    key = (str(model_dir.resolve()), model)
+    with _cache_lock:
+        dropped = _cache.pop(key, None)
+        kept = {id(part) for emb in _cache.values() for part, _ in emb._parts}
+    if dropped is None:
+        return False
+    mine = {id(part) for part, _ in dropped._parts} - kept
+    with _parts_lock:
+        for part_key in [k for k, v in _parts_cache.items() if id(v) in mine]:
+            del _parts_cache[part_key]
+    del dropped  # the last reference here (a loop variable would keep a model alive until the return)
+    gc.collect()  # fastembed's objects hold reference cycles: the ONNX session is freed only by the collector
+    release_free_memory()
+    return True

@@ -294,10 +294,12 @@ def render_json(items: Sequence[DigestItem], *, now_ms: int, budget_tokens: int 
 
 
 def digest_query(text: str, *, k: int, include_sensitive: bool,
-                 pad: tuple[float, float, float] | None = None) -> RecallQuery:
+                 pad: tuple[float, float, float] | None = None, keyword_only: bool = False) -> RecallQuery:
     """The recall a digest of `k` entries ranks from: wider than k, since caps and the budget skip
-    some; `pad`, the golem's current affect, feeds the rank's PAD factor (None: neutral)."""
-    return RecallQuery(text=text, k=max(4 * k, 40), include_sensitive=include_sensitive, pad=pad)
+    some; `pad`, the golem's current affect, feeds the rank's PAD factor (None: neutral);
+    `keyword_only`: ranked from keywords alone (no embedding model)."""
+    return RecallQuery(text=text, k=max(4 * k, 40), include_sensitive=include_sensitive, pad=pad,
+                       keyword_only=keyword_only)
 
 
 def diverse_hits(hits: Sequence[Hit], *, k: int, policy: TrustPolicy) -> list[DigestItem]:
@@ -317,12 +319,12 @@ def build_digest(retriever: Retriever, *, text: str, now_ms: int, budget_tokens:
                  keyword: Keywords | None = None, external: Sequence[ExternalItem] = (),
                  external_tokens: int = 0, store: Grimoire | None = None,
                  pad: tuple[float, float, float] | None = None,
-                 kind_caps: Mapping[str, int] | None = None) -> dict[str, Any]:
+                 kind_caps: Mapping[str, int] | None = None, keyword_only: bool = False) -> dict[str, Any]:
     """Pinned entries, then ranked hits (wider than k: caps and the budget skip some), then
     `external` results within `external_tokens`, rendered as `fmt`; returns {format, tokens,
     budget_tokens, entries, pinned, external, document}. Has no side effect: what the model then
     cites is reported back through `apply_feedback`."""
-    wide = digest_query(text, k=k, include_sensitive=include_sensitive, pad=pad)
+    wide = digest_query(text, k=k, include_sensitive=include_sensitive, pad=pad, keyword_only=keyword_only)
     hits = retriever.recall(wide, now_ms=now_ms, embed_limit=embed_limit, query_vector=query_vector,
                             nearest=nearest, keyword=keyword, store=store)
     pinned = (store or retriever.store).pinned(tags=pinned_tags, fact_keys=pinned_fact_keys) if (

@@ -20,7 +20,7 @@ from daemon.errors import NotFound, StoreError, UsageError
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["EMBEDDING_DIM", "MAX_PAYLOAD_BYTES", "Episode", "EpisodeLog"]
+__all__ = ["EMBEDDING_DIM", "MAX_PAYLOAD_BYTES", "Episode", "EpisodeLog", "has_episodes"]
 
 EMBEDDING_DIM = 384
 ANN_THRESHOLD = 100_000
@@ -125,6 +125,19 @@ _SCAN_COLUMNS = [  # everything but the embedding, which listing never needs
     "id", "observed_ms", "block_number", "category", "protocol", "summary", "payload_json",
     "curiosity", "importance", "pad", "quality_verified", "replay_count",
 ]
+
+
+def has_episodes(path: Path) -> bool:
+    """Whether the episode table at `path` may hold a row, read from its directory without
+    importing LanceDB (~70 MiB and a second of start-up): a table no episode was ever appended
+    to has no data file (`<table>.lance/data/`). True when unsure (only an empty table is False)."""
+    data = path / f"{TABLE}.lance" / "data"
+    try:
+        return any(data.iterdir())
+    except FileNotFoundError:
+        return not (path / f"{TABLE}.lance").is_dir()  # no table at all: let EpisodeLog say so
+    except OSError:
+        return True
 
 
 class EpisodeLog:

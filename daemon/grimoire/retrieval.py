@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from crdt import Category, Kind, Sensitivity
-from daemon.embedding.embedder import Embedder
+from daemon.embedding.embedder import Embedder, EmbeddingInfo
 from daemon.errors import NotFound, UsageError
 
 from . import fusion, lexical, scoring
@@ -93,10 +93,14 @@ class Hit:
 class Retriever:
     """Recall over one store; keeps the vector index in memory between queries."""
 
-    def __init__(self, store: Grimoire, embedder: Callable[[], Embedder]) -> None:
+    def __init__(self, store: Grimoire, embedder: Callable[[], Embedder], *, info: EmbeddingInfo | None = None) -> None:
+        """`embedder` loads the model (called on first use); `info`, the model's vector space when
+        it is known without loading it (`embedder.expected_info`), lets the vector index and its
+        nearest-neighbour search run without the model in memory."""
         self.store = store
         self._embedder_factory = embedder
         self._embedder: Embedder | None = None
+        self._info = info
         self._index: VectorIndex | None = None
         self._index_lock = threading.Lock()  # recalls on several read connections share the index
         self.lexical_weight = fusion.LEXICAL_WEIGHT  # fusion's first weight (benches sweep it); 0: cosine alone
@@ -108,6 +112,13 @@ class Retriever:
         if self._embedder is None:
             self._embedder = self._embedder_factory()
         return self._embedder
+
+    def release_embedder(self) -> None:
+        """Let go of the model (it is loaded again on next use); the vector index stays."""
+        self._embedder = None
+
+    def _space(self) -> EmbeddingInfo:
+        return self._info if self._info is not None else self.embedder.info
 
     def index_missing(self, *, batch: int = 256, limit: int | None = None, newest_first: bool = False,
                       other_models: bool = True) -> int:
@@ -133,8 +144,8 @@ class Retriever:
     def _vector_index(self, store: Grimoire | None = None) -> VectorIndex:
         """The in-memory index, brought up to date from `store` (default: the writer's). Call
         with `_index_lock` held."""
-        if self._index is None or self._index.info != self.embedder.info:
-            self._index = VectorIndex(self.embedder.info)
+        if self._index is None or self._index.info != self._space():
+            self._index = VectorIndex(self._space())
         self._index.refresh(store or self.store)
         return self._index
 

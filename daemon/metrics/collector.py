@@ -4,7 +4,10 @@
 builds a fresh `CollectorRegistry` holding just that collector and renders it (`render`), so
 no global registry is mutated anywhere in the daemon. Names follow Prometheus conventions:
 `clade_` prefix, `_total` for counters, base units (seconds, bytes), timestamps as
-`_timestamp_seconds`; the only per-peer label (`peer`) is for admitted siblings.
+`_timestamp_seconds`; the only per-peer label (`peer`) is for admitted siblings. The scrape's
+registry also holds prometheus_client's `ProcessCollector` (its own, not the global one): the
+standard `process_resident_memory_bytes`, `process_cpu_seconds_total`, `process_open_fds`…
+read from /proc at the scrape.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from prometheus_client.core import (
     Metric,
 )
 from prometheus_client.exposition import choose_encoder
+from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from crdt import Kind
@@ -37,7 +41,8 @@ HISTOGRAMS = {
 # Counters exposed (0) before anything has counted them, so alert rules and dashboards see a series.
 _ALWAYS_COUNTED = ("api_errors", "internal_errors", "events_dropped", "entries_embedded", "sync_failed",
                    "sync_pulls", "gossip_accepted", "gossip_published", "gossip_apply_failed", "dials_failed",
-                   "gossip_bytes_in", "gossip_bytes_out", "sync_bytes_in", "sync_bytes_out")
+                   "gossip_bytes_in", "gossip_bytes_out", "sync_bytes_in", "sync_bytes_out",
+                   "searches_keyword_only", "embedding_model_loads", "embedding_model_failed_loads")
 
 
 def _name(short: str) -> str:
@@ -80,6 +85,12 @@ class SnapshotCollector(Collector):
         yield GaugeMetricFamily(_name("start_time_seconds"), "When the daemon started (Unix time).",
                                 value=s.started_at_s)
         yield from _counters(dict(s.counters))
+        yield GaugeMetricFamily(_name("embedding_model_loaded"),
+                                "1 while the embedding model is in memory (loaded on first need, unloaded after "
+                                "[embedding] unload_after_s unused).", value=int(s.model_loaded))
+        yield GaugeMetricFamily(_name("process_peak_resident_memory_bytes"),
+                                "The daemon's highest resident memory since it started (VmHWM); "
+                                "process_resident_memory_bytes is the current one.", value=s.peak_rss_bytes)
         yield from self._store()
         yield from self._peers()
         yield from self._styx()
@@ -208,5 +219,6 @@ def render(snapshot: Snapshot, accept: str) -> tuple[bytes, str]:
     else the Prometheus text format."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SnapshotCollector(snapshot))
+    ProcessCollector(registry=registry)  # process_resident_memory_bytes and the rest, of this process
     encoder, content_type = choose_encoder(accept)
     return encoder(registry), content_type

@@ -17,6 +17,7 @@ from daemon.grimoire.promotion import PHASES
 from daemon.grimoire.trust_store import alert_state
 from daemon.grimoire.vitality import read_vitality
 from daemon.metrics.observations import Observations
+from daemon.native_memory import resident
 from daemon.service.backup import BackupFile, backup_files
 from daemon.styx import ledger
 
@@ -85,6 +86,8 @@ class Snapshot:
     backups: list[BackupFile]
     observations: Observations
     extra: dict[str, Any] = field(default_factory=dict)
+    model_loaded: bool = False  # the embedding model is in memory (daemon/service/embedding.py)
+    peak_rss_bytes: int = 0  # VmHWM (VmRSS is prometheus_client's process_resident_memory_bytes)
 
 
 def read_store(store: Grimoire, *, styx: bool, now_ms: int) -> StoreFigures:
@@ -146,4 +149,6 @@ async def gather(state: DaemonState, observations: Observations) -> Snapshot:
                                                    last_success_ms=styx.stats.last_success_ms),
         backups=backup_files(state.data.backups_path),
         observations=observations,
+        model_loaded=state.embedding.loaded,
+        peak_rss_bytes=resident().peak_bytes,
     )

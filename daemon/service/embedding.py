@@ -12,12 +12,18 @@ thread, so requests and the watchdog never wait for it:
 One query tail embeds at a time (concurrent queries would embed the same entries); the backlog
 has its own lock, so a query never waits for it. The two may embed the same few newest entries
 once: the vectors are identical.
+
+The model is loaded on first need (a search, a warning's repeat check, a backlog, the curator),
+never at start, and unloaded after `[embedding] unload_after_s` unused: it is most of the
+daemon's memory (~110 MiB of ~250; bench/bench_footprint.py). A search that finds it not
+loaded waits for it up to `MODEL_WAIT_S`, then answers from keywords (`model_within`); when it
+cannot load at all (`model_error`), another load is tried after `MODEL_RETRY_S`.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,7 +33,7 @@ import trio
 
 from daemon.config import Config
 from daemon.embedding.catalogue import MINILM
-from daemon.embedding.embedder import Embedder, EmbeddingInfo, expected_info, get_embedder
+from daemon.embedding.embedder import Embedder, ModelIntegrityError, expected_info, get_embedder, unload
 from daemon.grimoire.retrieval import Retriever
 from daemon.grimoire.vectors import missing_vectors, write_vectors
 from daemon.service.background import BackgroundThread
@@ -38,7 +44,15 @@ from daemon.service.store_access import StoreAccess
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-__all__ = ["BACKLOG_BATCH", "INLINE_EMBED_LIMIT", "Embedding"]
+__all__ = ["BACKLOG_BATCH", "INLINE_EMBED_LIMIT", "MODEL_RETRY_S", "MODEL_WAIT_S", "Embedding"]
+
+# A search waits this long for a model being loaded, then answers from keywords (the load goes
+# on): loading MiniLM takes ~0.5-1 s on a quiet core, so a golem's first search is by meaning
+# (the cold-start goal is 5 s from `clade run`); on a VM starved of CPU the load can take longer.
+MODEL_WAIT_S = 5.0
+# After a failed load (a corrupt or missing model file) searches answer from keywords at once;
+# the load is tried again at most this often (it hashes the 23 MB model file first).
+MODEL_RETRY_S = 60.0
 
 # Read-your-writes: a search first embeds the newest entries still without a vector, outside
 # the store's thread, at most this many: about half a second of model time after a burst
@@ -68,6 +82,14 @@ class Embedding:
         # Catch-up rounds being joined (`ingesting`): the backlog embedder waits for them, a while.
         self._ingesting = 0
         self._ingest_idle: trio.Event | None = None  # set when the last round is joined; None while none is
+        # The model: loaded on first need (`model`, `model_within`), unloaded when unused (`unload_if_idle`).
+        self._loaded = False
+        self._loading: trio.Event | None = None  # set when a background load (model_within) ends
+        self._load_lock = trio.Lock()
+        self._failed_at: float | None = None  # trio.current_time() of the last failed load
+        self.model_error: str | None = None  # why the model cannot load (None: it can, or was not tried)
+        self._last_used: float | None = None
+        self._using = 0  # embeddings running now (the model is never unloaded under one)
 
     @property
     def retriever(self) -> Retriever:
@@ -77,15 +99,100 @@ class Embedding:
         config = self.config()
         if self._retriever is None:
             model = config.embedding.model
-            self._retriever = Retriever(self.access.store, lambda: get_embedder(self.model_dir, model))
+            self._retriever = Retriever(self.access.store, lambda: get_embedder(self.model_dir, model),
+                                        info=expected_info(model))
         policy = config.trust.policy()
         if self._retriever.trust != policy:
             self._retriever.trust = policy
         return self._retriever
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the model is in memory now."""
+        return self._loaded
+
     async def model(self) -> Embedder:
-        """The embedder, loaded (~1 s of CPU, once) on a worker thread if it is not yet."""
-        return await trio.to_thread.run_sync(lambda: self.retriever.embedder)
+        """The embedder, loaded (~1 s of CPU) on a worker thread if it is not yet; raises
+        `ModelIntegrityError` when it cannot load (kept in `model_error`)."""
+        return await self._load(trio.to_thread.run_sync)
+
+    async def _load(self, run: Callable[[Callable[[], Embedder]], Awaitable[Embedder]]) -> Embedder:
+        """The embedder, loaded by `run` (a worker thread) if it is not; one load at a time, and
+        none within `MODEL_RETRY_S` of a failed one (`ModelIntegrityError` with its reason)."""
+        self._touch()
+        if self._loaded:
+            return self.retriever.embedder
+        async with self._load_lock:
+            if self._loaded:
+                return self.retriever.embedder
+            if self._failed_at is not None and trio.current_time() - self._failed_at < MODEL_RETRY_S:
+                raise ModelIntegrityError(self.model_error or "the embedding model did not load")
+            try:
+                embedder = await run(lambda: self.retriever.embedder)
+            except Exception as exc:
+                self._failed_at = trio.current_time()
+                self.model_error = str(exc)
+                self.counters["embedding_model_failed_loads"] += 1
+                raise
+            self._loaded = True
+            self._touch()  # a load of several seconds is use: the idle time starts now
+            self.model_error = None
+            self._failed_at = None
+            self.counters["embedding_model_loads"] += 1
+            return embedder
+
+    async def model_within(self, seconds: float = MODEL_WAIT_S) -> Embedder | None:
+        """The embedder if it is loaded or loads within `seconds`; None otherwise: still loading
+        (the load goes on in the background, started here if it was not running), or it cannot
+        load (`model_error`; tried again after `MODEL_RETRY_S`). Never raises for the model."""
+        if self._loaded:
+            self._touch()
+            return self.retriever.embedder
+        if self._failed_at is not None and trio.current_time() - self._failed_at < MODEL_RETRY_S:
+            return None
+        if self._loading is None:
+            self._loading = trio.Event()
+            trio.lowlevel.spawn_system_task(self._load_in_background, self._loading)
+        with trio.move_on_after(seconds):
+            await self._loading.wait()
+        return self.retriever.embedder if self._loaded else None
+
+    async def _load_in_background(self, done: trio.Event) -> None:
+        try:
+            await self.model()
+        except Exception:  # noqa: BLE001, S110 - recorded in model_error and counted by model()
+            pass
+        finally:
+            self._loading = None
+            done.set()
+
+    def _touch(self) -> None:
+        self._last_used = trio.current_time()
+
+    @contextmanager
+    def _use(self) -> Iterator[None]:
+        """Mark an embedding running (the model is not unloaded under it) and the model used."""
+        self._using += 1
+        self._touch()
+        try:
+            yield
+        finally:
+            self._using -= 1
+            self._touch()
+
+    def unload_if_idle(self) -> bool:
+        """Unload the model if it has not been used for `[embedding] unload_after_s` (0: never)
+        and nothing is embedding; True if it was. It loads again on the next need."""
+        after = self.config().embedding.unload_after_s
+        if (not self._loaded or after <= 0 or self._using or self._loading is not None
+                or self._last_used is None or trio.current_time() - self._last_used < after):
+            return False
+        self._loaded = False
+        if self._retriever is not None:
+            self._retriever.release_embedder()
+        unload(self.model_dir, self.config().embedding.model)
+        self.counters["embedding_model_unloads"] += 1
+        return True
 
     def close(self) -> None:
         """Stop the background embedder thread (at shutdown); a batch running finishes on its own."""
@@ -131,13 +238,14 @@ class Embedding:
         lock, run = ((self._tail_lock, trio.to_thread.run_sync) if newest_first
                      else (self._backlog_lock, self._background.run))
         async with lock:
-            # Loading the model (~1 s of CPU, once) is work that can wait too, on the backlog's path.
-            embedder = await run(lambda: self.retriever.embedder)
+            # Loading the model (~1 s of CPU) is work that can wait too, on the backlog's path.
+            embedder = await self._load(run)
             todo = await self.access.on_reader(lambda r: missing_vectors(
                 r, embedder.info, limit=limit, newest_first=newest_first, other_models=others))
             if not todo:
                 return 0
-            vectors = await run(lambda: embedder.embed([content for _, content in todo]))
+            with self._use():
+                vectors = await run(lambda: embedder.embed([content for _, content in todo]))
             await self.access.on_writer(lambda s: write_vectors(s, embedder.info, [i for i, _ in todo], vectors))
         self.counters["entries_embedded"] += len(todo)
         return len(todo)
@@ -151,18 +259,14 @@ class Embedding:
         In the bundled spaces (whose identity is known without the model) a recent query's
         vector is reused. The model loads, if it must, in the same worker call."""
         await self.embed_pending(limit=self.inline_limit(), newest_first=True)
-        retriever = self.retriever
-
-        def embed() -> tuple[EmbeddingInfo, NDArray[np.float32]]:
-            embedder = retriever.embedder
-            return embedder.info, embedder.embed([text])[0]
-
         known = expected_info(self.config().embedding.model)  # without loading the model
         kept = None if known is None else self._queries.get(known, text)
         if kept is not None:
             return kept
-        info, vector = await trio.to_thread.run_sync(embed)
-        return self._queries.put(info, text, vector)
+        embedder = await self.model()
+        with self._use():
+            vector = await trio.to_thread.run_sync(lambda: embedder.embed([text])[0])
+        return self._queries.put(embedder.info, text, vector)
 
     def backlog_batch(self) -> int:
         """How many entries the embedder service takes at a time for the configured model."""
@@ -170,8 +274,12 @@ class Embedding:
 
     async def embed_backlog(self, *, batch: int | None = None) -> int:
         """Embed up to `batch` (default `backlog_batch()`) of the oldest entries lacking a vector;
-        returns how many."""
-        return await self.embed_pending(limit=batch or self.backlog_batch(), newest_first=False)
+        returns how many. With none to embed, the model is unloaded if it has been idle long
+        enough (`unload_if_idle`)."""
+        done = await self.embed_pending(limit=batch or self.backlog_batch(), newest_first=False)
+        if not done:
+            self.unload_if_idle()
+        return done
 
     async def embed_for_cycle(self) -> int:
         """Embed entries lacking a vector (up to `CYCLE_EMBED_LIMIT`), the model off the store's thread."""

@@ -12,7 +12,7 @@ on, a digest also asks Styx in parallel, within the deadline.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -21,6 +21,7 @@ import trio
 from crdt import Category, Kind
 from crypto import Membership
 from daemon.config import Config
+from daemon.embedding.embedder import ModelIntegrityError
 from daemon.errors import UsageError
 from daemon.grimoire.digest import build_digest, digest_query
 from daemon.grimoire.retrieval import (
@@ -40,16 +41,27 @@ from daemon.styx.fanin import for_digest
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-__all__ = ["Search"]
+__all__ = ["KEYWORD_ONLY", "Search"]
+
+
+# `degraded` of a search or digest answered from keywords alone: the model is still loading
+# (`embedding.MODEL_WAIT_S`) or cannot load. Counted as `searches_keyword_only`.
+KEYWORD_ONLY = "keyword_only"
 
 
 @dataclass(frozen=True, slots=True)
 class _Evidence:
-    """What a search ranks from (`Retriever.recall`'s `query_vector`, `nearest`, `keyword`)."""
+    """What a search ranks from (`Retriever.recall`'s `query_vector`, `nearest`, `keyword`);
+    without a model, `vector` is None and `query` is keyword-only."""
 
-    vector: NDArray[np.float32]
-    nearest: list[tuple[str, float]]
+    query: RecallQuery
+    vector: NDArray[np.float32] | None
+    nearest: list[tuple[str, float]] | None
     keyword: Keywords
+
+    @property
+    def degraded(self) -> str | None:
+        return KEYWORD_ONLY if self.vector is None else None
 
 
 class Search:
@@ -68,15 +80,23 @@ class Search:
     async def _prepared(self, query: RecallQuery) -> _Evidence:
         """The query's vector (after the read-your-writes tail) and its nearest entries, and its
         keyword evidence, computed side by side: the model on a worker thread then the vector
-        top-k on a reader, FTS5 on another reader."""
+        top-k on a reader, FTS5 on another reader. When the model is not loaded within
+        `MODEL_WAIT_S` or cannot load, the evidence is the keywords' alone (`degraded`), counted
+        as `searches_keyword_only`: a missing model never fails a search."""
         if not query.text.strip():
             raise UsageError("query must not be empty")
-        found: dict[str, Any] = {}
+        found: dict[str, Any] = {"vector": None, "nearest": None}
         retriever = self.embedding.retriever
 
         async def vector() -> None:
-            vec = found["vector"] = await self.embedding.query_vector(query.text)
+            if await self.embedding.model_within() is None:
+                return
+            try:
+                vec = await self.embedding.query_vector(query.text)
+            except ModelIntegrityError:  # unloaded and failed to load again meanwhile
+                return
             found["nearest"] = await self.access.on_reader(lambda r: retriever.nearest(query, vec, store=r))
+            found["vector"] = vec
 
         async def keyword() -> None:
             found["keyword"] = await self.access.on_reader(lambda r: retriever.keywords(query, store=r))
@@ -84,21 +104,26 @@ class Search:
         async with trio.open_nursery() as tasks:
             tasks.start_soon(vector)
             tasks.start_soon(keyword)
-        return _Evidence(found["vector"], found["nearest"], found["keyword"])
+        if found["vector"] is None:
+            self.embedding.counters["searches_keyword_only"] += 1
+            return _Evidence(replace(query, keyword_only=True), None, None, found["keyword"])
+        return _Evidence(query, found["vector"], found["nearest"], found["keyword"])
 
     async def recall(self, text: str, *, k: int, kinds: tuple[Kind, ...] = (),
                      categories: tuple[Category, ...] = (),
                      min_importance: float | None = None, pad: tuple[float, float, float] | None = None,
-                     include_unverified: bool = False) -> list[Hit]:
+                     include_unverified: bool = False) -> tuple[list[Hit], str | None]:
         """The `k` best live entries for `text` (meaning and keywords fused) of `kinds` and
-        `categories` (empty: any); `UsageError` if empty. Quarantined entries
-        (daemon/grimoire/trust.py) only with `include_unverified`."""
+        `categories` (empty: any), and how the answer is degraded (`KEYWORD_ONLY` without a model,
+        else None); `UsageError` if empty. Quarantined entries (daemon/grimoire/trust.py) only
+        with `include_unverified`."""
         query = RecallQuery(text=text, k=k, kinds=kinds, categories=categories, min_importance=min_importance,
                             pad=pad, include_unverified=include_unverified)
         got = await self._prepared(query)
         retriever = self.embedding.retriever
-        return await self.access.on_reader(lambda r: retriever.recall(
-            query, embed_limit=0, query_vector=got.vector, nearest=got.nearest, keyword=got.keyword, store=r))
+        hits = await self.access.on_reader(lambda r: retriever.recall(
+            got.query, embed_limit=0, query_vector=got.vector, nearest=got.nearest, keyword=got.keyword, store=r))
+        return hits, got.degraded
 
     async def digest(self, text: str, *, budget_tokens: int, k: int, fmt: str,
                      include_sensitive: bool, pad: tuple[float, float, float] | None = None) -> dict[str, Any]:
@@ -125,7 +150,9 @@ class Search:
             include_sensitive=include_sensitive, namespace=namespace, embed_limit=0, query_vector=got.vector,
             nearest=got.nearest, keyword=got.keyword, pinned_tags=pins.pinned_tags,
             pinned_fact_keys=pins.pinned_fact_keys, external=external, external_tokens=injection.max_tokens,
-            store=r, pad=pad, kind_caps=pins.kind_caps))
+            store=r, pad=pad, kind_caps=pins.kind_caps, keyword_only=got.vector is None))
+        if got.degraded is not None:
+            doc["degraded"] = got.degraded
         if remote.get("error"):
             doc["styx_error"] = remote["error"]
         return doc

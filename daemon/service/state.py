@@ -38,6 +38,7 @@ from daemon.grimoire.records import Entry
 from daemon.grimoire.retrieval import Hit
 from daemon.grimoire.store import wall_clock_ms
 from daemon.grimoire.vectors import embedding_backlog
+from daemon.native_memory import resident
 from daemon.p2p.ports import P2PControl
 from daemon.service.backup_schedule import BackupSchedule
 from daemon.service.death import death_status
@@ -208,7 +209,7 @@ class DaemonState:
     async def recall(self, text: str, *, k: int, kinds: tuple[Kind, ...] = (),
                      categories: tuple[Category, ...] = (),
                      min_importance: float | None = None, pad: tuple[float, float, float] | None = None,
-                     include_unverified: bool = False) -> list[Hit]:
+                     include_unverified: bool = False) -> tuple[list[Hit], str | None]:
         return await self.search.recall(text, k=k, kinds=kinds, categories=categories, min_importance=min_importance,
                                         pad=pad, include_unverified=include_unverified)
 
@@ -299,4 +300,6 @@ class DaemonState:
             "counters": dict(self.counters),
             "death": await trio.to_thread.run_sync(death_status, self.data),
             "trust": asdict(await self.on_reader(lambda r: r.trust_alerts())),
+            "memory": {**resident().to_json(), "model_loaded": self.embedding.loaded,
+                       "model_error": self.embedding.model_error},
         }

@@ -25,6 +25,7 @@ from daemon.datadir import DataDir
 from daemon.errors import DaemonError, UsageError
 from daemon.grimoire import Grimoire
 from daemon.grimoire.curator.cycle import apply_llm, llm_clusters, run_cycle
+from daemon.grimoire.episodes import has_episodes
 from daemon.service.backup import create_backup, default_recipients, report_json
 from daemon.service.backup_schedule import BackupSchedule
 from daemon.service.curation import (
@@ -101,16 +102,16 @@ class Upkeep:
         settings = settings_for(config, self.config().trust.policy())
         now = self.now_ms()
         on_writer = self.access.on_writer
-        try:  # the model loads off the store's thread; no model means exact duplicates only
-            await self.embedding.model()
+        try:  # the model loads off the store's thread, only if an entry lacks a vector; no model means exact
+            # duplicates only
             await self.embedding.embed_for_cycle()  # compression and admission compare every entry's vector
             retriever = self.embedding.retriever
             vectors = await on_writer(lambda s: vectors_for(s, retriever))
         except Exception as exc:  # noqa: BLE001 - a broken model must not stop forgetting
             log.warning("curator: no vectors this cycle (%s)", exc)
             vectors = {}
-        try:
-            episodes = await trio.to_thread.run_sync(
+        try:  # no episode ever appended: LanceDB (~70 MiB) is not imported for nothing
+            episodes = [] if not has_episodes(self.data.episodes_path) else await trio.to_thread.run_sync(
                 lambda: replay_items(self.data.open_episodes(), now_ms=now, settings=settings))
         except Exception as exc:  # noqa: BLE001 - the episode log is optional for a cycle
             log.warning("curator: episodes not replayed this cycle (%s)", exc)

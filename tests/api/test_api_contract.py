@@ -27,7 +27,7 @@ from daemon.grimoire import NewEntry
 from daemon.grimoire.fields import EntryFields, cli_options
 from daemon.testing.process import DaemonProc
 from tests.helpers.cli import REPO, CliRunner
-from tests.helpers.daemon import daemon_over_tcp
+from tests.helpers.daemon import daemon_over_tcp, search_by_meaning
 
 SCHEMATHESIS = str(Path(sys.executable).with_name("schemathesis"))
 TOKEN = "contract-test-token-0123456789abcdef"
@@ -91,9 +91,9 @@ def test_state_conflicts_are_409(tcp_daemon: tuple[DaemonProc, str]) -> None:
 def test_a_query_without_words_is_answered_by_meaning(tcp_daemon: tuple[DaemonProc, str]) -> None:
     daemon, _ = tcp_daemon
     daemon.request("POST", "/v1/memory", json={"content": "Exclamation marks everywhere", "memory_type": "fact"})
-    res = daemon.request("POST", "/v1/memory/search", json={"query": "!!! ???"})  # schema-valid: non-blank
-    assert res.status_code == 200 and res.json()["results"], res.text
-    assert {r["via"] for r in res.json()["results"]} == {"vector"}
+    found = search_by_meaning(daemon, {"query": "!!! ???"})  # schema-valid: non-blank
+    assert found["results"], found
+    assert {r["via"] for r in found["results"]} == {"vector"}
     assert daemon.request("POST", "/v1/memory/search", json={"query": " \u3000\x1c"}).status_code == 422  # blank
 
 

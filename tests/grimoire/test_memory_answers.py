@@ -22,6 +22,7 @@ from daemon.grimoire.retrieval import RecallQuery, Retriever, apply_feedback
 from daemon.grimoire.store import Grimoire
 from daemon.testing.process import DaemonProc
 from tests.helpers.cli import CliRunner
+from tests.helpers.daemon import search_by_meaning
 from tests.helpers.semantic_corpus import ENTRIES, QUERIES
 
 # (content, a query sharing no content word with it): the issue's own example first.
@@ -41,6 +42,7 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProc]:
         "CLADE_DIGEST__PINNED_FACT_KEYS": '["max_position_usd"]',
     })
     try:
+        search_by_meaning(proc, {"query": "warm up"})  # the model loads on first need; read-your-writes after
         yield proc
     finally:
         proc.stop()

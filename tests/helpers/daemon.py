@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from daemon.datadir import DataDir
 from daemon.testing.process import DaemonProc
@@ -28,3 +30,16 @@ def daemon_over_tcp(data: DataDir, token: str) -> Iterator[tuple[DaemonProc, str
         yield daemon, f"127.0.0.1:{port}"
     finally:
         assert daemon.stop() == 0
+
+
+def search_by_meaning(daemon: DaemonProc, body: dict[str, Any], timeout: float = 120) -> dict[str, Any]:
+    """`POST /v1/memory/search` until the answer comes by meaning. The model loads on first
+    need: a search waits up to 5 s for it, then answers from keywords (`"degraded":
+    "keyword_only"`) while the load goes on, which on a machine starved of CPU can take longer."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found: dict[str, Any] = daemon.call("POST", "/v1/memory/search", json=body)
+        if found["degraded"] is None:
+            return found
+        assert found["degraded"] == "keyword_only", found
+        assert time.monotonic() < deadline, "the embedding model never loaded"
