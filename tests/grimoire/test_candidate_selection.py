@@ -172,7 +172,10 @@ def test_the_vector_index_serves_readers_while_vectors_are_written_and_rewritten
                                                                                  model_dir: Path) -> None:
     """Searches on reader threads (each refreshing the shared index) and the curator's
     `vectors()` on the writer's, while another connection adds entries and re-embeds old ones
-    (each with one of two fixed vectors): nothing may fail, and no row read may be neither."""
+    (each with one of two fixed vectors): nothing may fail, and no row read may be neither.
+    `vectors()` hands out views into the index (no 75 MB copy at 50,000 entries): a view of a row
+    re-embedded meanwhile may change under its reader, which the daemon never sees (one model
+    writes the same values again), so the curator's check reads the rows written once."""
     rng = np.random.default_rng(5)
     pair = rng.standard_normal((2, 384)).astype(np.float32)
     pair /= np.linalg.norm(pair, axis=1, keepdims=True)
@@ -220,8 +223,10 @@ def test_the_vector_index_serves_readers_while_vectors_are_written_and_rewritten
             t.start()
         while writer.is_alive() and not errors:
             try:
-                for vec in r.vectors().values():  # the curator's read, on the writer's connection
-                    assert min(float(np.abs(vec - p).max()) for p in pair) == 0.0
+                rewritten = set(first)
+                for entry_id, vec in r.vectors().items():  # the curator's read, on the writer's connection
+                    if entry_id not in rewritten:
+                        assert min(float(np.abs(vec - p).max()) for p in pair) == 0.0
             except BaseException as exc:  # reported below
                 errors.append(exc)
     finally:
