@@ -22,7 +22,15 @@ from .evidence_store import BELIEF, beliefs
 from .keywords import QueryTerms, affordable, query_words, searchable_text
 from .records import Entry
 from .replication import SqliteBackend
-from .rows import ENTRY_COLUMN_NAMES, ENTRY_COLUMNS, RANK_COLUMNS, RankFields, entry_from_row, rank_fields
+from .rows import (
+    ENTRY_COLUMN_NAMES,
+    ENTRY_COLUMNS,
+    RANK_COLUMN_COUNT,
+    RANK_COLUMNS,
+    RankFields,
+    entry_from_row,
+    rank_fields,
+)
 from .trust import TrustPolicy
 from .trust_store import TrustView, ViewCache
 
@@ -110,7 +118,8 @@ class EntryReads:
             chunk = list(entry_ids[start:start + 500])
             for row in self._conn.execute(f"SELECT {RANK_COLUMNS}, content, tags, protocols FROM entries "
                                           f"WHERE id IN ({', '.join('?' * len(chunk))})", chunk):
-                out.append((rank_fields(row), searchable_text(row[19], row[20], row[21])))
+                n = RANK_COLUMN_COUNT
+                out.append((rank_fields(row), searchable_text(row[n], row[n + 1], row[n + 2])))
         return out
 
     def rows_by_id(self, columns: str, entry_ids: Sequence[str]) -> list[Any]:
