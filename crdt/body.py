@@ -22,9 +22,9 @@ from .hlc import Timestamp
 
 __all__ = [
     "MAX_CONTENT_BYTES",
-    "MAX_OCCURRED_MS",
     "MAX_LABELS",
     "MAX_LABEL_CHARS",
+    "MAX_OCCURRED_MS",
     "Category",
     "EntryBody",
     "Kind",

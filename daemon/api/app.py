@@ -75,6 +75,7 @@ from daemon.contract.responses import (
 from daemon.embedding.embedder import ModelIntegrityError
 from daemon.errors import NotFound, UsageError
 from daemon.grimoire import Episode
+from daemon.grimoire.fields import event_ms
 from daemon.service.state import DaemonState
 from daemon.styx.fanin import merge, styx_doc
 
@@ -149,8 +150,10 @@ def create_app(state: DaemonState) -> FastAPI:
         if body.memory_type == "episode":
             meta = body.metadata
             pad = None if body.pad is None else Pad(pleasure=body.pad[0], arousal=body.pad[1], dominance=body.pad[2])
-            episode = Episode(summary=body.content, observed_ms=state.now_ms(), importance=body.importance,
-                              protocol=meta.protocols[0] if meta.protocols else None, pad=pad)
+            observed = event_ms(body.occurred_at)
+            episode = Episode(summary=body.content, observed_ms=state.now_ms() if observed is None else observed,
+                              importance=body.importance, protocol=meta.protocols[0] if meta.protocols else None,
+                              pad=pad)
             await state.append_episode(episode)
             return {"id": episode.id, "memory_type": "episode", "entry": None}
         entry = await state.remember(body.entry_fields().new_entry())
@@ -163,15 +166,19 @@ def create_app(state: DaemonState) -> FastAPI:
         local: dict[str, Any] = {}
         remote: dict[str, Any] = {}
 
+        since_ms, until_ms = body.bounds_ms()
+
         async def recall_locally() -> None:
             local["hits"] = await state.recall(body.query, k=body.top_k, kinds=tuple(Kind(k) for k in kinds),
                                                min_importance=body.min_importance,
                                                pad=None if body.pad is None else body.pad.as_tuple(),
-                                               include_unverified=body.include_unverified)
+                                               include_unverified=body.include_unverified, since_ms=since_ms,
+                                               until_ms=until_ms)
 
         async with trio.open_nursery() as nursery:  # Styx in parallel, bounded by its deadline
             nursery.start_soon(recall_locally)
-            if state.styx_queried():
+            # Styx's answers carry no event time: a time-bounded search asks this golem only.
+            if state.styx_queried() and since_ms is None and until_ms is None:
                 nursery.start_soon(styx_fan_in, remote, body.query, body.top_k)
         doc: dict[str, Any] = {"query": body.query, "results": [
             {"score": round(h.score, 6), "via": h.via, "release": h.release, "unverified": h.release == "unverified",
@@ -246,9 +253,11 @@ def create_app(state: DaemonState) -> FastAPI:
 
     @app.post("/v1/digest", response_model=DigestOut, responses=errors(503))
     async def digest(body: DigestIn) -> dict[str, Any]:
+        since_ms, until_ms = body.bounds_ms()
         return await state.digest(body.query, budget_tokens=body.budget_tokens, k=body.k, fmt=body.format,
                                   include_sensitive=body.include_sensitive,
-                                  pad=None if body.pad is None else body.pad.as_tuple())
+                                  pad=None if body.pad is None else body.pad.as_tuple(), since_ms=since_ms,
+                                  until_ms=until_ms)
 
     @app.post("/v1/feedback", response_model=FeedbackOut, responses=errors(404, 503))
     async def feedback(body: FeedbackIn) -> dict[str, Any]:
@@ -256,12 +265,14 @@ def create_app(state: DaemonState) -> FastAPI:
 
     @app.post("/v1/episodes", status_code=201, response_model=EpisodeOut, responses=errors())
     async def add_episode(body: EpisodeIn) -> dict[str, Any]:
-        episode = Episode(summary=body.summary, observed_ms=state.now_ms(), block_number=body.block_number,
+        observed = event_ms(body.occurred_at)
+        episode = Episode(summary=body.summary, observed_ms=state.now_ms() if observed is None else observed,
+                          block_number=body.block_number,
                           category=body.category, protocol=body.protocol, payload_json=json.dumps(body.payload),
                           curiosity=body.curiosity, importance=body.importance, quality_verified=body.verified,
                           pad=None if body.pad is None else body.pad.pad())
-        await state.append_episode(episode)
-        return {"id": episode.id, "episode": episode.to_json()}
+        stored = await state.append_episode(episode)
+        return {"id": stored.id, "episode": stored.to_json()}
 
     @app.get("/v1/peers", response_model=PeersOut, responses=errors())
     async def peers() -> dict[str, Any]:

@@ -19,7 +19,8 @@ from daemon.errors import StoreError
 
 from .records import Entry
 
-__all__ = ["ENTRY_COLUMNS", "ENTRY_COLUMN_NAMES", "RANK_COLUMNS", "RANK_COLUMN_COUNT", "RankFields", "entry_from_row", "rank_fields"]
+__all__ = ["ENTRY_COLUMNS", "ENTRY_COLUMN_NAMES", "RANK_COLUMNS", "RANK_COLUMN_COUNT", "RankFields", "entry_from_row",
+           "rank_fields"]
 
 # Every column an `Entry` is built from, by name (`entry_from_row` reads a sqlite3.Row).
 ENTRY_COLUMN_NAMES = (

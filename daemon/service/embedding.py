@@ -27,7 +27,7 @@ import trio
 
 from daemon.config import Config
 from daemon.embedding.catalogue import MINILM
-from daemon.embedding.embedder import Embedder, EmbeddingInfo, expected_info, get_embedder
+from daemon.embedding.embedder import EPISODE_MODEL, Embedder, EmbeddingInfo, expected_info, get_embedder
 from daemon.grimoire.retrieval import Retriever
 from daemon.grimoire.vectors import missing_vectors, write_vectors
 from daemon.service.background import BackgroundThread
@@ -81,6 +81,13 @@ class Embedding:
     async def model(self) -> Embedder:
         """The embedder, loaded (~1 s of CPU, once) on a worker thread if it is not yet."""
         return await trio.to_thread.run_sync(lambda: self.retriever.embedder)
+
+    async def episode_vectors(self, texts: list[str]) -> NDArray[np.float32]:
+        """`texts` in the episodes' space (`EPISODE_MODEL`, MiniLM: their LanceDB column is 384-d,
+        whatever space the entries use), on a worker thread; raises `ModelIntegrityError` if the
+        model cannot load. The process-wide embedder is shared with recall when that is MiniLM too."""
+        model_dir = self.model_dir
+        return await trio.to_thread.run_sync(lambda: get_embedder(model_dir, EPISODE_MODEL).embed(texts))
 
     def close(self) -> None:
         """Stop the background embedder thread (at shutdown); a batch running finishes on its own."""

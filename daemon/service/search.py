@@ -23,6 +23,8 @@ from crypto import Membership
 from daemon.config import Config
 from daemon.errors import UsageError
 from daemon.grimoire.digest import build_digest, digest_query
+from daemon.grimoire.episode_recall import EpisodeHit, EpisodeQuery, recall_episodes
+from daemon.grimoire.episodes import EpisodeLog
 from daemon.grimoire.retrieval import (
     Hit,
     Keywords,
@@ -57,8 +59,9 @@ class Search:
 
     def __init__(self, access: StoreAccess, embedding: Embedding, styx: StyxLink, *,
                  membership: Callable[[], Membership | None], config: Callable[[], Config],
-                 now_ms: Callable[[], int]) -> None:
+                 now_ms: Callable[[], int], episodes: Callable[[], EpisodeLog] | None = None) -> None:
         self.access = access
+        self.open_episodes = episodes  # this golem's episode log (soma), for episode search
         self.embedding = embedding
         self.styx = styx
         self.membership = membership  # read once and kept (Peering.membership): never a file read per digest
@@ -88,20 +91,25 @@ class Search:
 
     async def recall(self, text: str, *, k: int, kinds: tuple[Kind, ...] = (),
                      min_importance: float | None = None, pad: tuple[float, float, float] | None = None,
-                     include_unverified: bool = False) -> list[Hit]:
+                     include_unverified: bool = False, since_ms: int | None = None,
+                     until_ms: int | None = None) -> list[Hit]:
         """The `k` best live entries for `text` (meaning and keywords fused); `UsageError` if empty.
-        Quarantined entries (daemon/grimoire/trust.py) only with `include_unverified`."""
+        Quarantined entries (daemon/grimoire/trust.py) only with `include_unverified`; `since_ms` /
+        `until_ms` bound each entry's time (event time, else written time)."""
         query = RecallQuery(text=text, k=k, kinds=kinds, min_importance=min_importance, pad=pad,
-                            include_unverified=include_unverified)
+                            include_unverified=include_unverified, since_ms=since_ms, until_ms=until_ms)
         got = await self._prepared(query)
         retriever = self.embedding.retriever
         return await self.access.on_reader(lambda r: retriever.recall(
             query, embed_limit=0, query_vector=got.vector, nearest=got.nearest, keyword=got.keyword, store=r))
 
     async def digest(self, text: str, *, budget_tokens: int, k: int, fmt: str,
-                     include_sensitive: bool, pad: tuple[float, float, float] | None = None) -> dict[str, Any]:
+                     include_sensitive: bool, pad: tuple[float, float, float] | None = None,
+                     since_ms: int | None = None, until_ms: int | None = None) -> dict[str, Any]:
         """The digest; with Styx on, its answer (asked in parallel, within the deadline) fills
-        at most `[styx.injection] max_tokens` after the local entries."""
+        at most `[styx.injection] max_tokens` after the local entries. `since_ms` / `until_ms`
+        bound the entries' time (event time, else written time) and the episodes' observed time;
+        with them, Styx is not asked (its answers carry no time to bound)."""
         membership = self.membership()
         namespace = membership.clade_name if membership is not None else "local"
         remote: dict[str, Any] = {}
@@ -109,12 +117,20 @@ class Search:
         async def ask() -> None:
             remote["results"], remote["error"] = await self.styx.ask(text, k=k)
 
-        async with trio.open_nursery() as group:
-            if self.styx.queried():
-                group.start_soon(ask)
-            got = await self._prepared(digest_query(text, k=k, include_sensitive=include_sensitive, pad=pad))
         config = self.config()
         pins = config.digest
+        episodic: list[EpisodeHit] = []
+
+        async def find_episodes() -> None:
+            episodic.extend(await self.episodes(text, EpisodeQuery(k=pins.episode_k, pad=pad, since_ms=since_ms,
+                                                                   until_ms=until_ms)))
+
+        async with trio.open_nursery() as group:
+            if self.styx.queried() and since_ms is None and until_ms is None:
+                group.start_soon(ask)
+            if pins.episode_tokens > 0 and self.open_episodes is not None:
+                group.start_soon(find_episodes)
+            got = await self._prepared(digest_query(text, k=k, include_sensitive=include_sensitive, pad=pad))
         injection = config.styx.injection
         external = for_digest(remote.get("results", []), min_confidence=injection.min_confidence)
         retriever = self.embedding.retriever
@@ -123,10 +139,26 @@ class Search:
             include_sensitive=include_sensitive, namespace=namespace, embed_limit=0, query_vector=got.vector,
             nearest=got.nearest, keyword=got.keyword, pinned_tags=pins.pinned_tags,
             pinned_fact_keys=pins.pinned_fact_keys, external=external, external_tokens=injection.max_tokens,
-            store=r, pad=pad))
+            store=r, pad=pad, since_ms=since_ms, until_ms=until_ms, episodes=episodic,
+            episode_tokens=pins.episode_tokens))
         if remote.get("error"):
             doc["styx_error"] = remote["error"]
         return doc
+
+    async def episodes(self, text: str, query: EpisodeQuery) -> list[EpisodeHit]:
+        """This golem's own episodes most like `text` (episode_recall.py), best first; `UsageError`
+        if `text` is blank. Episodes are soma: this reads the local log only — never a sibling's
+        (they are never replicated) and never Styx."""
+        if not text.strip():
+            raise UsageError("query must not be empty")
+        if self.open_episodes is None:
+            return []
+        opener = self.open_episodes
+        vector = (await self.embedding.episode_vectors([text]))[0]
+        now = self.now_ms()
+        # A LanceDB read: its own snapshot, safe beside the writer; on a reader thread like recall.
+        return await self.access.on_reader(lambda r: recall_episodes(opener(), [float(x) for x in vector], query,
+                                                                     now_ms=now))
 
     async def feedback(self, *, cited: list[str], injected: list[str], response: str | None) -> dict[str, Any]:
         """Citation feedback from the golem's last LLM call. Without citations, `response` (the
