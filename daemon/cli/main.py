@@ -43,6 +43,7 @@ from daemon.datadir import DataDir
 from daemon.embedding.embedder import EPISODE_MODEL, Embedder, ModelIntegrityError, get_embedder
 from daemon.errors import DaemonError, UsageError
 from daemon.grimoire import Episode, wall_clock_ms
+from daemon.grimoire.episode_recall import EpisodeQuery, recall_episodes
 from daemon.grimoire.fields import cli_options
 from daemon.grimoire.vitality import read_vitality
 
@@ -412,8 +413,10 @@ def cmd_episode_add(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
 @renders(render.episodes)
 def cmd_episode_search(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     vector = _episode_embedder(data).embed([args.query])[0]
-    found = data.open_episodes().search([float(x) for x in vector], k=args.k)
-    return {"query": args.query, "episodes": [{"similarity": round(sim, 6), **e.to_json()} for e, sim in found]}
+    found = recall_episodes(data.open_episodes(), [float(x) for x in vector], EpisodeQuery(k=args.k),
+                            now_ms=wall_clock_ms())
+    return {"query": args.query, "episodes": [{"similarity": round(h.similarity, 6), "score": round(h.score, 6),
+                                               **h.episode.to_json()} for h in found]}
 
 
 @renders(render.episodes)

@@ -157,7 +157,7 @@ def parse_event_time(text: str) -> int:
     An offset (`Z`, `+02:00`) is honoured; a time without one is read as UTC, and a date
     alone as its midnight UTC. Raises `ValueError` saying what is wrong: not ISO 8601, not a
     calendar date, or before 1970 / after 9999."""
-    if not isinstance(text, str) or not _EVENT_TIME.match(text):
+    if not isinstance(text, str) or not _EVENT_TIME.fullmatch(text):
         raise ValueError(f"must be an ISO 8601 date or date-time such as 2026-05-08 or 2026-05-08T14:30:00Z, "
                          f"got {text!r}")
     try:
