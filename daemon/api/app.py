@@ -369,11 +369,11 @@ def create_app(state: DaemonState) -> FastAPI:
         return StreamingResponse(stream(), media_type="text/event-stream")
 
     api_knowledge.register(app, state)  # outcomes on entries, vitality (before the agent tools that call them)
+    api_episodes.register(app, state)  # episodes: search, verify (before the agent tools: episode_search calls it)
     api_agent.register(app, state)  # agent memory: tools, working memory, flush, lessons
     api_operator.register(app, state)  # the operator's view: knowledge stats, backups
     api_trust.register(app, state)  # siblings' trust: GET /v1/trust, distrust / trust a peer
     api_death.register(app, state)  # a death the clade hears
-    api_episodes.register(app, state)  # episodes: verify (what consolidation replays)
     api_metrics.register(app, state)  # GET /metrics for Prometheus
     return app
 

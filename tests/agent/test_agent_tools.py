@@ -19,7 +19,7 @@ from daemon.contract.requests import DigestIn, MemoryIn, SearchIn
 from daemon.datadir import DataDir
 from daemon.testing.process import DaemonProc
 
-TOOL_NAMES = {"memory_save", "memory_recall", "memory_search", "memory_outcome"}
+TOOL_NAMES = {"memory_save", "memory_recall", "memory_search", "memory_outcome", "episode_search"}
 # Keep the adapter alive: the SDK's content blocks are iterables, which pydantic validates
 # lazily, while iterating, through the adapter's validator.
 RESULT = TypeAdapter(ToolResultBlockParam)

@@ -94,7 +94,7 @@ def test_the_digest_episodic_section_keeps_within_its_share(tmp_path: Path, mode
         on = digest("xml", 200)
         root = ET.fromstring(str(on["document"]))
         shown = [m for m in root if m.tag == "episode"]
-        assert [m.tag for m in root][0] == "memory" and shown  # entries first, then the episodic section
+        assert root[0].tag == "memory" and shown  # entries first, then the episodic section
         assert [m.attrib["id"] for m in shown] == on["episodes"] == [h.episode.id for h in hits][:len(shown)]
         assert sum(len(ET.tostring(m, encoding="unicode")) for m in shown) <= 200 * 4 < len(hits) * 80
         day = {h.episode.id: datetime.fromtimestamp(h.episode.observed_ms / 1000, UTC).strftime("%Y-%m-%d")
