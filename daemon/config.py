@@ -433,6 +433,8 @@ DEFAULT_CONFIG_TOML = """\
 [digest]
 # pinned_tags = []         # e.g. ["risk-limits"]: tagged entries always enter the digest first
 # pinned_fact_keys = []    # e.g. ["max_position_usd"]: facts written "max_position_usd: 50000"
+# episode_tokens = 0       # the episodic section's share of the budget (e.g. 800); 0: off
+# episode_k = 3            # at most this many of this golem's own episodes in it
 
 [trust]
 # enabled = true

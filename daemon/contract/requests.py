@@ -92,19 +92,14 @@ class PadIn(_Strict):
 
 class _TimeBounds(_Strict):
     """`since` / `until` (inclusive) on each entry's time: its event time (`occurred_at`) where
-    one is given, else when it was written. ISO 8601; no offset means UTC."""
+    one is given, else when it was written. ISO 8601; no offset means UTC. `since` after `until`
+    is an empty window: nothing matches (a JSON schema cannot compare two fields, so it is not
+    refused: what the schema admits, the route accepts)."""
 
     since: EventTime | None = Field(None, description="only entries whose time (event time, else written time) "
                                                       "is at or after this (ISO 8601; no offset means UTC)")
     until: EventTime | None = Field(None, description="only entries whose time (event time, else written time) "
                                                       "is at or before this (ISO 8601; no offset means UTC)")
-
-    @model_validator(mode="after")
-    def _ordered(self) -> _TimeBounds:
-        since, until = self.bounds_ms()
-        if since is not None and until is not None and since > until:
-            raise ValueError(f"since ({self.since}) is after until ({self.until})")
-        return self
 
     def bounds_ms(self) -> tuple[int | None, int | None]:
         """(since, until) as Unix ms (None: unbounded)."""

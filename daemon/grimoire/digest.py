@@ -17,9 +17,12 @@ unverified warnings of an author in good standing, which are marked (`verified="
 `"unverified": true`, an `[unverified]` title); and one sibling holds at most
 `max(1, ⌊0.3·k⌋)` of the ranked hits and one unverified entry (`diverse_hits`).
 
-The document lists pinned entries first, then the rest in rank order, then the external
-results (Styx's answer, `ExternalItem`), which take at most their own share of the budget
-(`[styx.injection] max_tokens`) and never crowd the local entries out of `k`. The same store
+The document lists pinned entries first, then the rest in rank order, then the episodic
+section (this golem's own episodes, `EpisodeHit`, ranked by episode_recall.py; config
+`digest.episode_tokens`, off by default), then the external results (Styx's answer,
+`ExternalItem`); the episodes and the external results each take at most their own share of
+the budget and never crowd the local entries out of `k`. Each entry shows its date (its event
+time's UTC day, else its written day) in XML and JSON. The same store
 and query give the same bytes. Sibling text is data, never instructions: every character that
 could close a tag or open markup is escaped, and control characters are replaced.
 """

@@ -143,23 +143,33 @@ StrategyId = Annotated[str, Field(max_length=MAX_STRATEGY_ID_CHARS, strict=True,
                                   json_schema_extra={"minLength": 1, "pattern": LABEL_PATTERN}),
                        BeforeValidator(_utf8), AfterValidator(_label)]
 # ISO 8601 as `datetime.fromisoformat` reads it: a date, or a date and time (seconds and a
-# fraction optional) with an optional offset (Z or ±HH:MM). The pattern is the shape; the
-# validator checks the calendar (a 31st of February matches the pattern, and is refused).
-EVENT_TIME_PATTERN = (r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
+# fraction optional) with an optional offset (Z or ±HH:MM). The pattern is the whole rule, so
+# the OpenAPI schema admits exactly what the validator accepts: years 1971..9998 (any offset
+# then stays inside the body's 1970..9999 range), each month's days, 29 February only in leap
+# years (divisible by 4, centuries by 400).
+_YEAR = r"(197[1-9]|19[89][0-9]|[2-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])"
+_LEAP_YEAR = r"(19(7[26]|8[048]|9[26])|[2-9][0-9](0[48]|[2468][048]|[13579][26])|([2468][048]|[3579][26])00)"
+_MONTH_DAY = r"((0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])|(0[13-9]|1[0-2])-(29|30)|(0[13578]|1[02])-31)"
+EVENT_TIME_PATTERN = (rf"^({_YEAR}-{_MONTH_DAY}|{_LEAP_YEAR}-02-29)"
                       r"([T ]([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,6})?)?"
                       r"(Z|[+-]([01][0-9]|2[0-3]):?[0-5][0-9])?)?$")
 _EVENT_TIME = re.compile(EVENT_TIME_PATTERN)
+# The shape alone (any digits), to say "not ISO 8601" apart from "not a date of the calendar".
+_SHAPE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?"
+                    r"(Z|[+-][0-9]{2}:?[0-9]{2})?)?$")
 
 
 def parse_event_time(text: str) -> int:
     """An ISO 8601 date or date-time as Unix milliseconds (UTC).
 
     An offset (`Z`, `+02:00`) is honoured; a time without one is read as UTC, and a date
-    alone as its midnight UTC. Raises `ValueError` saying what is wrong: not ISO 8601, not a
-    calendar date, or before 1970 / after 9999."""
-    if not isinstance(text, str) or not _EVENT_TIME.fullmatch(text):
+    alone as its midnight UTC. Raises `ValueError` saying what is wrong: not ISO 8601 (in
+    years 1971..9998), or not a date of the calendar (a 30 February)."""
+    if not isinstance(text, str) or not _SHAPE.fullmatch(text):
         raise ValueError(f"must be an ISO 8601 date or date-time such as 2026-05-08 or 2026-05-08T14:30:00Z, "
                          f"got {text!r}")
+    if not _EVENT_TIME.fullmatch(text):
+        raise ValueError(f"{text!r} is not a calendar date in years 1971..9998")
     try:
         when = datetime.fromisoformat(text)
     except ValueError as exc:
@@ -183,7 +193,7 @@ def _event_time(value: str) -> str:
 EventTime = Annotated[str, Field(strict=True, json_schema_extra={"pattern": EVENT_TIME_PATTERN},
                                  description="ISO 8601 date or date-time (e.g. 2026-05-08T14:30:00Z); an offset "
                                              "is honoured, none means UTC, a date alone its midnight UTC; "
-                                             "1970..9999"),
+                                             "years 1971..9998"),
                       AfterValidator(_event_time)]
 
 

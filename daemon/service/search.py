@@ -11,6 +11,8 @@ on, a digest also asks Styx in parallel, within the deadline.
 
 from __future__ import annotations
 
+import logging
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -21,7 +23,8 @@ import trio
 from crdt import Kind
 from crypto import Membership
 from daemon.config import Config
-from daemon.errors import UsageError
+from daemon.embedding.embedder import ModelIntegrityError
+from daemon.errors import StoreError, UsageError
 from daemon.grimoire.digest import build_digest, digest_query
 from daemon.grimoire.episode_recall import EpisodeHit, EpisodeQuery, recall_episodes
 from daemon.grimoire.episodes import EpisodeLog
@@ -44,6 +47,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Search"]
 
+log = logging.getLogger("clade.search")
+
 
 @dataclass(frozen=True, slots=True)
 class _Evidence:
@@ -59,8 +64,10 @@ class Search:
 
     def __init__(self, access: StoreAccess, embedding: Embedding, styx: StyxLink, *,
                  membership: Callable[[], Membership | None], config: Callable[[], Config],
-                 now_ms: Callable[[], int], episodes: Callable[[], EpisodeLog] | None = None) -> None:
+                 now_ms: Callable[[], int], episodes: Callable[[], EpisodeLog] | None = None,
+                 counters: Counter[str] | None = None) -> None:
         self.access = access
+        self.counters: Counter[str] = Counter() if counters is None else counters
         self.open_episodes = episodes  # this golem's episode log (soma), for episode search
         self.embedding = embedding
         self.styx = styx
@@ -122,8 +129,12 @@ class Search:
         episodic: list[EpisodeHit] = []
 
         async def find_episodes() -> None:
-            episodic.extend(await self.episodes(text, EpisodeQuery(k=pins.episode_k, pad=pad, since_ms=since_ms,
-                                                                   until_ms=until_ms)))
+            try:
+                episodic.extend(await self.episodes(text, EpisodeQuery(k=pins.episode_k, pad=pad, since_ms=since_ms,
+                                                                       until_ms=until_ms)))
+            except (ModelIntegrityError, StoreError) as exc:  # the section is extra: the entries still answer
+                self.counters["digest_episodes_failed"] += 1
+                log.warning("digest without its episodic section: %s", exc)
 
         async with trio.open_nursery() as group:
             if self.styx.queried() and since_ms is None and until_ms is None:

@@ -84,7 +84,8 @@ class DaemonState:
         self.writes = Writes(self.access, self.embedding, self.hub, self.peering, self.styx_link,
                              identity=identity, data=data, counters=counters, now_ms=now_ms)
         self.search = Search(self.access, self.embedding, self.styx_link, membership=self.peering.membership,
-                             config=settings, now_ms=now_ms, episodes=data.open_episodes)
+                             config=settings, now_ms=now_ms, episodes=data.open_episodes,
+                             counters=counters)
         self.upkeep = Upkeep(self.access, self.embedding, self.styx_link, data=data, identity=identity,
                              config=settings, counters=counters, publish=self.hub.publish,
                              local_write=self.writes.local_write, now_ms=now_ms)

@@ -6,6 +6,7 @@ episodes staying soma (an append changes no replicated state)."""
 from __future__ import annotations
 
 import json
+import signal
 from typing import Any
 
 from daemon.testing.process import DaemonProc
@@ -47,6 +48,8 @@ def test_occurred_at_is_stored_shown_and_bounds_search_and_digest(shared: Daemon
                         "Aave v3 WETH borrow rate spiked to 12% in the May liquidations"}, contents
     before = post(shared, "/v1/memory/search", {"query": query, "until": "2023-05-08T13:56:00Z"})
     assert ids(before) == [made["id"]]  # inclusive
+    assert post(shared, "/v1/memory/search", {"query": query, "since": "2024-02-01", "until": "2024-01-01"})[
+        "results"] == []  # since after until: an empty window
     recent = post(shared, "/v1/memory/search", {"query": query, "since": "2024-01-01"})
     assert now["id"] in ids(recent) and made["id"] not in ids(recent)  # no event time: its written time
 
@@ -61,10 +64,9 @@ def test_occurred_at_is_stored_shown_and_bounds_search_and_digest(shared: Daemon
 def test_bad_times_are_refused_saying_what_is_wrong_and_nothing_is_written(shared: DaemonProc) -> None:
     cases = [("/v1/memory", {"content": "garbage time one", "occurred_at": "last tuesday"}, "ISO 8601"),
              ("/v1/memory", {"content": "garbage time two", "occurred_at": "2023-02-30"}, "calendar"),
-             ("/v1/episodes", {"summary": "garbage time three", "occurred_at": "1969-07-20"}, "1970"),
+             ("/v1/episodes", {"summary": "garbage time three", "occurred_at": "1969-07-20"}, "1971"),
              ("/v1/memory/flush", {"session": "bad", "facts": [{"content": "garbage time four",
                                                                 "occurred_at": "soon"}]}, "ISO 8601"),
-             ("/v1/memory/search", {"query": "x", "since": "2024-02-01", "until": "2024-01-01"}, "after until"),
              ("/v1/episodes/search", {"query": "x", "since": "yesterday"}, "ISO 8601")]
     for path, body, says in cases:
         res = shared.request("POST", path, json=body)
@@ -107,3 +109,18 @@ def test_episode_search_is_local_ranked_and_time_bounded(shared: DaemonProc) -> 
     tool = shared.request("POST", "/v1/tools/episode_search", json={"input": {**query, "until": "2023-05-31"}})
     assert tool.status_code == 200, tool.text
     assert [r["id"] for r in json.loads(tool.json()["content"][0]["text"])["results"]] == [old["id"]]
+
+
+def test_the_digest_episodic_section_is_off_by_default_and_on_after_a_reload(shared: DaemonProc) -> None:
+    """Last in the module: it changes the shared daemon's config."""
+    post(shared, "/v1/episodes", {"summary": "Bridged 5,000 USDC to Base through Across in 40 seconds"}, 201)
+    query = {"query": "how long does bridging USDC to Base take", "format": "xml"}
+    off = post(shared, "/v1/digest", query)
+    assert off["episodes"] == [] and "<episode" not in off["document"]
+    config = shared.data.config_path
+    config.write_text(config.read_text().replace("[digest]\n", "[digest]\nepisode_tokens = 300\nepisode_k = 2\n", 1))
+    shared.proc.send_signal(signal.SIGHUP)
+    assert "digest.episode_tokens" in shared.wait_for("config reloaded")
+    on = post(shared, "/v1/digest", query)
+    assert 1 <= len(on["episodes"]) <= 2 and "Bridged 5,000 USDC to Base" in on["document"]
+    assert on["tokens"] <= on["budget_tokens"]

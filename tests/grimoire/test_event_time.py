@@ -10,6 +10,8 @@ from pathlib import Path
 
 import msgpack
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from crdt import EntryBody, InvalidValue, Kind, Timestamp, decode_delta, encode_delta
@@ -17,7 +19,7 @@ from crdt.body import MAX_OCCURRED_MS
 from crypto import Identity, signature_ok
 from daemon.embedding.embedder import get_embedder
 from daemon.grimoire import Grimoire, NewEntry
-from daemon.grimoire.fields import EntryFields, parse_event_time
+from daemon.grimoire.fields import EVENT_TIME_PATTERN, EntryFields, parse_event_time
 from daemon.grimoire.retrieval import RecallQuery, Retriever
 from daemon.grimoire.schema import SCHEMA_VERSION, migrate
 from daemon.grimoire.scoring import temporal
@@ -82,14 +84,28 @@ def test_iso_8601_offsets_are_honoured_and_none_means_utc() -> None:
 
 
 @pytest.mark.parametrize(("bad", "says"), [
-    ("last tuesday", "ISO 8601"), ("2023-02-31", "calendar"), ("1969-12-31", "1970"), ("2023-05-08T25:00", "ISO 8601"),
-    ("", "ISO 8601"), ("2023-05-08T10:00:00Z\n", "ISO 8601"),
+    ("last tuesday", "ISO 8601"), ("2023-02-31", "calendar"), ("2023-02-29", "calendar"), ("1969-12-31", "1971"),
+    ("1970-06-01", "1971"), ("2023-05-08T25:00", "calendar"), ("", "ISO 8601"), ("2023-05-08T10:00:00Z\n", "ISO 8601"),
 ])
 def test_garbage_is_refused_saying_what_is_wrong(bad: str, says: str) -> None:
     with pytest.raises(ValidationError, match=says):
         EntryFields.model_validate({"content": "x", "occurred_at": bad})
     with pytest.raises(ValidationError):
         EntryFields.model_validate({"content": "x", "occurred_at": 1_683_504_000_000})  # a string, not a number
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.from_regex(EVENT_TIME_PATTERN, fullmatch=True))
+def test_what_the_schema_admits_the_validator_accepts(text: str) -> None:
+    """The OpenAPI pattern is the whole rule (schemathesis sends what it admits and expects a 2xx)."""
+    assert 0 <= parse_event_time(text) <= MAX_OCCURRED_MS
+
+
+def test_leap_days_and_month_lengths_are_the_calendars() -> None:
+    assert parse_event_time("2024-02-29") and parse_event_time("2000-02-29") and parse_event_time("2023-04-30")
+    for bad in ("2100-02-29", "2023-04-31", "2023-06-31"):
+        with pytest.raises(ValueError, match="calendar"):
+            parse_event_time(bad)
 
 
 # -- the store: stored, replicated, migrated --------------------------------------------------
