@@ -14,8 +14,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from crdt import EntryBody, InvalidValue, Kind, Timestamp, decode_delta, encode_delta
+from crdt import (
+    EntryBody,
+    InvalidValue,
+    Kind,
+    RemoteProtocolError,
+    SlotKind,
+    Timestamp,
+    decode_delta,
+    encode_delta,
+    open_op,
+)
 from crdt.body import MAX_OCCURRED_MS
+from crdt.ops import OP_VERSION
 from crypto import Identity, signature_ok
 from daemon.embedding.embedder import get_embedder
 from daemon.grimoire import Grimoire, NewEntry
@@ -69,6 +80,25 @@ def test_an_explicit_null_event_time_is_refused_one_body_one_encoding() -> None:
         EntryBody.from_wire([*body().to_wire(), None])
     with pytest.raises(InvalidValue, match="19 fields"):
         EntryBody.from_wire([*body().to_wire(), 1, 2])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.none(), st.booleans(), st.integers(-(2**63), 2**64 - 1), st.floats(), st.text(max_size=30),
+                 st.binary(max_size=20), st.lists(st.integers(-(2**63), 2**63), max_size=3)))
+def test_a_peers_20th_field_is_decoded_or_refused_as_invalid(value: object) -> None:
+    """A peer's body op with any 20th field: only `RemoteProtocolError` escapes; a valid event
+    time comes through exactly."""
+    wire = [*body().to_wire(), value]
+    dated = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_OCCURRED_MS
+    entry_id = body(occurred_ms=value).id if dated else body().id
+    signed = msgpack.packb([OP_VERSION, 1, Timestamp(NOW, 0).pack(), bytes.fromhex(entry_id), int(SlotKind.BODY),
+                            wire], use_bin_type=True, use_single_float=False)
+    try:
+        op = open_op(AUTHOR, signed, b"\0" * 64, lambda w, m, s: True)
+    except RemoteProtocolError as exc:
+        assert not dated and exc.reason in {"invalid", "malformed"}
+        return
+    assert dated and isinstance(op.value, EntryBody) and op.value.occurred_ms == value
 
 
 # -- ISO 8601 at the edge -----------------------------------------------------------------------
