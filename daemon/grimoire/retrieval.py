@@ -260,11 +260,8 @@ def _factors(c: RankFields, semantic: float, pad: tuple[float, float, float] | N
         semantic=semantic,
         # Recency from the entry's time: its event time where one is given (an import of last
         # week's trades is a week old), else when it was written; a later use or validation renews it.
-        # (The author's own write anchors the forgetting curve at creation: that is the write, not
-        # a later sign of life, so only an anchor after it renews an event-dated entry.)
-        temporal=scoring.temporal(scoring.age_days(scoring.last_touched(
-            c.event_ms, c.last_used_ms,
-            c.validated_ms if c.validated_ms is not None and c.validated_ms > c.created_ms else None), now)),
+        temporal=scoring.temporal(scoring.age_days(scoring.entry_last_touched(
+            event_ms=c.event_ms, created_ms=c.created_ms, used_ms=c.last_used_ms, validated_ms=c.validated_ms), now)),
         importance=composite_importance(c, now),
         pad=scoring.pad_similarity(pad, c.pad),
         source=scoring.source_factor(provenance=c.provenance, origin=c.origin, generation=c.generation,

@@ -223,3 +223,17 @@ def test_recency_ranks_by_event_time(store: Grimoire, model_dir: Path) -> None:
     # Both were written at NOW; the imported one happened two weeks ago, and is that old.
     assert temporal_of[fresh] == 1.0 and temporal_of[old_news] == pytest.approx(temporal(14))
     assert [h.entry.id for h in hits] == [fresh, old_news]
+
+
+def test_a_bulk_import_of_dated_entries_is_uniformly_old(tmp_path: Path, model_dir: Path) -> None:
+    """The author's confidence op comes a tick after the body and anchors the forgetting curve:
+    that anchor is the write, not a sign of life, so it must not make some imported entries
+    recent and leave others old (a clock that moves 1 ms a read makes the tick certain)."""
+    clock = iter(range(NOW, NOW + 10_000_000))
+    with Grimoire.open(tmp_path / "bulk.db", create=True, wall_ms=lambda: next(clock)) as store:
+        store.remember_many([NewEntry(kind=Kind.INSIGHT, content=f"Uniswap v3 pool {i} fees rose in the May sell-off",
+                                      occurred_ms=NOW - 30 * DAY) for i in range(20)], identity=ME)
+        hits = Retriever(store, lambda: get_embedder(model_dir)).recall(
+            RecallQuery(text="Uniswap fees in May", k=20), now_ms=NOW + 60_000)
+        assert len(hits) == 20
+        assert {round(h.factors.temporal, 9) for h in hits} == {round(temporal(30 + 60_000 / DAY), 9)}
