@@ -5,7 +5,8 @@
 
 LoCoMo (Maharana et al., ACL 2024; CC BY-NC 4.0; read from `--path`, never copied here):
 each conversation is one golem's Grimoire, each turn an entry "Speaker: text" (plus
-" [image: caption]" when the turn shared one); its questions of categories 1-4 are the
+" [image: caption]" when the turn shared one) whose event time (`occurred_at`) is its session's
+date; its questions of categories 1-4 are the
 queries, their evidence turns the answers (category 5 has none). The default path holds
 conversations 1-5 (the development half). The keyword-disjoint corpora are
 tests/helpers/semantic_corpus.py and tests/helpers/semantic_corpus_heldout.py: questions share no word stem
@@ -41,6 +42,7 @@ import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +52,7 @@ from bench.common import emit, machine_info, out, progress, summary, workdir
 from bench.common.daemon import CLADE, Daemon
 from crypto.identity import Identity
 from daemon.embedding.embedder import DEFAULT_MODEL, get_embedder
+from daemon.grimoire.fields import event_ms
 from daemon.grimoire.lexical import STOPWORDS
 from daemon.grimoire.records import NewEntry
 from daemon.grimoire.retrieval import RecallQuery, Retriever
@@ -94,17 +97,29 @@ def locomo(path: Path, limit: int | None) -> list[Corpus]:
         docs: list[Doc] = []
         n = 1
         while f"session_{n}" in c:
+            when = session_time(c.get(f"session_{n}_date_time"))
             for t in c[f"session_{n}"]:
                 text = f"{t['speaker']}: {t['text']}"
                 if t.get("blip_caption"):
                     text += f" [image: {t['blip_caption']}]"
-                docs.append(Doc(t["dia_id"], text, {}))
+                docs.append(Doc(t["dia_id"], text, {} if when is None else {"occurred_at": when}))
             n += 1
         keys = {d.key for d in docs}
         qs = [Question(str(q["question"]), frozenset(q["evidence"]) & keys, int(q["category"]))
               for q in conv["qa"] if q.get("category") in (1, 2, 3, 4) and set(q.get("evidence", ())) & keys]
         out_.append(Corpus(str(conv["sample_id"]), "locomo", docs, qs))
     return out_
+
+
+def session_time(text: object) -> str | None:
+    """A LoCoMo session's date ("1:56 pm on 8 May, 2023") as ISO 8601 (no offset: UTC, as the
+    data gives none), the turns' event time (`occurred_at`); None when absent or unreadable."""
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").isoformat()
+    except ValueError:
+        return None
 
 
 def disjoint() -> list[Corpus]:
@@ -205,7 +220,8 @@ def build_store(corpus: Corpus, db: Path, model_dir: Path, model: str, vectors: 
                             confidence=d.fields.get("confidence", 0.7),
                             protocols=tuple(d.fields.get("metadata", {}).get("protocols", ())),
                             tags=tuple(d.fields.get("metadata", {}).get("tags", ())),
-                            chains=tuple(d.fields.get("metadata", {}).get("chains", ())))
+                            chains=tuple(d.fields.get("metadata", {}).get("chains", ())),
+                            occurred_ms=event_ms(d.fields.get("occurred_at")))
                    for d in corpus.docs]
         written = store.remember_many(entries, identity=IDENTITY)
         write_vectors(store, get_embedder(model_dir, model).info, [w.id for w in written], vectors)

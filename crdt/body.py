@@ -24,6 +24,7 @@ __all__ = [
     "MAX_CONTENT_BYTES",
     "MAX_LABELS",
     "MAX_LABEL_CHARS",
+    "MAX_OCCURRED_MS",
     "Category",
     "EntryBody",
     "Kind",
@@ -31,6 +32,7 @@ __all__ = [
     "Pad",
     "Sensitivity",
     "check_content",
+    "check_occurred_ms",
     "check_peer_id",
     "check_text_size",
     "check_unit",
@@ -45,6 +47,10 @@ MAX_PEER_ID_CHARS = 128
 _ID_PERSON = b"clade.entry.v1"
 _BODY_TAG = "clade.entry"
 BODY_VERSION = 1
+# Event time (`occurred_ms`): Unix milliseconds, 1970-01-01 up to the end of year 9999 (what
+# ISO 8601 without an expanded year can write). Absent (None): unknown.
+MAX_OCCURRED_MS = 253_402_300_799_999
+_BODY_FIELDS = 19  # a body without event time: the format every clade reads
 
 
 E = TypeVar("E", bound=StrEnum)
@@ -240,6 +246,7 @@ class EntryBody:
     origin: Origin = Origin.SELF
     generation: int = 0
     bloodstain: bool = False
+    occurred_ms: int | None = None  # when what it says happened (event time); None: unknown
     _id: str = field(init=False, repr=False, compare=False, default="")
 
     def __post_init__(self) -> None:
@@ -267,6 +274,8 @@ class EntryBody:
             raise InvalidValue("generation", f"must be an int in 0..1000000, got {self.generation!r}")
         if type(self.bloodstain) is not bool:
             raise InvalidValue("bloodstain", f"must be a bool, got {self.bloodstain!r}")
+        if self.occurred_ms is not None:
+            s(self, "occurred_ms", check_occurred_ms(self.occurred_ms))
         s(self, "_id", hashlib.blake2b(self.canonical(), digest_size=16, person=_ID_PERSON).hexdigest())
 
     @property
@@ -275,8 +284,13 @@ class EntryBody:
         return self._id
 
     def to_wire(self) -> list[object]:
-        """The body as a msgpack-ready list; field order is part of the format."""
-        return [
+        """The body as a msgpack-ready list; field order is part of the format.
+
+        Event time is an optional 20th field: a body without one is the 19 fields every clade
+        reads (its bytes and id unchanged since before event time existed); one with it
+        appends `occurred_ms`, which a daemon from before event time refuses as an invalid op
+        (counted, the rest of the batch kept)."""
+        wire: list[object] = [
             _BODY_TAG,
             BODY_VERSION,
             self.author,
@@ -297,6 +311,9 @@ class EntryBody:
             self.generation,
             self.bloodstain,
         ]
+        if self.occurred_ms is not None:
+            wire.append(self.occurred_ms)
+        return wire
 
     def canonical(self) -> bytes:
         """Deterministic bytes of the body (msgpack, float64, fixed field order)."""
@@ -308,7 +325,8 @@ class EntryBody:
         sent on): no validation and no re-hash — `entry_id` is the id it was stored under.
         Never use it on bytes from a peer: that is `from_wire`."""
         (_, _, author, kind, content, created, category, tokens, chains, protocols, tags,
-         strategy_id, importance, quality, sensitivity, pad, origin, generation, bloodstain) = wire
+         strategy_id, importance, quality, sensitivity, pad, origin, generation, bloodstain) = wire[:_BODY_FIELDS]
+        occurred_ms = wire[_BODY_FIELDS] if len(wire) > _BODY_FIELDS else None
         body = object.__new__(cls)
         s = object.__setattr__
         if pad is not None:
@@ -325,19 +343,25 @@ class EntryBody:
                 ("strategy_id", strategy_id), ("importance", importance), ("quality", quality),
                 ("sensitivity", _SENSITIVITIES[sensitivity]), ("pad", pad),
                 ("origin", _ORIGINS[origin]), ("generation", generation), ("bloodstain", bloodstain),
-                ("_id", entry_id)):
+                ("occurred_ms", occurred_ms), ("_id", entry_id)):
             s(body, name, value)
         return body
 
     @classmethod
     def from_wire(cls, wire: object) -> EntryBody:
         """Rebuild a body from `to_wire` output; raises `InvalidValue` on any mismatch."""
-        if not isinstance(wire, list | tuple) or len(wire) != 19:
-            raise InvalidValue("body", "must be a list of 19 fields")
+        if not isinstance(wire, list | tuple) or len(wire) not in (_BODY_FIELDS, _BODY_FIELDS + 1):
+            raise InvalidValue("body", "must be a list of 19 fields (20 with event time)")
         if wire[0] != _BODY_TAG or wire[1] != BODY_VERSION:
             raise InvalidValue("body", f"unknown body format {wire[0]!r} version {wire[1]!r}")
         (_, _, author, kind, content, created, category, tokens, chains, protocols, tags,
-         strategy_id, importance, quality, sensitivity, pad, origin, generation, bloodstain) = wire
+         strategy_id, importance, quality, sensitivity, pad, origin, generation, bloodstain) = wire[:_BODY_FIELDS]
+        occurred_ms = None
+        if len(wire) > _BODY_FIELDS:
+            # Present means known: an absent event time is 19 fields, so one body has one encoding.
+            occurred_ms = wire[_BODY_FIELDS]
+            if occurred_ms is None:
+                raise InvalidValue("occurred_ms", "must be an integer when present (absent: leave the field out)")
         for name, seq in (("tokens", tokens), ("chains", chains), ("protocols", protocols), ("tags", tags)):
             if not isinstance(seq, list | tuple):
                 raise InvalidValue(name, "must be a list")
@@ -352,8 +376,16 @@ class EntryBody:
             category=category, tokens=tuple(tokens), chains=tuple(chains),
             protocols=tuple(protocols), tags=tuple(tags), strategy_id=strategy_id,
             importance=importance, quality=quality, sensitivity=sensitivity, pad=pad,
-            origin=origin, generation=generation, bloodstain=bloodstain,
+            origin=origin, generation=generation, bloodstain=bloodstain, occurred_ms=occurred_ms,
         )
+
+
+def check_occurred_ms(value: object) -> int:
+    """Event time: Unix milliseconds in 0..`MAX_OCCURRED_MS` (1970 to the end of 9999), else raise."""
+    if type(value) is not int or not 0 <= value <= MAX_OCCURRED_MS:
+        raise InvalidValue("occurred_ms", f"must be Unix milliseconds in 0..{MAX_OCCURRED_MS} "
+                                          f"(1970-01-01 to 9999-12-31), got {value!r}")
+    return value
 
 
 # Enum members by wire value, for `EntryBody.from_trusted_wire` (a dict lookup, not Enum.__call__).

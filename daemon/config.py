@@ -263,6 +263,13 @@ class DigestConfig(_Section):
                                    description="entries with one of these tags always enter the digest first")
     pinned_fact_keys: list[str] = Field(default_factory=list, max_length=64,
                                         description="facts whose content starts with `KEY:` or `KEY =` enter first")
+    episode_tokens: int = Field(0, ge=0, le=20_000,
+                                description="the digest's episodic section: at most this many tokens of this golem's "
+                                            "own episodes most like the query, after the entries (0: off; the "
+                                            "architecture's episodic block is ~800). Off by default: episodes are "
+                                            "raw, unconsolidated observations, and the section costs an episode "
+                                            "search per digest")
+    episode_k: int = Field(3, ge=1, le=50, description="at most this many episodes in that section")
 
     kind_caps: dict[str, int] = Field(
         default_factory=dict,
@@ -468,6 +475,8 @@ DEFAULT_CONFIG_TOML = """\
 [digest]
 # pinned_tags = []         # e.g. ["risk-limits"]: tagged entries always enter the digest first
 # pinned_fact_keys = []    # e.g. ["max_position_usd"]: facts written "max_position_usd: 50000"
+# episode_tokens = 0       # the episodic section's share of the budget (e.g. 800); 0: off
+# episode_k = 3            # at most this many of this golem's own episodes in it
 
 [trust]
 # enabled = true

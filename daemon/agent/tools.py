@@ -1,5 +1,5 @@
 """Agent memory tools in Anthropic tool-use format: `memory_save`, `memory_recall`, `memory_search`,
-`memory_outcome`.
+`memory_outcome`, `episode_search`.
 
 `definitions()` is the `tools=` list for `anthropic.Anthropic().messages.create`: each tool's
 `input_schema` is the JSON Schema of the pydantic model the control API validates that input
@@ -8,8 +8,9 @@ model sees and the validation it meets cannot drift apart.
 
 `ToolRunner` executes a call by validating the input with that model and handing it to the
 very route function that serves the matching endpoint (POST /v1/memory, POST /v1/digest with
-`format: xml`, POST /v1/memory/search, POST /v1/entries/{id}/outcome): same checks, same
-errors, same events.
+`format: xml`, POST /v1/memory/search, POST /v1/entries/{id}/outcome, POST /v1/episodes/search):
+same checks, same errors, same events. `episode_search` reads this golem's own episodes only
+(soma: never a sibling's, never Styx).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from daemon.contract.requests import ENTRY_ID_PATTERN, DigestIn, MemoryIn, OutcomeIn, SearchIn
+from daemon.contract.requests import ENTRY_ID_PATTERN, DigestIn, EpisodeSearchIn, MemoryIn, OutcomeIn, SearchIn
 from daemon.errors import NotFound
 
 __all__ = ["TOOLS", "ToolRunner", "ToolSpec", "UnknownTool", "definitions", "input_schema", "tool_result"]
@@ -43,7 +44,13 @@ def _subset(model: type[BaseModel], name: str, keep: tuple[str, ...]) -> type[Ba
 
 # memory_recall always renders XML and never includes sensitive entries: those two DigestIn
 # fields are not the model's to choose.
-RecallInput = _subset(DigestIn, "memory_recall", ("query", "budget_tokens", "k", "pad"))
+RecallInput = _subset(DigestIn, "memory_recall", ("query", "budget_tokens", "k", "pad", "since", "until"))
+_SINCE = ("Optional: only memories from this time on (ISO 8601, e.g. 2026-05-04 or 2026-05-04T09:00:00Z; no "
+          "offset means UTC). A memory's time is when what it says happened, if that was given, else when it "
+          "was saved.")
+_UNTIL = "Optional: only memories up to this time (ISO 8601; no offset means UTC)."
+_OCCURRED = ("Optional: when what it says happened (ISO 8601, e.g. 2026-05-04T14:30:00Z; no offset means UTC), if "
+             "not now — e.g. a trade from last week. Searches bounded by since/until and recency use it.")
 
 
 class OutcomeInput(OutcomeIn):
@@ -97,6 +104,7 @@ TOOLS: tuple[ToolSpec, ...] = (
             "category": "Optional knowledge category.",
             "quality": "Quality of the evidence, 0..1 (default 0.5).",
             "pad": "Optional affect at write time: [pleasure, arousal, dominance], each -1..1.",
+            "occurred_at": _OCCURRED,
         },
     ),
     ToolSpec(
@@ -137,6 +145,8 @@ TOOLS: tuple[ToolSpec, ...] = (
             "k": "At most this many entries (default 10).",
             "pad": "Optional: your current affect, {\"pleasure\": p, \"arousal\": a, \"dominance\": d}, each -1..1; "
                    "memories written in a similar mood rank higher.",
+            "since": _SINCE,
+            "until": _UNTIL,
         },
     ),
     ToolSpec(
@@ -156,6 +166,28 @@ TOOLS: tuple[ToolSpec, ...] = (
             "min_importance": "Only entries at least this important (0..1).",
             "pad": "Optional: your current affect, {\"pleasure\": p, \"arousal\": a, \"dominance\": d}, each -1..1; "
                    "memories written in a similar mood rank higher.",
+            "since": _SINCE,
+            "until": _UNTIL,
+        },
+    ),
+    ToolSpec(
+        name="episode_search",
+        description=(
+            "Search your own episodes — the raw observations you recorded (a swap and what it cost, a "
+            "pool's state at a block), not the distilled knowledge memory_search finds — and get the "
+            "closest ones as JSON: id, summary, when observed, protocol, payload, similarity and score. "
+            "Use it to recall what actually happened (\"what did the last ETH swaps on Uniswap cost?\"). "
+            "Episodes are yours alone: they never reach your siblings."
+        ),
+        model=EpisodeSearchIn,
+        properties={
+            "query": "What happened, in plain words (matched by meaning).",
+            "top_k": "How many episodes (1..100, default 10).",
+            "min_importance": "Only episodes at least this important (0..1).",
+            "pad": "Optional: your current affect, {\"pleasure\": p, \"arousal\": a, \"dominance\": d}, each -1..1; "
+                   "episodes observed in a similar mood rank higher.",
+            "since": "Optional: only episodes observed from this time on (ISO 8601; no offset means UTC).",
+            "until": "Optional: only episodes observed up to this time (ISO 8601; no offset means UTC).",
         },
     ),
 )
@@ -227,6 +259,7 @@ class ToolRunner:
         self._save = _endpoint(app, "POST", "/v1/memory")
         self._digest = _endpoint(app, "POST", "/v1/digest")
         self._search = _endpoint(app, "POST", "/v1/memory/search")
+        self._episodes = _endpoint(app, "POST", "/v1/episodes/search")
         self._outcome: Callable[[str, OutcomeIn], Awaitable[dict[str, Any]]] = _endpoint(  # type: ignore[assignment]
             app, "POST", "/v1/entries/{entry_id}/outcome")
 
@@ -253,5 +286,5 @@ class ToolRunner:
         if spec.name == "memory_recall":
             body = DigestIn(**checked.model_dump(), format="xml", include_sensitive=False)
             return str((await self._digest(body))["document"])
-        found = await self._search(checked)
+        found = await (self._episodes if spec.name == "episode_search" else self._search)(checked)
         return json.dumps(found, ensure_ascii=False, separators=(",", ":"))

@@ -78,6 +78,7 @@ from daemon.contract.responses import (
 from daemon.embedding.embedder import ModelIntegrityError
 from daemon.errors import Conflict, NotFound, UsageError
 from daemon.grimoire import Episode
+from daemon.grimoire.fields import event_ms
 from daemon.grimoire.storage_faults import storage_refusal
 from daemon.service.state import DaemonState
 from daemon.styx.boot import BootError
@@ -178,8 +179,10 @@ def create_app(state: DaemonState) -> FastAPI:
         if body.memory_type == "episode":
             meta = body.metadata
             pad = None if body.pad is None else Pad(pleasure=body.pad[0], arousal=body.pad[1], dominance=body.pad[2])
-            episode = Episode(summary=body.content, observed_ms=state.now_ms(), importance=body.importance,
-                              protocol=meta.protocols[0] if meta.protocols else None, pad=pad)
+            observed = event_ms(body.occurred_at)
+            episode = Episode(summary=body.content, observed_ms=state.now_ms() if observed is None else observed,
+                              importance=body.importance, protocol=meta.protocols[0] if meta.protocols else None,
+                              pad=pad)
             await state.append_episode(episode)
             return {"id": episode.id, "memory_type": "episode", "entry": None}
         entry = await state.remember(body.entry_fields().new_entry())
@@ -194,15 +197,19 @@ def create_app(state: DaemonState) -> FastAPI:
         local: dict[str, Any] = {}
         remote: dict[str, Any] = {}
 
+        since_ms, until_ms = body.bounds_ms()
+
         async def recall_locally() -> None:
             local["hits"], local["degraded"] = await state.recall(
                 body.query, k=body.top_k, kinds=tuple(Kind(k) for k in kinds),
                 categories=tuple(Category(c) for c in categories), min_importance=body.min_importance,
-                pad=None if body.pad is None else body.pad.as_tuple(), include_unverified=body.include_unverified)
+                pad=None if body.pad is None else body.pad.as_tuple(), include_unverified=body.include_unverified,
+                since_ms=since_ms, until_ms=until_ms)
 
         async with trio.open_nursery() as nursery:  # Styx in parallel, bounded by its deadline
             nursery.start_soon(recall_locally)
-            if state.styx_queried():
+            # Styx's answers carry no event time: a time-bounded search asks this golem only.
+            if state.styx_queried() and since_ms is None and until_ms is None:
                 nursery.start_soon(styx_fan_in, remote, body.query, body.top_k)
         doc: dict[str, Any] = {"query": body.query, "results": [
             {"score": round(h.score, 6), "via": h.via, "release": h.release, "unverified": h.release == "unverified",
@@ -279,9 +286,11 @@ def create_app(state: DaemonState) -> FastAPI:
 
     @app.post("/v1/digest", response_model=DigestOut, responses=errors())
     async def digest(body: DigestIn) -> dict[str, Any]:
+        since_ms, until_ms = body.bounds_ms()
         return await state.digest(body.query, budget_tokens=body.budget_tokens, k=body.k, fmt=body.format,
                                   include_sensitive=body.include_sensitive,
-                                  pad=None if body.pad is None else body.pad.as_tuple())
+                                  pad=None if body.pad is None else body.pad.as_tuple(), since_ms=since_ms,
+                                  until_ms=until_ms)
 
     @app.post("/v1/feedback", response_model=FeedbackOut, responses=errors(404, 503))
     async def feedback(body: FeedbackIn) -> dict[str, Any]:
@@ -289,12 +298,14 @@ def create_app(state: DaemonState) -> FastAPI:
 
     @app.post("/v1/episodes", status_code=201, response_model=EpisodeOut, responses=errors())
     async def add_episode(body: EpisodeIn) -> dict[str, Any]:
-        episode = Episode(summary=body.summary, observed_ms=state.now_ms(), block_number=body.block_number,
+        observed = event_ms(body.occurred_at)
+        episode = Episode(summary=body.summary, observed_ms=state.now_ms() if observed is None else observed,
+                          block_number=body.block_number,
                           category=body.category, protocol=body.protocol, payload_json=json.dumps(body.payload),
                           curiosity=body.curiosity, importance=body.importance, quality_verified=body.verified,
                           pad=None if body.pad is None else body.pad.pad())
-        await state.append_episode(episode)
-        return {"id": episode.id, "episode": episode.to_json()}
+        stored = await state.append_episode(episode)
+        return {"id": stored.id, "episode": stored.to_json()}
 
     @app.get("/v1/peers", response_model=PeersOut, responses=errors())
     async def peers() -> dict[str, Any]:
@@ -418,11 +429,11 @@ def create_app(state: DaemonState) -> FastAPI:
         return StreamingResponse(stream(), media_type="text/event-stream")
 
     api_knowledge.register(app, state)  # outcomes on entries, vitality (before the agent tools that call them)
+    api_episodes.register(app, state)  # episodes: search, verify (before the agent tools: episode_search calls it)
     api_agent.register(app, state)  # agent memory: tools, working memory, flush, lessons
     api_operator.register(app, state)  # the operator's view: knowledge stats, backups
     api_trust.register(app, state)  # siblings' trust: GET /v1/trust, distrust / trust a peer
     api_death.register(app, state)  # a death the clade hears
-    api_episodes.register(app, state)  # episodes: verify (what consolidation replays)
     api_metrics.register(app, state)  # GET /metrics for Prometheus
     return app
 

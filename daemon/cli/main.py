@@ -44,7 +44,8 @@ from daemon.datadir import DataDir
 from daemon.embedding.embedder import EPISODE_MODEL, Embedder, ModelIntegrityError, get_embedder
 from daemon.errors import DaemonError, UsageError
 from daemon.grimoire import Episode, wall_clock_ms
-from daemon.grimoire.fields import cli_options
+from daemon.grimoire.episode_recall import EpisodeQuery, recall_episodes
+from daemon.grimoire.fields import cli_options, parse_event_time
 
 __all__ = ["build_parser", "main"]
 
@@ -240,6 +241,8 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--verified", action="store_true", help="quality-verified: consolidation replays only those")
     add.add_argument("--pad", type=_pad, default=None, metavar="P,A,D",
                      help="PAD when observed, each -1..1 (write --pad=-0.2,0.5,0 when it starts with a minus)")
+    add.add_argument("--occurred-at", type=_event_time, default=None, metavar="WHEN",
+                     help="when it was observed (ISO 8601; no offset means UTC); default now")
     found = ep_sub.add_parser("search", parents=[common], help="find episodes by meaning")
     found.set_defaults(handler=cmd_episode_search)
     found.add_argument("query", metavar="QUERY")
@@ -392,6 +395,14 @@ def cmd_forget(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     return backend.forget(full_id(backend, args.id))
 
 
+def _event_time(text: str) -> int:
+    """`--occurred-at`: ISO 8601 (fields.parse_event_time) as Unix ms; argparse names a bad one."""
+    try:
+        return parse_event_time(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _episode_embedder(data: DataDir) -> Embedder:
     """Episodes (up to millions of raw observations, 384-d LanceDB column with an ANN index)
     use MiniLM alone, whatever vector space the knowledge entries use: cheap to append."""
@@ -402,7 +413,7 @@ def _episode_embedder(data: DataDir) -> Embedder:
 def cmd_episode_add(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     draft = Episode(
         summary=args.summary,
-        observed_ms=wall_clock_ms(),
+        observed_ms=wall_clock_ms() if args.occurred_at is None else args.occurred_at,
         block_number=args.block,
         category=None if args.category is None else Category(args.category),
         protocol=args.protocol,
@@ -426,8 +437,10 @@ def cmd_episode_add(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
 @renders(render.episodes)
 def cmd_episode_search(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     vector = _episode_embedder(data).embed([args.query])[0]
-    found = data.open_episodes().search([float(x) for x in vector], k=args.k)
-    return {"query": args.query, "episodes": [{"similarity": round(sim, 6), **e.to_json()} for e, sim in found]}
+    found = recall_episodes(data.open_episodes(), [float(x) for x in vector], EpisodeQuery(k=args.k),
+                            now_ms=wall_clock_ms())
+    return {"query": args.query, "episodes": [{"similarity": round(h.similarity, 6), "score": round(h.score, 6),
+                                               **h.episode.to_json()} for h in found]}
 
 
 @renders(render.episodes)

@@ -25,20 +25,23 @@ from daemon.grimoire.fields import (
     Content,
     Count,
     EntryFields,
+    EventTime,
     Int,
     KindField,
     Label,
     MetadataFields,
     Signed,
     Unit,
+    event_ms,
 )
 from daemon.grimoire.posterior import MAX_METRIC_CHARS, MAX_NOTE_BYTES
 from daemon.grimoire.promotion import PHASES
 
 __all__ = [
     "MAX_FLUSH_ITEMS", "MAX_LESSONS", "MAX_WORKING_MEMORY_BYTES", "SESSION_PATTERN", "BackupIn", "ConnectIn",
-    "DigestIn", "DisconnectIn", "DistrustIn", "EndorseIn", "EpisodeIn", "FeedbackIn", "FlushFact", "FlushIn",
-    "FlushMetadata", "InheritIn", "LessonsIn", "MemoryIn", "MetadataIn", "OutcomeIn", "PadIn", "Phase", "ProbeIn",
+    "DigestIn", "DisconnectIn", "DistrustIn", "EndorseIn", "EpisodeIn", "EpisodeSearchIn", "FeedbackIn", "FlushFact",
+    "FlushIn", "FlushMetadata", "InheritIn", "LessonsIn", "MemoryIn", "MetadataIn", "OutcomeIn", "PadIn", "Phase",
+    "ProbeIn",
     "RetractIn", "SearchIn", "StyxRetryIn", "SyncIn", "VitalityIn", "WorkingMemoryIn",
 ]
 
@@ -89,7 +92,23 @@ class PadIn(_Strict):
         return Pad(pleasure=self.pleasure, arousal=self.arousal, dominance=self.dominance)
 
 
-class SearchIn(_Strict):
+class _TimeBounds(_Strict):
+    """`since` / `until` (inclusive) on each entry's time: its event time (`occurred_at`) where
+    one is given, else when it was written. ISO 8601; no offset means UTC. `since` after `until`
+    is an empty window: nothing matches (a JSON schema cannot compare two fields, so it is not
+    refused: what the schema admits, the route accepts)."""
+
+    since: EventTime | None = Field(None, description="only entries whose time (event time, else written time) "
+                                                      "is at or after this (ISO 8601; no offset means UTC)")
+    until: EventTime | None = Field(None, description="only entries whose time (event time, else written time) "
+                                                      "is at or before this (ISO 8601; no offset means UTC)")
+
+    def bounds_ms(self) -> tuple[int | None, int | None]:
+        """(since, until) as Unix ms (None: unbounded)."""
+        return event_ms(self.since), event_ms(self.until)
+
+
+class SearchIn(_TimeBounds):
     query: str = Field(min_length=1, max_length=4096, pattern=NON_BLANK,
                        description="non-blank; a query without letters or digits is matched by meaning alone")
     top_k: Int = Field(10, ge=1, le=100)
@@ -103,7 +122,17 @@ class SearchIn(_Strict):
                                                         "(quarantined: readable, marked unverified)")
 
 
-class DigestIn(_Strict):
+class EpisodeSearchIn(_TimeBounds):
+    """POST /v1/episodes/search: memory search's query shape for this golem's own episodes
+    (soma: never a sibling's, never Styx). `since`/`until` bound when each was observed."""
+
+    query: str = Field(min_length=1, max_length=4096, pattern=NON_BLANK, description="non-blank; matched by meaning")
+    top_k: Int = Field(10, ge=1, le=100)
+    min_importance: Unit | None = None
+    pad: PadIn | None = None
+
+
+class DigestIn(_TimeBounds):
     query: str = Field(min_length=1, max_length=4096, pattern=NON_BLANK)
     budget_tokens: Int = Field(3000, ge=1, le=200_000)
     k: Int = Field(10, ge=1, le=100)
@@ -141,6 +170,8 @@ class EpisodeIn(_Strict):
     importance: Unit = 0.5
     verified: bool = Field(False, description="quality-verified: consolidation replays verified episodes only")
     pad: PadIn | None = None
+    occurred_at: EventTime | None = Field(None, description="when it was observed (ISO 8601; no offset means UTC); "
+                                                            "default: now")
 
 
 class BackupIn(_Strict):

@@ -322,6 +322,8 @@ class DigestOut(_Out):
     entries: list[str]
     pinned: list[str]
     external: list[str] = Field(default_factory=list, description="ids of Styx results in the document")
+    episodes: list[str] = Field(default_factory=list, description="ids of this golem's episodes in the document (its "
+                                                                  "episodic section: config digest.episode_tokens)")
     styx_error: str | None = Field(None, description="why Styx added nothing this time")
     degraded: Literal["keyword_only"] | None = Field(
         None, description="keyword_only: the embedding model is still loading or cannot load, so the entries are "
@@ -338,6 +340,7 @@ class FeedbackOut(_Out):
 class EpisodeDoc(_Out):
     id: str
     observed_ms: int
+    observed_at: str | None = Field(None, description="observed_ms as ISO 8601 UTC (its occurred_at when given)")
     block_number: int | None
     category: str | None
     protocol: str | None
@@ -353,6 +356,17 @@ class EpisodeDoc(_Out):
 class EpisodeOut(_Out):
     id: str
     episode: EpisodeDoc
+
+
+class EpisodeHitDoc(EpisodeDoc):
+    similarity: float = Field(description="cosine of the query and the summary (the episodes' model, MiniLM)")
+    score: float = Field(description="the four-factor rank: similarity, recency of the observation, importance, PAD")
+
+
+class EpisodeSearchOut(_Out):
+    query: str
+    results: list[EpisodeHitDoc] = Field(description="this golem's own episodes, best first (episodes are soma: "
+                                                     "never a sibling's, never Styx)")
 
 
 class PeersOut(_Out):

@@ -152,7 +152,8 @@ def release_inherited(store: Grimoire, identity: LocalIdentity, *, now_ms: int) 
                 kind=b.kind, content=b.content, confidence=float(local_confidence), importance=b.importance,
                 quality=b.quality, category=b.category, tokens=b.tokens, chains=b.chains, protocols=b.protocols,
                 tags=b.tags, strategy_id=b.strategy_id, sensitivity=b.sensitivity, pad=b.pad,
-                bloodstain=b.bloodstain, origin=Origin.INHERITED, generation=max(1, int(generation))))
+                bloodstain=b.bloodstain, origin=Origin.INHERITED, generation=max(1, int(generation)),
+                occurred_ms=b.occurred_ms))
             conn.execute(
                 "UPDATE entries SET promoted_ms = ?, promoted_reason = 'inherited', inherited_generation = ?, "
                 "outcomes_positive = ?, outcomes_negative = ?, outcomes_neutral = ?, access_count = ?, "

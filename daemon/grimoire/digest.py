@@ -18,10 +18,14 @@ unverified warnings of an author in good standing, which are marked (`verified="
 `"unverified": true`, an `[unverified]` title); and one sibling holds at most
 `max(1, ⌊0.3·k⌋)` of the ranked hits and one unverified entry (`diverse_hits`).
 
-The document lists pinned entries first, then the rest in rank order, the external results
-(Styx's answer, `ExternalItem`, at their own four-factor rank: scoring.external_rank) placed
-among them by rank, a tie to the local entry; they take at most their own share of the budget
-(`[styx.injection] max_tokens`) and never crowd the local entries out of `k`. The same store
+The document lists pinned entries first, then the rest in rank order with the external
+results (Styx's answer, `ExternalItem`, at their own four-factor rank: scoring.external_rank)
+placed among them by rank, a tie to the local entry; then the episodic section (this golem's own
+episodes, `EpisodeHit`, ranked by episode_recall.py; config `digest.episode_tokens`, off by
+default). The external results and the episodes each take at most their own share of the budget
+(`[styx.injection] max_tokens`, `digest.episode_tokens`) and never crowd the local entries out
+of `k`. Each entry shows its date (its event time's UTC day, else its written day) in XML and
+JSON. The same store
 and query give the same bytes. Sibling text is data, never instructions: every character that
 could close a tag or open markup is escaped, and control characters are replaced.
 """
@@ -33,13 +37,15 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from crdt import Kind
 
+from .episode_recall import EpisodeHit
 from .records import Entry
 from .retrieval import Hit, Keywords, RecallQuery, Retriever
 from .scoring import age_days
@@ -110,6 +116,17 @@ def _age(days: float) -> str:
     return f"{int(days)}d"
 
 
+def _date(ms: int) -> str:
+    """A day in UTC (YYYY-MM-DD): what the digest shows of an entry's or an episode's time."""
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d")
+
+
+def entry_time_ms(e: Entry) -> int:
+    """An entry's time as the digest shows it: its event time where one is given, else when written."""
+    b = e.body
+    return b.created.ms if b.occurred_ms is None else b.occurred_ms
+
+
 def _select(items: Sequence[DigestItem], *, k: int, per_kind: Mapping[Kind, int],
             include_sensitive: bool) -> list[tuple[int, DigestItem]]:
     """(position in `items`, item) in priority order: pinned, ranked within the kind caps, the rest."""
@@ -141,31 +158,43 @@ def _compose(items: Sequence[DigestItem], render: Callable[[DigestItem], str], *
              include_sensitive: bool) -> tuple[str, list[str]]:
     """The document and the ids in it: pieces taken in priority order while the whole stays within
     the budget (one that does not fit is skipped), laid out pinned first, then in rank order."""
-    document, ids, _ = _compose_with(items, render, head=head, sep=sep, tail=tail, budget_tokens=budget_tokens, k=k,
+    document, ids, _, _ = _compose_with(items, render, head=head, sep=sep, tail=tail, budget_tokens=budget_tokens, k=k,
                                      per_kind=per_kind, include_sensitive=include_sensitive)
     return document, ids
 
 
+def _share(pieces: Sequence[tuple[str, str]], *, tokens_share: int, room: int, sep: str) -> list[tuple[str, str]]:
+    """The (id, piece) pairs taken in order within `tokens_share` tokens and `room` characters."""
+    share = min(tokens_share * 4, room)
+    taken: list[tuple[str, str]] = []
+    spent = 0
+    for piece_id, piece in pieces:
+        cost = len(piece) + len(sep)  # a separator, at most, joins it to the rest
+        if spent + cost <= share:
+            taken.append((piece_id, piece))
+            spent += cost
+    return taken
+
+
 def _compose_with(items: Sequence[DigestItem], render: Callable[[DigestItem], str], *, head: str, sep: str,
                   tail: str, budget_tokens: int, k: int, per_kind: Mapping[Kind, int], include_sensitive: bool,
-                  external: Sequence[tuple[str, str, float]] = (), external_tokens: int = 0
-                  ) -> tuple[str, list[str], list[str]]:
-    """`_compose`, plus external (id, piece, rank) triples in their order, within `external_tokens`
-    and the budget, each laid out before the first unpinned local entry it outranks (a tie: after
-    it); returns the document, the local ids, the external ids."""
+                  external: Sequence[tuple[str, str, float]] = (), external_tokens: int = 0,
+                  episodes: Sequence[tuple[str, str]] = (), episode_tokens: int = 0,
+                  ) -> tuple[str, list[str], list[str], list[str]]:
+    """`_compose`, plus external (id, piece, rank) triples in their order within `external_tokens`,
+    each laid out before the first unpinned local entry it outranks (a tie: after it), and episode
+    (id, piece) pairs within `episode_tokens`, after the local entries; all within the budget.
+    Returns the document and the local, external and episode ids."""
     limit = budget_tokens * 4  # characters
     if len(head) + len(tail) > limit:
-        return "", [], []
+        return "", [], [], []
     used = len(head) + len(tail)
-    outside: list[tuple[str, str, float]] = []
-    share = min(external_tokens * 4, limit - used)
-    spent = 0
-    for ext_id, piece, rank in external:
-        cost = len(piece) + len(sep)  # a separator, at most, joins it to the local part
-        if spent + cost <= share:
-            outside.append((ext_id, piece, rank))
-            spent += cost
-    used += spent
+    rank_of = {ext_id: rank for ext_id, _, rank in external}
+    outside = [(i, p, rank_of[i]) for i, p in _share([(i, p) for i, p, _ in external],
+                                                      tokens_share=external_tokens, room=limit - used, sep=sep)]
+    used += sum(len(p) + len(sep) for _, p, _ in outside)
+    episodic = _share(episodes, tokens_share=episode_tokens, room=limit - used, sep=sep)
+    used += sum(len(p) + len(sep) for _, p in episodic)
     taken: list[tuple[int, DigestItem, str]] = []
     for position, item in _select(items, k=k, per_kind=per_kind, include_sensitive=include_sensitive):
         if len(taken) >= k:
@@ -182,8 +211,9 @@ def _compose_with(items: Sequence[DigestItem], render: Callable[[DigestItem], st
         while waiting and not item.pinned and waiting[0][2] > item.score:
             pieces.append(waiting.pop(0)[1])
         pieces.append(piece)
-    pieces += [p for _, p, _ in waiting]
-    return head + sep.join(pieces) + tail, [item.entry.id for _, item, _ in taken], [i for i, _, _ in outside]
+    pieces += [p for _, p, _ in waiting] + [p for _, p in episodic]
+    return (head + sep.join(pieces) + tail, [item.entry.id for _, item, _ in taken], [i for i, _, _ in outside],
+            [i for i, _ in episodic])
 
 
 def shown_confidence(e: Entry) -> float:
@@ -197,7 +227,8 @@ def _xml_piece(item: DigestItem, now_ms: int) -> str:
     mark = ' verified="false"' if item.unverified else ""
     return (
         f'<memory type="{b.kind.value}" importance="{b.importance:.2f}" confidence="{shown_confidence(e):.2f}" '
-        f'age="{_age(age_days(b.created.ms, now_ms))}" source="{_escape(e.provenance)}"{mark} id="{b.id}">'
+        f'age="{_age(age_days(b.created.ms, now_ms))}" date="{_date(entry_time_ms(e))}" '
+        f'source="{_escape(e.provenance)}"{mark} id="{b.id}">'
         f"{_escape(b.content)}</memory>\n"
     )
 
@@ -217,6 +248,26 @@ def _block_external(item: ExternalItem) -> str:
     return _dump({"type": "search_result", "source": f"styx://{layer}/{item.kind}/{item.id}",
                   "title": " ".join(item.content.split())[:80], "content": [{"type": "text", "text": item.content}],
                   "citations": {"enabled": True}})
+
+
+def _xml_episode(hit: EpisodeHit) -> str:
+    ep = hit.episode
+    protocol = "" if ep.protocol is None else f' protocol="{_escape(ep.protocol)}"'
+    return (f'<episode date="{_date(ep.observed_ms)}" importance="{ep.importance:.2f}"{protocol} '
+            f'id="{ep.id}">{_escape(ep.summary)}</episode>\n')
+
+
+def _json_episode(hit: EpisodeHit) -> str:
+    ep = hit.episode
+    return _dump({"id": ep.id, "type": "episode", "date": _date(ep.observed_ms), "importance": round(ep.importance, 3),
+                  "protocol": ep.protocol, "score": round(hit.score, 6), "content": ep.summary})
+
+
+def _block_episode(hit: EpisodeHit) -> str:
+    ep = hit.episode
+    return _dump({"type": "search_result", "source": f"episode://local/{ep.id}",
+                  "title": f"{_date(ep.observed_ms)} " + " ".join(ep.summary.split())[:80],
+                  "content": [{"type": "text", "text": ep.summary}], "citations": {"enabled": True}})
 
 
 def compose_xml(items: Sequence[DigestItem], *, now_ms: int, budget_tokens: int = DEFAULT_BUDGET_TOKENS,
@@ -273,6 +324,7 @@ def _json_piece(item: DigestItem, now_ms: int) -> str:
     return _dump({
         "id": b.id, "type": b.kind.value, "importance": round(b.importance, 3),
         "confidence": round(shown_confidence(e), 3), "age": _age(age_days(b.created.ms, now_ms)),
+        "date": _date(entry_time_ms(e)),
         "source": e.provenance, "score": round(item.score, 6), "pinned": item.pinned, "content": b.content,
         **({"unverified": True} if item.unverified else {}),
     })
@@ -319,12 +371,17 @@ def build_digest(retriever: Retriever, *, text: str, now_ms: int, budget_tokens:
                  keyword: Keywords | None = None, external: Sequence[ExternalItem] = (),
                  external_tokens: int = 0, store: Grimoire | None = None,
                  pad: tuple[float, float, float] | None = None,
-                 kind_caps: Mapping[str, int] | None = None, keyword_only: bool = False) -> dict[str, Any]:
-    """Pinned entries, then ranked hits (wider than k: caps and the budget skip some), then
-    `external` results within `external_tokens`, rendered as `fmt`; returns {format, tokens,
-    budget_tokens, entries, pinned, external, document}. Has no side effect: what the model then
-    cites is reported back through `apply_feedback`."""
-    wide = digest_query(text, k=k, include_sensitive=include_sensitive, pad=pad, keyword_only=keyword_only)
+                 kind_caps: Mapping[str, int] | None = None, keyword_only: bool = False,
+                 since_ms: int | None = None, until_ms: int | None = None, episodes: Sequence[EpisodeHit] = (),
+                 episode_tokens: int = 0) -> dict[str, Any]:
+    """Pinned entries, then ranked hits (wider than k: caps and the budget skip some; within
+    `since_ms`..`until_ms` of their time, event time else written) with `external` results
+    placed among them by rank within `external_tokens`, then `episodes` (this golem's own,
+    ranked: episode_recall.py) within `episode_tokens`, rendered as `fmt`; returns {format,
+    tokens, budget_tokens, entries, pinned, external, episodes, document}. Has no side effect:
+    what the model then cites is reported back through `apply_feedback`."""
+    wide = replace(digest_query(text, k=k, include_sensitive=include_sensitive, pad=pad, keyword_only=keyword_only),
+                   since_ms=since_ms, until_ms=until_ms)
     hits = retriever.recall(wide, now_ms=now_ms, embed_limit=embed_limit, query_vector=query_vector,
                             nearest=nearest, keyword=keyword, store=store)
     pinned = (store or retriever.store).pinned(tags=pinned_tags, fact_keys=pinned_fact_keys) if (
@@ -334,18 +391,24 @@ def build_digest(retriever: Retriever, *, text: str, now_ms: int, budget_tokens:
     local_ids = {item.entry.id for item in items}
     outside = [x for x in external if x.id not in local_ids]  # our own entry, back from Styx: once is enough
     render_local: Callable[[DigestItem], str]
+    render_episode: Callable[[EpisodeHit], str]
     if fmt == "xml":
         render_local, render_external = (lambda item: _xml_piece(item, now_ms)), _xml_external
+        render_episode = _xml_episode
         head, sep, tail = "<agent_memory>\n", "", "</agent_memory>\n"
     elif fmt == "json":
-        render_local, render_external = (lambda item: _json_piece(item, now_ms)), _json_external
+        render_local, render_external, render_episode = (lambda item: _json_piece(item, now_ms)), _json_external, \
+            _json_episode
         head, sep, tail = "[", ",", "]"
     else:
         render_local, render_external = (lambda item: _dump(_block(item, namespace))), _block_external
+        render_episode = _block_episode
         head, sep, tail = "[", ",", "]"
-    document, chosen, chosen_external = _compose_with(
+    document, chosen, chosen_external, chosen_episodes = _compose_with(
         items, render_local, head=head, sep=sep, tail=tail, budget_tokens=budget_tokens, k=k,
         per_kind=per_kind_caps(kind_caps), include_sensitive=include_sensitive,
-        external=[(x.id, render_external(x), x.score) for x in outside], external_tokens=external_tokens)
+        external=[(x.id, render_external(x), x.score) for x in outside], external_tokens=external_tokens,
+        episodes=[(h.episode.id, render_episode(h)) for h in episodes], episode_tokens=episode_tokens)
     return {"format": fmt, "tokens": tokens(document), "budget_tokens": budget_tokens, "entries": chosen,
-            "pinned": [e.id for e in pinned if e.id in chosen], "external": chosen_external, "document": document}
+            "pinned": [e.id for e in pinned if e.id in chosen], "external": chosen_external,
+            "episodes": chosen_episodes, "document": document}

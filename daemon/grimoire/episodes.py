@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from crdt.body import Category, Pad, check_content, check_unit, parse_enum
 from daemon.errors import NotFound, StoreError, UsageError
 
+from .records import iso_ms
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
@@ -79,6 +81,7 @@ class Episode:
         return {
             "id": self.id,
             "observed_ms": self.observed_ms,
+            "observed_at": iso_ms(self.observed_ms),
             "block_number": self.block_number,
             "category": None if self.category is None else self.category.value,
             "protocol": self.protocol,
@@ -244,12 +247,22 @@ class EpisodeLog:
     def version(self) -> int:
         return int(self._table.version)
 
-    def search(self, vector: Sequence[float], *, k: int = 10) -> list[tuple[Episode, float]]:
-        """Nearest episodes by cosine (ANN once `ensure_index` built one); (episode, similarity)."""
+    def search(self, vector: Sequence[float], *, k: int = 10, since_ms: int | None = None,
+               until_ms: int | None = None, min_importance: float | None = None) -> list[tuple[Episode, float]]:
+        """Nearest episodes by cosine (ANN once `ensure_index` built one); (episode, similarity).
+
+        `since_ms` / `until_ms` (inclusive) bound the observed time and `min_importance` the
+        importance; they filter before the cut (a LanceDB prefilter), so up to `k` matching
+        episodes come back whenever they exist. Ranking them is episode_recall.py's."""
         # No `where embedding IS NOT NULL`: rows without a vector are never returned anyway
         # (bench/bench_recall.py checks it), and the prefilter made ANN search 5x slower.
         builder: Any = self._table.search(list(vector), vector_column_name="embedding")  # a vector query
         query = builder.distance_type("cosine").select([*_SCAN_COLUMNS, "_distance"]).limit(k)
+        bounds = [f"observed_ms >= {int(since_ms)}" if since_ms is not None else "",
+                  f"observed_ms <= {int(until_ms)}" if until_ms is not None else "",
+                  f"importance >= {float(min_importance)!r}" if min_importance is not None else ""]
+        if any(bounds):
+            query = query.where(" AND ".join(b for b in bounds if b), prefilter=True)
         if self.has_vector_index():
             # IVF-PQ distances are approximate: probe more partitions and re-rank exactly.
             query = query.nprobes(ANN_NPROBES).refine_factor(ANN_REFINE)

@@ -19,14 +19,25 @@ with the same message.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from crdt import InvalidValue, Kind
-from crdt.body import MAX_CONTENT_BYTES, MAX_LABEL_CHARS, MAX_LABELS, Category, Pad, Sensitivity, check_content
+from crdt.body import (
+    MAX_CONTENT_BYTES,
+    MAX_LABEL_CHARS,
+    MAX_LABELS,
+    MAX_OCCURRED_MS,
+    Category,
+    Pad,
+    Sensitivity,
+    check_content,
+)
 
 from .records import NewEntry
 
@@ -37,13 +48,16 @@ __all__ = [
     "Content",
     "Count",
     "EntryFields",
+    "EventTime",
     "Int",
     "Label",
     "MetadataFields",
     "Unit",
     "cli_options",
     "error_details",
+    "event_ms",
     "format_errors",
+    "parse_event_time",
 ]
 
 MAX_STRATEGY_ID_CHARS = 128
@@ -128,6 +142,66 @@ Count = Annotated[int, Field(strict=True, ge=0, le=MAX_SAFE_INT), BeforeValidato
 StrategyId = Annotated[str, Field(max_length=MAX_STRATEGY_ID_CHARS, strict=True,
                                   json_schema_extra={"minLength": 1, "pattern": LABEL_PATTERN}),
                        BeforeValidator(_utf8), AfterValidator(_label)]
+# ISO 8601 as `datetime.fromisoformat` reads it: a date, or a date and time (seconds and a
+# fraction optional) with an optional offset (Z or ±HH:MM). The pattern is the whole rule, so
+# the OpenAPI schema admits exactly what the validator accepts: years 1971..9998 (any offset
+# then stays inside the body's 1970..9999 range), each month's days, 29 February only in leap
+# years (divisible by 4, centuries by 400).
+_YEAR = r"(197[1-9]|19[89][0-9]|[2-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])"
+_LEAP_YEAR = r"(19(7[26]|8[048]|9[26])|[2-9][0-9](0[48]|[2468][048]|[13579][26])|([2468][048]|[3579][26])00)"
+_MONTH_DAY = r"((0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])|(0[13-9]|1[0-2])-(29|30)|(0[13578]|1[02])-31)"
+EVENT_TIME_PATTERN = (rf"^({_YEAR}-{_MONTH_DAY}|{_LEAP_YEAR}-02-29)"
+                      r"([T ]([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,6})?)?"
+                      r"(Z|[+-]([01][0-9]|2[0-3]):?[0-5][0-9])?)?$")
+_EVENT_TIME = re.compile(EVENT_TIME_PATTERN)
+# The shape alone (any digits), to say "not ISO 8601" apart from "not a date of the calendar".
+_SHAPE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?"
+                    r"(Z|[+-][0-9]{2}:?[0-9]{2})?)?$")
+
+
+def parse_event_time(text: str) -> int:
+    """An ISO 8601 date or date-time as Unix milliseconds (UTC).
+
+    An offset (`Z`, `+02:00`) is honoured; a time without one is read as UTC, and a date
+    alone as its midnight UTC. Raises `ValueError` saying what is wrong: not ISO 8601 (in
+    years 1971..9998), or not a date of the calendar (a 30 February)."""
+    if not isinstance(text, str) or not _SHAPE.fullmatch(text):
+        raise ValueError(f"must be an ISO 8601 date or date-time such as 2026-05-08 or 2026-05-08T14:30:00Z, "
+                         f"got {text!r}")
+    if not _EVENT_TIME.fullmatch(text):
+        raise ValueError(f"{text!r} is not a calendar date in years 1971..9998")
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise ValueError(f"{text!r} is not a calendar date-time ({exc})") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    ms = (when - _EPOCH) // timedelta(milliseconds=1)
+    if not 0 <= ms <= MAX_OCCURRED_MS:
+        raise ValueError(f"{text!r} is outside 1970-01-01..9999-12-31 (UTC)")
+    return ms
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _event_time(value: str) -> str:
+    parse_event_time(value)
+    return value
+
+
+EventTime = Annotated[str, Field(strict=True, json_schema_extra={"pattern": EVENT_TIME_PATTERN},
+                                 description="ISO 8601 date or date-time (e.g. 2026-05-08T14:30:00Z); an offset "
+                                             "is honoured, none means UTC, a date alone its midnight UTC; "
+                                             "years 1971..9998"),
+                      AfterValidator(_event_time)]
+
+
+def event_ms(text: str | None) -> int | None:
+    """An `EventTime` already validated, as Unix milliseconds (None stays None: unknown)."""
+    return None if text is None else parse_event_time(text)
+
+
 # Enums arrive as their string values (lax for the enum only: the JSON value, never a number).
 KindField = Annotated[Kind, Field(strict=False)]
 CategoryField = Annotated[Category, Field(strict=False)]
@@ -170,6 +244,8 @@ class EntryFields(BaseModel):
                    Field(description="[pleasure, arousal, dominance], each -1..1"),
                    Cli("--pad", "PAD vector, each -1..1 (write --pad=-0.2,0.5,0 when it starts with a minus)",
                        metavar="P,A,D", parse="pad")] = None
+    occurred_at: Annotated[EventTime | None, Cli("--occurred-at", "event time: when what it says happened (ISO 8601; "
+                                                                  "no offset means UTC)", metavar="WHEN")] = None
 
     def entry_fields(self) -> EntryFields:
         """These fields as the one entry model (a subclass such as the API's `MemoryIn` may refuse)."""
@@ -183,7 +259,7 @@ class EntryFields(BaseModel):
             kind=Kind(kind), content=self.content, confidence=self.confidence, importance=self.importance,
             quality=self.quality, category=self.category, tokens=tuple(meta.tokens), chains=tuple(meta.chains),
             protocols=tuple(meta.protocols), tags=(*meta.tags, *extra_tags), strategy_id=meta.strategy_id,
-            sensitivity=self.sensitivity,
+            sensitivity=self.sensitivity, occurred_ms=event_ms(self.occurred_at),
             pad=None if self.pad is None else Pad(pleasure=self.pad[0], arousal=self.pad[1], dominance=self.pad[2]))
 
     @classmethod

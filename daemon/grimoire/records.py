@@ -40,6 +40,7 @@ class NewEntry:
     bloodstain: bool = False  # a death reflection's mark (only `clade testament` writes one)
     origin: Origin = Origin.SELF  # INHERITED when an heir re-authors a validated inherited entry
     generation: int = 0
+    occurred_ms: int | None = None  # event time (Unix ms, UTC); None: unknown
 
     def body(self, author: str, created: Timestamp) -> EntryBody:
         """The immutable body; raises `crdt.InvalidValue` naming the first bad field."""
@@ -62,6 +63,7 @@ class NewEntry:
             origin=self.origin,
             generation=self.generation,
             bloodstain=self.bloodstain,
+            occurred_ms=self.occurred_ms,
         )
 
 
@@ -130,6 +132,8 @@ class EntryDoc(BaseModel):
     bloodstain: bool
     created_hlc: str
     created_at: str
+    occurred_at: str | None = Field(None, description="event time: when what it says happened (ISO 8601 UTC); "
+                                                      "null: unknown (its time is created_at)")
     status: str
     superseded_by: str | None
     provenance: str
@@ -207,6 +211,7 @@ class Entry:
             "bloodstain": b.bloodstain,
             "created_hlc": str(b.created),
             "created_at": iso_ms(b.created.ms),
+            "occurred_at": None if b.occurred_ms is None else iso_ms(b.occurred_ms),
             "status": self.status,
             "superseded_by": self.superseded_by,
             "provenance": self.provenance,

@@ -179,8 +179,9 @@ class SqliteBackend:
         cursor = self._conn.execute(
             "INSERT INTO entries (id, author, kind, category, content, tokens, chains, protocols, tags, "
             "strategy_id, importance, quality, sensitivity, pad_pleasure, pad_arousal, pad_dominance, origin, "
-            "generation, bloodstain, created_hlc, confidence, status, provenance, local_confidence, stored_ms) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 'active', ?, ?, ?) "
+            "generation, bloodstain, created_hlc, confidence, status, provenance, local_confidence, stored_ms, "
+            "occurred_ms) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 'active', ?, ?, ?, ?) "
             "ON CONFLICT (id) DO NOTHING",
             (
                 b.id, b.author, b.kind.value, None if b.category is None else b.category.value, b.content,
@@ -188,6 +189,7 @@ class SqliteBackend:
                 b.strategy_id, b.importance, b.quality, b.sensitivity.value, *pad, b.origin.value,
                 b.generation, int(b.bloodstain), b.created.pack(),
                 "self" if own else "clade", 0.0 if own else CLADE_LOCAL_CONFIDENCE, self._stored_ms,
+                b.occurred_ms,
             ),
         )
         if cursor.rowcount == 1:

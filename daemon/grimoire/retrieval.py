@@ -70,6 +70,10 @@ class RecallQuery:
     keyword_only: bool = False
     include_unverified: bool = False  # also what digests withhold: a sibling's unverified entries (trust.py)
     # and entries the clade's evidence refuted (belief.py)
+    # Time bounds (Unix ms, inclusive) on each entry's time: its event time where one is given,
+    # else when it was written (`RankFields.event_ms`). None: unbounded.
+    since_ms: int | None = None
+    until_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,14 +340,18 @@ def _passes(c: RankFields, q: RecallQuery, now: int) -> bool:
         return False  # faded by decay (curator/decay.py): archived soon unless used; a low base alone never hides
     if q.min_confidence is not None and c.local_confidence < q.min_confidence:
         return False
+    if (q.since_ms is not None and c.event_ms < q.since_ms) or (q.until_ms is not None and c.event_ms > q.until_ms):
+        return False
     return q.min_importance is None or composite_importance(c, now) >= q.min_importance
 
 
 def _factors(c: RankFields, semantic: float, pad: tuple[float, float, float] | None, now: int) -> scoring.Factors:
     return scoring.Factors(
         semantic=semantic,
-        temporal=scoring.temporal(scoring.age_days(
-            scoring.last_touched(c.created_ms, c.last_used_ms, c.validated_ms), now)),
+        # Recency from the entry's time: its event time where one is given (an import of last
+        # week's trades is a week old), else when it was written; a later use or validation renews it.
+        temporal=scoring.temporal(scoring.age_days(scoring.entry_last_touched(
+            event_ms=c.event_ms, created_ms=c.created_ms, used_ms=c.last_used_ms, validated_ms=c.validated_ms), now)),
         importance=composite_importance(c, now),
         pad=scoring.pad_similarity(pad, c.pad),
         source=scoring.source_factor(provenance=c.provenance, origin=c.origin, generation=c.generation,

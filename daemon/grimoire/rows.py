@@ -29,6 +29,7 @@ ENTRY_COLUMN_NAMES = (
     "generation", "bloodstain", "created_hlc", "confidence", "status", "superseded_by", "provenance",
     "local_confidence", "access_count", "last_accessed_ms", "archived", "stored_ms", "confirms", "contradicts",
     "cite_weight", "outcomes_positive", "outcomes_negative", "outcomes_neutral", "promoted_reason", "crossing_hold",
+    "occurred_ms",
 )
 ENTRY_COLUMNS = ", ".join(ENTRY_COLUMN_NAMES)
 
@@ -56,13 +57,19 @@ class RankFields:
     last_used_ms: int | None = None  # the last citation or feedback (NULL: never used)
     validated_ms: int | None = None  # the forgetting curve's anchor, set by evidence (NULL: none since stored)
     category: Category | None = None
+    occurred_ms: int | None = None  # event time (NULL: unknown)
+
+    @property
+    def event_ms(self) -> int:
+        """The entry's time: its event time when one is given, else when it was written."""
+        return self.created_ms if self.occurred_ms is None else self.occurred_ms
 
 
 RANK_COLUMNS = ("id, kind, sensitivity, archived, status, local_confidence, importance, access_count, created_hlc, "
                  "pad_pleasure, pad_arousal, pad_dominance, provenance, origin, generation, bloodstain, "
                  "coalesce(decay_base, local_confidence) AS base_confidence, last_accessed_ms, decay_anchor_ms, "
-                 "category")
-RANK_COLUMN_COUNT = 20
+                 "category, occurred_ms")
+RANK_COLUMN_COUNT = 21  # the columns `rank_fields` reads; a query may select more after them
 # Kind(v) and Sensitivity(v) go through Enum.__call__ (~1 µs each); ranking converts ~130 rows a query.
 _KINDS = {k.value: k for k in Kind}
 _SENSITIVITIES = {s.value: s for s in Sensitivity}
@@ -73,7 +80,7 @@ def rank_fields(row: Sequence[Any]) -> RankFields:
     """A row of `RANK_COLUMNS` (a tuple or a `sqlite3.Row`, read by position) as `RankFields`."""
     (entry_id, kind, sensitivity, archived, status, local_confidence, importance, access_count, created_hlc,
      pp, pa, pd, provenance, origin, generation, bloodstain, base_confidence, last_used_ms,
-     validated_ms, category) = row[:RANK_COLUMN_COUNT]
+     validated_ms, category, occurred_ms) = row[:RANK_COLUMN_COUNT]
     return RankFields(
         id=entry_id, kind=_KINDS[kind] if kind in _KINDS else Kind(kind),
         sensitivity=_SENSITIVITIES[sensitivity] if sensitivity in _SENSITIVITIES else Sensitivity(sensitivity),
@@ -81,7 +88,8 @@ def rank_fields(row: Sequence[Any]) -> RankFields:
         access_count=access_count, created_ms=Timestamp.unpack(created_hlc).ms,
         pad=None if pp is None else (pp, pa, pd), provenance=provenance, origin=origin, generation=generation,
         bloodstain=bool(bloodstain), base_confidence=base_confidence, last_used_ms=last_used_ms,
-        validated_ms=validated_ms, category=None if category is None else _CATEGORIES.get(category))
+        validated_ms=validated_ms, category=None if category is None else _CATEGORIES.get(category),
+        occurred_ms=occurred_ms)
 
 
 def entry_from_row(row: sqlite3.Row) -> Entry:
@@ -97,6 +105,7 @@ def entry_from_row(row: sqlite3.Row) -> Entry:
         sensitivity=Sensitivity(row["sensitivity"]),
         pad=None if pp is None else Pad(pleasure=pp, arousal=row["pad_arousal"], dominance=row["pad_dominance"]),
         origin=Origin(row["origin"]), generation=row["generation"], bloodstain=bool(row["bloodstain"]),
+        occurred_ms=row["occurred_ms"],
     )
     if body.id != row["id"]:
         raise StoreError(f"entry {row['id']}: stored body does not hash to its id (corrupt row)")

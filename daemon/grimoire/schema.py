@@ -344,9 +344,17 @@ BEGIN
 END;
 """
 
+_V17_EVENT_TIME = """
+-- Event time: when what the entry says happened (Unix ms, UTC), from the body (its optional
+-- 20th wire field, so the id covers it); NULL: unknown, the entry's time is its written time
+-- (created_hlc). Search's `since`/`until` and recency read coalesce(occurred_ms, written).
+ALTER TABLE entries ADD COLUMN occurred_ms INTEGER;
+"""
+
 MIGRATIONS: tuple[str, ...] = (_V1_ENTRIES, _V2_FTS, _V3_OPS, _V4_RETRIEVAL, _V5_VECTOR_MODEL, _V6_PROMOTION,
                                _V7_AGENT_MEMORY, _V8_UNEMBEDDED, _V9_CURATOR, _V10_STYX_OUTBOX, _V11_STYX_SPEND,
-                               _V12_INGEST, _V13_OUTCOMES, _V14_TRUST, _V15_EVIDENCE, _V16_LIVE_SEQ)
+                               _V12_INGEST, _V13_OUTCOMES, _V14_TRUST, _V15_EVIDENCE, _V16_LIVE_SEQ,
+                               _V17_EVENT_TIME)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

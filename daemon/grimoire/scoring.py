@@ -48,6 +48,7 @@ __all__ = [
     "SOURCE_DISCOUNT",
     "Factors",
     "cited",
+    "entry_last_touched",
     "external_rank",
     "importance",
     "injected_not_cited",
@@ -72,6 +73,20 @@ UNCITED_STEP = 0.02
 
 def age_days(created_ms: int, now_ms: int) -> float:
     return max(0.0, (now_ms - created_ms) / MS_PER_DAY)
+
+
+# The author's own write anchors the forgetting curve (its confidence op, a tick after the body):
+# an anchor this close to creation is the write itself, not a later sign of life.
+WRITE_ANCHOR_SLACK_MS = 60_000
+
+
+def entry_last_touched(*, event_ms: int, created_ms: int, used_ms: int | None, validated_ms: int | None) -> int:
+    """What recency counts from: the latest of the entry's time (`event_ms`: its event time when
+    one is given, else `created_ms`), its last use and its last validation — an anchor within
+    `WRITE_ANCHOR_SLACK_MS` of creation is the author's own write, so it does not renew an
+    entry dated in the past."""
+    renewed = validated_ms if validated_ms is not None and validated_ms > created_ms + WRITE_ANCHOR_SLACK_MS else None
+    return last_touched(event_ms, used_ms, renewed)
 
 
 def last_touched(created_ms: int, used_ms: int | None, validated_ms: int | None) -> int:

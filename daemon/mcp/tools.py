@@ -7,8 +7,8 @@ refused with the API's own message. Nothing is validated here but what makes the
 a path segment is percent-encoded, and `.`/`..` (which URL normalisation would fold into
 another route) are refused.
 
-    memory_save, memory_recall, memory_search,  POST /v1/tools/{name}   (the agent tools)
-    memory_outcome
+    memory_save, memory_recall, memory_search,  POST /v1/tools/{name}   (the agent tools;
+    memory_outcome, episode_search                episode_search: this golem's own episodes)
     memory_digest                               POST /v1/digest (a format to choose; no sensitive entries)
     working_memory_read / _write / _close       GET / PUT /v1/working-memory/{session}, POST …/close
     memory_flush                                POST /v1/memory/flush
@@ -82,7 +82,7 @@ def _split(args: dict[str, Any], key: str) -> tuple[object, dict[str, Any]]:
 # in memory_recall: that is not the model's to choose) ----------------------------------------
 
 _DIGEST_FIELDS: dict[str, Any] = {n: (f.annotation, f) for n, f in DigestIn.model_fields.items()
-                                  if n in ("query", "budget_tokens", "k", "format")}
+                                  if n in ("query", "budget_tokens", "k", "format", "since", "until")}
 DigestInput = create_model("memory_digest", __config__=ConfigDict(extra="forbid"), **_DIGEST_FIELDS)
 
 
@@ -141,7 +141,9 @@ TOOLS: tuple[McpTool, ...] = (
           DigestInput, {"query": "What you are about to do or want to know, in plain words.",
                         "budget_tokens": "Upper bound on the digest's size in tokens (default 3000).",
                         "k": "At most this many entries (default 10).",
-                        "format": "xml (default), search-results or json."},
+                        "format": "xml (default), search-results or json.",
+                        "since": "Optional: only memories from this time on (ISO 8601; no offset means UTC).",
+                        "until": "Optional: only memories up to this time (ISO 8601; no offset means UTC)."},
           _digest, _digest_document),
     _made("working_memory_read",
           "Read your working memory for a session: a scratch text kept between turns (at most 64 KiB).",

@@ -33,7 +33,14 @@ import trio
 
 from daemon.config import Config
 from daemon.embedding.catalogue import MINILM
-from daemon.embedding.embedder import Embedder, ModelIntegrityError, expected_info, get_embedder, unload
+from daemon.embedding.embedder import (
+    EPISODE_MODEL,
+    Embedder,
+    ModelIntegrityError,
+    expected_info,
+    get_embedder,
+    unload,
+)
 from daemon.grimoire.retrieval import Retriever
 from daemon.grimoire.vectors import missing_vectors, write_vectors
 from daemon.service.background import BackgroundThread
@@ -193,6 +200,13 @@ class Embedding:
         unload(self.model_dir, self.config().embedding.model)
         self.counters["embedding_model_unloads"] += 1
         return True
+
+    async def episode_vectors(self, texts: list[str]) -> NDArray[np.float32]:
+        """`texts` in the episodes' space (`EPISODE_MODEL`, MiniLM: their LanceDB column is 384-d,
+        whatever space the entries use), on a worker thread; raises `ModelIntegrityError` if the
+        model cannot load. The process-wide embedder is shared with recall when that is MiniLM too."""
+        model_dir = self.model_dir
+        return await trio.to_thread.run_sync(lambda: get_embedder(model_dir, EPISODE_MODEL).embed(texts))
 
     def close(self) -> None:
         """Stop the background embedder thread (at shutdown); a batch running finishes on its own."""

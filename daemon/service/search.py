@@ -11,6 +11,8 @@ on, a digest also asks Styx in parallel, within the deadline.
 
 from __future__ import annotations
 
+import logging
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -22,8 +24,10 @@ from crdt import Category, Kind
 from crypto import Membership
 from daemon.config import Config
 from daemon.embedding.embedder import ModelIntegrityError
-from daemon.errors import UsageError
+from daemon.errors import StoreError, UsageError
 from daemon.grimoire.digest import build_digest, digest_query
+from daemon.grimoire.episode_recall import EpisodeHit, EpisodeQuery, recall_episodes
+from daemon.grimoire.episodes import EpisodeLog
 from daemon.grimoire.retrieval import (
     Hit,
     Keywords,
@@ -48,6 +52,8 @@ __all__ = ["KEYWORD_ONLY", "Search"]
 # (`embedding.MODEL_WAIT_S`) or cannot load. Counted as `searches_keyword_only`.
 KEYWORD_ONLY = "keyword_only"
 
+log = logging.getLogger("clade.search")
+
 
 @dataclass(frozen=True, slots=True)
 class _Evidence:
@@ -69,8 +75,11 @@ class Search:
 
     def __init__(self, access: StoreAccess, embedding: Embedding, styx: StyxLink, *,
                  membership: Callable[[], Membership | None], config: Callable[[], Config],
-                 now_ms: Callable[[], int]) -> None:
+                 now_ms: Callable[[], int], episodes: Callable[[], EpisodeLog] | None = None,
+                 counters: Counter[str] | None = None) -> None:
         self.access = access
+        self.counters: Counter[str] = Counter() if counters is None else counters
+        self.open_episodes = episodes  # this golem's episode log (soma), for episode search
         self.embedding = embedding
         self.styx = styx
         self.membership = membership  # read once and kept (Peering.membership): never a file read per digest
@@ -112,13 +121,15 @@ class Search:
     async def recall(self, text: str, *, k: int, kinds: tuple[Kind, ...] = (),
                      categories: tuple[Category, ...] = (),
                      min_importance: float | None = None, pad: tuple[float, float, float] | None = None,
-                     include_unverified: bool = False) -> tuple[list[Hit], str | None]:
+                     include_unverified: bool = False, since_ms: int | None = None,
+                     until_ms: int | None = None) -> tuple[list[Hit], str | None]:
         """The `k` best live entries for `text` (meaning and keywords fused) of `kinds` and
         `categories` (empty: any), and how the answer is degraded (`KEYWORD_ONLY` without a model,
         else None); `UsageError` if empty. Quarantined entries (daemon/grimoire/trust.py) only
-        with `include_unverified`."""
+        with `include_unverified`; `since_ms` / `until_ms` bound each entry's time (event time,
+        else written time)."""
         query = RecallQuery(text=text, k=k, kinds=kinds, categories=categories, min_importance=min_importance,
-                            pad=pad, include_unverified=include_unverified)
+                            pad=pad, include_unverified=include_unverified, since_ms=since_ms, until_ms=until_ms)
         got = await self._prepared(query)
         retriever = self.embedding.retriever
         hits = await self.access.on_reader(lambda r: retriever.recall(
@@ -126,9 +137,12 @@ class Search:
         return hits, got.degraded
 
     async def digest(self, text: str, *, budget_tokens: int, k: int, fmt: str,
-                     include_sensitive: bool, pad: tuple[float, float, float] | None = None) -> dict[str, Any]:
+                     include_sensitive: bool, pad: tuple[float, float, float] | None = None,
+                     since_ms: int | None = None, until_ms: int | None = None) -> dict[str, Any]:
         """The digest; with Styx on, its answer (asked in parallel, within the deadline) fills
-        at most `[styx.injection] max_tokens` after the local entries."""
+        at most `[styx.injection] max_tokens` after the local entries. `since_ms` / `until_ms`
+        bound the entries' time (event time, else written time) and the episodes' observed time;
+        with them, Styx is not asked (its answers carry no time to bound)."""
         membership = self.membership()
         namespace = membership.clade_name if membership is not None else "local"
         remote: dict[str, Any] = {}
@@ -136,12 +150,24 @@ class Search:
         async def ask() -> None:
             remote["results"], remote["error"] = await self.styx.ask(text, k=k)
 
-        async with trio.open_nursery() as group:
-            if self.styx.queried():
-                group.start_soon(ask)
-            got = await self._prepared(digest_query(text, k=k, include_sensitive=include_sensitive, pad=pad))
         config = self.config()
         pins = config.digest
+        episodic: list[EpisodeHit] = []
+
+        async def find_episodes() -> None:
+            try:
+                episodic.extend(await self.episodes(text, EpisodeQuery(k=pins.episode_k, pad=pad, since_ms=since_ms,
+                                                                       until_ms=until_ms)))
+            except (ModelIntegrityError, StoreError) as exc:  # the section is extra: the entries still answer
+                self.counters["digest_episodes_failed"] += 1
+                log.warning("digest without its episodic section: %s", exc)
+
+        async with trio.open_nursery() as group:
+            if self.styx.queried() and since_ms is None and until_ms is None:
+                group.start_soon(ask)
+            if pins.episode_tokens > 0 and self.open_episodes is not None:
+                group.start_soon(find_episodes)
+            got = await self._prepared(digest_query(text, k=k, include_sensitive=include_sensitive, pad=pad))
         injection = config.styx.injection
         external = for_digest(remote.get("results", []), min_confidence=injection.min_confidence)
         retriever = self.embedding.retriever
@@ -150,12 +176,28 @@ class Search:
             include_sensitive=include_sensitive, namespace=namespace, embed_limit=0, query_vector=got.vector,
             nearest=got.nearest, keyword=got.keyword, pinned_tags=pins.pinned_tags,
             pinned_fact_keys=pins.pinned_fact_keys, external=external, external_tokens=injection.max_tokens,
-            store=r, pad=pad, kind_caps=pins.kind_caps, keyword_only=got.vector is None))
+            store=r, pad=pad, kind_caps=pins.kind_caps, keyword_only=got.vector is None, since_ms=since_ms,
+            until_ms=until_ms, episodes=episodic, episode_tokens=pins.episode_tokens))
         if got.degraded is not None:
             doc["degraded"] = got.degraded
         if remote.get("error"):
             doc["styx_error"] = remote["error"]
         return doc
+
+    async def episodes(self, text: str, query: EpisodeQuery) -> list[EpisodeHit]:
+        """This golem's own episodes most like `text` (episode_recall.py), best first; `UsageError`
+        if `text` is blank. Episodes are soma: this reads the local log only — never a sibling's
+        (they are never replicated) and never Styx."""
+        if not text.strip():
+            raise UsageError("query must not be empty")
+        if self.open_episodes is None:
+            return []
+        opener = self.open_episodes
+        vector = (await self.embedding.episode_vectors([text]))[0]
+        now = self.now_ms()
+        # A LanceDB read: its own snapshot, safe beside the writer; on a reader thread like recall.
+        return await self.access.on_reader(lambda r: recall_episodes(opener(), [float(x) for x in vector], query,
+                                                                     now_ms=now))
 
     async def feedback(self, *, cited: list[str], injected: list[str], response: str | None) -> dict[str, Any]:
         """Citation feedback from the golem's last LLM call. Without citations, `response` (the

@@ -34,6 +34,7 @@ from crypto import Identity, KeyRing, Membership
 from daemon.config import Config
 from daemon.datadir import DataDir
 from daemon.grimoire import Episode, Grimoire, NewEntry
+from daemon.grimoire.episode_recall import EpisodeHit, EpisodeQuery
 from daemon.grimoire.records import Entry
 from daemon.grimoire.retrieval import Hit
 from daemon.grimoire.store import wall_clock_ms
@@ -82,7 +83,8 @@ class DaemonState:
         self.writes = Writes(self.access, self.embedding, self.hub, self.peering, self.styx_link,
                              identity=identity, data=data, counters=counters, now_ms=now_ms)
         self.search = Search(self.access, self.embedding, self.styx_link, membership=self.peering.membership,
-                             config=settings, now_ms=now_ms)
+                             config=settings, now_ms=now_ms, episodes=data.open_episodes,
+                             counters=counters)
         self.upkeep = Upkeep(self.access, self.embedding, self.styx_link, data=data, identity=identity,
                              config=settings, counters=counters, publish=self.hub.publish,
                              local_write=self.writes.local_write, now_ms=now_ms)
@@ -201,22 +203,29 @@ class DaemonState:
     def local_write(self) -> None:
         self.writes.local_write()
 
-    async def append_episode(self, episode: Episode) -> None:
-        await self.writes.append_episode(episode)
+    async def append_episode(self, episode: Episode) -> Episode:
+        return await self.writes.append_episode(episode)
 
     # -- search (Search, Embedding) ---------------------------------------------------
 
     async def recall(self, text: str, *, k: int, kinds: tuple[Kind, ...] = (),
                      categories: tuple[Category, ...] = (),
                      min_importance: float | None = None, pad: tuple[float, float, float] | None = None,
-                     include_unverified: bool = False) -> tuple[list[Hit], str | None]:
+                     include_unverified: bool = False, since_ms: int | None = None,
+                     until_ms: int | None = None) -> tuple[list[Hit], str | None]:
         return await self.search.recall(text, k=k, kinds=kinds, categories=categories, min_importance=min_importance,
-                                        pad=pad, include_unverified=include_unverified)
+                                        pad=pad, include_unverified=include_unverified, since_ms=since_ms,
+                                        until_ms=until_ms)
 
     async def digest(self, text: str, *, budget_tokens: int, k: int, fmt: str,
-                     include_sensitive: bool, pad: tuple[float, float, float] | None = None) -> dict[str, Any]:
+                     include_sensitive: bool, pad: tuple[float, float, float] | None = None,
+                     since_ms: int | None = None, until_ms: int | None = None) -> dict[str, Any]:
         return await self.search.digest(text, budget_tokens=budget_tokens, k=k, fmt=fmt,
-                                        include_sensitive=include_sensitive, pad=pad)
+                                        include_sensitive=include_sensitive, pad=pad, since_ms=since_ms,
+                                        until_ms=until_ms)
+
+    async def search_episodes(self, text: str, query: EpisodeQuery) -> list[EpisodeHit]:
+        return await self.search.episodes(text, query)
 
     async def feedback(self, *, cited: list[str], injected: list[str], response: str | None) -> dict[str, Any]:
         return await self.search.feedback(cited=cited, injected=injected, response=response)

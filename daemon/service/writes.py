@@ -14,11 +14,13 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import trio
 
 from crypto import Identity
 from daemon.datadir import DataDir
+from daemon.embedding.embedder import ModelIntegrityError
 from daemon.grimoire import Entry, Episode, Grimoire, NewEntry
 from daemon.grimoire.write_door import Prepared, Written, needs_vector, prepare, write_entries
 from daemon.service import events
@@ -121,7 +123,19 @@ class Writes:
         self.local_write()
         return entry
 
-    async def append_episode(self, episode: Episode) -> None:
-        """Append an episode to the log (soma: it never crosses) on the writer thread; publishes `episode_written`."""
-        await self.access.on_writer(lambda s: self.data.open_episodes().append([episode]))
+    async def append_episode(self, episode: Episode) -> Episode:
+        """Embed an episode's summary (the episodes' model, off the loop: episode search finds it
+        by meaning), append it to the log (soma: it never crosses) on the writer thread, publish
+        `episode_written`; returns it as stored. If the model cannot load it is kept without a
+        vector (counted `episodes_unembedded`): only semantic episode search misses it."""
+        if episode.embedding is None:
+            try:
+                vector = (await self.embedding.episode_vectors([episode.summary]))[0]
+                episode = replace(episode, embedding=tuple(float(x) for x in vector))
+            except ModelIntegrityError as exc:
+                self.counters["episodes_unembedded"] += 1
+                log.warning("episode %s stored without an embedding: %s", episode.id, exc)
+        stored = episode
+        await self.access.on_writer(lambda s: self.data.open_episodes().append([stored]))
         self.hub.publish("episode_written", {"id": episode.id})
+        return episode

@@ -15,11 +15,11 @@ from anthropic.types import ToolParam, ToolResultBlockParam
 from pydantic import TypeAdapter
 
 from daemon.agent.tools import OutcomeInput, RecallInput
-from daemon.contract.requests import DigestIn, MemoryIn, SearchIn
+from daemon.contract.requests import DigestIn, EpisodeSearchIn, MemoryIn, SearchIn
 from daemon.datadir import DataDir
 from daemon.testing.process import DaemonProc
 
-TOOL_NAMES = {"memory_save", "memory_recall", "memory_search", "memory_outcome"}
+TOOL_NAMES = {"memory_save", "memory_recall", "memory_search", "memory_outcome", "episode_search"}
 # Keep the adapter alive: the SDK's content blocks are iterables, which pydantic validates
 # lazily, while iterating, through the adapter's validator.
 RESULT = TypeAdapter(ToolResultBlockParam)
@@ -71,7 +71,7 @@ def test_definitions_are_anthropic_tool_params_derived_from_the_api_models(share
     adapter = TypeAdapter(ToolParam)
     allowed = set(ToolParam.__annotations__)
     models = {"memory_save": MemoryIn, "memory_recall": RecallInput, "memory_search": SearchIn,
-              "memory_outcome": OutcomeInput}
+              "memory_outcome": OutcomeInput, "episode_search": EpisodeSearchIn}
     for tool in tools:
         adapter.validate_python(tool)
         assert set(tool) <= allowed, set(tool) - allowed
@@ -85,7 +85,7 @@ def test_definitions_are_anthropic_tool_params_derived_from_the_api_models(share
         assert set(schema["required"]) == {n for n, f in model.model_fields.items() if f.is_required()}
         assert all(p.get("description") for p in schema["properties"].values())
     recall = next(t for t in tools if t["name"] == "memory_recall")["input_schema"]
-    assert set(recall["properties"]) == {"query", "budget_tokens", "k", "pad"}
+    assert set(recall["properties"]) == {"query", "budget_tokens", "k", "pad", "since", "until"}
     digest_query = DigestIn.model_json_schema()["properties"]["query"]
     assert recall["properties"]["query"]["maxLength"] == digest_query["maxLength"]
     save = next(t for t in tools if t["name"] == "memory_save")["input_schema"]

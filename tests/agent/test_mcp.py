@@ -28,8 +28,8 @@ from daemon.mcp.server import MAX_ARGUMENT_BYTES
 from daemon.testing.process import DaemonProc
 
 CLADE = str(Path(sys.executable).with_name("clade"))
-TOOL_NAMES = {"memory_save", "memory_recall", "memory_search", "memory_digest", "memory_outcome", "working_memory_read",
-              "working_memory_write", "working_memory_close", "memory_flush"}
+TOOL_NAMES = {"memory_save", "memory_recall", "memory_search", "memory_digest", "memory_outcome", "episode_search",
+              "working_memory_read", "working_memory_write", "working_memory_close", "memory_flush"}
 
 
 @asynccontextmanager
@@ -101,6 +101,19 @@ def test_tools_and_the_digest_resource(daemon: DaemonProc) -> None:
         flushed = json.loads(await ok(session, "memory_flush", {"session": "s2", "facts": [
             {"content": "Arbitrum sequencer pauses happen", "memory_type": "fact"}]}))
         assert flushed["created"] == 1
+
+        dated = json.loads(await ok(session, "memory_save", {
+            "content": "Morpho USDC vault paused withdrawals for an hour", "memory_type": "fact",
+            "occurred_at": "2026-03-02T09:00:00Z"}))
+        since = json.loads(await ok(session, "memory_search", {"query": "Morpho vault withdrawals paused",
+                                                               "until": "2026-03-03"}))
+        assert [r["id"] for r in since["results"]] == [dated["id"]]  # the rest were written now
+        assert since["results"][0]["occurred_at"] == "2026-03-02T09:00:00.000Z"
+        assert "ISO 8601" in await refused(session, "memory_save", {"content": "x", "occurred_at": "yesterday"})
+        await ok(session, "memory_save", {"content": "Swapped 2 ETH to USDC on Uniswap at 7 bps slippage",
+                                          "memory_type": "episode"})
+        episodes = json.loads(await ok(session, "episode_search", {"query": "what did my ETH swap cost"}))
+        assert episodes["results"][0]["summary"] == "Swapped 2 ETH to USDC on Uniswap at 7 bps slippage"
 
         templates = (await session.list_resource_templates()).resource_templates
         assert [t.uri_template for t in templates] == ["clade://digest/{query}"]

@@ -115,7 +115,7 @@ def test_strict_memory_bodies(tcp_daemon: tuple[DaemonProc, str], body: dict[str
 
 def test_the_one_field_model_drives_api_cli_and_store() -> None:
     api = {"content", "memory_type", "importance", "confidence", "metadata", "sensitivity", "category", "quality",
-           "pad"}
+           "pad", "occurred_at"}
     assert set(EntryFields.model_fields) == api
     leaves = {path[-1] for path, _, _ in cli_options()}
     assert leaves == (api - {"metadata"}) | {"tokens", "chains", "protocols", "strategy_id", "tags"}
@@ -124,7 +124,9 @@ def test_the_one_field_model_drives_api_cli_and_store() -> None:
     stored = {f for f in NewEntry.__dataclass_fields__}
     # bloodstain marks a death reflection: only `clade testament` writes one, never the API or the CLI;
     # origin and generation are set only when an heir re-authors a validated inherited entry (crossing.py)
-    assert stored == (leaves - {"memory_type"}) | {"kind", "bloodstain", "origin", "generation"}
+    # occurred_at (ISO 8601) is stored as occurred_ms (Unix ms)
+    assert stored == (leaves - {"memory_type", "occurred_at"}) | {"kind", "bloodstain", "origin", "generation",
+                                                                 "occurred_ms"}
     assert new.pad is not None and new.pad.as_tuple() == (0.0, 0.5, -1.0) and new.chains == (1,)
 
 

@@ -153,6 +153,17 @@ def test_episode_add_and_list(cli: CliRunner) -> None:
     assert cli("episode", "add", "--summary", "plain").out.strip() != ""
 
 
+def test_episode_event_time_and_ranked_search(cli: CliRunner) -> None:
+    old = cli("episode", "add", "--summary", "Swapped 2 ETH for USDC on Uniswap at 9 bps slippage",
+              "--occurred-at", "2023-05-08T13:56:00+02:00", "--json").json()
+    assert old["episode"]["observed_at"] == "2023-05-08T11:56:00.000Z"
+    refused = cli("episode", "add", "--summary", "x", "--occurred-at", "last week")
+    assert refused.code == 2 and "ISO 8601" in refused.err
+    cli("episode", "add", "--summary", "Claimed CRV from the Curve gauge")
+    found = cli("episode", "search", "what did my ETH swap cost", "--json").json()["episodes"]
+    assert found[0]["id"] == old["id"] and {"similarity", "score"} <= set(found[0])
+
+
 def test_status_and_config_show(cli: CliRunner, data_dir: DataDir) -> None:
     cli("remember", "one warning", "--kind", "warning")
     status = cli("status", "--json").json()

@@ -31,9 +31,9 @@ HOSTILE = [
 
 
 def entry(content: str, *, kind: Kind = Kind.WARNING, sensitivity: Sensitivity = Sensitivity.PUBLIC,
-          created: int = NOW - 3_600_000, i: int = 0) -> Entry:
+          created: int = NOW - 3_600_000, i: int = 0, occurred: int | None = None) -> Entry:
     body = EntryBody(author=AUTHOR, kind=kind, content=content, created=Timestamp(created, i),
-                     sensitivity=sensitivity)
+                     sensitivity=sensitivity, occurred_ms=occurred)
     return Entry(body=body, confidence=0.7, status="active", superseded_by=None, provenance="clade",
                  local_confidence=0.4, access_count=0, last_accessed_ms=None, archived=False, stored_ms=NOW)
 
@@ -90,9 +90,17 @@ def test_attributes_and_sensitive_exclusion() -> None:
     root = ET.fromstring(render_xml(items, now_ms=NOW))
     assert len(root) == 1
     m = root[0].attrib
-    assert m == {"type": "warning", "importance": "0.50", "confidence": "0.40", "age": "2d", "source": "clade",
-                 "id": items[0].entry.id}
+    assert m == {"type": "warning", "importance": "0.50", "confidence": "0.40", "age": "2d", "date": "2027-01-13",
+                 "source": "clade", "id": items[0].entry.id}
     assert len(ET.fromstring(render_xml(items, now_ms=NOW, include_sensitive=True))) == 2
+
+
+def test_the_date_shown_is_the_event_time_where_one_is_given() -> None:
+    items = [DigestItem(entry("Aave froze the CRV market", occurred=NOW - 40 * 86_400_000), 0.9),
+             DigestItem(entry("Aave raised the CRV LTV", i=1), 0.8)]
+    root = ET.fromstring(render_xml(items, now_ms=NOW))
+    assert [m.attrib["date"] for m in root] == ["2026-12-06", "2027-01-15"]
+    assert [m["date"] for m in json.loads(render_json(items, now_ms=NOW))] == ["2026-12-06", "2027-01-15"]
 
 
 def test_per_kind_limit_keeps_room_for_warnings() -> None:
