@@ -126,6 +126,11 @@ class Retriever:
         """Every current-model entry vector, by id (the in-memory index, refreshed first)."""
         return self._vector_index().as_mapping()
 
+    def vector_index(self, store: Grimoire | None = None) -> VectorIndex:
+        """The in-memory index of current-model entry vectors, brought up to date from `store`
+        (default: the writer's); e.g. for the warning repeat check (crossing.remember_warning)."""
+        return self._vector_index(store)
+
     def _vector_index(self, store: Grimoire | None = None) -> VectorIndex:
         """The in-memory index, brought up to date from `store` (default: the writer's)."""
         with self._index_lock:

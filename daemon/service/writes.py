@@ -73,8 +73,11 @@ class Writes:
             log.warning("warning written without the repeat check (no embedding model: %s)", exc)
             self.counters["warning_novelty_unchecked"] += 1
             return await self.access.on_writer(lambda s: s.remember(new, identity=self.identity))
+        retriever = self.embedding.retriever
         entry, similarity = await self.access.on_writer(lambda s: remember_warning(
-            s, new, self.identity, vector=vector, info=embedder.info, now_ms=self.now_ms()))
+            s, new, self.identity, vector=vector, info=embedder.info, now_ms=self.now_ms(),
+            index=retriever.vector_index))
+        self.counters["entries_embedded"] += 1  # its vector was written with it: the embedder never sees it
         if similarity is not None:
             self.counters["warnings_held"] += 1
             self.hub.publish("warning_held", {"id": entry.id, "similarity": round(similarity, 4)})
