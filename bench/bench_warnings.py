@@ -20,6 +20,7 @@ first_cpu_per_s, last_cpu_per_s, ratio, ratio_cpu, held}, results.ratio_median,
 results.ratio_cpu_median, results.code ("index" | "scan"), host load.
 """
 
+# ruff: noqa: E402  (numpy and what imports it come after native_threads.pin)
 from __future__ import annotations
 
 import argparse
@@ -30,6 +31,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from daemon import native_threads
+
+native_threads.pin()  # one OpenBLAS thread, as in `clade run` (before numpy loads)
 
 import numpy as np
 
