@@ -55,6 +55,7 @@ bench: install
 	$(BIN)/python -m bench.bench_recall
 	$(BIN)/python -m bench.bench_recall_options
 	$(BIN)/python -m bench.bench_vault
+	$(BIN)/python -m bench.bench_warnings
 	$(BIN)/python -m bench.bench_api
 	$(BIN)/python -m bench.bench_clade
 	$(BIN)/python -m bench.bench_curator

@@ -101,9 +101,21 @@ def paced(count: int, rate: float, send: Callable[[int], None], workers: int = 8
             "worst_lag_ms": round(worst_lag * 1000, 1)}
 
 
+def writes_by_day_count(t0: float, finished: Sequence[float], window: int = 100) -> dict[str, float] | None:
+    """Writes/s of the first `window` completions (from `t0`) and of the last `window`, and
+    last/first: whether warning writes slow down as the day's count grows (None if too few)."""
+    if len(finished) < 2 * window:
+        return None
+    done = sorted(finished)
+    first = window / (done[window - 1] - t0)
+    last = (window - 1) / (done[-1] - done[-window]) if done[-1] > done[-window] else float("inf")
+    return {"first_100": round(first, 1), "last_100": round(last, 1), "ratio": round(last / first, 2)}
+
+
 def wait_embedded(golems: Sequence[Golem], timeout: float) -> tuple[float, bool]:
     """Until every daemon's embedder has caught up (counter entries_embedded >= its entries, which
-    holds for daemons that wrote or received every entry in this run); (seconds, drained)."""
+    holds for daemons that wrote or received every entry in this run: a warning embedded on its
+    write path, for the repeat check, counts too); (seconds, drained)."""
     t0 = time.monotonic()
     apis = [Api(g) for g in golems]
     try:
@@ -443,6 +455,7 @@ def bench_catchup(root: Path, args: argparse.Namespace, rng: random.Random, resu
         progress(f"[2] {laggard.name} stopped; writing {warnings:,} warnings on {writer.name} (4 threads)")
         t0 = time.monotonic()
         done = [0]
+        finished: list[float] = []  # each write's completion, monotonic s
         lock = threading.Lock()
 
         def write(i: int) -> None:
@@ -451,6 +464,7 @@ def bench_catchup(root: Path, args: argparse.Namespace, rng: random.Random, resu
                                                  "memory_type": "warning"})
             with lock:
                 done[0] += 1
+                finished.append(time.monotonic())
                 if done[0] % 1000 == 0:
                     progress(f"  {done[0]:,}/{warnings:,} written ({done[0] / (time.monotonic() - t0):.0f}/s)")
 
@@ -459,6 +473,11 @@ def bench_catchup(root: Path, args: argparse.Namespace, rng: random.Random, resu
         write_s = time.monotonic() - t0
         out(f"\ncatch-up: {n} daemons; {laggard.name} stopped, {warnings:,} warnings written on {writer.name} in "
             f"{write_s:.1f} s ({warnings / write_s:.0f} writes/s over HTTP, 4 concurrent clients)")
+        day = writes_by_day_count(t0, finished)
+        if day:
+            out(f"  warning writes/s as the day's warnings grow (each a repeat check): the first 100 "
+                f"{day['first_100']:.1f}/s, the last 100 (to {warnings:,}) {day['last_100']:.1f}/s, "
+                f"ratio {day['ratio']:.2f}")
         drain_s, drained = wait_embedded(others, args.catchup_timeout)
         out(f"  waited {drain_s:.1f} s for the embedders of {', '.join(g.name for g in others)} to catch up "
             f"({'done' if drained else 'NOT done'}), so they do not compete with the catch-up for CPU")
@@ -518,7 +537,8 @@ def bench_catchup(root: Path, args: argparse.Namespace, rng: random.Random, resu
     applied = applied_events or applied_counter
     catch: dict[str, Any] = {
         "daemons": n, "warnings_written": warnings, "expected_ops": expected, "write_seconds": round(write_s, 1),
-        "embed_drain_s": round(drain_s, 1), "restart_to_ready_ms": round(ready - launched),
+        "embed_drain_s": round(drain_s, 1), "writes_per_s_by_day_count": day,
+        "restart_to_ready_ms": round(ready - launched),
         "ready_to_committed_s": round(wall_s, 3), "launch_to_committed_s": round((done_ms - launched) / 1000, 3),
         "sync_seconds_reported": round(sync_s, 3), "applied_events": applied_events,
         "applied_counter": applied_counter, "gossip_ops_applied": int(counters.get("gossip_ops_applied", 0)),

@@ -39,6 +39,19 @@ __all__ = ["CLADE_LOCAL_CONFIDENCE", "Piece", "SqliteBackend", "join_delta", "lo
 CLADE_LOCAL_CONFIDENCE = 0.4
 _OP_COLUMNS = "writer, seq, signed, signature"
 
+_PUT_OP = (
+    "INSERT INTO ops (entry_id, slot, writer, seq, hlc, signed, signature) VALUES (?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (entry_id, slot, writer) DO UPDATE SET seq = excluded.seq, hlc = excluded.hlc, "
+    "signed = excluded.signed, signature = excluded.signature")
+# The author changing its confidence re-anchors its own forgetting curve; a republish with the
+# same confidence (promotion) leaves the decayed value alone.
+_PUT_AUTHOR = (
+    "UPDATE entries SET "
+    "local_confidence = CASE WHEN provenance = 'self' AND confidence != ?1 THEN ?1 ELSE local_confidence END, "
+    "decay_base = CASE WHEN provenance = 'self' AND confidence != ?1 THEN NULL ELSE decay_base END, "
+    "decay_anchor_ms = CASE WHEN provenance = 'self' AND confidence != ?1 THEN ?4 ELSE decay_anchor_ms END, "
+    "confidence = ?1, status = ?2, superseded_by = ?3 WHERE id = ?5")
+
 Piece = tuple[Sequence[Op], Sequence[tuple[str | None, str]]]
 """Part of a delta: verified ops, and (writer, reason) for each op refused on the way (a bad
 signature…; writer None when it was not even a peer id)."""
@@ -59,10 +72,20 @@ def load_context(conn: sqlite3.Connection) -> CausalContext:
 class SqliteBackend:
     """`crdt.Backend` over one open transaction of grimoire.db."""
 
-    def __init__(self, conn: sqlite3.Connection, *, local_replica: str | None, stored_ms: int) -> None:
+    def __init__(self, conn: sqlite3.Connection, *, local_replica: str | None, stored_ms: int,
+                 deferred: bool = False) -> None:
         self._conn = conn
         self._local = local_replica
         self._stored_ms = stored_ms
+        # `deferred` (joining a sibling's delta, where nothing but this backend reads the
+        # transaction until `flush`): op rows and author-slot updates are written by one
+        # executemany each at `flush`, in the order they were put, instead of a statement per op
+        # (bench_clade's catch-up ceiling). Reads of this backend see them meanwhile (`_put`,
+        # `_by_dot`, `_bodies`).
+        self._deferred = deferred
+        self._op_rows: list[tuple[str, int, str, int, int, bytes, bytes]] = []
+        self._author_rows: list[tuple[float, str, str | None, int, str]] = []
+        self._by_dot: dict[Dot, Op] = {}
         self._context: CausalContext | None = None
         self._snapshot: dict[str, tuple[int, list[int]]] = {}
         self._bodies: dict[str, EntryBody | None] = {}
@@ -82,7 +105,10 @@ class SqliteBackend:
 
     def flush(self) -> None:
         """Index the new entries rows for keyword search and write back the context rows that
-        changed. Call once before commit."""
+        changed; with `deferred`, first the op rows and author updates put since the last
+        flush. Call before commit (and before reading the transaction other than through this
+        backend)."""
+        self._write_deferred()
         if self._first_new_rid is not None:
             # One INSERT … SELECT for the whole transaction: per-row FTS5 inserts (a trigger)
             # cost a third of joining a sibling's warning (bench_clade's catch-up ceiling).
@@ -101,15 +127,26 @@ class SqliteBackend:
                 )
                 self._snapshot[replica] = (vv, cloud)
 
+    def _write_deferred(self) -> None:
+        if self._op_rows:
+            self._conn.executemany(_PUT_OP, self._op_rows)
+            self._op_rows = []
+        if self._author_rows:
+            self._conn.executemany(_PUT_AUTHOR, self._author_rows)
+            self._author_rows = []
+
     def slot(self, key: tuple[str, int, str]) -> Op | None:
-        if key[0] in self._new_entries:
-            return self._put.get(key)
+        put = self._put.get(key)
+        if put is not None or key[0] in self._new_entries:
+            return put  # the latest put in this transaction holds the slot
         row = self._conn.execute(
             f"SELECT {_OP_COLUMNS} FROM ops WHERE entry_id = ? AND slot = ? AND writer = ?", key
         ).fetchone()
         return None if row is None else _load_op(row)
 
     def op_at(self, dot: Dot) -> Op | None:
+        if dot in self._by_dot:
+            return self._by_dot[dot]
         row = self._conn.execute(
             f"SELECT {_OP_COLUMNS} FROM ops WHERE writer = ? AND seq = ?", (dot.replica, dot.seq)
         ).fetchone()
@@ -125,6 +162,7 @@ class SqliteBackend:
         return self._bodies[entry_id]
 
     def ops_after(self, writer: str, seq: int, *, bodies: bool) -> Iterator[Op]:
+        self._write_deferred()
         cursor = self._conn.execute(
             f"SELECT {_OP_COLUMNS} FROM ops WHERE writer = ? AND seq > ? AND (slot = 0) = ? ORDER BY seq",
             (writer, seq, bodies),
@@ -135,30 +173,24 @@ class SqliteBackend:
     def put(self, op: Op, replaces: Op | None) -> None:
         self.written.append(op)
         self._put[op.key] = op
-        self._conn.execute(
-            "INSERT INTO ops (entry_id, slot, writer, seq, hlc, signed, signature) VALUES (?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (entry_id, slot, writer) DO UPDATE SET seq = excluded.seq, hlc = excluded.hlc, "
-            "signed = excluded.signed, signature = excluded.signature",
-            (op.entry_id, int(op.slot), op.writer, op.seq, op.hlc.pack(), op.signed, op.signature),
-        )
+        row = (op.entry_id, int(op.slot), op.writer, op.seq, op.hlc.pack(), op.signed, op.signature)
+        if self._deferred:
+            self._by_dot[op.dot] = op
+            self._op_rows.append(row)
+        else:
+            self._conn.execute(_PUT_OP, row)
         value = op.value
         if isinstance(value, EntryBody):
             self._bodies[op.entry_id] = value
             self._insert_entry(value)
         elif isinstance(value, AuthorValue):
-            self._conn.execute(
-                # The author changing its confidence re-anchors its own forgetting curve; a
-                # republish with the same confidence (promotion) leaves the decayed value alone.
-                "UPDATE entries SET "
-                "local_confidence = CASE WHEN provenance = 'self' AND confidence != ?1 THEN ?1 "
-                "ELSE local_confidence END, "
-                "decay_base = CASE WHEN provenance = 'self' AND confidence != ?1 THEN NULL ELSE decay_base END, "
-                "decay_anchor_ms = CASE WHEN provenance = 'self' AND confidence != ?1 THEN ?4 "
-                "ELSE decay_anchor_ms END, "
-                "confidence = ?1, status = ?2, superseded_by = ?3 WHERE id = ?5",
-                (value.confidence, value.status.label, value.superseded_by, op.hlc.ms, op.entry_id),
-            )
+            update = (value.confidence, value.status.label, value.superseded_by, op.hlc.ms, op.entry_id)
+            if self._deferred:
+                self._author_rows.append(update)
+            else:
+                self._conn.execute(_PUT_AUTHOR, update)
         elif isinstance(value, EndorseValue):
+            self._write_deferred()  # rare: the tallies' tables are written in order, as before
             old = replaces.value if replaces is not None and isinstance(replaces.value, EndorseValue) else None
             self._conn.execute(
                 "UPDATE entries SET confirms = confirms + ?, contradicts = contradicts + ? WHERE id = ?",
@@ -168,6 +200,7 @@ class SqliteBackend:
             record_endorsement(self._conn, op.entry_id, op.writer, confirms=value.confirms,
                                contradicts=value.contradicts, local=op.writer == self._local)
         elif isinstance(value, EvidenceValue):
+            self._write_deferred()
             record_evidence(self._conn, op.entry_id, op.writer, positive=value.positive, negative=value.negative,
                             local=op.writer == self._local, stored_ms=self._stored_ms)
 
@@ -200,6 +233,7 @@ class SqliteBackend:
 
     def all_ops(self) -> list[Op]:
         """Every slot-holding op (for digests and tests)."""
+        self._write_deferred()
         rows = self._conn.execute(f"SELECT {_OP_COLUMNS} FROM ops ORDER BY entry_id, slot, writer").fetchall()
         return [_load_op(r) for r in rows]
 
@@ -212,7 +246,7 @@ def join_delta(conn: sqlite3.Connection, context: CausalContext, pieces: Iterabl
     Ops stamped more than `max_skew_ms` ahead of `now_ms` are refused (`clock_skew`), and
     so is the context row of their writers; the local HLC floor moves past every accepted op.
     """
-    backend = SqliteBackend(conn, local_replica=local_replica, stored_ms=now_ms)
+    backend = SqliteBackend(conn, local_replica=local_replica, stored_ms=now_ms, deferred=True)
     join = DeltaJoin(backend, sender=sender)
     for ops, refused in pieces:
         for writer, reason in refused:

@@ -145,6 +145,20 @@ class Retriever:
         with self._index_lock:
             return self._vector_index().as_mapping()
 
+    def vector_index(self, store: Grimoire | None = None) -> VectorIndex:
+        """The in-memory index of current-model entry vectors, brought up to date from `store`
+        (default: the writer's). Single-threaded callers only (tests, benches): the daemon reads
+        it through `within` and `nearest`, under the index's lock."""
+        with self._index_lock:
+            return self._vector_index(store)
+
+    def within(self, vector: NDArray[np.float32], threshold: float, *,
+               store: Grimoire | None = None) -> list[tuple[str, float]]:
+        """Every (id, cosine) of the index at cosine ≥ `threshold` from `vector`, best first, after
+        bringing it up to date from `store`, under the index's lock (the warning repeat check)."""
+        with self._index_lock:
+            return self._vector_index(store).within(vector, threshold)
+
     def _vector_index(self, store: Grimoire | None = None) -> VectorIndex:
         """The in-memory index, brought up to date from `store` (default: the writer's). Call
         with `_index_lock` held."""

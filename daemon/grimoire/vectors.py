@@ -23,11 +23,12 @@ from .store import Grimoire, wall_clock_ms
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-__all__ = ["Eligible", "VectorIndex", "embedding_backlog", "missing_vectors", "put_vectors", "stored_vectors",
-           "vector_report", "write_vectors"]
+__all__ = ["Eligible", "VectorIndex", "embedding_backlog", "missing_vectors", "model_clause", "put_vectors",
+           "stored_vectors", "vector_report", "write_vectors"]
 
 
-def _matches(info: EmbeddingInfo) -> tuple[str, tuple[str, str, str]]:
+def model_clause(info: EmbeddingInfo) -> tuple[str, tuple[str, str, str]]:
+    """A WHERE clause (and its parameters) matching rows whose vector is of `info`'s model."""
     return ("embedding_model = ? AND embedding_model_version = ? AND embedding_preprocess_hash = ?",
             (info.model, info.model_version, info.preprocess_hash))
 
@@ -43,7 +44,7 @@ def missing_vectors(store: Grimoire, info: EmbeddingInfo, *, limit: int = 10_000
         f"ORDER BY rid {order} LIMIT ?", (limit,)).fetchall()
     if len(rows) >= limit or not other_models:
         return [(r[0], r[1]) for r in rows]
-    clause, params = _matches(info)
+    clause, params = model_clause(info)
     # Two index-only counts: when every vector is of this model, skip the scan.
     (current,) = store.connection.execute(f"SELECT count(*) FROM entries WHERE {clause}", params).fetchone()
     (total,) = store.connection.execute("SELECT count(*) FROM entries").fetchone()
@@ -102,7 +103,7 @@ def stored_vectors(store: Grimoire, info: EmbeddingInfo, ids: Sequence[str]) -> 
 
 def vector_report(store: Grimoire, info: EmbeddingInfo) -> dict[str, int]:
     """How many entries have a vector of this model, of another model, or none."""
-    clause, params = _matches(info)
+    clause, params = model_clause(info)
     current, other, none = store.connection.execute(
         f"SELECT coalesce(sum(embedding IS NOT NULL AND ({clause})), 0), "
         f"coalesce(sum(embedding IS NOT NULL AND NOT ({clause})), 0), coalesce(sum(embedding IS NULL), 0) "
@@ -178,7 +179,7 @@ class VectorIndex:
     def refresh(self, store: Grimoire) -> None:
         """Load vectors written since the last refresh (new entries, re-embeddings) and the
         archive and status changes since then (the live mask)."""
-        clause, params = _matches(self.info)
+        clause, params = model_clause(self.info)
         conn = store.connection
         if self._watermark < 0:  # the first load: size the buffer once (an index-only count)
             (count,) = conn.execute(f"SELECT count(*) FROM entries WHERE {clause}", params).fetchone()
@@ -282,3 +283,14 @@ class VectorIndex:
         top = np.argpartition(-scores, end - 1)[:end] if end < rows.shape[0] else np.arange(rows.shape[0])
         top = top[np.argsort(-scores[top], kind="stable")][offset:end]
         return [(self._ids[int(rows[i])], float(scores[i])) for i in top]
+
+    def within(self, query: NDArray[np.float32], threshold: float) -> list[tuple[str, float]]:
+        """Every (id, cosine) at cosine ≥ `threshold` from `query`, best first (vectors are unit
+        length): one matrix-vector product, whatever the threshold lets through."""
+        matrix = self._matrix
+        if not matrix.shape[0]:
+            return []
+        scores = matrix @ query
+        hits = np.flatnonzero(scores >= threshold)
+        hits = hits[np.argsort(-scores[hits], kind="stable")]
+        return [(self._ids[i], float(scores[i])) for i in hits]

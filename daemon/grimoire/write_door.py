@@ -35,8 +35,8 @@ from numpy.typing import NDArray
 from crdt import Sensitivity
 from daemon.embedding.embedder import EmbeddingInfo
 
-from .crossing import add_checked
-from .promotion import REPEATABLE_KINDS
+from .crossing import Near, add_checked
+from .promotion import REPEATABLE_KINDS, WARNING_REPEAT
 from .records import Entry, NewEntry
 from .store import Grimoire, LocalIdentity
 
@@ -53,11 +53,13 @@ def needs_vector(new: NewEntry) -> bool:
 @dataclass(frozen=True, slots=True)
 class Prepared:
     """New entries, in order, with the vectors the repeat check needs (None where none is
-    needed, or none could be computed), and the model that computed them."""
+    needed, or none could be computed), the model that computed them, and where the close
+    entries are found (`near`: the in-memory vector index; None: the check scans the window)."""
 
     news: tuple[NewEntry, ...]
     vectors: tuple[NDArray[np.float32] | None, ...]
     info: EmbeddingInfo | None
+    near: Near | None = None
 
     @classmethod
     def unembedded(cls, news: Sequence[NewEntry]) -> Prepared:
@@ -89,6 +91,7 @@ class Written:
     created: list[Entry] = field(default_factory=list)
     held: dict[str, float] = field(default_factory=dict)
     unchecked: int = 0
+    embedded: int = 0  # created with their vector (the repeat check's): the embedder never takes them
 
     @property
     def existing(self) -> list[str]:
@@ -98,18 +101,26 @@ class Written:
 
 
 class Door:
-    """The rules, inside one open write transaction: `add(i)` writes `prepared.news[i]`."""
+    """The rules, inside one open write transaction: `add(i)` writes `prepared.news[i]`.
+
+    `close[i]` are the entries near item i's vector found before the transaction (`Prepared.near`,
+    None: scan); a warning written earlier in the same batch counts as well (it is not in the
+    index yet), so two repeats in one flush hold the second."""
 
     def __init__(self, conn: sqlite3.Connection, add: Callable[[NewEntry], str], identity: LocalIdentity,
-                 prepared: Prepared, *, now_ms: int) -> None:
+                 prepared: Prepared, *, now_ms: int,
+                 close: Sequence[list[tuple[str, float]] | None] | None = None) -> None:
         self._conn = conn
         self._add = add
         self._identity = identity
         self.prepared = prepared
         self._now_ms = now_ms
+        self._close = close if close is not None else [None] * len(prepared.news)
+        self._batch: list[tuple[str, NDArray[np.float32]]] = []  # this batch's checked warnings
         self.created: list[str] = []
         self.held: dict[str, float] = {}
         self.unchecked = 0
+        self.embedded = 0
 
     def add(self, index: int) -> str:
         """Write item `index` under the rules; returns its id. Raises `crdt.InvalidValue`."""
@@ -117,8 +128,15 @@ class Door:
         vector = self.prepared.vectors[index]
         info = self.prepared.info
         if vector is not None and info is not None and needs_vector(new):
+            close = self._close[index]
+            if close is not None and self._batch:
+                same = [(i, float(v @ vector)) for i, v in self._batch]
+                close = sorted([*close, *((i, c) for i, c in same if c >= WARNING_REPEAT.similarity)],
+                               key=lambda x: -x[1])
             entry_id, similarity = add_checked(self._conn, self._add, new, self._identity, vector=vector, info=info,
-                                               now_ms=self._now_ms)
+                                               now_ms=self._now_ms, close=close)
+            self._batch.append((entry_id, vector))
+            self.embedded += 1
             if similarity is not None:
                 self.held[entry_id] = similarity
         else:
@@ -132,16 +150,19 @@ class Door:
 def entry_batch(store: Grimoire, identity: LocalIdentity, prepared: Prepared, *,
                 now_ms: int) -> Iterator[tuple[sqlite3.Connection, Door]]:
     """One write transaction (all or none) whose new entries go through `Door.add`; the caller
-    may read and write its own tables on the connection (e.g. idempotency records)."""
+    may read and write its own tables on the connection (e.g. idempotency records). The close
+    entries of each checked item are looked up in `prepared.near` first, before the transaction."""
+    near = prepared.near
+    close = [near(store, v) if near is not None and v is not None else None for v in prepared.vectors]
     with store.local_batch(identity) as (conn, add):
-        yield conn, Door(conn, add, identity, prepared, now_ms=now_ms)
+        yield conn, Door(conn, add, identity, prepared, now_ms=now_ms, close=close)
 
 
 def written(store: Grimoire, door: Door, ids: list[str]) -> Written:
     """The `Written` of a committed batch."""
     by_id = {e.id: e for e in store.get_many(door.created)}
     return Written(ids=ids, created=[by_id[i] for i in door.created], held=dict(door.held),
-                   unchecked=door.unchecked)
+                   unchecked=door.unchecked, embedded=door.embedded)
 
 
 def write_entries(store: Grimoire, identity: LocalIdentity, prepared: Prepared, *, now_ms: int) -> Written:

@@ -6,8 +6,9 @@ thread, so requests and the watchdog never wait for it:
 - the query tail (`newest_first`): before a search, the newest entries still without a vector,
   at most `inline_limit()` (read-your-writes), at normal priority;
 - the backlog (`embed_backlog`): the embedder service works through older ones in batches of
-  `backlog_batch()`, on a low-priority thread (background.py), and holds back while a
-  catch-up round is being joined (`ingesting`).
+  `backlog_batch()`, on a low-priority thread (background.py) — at normal priority once a
+  batch has waited `BACKLOG_PATIENCE_S` there (a busy host starves it), until drained — and
+  holds back while a catch-up round is being joined (`ingesting`).
 
 One query tail embeds at a time (concurrent queries would embed the same entries); the backlog
 has its own lock, so a query never waits for it. The two may embed the same few newest entries
@@ -51,7 +52,7 @@ from daemon.service.store_access import StoreAccess
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-__all__ = ["BACKLOG_BATCH", "INLINE_EMBED_LIMIT", "MODEL_RETRY_S", "MODEL_WAIT_S", "Embedding"]
+__all__ = ["BACKLOG_BATCH", "BACKLOG_PATIENCE_S", "INLINE_EMBED_LIMIT", "MODEL_RETRY_S", "MODEL_WAIT_S", "Embedding"]
 
 # A search waits this long for a model being loaded, then answers from keywords (the load goes
 # on): loading MiniLM takes ~0.5-1 s on a quiet core, so a golem's first search is by meaning
@@ -70,6 +71,10 @@ INLINE_EMBED_LIMIT = {MINILM: 32}
 INLINE_EMBED_LIMIT_OTHER = 8
 BACKLOG_BATCH = {MINILM: 32}  # MiniLM, 32-token entries: ~7 ms each in a batch of 16, ~10 ms one by one (1 thread)
 BACKLOG_BATCH_OTHER = 8  # the fused space: a batch stays under a second of model time
+# A backlog batch needs well under a second of CPU: one still running after this long means the
+# low-priority thread is starved by a busy host, and the backlog runs at normal priority until
+# it is drained (background.py; counted as `embed_backlog_starved`).
+BACKLOG_PATIENCE_S = 10.0
 
 
 class Embedding:
@@ -85,7 +90,7 @@ class Embedding:
         self._tail_lock = trio.Lock()
         self._queries = QueryVectors()  # recent queries' vectors (query_vectors.py)
         self._backlog_lock = trio.Lock()
-        self._background = BackgroundThread("embed-backlog")
+        self._background = BackgroundThread("embed-backlog", patience_s=BACKLOG_PATIENCE_S)
         # Catch-up rounds being joined (`ingesting`): the backlog embedder waits for them, a while.
         self._ingesting = 0
         self._ingest_idle: trio.Event | None = None  # set when the last round is joined; None while none is
@@ -258,9 +263,15 @@ class Embedding:
                 r, embedder.info, limit=limit, newest_first=newest_first, other_models=others))
             if not todo:
                 return 0
+            starvations = self._background.starvations
             with self._use():
                 vectors = await run(lambda: embedder.embed([content for _, content in todo]))
             await self.access.on_writer(lambda s: write_vectors(s, embedder.info, [i for i, _ in todo], vectors))
+            if not newest_first:
+                if self._background.starvations > starvations:
+                    self.counters["embed_backlog_starved"] += 1
+                if len(todo) < limit:
+                    self._background.relax()  # drained: back to the low-priority thread
         self.counters["entries_embedded"] += len(todo)
         return len(todo)
 

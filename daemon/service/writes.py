@@ -22,6 +22,7 @@ from crypto import Identity
 from daemon.datadir import DataDir
 from daemon.embedding.embedder import ModelIntegrityError
 from daemon.grimoire import Entry, Episode, Grimoire, NewEntry
+from daemon.grimoire.promotion import WARNING_REPEAT
 from daemon.grimoire.write_door import Prepared, Written, needs_vector, prepare, write_entries
 from daemon.service import events
 from daemon.service.embedding import Embedding
@@ -67,7 +68,9 @@ class Writes:
         except Exception as exc:  # noqa: BLE001 - no model: the warning still crosses, unchecked
             log.warning("warning written without the repeat check (no embedding model: %s)", exc)
             return Prepared.unembedded(news)
-        return prepare(news, lambda _texts: matrix, embedder.info)
+        retriever = self.embedding.retriever
+        return replace(prepare(news, lambda _texts: matrix, embedder.info),
+                       near=lambda store, vector: retriever.within(vector, WARNING_REPEAT.similarity, store=store))
 
     async def write(self, news: Sequence[NewEntry], op: Callable[[Grimoire, Prepared], Written]) -> Written:
         """Prepare `news`, run `op` (which writes them through the door) on the writer, announce, nudge."""
@@ -81,6 +84,8 @@ class Writes:
         counters, and the nudge (only when something was created)."""
         if done.unchecked:
             self.counters["warning_novelty_unchecked"] += done.unchecked
+        if done.embedded:  # their vectors were written with them: the embedder never sees them
+            self.counters["entries_embedded"] += done.embedded
         for entry_id, similarity in done.held.items():
             self.counters["warnings_held"] += 1
             self.hub.publish("warning_held", {"id": entry_id, "similarity": round(similarity, 4)})

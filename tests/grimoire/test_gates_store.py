@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,9 @@ from daemon.errors import NotFound
 from daemon.grimoire import Grimoire, NewEntry
 from daemon.grimoire.crossing import promote_ready, remember_warning
 from daemon.grimoire.curator.cycle import CuratorSettings, run_cycle
+from daemon.grimoire.promotion import WARNING_REPEAT, figures
 from daemon.grimoire.retrieval import apply_feedback
+from daemon.grimoire.vectors import VectorIndex, write_vectors
 
 ME = Identity(b"\x21" * 32)
 SIB = Identity(b"\x33" * 32)
@@ -33,6 +36,18 @@ def store(tmp_path: Path) -> Grimoire:
     clock = {"now": T0}
     s = Grimoire.open(tmp_path / "g.db", create=True, wall_ms=lambda: clock["now"])
     return s
+
+
+def index_of(store: Grimoire) -> Callable[[Grimoire], VectorIndex]:
+    """The in-memory vector index of INFO's space over `store`, refreshed on each call (the
+    daemon passes its retriever's, `Retriever.vector_index`)."""
+    index = VectorIndex(INFO)
+
+    def refreshed(s: Grimoire) -> VectorIndex:
+        index.refresh(s)
+        return index
+
+    return refreshed
 
 
 def unit(*xs: float) -> np.ndarray:
@@ -194,27 +209,77 @@ def test_legacy_pushes_young_rules_when_the_golem_declines(store: Grimoire) -> N
 
 def test_a_repeated_warning_within_a_day_is_held_but_kept(store: Grimoire) -> None:
     first, sim = remember_warning(store, NewEntry(kind=Kind.WARNING, content="Pool X is being drained"), ME,
-                                  vector=unit(1, 0, 0), info=INFO, now_ms=T0)
+                                  vector=unit(1, 0, 0), info=INFO, now_ms=T0, index=index_of(store))
     assert sim is None and first.crossing_hold is None
     again, sim = remember_warning(store, NewEntry(kind=Kind.WARNING, content="Pool X drained right now"), ME,
-                                  vector=unit(1, 0.1, 0), info=INFO, now_ms=T0 + 1000)
+                                  vector=unit(1, 0.1, 0), info=INFO, now_ms=T0 + 1000, index=index_of(store))
     assert sim == pytest.approx(float(unit(1, 0.1, 0)[0])) and again.crossing_hold == "near_duplicate"
     other, sim = remember_warning(store, NewEntry(kind=Kind.WARNING, content="Oracle Y is stale"), ME,
-                                  vector=unit(0, 1, 0), info=INFO, now_ms=T0 + 2000)
+                                  vector=unit(0, 1, 0), info=INFO, now_ms=T0 + 2000, index=index_of(store))
     assert sim is None and other.crossing_hold is None
     # As close in meaning, but its figures changed: an update, not a repeat (nothing held).
     gas = remember_warning(store, NewEntry(kind=Kind.WARNING, content="Gas above 80 gwei at 14:00"), ME,
-                           vector=unit(0, 0, 1), info=INFO, now_ms=T0 + 2500)[0]
+                           vector=unit(0, 0, 1), info=INFO, now_ms=T0 + 2500, index=index_of(store))[0]
     update, sim = remember_warning(store, NewEntry(kind=Kind.WARNING, content="Gas above 200 gwei at 14:00"), ME,
-                                   vector=unit(0, 0.1, 1), info=INFO, now_ms=T0 + 2600)
+                                   vector=unit(0, 0.1, 1), info=INFO, now_ms=T0 + 2600, index=index_of(store))
     assert gas.crossing_hold is None and sim is None and update.crossing_hold is None
     gate = store.sync_gate(ME.peer_id)
     assert gate(first.body) and not gate(again.body) and gate(other.body)
     assert {h.entry.id for h in store.recall("drained")} >= {again.id}  # still stored and searchable
     store.connection.execute("UPDATE entries SET created_hlc = ? WHERE id = ?", (Timestamp(T0).pack(), first.id))
     later, sim = remember_warning(store, NewEntry(kind=Kind.WARNING, content="Pool X drained again"), ME,
-                                  vector=unit(1, 0, 0), info=INFO, now_ms=T0 + 25 * 3_600_000)
+                                  vector=unit(1, 0, 0), info=INFO, now_ms=T0 + 25 * 3_600_000, index=index_of(store))
     assert sim is None and later.crossing_hold is None  # a day later it is news again
+
+
+def _repeat_by_scan(store: Grimoire, content: str, vector: np.ndarray, now_ms: int) -> float | None:
+    """The repeat rule as it was written before the vector index (step 22): every own unheld
+    warning of the last 24 h with the same figures, read and compared; the cosine if held."""
+    since = Timestamp(max(0, now_ms - WARNING_REPEAT.window_ms)).pack()
+    rows = store.connection.execute(
+        "SELECT embedding, content FROM entries WHERE author = ? AND kind IN ('warning', 'anti_knowledge') "
+        "AND crossing_hold IS NULL AND created_hlc >= ? AND embedding IS NOT NULL AND embedding_model = ?",
+        (ME.peer_id, since, INFO.model)).fetchall()
+    cosines = [float(np.frombuffer(blob, dtype=np.float32) @ vector) for blob, text in rows
+               if figures(text) == figures(content)]
+    best = max(cosines, default=None)
+    return best if best is not None and best >= WARNING_REPEAT.similarity else None
+
+
+def test_the_repeat_check_through_the_index_holds_what_the_scan_held(tmp_path: Path) -> None:
+    """300 seeded warnings on a few topics (some near, some not, figures changing, a sibling's
+    warnings and own insights among them, the clock crossing the 24 h window): each is held
+    exactly when the old scan of the day's warnings would have held it, at the same cosine."""
+    rng = np.random.default_rng(22)
+    clock = {"now": T0}
+    store = Grimoire.open(tmp_path / "g.db", create=True, wall_ms=lambda: clock["now"])
+    index = index_of(store)
+    topics = [unit(*rng.normal(size=3)) for _ in range(4)]
+    held = 0
+    for i in range(300):
+        clock["now"] += int(rng.integers(0, 3 * 3_600_000))
+        topic = int(rng.integers(0, len(topics)))
+        vector = unit(*(topics[topic] + rng.normal(scale=0.2, size=3)))
+        suffix = rng.choice(["", " at 80 gwei", " at 200 gwei"])
+        content = f"{('gas', 'oracle', 'bridge', 'pool')[topic]} warning{suffix}"
+        who = rng.random()
+        if who < 0.1:  # a sibling's warning: never a reference for this golem's
+            entry_id = sibling_entry(store, SIB, content, kind=Kind.WARNING)
+            write_vectors(store, INFO, [entry_id], np.asarray([vector]))
+            continue
+        if who < 0.15:  # an own insight: not a warning kind
+            entry_id = store.remember(NewEntry(kind=Kind.INSIGHT, content=content), identity=ME).id
+            write_vectors(store, INFO, [entry_id], np.asarray([vector]))
+            continue
+        kind = Kind.ANTI_KNOWLEDGE if who > 0.9 else Kind.WARNING
+        expected = _repeat_by_scan(store, content, vector, clock["now"])
+        entry, similarity = remember_warning(store, NewEntry(kind=kind, content=content), ME, vector=vector,
+                                             info=INFO, now_ms=clock["now"], index=index)
+        assert (similarity is None) == (expected is None), (i, similarity, expected)
+        assert similarity == pytest.approx(expected, abs=1e-6) if expected is not None else True
+        assert entry.crossing_hold == ("near_duplicate" if expected is not None else None)
+        held += expected is not None
+    assert 30 < held < 200  # both decisions were taken many times
 
 
 def _inherit(store: Grimoire, content: str) -> str:
@@ -253,9 +318,9 @@ def test_a_held_warning_never_reaches_the_styx_outbox(store: Grimoire) -> None:
 
     store.outbox = OutboxWriter(layers=("clade",))
     first, _ = remember_warning(store, NewEntry(kind=Kind.WARNING, content="Pool X is being drained"), ME,
-                                vector=unit(1, 0, 0), info=INFO, now_ms=T0)
+                                vector=unit(1, 0, 0), info=INFO, now_ms=T0, index=index_of(store))
     again, sim = remember_warning(store, NewEntry(kind=Kind.WARNING, content="Pool X drained right now"), ME,
-                                  vector=unit(1, 0.1, 0), info=INFO, now_ms=T0 + 1000)
+                                  vector=unit(1, 0.1, 0), info=INFO, now_ms=T0 + 1000, index=index_of(store))
     assert sim is not None and again.crossing_hold == "near_duplicate"
     queued = [i.item for i in due(store.connection, now_ms=T0 + 10_000, limit=10)]
     assert len(queued) == 1 and first.id in queued[0] and again.id not in queued[0]

@@ -23,6 +23,7 @@ from crdt import (
     make_op,
 )
 from crdt.ops import AuthorValue
+from crdt.replica import bodies_first
 from crypto import Identity, signature_ok
 from daemon.datadir import DataDir
 from daemon.grimoire import Grimoire, NewEntry, wall_clock_ms
@@ -89,6 +90,52 @@ def test_sqlite_backend_matches_memory_reference(tmp_path: Path, seed: int) -> N
             store.apply_delta(decoded, rejected=rejected)
     assert store.state_digest() == reference.digest()
     store.close()
+
+
+ENTRY_STATE = ("SELECT id, confidence, local_confidence, decay_anchor_ms, status, superseded_by, confirms, "
+               "contradicts FROM entries ORDER BY id")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_delta_of_many_ops_joins_as_its_ops_one_by_one(tmp_path: Path, seed: int) -> None:
+    """The join defers op rows and author updates to one executemany each (step 22): a delta
+    holding many ops, the same slot written twice, an op twice, endorsements and evidence
+    after author updates, reaches the state (ops, context, entries rows) that joining its ops
+    one delta at a time reaches, and reports the same as the in-memory reference."""
+    rng = random.Random(100 + seed)
+    writers = [SimReplica(IDENTITIES[i]) for i in range(3)]
+    ops = []
+    counter = [0]
+    for _ in range(30):  # entries the store holds before the big deltas come
+        ops += random_op(rng, rng.choice(writers), counter)
+    later = []
+    for _ in range(200):  # then mostly changes to them: slots written twice in one delta, out of order
+        later += random_op(rng, rng.choice(writers), counter)
+    later += rng.sample(later, len(later) // 4)  # duplicates inside one delta
+    rng.shuffle(later)
+    ops += later
+    big = Grimoire.open(tmp_path / "big.db", create=True)
+    small = Grimoire.open(tmp_path / "small.db", create=True)
+    reference = SimReplica(IDENTITIES[5])
+    for first in range(0, len(ops), 100):
+        message = gossip(ops[first:first + 100])
+        ref = reference.receive(message)
+        decoded, rejected = decode_delta(message, signature_ok)
+        got = big.apply_delta(decoded, rejected=rejected)
+        assert (got.applied, got.superseded, got.duplicate, got.rejected) == (
+            ref.applied, ref.superseded, ref.duplicate, ref.rejected)
+        one_by_one = Counter[str]()
+        for op in bodies_first(decoded.ops):  # the order the join takes them in
+            one = small.apply_delta(Delta((op,), CausalContext()))
+            one_by_one.update(applied=one.applied, superseded=one.superseded, duplicate=one.duplicate)
+            one_by_one.update(one.rejected)
+        assert +one_by_one == +Counter(applied=got.applied, superseded=got.superseded, duplicate=got.duplicate,
+                                       **got.rejected)
+    assert big.state_digest() == reference.digest() == small.state_digest()
+    assert big.connection.execute(ENTRY_STATE).fetchall() == small.connection.execute(ENTRY_STATE).fetchall()
+    assert big.connection.execute("SELECT count(*) FROM entries").fetchone()[0] > 20
+    big.close()
+    small.close()
 
 
 def test_two_stores_converge_and_materialise(golems: tuple[Grimoire, Grimoire, Identity, Identity]) -> None:

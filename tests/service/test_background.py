@@ -35,6 +35,41 @@ async def test_work_runs_at_a_lower_priority_on_its_own_thread() -> None:
     assert _nice() == before  # the caller's thread (and the process) keep theirs
 
 
+async def test_starved_work_runs_again_at_normal_priority_until_relaxed(
+        autojump_clock: trio.testing.MockClock) -> None:
+    """A call the low-priority thread has not finished after `patience_s` (a busy host gives a
+    nice +10 thread no CPU; here it is held) is run at normal priority, and so is every later
+    call until `relax()`; then the low-priority thread takes work again."""
+    before = _nice()
+    held = threading.Event()
+    calls: list[tuple[str, int]] = []
+
+    def work(tag: str) -> int:
+        nice = _nice()
+        calls.append((tag, nice))
+        if nice != before:  # the low-priority thread: starved until the test lets it go
+            held.wait(timeout=30)
+        return nice
+
+    background = BackgroundThread("test-starved", patience_s=10)
+    try:
+        start = trio.current_time()
+        assert await background.run(lambda: work("first")) == before  # the normal-priority rerun's answer
+        assert trio.current_time() - start == pytest.approx(10)
+        assert background.starved and background.starvations == 1
+        assert await background.run(lambda: work("second")) == before  # straight to normal priority
+        assert trio.current_time() - start == pytest.approx(10)
+        held.set()  # the starved twin finishes; its result was dropped
+        background.relax()
+        autojump_clock.autojump_threshold = float("inf")  # time stands still: no patience runs out
+        assert await background.run(lambda: work("third")) == min(19, before + BACKGROUND_NICE)
+    finally:
+        held.set()
+        background.close()
+    assert [tag for tag, nice in calls if nice == before] == ["first", "second"]
+    assert background.starvations == 1
+
+
 async def test_the_backlog_waits_for_a_catch_up_join_but_only_so_long(tmp_path: Path,
                                                                       autojump_clock: trio.testing.MockClock) -> None:
     """`DaemonState.ingest_idle`: at once with no round being joined; when the last of two
