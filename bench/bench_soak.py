@@ -140,11 +140,12 @@ class Load:
         chain = self.rng.choice(["Arbitrum", "Base", "Optimism", "Ethereum", "Polygon"])
         return f"{kind} {n} from {golem}: {topic} on {chain} moved {self.rng.randint(2, 999)} bps at block {n * 7919}"
 
-    def request(self, golem: Golem, method: str, path: str, **kw: Any) -> httpx.Response | None:
+    def request(self, golem: Golem, method: str, path: str, *, timeout: float | None = None,
+                **kw: Any) -> httpx.Response | None:
         if golem.name in self.down:
             return None
         try:
-            with golem.open_client(timeout=self.args.request_timeout) as client:
+            with golem.open_client(timeout=timeout or self.args.request_timeout) as client:
                 res = client.request(method, path, **kw)
         except httpx.TimeoutException as exc:
             self.tally.record(golem.name, path, None, f"timed out: {exc}")
@@ -201,8 +202,8 @@ class Load:
                 for _ in range(50):
                     self.write(golem, "warning")
                 next_burst = now() + self.args.burst_every
-            if now() >= next_backup:
-                self.request(self.rng.choice(up), "POST", "/v1/backup")
+            if now() >= next_backup:  # it waits for the vault upload (up to max(60 s, [styx] timeout_s))
+                self.request(self.rng.choice(up), "POST", "/v1/backup", timeout=90.0)
                 next_backup = now() + self.args.backup_every
 
     def start(self) -> None:
@@ -597,7 +598,7 @@ def converge(golems: Sequence[Golem], tally: Tally, last_end: float, *, timeout:
         try:
             digests = {x.name: str(x.call("GET", "/v1/state-digest")["shared"]) for x in golems}
             have = {x.name: {e["id"]: e for e in x.call("GET", "/v1/entries", params={
-                "limit": 100_000, "archived": "true"})["entries"]} for x in golems}
+                "limit": 10_000, "archived": "true"})["entries"]} for x in golems}
         except (RuntimeError, httpx.HTTPError):
             time.sleep(1)  # poll pacing
             continue
@@ -639,13 +640,13 @@ def integrity(db: Path) -> str:
 
 
 def verify_backup(golems: Sequence[Golem]) -> str:
-    """`clade backup verify` of the newest backup any golem made (with its own identity key)."""
+    """`clade backup verify` of the newest backup any golem made (opened with the clade key)."""
     made = [(p.stat().st_mtime, p, g) for g in golems for p in g.data.backups_path.glob("*") if p.is_file()]
     if not made:
         return "no backup was made"
     _, path, golem = max(made, key=lambda m: m[0])
     done = subprocess.run([CLADE, "--data-dir", str(golem.data.root), "backup", "verify", str(path),
-                           "--identity-key", str(golem.data.identity_path)], capture_output=True, check=False)
+                           "--clade-key", str(golem.data.clade_key_path)], capture_output=True, check=False)
     if done.returncode != 0:
         return f"failed: {done.stderr.decode(errors='replace')[-300:]}"
     return "ok"

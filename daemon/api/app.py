@@ -11,6 +11,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any
 
@@ -79,7 +80,7 @@ from daemon.embedding.embedder import ModelIntegrityError
 from daemon.errors import Conflict, NotFound, UsageError
 from daemon.grimoire import Episode
 from daemon.grimoire.fields import event_ms
-from daemon.grimoire.storage_faults import storage_refusal
+from daemon.grimoire.storage_faults import sole_cause, storage_refusal
 from daemon.service.state import DaemonState
 from daemon.styx.boot import BootError
 from daemon.styx.fanin import merge, styx_doc
@@ -143,15 +144,9 @@ def create_app(state: DaemonState) -> FastAPI:
         (NotFound, 404, "not_found"), (Conflict, 409, "conflict"), (UsageError, 400, "bad_request"),
         (InvalidValue, 400, "bad_request"))
 
-    def sole_cause(exc: BaseException) -> BaseException:
-        """The one exception inside nested exception groups (trio nurseries wrap what a task
-        raised), else `exc` itself."""
-        while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-            exc = exc.exceptions[0]
-        return exc
-
-    @app.exception_handler(Exception)
-    async def crash(request: Request, exc: Exception) -> JSONResponse:
+    def answered(request: Request, exc: BaseException) -> JSONResponse | None:
+        """The answer to an exception that is not a bug (a storage refusal, a missing model, a
+        known refusal inside a nursery's exception group), else None."""
         cause = sole_cause(exc)
         refused = refused_by_storage(request, cause)
         if refused is not None:
@@ -161,6 +156,24 @@ def create_app(state: DaemonState) -> FastAPI:
         for kind, code, error in known:
             if cause is not exc and isinstance(cause, kind):
                 return _error(code, error, str(cause))
+        return None
+
+    # Answered here (ExceptionMiddleware), not by the catch-all below: Starlette's outermost
+    # middleware re-raises whatever reaches it after answering, and the server logs a traceback.
+    async def not_a_bug(request: Request, exc: Exception) -> JSONResponse:
+        found = answered(request, exc)
+        if found is None:
+            raise exc
+        return found
+
+    for kind in (sqlite3.Error, OSError, ExceptionGroup):
+        app.add_exception_handler(kind, not_a_bug)
+
+    @app.exception_handler(Exception)
+    async def crash(request: Request, exc: Exception) -> JSONResponse:
+        found = answered(request, exc)
+        if found is not None:
+            return found
         state.counters["api_errors"] += 1
         log.error("api handler failed: %s %s", request.method, request.url.path, exc_info=exc)
         return _error(500, "internal", "the daemon hit an unexpected error; see its log")

@@ -13,7 +13,7 @@ import errno
 import sqlite3
 from dataclasses import dataclass
 
-__all__ = ["StorageRefusal", "storage_refusal"]
+__all__ = ["StorageRefusal", "sole_cause", "storage_refusal"]
 
 # SQLite's primary result codes (the low byte of an extended code): https://sqlite.org/rescode.html
 _SQLITE_READONLY = 8
@@ -63,3 +63,11 @@ def storage_refusal(exc: BaseException) -> StorageRefusal | None:
         if exc.errno == errno.EIO:
             return _IO
     return None
+
+
+def sole_cause(exc: BaseException) -> BaseException:
+    """The one exception inside nested exception groups (a trio nursery wraps what its task
+    raised), else `exc` itself."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc

@@ -34,7 +34,7 @@ from daemon.config import Config, load_config
 from daemon.datadir import DataDir
 from daemon.errors import ConfigError, DaemonError
 from daemon.grimoire import atomic_write
-from daemon.grimoire.storage_faults import storage_refusal
+from daemon.grimoire.storage_faults import sole_cause, storage_refusal
 from daemon.presence import DaemonLock, DataDirLocked, recorded_pid
 from daemon.service.backup_schedule import run_backups
 from daemon.service.heap import freeze_startup
@@ -106,8 +106,13 @@ class DaemonRuntime:
                 return
             except Exception as exc:
                 assert self.state is not None
-                self.state.counters[f"service_{name}_crashes"] += 1
-                log.error("service %s crashed; restarting in %.0f s", name, delay, exc_info=exc)
+                refusal = storage_refusal(sole_cause(exc))
+                if refusal is not None:  # the storage's fault, not the service's: said, not a traceback
+                    self.state.counters[f"service_{name}_storage_refused"] += 1
+                    log.warning("service %s paused: %s; retrying in %.0f s", name, refusal.detail, delay)
+                else:
+                    self.state.counters[f"service_{name}_crashes"] += 1
+                    log.error("service %s crashed; restarting in %.0f s", name, delay, exc_info=exc)
                 self.state.publish("error", {"service": name, "error": str(exc)})
             if trio.current_time() - started > 5 * BACKOFF_MAX:
                 delay = 1.0
