@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from crdt import Category, Kind
+from crdt.ops import SlotKind
 from daemon.errors import NotFound, UsageError
 
 from .belief import Belief, BeliefPolicy
@@ -39,6 +40,9 @@ from .vitality import Vitality, read_vitality
 __all__ = ["EntryReads", "RecallHit", "StoreCounts"]
 
 _VIEWS = ViewCache()  # siblings' trust per store connection, read again only after a commit (`trust_view`)
+
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +160,35 @@ class EntryReads:
         row = self._conn.execute("SELECT content, updated_ms FROM working_memory WHERE session = ?",
                                  (session,)).fetchone()
         return ("", None) if row is None else (str(row[0]), int(row[1]))
+
+    def room_read(self, read: Callable[[sqlite3.Connection], T]) -> T:
+        """`read(connection)` in one read snapshot, for a room's own tables (the Styx outbox and
+        ledger, the metrics' counts): the connection never leaves the call."""
+        with self._snapshot():
+            return read(self._conn)
+
+    def room_write(self, write: Callable[[sqlite3.Connection], T]) -> T:
+        """`write(connection)` inside the write transaction already open on this connection (a
+        store hook's: the Styx outbox enqueues with the ops that made it); never opens one."""
+        if not self._conn.in_transaction:
+            raise RuntimeError("room_write: no write transaction is open (use Grimoire.transaction)")
+        return write(self._conn)
+
+    def leaving(self, entry_id: str) -> bool | None:
+        """Whether an entry may leave this golem, and how: None when it crosses nowhere (held as a
+        repeat or inherited, refuted, not active), else whether the curator promoted it."""
+        row = self._conn.execute(
+            "SELECT promoted_ms FROM entries WHERE id = ? AND status = 'active' AND crossing_hold IS NULL "
+            "AND refuted_ms IS NULL", (entry_id,)).fetchone()
+        return None if row is None else row[0] is not None
+
+    def body_seq(self, entry_id: str, author: str) -> int:
+        """The sequence number of the author's body op of an entry (the Styx idempotency key's)."""
+        row = self._conn.execute("SELECT seq FROM ops WHERE entry_id = ? AND slot = ? AND writer = ?",
+                                 (entry_id, int(SlotKind.BODY), author)).fetchone()
+        if row is None:
+            raise NotFound(f"no body op of entry {entry_id!r} by {author!r}")
+        return int(row[0])
 
     def own_reflection_since(self, author: str, since_ms: int) -> str | None:
         """The id of `author`'s bloodstained death reflection stored at or after `since_ms`, if any."""

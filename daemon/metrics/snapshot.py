@@ -8,6 +8,7 @@ state, the embedding backlog, the Styx outbox and the month's spend, the vitalit
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -91,33 +92,33 @@ class Snapshot:
 
 
 def read_store(store: Grimoire, *, styx: bool, now_ms: int) -> StoreFigures:
-    """The store's figures, on a read connection (one snapshot: `BEGIN` … `COMMIT`)."""
-    conn = store.connection
-    conn.execute("BEGIN")
-    try:
-        entries: Counter[tuple[str, str]] = Counter()
-        for kind, archived, n in conn.execute("SELECT kind, archived, count(*) FROM entries GROUP BY kind, archived"):
-            entries[(str(kind), entry_state(int(archived)))] += int(n)
-        (backlog,) = conn.execute(
-            "SELECT count(*) FROM entries INDEXED BY entries_unembedded WHERE embedding IS NULL").fetchone()
-        alerts = alert_state(conn)
-        figures = StoreFigures(entries=dict(entries), embedding_backlog=int(backlog),
-                               vitality_phase=read_vitality(conn).phase, suspect_authors=len(alerts.suspect),
-                               distrusted_authors=len(alerts.distrusted))
-        if not styx:
-            return figures
-        depth, oldest = conn.execute(
-            "SELECT count(*), min(created_ms) FROM styx_outbox WHERE parked_ms IS NULL").fetchone()
-        (parked,) = conn.execute("SELECT count(*) FROM styx_outbox WHERE parked_ms IS NOT NULL").fetchone()
-        spend = ledger.summary(conn, ledger.month_of(now_ms))
-        return StoreFigures(entries=figures.entries, embedding_backlog=figures.embedding_backlog,
-                            vitality_phase=figures.vitality_phase, suspect_authors=figures.suspect_authors,
-                            distrusted_authors=figures.distrusted_authors, styx_depth=int(depth),
-                            styx_parked=int(parked),
-                            styx_oldest_age_s=None if oldest is None else max(0.0, (now_ms - int(oldest)) / 1000),
-                            styx_spend_usd=float(spend["usd"]))
-    finally:
-        conn.execute("COMMIT")
+    """The store's figures, on a read connection (one snapshot: `Grimoire.room_read`)."""
+    return store.room_read(lambda conn: _store_figures(conn, styx=styx, now_ms=now_ms))
+
+
+def _store_figures(conn: sqlite3.Connection, *, styx: bool, now_ms: int) -> StoreFigures:
+    """The figures `read_store` returns, read on `conn` (inside its snapshot)."""
+    entries: Counter[tuple[str, str]] = Counter()
+    for kind, archived, n in conn.execute("SELECT kind, archived, count(*) FROM entries GROUP BY kind, archived"):
+        entries[(str(kind), entry_state(int(archived)))] += int(n)
+    (backlog,) = conn.execute(
+        "SELECT count(*) FROM entries INDEXED BY entries_unembedded WHERE embedding IS NULL").fetchone()
+    alerts = alert_state(conn)
+    figures = StoreFigures(entries=dict(entries), embedding_backlog=int(backlog),
+                           vitality_phase=read_vitality(conn).phase, suspect_authors=len(alerts.suspect),
+                           distrusted_authors=len(alerts.distrusted))
+    if not styx:
+        return figures
+    depth, oldest = conn.execute(
+        "SELECT count(*), min(created_ms) FROM styx_outbox WHERE parked_ms IS NULL").fetchone()
+    (parked,) = conn.execute("SELECT count(*) FROM styx_outbox WHERE parked_ms IS NOT NULL").fetchone()
+    spend = ledger.summary(conn, ledger.month_of(now_ms))
+    return StoreFigures(entries=figures.entries, embedding_backlog=figures.embedding_backlog,
+                        vitality_phase=figures.vitality_phase, suspect_authors=figures.suspect_authors,
+                        distrusted_authors=figures.distrusted_authors, styx_depth=int(depth),
+                        styx_parked=int(parked),
+                        styx_oldest_age_s=None if oldest is None else max(0.0, (now_ms - int(oldest)) / 1000),
+                        styx_spend_usd=float(spend["usd"]))
 
 
 def _peer(doc: dict[str, Any]) -> PeerFigures:

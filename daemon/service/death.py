@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import httpx
 import trio
 
-from crdt import Kind, SlotKind
+from crdt import Kind
 from daemon.errors import DaemonError
 from daemon.grimoire import Grimoire, NewEntry
 from daemon.grimoire.curator.bequest import export_testament
@@ -182,8 +182,7 @@ class Death:
             entry = store.get(entry_id)
             layers = list(layers_for(Kind.DEATH_REFLECTION, entry.body.sensitivity.value, enabled=writer.layers))
             if layers and not fresh:  # written while Styx was off (or before a crash): queue it now
-                seq = store.connection.execute("SELECT seq FROM ops WHERE entry_id = ? AND slot = ? AND writer = ?",
-                                               (entry_id, int(SlotKind.BODY), entry.body.author)).fetchone()[0]
+                seq = store.body_seq(entry_id, entry.body.author)
                 with store.transaction() as conn:
                     enqueue_entry(conn, writer=entry.body.author, seq=seq, kind="death_reflection", layers=layers,
                                   entry=entry.to_json(), created_ms=self.state.now_ms())

@@ -69,8 +69,8 @@ class StyxLink:
         """`clade styx status` (on the store's thread): outbox depth and age, parked items, the pusher's counters."""
         assert self.pusher is not None
         st = self.pusher.stats
-        doc = styx_outbox.stored_status(store.connection, now_ms=self.now_ms(),
-                                        outbox_warn=self.config().styx.outbox_warn)
+        warn = self.config().styx.outbox_warn
+        doc = store.room_read(lambda c: styx_outbox.stored_status(c, now_ms=self.now_ms(), outbox_warn=warn))
         last_at = None if st.last_success_ms is None else iso_ms(st.last_success_ms)
         doc.update({"last_success_ms": st.last_success_ms, "last_success_at": last_at, "failures": st.failures,
                     "delivered": st.delivered, "last_error": st.last_error, "url": self.pusher.url,

@@ -78,7 +78,8 @@ def ask_direct(store: Grimoire, config: StyxConfig, text: str, alongside: Callab
     recorded in `store`, and the query's cost is recorded there. Returns (local, results, error)."""
     month = ledger.month_of(now_ms)
     price = config.prices.per_query
-    if config.budget.monthly is not None and ledger.spent(store.connection, month) + price > config.budget.monthly:
+    spent = store.room_read(lambda c: ledger.spent(c, month)) if config.budget.monthly is not None else 0.0
+    if config.budget.monthly is not None and spent + price > config.budget.monthly:
         return alongside(), [], "the monthly Styx budget is reached; Styx is asked again next month"
     token = config.bearer()
 

@@ -26,16 +26,16 @@ from typing import TYPE_CHECKING, Any
 
 from crdt import Op, SlotKind
 from crdt.body import EntryBody
-from daemon.grimoire.store import Grimoire
 
 from . import ledger
 from .wire import LAYERS, PUBLIC_LAYERS, at_once, item_json, layers_for, playbook_item, public_item_json
 
 if TYPE_CHECKING:
     from daemon.config import StyxConfig
+    from daemon.grimoire.store import Grimoire
 
-__all__ = ["OutboxItem", "OutboxWriter", "delivered", "due", "enqueue_entry", "enqueue_playbook", "park",
-           "retry_later", "status", "stored_status", "unpark", "writer_for"]
+__all__ = ["OutboxItem", "OutboxWriter", "delivered", "depth", "due", "enqueue_entry", "enqueue_playbook",
+           "next_due_ms", "park", "retry_later", "status", "stored_status", "unpark", "writer_for"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,24 +57,28 @@ class OutboxWriter:
         self._now_ms = now_ms
 
     def __call__(self, store: Grimoire, ops: Sequence[Op], me: str) -> None:
-        conn = store.connection
+        """Inside the write transaction of `ops`: reads through the store, writes the outbox's
+        rows through `Grimoire.room_write`."""
         for op in ops:
             if op.writer != me or op.slot is not SlotKind.BODY or not isinstance(op.value, EntryBody):
                 continue
             body = op.value
-            row = conn.execute(  # a held (a repeated warning, an inherited one) or refuted entry crosses nowhere
-                "SELECT promoted_ms FROM entries WHERE id = ? AND status = 'active' "
-                "AND crossing_hold IS NULL AND refuted_ms IS NULL", (body.id,)).fetchone()
-            if row is None:
+            promoted = store.leaving(body.id)  # a held (a repeat, inherited) or refuted entry crosses nowhere
+            if promoted is None:
                 continue
-            if not (at_once(body.kind) or row[0] is not None):
+            if not (at_once(body.kind) or promoted):
                 continue
             layers = layers_for(body.kind, body.sensitivity.value, enabled=self.layers)
             if not layers:
                 continue
             created = op.hlc.ms if self._now_ms is None else int(self._now_ms())
-            enqueue_entry(conn, writer=op.writer, seq=op.seq, kind=body.kind.value, layers=layers,
-                          entry=store.get(body.id).to_json(), created_ms=created)
+            doc = store.get(body.id).to_json()
+
+            def enqueue(conn: sqlite3.Connection, o: Op = op, d: dict[str, Any] = doc,
+                        ls: Sequence[str] = layers, c: int = created) -> None:
+                enqueue_entry(conn, writer=o.writer, seq=o.seq, kind=d["kind"], layers=ls, entry=d, created_ms=c)
+
+            store.room_write(enqueue)
 
 
 def writer_for(styx: StyxConfig) -> OutboxWriter | None:
@@ -121,6 +125,17 @@ def due(conn: sqlite3.Connection, *, now_ms: int, limit: int) -> list[OutboxItem
         "SELECT n, idempotency_key, kind, layer, item, created_ms, attempts FROM styx_outbox "
         "WHERE parked_ms IS NULL AND next_ms <= ? ORDER BY n LIMIT ?", (now_ms, limit)).fetchall()
     return [OutboxItem(*r) for r in rows]
+
+
+def depth(conn: sqlite3.Connection) -> int:
+    """Items waiting (not parked)."""
+    return int(conn.execute("SELECT count(*) FROM styx_outbox WHERE parked_ms IS NULL").fetchone()[0])
+
+
+def next_due_ms(conn: sqlite3.Connection) -> int | None:
+    """When the next waiting item is due (None: nothing waits)."""
+    row = conn.execute("SELECT min(next_ms) FROM styx_outbox WHERE parked_ms IS NULL").fetchone()
+    return None if row[0] is None else int(row[0])
 
 
 def delivered(conn: sqlite3.Connection, ns: Sequence[int]) -> None:

@@ -86,7 +86,7 @@ class Pusher:
     async def load_spend(self) -> None:
         """Take up this month's recorded spend (so a restart does not reset the monthly cap)."""
         month = ledger.month_of(self._wall_ms())
-        self.budget.resume(month, await self._db(lambda s: ledger.spent(s.connection, month)))
+        self.budget.resume(month, await self._db(lambda s: s.room_read(lambda c: ledger.spent(c, month))))
 
     async def ask(self, text: str, *, k: int, layers: tuple[str, ...], deadline_s: float
                   ) -> tuple[list[QueryResult], str | None]:
@@ -144,10 +144,9 @@ class Pusher:
     async def round(self, client: httpx.AsyncClient) -> float:
         """Push one batch if any is due; returns how long to wait before the next round (0: at once)."""
         now = self._wall_ms()
-        items = await self._db(lambda s: outbox.due(s.connection, now_ms=now, limit=self.batch))
+        items = await self._db(lambda s: s.room_read(lambda c: outbox.due(c, now_ms=now, limit=self.batch)))
         if len(items) == self.batch:  # only a full batch can mean a long queue: count it then
-            depth = await self._db(lambda s: s.connection.execute(
-                "SELECT count(*) FROM styx_outbox WHERE parked_ms IS NULL").fetchone()[0])
+            depth = await self._db(lambda s: s.room_read(outbox.depth))
             if depth > self.outbox_warn and not self.over_warn:
                 log.warning("styx: %d items wait in the outbox (over outbox_warn %d); nothing is dropped, but Styx "
                             "is not keeping up: check its health and the budget", depth, self.outbox_warn)
@@ -156,8 +155,7 @@ class Pusher:
         elif self.over_warn:
             self.over_warn = False
         if not items:
-            nxt = await self._db(lambda s: s.connection.execute(
-                "SELECT min(next_ms) FROM styx_outbox WHERE parked_ms IS NULL").fetchone()[0])
+            nxt = await self._db(lambda s: s.room_read(outbox.next_due_ms))
             return IDLE_S if nxt is None else max(0.05, min(IDLE_S, (nxt - now) / 1000))
         month = ledger.month_of(now)
         while items and not self.budget.allows(len(items), now_s=trio.current_time(), month=month):

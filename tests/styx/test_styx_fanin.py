@@ -79,7 +79,7 @@ def test_the_digest_places_a_styx_hit_by_its_rank_among_the_local_entries(tmp_pa
             entries[name] = store.remember(NewEntry(kind=Kind.FACT, content=f"{name} entry"), identity=ME)
     items = [DigestItem(entries["high"], 0.5), DigestItem(entries["low"], 0.1)]
     styx = for_digest([QueryResult("s1", "insight", "from styx", 0.9, "vault", 0.7)], min_confidence=0.5)
-    document, local, external = _compose_with(
+    document, local, external, _ = _compose_with(
         items, lambda item: f"[{item.entry.body.content}]", head="", sep="", tail="", budget_tokens=500, k=5,
         per_kind={}, include_sensitive=False, external=[(x.id, f"[{x.content}]", x.score) for x in styx],
         external_tokens=100)

@@ -251,7 +251,8 @@ class StoreBackend(Backend):
         """What waits in the store, without the pusher's counters (null)."""
         config = self.data.load_config().styx
         with self.data.open_store() as store:
-            doc = outbox.stored_status(store.connection, now_ms=wall_clock_ms(), outbox_warn=config.outbox_warn)
+            doc = store.room_read(lambda c: outbox.stored_status(c, now_ms=wall_clock_ms(),
+                                                                  outbox_warn=config.outbox_warn))
         cap = config.budget.monthly
         doc.update({"last_success_ms": None, "last_success_at": None, "failures": None, "delivered": None,
                     "last_error": None, "url": config.url or "(not configured)",
