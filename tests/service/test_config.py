@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.config import DEFAULT_CONFIG_TOML, Config, load_config
+from daemon.config import DEFAULT_CONFIG_TOML, DEFAULT_PRICE_PER_CALL, Config, load_config
 from daemon.errors import ConfigError
 
 
@@ -79,7 +79,7 @@ def test_env_overrides_reach_sub_sections_and_name_a_wrong_one(tmp_path: Path) -
                                     "CLADE_STYX__INJECTION__MAX_TOKENS": "250"})
     assert config.styx.budget.monthly == 20.0 and config.styx.budget.max_per_tick == 0.5  # the file's other key
     assert config.curator.llm.enabled and config.curator.llm.model == "claude-x"
-    assert config.styx.injection.max_tokens == 250 and config.styx.prices.per_call == 0.0
+    assert config.styx.injection.max_tokens == 250 and config.styx.prices.per_call == DEFAULT_PRICE_PER_CALL
     with pytest.raises(ConfigError, match=r"CLADE_STYX__BUDGT__MONTHLY: unknown section 'styx.budgt'"):
         load_config(path, env={"CLADE_STYX__BUDGT__MONTHLY": "1"})
     with pytest.raises(ConfigError, match=r"CLADE_STYX__BUDGET__MONTHLY: key styx.budget.monthly"):
