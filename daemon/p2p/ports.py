@@ -14,6 +14,7 @@ and neither imports the other.
 from __future__ import annotations
 
 import logging
+import sys
 from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from crdt import ApplyReport
 from crypto import RevocationList
+from daemon.grimoire.storage_faults import sole_cause, storage_refusal
 
 if TYPE_CHECKING:
     from daemon.grimoire import Grimoire
@@ -199,6 +201,13 @@ def announce_received(daemon: DaemonPort, source: str, report: ApplyReport, *, v
 
 def internal_error(counters: Counter[str], what: str, *args: object) -> None:
     """A bug surfaced at a task or handler boundary (call inside `except`): log it with its
-    traceback and count it as `internal_errors`, never as a peer's or the network's fault."""
+    traceback and count it as `internal_errors`, never as a peer's or the network's fault. A
+    storage refusal (the data dir full or read-only) is not a bug: said without a traceback and
+    counted as `sync_storage_refused` (the next sync brings what this one could not store)."""
+    refusal = storage_refusal(sole_cause(sys.exc_info()[1] or Exception()))
+    if refusal is not None:
+        counters["sync_storage_refused"] += 1
+        log.warning(what + ": " + refusal.detail, *args)
+        return
     counters["internal_errors"] += 1
     log.exception("internal error: " + what, *args)

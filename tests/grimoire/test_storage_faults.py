@@ -38,3 +38,20 @@ def test_everything_else_stays_an_unexpected_error() -> None:
     assert storage_refusal(sqlite3.OperationalError("no such table: t")) is None
     assert storage_refusal(OSError(errno.ENOENT, "gone")) is None
     assert storage_refusal(ValueError("database or disk is full")) is None
+
+
+def test_a_sync_the_storage_refused_is_counted_not_reported_as_a_bug() -> None:
+    from collections import Counter
+
+    from daemon.p2p.ports import internal_error
+
+    counters: Counter[str] = Counter()
+    try:
+        raise ExceptionGroup("sync", [sqlite3.OperationalError("database or disk is full")])
+    except ExceptionGroup:
+        internal_error(counters, "sync with %s", "peer")
+    try:
+        raise KeyError("a bug")
+    except KeyError:
+        internal_error(counters, "sync with %s", "peer")
+    assert counters == Counter(sync_storage_refused=1, internal_errors=1)
