@@ -512,6 +512,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                         record["start_on_read_only"] = "started (unexpected)"
                     except (RuntimeError, TimeoutError) as exc:
                         record["start_on_read_only"] = str(exc)[-300:]
+                        victim.stop()  # reap it and close its pipe
                     time.sleep(duration)  # the fault lasts this long
                     volume.remount("rw")
                     clade.start(victim, env=envs.get("g0"), timeout=args.start_timeout)
