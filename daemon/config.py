@@ -307,6 +307,8 @@ class TrustConfig(_Section):
     strength: float = Field(4.0, gt=0, le=100, description="how many pieces of evidence weigh as much as the prior")
     low_trust: float = Field(0.35, ge=0, le=1, description="below this an author is suspect: its entries stop "
                                                            "aging out of quarantine and its warnings are withheld")
+    low_trust_evidence: int = Field(4, ge=0, le=1_000_000, description="… once at least this much evidence about "
+                                                                      "the author is in (fewer: not yet suspect)")
     vouch_trust: float = Field(0.65, ge=0, le=1, description="an author's confirmations corroborate others' entries "
                                                             "only once its trust from local evidence reaches this")
     quarantine_age_s: int = Field(86_400, ge=0, le=90 * 86_400,
@@ -326,15 +328,20 @@ class TrustConfig(_Section):
     release_trust: float = Field(0.55, ge=0, le=1, description="the trust here an author's entries are released "
                                                                "on arrival from (with release_vouched)")
     release_outcomes: int = Field(4, ge=0, le=1_000_000, description="… on at least this much evidence about it")
+    trial: bool = Field(True, description="a member's unverified entries enter digests and "
+                                          "searches at once, marked unverified, so outcomes here can bear them "
+                                          "out or refute them; off: only its warnings")
 
     def policy(self) -> TrustPolicy:
         """The pure policy trust.py applies."""
         return TrustPolicy(enabled=self.enabled, prior=self.prior, strength=self.strength, low_trust=self.low_trust,
+                           low_trust_evidence=self.low_trust_evidence,
                            vouch_trust=self.vouch_trust, quarantine_age_ms=self.quarantine_age_s * 1000,
                            budget_entries=self.budget_entries, budget_window_ms=self.budget_window_s * 1000,
                            catchup_entries=self.catchup_entries, max_author_share=self.max_author_share,
                            unverified_per_author=self.unverified_per_author, release_vouched=self.release_vouched,
-                           release_trust=self.release_trust, release_outcomes=self.release_outcomes)
+                           release_trust=self.release_trust, release_outcomes=self.release_outcomes,
+                           trial=self.trial)
 
 
 class TuiConfig(_Section):
@@ -485,6 +492,7 @@ DEFAULT_CONFIG_TOML = """\
 # budget_window_s = 3600
 # max_author_share = 0.3   # of a digest's slots from one sibling
 # release_vouched = true   # an author with a good record here (release_trust) has its entries released at once
+# trial = true             # a sibling's new entry is shown at once, marked unverified, until outcomes decide
 
 [log]
 # level = "warning"

@@ -12,8 +12,10 @@ from .report import progress
 
 __all__ = [
     "dist",
+    "holm",
     "latency_summary",
     "mean_interval",
+    "paired",
     "percentile",
     "rate_summary",
     "size_summary",
@@ -123,3 +125,32 @@ def mean_interval(values: Iterable[float | None]) -> dict[str, float | int | Non
     t = _T95[max(k for k in _T95 if k <= dof)] if dof < 30 else 1.96
     half = t * statistics.stdev(xs) / math.sqrt(len(xs))
     return {"mean": mean, "lo": mean - half, "hi": mean + half, "n": len(xs)}
+
+
+def paired(differences: Iterable[float | None]) -> dict[str, float | int | None]:
+    """Mean of per-seed paired `differences`, its 95 % t-interval (exact t quantile) and the
+    two-sided p-value of a paired t-test against 0: {mean, lo, hi, n, p}. None and NaN skipped."""
+    from scipy import stats as scipy_stats
+
+    xs = [v for v in differences if v is not None and not math.isnan(v)]
+    if len(xs) < 2:
+        return {"mean": statistics.fmean(xs) if xs else None, "lo": None, "hi": None, "n": len(xs), "p": None}
+    mean = statistics.fmean(xs)
+    sd = statistics.stdev(xs)
+    half = float(scipy_stats.t.ppf(0.975, len(xs) - 1)) * sd / math.sqrt(len(xs))
+    p = 1.0 if sd == 0 and mean == 0 else (0.0 if sd == 0 else float(
+        2 * scipy_stats.t.sf(abs(mean / (sd / math.sqrt(len(xs)))), len(xs) - 1)))
+    return {"mean": mean, "lo": mean - half, "hi": mean + half, "n": len(xs), "p": p}
+
+
+def holm(pvalues: dict[str, float | None]) -> dict[str, float | None]:
+    """Holm's step-down adjustment of a family of p-values (Holm 1979): the i-th smallest of m
+    becomes max over j ≤ i of min(1, (m − j + 1)·p_(j)). None stays None and is not counted."""
+    known = sorted((p, name) for name, p in pvalues.items() if p is not None)
+    m = len(known)
+    out: dict[str, float | None] = {name: None for name, p in pvalues.items() if p is None}
+    running = 0.0
+    for j, (p, name) in enumerate(known):
+        running = max(running, min(1.0, (m - j) * p))
+        out[name] = running
+    return out

@@ -197,6 +197,10 @@ class CuratorOut(_Out):
     episodes_consolidated: int
     episodes_replayed: int = Field(0, description="verified episodes replayed (their replay_count rose)")
     entries_promoted: int
+    promotion_refused: dict[str, int] = Field(
+        default_factory=dict, description="entries written since the previous cycle that the crossing gates held "
+                                          "back, by reason: low_score, low_confidence, near_duplicate, refuted, "
+                                          "too_young, unproven")
     heuristics_proposed: int
     entries_validated: int
     entries_archived_capacity: int = Field(0, description="of entries_pruned: the Grimoire over its budget")

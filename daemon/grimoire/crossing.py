@@ -40,7 +40,7 @@ from daemon.embedding.embedder import EmbeddingInfo
 from .admission import AdmissionInput, admission, max_similarity
 from .belief import track_record
 from .evidence_store import clade_record
-from .promotion import EVIDENCE_KINDS, PROMOTABLE, WARNING_REPEAT, Candidate, crossing_reason, figures
+from .promotion import EVIDENCE_KINDS, PROMOTABLE, WARNING_REPEAT, Candidate, crossing_reason, figures, refusal_reason
 from .records import Entry, NewEntry
 from .store import Grimoire, LocalIdentity
 from .trust import TrustPolicy
@@ -79,11 +79,14 @@ def _reference_similarity(store: Grimoire, me: str, vectors: Vectors, ids: list[
 
 def promote_ready(store: Grimoire, identity: LocalIdentity, *, now_ms: int, tick_seconds: float,
                   vectors: Vectors | None = None, legacy: bool | None = None,
-                  trust: TrustPolicy | None = None) -> list[str]:
+                  trust: TrustPolicy | None = None, refused: dict[str, int] | None = None,
+                  since_ms: int | None = None) -> list[str]:
     """Promote what passes its gate now (inherited entries validated here included); returns ids.
     `vectors`: current-model vectors by id (None: novelty is not measured); `legacy`: None reads
     the stored vitality; `trust`: the policy siblings' evidence is weighed under (the pooled
-    belief and this golem's track record with the clade, belief.py; default `TrustPolicy()`)."""
+    belief and this golem's track record with the clade, belief.py; default `TrustPolicy()`).
+    `refused`, when given, counts by reason (`promotion.refusal_reason`) the candidates that did
+    not cross and were created after `since_ms` (None: every candidate) — their first look."""
     me = identity.peer_id
     vectors = vectors or {}
     legacy = read_vitality(store.connection).legacy if legacy is None else legacy
@@ -119,6 +122,9 @@ def promote_ready(store: Grimoire, identity: LocalIdentity, *, now_ms: int, tick
             refuted=entry_id in pooled and pooled[entry_id].refuted)
         reason = crossing_reason(candidate, now_ms=now_ms, tick_seconds=tick_seconds, legacy=legacy)
         if reason is None:
+            if refused is not None and (since_ms is None or candidate.created_ms > since_ms):
+                why = refusal_reason(candidate, now_ms=now_ms, tick_seconds=tick_seconds)
+                refused[why] = refused.get(why, 0) + 1
             continue
         by_reason.setdefault(reason, []).append(entry_id)
         if entry_id in vectors:

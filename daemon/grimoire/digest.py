@@ -13,10 +13,11 @@ fit is skipped (a smaller one further down may still fit), up to `k` (default 10
 3. then the hits the caps held back, in rank order: caps reserve room for other kinds only
    when there are other kinds to fill it — slots are never left empty.
 
-Siblings' entries still in quarantine (trust.py) never reach the ranked hits, except
-unverified warnings of an author in good standing, which are marked (`verified="false"`,
-`"unverified": true`, an `[unverified]` title); and one sibling holds at most
-`max(1, ⌊0.3·k⌋)` of the ranked hits and one unverified entry (`diverse_hits`).
+Siblings' entries still in quarantine (trust.py) reach the ranked hits only on trial (a
+member's new entry, or a warning of an author who is not suspect), marked
+(`verified="false"`, `"unverified": true`, an `[unverified]` title); one sibling holds at most
+`max(1, ⌊0.3·k⌋)` of the ranked hits and one unverified entry, and a sibling without a proven
+record here (`trust.proven`) one entry in all (`diverse_hits`).
 
 The document lists pinned entries first, then the rest in rank order with the external
 results (Styx's answer, `ExternalItem`, at their own four-factor rank: scoring.external_rank)
@@ -36,7 +37,7 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -50,7 +51,7 @@ from .records import Entry
 from .retrieval import Hit, Keywords, RecallQuery, Retriever
 from .scoring import age_days
 from .store import Grimoire
-from .trust import Release, TrustPolicy, diversify
+from .trust import Release, TrustPolicy, diversify, proven
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -218,7 +219,9 @@ def _compose_with(items: Sequence[DigestItem], render: Callable[[DigestItem], st
 
 def shown_confidence(e: Entry) -> float:
     """The confidence a digest shows the agent: the pooled belief (belief.py) where recall
-    computed it, else this golem's local confidence (a pinned entry)."""
+    computed it, else this golem's local confidence (a pinned entry). A sibling's entry on
+    trial (trust.py) shows its provenance's confidence — the pooled belief over the author's
+    stated confidence — and is marked unverified (`verified="false"`, `"unverified": true`)."""
     return e.local_confidence if e.belief is None else e.belief.belief
 
 
@@ -226,7 +229,8 @@ def _xml_piece(item: DigestItem, now_ms: int) -> str:
     e, b = item.entry, item.entry.body
     mark = ' verified="false"' if item.unverified else ""
     return (
-        f'<memory type="{b.kind.value}" importance="{b.importance:.2f}" confidence="{shown_confidence(e):.2f}" '
+        f'<memory type="{b.kind.value}" importance="{b.importance:.2f}" '
+        f'confidence="{shown_confidence(e):.2f}" '
         f'age="{_age(age_days(b.created.ms, now_ms))}" date="{_date(entry_time_ms(e))}" '
         f'source="{_escape(e.provenance)}"{mark} id="{b.id}">'
         f"{_escape(b.content)}</memory>\n"
@@ -354,12 +358,14 @@ def digest_query(text: str, *, k: int, include_sensitive: bool,
                        keyword_only=keyword_only)
 
 
-def diverse_hits(hits: Sequence[Hit], *, k: int, policy: TrustPolicy) -> list[DigestItem]:
-    """`hits` as digest items, within the per-sibling caps (`trust.diversify`), unverified ones marked."""
+def diverse_hits(hits: Sequence[Hit], *, k: int, policy: TrustPolicy,
+                 limited: Collection[str] = ()) -> list[DigestItem]:
+    """`hits` as digest items, within the per-sibling caps (`trust.diversify`; `limited`:
+    authors held to one entry), unverified ones marked."""
     unverified = [h.release == Release.UNVERIFIED.value for h in hits]
     keep = diversify([(h.entry.body.author, h.entry.provenance == "clade", u) for h, u in zip(hits, unverified,
                                                                                             strict=True)],
-                     k=k, policy=policy) if policy.enabled else range(len(hits))
+                     k=k, policy=policy, limited=limited) if policy.enabled else range(len(hits))
     return [DigestItem(hits[i].entry, hits[i].score, unverified=unverified[i]) for i in keep]
 
 
@@ -387,7 +393,11 @@ def build_digest(retriever: Retriever, *, text: str, now_ms: int, budget_tokens:
     pinned = (store or retriever.store).pinned(tags=pinned_tags, fact_keys=pinned_fact_keys) if (
         pinned_tags or pinned_fact_keys) else []
     items = [DigestItem(e, 1.0, pinned=True) for e in pinned]
-    items += diverse_hits(hits, k=k, policy=retriever.trust)
+    view = (store or retriever.store).trust_view(retriever.trust, now_ms=now_ms) if hits else None
+    siblings = {h.entry.body.author for h in hits if h.entry.provenance == "clade"}
+    limited = {a for a in siblings if view is None or a not in view.authors
+               or not proven(view.authors[a], retriever.trust)}
+    items += diverse_hits(hits, k=k, policy=retriever.trust, limited=limited)
     local_ids = {item.entry.id for item in items}
     outside = [x for x in external if x.id not in local_ids]  # our own entry, back from Styx: once is enough
     render_local: Callable[[DigestItem], str]

@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from crdt import EntryBody, Kind, may_cross
 
 __all__ = ["CROSS_AT_ONCE", "EVIDENCE_KINDS", "PHASES", "PROMOTABLE", "RULE_KINDS", "RULE_MIN_POSITIVE",
-           "WARNING_REPEAT", "Candidate", "crossing_reason", "figures", "legacy_due", "sync_gate"]
+           "WARNING_REPEAT", "Candidate", "crossing_reason", "figures", "legacy_due", "refusal_reason",
+           "sync_gate"]
 
 CROSS_AT_ONCE = frozenset({Kind.WARNING, Kind.ANTI_KNOWLEDGE, Kind.REGIME_SHIFT, Kind.DEATH_REFLECTION})
 EVIDENCE_KINDS = frozenset({Kind.INSIGHT, Kind.FACT, Kind.CAUSAL_LINK})
@@ -110,6 +111,27 @@ def crossing_reason(c: Candidate, *, now_ms: int, tick_seconds: float, ticks: in
             return "validated"
         return "legacy" if bequeathing else None
     return None
+
+
+def refusal_reason(c: Candidate, *, now_ms: int, tick_seconds: float, ticks: int = RULE_TICKS) -> str:
+    """Why `c` does not cross now (when `crossing_reason` gave None, legacy aside): `refuted`;
+    for evidence kinds `near_duplicate`, `low_confidence` (< 0.6) or `low_score` (the
+    admission score); for rules `low_confidence` (< 0.7), `too_young` (fewer than `ticks`
+    curator ticks) or `unproven` (fewer than `RULE_MIN_POSITIVE` positives, or not more
+    positive than negative evidence); `kind` for a kind that is never promoted."""
+    if c.refuted:
+        return "refuted"
+    if c.kind in EVIDENCE_KINDS:
+        if c.near_duplicate:
+            return "near_duplicate"
+        return "low_confidence" if c.confidence < EVIDENCE_CONFIDENCE else "low_score"
+    if c.kind in RULE_KINDS:
+        if c.confidence < RULE_CONFIDENCE:
+            return "low_confidence"
+        if now_ms - c.created_ms < ticks * tick_seconds * 1000:
+            return "too_young"
+        return "unproven"
+    return "kind"
 
 
 def sync_gate(local_replica: str, promoted: Collection[str], held: Collection[str] = ()

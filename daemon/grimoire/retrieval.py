@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -38,7 +38,7 @@ from .keywords import query_terms
 from .records import Entry
 from .rows import RankFields
 from .store import Grimoire, wall_clock_ms
-from .trust import TrustPolicy
+from .trust import CAUTIONS, Release, TrustPolicy
 from .trust_store import entry_states
 from .vectors import Eligible, VectorIndex, missing_vectors, write_vectors
 
@@ -209,6 +209,7 @@ class Retriever:
         rows = [(c, text) for c, text in reader.rank_rows(list(ids)) if _passes(c, query, now)]
         releases: dict[str, str] = {}
         pooled: dict[str, Belief] = {}
+        trial: dict[str, str] = {}
         if rows:
             view = reader.trust_view(self.trust, now_ms=now)
             if view is not None:
@@ -217,10 +218,12 @@ class Retriever:
                 releases = {i: release.value for i, (_, release, _) in states.items()}
                 if not query.include_unverified:
                     rows = [(c, text) for c, text in rows if c.id not in states or states[c.id][2]]
+                    trial = {i: facts.author for i, (facts, release, shown) in states.items()
+                             if shown and release is Release.UNVERIFIED and facts.kind not in CAUTIONS}
             pooled = beliefs(reader.connection, [c.id for c, _ in rows], view, self.belief)
             if not query.include_unverified:  # refuted by the clade's evidence (belief.py): withheld
                 rows = [(c, text) for c, text in rows if not (c.id in pooled and pooled[c.id].refuted)]
-        return _Admitted(rows, releases, pooled)
+        return _Admitted(rows, releases, pooled, trial)
 
     def recall(self, query: RecallQuery, *, now_ms: int | None = None, embed_limit: int | None = None,
                query_vector: NDArray[np.float32] | None = None, nearest: list[tuple[str, float]] | None = None,
@@ -281,8 +284,9 @@ class Retriever:
             else:  # keyword-only: BM25 relative to the best match
                 semantic = bm25.get(cand.id, 0.0) / best if best > 0 else 0.0
             raw.append(_factors(cand, semantic, query.pad, now))
-        ranked = sorted(zip(candidates, scoring.normalise(raw), strict=True),
-                        key=lambda cf: (-cf[1].score, cf[0].id))[: query.k]
+        ranked = _trial_capped(sorted(zip(candidates, scoring.normalise(raw), strict=True),
+                                      key=lambda cf: (-cf[1].score, cf[0].id)), admitted.trial,
+                               self.trust.unverified_per_author)[: query.k]
         full = {e.id: e for e in reader.get_many([c.id for c, _ in ranked])}
         return [Hit(replace(full[c.id], belief=pooled.get(c.id)), f.score, f, via[c.id], releases.get(c.id, "own"))
                 for c, f in ranked if c.id in full]
@@ -295,7 +299,7 @@ class Retriever:
         k passed (a filter that holds back nearly everything costs at most that, unless fewer
         than k passed: then it goes on to the end). Adds to `via` what it finds."""
         want = _wanted(query)
-        passed = sum(1 for c, _ in admitted.rows if via[c.id] != "keyword")
+        passed = sum(1 for c, _ in admitted.rows if via[c.id] != "keyword" and c.id not in admitted.trial)
         if examined < want:
             return admitted  # the first page was not full: every eligible entry was seen
         while passed < want and not (examined >= MAX_EXAMINED and passed >= query.k):
@@ -310,9 +314,9 @@ class Retriever:
                 if via[entry_id] == "keyword":
                     via[entry_id] = "both"
             more = self._admit(reader, fresh, query, now)
-            passed += len(more.rows)
+            passed += sum(1 for c, _ in more.rows if c.id not in more.trial)
             admitted = _Admitted([*admitted.rows, *more.rows], {**admitted.releases, **more.releases},
-                                 {**admitted.pooled, **more.pooled})
+                                 {**admitted.pooled, **more.pooled}, {**admitted.trial, **more.trial})
             if len(page) < examined // 2:
                 break  # the last page came back short: the index ran out
         return admitted
@@ -325,6 +329,25 @@ class _Admitted:
     rows: list[tuple[RankFields, str]]
     releases: dict[str, str]
     pooled: dict[str, Belief]
+    trial: dict[str, str] = field(default_factory=dict)  # of those, siblings' entries on trial: id -> author
+
+
+def _trial_capped(ranked: list[tuple[RankFields, scoring.Factors]], trial: dict[str, str], per_author: int
+                  ) -> list[tuple[RankFields, scoring.Factors]]:
+    """`ranked` with at most `per_author` entries on trial per author (the best ranked): a
+    member with no record takes one slot of an answer, not all of them (trust.py). Entries on
+    trial do not count as passing the filters when the search widens (`_widen`), so a flood of
+    them cannot stop the search before the released answer."""
+    taken: dict[str, int] = {}
+    out = []
+    for cand, factors in ranked:
+        author = trial.get(cand.id)
+        if author is not None:
+            if taken.get(author, 0) >= per_author:
+                continue
+            taken[author] = taken.get(author, 0) + 1
+        out.append((cand, factors))
+    return out
 
 
 def _wanted(query: RecallQuery) -> int:

@@ -18,8 +18,13 @@ or another author whose trust from its outcomes alone is at least `vouch_trust`:
 endorsement weight is earned here, so a second compromised identity confirming the first
 ("impersonated consensus") counts nothing, and an author's own endorsements never count (the
 CRDT refuses them). An operator's `distrust` sets trust to 0 until `trust` lifts it.
-An author is **suspect** when distrusted, when its trust is below `low_trust`, or when it wrote
-more than its budget (below).
+An author is **suspect** when distrusted, when its trust is below `low_trust` on at least
+`low_trust_evidence` (4) pieces of evidence, or when it wrote more than its budget (below).
+The evidence floor matters because suspicion is nearly absorbing — a suspect's entries are
+withheld, so they gather no new outcomes here: an honest sibling's knowledge helps ~60-65 % of
+the time, so two failures first (trust 2/6 = 0.33) happen to one honest pair in eight, and
+without the floor that sibling was shut out for good (the decision benchmark, step 24); four
+failures in a row happen to one in fifty, and to a writer of bad knowledge one time in three.
 
 **Quarantine** (`verdict`): an own (or inherited) entry is released. A sibling's entry is
 released once *corroborated* — more good than bad evidence on the entry itself (a positive
@@ -38,11 +43,27 @@ it agrees with this golem's own outcomes on the entries both have evidence on
 contradicting what happened here.
 Everything else is *unverified*. A distrusted author's entries are all unverified.
 
-**Where unverified entries go** (`digest_visible`): an unverified caution (warning,
-anti-knowledge) of an author in good standing enters digests marked "unverified"; any other
-unverified entry, and every unverified entry of a suspect author, is withheld from digests and
-default searches but stays readable (`GET /v1/entries/{id}`, search with
-`include_unverified`) and is released as soon as the evidence arrives. Nothing is deleted.
+**Where unverified entries go** (`digest_visible`): an unverified entry of a member that is
+not suspect, with no negative evidence here, is *on trial*: it enters digests and default
+searches at once, marked unverified (a sibling's, not yet borne out here) at its
+provenance's confidence (the pooled belief over the author's stated confidence, belief.py),
+so that this golem's outcomes can validate or refute it the day it arrives (`trial`).
+Siblings are the owner's own golems, admitted by its certificate: a member with no record
+starts neutral, and every entry of a clean or good record is on trial. An author whose record
+here is worse than neutral has only a *share* of its new entries on trial — exploration by
+Thompson sampling over its record (`trial_chance`): the chance that a draw of its help rate
+from the Beta posterior beats the prior mean, relative to a clean record's (1 after one
+failure and one success; 0.625 after one failure; 0.375 after two): an honest sibling that
+was unlucky first is tried again and recovers, a writer of bad knowledge is tried less and
+less until it is suspect. Which entries are on trial is a fixed draw per (entry, record)
+(`trial_draw`), so a search does not flicker. What one author takes is bounded further: one
+unverified entry per author per digest (`diversify`) and per search (retrieval.py), none for a
+suspect author (flooding, low trust on enough evidence, unreliable, distrusted), whose
+entries are withheld from digests and default searches but stay readable
+(`GET /v1/entries/{id}`, search with `include_unverified`) and are released as soon as the
+evidence arrives. With `trial` off, only an unverified caution (warning, anti-knowledge) of an
+author who is not suspect is shown: a missed warning costs more than a noisy one. Nothing is
+deleted.
 
 **Budgets** (`over_budget`): an author may have at most `budget_entries` *fresh* entries arrive
 in `budget_window_ms`. Fresh means authored (HLC) within `budget_window_ms` of its arrival: a
@@ -53,13 +74,18 @@ and rank as old. Over budget never drops anything: it makes the author suspect a
 
 **Diversity** (`diversify`): of the ranked digest candidates, at most `unverified_per_author`
 unverified entries per sibling and at most `max(1, ⌊max_author_share · k⌋)` entries per
-sibling in all; own entries are never capped.
+sibling in all — one in all for a sibling without a proven record here (`proven`: trust at
+least the prior on at least `release_outcomes` pieces of evidence); own entries are never
+capped. An author nothing is known of (a sibling whose entries have not been acted on here)
+is held to one slot too.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -68,7 +94,8 @@ from crdt import Kind
 from .posterior import posterior_mean
 
 __all__ = ["CAUTIONS", "AuthorEvidence", "AuthorView", "EntryFacts", "Release", "TrustPolicy", "author_view",
-           "digest_visible", "diversify", "over_budget", "reporter_reliability", "verdict"]
+           "digest_visible", "diversify", "over_budget", "proven", "reporter_reliability", "trial_chance", "trial_draw",
+           "verdict"]
 
 CAUTIONS = frozenset({Kind.WARNING, Kind.ANTI_KNOWLEDGE})
 """Kinds shown unverified rather than withheld: a missed warning costs more than a noisy one."""
@@ -84,6 +111,7 @@ class TrustPolicy:
     prior: float = 0.5
     strength: float = 4.0
     low_trust: float = 0.35
+    low_trust_evidence: int = 4  # … on at least this much evidence about the author
     vouch_trust: float = 0.65
     quarantine_age_ms: int = 24 * HOUR_MS
     budget_entries: int = 100
@@ -97,6 +125,7 @@ class TrustPolicy:
     reporter_agree: float = 0.6  # a sibling whose evidence agrees this often with ours is a reliable reporter
     reporter_disagree: float = 0.35  # … and one that agrees this rarely is unreliable (suspect)
     reporter_min: int = 3  # entries compared before either is said
+    trial: bool = True  # a member's unverified entries are shown at once, marked (module doc, trial_chance)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +189,7 @@ def author_view(author: str, evidence: AuthorEvidence, policy: TrustPolicy) -> A
     reasons: list[str] = []
     if evidence.distrusted:
         reasons.append("distrusted")
-    elif trust < policy.low_trust:
+    elif trust < policy.low_trust and evidence.good + evidence.bad >= policy.low_trust_evidence:
         reasons.append("low_trust")
     reasons += over_budget(evidence, policy)
     return AuthorView(author, round(trust, 6), bool(reasons), tuple(reasons), evidence)
@@ -205,28 +234,84 @@ def verdict(facts: EntryFacts, author: AuthorView | None, *, now_ms: int, policy
             and author.trust >= policy.release_trust
             and author.evidence.good + author.evidence.bad >= policy.release_outcomes):
         return Release.VOUCHED
-    if bad == 0 and not suspect and now_ms - facts.stored_ms >= policy.quarantine_age_ms:
+    low = author is not None and author.trust < policy.low_trust  # a bad record, on too little evidence to suspect
+    if bad == 0 and not suspect and not low and now_ms - facts.stored_ms >= policy.quarantine_age_ms:
         return Release.AGED
     return Release.UNVERIFIED
 
 
-def digest_visible(facts: EntryFacts, release: Release, author: AuthorView | None) -> bool:
-    """Whether the entry may enter a digest or a default search: released, or an unverified
-    caution of an author who is not suspect (shown marked unverified)."""
+@functools.lru_cache(maxsize=4096)
+def _beta_above(a: float, b: float, threshold: float) -> float:
+    """P(X > threshold) for X ~ Beta(a, b), a, b > 0: the midpoint rule over 2,000 cells of
+    (threshold, 1) (error < 1e-4 for the shapes trust produces; cached, the counts are few)."""
+    cells = 2000
+    width = (1.0 - threshold) / cells
+    log_norm = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+    total = 0.0
+    for i in range(cells):
+        x = threshold + (i + 0.5) * width
+        total += math.exp(log_norm + (a - 1) * math.log(x) + (b - 1) * math.log1p(-x))
+    return min(1.0, total * width)
+
+
+def trial_chance(evidence: AuthorEvidence, policy: TrustPolicy) -> float:
+    """The share of an author's new entries put on trial: P(θ > p₀) under its Beta posterior
+    (S·p₀ + good, S·(1 − p₀) + bad) over the same under the prior alone, capped at 1 — 1 for a
+    clean or good record, less as failures outweigh successes here."""
+    a0, b0 = policy.strength * policy.prior, policy.strength * (1 - policy.prior)
+    prior = _beta_above(a0, b0, policy.prior)
+    if prior <= 0:
+        return 0.0
+    return min(1.0, _beta_above(a0 + evidence.good, b0 + evidence.bad, policy.prior) / prior)
+
+
+def trial_draw(entry_id: str, evidence: AuthorEvidence) -> float:
+    """A uniform draw fixed by the entry and its author's record here (a new outcome draws anew)."""
+    digest = hashlib.blake2b(f"{entry_id}:{evidence.good}:{evidence.bad}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
+def digest_visible(facts: EntryFacts, release: Release, author: AuthorView | None,
+                   policy: TrustPolicy | None = None) -> bool:
+    """Whether the entry may enter a digest or a default search: released; or unverified (shown
+    marked unverified) and either on trial — `policy.trial`, no negative evidence on it here,
+    an author who is not suspect (None: nothing known, neutral), and its draw under the
+    author's `trial_chance` — or a caution of an author who is not suspect. `policy` None:
+    `TrustPolicy()`."""
     if release is not Release.UNVERIFIED:
         return True
-    return facts.kind in CAUTIONS and not (author is not None and author.suspect)
+    policy = policy or TrustPolicy()
+    if author is not None and author.suspect:
+        return False
+    if facts.kind in CAUTIONS:
+        return True
+    if not policy.trial or facts.negative or facts.vouched_contradicts:
+        return False
+    return author is None or trial_draw(facts.id, author.evidence) < trial_chance(author.evidence, policy)
 
 
-def diversify(candidates: Sequence[tuple[str, bool, bool]], *, k: int, policy: TrustPolicy) -> list[int]:
+def proven(author: AuthorView, policy: TrustPolicy) -> bool:
+    """Whether an author's record here earns it more than one digest slot: not suspect, trust at
+    least the prior, on at least `release_outcomes` pieces of evidence. Until then a member —
+    a compromised one whose bad entries a lucky outcome released included — takes one slot of
+    any digest (`diversify`'s `limited`)."""
+    evidence = author.evidence.good + author.evidence.bad
+    return not author.suspect and author.trust >= policy.prior and evidence >= policy.release_outcomes
+
+
+def diversify(candidates: Sequence[tuple[str, bool, bool]], *, k: int, policy: TrustPolicy,
+              limited: Collection[str] = ()) -> list[int]:
     """Positions (in order) of the ranked `candidates` — (author, foreign, unverified) — that stay:
-    per foreign author at most `unverified_per_author` unverified and `max(1, ⌊share·k⌋)` in all."""
-    cap = max(1, math.floor(policy.max_author_share * k))
+    per foreign author at most `unverified_per_author` unverified and `max(1, ⌊share·k⌋)` in all,
+    or one in all for an author in `limited` (no proven record here, `proven`: a compromised
+    member whose entries a lucky outcome released takes one slot, not three)."""
+    wide = max(1, math.floor(policy.max_author_share * k))
     total: dict[str, int] = {}
     unverified: dict[str, int] = {}
     kept: list[int] = []
     for position, (author, foreign, is_unverified) in enumerate(candidates):
         if foreign:
+            cap = 1 if author in limited else wide
             if total.get(author, 0) >= cap:
                 continue
             if is_unverified:

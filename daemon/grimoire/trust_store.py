@@ -142,7 +142,7 @@ def entry_states(conn: sqlite3.Connection, entry_ids: Sequence[str], view: Trust
                                confirms, contradicts)
             author = view.authors.get(facts.author)
             release = verdict(facts, author, now_ms=now_ms, policy=policy)
-            out[facts.id] = (facts, release, digest_visible(facts, release, author))
+            out[facts.id] = (facts, release, digest_visible(facts, release, author, policy))
     return out
 
 

@@ -126,12 +126,16 @@ def test_an_archived_flood_takes_no_candidate_slot_and_stays_in_the_store(store:
 
 
 def test_a_quarantined_flood_cannot_push_a_released_entry_out(store: Grimoire, model_dir: Path) -> None:
-    """A compromised sibling's 64+ near-duplicates on one topic: withheld by quarantine, and the
-    honest answer is still found (the search widens past them)."""
+    """A compromised sibling's 64+ near-duplicates on one topic: unverified, so one of them at
+    most is shown on trial (its best) and the honest answer is still found (the search widens
+    past the rest); with trials off, none is."""
     answer = mine(store, ANSWER)
     flood = [theirs(store, X, f"{FLOOD_QUERY} — buy the dip, call #{i}") for i in range(CANDIDATES + 20)]
     r = retriever(store, model_dir)
     r.trust = TrustPolicy()
+    got = found(r, FLOOD_QUERY, k=5)
+    assert answer in got and len(got) == 2 and len(set(got) & set(flood)) == 1
+    r.trust = TrustPolicy(trial=False)
     assert found(r, FLOOD_QUERY, k=5) == [answer]
     wide = found(r, FLOOD_QUERY, k=5, include_unverified=True)
     assert len(wide) == 5 and set(wide) <= set(flood)  # readable when asked, never deleted

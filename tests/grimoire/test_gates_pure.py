@@ -18,7 +18,7 @@ from daemon.grimoire.admission import (
     specificity,
 )
 from daemon.grimoire.posterior import OutcomeInput, posterior_mean
-from daemon.grimoire.promotion import Candidate, crossing_reason, legacy_due, sync_gate
+from daemon.grimoire.promotion import Candidate, crossing_reason, legacy_due, refusal_reason, sync_gate
 from daemon.grimoire.vitality import Vitality
 
 TICK = 10.0
@@ -70,8 +70,8 @@ def plain(confidence: float = 0.8, content: str = "Funding flips before CPI", **
 
 def test_admission_components() -> None:
     assert novelty(None) == 1.0
-    assert novelty(0.5) == 1.0 and novelty(0.2) == 1.0
-    assert novelty(0.7) == pytest.approx(0.5)
+    assert novelty(0.5) == 1.0 and novelty(0.2) == 1.0 and novelty(0.8) == 1.0  # related claims are news
+    assert novelty(0.85) == pytest.approx(0.5)
     assert novelty(0.9) == 0.0 and novelty(0.99) == 0.0
     assert evidence_score(0, 0, 0) == 0.0
     assert evidence_score(2, 1, 0) == 1.0
@@ -117,6 +117,20 @@ def test_evidence_kinds_cross_when_admitted_above_the_confidence_floor() -> None
         assert reason(Candidate(kind, 0.8, 0, admitted=True), age_ms=0) == "admitted"
         assert reason(Candidate(kind, 0.59, 0, admitted=True)) is None
         assert reason(Candidate(kind, 0.8, 0, admitted=False)) is None
+
+
+@pytest.mark.parametrize(("candidate", "age_ms", "why"), [
+    (Candidate(Kind.INSIGHT, 0.8, 0, admitted=False), 0, "low_score"),
+    (Candidate(Kind.INSIGHT, 0.59, 0, admitted=True), 0, "low_confidence"),
+    (Candidate(Kind.FACT, 0.8, 0, near_duplicate=True), 0, "near_duplicate"),
+    (Candidate(Kind.INSIGHT, 0.8, 0, admitted=True, refuted=True), 0, "refuted"),
+    (Candidate(Kind.HEURISTIC, 0.8, 0, positive=3), TEN_TICKS_MS - 1, "too_young"),
+    (Candidate(Kind.HEURISTIC, 0.8, 0, positive=1), TEN_TICKS_MS, "unproven"),
+    (Candidate(Kind.CONSTRAINT, 0.69, 0, positive=5), TEN_TICKS_MS, "low_confidence"),
+])
+def test_each_refusal_names_its_reason(candidate: Candidate, age_ms: int, why: str) -> None:
+    assert reason(candidate, age_ms=age_ms) is None
+    assert refusal_reason(candidate, now_ms=candidate.created_ms + age_ms, tick_seconds=TICK) == why
 
 
 def test_rules_need_ticks_and_positive_evidence_outnumbering_negative() -> None:

@@ -157,6 +157,9 @@ def test_an_insight_with_defaults_at_0_8_crosses_and_its_near_duplicate_does_not
     assert report.promoted == [new]
     assert store.get(new).promoted_reason == "admitted"
     assert store.get(dup).promoted_reason is None and store.get(low).promoted_reason is None
+    assert report.promotion_refused == {"near_duplicate": 1, "low_confidence": 1}  # each refusal, by reason
+    again = run_cycle(store, identity=ME, now_ms=T0 + 2, vectors=vectors, settings=CuratorSettings(near_duplicate=0.99))
+    assert again.since_ms == T0 + 1 and again.promotion_refused == {}  # counted on their first look only
 
 
 def test_two_paraphrases_written_together_do_not_both_cross(store: Grimoire) -> None:

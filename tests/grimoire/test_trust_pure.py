@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from crdt import Kind
-from daemon.grimoire.curator.compress import Similar, find_merges
 from daemon.grimoire.trust import (
     AuthorEvidence,
     EntryFacts,
@@ -14,9 +13,10 @@ from daemon.grimoire.trust import (
     TrustPolicy,
     author_view,
     digest_visible,
-    diversify,
     over_budget,
     reporter_reliability,
+    trial_chance,
+    trial_draw,
     verdict,
 )
 
@@ -33,7 +33,9 @@ def facts(kind: Kind = Kind.INSIGHT, *, foreign: bool = True, age_ms: int = 0, *
     (AuthorEvidence(), 0.5, ()),
     (AuthorEvidence(good=3), 0.714286, ()),  # (4·0.5 + 3) / (4 + 3)
     (AuthorEvidence(bad=1), 0.4, ()),  # 2 / 5
-    (AuthorEvidence(bad=2), 0.333333, ("low_trust",)),  # 2 / 6 < 0.35
+    (AuthorEvidence(bad=2), 0.333333, ()),  # 2 / 6 < 0.35, but on too little evidence (low_trust_evidence 4)
+    (AuthorEvidence(good=1, bad=3), 0.375, ()),
+    (AuthorEvidence(bad=4), 0.25, ("low_trust",)),  # 2 / 8 on four pieces
     (AuthorEvidence(good=5, distrusted=True), 0.0, ("distrusted",)),
     (AuthorEvidence(fresh_arrivals=100), 0.5, ()),
     (AuthorEvidence(fresh_arrivals=101, arrivals=101), 0.5, ("burst",)),
@@ -91,42 +93,62 @@ def test_verdict(entry: EntryFacts, author: object, release: Release) -> None:
 
 def test_unverified_warnings_are_shown_unless_their_author_is_suspect() -> None:
     good = author_view("x", AuthorEvidence(), P)
-    bad = author_view("x", AuthorEvidence(bad=3), P)
-    assert digest_visible(facts(Kind.WARNING), Release.UNVERIFIED, good) is True
-    assert digest_visible(facts(Kind.ANTI_KNOWLEDGE), Release.UNVERIFIED, None) is True
-    assert digest_visible(facts(Kind.REGIME_SHIFT), Release.UNVERIFIED, good) is False
-    assert digest_visible(facts(Kind.INSIGHT), Release.UNVERIFIED, good) is False
-    assert digest_visible(facts(Kind.WARNING), Release.UNVERIFIED, bad) is False
-    assert digest_visible(facts(Kind.INSIGHT), Release.AGED, bad) is True
+    bad = author_view("x", AuthorEvidence(bad=4), P)
+    no_trial = TrustPolicy(trial=False)
+    assert digest_visible(facts(Kind.WARNING), Release.UNVERIFIED, good, no_trial) is True
+    assert digest_visible(facts(Kind.ANTI_KNOWLEDGE), Release.UNVERIFIED, None, no_trial) is True
+    assert digest_visible(facts(Kind.REGIME_SHIFT), Release.UNVERIFIED, good, no_trial) is False
+    assert digest_visible(facts(Kind.INSIGHT), Release.UNVERIFIED, good, no_trial) is False
+    assert digest_visible(facts(Kind.WARNING), Release.UNVERIFIED, bad, no_trial) is False
+    assert digest_visible(facts(Kind.INSIGHT), Release.AGED, bad, no_trial) is True
 
 
-def test_diversify_caps_each_sibling_never_the_golem_itself() -> None:
-    ranked = [("x", True, True), ("x", True, True), ("me", False, False), ("x", True, False), ("x", True, False),
-              ("x", True, False), ("g", True, False), ("me", False, False), ("me", False, False),
-              ("me", False, False)]
-    assert diversify(ranked, k=10, policy=P) == [0, 2, 3, 4, 6, 7, 8, 9]  # x: one unverified, three in all
-    assert diversify(ranked, k=2, policy=P) == [0, 2, 6, 7, 8, 9]  # ⌊0.3·2⌋ = 0: at least one each
-    assert diversify(ranked, k=10, policy=TrustPolicy(unverified_per_author=0)) == [2, 3, 4, 5, 6, 7, 8, 9]
+def test_a_member_in_good_standing_has_its_new_entries_shown_on_trial() -> None:
+    """A clean record is neutral, not zero: a sibling's fresh insight is shown at once; not once
+    it was contradicted here, nor for a flooding or distrusted author, nor with trials off."""
+    fresh = author_view("x", AuthorEvidence(), P)
+    assert fresh.trust == 0.5 and not fresh.suspect
+    assert digest_visible(facts(Kind.INSIGHT), Release.UNVERIFIED, fresh, P) is True
+    assert digest_visible(facts(Kind.REGIME_SHIFT), Release.UNVERIFIED, None, P) is True  # nothing known: neutral
+    assert digest_visible(facts(Kind.INSIGHT, negative=1), Release.UNVERIFIED, fresh, P) is False
+    assert digest_visible(facts(Kind.INSIGHT), Release.UNVERIFIED, fresh, TrustPolicy(trial=False)) is False
+    flooding = author_view("x", AuthorEvidence(fresh_arrivals=P.budget_entries + 1), P)
+    assert digest_visible(facts(Kind.INSIGHT), Release.UNVERIFIED, flooding, P) is False
+    distrusted = author_view("x", AuthorEvidence(distrusted=True), P)
+    assert digest_visible(facts(Kind.INSIGHT), Release.UNVERIFIED, distrusted, P) is False
 
 
-def sim(id_: str, *, own: bool = False, verified: bool = True, conf: float = 0.4, evidence: int = 0,
-        created: int = NOW) -> Similar:
-    return Similar(id_ * 32, Kind.INSIGHT, "Keep the Aave health factor above 1.5 on Base", own, conf, evidence,
-                   created, verified)
+@pytest.mark.parametrize(("good", "bad", "chance"), [
+    (0, 0, 1.0), (3, 0, 1.0), (1, 1, 1.0),  # clean, good, even: every new entry on trial
+    (0, 1, 0.625), (0, 2, 0.375), (0, 3, 0.21875),  # Beta(2, 2 + bad) above 0.5, over the prior's 0.5
+])
+def test_trial_chance_is_a_thompson_draw_relative_to_a_clean_record(good: int, bad: int, chance: float) -> None:
+    assert trial_chance(AuthorEvidence(good=good, bad=bad), P) == pytest.approx(chance, abs=1e-3)
 
 
-def test_a_quarantined_copy_never_wins_a_merge_nor_passes_its_evidence() -> None:
-    honest = sim("a", evidence=1, created=NOW)
-    # the attacker's exact copy: backdated (older wins ties), more evidence, higher confidence
-    laundered = sim("b", verified=False, conf=0.9, evidence=7, created=NOW - 30 * DAY)
-    (merge,) = find_merges([honest, laundered], {})
-    assert (merge.winner, merge.loser, merge.evidence) == (honest.id, laundered.id, 1)
-    both = find_merges([sim("c", verified=False, evidence=2), sim("d", verified=False, evidence=3)], {})
-    assert [(m.winner, m.evidence) for m in both] == [("d" * 32, 3)]  # all quarantined: the winner keeps its own
+def test_an_unlucky_author_is_tried_again_and_a_bad_one_less_and_less() -> None:
+    """Of 2,000 fresh entries, the share on trial follows the author's record; the draw is fixed
+    per (entry, record), so the same search does not flicker."""
+    def shown(evidence: AuthorEvidence) -> float:
+        view = author_view("x", evidence, P)
+        ids = [f"{i:032x}" for i in range(2000)]
+        return sum(digest_visible(EntryFacts(i, "x", Kind.INSIGHT, True, NOW), Release.UNVERIFIED, view, P)
+                   for i in ids) / len(ids)
+
+    unlucky, worse = shown(AuthorEvidence(bad=2)), shown(AuthorEvidence(bad=3))
+    assert 0.33 < unlucky < 0.42 and 0.18 < worse < 0.26
+    assert not author_view("x", AuthorEvidence(bad=3), P).suspect  # too little evidence to suspect …
+    assert author_view("x", AuthorEvidence(bad=4), P).reasons == ("low_trust",)  # … enough: suspect, no trial
+    assert shown(AuthorEvidence(bad=4)) == 0.0
+    facts_ = EntryFacts("f" * 32, "x", Kind.INSIGHT, True, NOW)
+    assert len({trial_draw(facts_.id, AuthorEvidence(bad=2)) for _ in range(3)}) == 1
 
 
-def test_the_alert_counters_are_prometheus_families() -> None:
-    from daemon.metrics.names import CounterName, counter_family
-
-    assert counter_family("suspect_author") == CounterName("suspect_author")  # clade_suspect_author_total
-    assert counter_family("event_suspect_author") == CounterName("events", "event", "suspect_author")
+def test_a_bad_record_on_little_evidence_stops_aging_but_is_not_suspect() -> None:
+    """Two failures and nothing else: trust 0.33, below low_trust, yet not suspect (four pieces
+    of evidence are needed); its uncontradicted entries no longer age out of quarantine."""
+    view = author_view("x", AuthorEvidence(bad=2), P)
+    assert not view.suspect and view.trust < P.low_trust
+    assert verdict(facts(age_ms=2 * DAY), view, now_ms=NOW, policy=P) is Release.UNVERIFIED
+    assert verdict(facts(age_ms=2 * DAY), author_view("x", AuthorEvidence(), P), now_ms=NOW,
+                   policy=P) is Release.AGED

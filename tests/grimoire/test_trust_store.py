@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from itertools import count
 from pathlib import Path
 
@@ -170,6 +171,9 @@ def test_recall_and_digest_withhold_mark_and_cap_the_unverified(store: Grimoire,
                 for i in range(3)]
     r = Retriever(store, lambda: get_embedder(model_dir))
     r.trust = P
+    on_trial = {h.entry.id: h.release for h in r.recall(RecallQuery(text=question, k=10), now_ms=NOW)}
+    assert on_trial[insight] == "unverified" and on_trial[mine] == "own"  # a member's new insight: on trial
+    r.trust = replace(P, trial=False)
     hits = r.recall(RecallQuery(text=question, k=10), now_ms=NOW)
     shown = {h.entry.id: h.release for h in hits}
     assert insight not in shown and shown[mine] == "own"

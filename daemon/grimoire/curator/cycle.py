@@ -80,6 +80,9 @@ class CycleReport:
     episodes_consolidated: int = 0
     episodes_replayed: int = 0
     entries_promoted: int = 0
+    # Candidates written since the previous cycle that the crossing gates refused, by reason
+    # (promotion.refusal_reason): why fresh knowledge does not reach the siblings at once.
+    promotion_refused: dict[str, int] = field(default_factory=dict)
     heuristics_proposed: int = 0
     entries_validated: int = 0
     entries_archived_capacity: int = 0  # of entries_pruned: archived because the Grimoire was over its budget
@@ -172,7 +175,8 @@ def run_cycle(
             apply_llm(store, identity, asked, llm(asked.clusters), now_ms=now_ms, report=report)
     _consolidate(store, identity, episodes, now_ms, settings, report)
     report.promoted = promote_ready(store, identity, now_ms=now_ms, tick_seconds=settings.tick_seconds,
-                                    trust=settings.trust, vectors=vectors)
+                                    trust=settings.trust, vectors=vectors, refused=report.promotion_refused,
+                                    since_ms=report.since_ms)
     report.entries_promoted = len(report.promoted)
     with store.transaction() as conn:
         conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) "
