@@ -29,6 +29,8 @@ KNOWN_REASONS: frozenset[str] = frozenset({r.value for r in Reason} | {r.value f
     "bad_signature", "clock_skew", "equivocation", "forbidden_slot", "invalid", "malformed", "orphan",
     "oversized", "sender_mismatch", "stalled", "truncated", "unknown_version", "not_a_member", "wrong_peer",
     "other_clade", "replayed", "unknown_writer", "too_old", "duplicate",
+    # the crossing gates' refusals (promotion.refusal_reason)
+    "low_score", "low_confidence", "near_duplicate", "refuted", "too_young", "unproven", "kind",
 })
 
 # (key prefix, family, label): the longest prefix first; the rest of the key is the label's value.
@@ -38,6 +40,7 @@ _LABELLED: tuple[tuple[str, str, str], ...] = (
     ("gossip_rejected_", "gossip_rejected", "reason"),
     ("sync_rejected_", "sync_rejected", "reason"),
     ("hello_refused_", "hello_refused", "reason"),
+    ("promotion_refused_", "promotion_refused", "reason"),
     ("event_", "events", "event"),
 )
 # Byte counts and traffic get their unit last (Prometheus: `_bytes_total`).

@@ -154,6 +154,8 @@ class Upkeep:
         except Exception as exc:  # noqa: BLE001 - an index build failure must not stop the cycle
             log.warning("curator: episode index maintenance failed: %s", exc)
         report.duration_ms = round((time.monotonic() - started) * 1000)
+        for reason, count in report.promotion_refused.items():  # why fresh knowledge did not cross at once
+            self.counters[f"promotion_refused_{reason}"] += count
         self.last_curator = {**report.to_json(), "entries_embedded": self.counters["entries_embedded"],
                              "at_ms": self.now_ms(), "seconds": round(time.monotonic() - started, 3)}
         log.info("curator cycle: %s", " ".join(f"{k}={v}" for k, v in report.to_json().items() if v))

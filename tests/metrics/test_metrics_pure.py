@@ -26,6 +26,7 @@ from tests.helpers.metrics import full_snapshot
     ("hello_refused_by_peer_made_up_reason", CounterName("hello_refused_by_peer", "reason", "other")),
     ("hello_refused_other_clade", CounterName("hello_refused", "reason", "other_clade")),
     ("revocations_rejected_stale", CounterName("revocations_rejected", "reason", "stale")),
+    ("promotion_refused_low_score", CounterName("promotion_refused", "reason", "low_score")),
     ("event_entry_written", CounterName("events", "event", "entry_written")),
     ("event_Bad-Name", CounterName("events", "event", "other")),
     ("service_curator_crashes", CounterName("service_crashes", "service", "curator")),
