@@ -27,25 +27,24 @@ pytestmark = pytest.mark.slow
 IN_TIME_MS = 60_000  # from arrival on A to A's default search and digest
 
 
-@pytest.fixture
-def clade2(tmp_path: Path) -> Iterator[LoopbackClade]:
-    """Two golems, default config (curator cycles are run through `POST /v1/curator/run`)."""
-    clade = LoopbackClade(tmp_path, 2)
+def _running(tmp_path: Path, golems: int) -> Iterator[LoopbackClade]:
+    clade = LoopbackClade(tmp_path, golems)
     try:
         clade.start_all()
         yield clade
     finally:
         clade.close()
+
+
+@pytest.fixture
+def clade2(tmp_path: Path) -> Iterator[LoopbackClade]:
+    """Two golems, default config (curator cycles are run through `POST /v1/curator/run`)."""
+    yield from _running(tmp_path, 2)
 
 
 @pytest.fixture
 def clade3(tmp_path: Path) -> Iterator[LoopbackClade]:
-    clade = LoopbackClade(tmp_path, 3)
-    try:
-        clade.start_all()
-        yield clade
-    finally:
-        clade.close()
+    yield from _running(tmp_path, 3)
 
 
 def arrival_ms(log: EventLog, entry_id: str, timeout: float = 30) -> float:
