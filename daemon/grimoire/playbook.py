@@ -2,7 +2,8 @@
 
 The playbook is read by the golem's agent and queued to Styx's vault layer, so it holds only
 what may cross: active, public warnings, heuristics and anti-knowledge, released from
-quarantine (a sibling's unverified entry is not), and not refuted. Private and sensitive
+quarantine (a sibling's unverified entry is not, on trial or not), not held by the sync gate
+(a repeated warning, an inherited prior) and not refuted. Private and sensitive
 entries, and a suspect sibling's rules, never reach it (`playbook_text` takes what the caller
 selected; `service/curation.render_playbook` selects).
 """

@@ -121,12 +121,17 @@ def llm_for(config: CuratorConfig, env: dict[str, str] | None = None
 
 def playbook_rules(store: Grimoire, *, now_ms: int, trust: TrustPolicy) -> list[Entry]:
     """What PLAYBOOK.md holds (grimoire/playbook.py): the newest `PLAYBOOK_LIMIT` active, public
-    warnings, heuristics and anti-knowledge, none a sibling's entry still in quarantine."""
+    warnings, heuristics and anti-knowledge, none a sibling's entry still in quarantine, none
+    the sync gate holds (`crossing_hold`: a repeated warning, an inherited prior) and none the
+    clade's evidence refuted (belief.py, read now rather than from the trust watch's date)."""
     candidates = [e for e in store.list_entries(kinds=[Kind.WARNING, Kind.HEURISTIC, Kind.ANTI_KNOWLEDGE],
                                                 limit=4 * PLAYBOOK_LIMIT)
-                  if e.status == "active" and e.body.sensitivity is Sensitivity.PUBLIC]
-    held = unverified_ids(store, [e.id for e in candidates], now_ms=now_ms, policy=trust)
-    return [e for e in candidates if e.id not in held][:PLAYBOOK_LIMIT]
+                  if e.status == "active" and e.body.sensitivity is Sensitivity.PUBLIC and e.crossing_hold is None]
+    ids = [e.id for e in candidates]
+    quarantined = unverified_ids(store, ids, now_ms=now_ms, policy=trust)
+    pooled = store.beliefs(ids, trust, now_ms=now_ms)
+    return [e for e in candidates if e.id not in quarantined and not (e.id in pooled and pooled[e.id].refuted)
+            ][:PLAYBOOK_LIMIT]
 
 
 def render_playbook(store: Grimoire, path: Path, *, now_ms: int, keep: int, trust: TrustPolicy) -> Path | None:

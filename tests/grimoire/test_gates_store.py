@@ -327,3 +327,29 @@ def test_a_held_warning_never_reaches_the_styx_outbox(store: Grimoire) -> None:
     assert sim is not None and again.crossing_hold == "near_duplicate"
     queued = [i.item for i in due(store.connection, now_ms=T0 + 10_000, limit=10)]
     assert len(queued) == 1 and first.id in queued[0] and again.id not in queued[0]
+
+
+def test_the_playbook_leaves_out_refuted_and_held_rules(store: Grimoire, tmp_path: Path) -> None:
+    """PLAYBOOK.md (the agent's rules, and the vault snapshot) holds neither a rule the evidence
+    refuted nor a warning held as a repeat: "not refuted" and "may cross" are what it promises."""
+    from daemon.grimoire.belief import BeliefPolicy
+    from daemon.grimoire.playbook import read_playbook
+    from daemon.grimoire.trust import TrustPolicy
+    from daemon.service.curation import render_playbook
+
+    kept = store.remember(NewEntry(kind=Kind.HEURISTIC, content="Split swaps over 100k into five"), identity=ME)
+    refuted = store.remember(NewEntry(kind=Kind.HEURISTIC, content="Always bridge on Fridays"), identity=ME)
+    for _ in range(3):
+        store.record_outcome(refuted.id, "negative", metric="pnl_usd", now_ms=T0)
+    assert store.beliefs([refuted.id], TrustPolicy(), now_ms=T0)[refuted.id].refuted  # with BeliefPolicy()'s rule
+    assert BeliefPolicy().refute_min_negative <= 3
+    remember_warning(store, NewEntry(kind=Kind.WARNING, content="Pool X is being drained"), ME,
+                     vector=unit(1, 0, 0), info=INFO, now_ms=T0, index=index_of(store))
+    held, _ = remember_warning(store, NewEntry(kind=Kind.WARNING, content="Pool X drained right now, again"), ME,
+                               vector=unit(1, 0.1, 0), info=INFO, now_ms=T0 + 1000, index=index_of(store))
+    assert held.crossing_hold == "near_duplicate"
+    book = tmp_path / "PLAYBOOK.md"
+    render_playbook(store, book, now_ms=T0 + 2000, keep=3, trust=TrustPolicy())
+    text = read_playbook(book)
+    assert kept.body.content in text and "Pool X is being drained" in text  # what may cross is there …
+    assert refuted.body.content not in text and "drained right now, again" not in text  # … and nothing else
