@@ -641,13 +641,14 @@ def integrity(db: Path) -> str:
 
 
 def verify_backup(golems: Sequence[Golem]) -> str:
-    """`clade backup verify` of the newest backup any golem made (opened with the clade key)."""
+    """`clade backup verify` of the newest backup any golem made (opened with that golem's identity
+    key: backups are sealed to the owner and the golem, not the clade key)."""
     made = [(p.stat().st_mtime, p, g) for g in golems for p in g.data.backups_path.glob("*") if p.is_file()]
     if not made:
         return "no backup was made"
     _, path, golem = max(made, key=lambda m: m[0])
     done = subprocess.run([CLADE, "--data-dir", str(golem.data.root), "backup", "verify", str(path),
-                           "--clade-key", str(golem.data.clade_key_path)], capture_output=True, check=False)
+                           "--identity-key", str(golem.data.identity_path)], capture_output=True, check=False)
     if done.returncode != 0:
         return f"failed: {done.stderr.decode(errors='replace')[-300:]}"
     return "ok"

@@ -153,6 +153,10 @@ class ApiConfig(_Section):
 class BackupConfig(_Section):
     keep: int = Field(7, ge=1, le=1000)
     interval_hours: float = Field(24.0, gt=0)
+    share_with_clade: bool = Field(False, description="also seal backups to the clade key: any member (a "
+                                                      "compromised one too) can then read this golem's soma — "
+                                                      "private entries, outcomes, episodes, config; off: the "
+                                                      "owner and this golem only")
 
 
 # The architecture's spend caps, on unless configured otherwise (daemon/styx/policy.py applies them).

@@ -303,7 +303,7 @@ def _x25519_recipient(text: str) -> bytes:
 def cmd_backup(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     identity = data.load_identity()
     config = data.load_config()
-    clade_keys, publics, names = default_recipients(data)
+    clade_keys, publics, names = default_recipients(data, share_with_clade=config.backup.share_with_clade)
     for text in args.recipient:
         publics.append(_x25519_recipient(text))
         names.append(text)

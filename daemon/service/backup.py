@@ -248,13 +248,23 @@ def backup_files(directory: Path) -> list[BackupFile]:
     return files
 
 
-def default_recipients(data: DataDir) -> tuple[list[bytes], list[bytes], list[str]]:
-    """(clade keys, X25519 publics, names): the clade key and the owner, once joined."""
+def default_recipients(data: DataDir, *, share_with_clade: bool = False) -> tuple[list[bytes], list[bytes], list[str]]:
+    """(clade keys, X25519 publics, names) a backup is sealed to, once joined: the owner and this
+    golem itself (its identity's X25519 key: `clade restore --identity-key`), and the clade key
+    only when the operator asks (`[backup] share_with_clade`). A backup holds the golem's soma —
+    private and sensitive entries, outcome rows, episodes, config.toml — and every member holds
+    the clade key, a compromised one included: sealed to it, any sibling could read it. The
+    heir inherits through the testament (sealed to the clade key and the owner), not the backup.
+    Nothing joined: ([], [], [])."""
     joined = data.load_membership()
     if joined is None:
         return [], [], []
     membership, clade_key = joined
-    return [clade_key], [membership.owner_x25519_public_key()], [f"clade {membership.clade_name}", "owner"]
+    own = bytes(data.load_identity().x25519_private_key().public_key)
+    publics, names = [membership.owner_x25519_public_key(), own], ["owner", "this golem"]
+    if share_with_clade:
+        return [clade_key], publics, [f"clade {membership.clade_name}", *names]
+    return [], publics, names
 
 
 def report_json(report: BackupReport) -> dict[str, object]:

@@ -232,8 +232,9 @@ class Death:
 
     async def _backup(self, record: DeathRecord, text: str) -> Outcome:
         state = self.state
-        clade_keys, publics, names = default_recipients(state.data)
-        if not clade_keys:
+        clade_keys, publics, names = default_recipients(
+            state.data, share_with_clade=state.config.backup.share_with_clade)
+        if not publics:
             return "skipped", "this golem has not joined a clade: no one to encrypt the backup to"
         report = await trio.to_thread.run_sync(lambda: create_backup(
             state.data, clade_keys=clade_keys, x25519_recipients=publics, recipient_names=names,

@@ -68,13 +68,13 @@ class Upkeep:
         self.last_curator: dict[str, Any] | None = None
 
     async def backup(self, *, include_identity: bool) -> dict[str, Any]:
-        """Write a backup sealed to the clade's keys (`UsageError` before joining); publishes
-        `backup_written`, and with Styx's vault layer on pushes it (`backup_pushed`, or
-        `styx_error` in the report: the local backup stands either way)."""
-        clade_keys, publics, names = default_recipients(self.data)
-        if not clade_keys:
-            raise UsageError("this golem has not joined a clade: use `clade backup --recipient …` from the CLI")
+        """Write a backup sealed to the owner and this golem (`backup.default_recipients`;
+        `UsageError` before joining); publishes `backup_written`, and with Styx's vault layer on
+        pushes it (`backup_pushed`, or `styx_error` in the report: the local backup stands either way)."""
         config = self.config()
+        clade_keys, publics, names = default_recipients(self.data, share_with_clade=config.backup.share_with_clade)
+        if not publics:
+            raise UsageError("this golem has not joined a clade: use `clade backup --recipient …` from the CLI")
         report = await trio.to_thread.run_sync(lambda: create_backup(
             self.data, clade_keys=clade_keys, x25519_recipients=publics, recipient_names=names,
             golem=self.identity.peer_id, include_identity=include_identity, keep=config.backup.keep))

@@ -222,7 +222,8 @@ def test_keep_last_n(golem: DataDir) -> None:
 # -- the CLI flow an operator follows --------------------------------------------------------
 
 
-def test_cli_owner_admit_join_backup_restore(cli: CliRunner, data_dir: DataDir, tmp_path: Path) -> None:
+def test_cli_owner_admit_join_backup_restore(cli: CliRunner, data_dir: DataDir, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
     owner_dir = tmp_path / "owner"
     made = cli("owner", "init", "--owner-dir", str(owner_dir), "--clade", "alpha", "--json")
     assert made.code == 0, made.err
@@ -251,6 +252,23 @@ def test_cli_owner_admit_join_backup_restore(cli: CliRunner, data_dir: DataDir, 
     bad_key.chmod(0o600)
     wrong = cli("backup", "verify", str(backup), "--clade-key", str(bad_key))
     assert wrong.code == 2 and "is a recipient" in wrong.err
+    # a backup holds the golem's soma: a sibling's keys — the clade key every member holds, its
+    # own identity — cannot open it; this golem's own identity can (step 25, item 3)
+    assert done.json()["recipients"] == ["owner", "this golem"]
+    sibling_key = cli("backup", "verify", str(backup), "--clade-key", str(data_dir.clade_key_path))
+    assert sibling_key.code == 2 and "is a recipient" in sibling_key.err
+    sibling = tmp_path / "sibling"
+    assert clade_subprocess(["--data-dir", str(sibling), "init"]).returncode == 0
+    other = cli("backup", "verify", str(backup), "--identity-key", str(sibling / "identity.key"))
+    assert other.code == 2 and "is a recipient" in other.err
+    own = cli("backup", "verify", str(backup), "--identity-key", str(data_dir.identity_path), "--json")
+    assert own.code == 0 and own.json()["ok"] is True
+    # shared with the clade only when the operator asks, and then the clade key opens it
+    monkeypatch.setenv("CLADE_BACKUP__SHARE_WITH_CLADE", "true")
+    shared = tmp_path / "shared.clade-vault"
+    assert cli("backup", "--out", str(shared), "--json").json()["recipients"][1:] == ["owner", "this golem"]
+    opened = cli("backup", "verify", str(shared), "--clade-key", str(data_dir.clade_key_path), "--json")
+    assert opened.code == 0 and opened.json()["ok"] is True
 
 
 def test_cli_join_refusals(cli: CliRunner, data_dir: DataDir, tmp_path: Path) -> None:
