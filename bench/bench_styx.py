@@ -180,6 +180,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     env = {"CLADE_STYX__ENABLED": "true", "CLADE_STYX__URL": server.url, "CLADE_STYX__TOKEN": TOKEN,
            "CLADE_STYX__BATCH": str(args.batch), "CLADE_STYX__BACKOFF_CAP_S": "0.5", "CLADE_P2P__ENABLED": "false",
            "CLADE_CURATOR__CYCLE_TICKS": "100000", "CLADE_STYX__CLADE_ENABLED": "true",
+           "CLADE_STYX__QUERY_ENABLED": "true",  # the fan-in is measured on (it ships off)
            **({} if args.default_prices else {f"CLADE_STYX__PRICES__{p}": "0" for p in (
                "PER_CALL", "PER_ITEM", "PER_QUERY", "PER_UPLOAD", "PER_MIB")})}
     queries = short_queries(gen, args.searches)

@@ -224,7 +224,9 @@ class StyxConfig(_Section):
     budget: StyxBudgetConfig = Field(default_factory=StyxBudgetConfig)
     prices: StyxPricesConfig = Field(default_factory=StyxPricesConfig)
     injection: StyxInjectionConfig = Field(default_factory=StyxInjectionConfig)
-    query_enabled: bool = Field(True, description="ask Styx alongside every local search, recall and digest")
+    query_enabled: bool = Field(False, description="send the text of searches and digests to Styx and merge its "
+                                                   "answer (off: the text of a search never leaves the golem; "
+                                                   "a request that includes sensitive entries never asks)")
     query_deadline_ms: int = Field(300, ge=10, le=10_000, description="a slow Styx never delays a search past this")
     query_layers: list[str] = Field(default_factory=lambda: ["vault", "clade"], max_length=8)
 
@@ -452,7 +454,7 @@ DEFAULT_CONFIG_TOML = """\
 # backoff_cap_s = 60.0
 # timeout_s = 10.0
 # outbox_warn = 10000
-# query_enabled = true                   # ask Styx alongside every search, recall and digest
+# query_enabled = false                  # true: send search and digest text to Styx and merge its answer
 # query_deadline_ms = 300                # a slow Styx never delays them past this
 # query_layers = ["vault", "clade"]
 #

@@ -163,7 +163,7 @@ class Search:
                 log.warning("digest without its episodic section: %s", exc)
 
         async with trio.open_nursery() as group:
-            if self.styx.queried() and since_ms is None and until_ms is None:
+            if self.styx.queried(sensitive=include_sensitive) and since_ms is None and until_ms is None:
                 group.start_soon(ask)
             if pins.episode_tokens > 0 and self.open_episodes is not None:
                 group.start_soon(find_episodes)

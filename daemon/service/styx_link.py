@@ -51,14 +51,23 @@ class StyxLink:
         if self.pusher is not None:
             self.pusher.wake()
 
-    def queried(self) -> bool:
-        """Whether searches and digests ask Styx too (Styx on and `query_enabled`)."""
-        return self.pusher is not None and self.config().styx.query_enabled
+    def queried(self, *, sensitive: bool = False) -> bool:
+        """Whether this search or digest asks Styx too: Styx on and the operator enabled queries
+        (`[styx] query_enabled`, off by default: the text of a search is the golem's), and the
+        request is not marked sensitive (`include_sensitive`: its context is the golem's soma),
+        which is counted (`styx_query_withheld_sensitive`) rather than sent."""
+        if self.pusher is None or not self.config().styx.query_enabled:
+            return False
+        if sensitive:
+            self.counters["styx_query_withheld_sensitive"] += 1
+            return False
+        return True
 
     async def ask(self, text: str, *, k: int) -> tuple[list[QueryResult], str | None]:
         """Styx's answer to a search or digest (within the deadline and the monthly budget), or ([], why)."""
         assert self.pusher is not None
         cfg = self.config().styx
+        self.counters["styx_queries"] += 1
         results, error = await self.pusher.ask(text, k=k, layers=tuple(cfg.query_layers),
                                                deadline_s=cfg.query_deadline_ms / 1000)
         if error:

@@ -44,6 +44,7 @@ class StyxServer:
         self.token = token
         self.faults: dict[str, Any] = {}
         self.requests = 0
+        self.queries: list[str] = []  # the text of every query asked, in order (what left a golem)
         self._arrivals: list[tuple[float, str]] = []
         self._lock = threading.Lock()
         self._release = threading.Event()
@@ -138,6 +139,7 @@ class StyxServer:
     def query(self, q: str, layers: list[str], k: int) -> list[dict[str, Any]]:
         words = {w for w in q.lower().split() if len(w) > 2}
         with self._lock:
+            self.queries.append(q)
             rows = self._conn.execute("SELECT id, kind, content, confidence, layer, item FROM entries").fetchall()
         scored = []
         for id_, kind, content, confidence, first, item in rows:

@@ -90,11 +90,14 @@ def test_the_digest_places_a_styx_hit_by_its_rank_among_the_local_entries(tmp_pa
 def test_the_digest_takes_styx_results_within_their_share_escaped(data_dir: DataDir, styx: StyxServer) -> None:
     confident = _seed(styx, HOSTILE, confidence=0.8, seq=1)
     _seed(styx, "funding flips before CPI, says a doubtful sibling", confidence=0.2, seq=2)
-    daemon = DaemonProc(data_dir, env=_env(styx))
+    daemon = DaemonProc(data_dir, env=_env(styx, query=True))
     try:
         daemon.request("POST", "/v1/memory", json={"content": "Funding turns negative ahead of CPI prints",
                                                    "memory_type": "fact"}).raise_for_status()
         body = {"query": "funding flips before CPI", "budget_tokens": 400}
+        private = daemon.request("POST", "/v1/digest", json={**body, "include_sensitive": True}).json()
+        assert private["external"] == [] and styx.queries == []  # a request with sensitive context never asks
+        assert daemon.request("GET", "/v1/status").json()["counters"]["styx_query_withheld_sensitive"] == 1
         doc = daemon.request("POST", "/v1/digest", json=body).json()
         assert doc["external"] == [confident] and doc["entries"] and doc.get("styx_error") is None
         assert doc["tokens"] <= 400
@@ -112,9 +115,27 @@ def test_the_digest_takes_styx_results_within_their_share_escaped(data_dir: Data
         assert daemon.stop() == 0
 
 
+def test_search_text_stays_home_unless_queries_are_enabled(data_dir: DataDir, styx: StyxServer) -> None:
+    """Styx on (its clade layer too), queries at their default: a search and a digest answer
+    from the golem alone and no text reaches Styx (a query is asked within the request, so the
+    answer is the marker that nothing was)."""
+    _seed(styx, "funding flips before CPI, says the clade", confidence=0.9)
+    daemon = DaemonProc(data_dir, env=_env(styx))
+    try:
+        written = daemon.request("POST", "/v1/memory", json={"content": "Funding turns negative ahead of CPI prints",
+                                                             "memory_type": "warning"}).json()["id"]
+        found = daemon.request("POST", "/v1/memory/search", json={"query": "funding flips before CPI"}).json()
+        assert [h["id"] for h in found["results"]] == [written] and found.get("styx") is None
+        doc = daemon.request("POST", "/v1/digest", json={"query": "funding flips before CPI"}).json()
+        assert doc["entries"] == [written] and doc["external"] == []
+        assert styx.queries == []
+    finally:
+        assert daemon.stop() == 0
+
+
 def test_the_digest_share_is_capped_by_injection_max_tokens(data_dir: DataDir, styx: StyxServer) -> None:
     _seed(styx, "funding flips before CPI " * 20, confidence=0.9)  # ~130 tokens rendered
-    daemon = DaemonProc(data_dir, env={**_env(styx), "CLADE_STYX__INJECTION__MAX_TOKENS": "50"})
+    daemon = DaemonProc(data_dir, env={**_env(styx, query=True), "CLADE_STYX__INJECTION__MAX_TOKENS": "50"})
     try:
         doc = daemon.request("POST", "/v1/digest", json={"query": "funding flips before CPI"}).json()
         assert doc["external"] == [] and doc.get("styx_error") is None
@@ -127,6 +148,9 @@ def test_recall_without_a_daemon_merges_styx_and_a_hanging_styx_does_not_hold_it
     seeded = _seed(styx, "Funding flips negative before CPI prints")
     env = {"CLADE_STYX__ENABLED": "true", "CLADE_STYX__URL": styx.url, "CLADE_STYX__TOKEN": TOKEN}
     root = str(data_dir.root)
+    assert clade_subprocess(["--data-dir", root, "recall", "funding before CPI", "--json"], env=env).returncode == 0
+    assert styx.queries == []  # queries are off unless the operator enables them: nothing was sent
+    env["CLADE_STYX__QUERY_ENABLED"] = "true"
     assert clade_subprocess(["--data-dir", root, "remember", "Funding turns negative ahead of CPI",
                              "--kind", "fact"], env=env).returncode == 0
     found = clade_subprocess(["--data-dir", root, "recall", "funding before CPI", "--json"], env=env)

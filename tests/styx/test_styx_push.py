@@ -105,7 +105,7 @@ def test_search_fans_in_styx_with_discounts_and_a_hanging_styx_does_not_block(da
              "created_at": "2026-11-23T00:00:00.000Z"}
     styx.store_batch(None, json.loads(batch_body("sibling", [
         item_json(writer="sibling", seq=1, layers=["clade"], entry=entry)])))
-    daemon = DaemonProc(data_dir, env={**_env(styx), "CLADE_STYX__QUERY_DEADLINE_MS": "300"})
+    daemon = DaemonProc(data_dir, env={**_env(styx, query=True), "CLADE_STYX__QUERY_DEADLINE_MS": "300"})
     try:
         daemon.request("POST", "/v1/memory", json={"content": "Funding turns negative ahead of CPI",
                                                    "memory_type": "fact"}).raise_for_status()

@@ -47,10 +47,11 @@ class StoreBackend(Backend):
         model = self.data.load_config().embedding.model
         return lambda: get_embedder(self.data.root / "embedder", model)
 
-    def _styx(self) -> StyxConfig | None:
-        """The [styx] config when a command without a daemon should ask Styx too."""
+    def _styx(self, *, sensitive: bool = False) -> StyxConfig | None:
+        """The [styx] config when a command without a daemon should ask Styx too: queries enabled,
+        and never for a request that includes sensitive entries."""
         styx = self.data.load_config().styx
-        return styx if styx.enabled and styx.query_enabled and styx.url else None
+        return styx if styx.enabled and styx.query_enabled and styx.url and not sensitive else None
 
     def _namespace(self) -> str:
         joined = self.data.load_membership()
@@ -139,7 +140,7 @@ class StoreBackend(Backend):
                                    categories=tuple(Category(c) for c in categories),
                                    min_importance=min_importance, min_confidence=min_confidence,
                                    include_sensitive=include_sensitive, pad=pad, keyword_only=keyword_only)
-        styx = self._styx()
+        styx = self._styx(sensitive=include_sensitive)
         with self.data.open_store() as store:
             def local() -> list[dict[str, Any]]:
                 hits = Retriever(store, self._embedder()).recall(recall_query)
@@ -153,7 +154,7 @@ class StoreBackend(Backend):
 
     def digest(self, query: str, *, budget_tokens: int, k: int, fmt: str, include_sensitive: bool,
                pad: PadTuple | None) -> Doc:
-        styx = self._styx()
+        styx = self._styx(sensitive=include_sensitive)
         with self.data.open_store() as store:
             remote: list[QueryResult] = []
             error = None
