@@ -19,6 +19,7 @@ acknowledged one leaves the table.
 from __future__ import annotations
 
 import json
+import secrets
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,7 +29,16 @@ from crdt import Op, SlotKind
 from crdt.body import EntryBody
 
 from . import ledger
-from .wire import LAYERS, PUBLIC_LAYERS, at_once, item_json, layers_for, playbook_item, public_item_json
+from .wire import (
+    LAYERS,
+    LETHE_KEY_BYTES,
+    PUBLIC_LAYERS,
+    at_once,
+    item_json,
+    layers_for,
+    playbook_item,
+    public_item_json,
+)
 
 if TYPE_CHECKING:
     from daemon.config import StyxConfig
@@ -102,13 +112,24 @@ def enqueue_entry(conn: sqlite3.Connection, *, writer: str, seq: int, kind: str,
     if private:
         rows.append((f"{writer}:{seq}", private[0], item_json(writer=writer, seq=seq, layers=private, entry=entry)))
     if PUBLIC_LAYERS & set(layers):
-        text = public_item_json(writer=writer, seq=seq, entry=entry)
+        text = public_item_json(secret=lethe_secret(conn), writer=writer, seq=seq, entry=entry)
         rows.append((json.loads(text)["idempotency_key"], "lethe", text))
     for key, layer, item in rows:
         conn.execute("INSERT OR IGNORE INTO styx_outbox (idempotency_key, kind, layer, item, created_ms) "
                      "VALUES (?, ?, ?, ?, ?)", (key, kind, layer, item, created_ms))
         keys.append(key)
     return keys
+
+
+def lethe_secret(conn: sqlite3.Connection) -> bytes:
+    """This golem's key for public items' ids (wire.public_key): 32 random bytes made on first
+    use and kept in the store's `meta` table (inside the caller's transaction); never sent."""
+    row = conn.execute("SELECT value FROM meta WHERE key = 'lethe_secret'").fetchone()
+    if row is not None:
+        return bytes.fromhex(str(row[0]))
+    secret = secrets.token_bytes(LETHE_KEY_BYTES)
+    conn.execute("INSERT INTO meta (key, value) VALUES ('lethe_secret', ?)", (secret.hex(),))
+    return secret
 
 
 def enqueue_playbook(conn: sqlite3.Connection, *, golem: str, text: str, now_ms: int, created_at: str) -> str:

@@ -27,7 +27,7 @@ from daemon.grimoire import Grimoire
 from . import ledger, outbox
 from .policy import Budget, classify
 from .vault import VaultPushError, push_backup
-from .wire import QueryResult, batch_body, parse_query
+from .wire import ANONYMOUS, PUBLIC_LAYERS, QueryResult, batch_body, parse_query
 
 __all__ = ["Pusher", "PusherStats", "query"]
 
@@ -157,6 +157,10 @@ class Pusher:
         if not items:
             nxt = await self._db(lambda s: s.room_read(outbox.next_due_ms))
             return IDLE_S if nxt is None else max(0.05, min(IDLE_S, (nxt - now) / 1000))
+        # A public (lethe) item travels alone with its kind, in a request that names no golem: in
+        # one batch with this golem's clade items, the request would tie it to its writer.
+        public = items[0].layer in PUBLIC_LAYERS
+        items = [i for i in items if (i.layer in PUBLIC_LAYERS) == public]
         month = ledger.month_of(now)
         while items and not self.budget.allows(len(items), now_s=trio.current_time(), month=month):
             items = items[: len(items) // 2]  # a smaller batch may still fit this tick
@@ -170,7 +174,7 @@ class Pusher:
         retry_after: str | None = None
         reason = ""
         try:
-            body = batch_body(self.golem, [i.item for i in items])
+            body = batch_body(ANONYMOUS if public else self.golem, [i.item for i in items])
             answer = await client.post(f"{self.url}/v1/styx/entries", content=body,
                                        headers={**self._headers, "Idempotency-Key": key})
             status, retry_after = answer.status_code, answer.headers.get("Retry-After")

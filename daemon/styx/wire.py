@@ -91,20 +91,31 @@ def item_json(*, writer: str, seq: int, layers: Sequence[str], entry: Mapping[st
     return json.dumps(item, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
-def public_key(writer: str, seq: int) -> str:
+LETHE_KEY_BYTES = 32
+ANONYMOUS = "lethe"  # the `golem` a public-layer request names: no one
+
+
+def public_key(secret: bytes, writer: str, seq: int) -> str:
     """The public item's idempotency key: stable per cause (Styx deduplicates a retry by it),
-    but a keyed hash that does not name the writer."""
-    return "lethe:" + hashlib.blake2b(f"{writer}:{seq}".encode(), digest_size=16, person=b"clade.lethe").hexdigest()
+    a BLAKE2b keyed with this golem's lethe secret (`outbox.lethe_secret`: random, kept in its
+    own store, never sent). Unkeyed, anyone who knows a peer id — siblings, LAN peers through
+    mDNS, Styx — could hash `peer:1`, `peer:2`, … and link an item to its golem.
+    Raises ValueError for a secret of the wrong length."""
+    if len(secret) != LETHE_KEY_BYTES:
+        raise ValueError(f"public_key: the lethe secret must be {LETHE_KEY_BYTES} bytes, not {len(secret)}")
+    mac = hashlib.blake2b(f"{writer}:{seq}".encode(), digest_size=16, key=secret, person=b"clade.lethe")
+    return "lethe:" + mac.hexdigest()
 
 
-def public_item_json(*, writer: str, seq: int, entry: Mapping[str, Any]) -> str:
-    """The anonymised item for the public (lethe) layer. Kept: kind, content, confidence (to one
-    decimal), importance, category, the tokens/chains/protocols it is about, and the day it was
-    written. Stripped: the author, the entry id (a hash over the author), provenance and
-    origin (lineage), strategy id and tags (the owner's names), the exact time. The content
-    itself is the writer's text: what it says is the writer's to keep public or not
-    (sensitivity)."""
-    key = public_key(writer, seq)
+def public_item_json(*, secret: bytes, writer: str, seq: int, entry: Mapping[str, Any]) -> str:
+    """The anonymised item for the public (lethe) layer. Kept: kind, content, confidence and
+    importance (each to one decimal: exact values are a fingerprint), category, the
+    tokens/chains/protocols it is about, and the day it was written. Stripped: the author, the
+    entry id (a hash over the author), provenance and origin (lineage), strategy id and tags
+    (the owner's names), the exact time; its key is keyed (`public_key`), and it travels in a
+    request of its own that names no golem (pusher.py). The content itself is the writer's
+    text: what it says is the writer's to keep public or not (sensitivity)."""
+    key = public_key(secret, writer, seq)
     meta = entry.get("metadata") or {}
     item = {
         "idempotency_key": key,
@@ -114,7 +125,7 @@ def public_item_json(*, writer: str, seq: int, entry: Mapping[str, Any]) -> str:
         "layers": ["lethe"],
         "content": entry["content"],
         "confidence": round(float(entry["confidence"]), 1),
-        "importance": entry["importance"],
+        "importance": round(float(entry["importance"]), 1),
         "category": entry["category"],
         "metadata": {"tokens": list(meta.get("tokens") or []), "chains": list(meta.get("chains") or []),
                      "protocols": list(meta.get("protocols") or [])},

@@ -131,6 +131,11 @@ class StyxServer:
         with self._lock:
             return [json.loads(r[0]) for r in self._conn.execute("SELECT item FROM entries ORDER BY arrived, rowid")]
 
+    def senders(self) -> dict[str, str]:
+        """The `golem` each stored item's request named, by idempotency key (what Styx learns of who sent it)."""
+        with self._lock:
+            return dict(self._conn.execute("SELECT key, golem FROM entries").fetchall())
+
     def keys(self) -> list[str]:
         """Every stored idempotency key, in arrival order."""
         with self._lock:

@@ -6,6 +6,7 @@ daemon/testing/styx_server.py; what the server holds is what Styx was sent.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -134,6 +135,28 @@ def test_the_public_layer_alone_gets_only_anonymised_warnings(store: Grimoire, s
     none = httpx.get(f"{styx.url}/v1/styx/query", params={"q": "warning ETH", "layers": "clade", "k": "10"},
                      headers={"Authorization": f"Bearer {STYX_TOKEN}"}).json()["results"]
     assert none == []
+
+
+def test_a_reader_of_the_public_layer_cannot_link_an_item_to_its_golem(store: Grimoire, styx: StyxServer) -> None:
+    """Every layer on, so clade and public items wait side by side: the public ones leave in
+    requests of their own naming no golem, and a reader who knows every peer id (siblings, LAN
+    peers, Styx) and tries the unkeyed hash of `peer:seq` for the first 5,000 seqs — the key
+    step 23 used — matches none; the clade items still name their golem."""
+    store.outbox = OutboxWriter(layers=("vault", "clade", "lethe"))
+    _write_every_kind(store)
+    _drain(store, styx)
+    senders = styx.senders()
+    public = {k: v for k, v in senders.items() if k.startswith("lethe:")}
+    assert public and set(public.values()) == {"lethe"}  # sent anonymously, apart from the clade's items
+    assert ME.peer_id in set(senders.values())  # the private layers still say whose they are
+    known = [ME.peer_id, Identity(b"\x02" * 32).peer_id, Identity(b"\x03" * 32).peer_id]
+    guesses = {"lethe:" + hashlib.blake2b(f"{peer}:{seq}".encode(), digest_size=16, person=b"clade.lethe").hexdigest()
+               for peer in known for seq in range(5000)}
+    assert not guesses & set(public)
+    for item in (i for i in styx.items() if i["layers"] == ["lethe"]):
+        text = json.dumps(item)
+        assert all(peer not in text for peer in known)
+        assert item["importance"] == round(item["importance"], 1)
 
 
 def test_a_refuted_or_held_entry_is_never_queued(store: Grimoire) -> None:

@@ -95,15 +95,23 @@ def test_the_public_item_is_anonymised_and_a_private_item_lists_its_layers() -> 
     entry = {**ENTRY, "author": "12D3KooWabc", "metadata": {"tokens": ["ETH"], "chains": [8453], "protocols": [],
                                                              "strategy_id": "owner-book-7", "tags": ["alice"]},
              "provenance": "inherited", "confidence": 0.8333}
-    public = json.loads(public_item_json(writer="12D3KooWabc", seq=42, entry=entry))
+    key = b"k" * 32
+    public = json.loads(public_item_json(secret=key, writer="12D3KooWabc", seq=42, entry=entry))
     text = json.dumps(public)
     for secret in ("12D3KooWabc", str(ENTRY["id"]), "owner-book-7", "alice", "inherited", "03:00"):
         assert secret not in text, secret
     assert public["layers"] == ["lethe"] and public["layer"] == "lethe" and public["confidence"] == 0.8
     assert public["metadata"] == {"tokens": ["ETH"], "chains": [8453], "protocols": []}
     assert public["created_at"] == "2026-11-23" and public["content"] == ENTRY["content"]
-    assert public["idempotency_key"] == json.loads(public_item_json(writer="12D3KooWabc", seq=42, entry=entry))[
-        "idempotency_key"] != json.loads(public_item_json(writer="12D3KooWabc", seq=43, entry=entry))["idempotency_key"]
+    assert public["importance"] == 0.5 and json.loads(public_item_json(
+        secret=key, writer="w", seq=1, entry={**entry, "importance": 0.7349}))["importance"] == 0.7  # coarsened
+    again = json.loads(public_item_json(secret=key, writer="12D3KooWabc", seq=42, entry=entry))["idempotency_key"]
+    assert public["idempotency_key"] == again != json.loads(public_item_json(
+        secret=key, writer="12D3KooWabc", seq=43, entry=entry))["idempotency_key"]  # stable per cause
+    other = public_item_json(secret=b"o" * 32, writer="12D3KooWabc", seq=42, entry=entry)
+    assert json.loads(other)["idempotency_key"] != again  # the key is keyed: without the secret, no link
+    with pytest.raises(ValueError, match="32 bytes"):
+        public_item_json(secret=b"short", writer="w", seq=1, entry=entry)
     private = json.loads(item_json(writer="12D3KooWabc", seq=42, layers=["vault", "clade"], entry=entry))
     assert private["layers"] == ["vault", "clade"] and private["layer"] == "vault"
     assert private["idempotency_key"] == "12D3KooWabc:42" and private["metadata"]["strategy_id"] == "owner-book-7"
