@@ -26,6 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from crdt import Category, InvalidValue, Kind
 from crdt.body import Pad
+from crypto.errors import CryptoError
 from crypto.vault import VaultKeys
 from daemon.api import agent as api_agent
 from daemon.api import death as api_death
@@ -420,8 +421,13 @@ def create_app(state: DaemonState) -> FastAPI:
             ring = joined_keys[1]
         keys = VaultKeys(clade_key=ring.current.key, clade_keys=tuple(ring.all_keys()[1:]))
         try:
+            revocations = state.data.load_revocations(membership)
+        except CryptoError as exc:
+            raise Conflict(f"the installed revocation list cannot be read ({exc}): reinstall it with "
+                           "`clade revocations install FILE` before inheriting") from None
+        try:
             doc = await state.styx_link.inherit(body.from_styx, membership=membership, keys=keys,
-                                                local_replica=state.identity.peer_id)
+                                                local_replica=state.identity.peer_id, revocations=revocations)
         except BootError as exc:
             raise UsageError(f"{exc} (nothing was imported)") from None
         except VaultPushError as exc:

@@ -208,6 +208,11 @@ def cmd_inherit(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
         return _inherit_from_styx(args.from_styx, data, membership, keys)
     try:
         doc = read_testament(args.file, keys)
+        revocations = data.load_revocations(membership)
+        if revocations is not None and revocations.is_revoked(doc.golem):
+            raise UsageError(f"the testament of {doc.golem}, whom the owner revoked (revocation list "
+                             f"v{revocations.version}): a revoked golem's knowledge is not inherited "
+                             "(nothing was imported)")
         with data.open_store(identity=identity) as store:
             report = inherit(store, doc, clade_id=membership.clade_id, local_replica=identity.peer_id,
                              now_ms=wall_clock_ms())
@@ -232,7 +237,8 @@ def _inherit_from_styx(predecessor: str, data: DataDir, membership: Membership, 
         try:
             charge_transfer(store, styx, 1, now_ms=now)  # the listing and the fetch: one transfer
             name, raw = download(styx, predecessor)
-            doc = open_archive(raw, predecessor=predecessor, membership=membership, keys=keys)
+            doc = open_archive(raw, predecessor=predecessor, membership=membership, keys=keys,
+                               revocations=data.load_revocations(membership))
             report = inherit_archive(store, doc, clade_id=membership.clade_id, local_replica=identity.peer_id,
                                      now_ms=now)
         except VaultPushError as exc:

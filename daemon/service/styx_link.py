@@ -14,7 +14,7 @@ from typing import Any
 
 import trio
 
-from crypto.membership import Membership
+from crypto.membership import Membership, RevocationList
 from crypto.vault import VaultKeys
 from daemon.config import Config
 from daemon.grimoire import Grimoire
@@ -88,12 +88,12 @@ class StyxLink:
         return doc
 
     async def inherit(self, predecessor: str, *, membership: Membership, keys: VaultKeys,
-                      local_replica: str) -> dict[str, Any]:
+                      local_replica: str, revocations: RevocationList | None = None) -> dict[str, Any]:
         """Boot from the Styx archive (daemon/styx/boot.py): `predecessor`'s latest testament
         archive, fetched within the monthly budget (charged as one vault transfer, like an upload),
         verified off the store's thread, inherited on the writer at the archive's weight (0.3).
-        Raises `BootError` (untrusted, nothing there) or `VaultPushError` (Styx failed or the
-        budget is reached); nothing is imported then."""
+        Raises `BootError` (untrusted, revoked in `revocations`, nothing there) or
+        `VaultPushError` (Styx failed or the budget is reached); nothing is imported then."""
         assert self.pusher is not None
         pusher, cfg, now = self.pusher, self.config().styx, self.now_ms()
         month = ledger.month_of(now)
@@ -106,7 +106,7 @@ class StyxLink:
             await self.access.on_writer(lambda s: _record(s, month, cost))
         name, raw = await trio.to_thread.run_sync(lambda: download(cfg, predecessor))
         doc = await trio.to_thread.run_sync(lambda: open_archive(raw, predecessor=predecessor, membership=membership,
-                                                                 keys=keys))
+                                                                 keys=keys, revocations=revocations))
         report = await self.access.on_writer(lambda s: inherit_archive(
             s, doc, clade_id=membership.clade_id, local_replica=local_replica, now_ms=now))
         return {"golem": report.golem, "entries": report.entries, "applied_ops": report.applied_ops,

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from crypto.errors import CryptoError
-from crypto.membership import Certificate, Membership
+from crypto.membership import Certificate, Membership, RevocationList
 from crypto.vault import VaultKeys
 from daemon.grimoire.curator.bequest import InheritReport, inherit, open_testament
 from daemon.grimoire.curator.testament import TestamentDocument, TestamentError
@@ -72,13 +72,16 @@ def download(config: StyxConfig, predecessor: str) -> tuple[str, bytes]:
     return name, data
 
 
-def open_archive(data: bytes, *, predecessor: str, membership: Membership, keys: VaultKeys) -> TestamentDocument:
-    """The verified testament inside an archive. Raises `BootError` (nothing else)."""
+def open_archive(data: bytes, *, predecessor: str, membership: Membership, keys: VaultKeys,
+                 revocations: RevocationList | None = None) -> TestamentDocument:
+    """The verified testament inside an archive: the owner's certificate of `predecessor`, not
+    revoked by `revocations` (the owner's list this golem holds: a revoked golem's knowledge is
+    not inherited, however it died), and the testament it signs. Raises `BootError` (nothing else)."""
     try:
         cert_bytes, testament_file = archive.unpack(data)
         cert = Certificate.from_bytes(cert_bytes)
-        # signature and clade now; the time is checked against the testament's, once it is read
-        cert.verify(membership.owner_public_key, membership.clade_id, now=cert.not_before)
+        # signature, clade and revocation now; the time is checked against the testament's, once it is read
+        cert.verify(membership.owner_public_key, membership.clade_id, now=cert.not_before, revocations=revocations)
     except (archive.ArchiveError, CryptoError) as exc:
         raise BootError(f"the archive of {predecessor} cannot be trusted: {exc}") from None
     if cert.peer_id != predecessor:

@@ -119,6 +119,25 @@ def test_a_damaged_or_foreign_archive_is_refused_and_nothing_inherited(
     assert _entries(heir) == 0
 
 
+def test_a_revoked_predecessor_is_not_inherited(
+        cli: CliRunner, styx: StyxServer, tmp_path: Path, dead: tuple[Path, str, dict[str, str]]) -> None:
+    """The owner revoked the dead golem (compromised before it died): an heir holding that list
+    refuses its archive, from Styx or from the file, and imports nothing."""
+    owner_dir, peer, _ = dead
+    listing = tmp_path / "revocations.bin"
+    assert cli("owner", "revoke", peer, "--owner-dir", str(owner_dir), "--out", str(listing)).code == 0
+    heir = _heir(cli, owner_dir, tmp_path, "heir-after-revocation")
+    installed = clade_subprocess(["--data-dir", str(heir.root), "revocations", "install", str(listing)])
+    assert installed.returncode == 0, installed.stderr
+    code, err = _inherit(heir, styx, peer)
+    assert code == 2 and isinstance(err, str) and "revoked" in err and "nothing was imported" in err, err
+    local = clade_subprocess(["--data-dir", str(heir.root), "inherit", str(tmp_path / "golem.testament")])
+    assert local.returncode == 2 and b"revoked" in local.stderr, local.stderr
+    assert _entries(heir) == 0
+    other = _heir(cli, owner_dir, tmp_path, "heir-without-the-list")  # the control: the same archive, no list
+    assert _inherit(other, styx, peer)[0] == 0 and _entries(other) == 2
+
+
 def test_no_archive_is_a_clear_error(cli: CliRunner, data_dir: DataDir, styx: StyxServer, tmp_path: Path) -> None:
     owner_dir = tmp_path / "owner"
     assert cli("owner", "init", "--owner-dir", str(owner_dir), "--clade", "alpha").code == 0
