@@ -20,7 +20,7 @@ from daemon.config import Config
 from daemon.grimoire import Grimoire
 from daemon.grimoire.records import iso_ms
 from daemon.service.store_access import StoreAccess
-from daemon.styx import ledger
+from daemon.styx import archive, ledger
 from daemon.styx import outbox as styx_outbox
 from daemon.styx.boot import download, inherit_archive, open_archive
 from daemon.styx.pusher import Pusher
@@ -90,21 +90,22 @@ class StyxLink:
     async def inherit(self, predecessor: str, *, membership: Membership, keys: VaultKeys,
                       local_replica: str, revocations: RevocationList | None = None) -> dict[str, Any]:
         """Boot from the Styx archive (daemon/styx/boot.py): `predecessor`'s latest testament
-        archive, fetched within the monthly budget (charged as one vault transfer, like an upload),
+        archive, fetched within what the month's budget pays for and charged by its real size
+        (`Budget.affordable_bytes`, `transfer_cost`),
         verified off the store's thread, inherited on the writer at the archive's weight (0.3).
         Raises `BootError` (untrusted, revoked in `revocations`, nothing there) or
         `VaultPushError` (Styx failed or the budget is reached); nothing is imported then."""
         assert self.pusher is not None
         pusher, cfg, now = self.pusher, self.config().styx, self.now_ms()
         month = ledger.month_of(now)
-        cost = pusher.budget.transfer_cost(1)
-        if not pusher.budget.allows_upload(cost, month=month):
+        most = pusher.budget.affordable_bytes(archive.MAX_ARCHIVE_BYTES, month=month)
+        if most == 0:
             raise VaultPushError(f"the monthly Styx budget is reached ({pusher.budget.spent_month:.4f} of "
                                  f"{pusher.budget.monthly:g} USD): nothing was fetched")
-        pusher.budget.charge_upload(cost, month=month)
+        name, raw = await trio.to_thread.run_sync(lambda: download(cfg, predecessor, max_bytes=most))
+        cost = pusher.budget.charge_upload(pusher.budget.transfer_cost(len(raw)), month=month)  # its real size
         if cost:
             await self.access.on_writer(lambda s: _record(s, month, cost))
-        name, raw = await trio.to_thread.run_sync(lambda: download(cfg, predecessor))
         doc = await trio.to_thread.run_sync(lambda: open_archive(raw, predecessor=predecessor, membership=membership,
                                                                  keys=keys, revocations=revocations))
         report = await self.access.on_writer(lambda s: inherit_archive(

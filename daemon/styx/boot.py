@@ -51,8 +51,10 @@ class BootError(Exception):
     """The archive could not be fetched or trusted; the message says why. Nothing was imported."""
 
 
-def download(config: StyxConfig, predecessor: str) -> tuple[str, bytes]:
-    """(name, bytes) of `predecessor`'s latest testament archive in Styx's vault (blocking).
+def download(config: StyxConfig, predecessor: str, *, max_bytes: int = archive.MAX_ARCHIVE_BYTES
+             ) -> tuple[str, bytes]:
+    """(name, bytes) of `predecessor`'s latest testament archive in Styx's vault (blocking), of
+    at most `max_bytes` (what the month's budget affords, `Budget.affordable_bytes`).
     Raises `BootError`."""
     if config.url is None:
         raise BootError("no Styx to fetch from: set [styx] url (or CLADE_STYX__URL)")
@@ -65,10 +67,14 @@ def download(config: StyxConfig, predecessor: str) -> tuple[str, bytes]:
                                          base_s=base_s, cap_s=cap_s))
         if name is None:
             raise BootError(f"Styx's vault holds no testament archive of {predecessor}")
-        data = fetch(url=url, token=token, peer=predecessor, name=name, max_bytes=archive.MAX_ARCHIVE_BYTES,
-                     timeout_s=max(60.0, config.timeout_s), base_s=base_s, cap_s=cap_s)
+        data = fetch(url=url, token=token, peer=predecessor, name=name,
+                     max_bytes=min(max_bytes, archive.MAX_ARCHIVE_BYTES), timeout_s=max(60.0, config.timeout_s),
+                     base_s=base_s, cap_s=cap_s)
     except VaultPushError as exc:
-        raise BootError(str(exc)) from None
+        hint = "" if max_bytes >= archive.MAX_ARCHIVE_BYTES else (
+            f" (the month's remaining Styx budget pays for {max_bytes // (1024 * 1024)} MiB at most: "
+            "raise [styx.budget] monthly)")
+        raise BootError(f"{exc}{hint}") from None
     return name, data
 
 

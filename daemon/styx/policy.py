@@ -118,6 +118,22 @@ class Budget:
         """One vault upload or download of `size` bytes: `per_upload` + `per_mib` for each started MiB."""
         return self.price_per_upload + self.price_per_mib * -(-max(0, size) // (1024 * 1024))
 
+    def affordable_bytes(self, ceiling: int, *, month: str) -> int:
+        """The most bytes one vault download may move within the month's cap (at most `ceiling`):
+        a download is charged by its real size once it arrived (`transfer_cost`), so the fetch
+        is bounded to what the rest of the month's budget pays for; 0 when not even one started
+        MiB fits."""
+        if month != self.month:
+            self.month, self.spent_month = month, 0.0
+        if self.monthly is None:
+            return ceiling
+        left = self.monthly + 1e-12 - self.spent_month - self.price_per_upload
+        if left < self.price_per_mib:
+            return 0
+        if self.price_per_mib <= 0:
+            return ceiling
+        return min(ceiling, int(left // self.price_per_mib) * 1024 * 1024)
+
     def _roll(self, now_s: float, month: str) -> None:
         if month != self.month:
             self.month, self.spent_month = month, 0.0

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from daemon.config import StyxConfig
 from daemon.datadir import DataDir
 from daemon.grimoire import wall_clock_ms
 from daemon.styx import archive, ledger
+from daemon.styx.policy import Budget, upload_cost
 from daemon.testing.process import DaemonProc
 from daemon.testing.styx_server import StyxServer
 from tests.helpers.cli import STYX_TOKEN, CliRunner, clade_subprocess
@@ -89,6 +91,10 @@ def test_an_heir_booted_from_the_archive_holds_the_selection_at_0_3(
     assert set(rows) == kept  # the soma (outcome, preference) died with the golem
     for entry_id in kept:
         assert rows[entry_id][0] == "inherited" and rows[entry_id][1] == pytest.approx(0.3)  # not 0.4
+    size = styx.vault_path(peer, str(report["from_styx"])).stat().st_size
+    with heir.open_store() as store:  # the download, charged by its real size (not a byte, not a MiB, before)
+        spent = ledger.spent(store.connection, ledger.month_of(wall_clock_ms()))
+    assert spent == pytest.approx(upload_cost(StyxConfig(url=styx.url), size))
 
 
 @pytest.mark.parametrize("damage", ["flip", "truncate", "foreign"])
@@ -136,6 +142,17 @@ def test_a_revoked_predecessor_is_not_inherited(
     assert _entries(heir) == 0
     other = _heir(cli, owner_dir, tmp_path, "heir-without-the-list")  # the control: the same archive, no list
     assert _inherit(other, styx, peer)[0] == 0 and _entries(other) == 2
+
+
+def test_a_download_is_bounded_by_what_the_budget_pays_for() -> None:
+    budget = Budget(monthly=0.0025, price_per_upload=0.001, price_per_mib=0.0001)
+    mib = 1024 * 1024
+    assert budget.affordable_bytes(10**9, month="2026-11") == 15 * mib  # (0.0025 − 0.001) / 0.0001
+    assert budget.transfer_cost(15 * mib) == pytest.approx(0.0025) and budget.transfer_cost(15 * mib + 1) > 0.0025
+    budget.charge_upload(0.0015, month="2026-11")
+    assert budget.affordable_bytes(10**9, month="2026-11") == 0  # not even one started MiB: nothing fetched
+    assert budget.affordable_bytes(7, month="2026-12") == 7  # a new month; the ceiling still holds
+    assert Budget(monthly=None).affordable_bytes(99, month="2026-11") == 99
 
 
 def test_no_archive_is_a_clear_error(cli: CliRunner, data_dir: DataDir, styx: StyxServer, tmp_path: Path) -> None:
