@@ -168,14 +168,20 @@ def rank(f: Factors) -> float:
 EXTERNAL_CONFIDENCE = 0.2
 
 
+NEUTRAL = 0.5  # a factor this golem cannot know: the middle of its range (as a local entry without a PAD)
+
+
 def external_rank(relevance: float) -> float:
     """The four-factor rank of a result from outside the Grimoire (the hook the Styx fan-in
-    ranks by, daemon/styx/fanin.py), from its relevance already discounted by its layer: what
-    this golem cannot know of it — when it was last alive, how important or used it is, its PAD —
-    counts as nothing, and its source discount is the layer's, already in `relevance`. So a
-    local entry whose relevance × source discount equals it never ranks below it: its own
-    recency, importance and PAD only add (callers break a tie for the local entry)."""
-    return rank(Factors(semantic=max(0.0, relevance), temporal=0.0, importance=0.0, pad=0.0, source=1.0))
+    ranks by, daemon/styx/fanin.py), from its relevance already discounted by its layer. What
+    this golem cannot know of it — when it was last alive, how important or used it is, its
+    PAD — counts as neutral (0.5 each), as a local entry without a PAD gets 0.5: a Styx hit
+    ranks with a local entry of equal discounted relevance and middling recency and importance
+    (above a week-old unused one, below a fresh important one). Counted as nothing (until step
+    25), every Styx hit ranked below nearly every local entry: a clade-layer hit at relevance
+    0.99 fell out of a top 10 beside a hundred weakly related local warnings."""
+    return rank(Factors(semantic=max(0.0, relevance), temporal=NEUTRAL, importance=NEUTRAL, pad=NEUTRAL,
+                        source=1.0))
 
 
 def cited(weight: float) -> float:

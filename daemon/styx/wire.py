@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from crdt import Kind
+from daemon.grimoire.scoring import SOURCE_DISCOUNT
 
 __all__ = ["LAYERS", "LAYER_DISCOUNT", "PUBLIC_LAYERS", "QueryResult", "at_once", "batch_body", "item_json",
            "layers_for", "parse_query", "playbook_item", "public_item_json", "public_key"]
@@ -49,7 +50,10 @@ WANTED: dict[Kind, tuple[str, ...]] = {
     Kind.DEATH_REFLECTION: ("vault", "clade"),
     **{kind: ("clade",) for kind in PROMOTED},
 }
-LAYER_DISCOUNT = {"vault": 1.0, "clade": 0.80, "lethe": 0.50, "marketplace": 0.60, "styx": 0.25}
+# A layer's retrieval discount is its provenance's (scoring.SOURCE_DISCOUNT: declared once). The
+# architecture's 0.25 for a Styx query is a *confidence* (where its knowledge starts here:
+# scoring.EXTERNAL_CONFIDENCE), not a ranking discount.
+LAYER_DISCOUNT = {layer: SOURCE_DISCOUNT[layer] for layer in ("vault", "clade", "lethe", "marketplace", "styx")}
 MAX_QUERY_RESULTS = 100
 MAX_RESULT_CONTENT = 4096
 

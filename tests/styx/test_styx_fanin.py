@@ -40,9 +40,10 @@ def test_merge_ranks_both_by_score_marks_provenance_and_drops_our_own_entry() ->
     remote = [QueryResult("s1", "insight", "S1", 0.7, "clade", 0.8 * 0.8),
               QueryResult("a", "fact", "A again", 0.5, "clade", 0.95),  # our own entry, pushed earlier
               QueryResult("s2", "warning", "S2", 0.9, "lethe", 0.5 * 0.5)]
-    rows = merge(local, remote, k=3)
-    assert [(r["id"], r["provenance"]) for r in rows] == [("a", "local"), ("s1", "styx:clade"), ("b", "local")]
-    assert rows[1]["relevance"] == 0.64 and rows[1]["score"] == round(0.40 * 0.64, 6)  # the four-factor rank
+    rows = merge(local, remote, k=4)
+    assert [(r["id"], r["provenance"]) for r in rows] == [("a", "local"), ("s1", "styx:clade"), ("s2", "styx:lethe"),
+                                                          ("b", "local")]
+    assert rows[1]["relevance"] == 0.64 and rows[1]["score"] == round(0.40 * 0.64 + 0.30, 6)  # the four-factor rank
     assert rows[1]["local_confidence"] == 0.2 and rows[1]["confidence"] == 0.7
     tie = merge([{"id": "x", "kind": "fact", "content": "X", "confidence": 0.5, "score": 0.5}],
                 [QueryResult("y", "fact", "Y", 0.5, "vault", 0.5)], k=5)
@@ -54,20 +55,36 @@ def test_for_digest_keeps_only_confident_results() -> None:
                                                                                   "clade", 0.7)]
     assert [x.id for x in for_digest(remote, min_confidence=0.5)] == ["s1"]
     (item,) = for_digest(remote, min_confidence=0.5)
-    assert item.source == "styx:clade" and item.confidence == 0.2 and item.score == pytest.approx(0.40 * 0.6)
+    assert item.source == "styx:clade" and item.confidence == 0.2 and item.score == pytest.approx(0.40 * 0.6 + 0.30)
 
 
 @pytest.mark.parametrize("relevance", [0.0, 0.05, 0.3, 0.64, 0.8, 1.0])
-def test_a_styx_hit_never_ranks_above_a_local_entry_of_equal_relevance(relevance: float) -> None:
+def test_a_styx_hit_ranks_as_a_local_entry_of_equal_relevance_and_neutral_unknowns(relevance: float) -> None:
+    """What this golem cannot know of a Styx hit (recency, importance, PAD) counts as neutral,
+    as a local entry without a PAD gets 0.5: not as nothing, which ranked every hit low."""
     hit = external_rank(relevance)
     for source in [*sorted(set(SOURCE_DISCOUNT.values())), 0.85 ** 5, 1.2]:  # each provenance, old lineage, blood
-        for temporal, importance, pad in ((0, 0, 0), (0.3, 0.1, 0.5), (1, 1, 1)):
-            local = Factors(semantic=relevance / source, temporal=temporal, importance=importance, pad=pad,
-                            source=source)  # local relevance × its source discount = the hit's discounted relevance
-            assert rank(local) >= hit - 1e-12
+        def local(t: float, i: float, p: float, s: float = source) -> float:
+            return rank(Factors(semantic=relevance / s, temporal=t, importance=i, pad=p, source=s))
+        assert local(0.5, 0.5, 0.5, 1.0) == pytest.approx(hit)  # the same relevance, neutral unknowns: the same
+        if source <= 1:
+            assert local(0, 0, 0) <= hit + 1e-12  # an old, unused local entry of that relevance: not above it
+        assert local(1, 1, 1, 1.0) >= hit  # a fresh, important one: not below it
     rows = merge([{"id": "l", "kind": "fact", "content": "L", "confidence": 0.2, "score": external_rank(relevance)}],
                  [QueryResult("s", "fact", "S", 0.2, "clade", relevance)], k=2)
     assert [r["id"] for r in rows] == ["l", "s"]  # equal rank: the local entry first
+
+
+def test_a_very_relevant_styx_hit_is_not_buried_under_weakly_related_local_entries() -> None:
+    """The case found against the reference server: a clade-layer hit at relevance 0.99 for "which
+    pools depeg first under stress" beside 120 fresh local warnings about drained pools that match
+    the question weakly (cosine 0.45): it is in the merged top 10."""
+    weak = rank(Factors(semantic=0.45, temporal=1.0, importance=0.5, pad=0.5, source=1.0))
+    local = [{"id": f"w{i}", "kind": "warning", "content": "a drained pool", "confidence": 0.7, "score": weak}
+             for i in range(120)]
+    hit = QueryResult("depeg", "insight", "which pools depeg first under stress", 0.8, "clade", 0.99 * 0.80)
+    top = merge(local, [hit], k=10)
+    assert len(top) == 10 and top[0]["id"] == "depeg"
 
 
 def test_the_digest_places_a_styx_hit_by_its_rank_among_the_local_entries(tmp_path: Path) -> None:
@@ -83,7 +100,7 @@ def test_the_digest_places_a_styx_hit_by_its_rank_among_the_local_entries(tmp_pa
         items, lambda item: f"[{item.entry.body.content}]", head="", sep="", tail="", budget_tokens=500, k=5,
         per_kind={}, include_sensitive=False, external=[(x.id, f"[{x.content}]", x.score) for x in styx],
         external_tokens=100)
-    assert document == "[high entry][from styx][low entry]" and external == ["s1"]  # 0.5 > 0.28 > 0.1
+    assert document == "[from styx][high entry][low entry]" and external == ["s1"]  # 0.58 > 0.5 > 0.1
     assert local == [entries["high"].id, entries["low"].id]
 
 

@@ -112,10 +112,10 @@ def test_search_fans_in_styx_with_discounts_and_a_hanging_styx_does_not_block(da
         found = daemon.request("POST", "/v1/memory/search", json={"query": "funding before CPI"}).json()
         assert found["results"] and found["styx_error"] is None
         assert [(r["id"], r["layer"], r["relevance"], r["score"], r["local_confidence"], r["provenance"])
-                for r in found["styx"]] == [  # relevance 1.0 × the clade discount; its rank 0.40 × that
-            ("e" * 32, "clade", 0.8, 0.32, 0.2, "styx:clade")]
+                for r in found["styx"]] == [  # relevance 1.0 × the clade discount; rank 0.40 × that + 0.30
+            ("e" * 32, "clade", 0.8, 0.62, 0.2, "styx:clade")]
         merged = {r["id"]: r for r in found["merged"]}
-        assert merged["e" * 32]["score"] == 0.32 and merged["e" * 32]["provenance"] == "styx:clade"
+        assert merged["e" * 32]["score"] == 0.62 and merged["e" * 32]["provenance"] == "styx:clade"
         styx.set_faults(hang=True)
         slow = daemon.request("POST", "/v1/memory/search", json={"query": "funding before CPI"}).json()
         assert slow["results"] and slow["styx"] == [] and slow["styx_error"] == "no answer within 300 ms"
