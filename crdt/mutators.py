@@ -14,7 +14,14 @@ from .errors import InvalidValue
 from .hlc import Timestamp
 from .ops import AuthorValue, EndorseValue, EvidenceValue, Op, Signer, SlotKind, Status, make_op
 
-__all__ = ["Mutator"]
+__all__ = ["DAY_MS", "Mutator", "day_of"]
+
+DAY_MS = 86_400_000
+
+
+def day_of(ts: Timestamp) -> Timestamp:
+    """`ts` floored to its UTC day (counter 0): the only time an evidence op carries."""
+    return Timestamp(ts.ms - ts.ms % DAY_MS)
 
 
 class Mutator:
@@ -72,15 +79,18 @@ class Mutator:
 
     def evidence(self, body: EntryBody, current: EvidenceValue | None, *, positive: bool) -> Op:
         """Add one outcome (positive or negative) to this replica's evidence tally for an entry,
-        its own or another's. The tally only grows: the new op covers `current`."""
+        its own or another's. The tally only grows: the new op covers `current`. Its HLC is the
+        day's (`day_of`), not the moment's: a slot's merge is by seq alone, and the time of an
+        outcome is the golem's soma — a sibling learns from the op on which day the tally last
+        moved, never when in the day the trade went which way."""
         current = current or EvidenceValue()
         value = EvidenceValue(positive=current.positive + int(positive), negative=current.negative + int(not positive))
-        return self._op(body.id, SlotKind.EVIDENCE, value)
+        return self._op(body.id, SlotKind.EVIDENCE, value, day_of(self._now()))
 
     def reissue(self, body: EntryBody, value: EvidenceValue) -> Op:
         """The same evidence tally under a fresh dot (an entry promoted after its outcomes: the
-        old dot was seen-and-withheld by siblings)."""
-        return self._op(body.id, SlotKind.EVIDENCE, value)
+        old dot was seen-and-withheld by siblings), stamped with the day like `evidence`."""
+        return self._op(body.id, SlotKind.EVIDENCE, value, day_of(self._now()))
 
     def republish(self, body: EntryBody, current: AuthorValue) -> list[Op]:
         """Fresh dots for an entry's body and author slot (same values).

@@ -85,3 +85,22 @@ def test_versions_merge_commutatively_idempotently_and_only_grow(seed: int, outc
     last = versions[-1].value
     assert finals == [last] * 3
     assert last == EvidenceValue(positive=sum(outcomes), negative=len(outcomes) - sum(outcomes))
+
+
+def test_an_evidence_op_carries_the_day_not_the_moment() -> None:
+    """The time of an outcome is soma: the op says on which UTC day the tally moved, no finer;
+    the slot still merges by seq (a later op of the same day supersedes an earlier one)."""
+    day = 86_400_000
+    replica = SimReplica(IDENTITIES[0], wall=20_000 * day + 13 * 3_600_000 + 4_321)  # 13:00:04.321 on a day
+    (body_op, _) = replica.create("Aave borrow rates double after governance votes", Kind.INSIGHT, 0.7)
+    (first,) = replica.evidence(body_op.entry_id, False)
+    replica.wall += 5 * 3_600_000
+    (second,) = replica.evidence(body_op.entry_id, True)
+    assert body_op.hlc.ms % day != 0  # the body keeps its time …
+    for op in (first, second):
+        opened = open_op(op.writer, op.signed, op.signature, signature_ok)
+        assert opened.hlc.ms == 20_000 * day and opened.hlc.counter == 0  # … the evidence only its day
+    assert second.seq > first.seq
+    other = SimReplica(IDENTITIES[1])
+    other.state = join(other.state, replica.state)
+    assert _tally(other.state, body_op.entry_id, replica.peer_id) == EvidenceValue(positive=1, negative=1)
