@@ -162,6 +162,9 @@ class BackupConfig(_Section):
 # The architecture's spend caps, on unless configured otherwise (daemon/styx/policy.py applies them).
 DEFAULT_MAX_PER_TICK_USD = 0.01
 DEFAULT_MONTHLY_USD = 5.0
+# A tenth of the month, ring-fenced for dying: a death's backup and testament archive cost
+# ~$0.001 + $0.0001 a MiB each at the default prices, so $0.50 pays for thousands of MiB.
+DEFAULT_DEATH_RESERVE_USD = 0.50
 
 
 class StyxBudgetConfig(_Section):
@@ -173,6 +176,15 @@ class StyxBudgetConfig(_Section):
     monthly: float | None = Field(DEFAULT_MONTHLY_USD, ge=0, allow_inf_nan=False,
                                   description="stop pushing (and querying) for the rest of the month (USD)")
     tick_s: float = Field(10.0, gt=0, le=86_400, description="the length of a tick")
+    death_reserve: float = Field(DEFAULT_DEATH_RESERVE_USD, ge=0, allow_inf_nan=False,
+                                 description="of monthly, ring-fenced for the death protocol's uploads (backup, "
+                                             "testament archive): ordinary pushes, queries and uploads stop "
+                                             "before it (USD; at most half of monthly)")
+
+    def reserve(self) -> float:
+        """The reserve in force: `death_reserve`, at most half of `monthly` (a small month keeps
+        half for the living), 0 without a monthly cap."""
+        return 0.0 if self.monthly is None else min(self.death_reserve, self.monthly / 2)
 
 
 # Default prices (USD). The architecture names the caps, not prices: a request is priced at

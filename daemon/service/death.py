@@ -255,14 +255,15 @@ class Death:
         membership = state.membership()
         try:
             pushed = await pusher.upload(path, peer=state.identity.peer_id, timeout_s=max(60.0, styx.timeout_s),
-                                         attempts=3, base_s=styx.backoff_base_s, cap_s=styx.backoff_cap_s)
+                                         attempts=3, base_s=styx.backoff_base_s, cap_s=styx.backoff_cap_s,
+                                         death=True)  # the ring-fenced reserve pays if the month is spent
             archived = None
             if record.testament_path is not None and membership is not None:  # the archive an heir boots from
                 testament_file = Path(record.testament_path)
                 packed = write_archive(testament_file, membership.certificate.to_bytes(), created_ms=record.started_ms)
                 archived = await pusher.upload(packed, peer=state.identity.peer_id,
                                                timeout_s=max(60.0, styx.timeout_s), attempts=3,
-                                               base_s=styx.backoff_base_s, cap_s=styx.backoff_cap_s)
+                                               base_s=styx.backoff_base_s, cap_s=styx.backoff_cap_s, death=True)
         except (VaultPushError, OSError) as exc:
             return "failed", str(exc)
         state.publish("backup_pushed", pushed)

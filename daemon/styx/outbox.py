@@ -141,10 +141,12 @@ def enqueue_playbook(conn: sqlite3.Connection, *, golem: str, text: str, now_ms:
 
 
 def due(conn: sqlite3.Connection, *, now_ms: int, limit: int) -> list[OutboxItem]:
-    """Unparked items whose retry time has come, oldest first (order per kind is kept)."""
+    """Unparked items whose retry time has come, oldest first (order per kind is kept) — a death
+    reflection before anything else: the golem's last word goes out even behind a month's backlog."""
     rows = conn.execute(
         "SELECT n, idempotency_key, kind, layer, item, created_ms, attempts FROM styx_outbox "
-        "WHERE parked_ms IS NULL AND next_ms <= ? ORDER BY n LIMIT ?", (now_ms, limit)).fetchall()
+        "WHERE parked_ms IS NULL AND next_ms <= ? ORDER BY kind != 'death_reflection', n LIMIT ?",
+        (now_ms, limit)).fetchall()
     return [OutboxItem(*r) for r in rows]
 
 

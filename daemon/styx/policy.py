@@ -106,6 +106,7 @@ class Budget:
     max_per_tick: float | None = DEFAULT_MAX_PER_TICK_USD
     monthly: float | None = DEFAULT_MONTHLY_USD
     tick_s: float = 10.0
+    death_reserve: float = 0.0  # of `monthly`, only the death protocol's uploads may spend (USD)
     month: str = ""
     spent_month: float = 0.0
     tick_start: float = 0.0
@@ -113,6 +114,14 @@ class Budget:
 
     def cost(self, items: int) -> float:
         return self.price_per_call + self.price_per_item * items
+
+    def cap(self, *, death: bool = False) -> float | None:
+        """The month's cap for ordinary spending — `monthly` less the ring-fenced `death_reserve` —
+        or, for the death protocol's uploads (`death`), all of `monthly`: ordinary pushes,
+        queries and uploads can never spend the reserve, so it is there when the golem dies."""
+        if self.monthly is None:
+            return None
+        return self.monthly if death else max(0.0, self.monthly - self.death_reserve)
 
     def transfer_cost(self, size: int) -> float:
         """One vault upload or download of `size` bytes: `per_upload` + `per_mib` for each started MiB."""
@@ -125,9 +134,10 @@ class Budget:
         MiB fits."""
         if month != self.month:
             self.month, self.spent_month = month, 0.0
-        if self.monthly is None:
+        cap = self.cap()
+        if cap is None:
             return ceiling
-        left = self.monthly + 1e-12 - self.spent_month - self.price_per_upload
+        left = cap + 1e-12 - self.spent_month - self.price_per_upload
         if left < self.price_per_mib:
             return 0
         if self.price_per_mib <= 0:
@@ -140,10 +150,13 @@ class Budget:
         if now_s - self.tick_start >= self.tick_s:
             self.tick_start, self.spent_tick = now_s, 0.0
 
-    def allows(self, items: int, *, now_s: float, month: str) -> bool:
+    def allows(self, items: int, *, now_s: float, month: str, death: bool = False) -> bool:
+        """Whether a push of `items` fits this tick and the month (`death`: a death reflection's
+        push, which may spend the death reserve, `cap`)."""
         self._roll(now_s, month)
         c = self.cost(items)
-        if self.monthly is not None and self.spent_month + c > self.monthly + 1e-12:
+        cap = self.cap(death=death)
+        if cap is not None and self.spent_month + c > cap + 1e-12:
             return False
         return self.max_per_tick is None or self.spent_tick + c <= self.max_per_tick + 1e-12
 
@@ -154,13 +167,14 @@ class Budget:
         self.spent_tick += c
         return c
 
-    def allows_upload(self, usd: float, *, month: str) -> bool:
-        """Whether a vault upload (or download) of cost `usd` fits the monthly cap. The per-tick cap
-        does not apply: a file cannot be split, and a backup larger than a tick's budget could
-        otherwise never leave."""
+    def allows_upload(self, usd: float, *, month: str, death: bool = False) -> bool:
+        """Whether a vault upload (or download) of cost `usd` fits the month's cap (`cap`: with
+        `death`, the death reserve too). The per-tick cap does not apply: a file cannot be split,
+        and a backup larger than a tick's budget could otherwise never leave."""
         if month != self.month:
             self.month, self.spent_month = month, 0.0
-        return self.monthly is None or self.spent_month + usd <= self.monthly + 1e-12
+        cap = self.cap(death=death)
+        return cap is None or self.spent_month + usd <= cap + 1e-12
 
     def charge_upload(self, usd: float, *, month: str) -> float:
         if month != self.month:
@@ -176,7 +190,8 @@ class Budget:
         """Whether one query fits the monthly cap (queries count toward the month, not the tick)."""
         if month != self.month:
             self.month, self.spent_month = month, 0.0
-        return self.monthly is None or self.spent_month + self.price_per_query <= self.monthly + 1e-12
+        cap = self.cap()
+        return cap is None or self.spent_month + self.price_per_query <= cap + 1e-12
 
     def charge_query(self, *, month: str) -> float:
         if month != self.month:
@@ -195,4 +210,4 @@ def budget_for(styx: StyxConfig) -> Budget:
     return Budget(price_per_call=styx.prices.per_call, price_per_item=styx.prices.per_item,
                   price_per_query=styx.prices.per_query, price_per_upload=styx.prices.per_upload,
                   price_per_mib=styx.prices.per_mib, max_per_tick=styx.budget.max_per_tick,
-                  monthly=styx.budget.monthly, tick_s=styx.budget.tick_s)
+                  monthly=styx.budget.monthly, tick_s=styx.budget.tick_s, death_reserve=styx.budget.reserve())

@@ -109,15 +109,16 @@ class Pusher:
             self._on_event("styx_budget_reached", {"spend_month_usd": round(self.budget.spent_month, 6)})
 
     async def upload(self, path: Path, *, peer: str, timeout_s: float, attempts: int = 6, base_s: float = 1.0,
-                     cap_s: float = 60.0) -> dict[str, object]:
+                     cap_s: float = 60.0, death: bool = False) -> dict[str, object]:
         """Upload a file to the vault layer (vault.push_backup, on a thread), charged and capped like a push:
         its cost (`per_upload` + `per_mib`) is recorded before the transfer (an upload is charged
         whether or not it succeeded, its retries included) and refused past the monthly cap (the
-        per-tick cap does not apply: a file cannot be split). Raises `VaultPushError`."""
+        per-tick cap does not apply: a file cannot be split); `death`: the death protocol's, which
+        may spend the ring-fenced death reserve (`Budget.cap`). Raises `VaultPushError`."""
         month = ledger.month_of(self._wall_ms())
         size = path.stat().st_size
         cost = self.budget.transfer_cost(size)
-        if not self.budget.allows_upload(cost, month=month):
+        if not self.budget.allows_upload(cost, month=month, death=death):
             self._budget_reached("vault uploads wait for next month")
             raise VaultPushError(f"the monthly Styx budget is reached ({self.budget.spent_month:.4f} of "
                                  f"{self.budget.monthly:g} USD): {path.name} was not uploaded; it is kept at {path}")
@@ -161,8 +162,12 @@ class Pusher:
         # one batch with this golem's clade items, the request would tie it to its writer.
         public = items[0].layer in PUBLIC_LAYERS
         items = [i for i in items if (i.layer in PUBLIC_LAYERS) == public]
+        # A death reflection is pushed first and on its own, and may spend the death reserve.
+        dying = [i for i in items if i.kind == "death_reflection"]
+        death = bool(dying) and not public
+        items = dying if death else items
         month = ledger.month_of(now)
-        while items and not self.budget.allows(len(items), now_s=trio.current_time(), month=month):
+        while items and not self.budget.allows(len(items), now_s=trio.current_time(), month=month, death=death):
             items = items[: len(items) // 2]  # a smaller batch may still fit this tick
         if not items:
             self._budget_reached("pushing resumes next tick or month (items keep waiting in the outbox)")

@@ -242,6 +242,40 @@ def test_with_styx_on_the_reflection_reaches_the_archive_and_the_backup_the_vaul
         assert daemon.stop() == 0
 
 
+def test_a_death_is_paid_for_from_its_reserve_when_the_month_is_spent(joined: DataDir, styx: StyxServer) -> None:
+    """The month's ordinary budget is already spent (monthly less the death reserve): an ordinary
+    warning waits, but the death protocol's reflection, backup and testament archive all reach
+    Styx, paid from the ring-fenced reserve."""
+    from daemon.grimoire import wall_clock_ms
+    from daemon.styx import ledger
+
+    config = joined.load_config()
+    monthly, reserve = config.styx.budget.monthly, config.styx.budget.reserve()
+    assert monthly is not None and 0 < reserve < monthly
+    with joined.open_store() as store, store.transaction() as conn:
+        ledger.record(conn, ledger.month_of(wall_clock_ms()), monthly - reserve, calls=1)
+    env = _env(None, CLADE_P2P__ENABLED="false", CLADE_STYX__ENABLED="true", CLADE_STYX__URL=styx.url,
+               CLADE_STYX__TOKEN=STYX_TOKEN, CLADE_STYX__BACKOFF_CAP_S="0.5", CLADE_STYX__BACKOFF_BASE_S="0.1",
+               CLADE_STYX__CLADE_ENABLED="true")  # the warning is queued for the clade layer
+    daemon = DaemonProc(joined, env=env)
+    try:
+        ordinary = daemon.request("POST", "/v1/memory", json={"content": "The bridge at 0xabc pauses withdrawals",
+                                                              "memory_type": "warning"}).json()["id"]
+        doc = daemon.request("POST", "/v1/death", json={"reflection": "I died with the month spent."}).json()
+        steps = _steps(doc)
+        assert steps["backup_push"] == "done", doc
+        deadline = time.monotonic() + 60
+        while not any(i["id"] == doc["reflection_id"] for i in styx.items()):
+            assert time.monotonic() < deadline, "the reflection never reached Styx"
+            time.sleep(0.1)
+        assert styx.stats()["vault_uploads"] == 2  # the backup and the testament archive
+        assert ordinary not in {i["id"] for i in styx.items()}  # ordinary pushes still wait
+        status = daemon.request("GET", "/v1/styx/status").json()
+        assert status["queue_depth"] >= 1 and monthly - reserve < status["spend_month_usd"] <= monthly
+    finally:
+        assert daemon.stop() == 0
+
+
 def test_clade_die_needs_a_running_daemon_then_reports_each_step(joined: DataDir, tmp_path: Path,
                                                                  hook_200: Webhook) -> None:
     reflection = tmp_path / "reflection.md"

@@ -74,6 +74,7 @@ def test_retry_after_is_honoured_in_both_forms(data_dir: DataDir, styx: StyxServ
 def test_the_monthly_budget_stops_pushing_not_writing_and_survives_a_restart(data_dir: DataDir,
                                                                              styx: StyxServer) -> None:
     env = {**_env(styx), "CLADE_STYX__PRICES__PER_ITEM": "0.01", "CLADE_STYX__BUDGET__MONTHLY": "0.05",
+           "CLADE_STYX__BUDGET__DEATH_RESERVE": "0",  # the whole month for pushes here (the reserve: test_death)
            "CLADE_STYX__BUDGET__MAX_PER_TICK": "1", "CLADE_STYX__BATCH": "2"}
     daemon = DaemonProc(data_dir, env=env)
     try:

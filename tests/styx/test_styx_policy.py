@@ -188,17 +188,19 @@ def test_spend_caps_are_on_by_default_at_the_architectures_figures_and_stop_spen
     priced = load_config(None, {"CLADE_STYX__PRICES__PER_CALL": "0.002", "CLADE_STYX__PRICES__PER_ITEM": "0.001",
                                 "CLADE_STYX__PRICES__PER_QUERY": "0.001"}).styx
     b = budget_for(priced)
-    assert (b.max_per_tick, b.monthly, b.tick_s) == (0.01, 5.0, 10.0)
+    assert (b.max_per_tick, b.monthly, b.tick_s, b.death_reserve) == (0.01, 5.0, 10.0, 0.5)
     month = "2026-11"
     assert not b.allows(9, now_s=0, month=month)  # 0.011 USD: over a tick's cent
     assert b.allows(8, now_s=0, month=month) and b.charge(8, now_s=0, month=month) == 0.01
     assert not b.allows(1, now_s=9.9, month=month)  # the tick's cent is spent
     tick = 10.0
-    while b.allows(8, now_s=tick, month=month):  # a cent a tick until the month's five dollars are gone
+    while b.allows(8, now_s=tick, month=month):  # a cent a tick until the living's $4.50 of the five are gone
         b.charge(8, now_s=tick, month=month)
         tick += 10.0
-    assert tick == 10.0 * 500 and abs(b.spent_month - 5.0) < 1e-9
+    assert tick == 10.0 * 450 and abs(b.spent_month - 4.5) < 1e-9
     assert not b.allows(1, now_s=tick + 10, month=month) and not b.allows_query(month=month)
+    assert b.allows(8, now_s=tick + 10, month=month, death=True)  # the death reserve is still there
+    assert b.allows_upload(0.5, month=month, death=True) and not b.allows_upload(0.5001, month=month, death=True)
     assert b.allows(1, now_s=tick + 10, month="2026-12")  # next month
     with pytest.raises(ConfigError, match="nothing could ever be pushed"):
         load_config(None, {"CLADE_STYX__PRICES__PER_CALL": "0.02"})  # over the default tick cap

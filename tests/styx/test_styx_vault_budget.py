@@ -28,7 +28,7 @@ MONTH = ledger.month_of(NOW)
 def test_the_daemons_upload_is_charged_then_refused_past_the_monthly_cap(tmp_path: Path, styx: StyxServer) -> None:
     backup = tmp_path / "backup-1.clade"
     backup.write_bytes(b"\x00" * (3 * 1024 * 1024 + 1))  # four started MiB
-    config = StyxConfig(enabled=True, url=styx.url, budget={"monthly": 0.0025})
+    config = StyxConfig(enabled=True, url=styx.url, budget={"monthly": 0.0025, "death_reserve": 0})
     budget = budget_for(config)
     cost = budget.transfer_cost(backup.stat().st_size)
     assert cost == pytest.approx(0.001 + 4 * 0.0001)  # the default prices
