@@ -112,7 +112,12 @@ def test_restore_as_successor_inherits_knowledge_only(cli: CliRunner, data_dir: 
     heir.init()
     _join(cli, heir, owner_dir, tmp_path, "heir")
     before = heir.load_identity().peer_id
-    done = clade_subprocess(["--data-dir", str(heir.root), "restore", str(backup), "--as-successor", "--json"])
+    # the backup is sealed to the owner and the dead golem, not the clade key: the heir's own keys
+    # cannot open it (a sibling must not read another's soma); the owner, who makes successors, can
+    refused = clade_subprocess(["--data-dir", str(heir.root), "restore", str(backup), "--as-successor", "--json"])
+    assert refused.returncode == 2 and b"is a recipient" in refused.stderr, refused.stderr
+    done = clade_subprocess(["--data-dir", str(heir.root), "restore", str(backup), "--as-successor", "--json",
+                             "--owner-dir", str(owner_dir)])
     assert done.returncode == 0, done.stderr
     assert heir.load_identity().peer_id == before  # the heir keeps its own identity
     with heir.open_store() as store:

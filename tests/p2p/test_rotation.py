@@ -144,11 +144,15 @@ def test_rotation_converges_with_no_lost_op_and_the_revoked_golem_gets_no_key(tm
             with pytest.raises(MembershipError) as wrong:
                 RotationBundle.open(bundle.read_bytes(), r_identity, r_membership)
             assert wrong.value.reason is Reason.WRONG_PEER
-        # a's backups are sealed to epoch 1 (and the owner): r's keys open none of them
+        # a's backups are sealed to the owner and a itself (not the clade key): r's keys open none
+        # of them, nor does the clade's current key; a's own identity does
         backup = Path(a.call("POST", "/v1/backup", json={})["path"])
         with pytest.raises(VaultError, match="none of the keys"):
             verify_backup(backup, VaultKeys(clade_key=r_ring.current.key, x25519=r_identity.x25519_private_key()))
-        assert verify_backup(backup, VaultKeys(clade_key=a_ring.current.key)).golem == a.peer_id
+        with pytest.raises(VaultError, match="none of the keys"):
+            verify_backup(backup, VaultKeys(clade_key=a_ring.current.key))
+        own = VaultKeys(x25519=a.data.load_identity().x25519_private_key())
+        assert verify_backup(backup, own).golem == a.peer_id
     finally:
         if watch is not None:
             watch.close()
@@ -196,7 +200,10 @@ def test_old_epoch_gossip_is_refused_after_the_grace_and_the_op_still_arrives(tm
 
 
 def test_backups_after_rotation_use_the_new_key_and_old_ones_still_restore(
-        cli: CliRunner, data_dir: DataDir, tmp_path: Path) -> None:
+        cli: CliRunner, data_dir: DataDir, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Backups shared with the clade (`[backup] share_with_clade`: by default they are sealed to
+    the owner and the golem only) follow the key's epochs."""
+    monkeypatch.setenv("CLADE_BACKUP__SHARE_WITH_CLADE", "true")
     owner_dir = tmp_path / "owner"
     other = DataDir(tmp_path / "revoked")
     other.init()
@@ -244,9 +251,11 @@ def test_backups_after_rotation_use_the_new_key_and_old_ones_still_restore(
     assert (data_dir.root / "clade.key").read_bytes() == epoch1
     assert cli("backup", "verify", str(new)).code == 0
 
-    # the operator drops the old key: old clade-keyed backups then need the owner's key
+    # the operator drops the old key: the clade key no longer opens old backups; the owner's key
+    # does, and so does the golem's own identity (a recipient of its every backup)
     dropped = cli("--json", "keys", "--drop-before", "1")
     assert dropped.json()["dropped"] == [0] and [k["epoch"] for k in dropped.json()["keys"]] == [1]
-    assert cli("backup", "verify", str(old)).code == 2
+    assert cli("backup", "verify", str(old), "--clade-key", str(data_dir.root / "clade.key")).code == 2
     assert cli("backup", "verify", str(old), "--owner-dir", str(owner_dir)).code == 0
+    assert cli("backup", "verify", str(old), "--identity-key", str(data_dir.identity_path)).code == 0
     assert Identity.load(data_dir.identity_path).peer_id == me.peer_id

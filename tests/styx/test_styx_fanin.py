@@ -168,6 +168,7 @@ def test_recall_without_a_daemon_merges_styx_and_a_hanging_styx_does_not_hold_it
     assert clade_subprocess(["--data-dir", root, "recall", "funding before CPI", "--json"], env=env).returncode == 0
     assert styx.queries == []  # queries are off unless the operator enables them: nothing was sent
     env["CLADE_STYX__QUERY_ENABLED"] = "true"
+    env["CLADE_STYX__QUERY_DEADLINE_MS"] = "5000"  # a loaded machine must not turn an answer into a timeout …
     assert clade_subprocess(["--data-dir", root, "remember", "Funding turns negative ahead of CPI",
                              "--kind", "fact"], env=env).returncode == 0
     found = clade_subprocess(["--data-dir", root, "recall", "funding before CPI", "--json"], env=env)
@@ -178,6 +179,7 @@ def test_recall_without_a_daemon_merges_styx_and_a_hanging_styx_does_not_hold_it
     text = clade_subprocess(["--data-dir", root, "recall", "funding before CPI"], env=env)
     assert b"[styx:clade] insight Funding flips negative before CPI prints" in text.stdout
     styx.set_faults(hang=True)
+    env["CLADE_STYX__QUERY_DEADLINE_MS"] = "300"  # … and a hanging Styx costs exactly the deadline
     slow = clade_subprocess(["--data-dir", root, "recall", "funding before CPI", "--json"], env=env)
     styx.clear_faults()
     assert slow.returncode == 0, slow.stderr
