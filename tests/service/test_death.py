@@ -242,6 +242,7 @@ def test_with_styx_on_the_reflection_reaches_the_archive_and_the_backup_the_vaul
         assert daemon.stop() == 0
 
 
+@pytest.mark.slow  # starts a daemon (or several CLI processes): make test-slow
 def test_a_death_is_paid_for_from_its_reserve_when_the_month_is_spent(joined: DataDir, styx: StyxServer) -> None:
     """The month's ordinary budget is already spent (monthly less the death reserve): an ordinary
     warning waits, but the death protocol's reflection, backup and testament archive all reach

@@ -125,6 +125,7 @@ def test_a_damaged_or_foreign_archive_is_refused_and_nothing_inherited(
     assert _entries(heir) == 0
 
 
+@pytest.mark.slow  # starts a daemon (or several CLI processes): make test-slow
 def test_a_revoked_predecessor_is_not_inherited(
         cli: CliRunner, styx: StyxServer, tmp_path: Path, dead: tuple[Path, str, dict[str, str]]) -> None:
     """The owner revoked the dead golem (compromised before it died): an heir holding that list

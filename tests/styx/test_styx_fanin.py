@@ -132,6 +132,7 @@ def test_the_digest_takes_styx_results_within_their_share_escaped(data_dir: Data
         assert daemon.stop() == 0
 
 
+@pytest.mark.slow  # starts a daemon (or several CLI processes): make test-slow
 def test_search_text_stays_home_unless_queries_are_enabled(data_dir: DataDir, styx: StyxServer) -> None:
     """Styx on (its clade layer too), queries at their default: a search and a digest answer
     from the golem alone and no text reaches Styx (a query is asked within the request, so the
