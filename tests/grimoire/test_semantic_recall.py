@@ -127,7 +127,8 @@ class Corpus:
     key_of: dict[str, str]  # entry id -> corpus key
 
 
-@pytest.fixture(scope="module", params=[MINILM, FUSED], ids=["minilm", "fused"])
+# The fused space converts MPNet to ONNX on first use (~80 s of setup): `make test-slow`.
+@pytest.fixture(scope="module", params=[MINILM, pytest.param(FUSED, marks=pytest.mark.slow)], ids=["minilm", "fused"])
 def corpus(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Corpus]:
     model: str = request.param
     root = tmp_path_factory.mktemp("semantic")
