@@ -20,31 +20,24 @@ import pytest
 
 from daemon.grimoire.store import wall_clock_ms
 from daemon.testing.harness import EventLog, Golem, LoopbackClade
-from tests.helpers.clade import eventually, write
+from tests.helpers.clade import eventually, running_clade, write
 
 pytestmark = pytest.mark.slow
 
 IN_TIME_MS = 60_000  # from arrival on A to A's default search and digest
 
 
-def _running(tmp_path: Path, golems: int) -> Iterator[LoopbackClade]:
-    clade = LoopbackClade(tmp_path, golems)
-    try:
-        clade.start_all()
-        yield clade
-    finally:
-        clade.close()
-
-
 @pytest.fixture
 def clade2(tmp_path: Path) -> Iterator[LoopbackClade]:
     """Two golems, default config (curator cycles are run through `POST /v1/curator/run`)."""
-    yield from _running(tmp_path, 2)
+    with running_clade(tmp_path, 2) as clade:
+        yield clade
 
 
 @pytest.fixture
 def clade3(tmp_path: Path) -> Iterator[LoopbackClade]:
-    yield from _running(tmp_path, 3)
+    with running_clade(tmp_path, 3) as clade:
+        yield clade
 
 
 def arrival_ms(log: EventLog, entry_id: str, timeout: float = 30) -> float:
