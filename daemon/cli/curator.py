@@ -37,8 +37,8 @@ from daemon.grimoire.curator.bequest import InheritReport, export_testament, inh
 from daemon.grimoire.curator.cycle import simulate
 from daemon.grimoire.curator.testament import TestamentError
 from daemon.service.curation import settings_for
-from daemon.styx import archive, ledger
-from daemon.styx.boot import BootError, download, inherit_archive, open_archive, write_archive
+from daemon.styx import ledger
+from daemon.styx.boot import BootError, download_within, inherit_archive, open_archive, write_archive
 from daemon.styx.metering import charge_transfer, push_metered
 from daemon.styx.policy import budget_for
 from daemon.styx.vault import VaultPushError
@@ -237,14 +237,9 @@ def _inherit_from_styx(predecessor: str, data: DataDir, membership: Membership, 
     now = wall_clock_ms()
     with data.open_store(identity=identity) as store:
         try:
-            budget = budget_for(styx)  # the fetch is bounded to what the month's rest pays for …
-            month = ledger.month_of(now)
+            budget, month = budget_for(styx), ledger.month_of(now)  # bounded to what the month's rest pays for …
             budget.resume(month, ledger.spent(store.connection, month))
-            most = budget.affordable_bytes(archive.MAX_ARCHIVE_BYTES, month=month)
-            if most == 0:
-                raise VaultPushError(f"the monthly Styx budget is reached ({budget.spent_month:.4f} of "
-                                     f"{budget.monthly:g} USD): nothing was fetched")
-            name, raw = download(styx, predecessor, max_bytes=most)
+            name, raw = download_within(styx, predecessor, budget, month=month)
             charge_transfer(store, styx, len(raw), now_ms=now)  # … and charged by its real size
             doc = open_archive(raw, predecessor=predecessor, membership=membership, keys=keys,
                                revocations=data.load_revocations(membership))

@@ -229,8 +229,7 @@ def _xml_piece(item: DigestItem, now_ms: int) -> str:
     e, b = item.entry, item.entry.body
     mark = ' verified="false"' if item.unverified else ""
     return (
-        f'<memory type="{b.kind.value}" importance="{b.importance:.2f}" '
-        f'confidence="{shown_confidence(e):.2f}" '
+        f'<memory type="{b.kind.value}" importance="{b.importance:.2f}" confidence="{shown_confidence(e):.2f}" '
         f'age="{_age(age_days(b.created.ms, now_ms))}" date="{_date(entry_time_ms(e))}" '
         f'source="{_escape(e.provenance)}"{mark} id="{b.id}">'
         f"{_escape(b.content)}</memory>\n"

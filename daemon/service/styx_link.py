@@ -20,11 +20,10 @@ from daemon.config import Config
 from daemon.grimoire import Grimoire
 from daemon.grimoire.records import iso_ms
 from daemon.service.store_access import StoreAccess
-from daemon.styx import archive, ledger
+from daemon.styx import ledger
 from daemon.styx import outbox as styx_outbox
-from daemon.styx.boot import download, inherit_archive, open_archive
+from daemon.styx.boot import download_within, inherit_archive, open_archive
 from daemon.styx.pusher import Pusher
-from daemon.styx.vault import VaultPushError
 from daemon.styx.wire import QueryResult
 
 __all__ = ["StyxLink"]
@@ -98,11 +97,8 @@ class StyxLink:
         assert self.pusher is not None
         pusher, cfg, now = self.pusher, self.config().styx, self.now_ms()
         month = ledger.month_of(now)
-        most = pusher.budget.affordable_bytes(archive.MAX_ARCHIVE_BYTES, month=month)
-        if most == 0:
-            raise VaultPushError(f"the monthly Styx budget is reached ({pusher.budget.spent_month:.4f} of "
-                                 f"{pusher.budget.monthly:g} USD): nothing was fetched")
-        name, raw = await trio.to_thread.run_sync(lambda: download(cfg, predecessor, max_bytes=most))
+        name, raw = await trio.to_thread.run_sync(lambda: download_within(cfg, predecessor, pusher.budget,
+                                                                           month=month))
         cost = pusher.budget.charge_upload(pusher.budget.transfer_cost(len(raw)), month=month)  # its real size
         if cost:
             await self.access.on_writer(lambda s: _record(s, month, cost))

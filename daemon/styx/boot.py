@@ -34,7 +34,9 @@ if TYPE_CHECKING:
     from daemon.config import StyxConfig
     from daemon.grimoire import Grimoire
 
-__all__ = ["BootError", "download", "inherit_archive", "open_archive", "write_archive"]
+    from .policy import Budget
+
+__all__ = ["BootError", "download", "download_within", "inherit_archive", "open_archive", "write_archive"]
 
 
 def write_archive(testament_file: Path, certificate: bytes, *, created_ms: int) -> Path:
@@ -76,6 +78,17 @@ def download(config: StyxConfig, predecessor: str, *, max_bytes: int = archive.M
             "raise [styx.budget] monthly)")
         raise BootError(f"{exc}{hint}") from None
     return name, data
+
+
+def download_within(config: StyxConfig, predecessor: str, budget: Budget, *, month: str) -> tuple[str, bytes]:
+    """`download`, bounded to what `budget` still pays for this month (`Budget.affordable_bytes`);
+    the caller charges the real size once it arrived. Raises `VaultPushError` when not even one
+    started MiB fits (nothing fetched), `BootError` as `download`."""
+    most = budget.affordable_bytes(archive.MAX_ARCHIVE_BYTES, month=month)
+    if most == 0:
+        raise VaultPushError(f"the monthly Styx budget is reached ({budget.spent_month:.4f} of "
+                             f"{budget.monthly:g} USD): nothing was fetched")
+    return download(config, predecessor, max_bytes=most)
 
 
 def open_archive(data: bytes, *, predecessor: str, membership: Membership, keys: VaultKeys,
