@@ -109,6 +109,22 @@ class GatedPubsub(Pubsub):
                 self.counters["gossip_validation_timeouts"] += 1
             raise
 
+    async def _teardown_if_connected(self, peer_id: ID) -> None:
+        """Pubsub's teardown of a peer just blacklisted, except that the peer may be gone by the
+        time the stream's reset returns: the reset wakes the peer's reader, whose dead-peer
+        handler removes it first, and Pubsub's own `del self.peers[peer_id]` then raised
+        KeyError, which took the whole p2p service down (seen in the soak under faults). A
+        stream that replaced the one reset in the meantime is left to its own handling."""
+        stream = self.peers.get(peer_id)
+        if stream is not None:
+            try:
+                await stream.reset()
+            except Exception as exc:  # noqa: BLE001 - a stream already gone is what we wanted
+                log.debug("resetting the pubsub stream of %s: %r", peer_id, exc)
+            if self.peers.get(peer_id) is stream:
+                del self.peers[peer_id]
+        self._forget_all_subscriptions(peer_id)
+
     def is_peer_blacklisted(self, peer_id: ID) -> bool:
         if peer_id in self.blacklisted_peers:
             return True

@@ -149,6 +149,32 @@ async def test_pubsub_forgets_a_validation_timeout(autojump_clock: trio.testing.
     assert pubsub.counters["gossip_validation_timeouts"] == 1
 
 
+async def test_blacklisting_a_peer_whose_stream_dies_during_the_reset() -> None:
+    """Blacklisting resets the peer's pubsub stream; the reset wakes the peer's reader, which
+    removes the peer before the teardown goes on. py-libp2p's teardown then raised KeyError and
+    took the p2p service down (the soak's one traceback); the daemon's Pubsub finishes quietly."""
+    host = new_host(key_pair=create_new_key_pair())
+    _, pubsub = build_pubsub(host, MemberGate(lambda peer: frozenset()), wait_s=1.0)
+    peer = _peer_id()
+
+    class _DyingStream:
+        resets = 0
+
+        async def reset(self) -> None:
+            self.resets += 1
+            await trio.lowlevel.checkpoint()
+            pubsub.peers.pop(peer, None)  # what the reader's dead-peer handler does meanwhile
+
+    stream = _DyingStream()
+    pubsub.peers[peer] = stream  # type: ignore[assignment]
+    await pubsub._teardown_if_connected(peer)
+    assert stream.resets == 1 and peer not in pubsub.peers
+    pubsub.peers[peer] = stream  # type: ignore[assignment]
+    pubsub.peers.pop(peer)
+    await pubsub._teardown_if_connected(peer)  # nobody there: nothing to do, no error
+    assert stream.resets == 1
+
+
 async def test_opened_gossip_held_in_memory_is_bounded_in_bytes_per_sender() -> None:
     """A member cannot pin memory with a backlog of valid messages: past the per-sender byte
     bound a message is still valid (forwarded) but not kept, counted; delivery releases it."""
