@@ -2,7 +2,8 @@
 
 `POST /v1/entries/{id}/outcome` records what happened when this golem acted on an entry (an
 external metric; daemon/grimoire/posterior.py): its local confidence moves by a Beta posterior
-and its forgetting curve restarts. `GET`/`PUT /v1/vitality` read and set the golem's phase and
+and its forgetting curve restarts. `GET`/`PUT /v1/vitality` read and report the golem's vitality
+state (the phase derived from it by daemon/grimoire/mortality.py), a phase overriding it, and the
 Hayflick ratio; from `declining` on (or a ratio over 0.85) the curator pushes its legacy.
 """
 
@@ -40,13 +41,18 @@ def register(app: FastAPI, state: DaemonState) -> None:
 
     @app.put("/v1/vitality", response_model=VitalityOut, responses=errors())
     async def put_vitality(body: VitalityIn) -> dict[str, Any]:
-        """Set the phase (and Hayflick ratio; omitted: none). Persisted; the next curator cycle acts on it."""
-        checked = Vitality.checked(body.phase, body.hayflick_ratio)
+        """Report the vitality state (economic, epistemic, age_factor: the phase is derived from
+        them), a phase (an override), or both, and the Hayflick ratio; what is left out is no
+        longer reported. Persisted; the Styx reserve follows at once, the curator at its next cycle."""
+        checked = Vitality.checked(body.phase, body.hayflick_ratio, economic=body.economic,
+                                   epistemic=body.epistemic, age_factor=body.age_factor)
 
         def write(store: Grimoire) -> Vitality:
             with store.transaction() as conn:
                 return write_vitality(conn, checked, now_ms=state.now_ms())
 
         stored = await state.on_writer(write)
+        if state.styx is not None:
+            state.styx.budget.reserve_share = stored.reserve_share
         state.publish("vitality_changed", stored.to_json())
         return stored.to_json()

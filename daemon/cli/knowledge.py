@@ -1,7 +1,8 @@
 """CLI commands for outcomes and vitality (registered by `daemon.cli.main`).
 
     clade outcome ID positive|negative|neutral [--metric M] [--value X] [--episode E] [--note T]
-    clade vitality [PHASE [--hayflick R]]     show, or set, the golem's phase
+    clade vitality [PHASE] [--economic E --epistemic P [--age A]] [--hayflick R]
+                                              show, or report, the golem's vitality
 
 Both go through the daemon when one runs (its events, its status), else work on the store
 (`daemon.cli.backends.backend_for`).
@@ -18,8 +19,9 @@ from daemon.cli.backends import backend_for, full_id
 from daemon.cli.render import renders
 from daemon.datadir import DataDir
 from daemon.errors import UsageError
+from daemon.grimoire.mortality import PHASES
 from daemon.grimoire.posterior import MAX_METRIC_CHARS, MAX_NOTE_BYTES, Effect
-from daemon.grimoire.promotion import PHASES
+from daemon.grimoire.vitality import MAX_AGE_FACTOR
 
 __all__ = ["register"]
 
@@ -53,8 +55,14 @@ def register(command: Callable[[str, Handler, str], argparse.ArgumentParser]) ->
     p.add_argument("--episode", default=None, metavar="ID", help="the episode it was observed in")
     p.add_argument("--note", default=None, help=f"free text (at most {MAX_NOTE_BYTES} bytes)")
 
-    p = command("vitality", cmd_vitality, "show or set the golem's vitality (declining or terminal pushes legacy)")
-    p.add_argument("phase", nargs="?", choices=PHASES, default=None, metavar="PHASE", help=", ".join(PHASES))
+    p = command("vitality", cmd_vitality, "show or report the golem's vitality: its state (the phase is "
+                                          "derived from it), a phase overriding it, or both (declining or "
+                                          "terminal pushes legacy)")
+    p.add_argument("phase", nargs="?", choices=PHASES, default=None, metavar="PHASE",
+                   help=f"a reported phase, overriding the derived one: {', '.join(PHASES)}")
+    p.add_argument("--economic", type=_ratio, default=None, metavar="E", help="balance over initial funding, 0..1")
+    p.add_argument("--epistemic", type=_ratio, default=None, metavar="P", help="predictive fitness, 0..1")
+    p.add_argument("--age", type=_age, default=None, metavar="A", help="ticks lived over the reference lifespan")
     p.add_argument("--hayflick", type=_ratio, default=None, metavar="R", help="Hayflick ratio, 0..1")
 
 
@@ -73,13 +81,31 @@ def cmd_outcome(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
 
 def _vitality_text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
     ratio = "" if doc["hayflick_ratio"] is None else f", Hayflick ratio {doc['hayflick_ratio']:g}"
-    print(f"vitality {doc['phase']}{ratio}" + ("; the curator pushes legacy" if doc["legacy"] else ""))
+    source = {"reported": "reported", "derived": "derived", "default": "none reported"}[doc.get("source", "reported")]
+    print(f"vitality {doc['phase']} ({source}){ratio}" + ("; the curator pushes legacy" if doc["legacy"] else ""))
+    if doc.get("composite") is not None:
+        print(f"  economic {doc['economic']:g}, epistemic {doc['epistemic']:g}, age {doc['age_factor']:g} "
+              f"→ composite {doc['composite']:.3f} → {doc['derived']}")
+    if doc.get("reserve_share"):
+        print(f"  Styx: {doc['reserve_share']:.0%} of the month's cap kept for the death protocol")
+
+
+def _age(text: str) -> float:
+    value = _finite(text)
+    if not 0 <= value <= MAX_AGE_FACTOR:
+        raise argparse.ArgumentTypeError(f"must be a number in 0..{MAX_AGE_FACTOR:g}, got {text!r}")
+    return value
 
 
 @renders(_vitality_text)
 def cmd_vitality(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
-    if args.phase is None:
+    clocks = (args.economic, args.epistemic, args.age)
+    if args.phase is None and all(x is None for x in clocks):
         if args.hayflick is not None:
-            raise UsageError("--hayflick needs a PHASE (clade vitality PHASE --hayflick R)")
+            raise UsageError("--hayflick needs a PHASE or the clocks (clade vitality [PHASE] "
+                             "[--economic E --epistemic P [--age A]] --hayflick R)")
         return backend_for(data).vitality()
-    return backend_for(data).set_vitality(args.phase, args.hayflick)
+    if (args.economic is None) != (args.epistemic is None) or (args.age is not None and args.economic is None):
+        raise UsageError("--economic and --epistemic go together (--age optional, with them)")
+    return backend_for(data).set_vitality(args.phase, args.hayflick, economic=args.economic,
+                                          epistemic=args.epistemic, age_factor=args.age)

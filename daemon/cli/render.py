@@ -152,7 +152,8 @@ def status(args: argparse.Namespace, doc: dict[str, Any]) -> None:
     v = doc.get("vitality")
     if v:
         ratio = "" if v["hayflick_ratio"] is None else f", Hayflick {v['hayflick_ratio']:g}"
-        print(f"vitality   {v['phase']}{ratio}" + (" (pushing legacy)" if v["legacy"] else ""))
+        how = f" (composite {v['composite']:.2f})" if v.get("composite") is not None else ""
+        print(f"vitality   {v['phase']}{how}{ratio}" + (" (pushing legacy)" if v["legacy"] else ""))
 
 
 def stopped(args: argparse.Namespace, doc: dict[str, Any]) -> None:

@@ -34,8 +34,8 @@ from daemon.grimoire.fields import (
     Unit,
     event_ms,
 )
+from daemon.grimoire.mortality import PHASES
 from daemon.grimoire.posterior import MAX_METRIC_CHARS, MAX_NOTE_BYTES
-from daemon.grimoire.promotion import PHASES
 
 __all__ = [
     "MAX_FLUSH_ITEMS", "MAX_LESSONS", "MAX_WORKING_MEMORY_BYTES", "SESSION_PATTERN", "BackupIn", "ConnectIn",
@@ -248,12 +248,33 @@ class OutcomeIn(BaseModel):
 
 
 class VitalityIn(BaseModel):
-    """PUT /v1/vitality."""
+    """PUT /v1/vitality: the vitality state (the phase is derived from it), a reported phase (an
+    override), or both; a phase or the two clocks must be given (else 422). The schema's `anyOf`
+    states the same rule as `_phase_or_clocks`."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"anyOf": [
+        {"required": ["phase"], "properties": {"phase": {"not": {"type": "null"}}, "economic": {"type": "null"},
+                                               "epistemic": {"type": "null"}, "age_factor": {"type": "null"}}},
+        {"required": ["economic", "epistemic"], "properties": {"economic": {"type": "number"},
+                                                               "epistemic": {"type": "number"}}}]})
 
-    phase: Phase
+    phase: Phase | None = Field(None, description="a reported phase, overriding the one derived from the clocks")
     hayflick_ratio: Annotated[float | None, Field(ge=0, le=1, allow_inf_nan=False)] = None
+    economic: Annotated[float | None, Field(ge=0, le=1, allow_inf_nan=False,
+                                            description="balance left over initial funding, 0..1")] = None
+    epistemic: Annotated[float | None, Field(ge=0, le=1, allow_inf_nan=False,
+                                             description="predictive fitness, 0..1")] = None
+    age_factor: Annotated[float | None, Field(
+        ge=0, le=100, allow_inf_nan=False, description="ticks lived over the reference lifespan (0 at birth)")] = None
+
+    @model_validator(mode="after")
+    def _phase_or_clocks(self) -> VitalityIn:
+        if self.phase is None and self.economic is None and self.epistemic is None:
+            raise ValueError("give a phase, or the vitality state (economic and epistemic), or both")
+        if (self.economic is None) != (self.epistemic is None) or (self.age_factor is not None
+                                                                   and self.economic is None):
+            raise ValueError("economic and epistemic go together (age_factor optional, with them)")
+        return self
 
 
 # -- agent memory (daemon/agent/memory.py: the routes of daemon/api/agent.py and `clade agent`) --

@@ -498,10 +498,25 @@ class BackupsOut(_Out):
 class VitalityOut(_Out):
     """GET/PUT /v1/vitality, and `vitality` in GET /v1/status."""
 
-    phase: Literal["thriving", "stable", "conservation", "declining", "terminal"]
+    phase: Literal["thriving", "stable", "conservation", "declining", "terminal"] = Field(
+        description="the phase in force: the reported one, else the one derived from the clocks, else stable")
+    source: Literal["reported", "derived", "default"]
+    reported: Literal["thriving", "stable", "conservation", "declining", "terminal"] | None = Field(
+        description="the phase reported (an override), if one is")
+    derived: Literal["thriving", "stable", "conservation", "declining", "terminal"] | None = Field(
+        description="the phase the clocks give (composite thresholds, hysteresis upward), if clocks are reported")
+    composite: float | None = Field(description="the composite vitality score, 0..1 (null without clocks)")
+    economic: float | None
+    epistemic: float | None
+    age_factor: float | None
     hayflick_ratio: float | None
     legacy: bool = Field(description="whether the curator pushes legacy (declining, terminal, or ratio > 0.85)")
+    legacy_confidence: float = Field(description="the confidence from which legacy crosses (0.4; terminal 0.1)")
+    reserve_share: float = Field(description="share of the month's Styx cap kept for the death protocol")
+    curator_period_factor: float = Field(description="the curator's cycle period over the configured one")
     updated_ms: int | None
+
+
 class DeathStatusOut(_Out):
     """The `death` field of `/v1/status` (daemon/service/death_plan.py `DeathRecord.status`)."""
 

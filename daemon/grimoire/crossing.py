@@ -89,7 +89,8 @@ def promote_ready(store: Grimoire, identity: LocalIdentity, *, now_ms: int, tick
     not cross and were created after `since_ms` (None: every candidate) — their first look."""
     me = identity.peer_id
     vectors = vectors or {}
-    legacy = read_vitality(store.connection).legacy if legacy is None else legacy
+    vitality = read_vitality(store.connection)
+    legacy = vitality.legacy if legacy is None else legacy
     promoted = release_inherited(store, identity, now_ms=now_ms)
     kinds = sorted(k.value for k in PROMOTABLE)
     rows = store.connection.execute(
@@ -120,7 +121,8 @@ def promote_ready(store: Grimoire, identity: LocalIdentity, *, now_ms: int, tick
             contradicts=entry.contradicts, admitted=verdict is not None and verdict.admitted,
             near_duplicate=verdict is not None and verdict.near_duplicate,
             refuted=entry_id in pooled and pooled[entry_id].refuted)
-        reason = crossing_reason(candidate, now_ms=now_ms, tick_seconds=tick_seconds, legacy=legacy)
+        reason = crossing_reason(candidate, now_ms=now_ms, tick_seconds=tick_seconds, legacy=legacy,
+                                 legacy_confidence=vitality.legacy_confidence)
         if reason is None:
             if refused is not None and (since_ms is None or candidate.created_ms > since_ms):
                 why = refusal_reason(candidate, now_ms=now_ms, tick_seconds=tick_seconds)

@@ -18,7 +18,8 @@ of a kind that may ever cross) is necessary; on top of it
 - nothing the clade's evidence refuted (belief.py) crosses, by any rule;
 - legacy (`legacy_due`: vitality declining or terminal, or Hayflick ratio > 0.85): entries held
   at confidence ≥ 0.4 (`LEGACY_CONFIDENCE`, the architecture's lowered bar near death, not the
-  0.6 / 0.7 of the rules above) that do not yet pass the tick, outcome or score rule cross too
+  0.6 / 0.7 of the rules above; 0.1 in terminal, mortality.legacy_confidence) that do not yet
+  pass the tick, outcome or score rule cross too
   (`legacy`), as long as their evidence is not negative on balance and they are not
   near-duplicates.
 
@@ -34,6 +35,8 @@ from dataclasses import dataclass
 
 from crdt import EntryBody, Kind, may_cross
 
+from .mortality import PHASES
+
 __all__ = ["CROSS_AT_ONCE", "EVIDENCE_KINDS", "PHASES", "PROMOTABLE", "RULE_KINDS", "RULE_MIN_POSITIVE",
            "WARNING_REPEAT", "Candidate", "crossing_reason", "figures", "legacy_due", "refusal_reason",
            "sync_gate"]
@@ -48,7 +51,6 @@ RULE_CONFIDENCE = 0.7
 RULE_TICKS = 10
 RULE_MIN_POSITIVE = 2
 LEGACY_CONFIDENCE = 0.4  # near death the bar drops: what the golem half-believes is better passed on than lost
-PHASES = ("thriving", "stable", "conservation", "declining", "terminal")
 LEGACY_PHASES = frozenset({"declining", "terminal"})
 LEGACY_HAYFLICK = 0.85
 
@@ -93,12 +95,13 @@ def legacy_due(phase: str, hayflick_ratio: float | None) -> bool:
 
 
 def crossing_reason(c: Candidate, *, now_ms: int, tick_seconds: float, ticks: int = RULE_TICKS,
-                    legacy: bool = False) -> str | None:
-    """Why `c` crosses now (`admitted`, `validated`, `legacy`), or None if it does not yet."""
+                    legacy: bool = False, legacy_confidence: float = LEGACY_CONFIDENCE) -> str | None:
+    """Why `c` crosses now (`admitted`, `validated`, `legacy`), or None if it does not yet.
+    `legacy`: legacy is due, from `legacy_confidence` (the phase's bar, mortality.legacy_confidence)."""
     positive, negative = c.positive + c.confirms, c.negative + c.contradicts
     if c.refuted:
         return None
-    bequeathing = legacy and c.confidence >= LEGACY_CONFIDENCE and positive >= negative
+    bequeathing = legacy and c.confidence >= legacy_confidence and positive >= negative
     if c.kind in EVIDENCE_KINDS:
         if c.near_duplicate:
             return None

@@ -119,6 +119,10 @@ class SnapshotCollector(Collector):
         for name in VITALITY_PHASES:
             phase.add_metric([name], 1 if store.vitality_phase == name else 0)
         yield phase
+        if store.vitality_composite is not None:
+            yield GaugeMetricFamily(_name("vitality_composite"), "The composite vitality score of the reported "
+                                    "vitality state, 0..1 (absent: no clocks reported).",
+                                    value=store.vitality_composite)
 
     def _peers(self) -> Iterator[Metric]:
         peers = self.snapshot.peers

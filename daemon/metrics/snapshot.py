@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from daemon.grimoire.promotion import PHASES
+from daemon.grimoire.mortality import PHASES
 from daemon.grimoire.trust_store import alert_state
 from daemon.grimoire.vitality import read_vitality
 from daemon.metrics.observations import Observations
@@ -48,6 +48,7 @@ class StoreFigures:
     entries: dict[tuple[str, str], int]  # (kind, state) → count
     embedding_backlog: int  # entries (archived too: they may return) with no vector yet
     vitality_phase: str | None  # None until a phase is stored (or an unknown one is)
+    vitality_composite: float | None = None  # the composite score of the reported clocks (none reported: None)
     suspect_authors: int = 0  # siblings whose alert stands (daemon/service/trust_watch.py), not yet distrusted
     distrusted_authors: int = 0  # siblings the operator distrusted (`clade peers distrust`)
     styx_depth: int | None = None
@@ -104,8 +105,10 @@ def _store_figures(conn: sqlite3.Connection, *, styx: bool, now_ms: int) -> Stor
     (backlog,) = conn.execute(
         "SELECT count(*) FROM entries INDEXED BY entries_unembedded WHERE embedding IS NULL").fetchone()
     alerts = alert_state(conn)
+    vitality = read_vitality(conn)
     figures = StoreFigures(entries=dict(entries), embedding_backlog=int(backlog),
-                           vitality_phase=read_vitality(conn).phase, suspect_authors=len(alerts.suspect),
+                           vitality_phase=vitality.phase, vitality_composite=vitality.composite,
+                           suspect_authors=len(alerts.suspect),
                            distrusted_authors=len(alerts.distrusted))
     if not styx:
         return figures
@@ -114,7 +117,8 @@ def _store_figures(conn: sqlite3.Connection, *, styx: bool, now_ms: int) -> Stor
     (parked,) = conn.execute("SELECT count(*) FROM styx_outbox WHERE parked_ms IS NOT NULL").fetchone()
     spend = ledger.summary(conn, ledger.month_of(now_ms))
     return StoreFigures(entries=figures.entries, embedding_backlog=figures.embedding_backlog,
-                        vitality_phase=figures.vitality_phase, suspect_authors=figures.suspect_authors,
+                        vitality_phase=figures.vitality_phase, vitality_composite=figures.vitality_composite,
+                        suspect_authors=figures.suspect_authors,
                         distrusted_authors=figures.distrusted_authors, styx_depth=int(depth),
                         styx_parked=int(parked),
                         styx_oldest_age_s=None if oldest is None else max(0.0, (now_ms - int(oldest)) / 1000),

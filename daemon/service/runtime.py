@@ -124,7 +124,8 @@ class DaemonRuntime:
         assert self.state is not None
         while True:
             config = self.state.config.curator
-            with trio.move_on_after(config.tick_seconds * config.cycle_ticks):
+            pace = await self.state.on_reader(lambda r: r.vitality().curator_period_factor)
+            with trio.move_on_after(config.tick_seconds * config.cycle_ticks * pace):  # the phase's pace
                 await self.stop.wait()
                 return
             await self.state.curator_cycle()
@@ -141,6 +142,7 @@ class DaemonRuntime:
             raise FatalError(str(exc)) from None
         state.store.outbox = writer_for(styx)
         budget = budget_for(styx)
+        budget.reserve_share = state.store.vitality().reserve_share  # the phase's share (PUT /v1/vitality moves it)
         state.styx = Pusher(state.on_writer, url=styx.url, token=token, golem=golem, wall_ms=state.now_ms,
                             batch=styx.batch, base_s=styx.backoff_base_s, cap_s=styx.backoff_cap_s,
                             timeout_s=styx.timeout_s, budget=budget, on_event=state.publish,

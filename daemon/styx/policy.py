@@ -107,6 +107,7 @@ class Budget:
     monthly: float | None = DEFAULT_MONTHLY_USD
     tick_s: float = 10.0
     death_reserve: float = 0.0  # of `monthly`, only the death protocol's uploads may spend (USD)
+    reserve_share: float = 0.0  # of `monthly`, kept for the death protocol by the vitality phase (mortality.py)
     month: str = ""
     spent_month: float = 0.0
     tick_start: float = 0.0
@@ -116,12 +117,14 @@ class Budget:
         return self.price_per_call + self.price_per_item * items
 
     def cap(self, *, death: bool = False) -> float | None:
-        """The month's cap for ordinary spending — `monthly` less the ring-fenced `death_reserve` —
-        or, for the death protocol's uploads (`death`), all of `monthly`: ordinary pushes,
-        queries and uploads can never spend the reserve, so it is there when the golem dies."""
+        """The month's cap for ordinary spending — `monthly` less the ring-fenced reserve, the
+        larger of `death_reserve` and the phase's `reserve_share` of `monthly` — or, for the death
+        protocol's uploads (`death`), all of `monthly`: ordinary pushes, queries and uploads can
+        never spend the reserve, so it is there when the golem dies."""
         if self.monthly is None:
             return None
-        return self.monthly if death else max(0.0, self.monthly - self.death_reserve)
+        reserved = max(self.death_reserve, min(1.0, max(0.0, self.reserve_share)) * self.monthly)
+        return self.monthly if death else max(0.0, self.monthly - reserved)
 
     def transfer_cost(self, size: int) -> float:
         """One vault upload or download of `size` bytes: `per_upload` + `per_mib` for each started MiB."""

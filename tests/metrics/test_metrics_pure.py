@@ -106,6 +106,7 @@ def test_collector_renders_a_snapshot() -> None:
     assert got[("clade_distrusted_authors", ())] == 2
     assert got[("clade_vitality_phase", (("phase", "declining"),))] == 1
     assert got[("clade_vitality_phase", (("phase", "stable"),))] == 0
+    assert got[("clade_vitality_composite", ())] == 0.2
     assert got[("clade_peers", (("state", "known"),))] == 3
     assert got[("clade_peers", (("state", "connected"),))] == 2
     assert got[("clade_peers", (("state", "admitted"),))] == 1

@@ -277,6 +277,34 @@ def test_a_death_is_paid_for_from_its_reserve_when_the_month_is_spent(joined: Da
         assert daemon.stop() == 0
 
 
+@pytest.mark.slow  # starts a daemon: make test-slow
+def test_the_styx_budget_follows_the_vitality_phase(joined: DataDir, styx: StyxServer) -> None:
+    """Reported clocks that put the golem in terminal keep the whole month's cap for the death
+    protocol: an ordinary warning waits (the pusher says the budget stops it); clocks back in
+    health release the cap and the warning leaves."""
+    env = _env(None, CLADE_P2P__ENABLED="false", CLADE_STYX__ENABLED="true", CLADE_STYX__URL=styx.url,
+               CLADE_STYX__TOKEN=STYX_TOKEN, CLADE_STYX__BACKOFF_CAP_S="0.5", CLADE_STYX__BACKOFF_BASE_S="0.1",
+               CLADE_STYX__CLADE_ENABLED="true")
+    daemon = DaemonProc(joined, env=env)
+    try:
+        dying = daemon.request("PUT", "/v1/vitality", json={"economic": 0.1, "epistemic": 0.3})
+        assert dying.json()["phase"] == "terminal" and dying.json()["reserve_share"] == 1
+        waiting = daemon.request("POST", "/v1/memory", json={"content": "The vault at 0xdef halts redemptions",
+                                                             "memory_type": "warning"}).json()["id"]
+        deadline = time.monotonic() + 60
+        while not daemon.request("GET", "/v1/styx/status").json()["paused_by_budget"]:  # the marker
+            assert time.monotonic() < deadline, "the pusher never said the budget stops it"
+            time.sleep(0.1)
+        assert waiting not in {i["id"] for i in styx.items()}
+        well = daemon.request("PUT", "/v1/vitality", json={"economic": 1.0, "epistemic": 1.0})
+        assert well.json()["phase"] == "thriving" and well.json()["reserve_share"] == 0
+        while waiting not in {i["id"] for i in styx.items()}:
+            assert time.monotonic() < deadline + 60, "the warning never left once the golem was well"
+            time.sleep(0.1)
+    finally:
+        assert daemon.stop() == 0
+
+
 def test_clade_die_needs_a_running_daemon_then_reports_each_step(joined: DataDir, tmp_path: Path,
                                                                  hook_200: Webhook) -> None:
     reflection = tmp_path / "reflection.md"

@@ -113,7 +113,9 @@ def test_non_finite_values_unknown_ids_and_huge_notes_are_refused(daemon: Daemon
 
 @pytest.mark.parametrize("body", [{"phase": "dying"}, {"phase": "stable", "hayflick_ratio": 1.5},
                                   {"phase": "stable", "hayflick_ratio": -0.1}, {}, {"phase": 3},
-                                  {"phase": "stable", "extra": True}])
+                                  {"phase": "stable", "extra": True}, {"economic": 0.5},
+                                  {"economic": 0.5, "epistemic": 1.01}, {"economic": "0.5", "epistemic": 0.5},
+                                  {"phase": "stable", "age_factor": 1.0}, {"phase": None}])
 def test_bad_vitality_is_422_and_changes_nothing(daemon: DaemonProc, body: dict[str, Any]) -> None:
     before = daemon.request("GET", "/v1/vitality").json()
     res = daemon.request("PUT", "/v1/vitality", json=body)
@@ -212,10 +214,22 @@ def test_cli_outcome_and_vitality_through_the_daemon(daemon: DaemonProc, tmp_pat
     assert missing.returncode != 0 and b"no entry" in missing.stderr
     v = clade_subprocess([*base, "vitality", "terminal", "--hayflick", "0.9"])
     assert v.returncode == 0, v.stderr
-    assert json.loads(v.stdout) | {"updated_ms": 0} == {"phase": "terminal", "hayflick_ratio": 0.9, "legacy": True,
-                                                        "updated_ms": 0}
+    doc = json.loads(v.stdout)
+    assert {k: doc[k] for k in ("phase", "source", "hayflick_ratio", "legacy", "composite")} == {
+        "phase": "terminal", "source": "reported", "hayflick_ratio": 0.9, "legacy": True, "composite": None}
     shown = clade_subprocess(["--data-dir", str(daemon.data.root), "vitality"])
-    assert b"vitality terminal, Hayflick ratio 0.9" in shown.stdout
+    assert b"vitality terminal (reported), Hayflick ratio 0.9" in shown.stdout
+    # the vitality state: the phase is derived from it, from the phase the clocks gave last
+    derived = clade_subprocess([*base, "vitality", "--economic", "0.25", "--epistemic", "0.8"])
+    assert derived.returncode == 0, derived.stderr
+    doc = json.loads(derived.stdout)
+    assert (doc["phase"], doc["source"], doc["legacy"], doc["reserve_share"]) == ("conservation", "derived", False, 0)
+    assert daemon.request("GET", "/v1/status").json()["vitality"]["phase"] == "conservation"
+    dying = daemon.request("PUT", "/v1/vitality", json={"economic": 0.1, "epistemic": 0.3, "age_factor": 0.5})
+    assert dying.status_code == 200 and dying.json()["phase"] == "terminal" and dying.json()["legacy"] is True
+    assert dying.json()["reserve_share"] == 1 and dying.json()["legacy_confidence"] == 0.1
+    half = clade_subprocess([*base, "vitality", "--economic", "0.5"])
+    assert half.returncode == 2 and b"--economic and --epistemic go together" in half.stderr
     assert clade_subprocess([*base, "vitality", "stable"]).returncode == 0
 
 

@@ -69,8 +69,9 @@ class Backend(Protocol):
         """The golem's vitality phase and Hayflick ratio."""
         ...
 
-    def set_vitality(self, phase: str, hayflick: float | None) -> Doc:
-        """Set the vitality phase (and Hayflick ratio); the new vitality."""
+    def set_vitality(self, phase: str | None, hayflick: float | None, *, economic: float | None = None,
+                     epistemic: float | None = None, age_factor: float | None = None) -> Doc:
+        """Report the vitality (a phase, the clocks, or both; and the Hayflick ratio); the new vitality."""
         ...
 
     # -- memory ----------------------------------------------------------------------------------

@@ -73,8 +73,11 @@ class DaemonBackend(Backend):
     def vitality(self) -> Doc:
         return self._doc("GET", "/v1/vitality")
 
-    def set_vitality(self, phase: str, hayflick: float | None) -> Doc:
-        return self._doc("PUT", "/v1/vitality", body={"phase": phase, "hayflick_ratio": hayflick})
+    def set_vitality(self, phase: str | None, hayflick: float | None, *, economic: float | None = None,
+                     epistemic: float | None = None, age_factor: float | None = None) -> Doc:
+        body = {"phase": phase, "hayflick_ratio": hayflick, "economic": economic, "epistemic": epistemic,
+                "age_factor": age_factor}
+        return self._doc("PUT", "/v1/vitality", body={k: v for k, v in body.items() if v is not None})
 
     # -- memory ----------------------------------------------------------------------------------
 

@@ -124,8 +124,9 @@ class StoreBackend(Backend):
         with self.data.open_store() as store:
             return store.vitality().to_json()
 
-    def set_vitality(self, phase: str, hayflick: float | None) -> Doc:
-        checked = Vitality.checked(phase, hayflick)
+    def set_vitality(self, phase: str | None, hayflick: float | None, *, economic: float | None = None,
+                     epistemic: float | None = None, age_factor: float | None = None) -> Doc:
+        checked = Vitality.checked(phase, hayflick, economic=economic, epistemic=epistemic, age_factor=age_factor)
         with self.data.open_store() as store, store.transaction() as conn:
             return write_vitality(conn, checked, now_ms=wall_clock_ms()).to_json()
 
