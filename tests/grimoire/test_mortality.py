@@ -111,7 +111,7 @@ def test_the_stored_report_derives_its_phase_from_the_last_one(store: Grimoire) 
 
     low = report(economic=0.25, epistemic=0.8)  # composite ≈ 0.36
     assert (low.phase, low.source, low.reported) == ("conservation", "derived", None)
-    assert low.composite == pytest.approx(Clocks(0.25, 0.8).composite) and 0.3 <= low.composite < 0.5
+    assert low.composite == pytest.approx(Clocks(0.25, 0.8).composite) and 0.3 <= (low.composite or 0) < 0.5
     near = report(economic=0.315, epistemic=0.8)  # ≈ 0.52: above 0.5, below 0.55
     assert 0.5 <= (near.composite or 0) < 0.55 and near.phase == "conservation"  # hysteresis: stays
     up = report(economic=0.35, epistemic=0.8)  # ≈ 0.60
