@@ -270,10 +270,23 @@ class EmbeddingConfig(_Section):
     model: str = Field("sentence-transformers/all-MiniLM-L6-v2", min_length=1, max_length=200,
                        description="\"all-MiniLM-L6-v2+all-mpnet-base-v2\" fuses MiniLM and MPNet: better recall, "
                                    "~8x the CPU per entry, 2x the memory, a one-time 404 MB fetch")
+    model_path: Path | None = Field(None, description="a directory of the configured model's files (model.onnx, "
+                                    "tokenizer.json, config.json, …) to use instead of the bundled or downloaded ones "
+                                    "(a model of your own, an air-gapped copy); not hash-pinned: the drift check "
+                                    "watches it")
+    drift_check_hours: float = Field(168.0, gt=0, le=8_760.0,
+                                     description="re-embed the 20 reference documents this often (and at every model "
+                                                 "load) to catch a model that maps text differently than when the "
+                                                 "stored vectors were made")
     unload_after_s: float = Field(300.0, ge=0.0, le=86_400.0,
                                   description="unload the model (~110 MiB of MiniLM) after this many seconds unused; "
                                               "it loads again on the next need (~1 s, searches meanwhile answer from "
                                               "keywords). 0: keep it loaded once loaded")
+
+    @property
+    def space(self) -> str:
+        """The vector space's name: the model, or `model@path` for files of the operator's own."""
+        return self.model if self.model_path is None else f"{self.model}@{self.model_path}"
 
 
 class DigestConfig(_Section):

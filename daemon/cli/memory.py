@@ -22,8 +22,10 @@ from daemon.cli.backends import PadTuple, backend_for
 from daemon.cli.render import renders
 from daemon.datadir import DataDir
 from daemon.embedding.catalogue import model_cache_dir
+from daemon.embedding.drift import REFERENCE_DOCS, measure
 from daemon.embedding.embedder import Embedder, get_embedder
 from daemon.errors import UsageError
+from daemon.grimoire.drift_store import clear_drift, read_baseline
 from daemon.grimoire.retrieval import Retriever
 from daemon.grimoire.vectors import vector_report
 
@@ -75,7 +77,7 @@ def register(command: Callable[[str, Handler, str], argparse.ArgumentParser], *,
 
 
 def _embedder(data: DataDir) -> Callable[[], Embedder]:
-    model = data.load_config().embedding.model
+    model = data.load_config().embedding.space
     return lambda: get_embedder(data.root / "embedder", model)
 
 
@@ -117,9 +119,11 @@ def cmd_embeddings_check(args: argparse.Namespace, data: DataDir) -> dict[str, A
     embedder = _embedder(data)()
     with data.open_store() as store:
         report = vector_report(store, embedder.info)
+        baseline = read_baseline(store.connection, embedder.info)
+    drift = None if baseline is None else measure(baseline, embedder.embed(list(REFERENCE_DOCS))).to_json()
     return {"model": embedder.info.model, "model_version": embedder.info.model_version,
-            "preprocess_hash": embedder.info.preprocess_hash, **report,
-            "ok": report["other_model"] == 0}
+            "preprocess_hash": embedder.info.preprocess_hash, **report, "drift": drift,
+            "ok": report["other_model"] == 0 and (drift is None or drift["verdict"] != "critical")}
 
 
 @renders(render.embeddings_prepared)
@@ -137,5 +141,6 @@ def cmd_embeddings_rebuild(args: argparse.Namespace, data: DataDir) -> dict[str,
         with store.transaction() as conn:  # all or none: never vectors of two models
             conn.execute("UPDATE entries SET embedding = NULL, embedding_model = NULL, embedding_model_version = NULL, "
                          "embedding_preprocess_hash = NULL, embedding_created_ms = NULL")
+            clear_drift(conn)  # the model as it maps text now is accepted: a new baseline at the next check
         done = Retriever(store, factory).index_missing()
     return {"model": factory().info.model, "embedded": done}

@@ -199,10 +199,18 @@ def feedback(args: argparse.Namespace, doc: dict[str, Any]) -> None:
 def embeddings_check(args: argparse.Namespace, doc: dict[str, Any]) -> None:
     print(f"{doc['model']} ({doc['model_version']}): {doc['current']} current, "
           f"{doc['other_model']} of another model, {doc['missing']} missing")
+    drift = doc.get("drift")
+    if drift is None:
+        print("drift: no baseline yet (the daemon takes one at its first model load)")
+    else:
+        print(f"drift: {drift['verdict']} — the references moved {drift['mean_distance']:.4f} on average "
+              f"(max {drift['max_distance']:.4f}), {drift['neighbour_stability']:.0%} keep their neighbours"
+              + ("; vector writes pause: restore the model files, or accept it with `clade embeddings rebuild`"
+                 if drift["verdict"] == "critical" else ""))
 
 
 def embeddings_rebuilt(args: argparse.Namespace, doc: dict[str, Any]) -> None:
-    print(f"re-embedded {doc['embedded']} entries with {doc['model']}")
+    print(f"re-embedded {doc['embedded']} entries with {doc['model']}; the drift baseline is taken again")
 
 
 def embeddings_prepared(args: argparse.Namespace, doc: dict[str, Any]) -> None:

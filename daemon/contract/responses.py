@@ -229,6 +229,20 @@ class MemoryStatusOut(_Out):
     model_loaded: bool = Field(description="whether the embedding model is in memory (it loads on first need and "
                                            "leaves after `[embedding] unload_after_s` unused)")
     model_error: str | None = Field(None, description="why the model cannot load (searches answer from keywords)")
+    drift: DriftOut | None = Field(None, description="the last embedding drift check (none yet: null)")
+
+
+class DriftOut(_Out):
+    """The last embedding drift check (daemon/embedding/drift.py)."""
+
+    space: str
+    verdict: Literal["baseline", "healthy", "warning", "critical"]
+    checked_ms: int
+    vector_writes_paused: bool = Field(description="critical: no vector is written until the model is restored "
+                                                   "or accepted (`clade embeddings rebuild`)")
+    mean_distance: float | None = None
+    max_distance: float | None = None
+    neighbour_stability: float | None = None
 
 
 class StatusOut(_Out):

@@ -176,8 +176,14 @@ class Embedder:
 
     def __init__(self, model_dir: Path, model: str = DEFAULT_MODEL) -> None:
         parts = parts_of(model)
+        name, _, own = model.partition("@")  # `model@path`: the operator's own files ([embedding] model_path)
         try:
-            if parts is None:
+            if own:
+                if not (Path(own) / "model.onnx").is_file():
+                    raise ModelIntegrityError(f"[embedding] model_path {own} holds no model.onnx: point it at a "
+                                              "directory with the model's ONNX and tokenizer files")
+                self._parts = [(_OnnxModel(name, Path(own)), 1.0)]
+            elif parts is None:
                 self._parts = [(_OnnxModel(model, model_dir, hub=True), 1.0)]
             else:
                 self._parts = [(_loaded(p.model, model_dir), p.weight) for p in parts]
@@ -194,8 +200,10 @@ class Embedder:
         known = expected_info(model)
         if known is not None and probe.shape[1] != known.dim:
             raise ModelIntegrityError(f"{model} produced {probe.shape[1]}-d vectors, expected {known.dim}")
-        self.info = known or EmbeddingInfo(model=model, model_version="hub", preprocess_hash=_preprocess_hash(),
-                                           dim=int(probe.shape[1]))
+        # A hub model or files of the operator's own: their identity is their name, not their bytes;
+        # what they do to text is watched by the drift check (drift.py).
+        self.info = known or EmbeddingInfo(model=model, model_version="local" if own else "hub",
+                                           preprocess_hash=_preprocess_hash(), dim=int(probe.shape[1]))
 
     def _embed_raw(self, texts: Sequence[str]) -> NDArray[np.float32]:
         if len(self._parts) == 1:

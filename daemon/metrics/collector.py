@@ -119,6 +119,13 @@ class SnapshotCollector(Collector):
         for name in VITALITY_PHASES:
             phase.add_metric([name], 1 if store.vitality_phase == name else 0)
         yield phase
+        yield GaugeMetricFamily(_name("embedding_vector_writes_paused"), "1 while vector writes wait on a critical "
+                                "embedding drift (restore the model, or `clade embeddings rebuild`).",
+                                value=1 if store.drift_paused else 0)
+        if store.drift_mean_distance is not None:
+            yield GaugeMetricFamily(_name("embedding_drift_distance"), "Mean cosine distance of the reference "
+                                    "documents from their baseline at the last drift check (warning 0.02, "
+                                    "critical 0.05).", value=store.drift_mean_distance)
         if store.vitality_composite is not None:
             yield GaugeMetricFamily(_name("vitality_composite"), "The composite vitality score of the reported "
                                     "vitality state, 0..1 (absent: no clocks reported).",

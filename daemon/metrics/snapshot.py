@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from daemon.grimoire.drift_store import read_drift_state
 from daemon.grimoire.mortality import PHASES
 from daemon.grimoire.trust_store import alert_state
 from daemon.grimoire.vitality import read_vitality
@@ -49,6 +50,8 @@ class StoreFigures:
     embedding_backlog: int  # entries (archived too: they may return) with no vector yet
     vitality_phase: str | None  # None until a phase is stored (or an unknown one is)
     vitality_composite: float | None = None  # the composite score of the reported clocks (none reported: None)
+    drift_mean_distance: float | None = None  # the last embedding drift check's (none yet, or a baseline: None)
+    drift_paused: bool = False  # the last drift check was critical: vector writes wait
     suspect_authors: int = 0  # siblings whose alert stands (daemon/service/trust_watch.py), not yet distrusted
     distrusted_authors: int = 0  # siblings the operator distrusted (`clade peers distrust`)
     styx_depth: int | None = None
@@ -106,8 +109,11 @@ def _store_figures(conn: sqlite3.Connection, *, styx: bool, now_ms: int) -> Stor
         "SELECT count(*) FROM entries INDEXED BY entries_unembedded WHERE embedding IS NULL").fetchone()
     alerts = alert_state(conn)
     vitality = read_vitality(conn)
+    drift = read_drift_state(conn)
     figures = StoreFigures(entries=dict(entries), embedding_backlog=int(backlog),
                            vitality_phase=vitality.phase, vitality_composite=vitality.composite,
+                           drift_mean_distance=None if drift is None else drift.figures.get("mean_distance"),
+                           drift_paused=drift is not None and drift.paused,
                            suspect_authors=len(alerts.suspect),
                            distrusted_authors=len(alerts.distrusted))
     if not styx:
@@ -118,6 +124,7 @@ def _store_figures(conn: sqlite3.Connection, *, styx: bool, now_ms: int) -> Stor
     spend = ledger.summary(conn, ledger.month_of(now_ms))
     return StoreFigures(entries=figures.entries, embedding_backlog=figures.embedding_backlog,
                         vitality_phase=figures.vitality_phase, vitality_composite=figures.vitality_composite,
+                        drift_mean_distance=figures.drift_mean_distance, drift_paused=figures.drift_paused,
                         suspect_authors=figures.suspect_authors,
                         distrusted_authors=figures.distrusted_authors, styx_depth=int(depth),
                         styx_parked=int(parked),

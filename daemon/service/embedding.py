@@ -23,17 +23,20 @@ cannot load at all (`model_error`), another load is tried after `MODEL_RETRY_S`.
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import trio
 
 from daemon.config import Config
 from daemon.embedding.catalogue import MINILM
+from daemon.embedding.drift import REFERENCE_DOCS, measure
 from daemon.embedding.embedder import (
     EPISODE_MODEL,
     Embedder,
@@ -41,6 +44,15 @@ from daemon.embedding.embedder import (
     expected_info,
     get_embedder,
     unload,
+)
+from daemon.grimoire import Grimoire, wall_clock_ms
+from daemon.grimoire.drift_store import (
+    DriftState,
+    read_baseline,
+    read_drift_state,
+    space_key,
+    write_baseline,
+    write_drift_state,
 )
 from daemon.grimoire.retrieval import Retriever
 from daemon.grimoire.vectors import missing_vectors, write_vectors
@@ -51,6 +63,8 @@ from daemon.service.store_access import StoreAccess
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
+
+log = logging.getLogger("clade.embedding")
 
 __all__ = ["BACKLOG_BATCH", "BACKLOG_PATIENCE_S", "INLINE_EMBED_LIMIT", "MODEL_RETRY_S", "MODEL_WAIT_S", "Embedding"]
 
@@ -81,8 +95,13 @@ class Embedding:
     """The embedding model of the configured space, and the work of giving entries vectors."""
 
     def __init__(self, access: StoreAccess, *, model_dir: Path, config: Callable[[], Config],
-                 counters: Counter[str]) -> None:
+                 counters: Counter[str], publish: Callable[[str, dict[str, Any]], None] | None = None,
+                 now_ms: Callable[[], int] | None = None) -> None:
         self.access = access
+        self.publish = publish or (lambda event, data: None)
+        self.now_ms = now_ms or wall_clock_ms
+        self._drift_checked_at: float | None = None  # trio.current_time() of the last drift check
+        self.drift: DriftState | None = None  # the last check's verdict (this process's)
         self.model_dir = model_dir
         self.config = config
         self.counters = counters
@@ -110,7 +129,7 @@ class Embedding:
         recall and the digest at their next call, as it reaches the rest of the daemon."""
         config = self.config()
         if self._retriever is None:
-            model = config.embedding.model
+            model = config.embedding.space
             self._retriever = Retriever(self.access.store, lambda: get_embedder(self.model_dir, model),
                                         info=expected_info(model))
         policy = config.trust.policy()
@@ -151,7 +170,70 @@ class Embedding:
             self.model_error = None
             self._failed_at = None
             self.counters["embedding_model_loads"] += 1
+            await self.check_drift(embedder, run)  # every load: a model file changed since is caught here
             return embedder
+
+    # -- drift (daemon/embedding/drift.py) ------------------------------------------------
+
+    async def check_drift(self, embedder: Embedder, run: Callable[[Callable[[], Any]], Awaitable[Any]] | None = None
+                          ) -> DriftState | None:
+        """Embed the reference documents and compare them with this space's baseline (taken now
+        if there is none); record the verdict, say it (`embedding_drift` past healthy), and pause
+        vector writes at critical. Never raises: a check that cannot run is logged and counted."""
+        run = run or trio.to_thread.run_sync
+        try:
+            with self._use():
+                vectors: NDArray[np.float32] = await run(lambda: embedder.embed(list(REFERENCE_DOCS)))
+            now = self.now_ms()
+
+            def record(store: Grimoire) -> DriftState:
+                with store.transaction() as conn:
+                    baseline = read_baseline(conn, embedder.info)
+                    if baseline is None:
+                        write_baseline(conn, embedder.info, vectors)
+                        state = DriftState(space_key(embedder.info), "baseline", now, {})
+                    else:
+                        drift = measure(baseline, vectors)
+                        figures = {k: v for k, v in drift.to_json().items() if k != "verdict"}
+                        state = DriftState(space_key(embedder.info), drift.verdict, now, figures)
+                    write_drift_state(conn, state)
+                return state
+
+            state = await self.access.on_writer(record)
+        except Exception as exc:  # noqa: BLE001 - a check that fails must not take the model down
+            log.warning("embedding drift check failed: %s; vector writes go on, the next load checks again", exc)
+            self.counters["embedding_drift_check_failures"] += 1
+            return None
+        self._drift_checked_at = trio.current_time()
+        self.drift = state
+        self.counters["embedding_drift_checks"] += 1
+        if state.verdict in ("warning", "critical"):
+            self.counters[f"embedding_drift_{state.verdict}"] += 1
+            self.publish("embedding_drift", state.to_json())
+            say = log.error if state.paused else log.warning
+            say("embedding drift %s: the reference documents moved %.4f on average (max %.4f) from their "
+                "baseline%s", state.verdict, state.figures.get("mean_distance", 0.0),
+                state.figures.get("max_distance", 0.0),
+                "; vector writes are paused: restore the model files, or accept the model with "
+                "`clade embeddings rebuild` (re-embeds every entry)" if state.paused else "")
+        return state
+
+    @property
+    def writes_paused(self) -> bool:
+        """Whether vector writes wait (the last drift check was critical)."""
+        return self.drift is not None and self.drift.paused
+
+    def drift_doc(self, conn: sqlite3.Connection) -> dict[str, Any] | None:
+        """The last drift check as stored (this process's, else the store's), for the status."""
+        state = self.drift or read_drift_state(conn)
+        return None if state is None else state.to_json()
+
+    async def drift_due(self) -> None:
+        """Check again when the model is loaded and the last check is `[embedding] drift_check_hours` old."""
+        hours = self.config().embedding.drift_check_hours
+        if self._loaded and self._drift_checked_at is not None \
+                and trio.current_time() - self._drift_checked_at >= hours * 3600:
+            await self.check_drift(self.retriever.embedder, self._background.run)
 
     async def model_within(self, seconds: float = MODEL_WAIT_S) -> Embedder | None:
         """The embedder if it is loaded or loads within `seconds`; None otherwise: still loading
@@ -202,7 +284,7 @@ class Embedding:
         self._loaded = False
         if self._retriever is not None:
             self._retriever.release_embedder()
-        unload(self.model_dir, self.config().embedding.model)
+        unload(self.model_dir, self.config().embedding.space)
         self.counters["embedding_model_unloads"] += 1
         return True
 
@@ -210,6 +292,11 @@ class Embedding:
         """`texts` in the episodes' space (`EPISODE_MODEL`, MiniLM: their LanceDB column is 384-d,
         whatever space the entries use), on a worker thread; raises `ModelIntegrityError` if the
         model cannot load. The process-wide embedder is shared with recall when that is MiniLM too."""
+        episodes = expected_info(EPISODE_MODEL)
+        if self.writes_paused and self.drift is not None and episodes is not None \
+                and self.drift.space == space_key(episodes):
+            raise ModelIntegrityError("vector writes are paused: the embedding model drifted (see `clade status`); "
+                                      "restore the model files, or accept it with `clade embeddings rebuild`")
         model_dir = self.model_dir
         return await trio.to_thread.run_sync(lambda: get_embedder(model_dir, EPISODE_MODEL).embed(texts))
 
@@ -249,7 +336,7 @@ class Embedding:
         The query tail (`newest_first`) takes entries with no vector at all (an indexed
         lookup); the backlog also re-embeds vectors of another model after a model change."""
         others = not newest_first
-        info = expected_info(self.config().embedding.model)
+        info = expected_info(self.config().embedding.space)
         if info is not None and not await self.access.on_reader(
                 lambda r: missing_vectors(r, info, limit=1, other_models=others)):
             return 0  # nothing to embed: do not load the model (300 MB) for nothing, nor wait for the writer
@@ -259,6 +346,11 @@ class Embedding:
         async with lock:
             # Loading the model (~1 s of CPU) is work that can wait too, on the backlog's path.
             embedder = await self._load(run)
+            if self.writes_paused and await self.access.on_reader(lambda r: read_drift_state(r.connection)) is None:
+                await self.check_drift(embedder, run)  # accepted (`clade embeddings rebuild`): a new baseline
+            if self.writes_paused:
+                self.counters["embedding_writes_paused"] += 1
+                return 0  # entries wait without a vector (keywords still find them) until the drift is resolved
             todo = await self.access.on_reader(lambda r: missing_vectors(
                 r, embedder.info, limit=limit, newest_first=newest_first, other_models=others))
             if not todo:
@@ -277,14 +369,14 @@ class Embedding:
 
     def inline_limit(self) -> int:
         """How many of the newest unembedded entries a search embeds first (read-your-writes)."""
-        return INLINE_EMBED_LIMIT.get(self.config().embedding.model, INLINE_EMBED_LIMIT_OTHER)
+        return INLINE_EMBED_LIMIT.get(self.config().embedding.space, INLINE_EMBED_LIMIT_OTHER)
 
     async def query_vector(self, text: str) -> NDArray[np.float32]:
         """Read-your-writes, then the query's embedding (read-only): both off the store's thread.
         In the bundled spaces (whose identity is known without the model) a recent query's
         vector is reused. The model loads, if it must, in the same worker call."""
         await self.embed_pending(limit=self.inline_limit(), newest_first=True)
-        known = expected_info(self.config().embedding.model)  # without loading the model
+        known = expected_info(self.config().embedding.space)  # without loading the model
         kept = None if known is None else self._queries.get(known, text)
         if kept is not None:
             return kept
@@ -295,12 +387,13 @@ class Embedding:
 
     def backlog_batch(self) -> int:
         """How many entries the embedder service takes at a time for the configured model."""
-        return BACKLOG_BATCH.get(self.config().embedding.model, BACKLOG_BATCH_OTHER)
+        return BACKLOG_BATCH.get(self.config().embedding.space, BACKLOG_BATCH_OTHER)
 
     async def embed_backlog(self, *, batch: int | None = None) -> int:
         """Embed up to `batch` (default `backlog_batch()`) of the oldest entries lacking a vector;
         returns how many. With none to embed, the model is unloaded if it has been idle long
         enough (`unload_if_idle`)."""
+        await self.drift_due()
         done = await self.embed_pending(limit=batch or self.backlog_batch(), newest_first=False)
         if not done:
             self.unload_if_idle()

@@ -79,7 +79,7 @@ class DaemonState:
         self.styx_link = StyxLink(self.access, config=settings, counters=counters, golem=identity.peer_id,
                                   playbook_path=data.playbook_path, now_ms=now_ms)
         self.embedding = Embedding(self.access, model_dir=data.root / "embedder", config=settings,
-                                   counters=counters)
+                                   counters=counters, publish=self.hub.publish, now_ms=now_ms)
         self.writes = Writes(self.access, self.embedding, self.hub, self.peering, self.styx_link,
                              identity=identity, data=data, counters=counters, now_ms=now_ms)
         self.search = Search(self.access, self.embedding, self.styx_link, membership=self.peering.membership,
@@ -310,5 +310,6 @@ class DaemonState:
             "death": await trio.to_thread.run_sync(death_status, self.data),
             "trust": asdict(await self.on_reader(lambda r: r.trust_alerts())),
             "memory": {**resident().to_json(), "model_loaded": self.embedding.loaded,
-                       "model_error": self.embedding.model_error},
+                       "model_error": self.embedding.model_error,
+                       "drift": await self.on_reader(lambda r: self.embedding.drift_doc(r.connection))},
         }

@@ -17,6 +17,7 @@ def full_snapshot() -> Snapshot:
                   "hello_refused_by_peer_x2": 1, "event_entry_written": 7},
         store=StoreFigures(entries={("fact", "live"): 3, ("fact", "archived"): 1, ("warning", "live"): 2},
                            embedding_backlog=5, vitality_phase="declining", vitality_composite=0.2,
+                           drift_mean_distance=0.03, drift_paused=True,
                            suspect_authors=1,
                            distrusted_authors=2, styx_depth=4, styx_parked=1,
                            styx_oldest_age_s=12.5, styx_spend_usd=0.25),

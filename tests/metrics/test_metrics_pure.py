@@ -107,6 +107,8 @@ def test_collector_renders_a_snapshot() -> None:
     assert got[("clade_vitality_phase", (("phase", "declining"),))] == 1
     assert got[("clade_vitality_phase", (("phase", "stable"),))] == 0
     assert got[("clade_vitality_composite", ())] == 0.2
+    assert got[("clade_embedding_drift_distance", ())] == 0.03
+    assert got[("clade_embedding_vector_writes_paused", ())] == 1
     assert got[("clade_peers", (("state", "known"),))] == 3
     assert got[("clade_peers", (("state", "connected"),))] == 2
     assert got[("clade_peers", (("state", "admitted"),))] == 1

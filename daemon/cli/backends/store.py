@@ -44,7 +44,7 @@ class StoreBackend(Backend):
         self.data = data
 
     def _embedder(self) -> Callable[[], Embedder]:
-        model = self.data.load_config().embedding.model
+        model = self.data.load_config().embedding.space
         return lambda: get_embedder(self.data.root / "embedder", model)
 
     def _styx(self, *, sensitive: bool = False) -> StyxConfig | None:
@@ -236,7 +236,7 @@ class StoreBackend(Backend):
         with self.data.open_store(identity=identity) as store:
             # Entries written since their last vector (e.g. by `clade remember` without a daemon) are
             # embedded first: merging near-duplicates and the admission score compare vectors.
-            model = config.embedding.model
+            model = config.embedding.space
             retriever = Retriever(store, lambda: get_embedder(self.data.root / "embedder", model))
             vectors = vectors_for(store, retriever, embed_missing=CYCLE_EMBED_LIMIT)
             report = run_cycle(store, identity=identity, now_ms=now, settings=settings, vectors=vectors,
