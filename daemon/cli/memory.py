@@ -25,7 +25,7 @@ from daemon.embedding.catalogue import model_cache_dir
 from daemon.embedding.drift import REFERENCE_DOCS, measure
 from daemon.embedding.embedder import Embedder, get_embedder
 from daemon.errors import UsageError
-from daemon.grimoire.drift_store import clear_drift, read_baseline
+from daemon.grimoire.drift_store import clear_drift
 from daemon.grimoire.retrieval import Retriever
 from daemon.grimoire.vectors import vector_report
 
@@ -119,7 +119,7 @@ def cmd_embeddings_check(args: argparse.Namespace, data: DataDir) -> dict[str, A
     embedder = _embedder(data)()
     with data.open_store() as store:
         report = vector_report(store, embedder.info)
-        baseline = read_baseline(store.connection, embedder.info)
+        baseline = store.drift_baseline(embedder.info)
     drift = None if baseline is None else measure(baseline, embedder.embed(list(REFERENCE_DOCS))).to_json()
     return {"model": embedder.info.model, "model_version": embedder.info.model_version,
             "preprocess_hash": embedder.info.preprocess_hash, **report, "drift": drift,

@@ -12,13 +12,14 @@ import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from crdt import Category, Kind
 from crdt.ops import SlotKind
 from daemon.errors import NotFound, UsageError
 
 from .belief import Belief, BeliefPolicy
+from .drift_store import DriftState, read_baseline, read_drift_state
 from .evidence_store import BELIEF, beliefs
 from .keywords import QueryTerms, affordable, query_words, searchable_text
 from .lexical import words as lexical_words
@@ -35,6 +36,12 @@ from .rows import (
 )
 from .trust import TrustPolicy
 from .trust_store import AlertState, TrustView, ViewCache, alert_state
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    from daemon.embedding.embedder import EmbeddingInfo
 from .vitality import Vitality, read_vitality
 
 __all__ = ["EntryReads", "RecallHit", "StoreCounts"]
@@ -150,6 +157,14 @@ class EntryReads:
     def trust_alerts(self) -> AlertState:
         """The suspect and distrusted authors as last recorded (trust_store.alert_state)."""
         return alert_state(self._conn)
+
+    def drift_state(self) -> DriftState | None:
+        """The last embedding drift check as stored (drift_store.py), or None."""
+        return read_drift_state(self._conn)
+
+    def drift_baseline(self, info: EmbeddingInfo) -> NDArray[np.float32] | None:
+        """The reference documents' baseline vectors in `info`'s space (drift_store.py), or None."""
+        return read_baseline(self._conn, info)
 
     def vitality(self) -> Vitality:
         """The golem's vitality as last set (vitality.py)."""

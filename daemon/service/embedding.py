@@ -24,7 +24,6 @@ cannot load at all (`model_error`), another load is tried after `MODEL_RETRY_S`.
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -49,7 +48,6 @@ from daemon.grimoire import Grimoire, wall_clock_ms
 from daemon.grimoire.drift_store import (
     DriftState,
     read_baseline,
-    read_drift_state,
     space_key,
     write_baseline,
     write_drift_state,
@@ -223,9 +221,9 @@ class Embedding:
         """Whether vector writes wait (the last drift check was critical)."""
         return self.drift is not None and self.drift.paused
 
-    def drift_doc(self, conn: sqlite3.Connection) -> dict[str, Any] | None:
-        """The last drift check as stored (this process's, else the store's), for the status."""
-        state = self.drift or read_drift_state(conn)
+    async def drift_doc(self) -> dict[str, Any] | None:
+        """The last drift check (this process's, else the store's), for the status."""
+        state = self.drift or await self.access.on_reader(lambda r: r.drift_state())
         return None if state is None else state.to_json()
 
     async def drift_due(self) -> None:
@@ -346,7 +344,7 @@ class Embedding:
         async with lock:
             # Loading the model (~1 s of CPU) is work that can wait too, on the backlog's path.
             embedder = await self._load(run)
-            if self.writes_paused and await self.access.on_reader(lambda r: read_drift_state(r.connection)) is None:
+            if self.writes_paused and await self.access.on_reader(lambda r: r.drift_state()) is None:
                 await self.check_drift(embedder, run)  # accepted (`clade embeddings rebuild`): a new baseline
             if self.writes_paused:
                 self.counters["embedding_writes_paused"] += 1

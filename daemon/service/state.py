@@ -311,5 +311,5 @@ class DaemonState:
             "trust": asdict(await self.on_reader(lambda r: r.trust_alerts())),
             "memory": {**resident().to_json(), "model_loaded": self.embedding.loaded,
                        "model_error": self.embedding.model_error,
-                       "drift": await self.on_reader(lambda r: self.embedding.drift_doc(r.connection))},
+                       "drift": await self.embedding.drift_doc()},
         }
