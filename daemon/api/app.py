@@ -24,7 +24,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from crdt import Category, InvalidValue, Kind
+from crdt import InvalidValue, Kind
 from crdt.body import Pad
 from crypto.errors import CryptoError
 from crypto.vault import VaultKeys
@@ -204,26 +204,18 @@ def create_app(state: DaemonState) -> FastAPI:
 
     @app.post("/v1/memory/search", response_model=SearchOut, responses=errors())
     async def search_memory(body: SearchIn) -> dict[str, Any]:
-        kinds = body.type_filter if isinstance(body.type_filter, list) else (
-            [body.type_filter] if body.type_filter else [])
-        categories = body.category_filter if isinstance(body.category_filter, list) else (
-            [body.category_filter] if body.category_filter else [])
+        query = body.to_query()
         local: dict[str, Any] = {}
         remote: dict[str, Any] = {}
 
-        since_ms, until_ms = body.bounds_ms()
-
         async def recall_locally() -> None:
-            local["hits"], local["degraded"] = await state.recall(
-                body.query, k=body.top_k, kinds=tuple(Kind(k) for k in kinds),
-                categories=tuple(Category(c) for c in categories), min_importance=body.min_importance,
-                pad=None if body.pad is None else body.pad.as_tuple(), include_unverified=body.include_unverified,
-                since_ms=since_ms, until_ms=until_ms)
+            local["hits"], local["degraded"] = await state.search.recall(query)
 
         async with trio.open_nursery() as nursery:  # Styx in parallel, bounded by its deadline
             nursery.start_soon(recall_locally)
             # Styx's answers carry no event time: a time-bounded search asks this golem only.
-            if state.styx_queried() and since_ms is None and until_ms is None:
+            if state.styx_queried(sensitive=query.include_sensitive) and query.since_ms is None \
+                    and query.until_ms is None:
                 nursery.start_soon(styx_fan_in, remote, body.query, body.top_k)
         doc: dict[str, Any] = {"query": body.query, "results": [
             {"score": round(h.score, 6), "via": h.via, "release": h.release, "unverified": h.release == "unverified",
@@ -300,11 +292,7 @@ def create_app(state: DaemonState) -> FastAPI:
 
     @app.post("/v1/digest", response_model=DigestOut, responses=errors())
     async def digest(body: DigestIn) -> dict[str, Any]:
-        since_ms, until_ms = body.bounds_ms()
-        return await state.digest(body.query, budget_tokens=body.budget_tokens, k=body.k, fmt=body.format,
-                                  include_sensitive=body.include_sensitive,
-                                  pad=None if body.pad is None else body.pad.as_tuple(), since_ms=since_ms,
-                                  until_ms=until_ms)
+        return await state.search.digest(body.to_query(), budget_tokens=body.budget_tokens, fmt=body.format)
 
     @app.post("/v1/feedback", response_model=FeedbackOut, responses=errors(404, 503))
     async def feedback(body: FeedbackIn) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from crdt import Category
+from crdt import Category, Kind
 from daemon.cli import render
 from daemon.cli.backends import PadTuple, backend_for
 from daemon.cli.render import renders
@@ -26,6 +26,7 @@ from daemon.embedding.drift import REFERENCE_DOCS, measure
 from daemon.embedding.embedder import Embedder, get_embedder
 from daemon.errors import UsageError
 from daemon.grimoire.drift_store import clear_drift
+from daemon.grimoire.recall import RecallQuery
 from daemon.grimoire.retrieval import Retriever
 from daemon.grimoire.vectors import vector_report
 
@@ -87,19 +88,18 @@ def _pad(args: argparse.Namespace) -> PadTuple | None:
 
 @renders(render.hits)
 def cmd_recall(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
-    # The control API's search takes none of these options: with any of them, recall runs on
-    # the store even while a daemon runs.
-    plain = args.min_confidence is None and not args.include_sensitive and not args.keyword_only
-    return backend_for(data, store_only=not plain).recall(
-        args.query, k=args.k, kinds=args.kind, categories=args.category, min_importance=args.min_importance,
-        pad=_pad(args),
-        min_confidence=args.min_confidence, include_sensitive=args.include_sensitive, keyword_only=args.keyword_only)
+    # One recall path: through the daemon when one runs (every option is the API's too), else on the store.
+    return backend_for(data).recall(RecallQuery(
+        text=args.query, k=args.k, kinds=tuple(Kind(k) for k in args.kind),
+        categories=tuple(Category(c) for c in args.category), min_importance=args.min_importance,
+        min_confidence=args.min_confidence, include_sensitive=args.include_sensitive,
+        keyword_only=args.keyword_only, pad=_pad(args)))
 
 
 @renders(render.digest)
 def cmd_digest(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
-    return backend_for(data).digest(args.query, budget_tokens=args.budget_tokens, k=args.k, fmt=args.format,
-                                    include_sensitive=args.include_sensitive, pad=_pad(args))
+    return backend_for(data).digest(RecallQuery(text=args.query, k=args.k, include_sensitive=args.include_sensitive,
+                                                pad=_pad(args)), budget_tokens=args.budget_tokens, fmt=args.format)
 
 
 @renders(render.feedback)

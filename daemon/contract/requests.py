@@ -36,6 +36,7 @@ from daemon.grimoire.fields import (
 )
 from daemon.grimoire.mortality import PHASES
 from daemon.grimoire.posterior import MAX_METRIC_CHARS, MAX_NOTE_BYTES
+from daemon.grimoire.recall import RecallQuery
 
 __all__ = [
     "MAX_FLUSH_ITEMS", "MAX_LESSONS", "MAX_WORKING_MEMORY_BYTES", "SESSION_PATTERN", "BackupIn", "ConnectIn",
@@ -117,9 +118,26 @@ class SearchIn(_TimeBounds):
         None, description="only entries of this knowledge category, or of these categories (applied before the "
                           "candidates are cut, like type_filter)")
     min_importance: Unit | None = None
+    min_confidence: Unit | None = Field(None, description="only entries whose local confidence is at least this")
+    include_sensitive: bool = Field(False, description="also sensitive entries (never sent to Styx)")
+    keyword_only: bool = Field(False, description="rank by keywords alone (FTS5 BM25), without the model; a query "
+                                                   "without a searchable word is then refused")
     pad: PadIn | None = None
     include_unverified: bool = Field(False, description="also siblings' unverified entries that digests withhold "
                                                         "(quarantined: readable, marked unverified)")
+
+    def to_query(self) -> RecallQuery:
+        """The one recall query this search is (grimoire/recall.py)."""
+        kinds = self.type_filter if isinstance(self.type_filter, list) else (
+            [self.type_filter] if self.type_filter else [])
+        categories = self.category_filter if isinstance(self.category_filter, list) else (
+            [self.category_filter] if self.category_filter else [])
+        since_ms, until_ms = self.bounds_ms()
+        return RecallQuery(text=self.query, k=self.top_k, kinds=tuple(Kind(k) for k in kinds),
+                           categories=tuple(Category(c) for c in categories), min_importance=self.min_importance,
+                           min_confidence=self.min_confidence, include_sensitive=self.include_sensitive,
+                           keyword_only=self.keyword_only, pad=None if self.pad is None else self.pad.as_tuple(),
+                           include_unverified=self.include_unverified, since_ms=since_ms, until_ms=until_ms)
 
 
 class EpisodeSearchIn(_TimeBounds):
@@ -139,6 +157,12 @@ class DigestIn(_TimeBounds):
     format: Literal["xml", "search-results", "json"] = "xml"
     include_sensitive: bool = False
     pad: PadIn | None = None
+
+    def to_query(self) -> RecallQuery:
+        """The digest's query (its recall is `digest.digest_query`'s, wider than `k`)."""
+        since_ms, until_ms = self.bounds_ms()
+        return RecallQuery(text=self.query, k=self.k, include_sensitive=self.include_sensitive,
+                           pad=None if self.pad is None else self.pad.as_tuple(), since_ms=since_ms, until_ms=until_ms)
 
 
 class FeedbackIn(_Strict):

@@ -44,7 +44,8 @@ from .promotion import EVIDENCE_KINDS, PROMOTABLE, WARNING_REPEAT, Candidate, cr
 from .records import Entry, NewEntry
 from .store import Grimoire, LocalIdentity
 from .trust import TrustPolicy
-from .vectors import VectorIndex, model_clause, put_vectors
+from .vector_index import VectorIndex
+from .vectors import model_clause, put_vectors
 from .vitality import read_vitality
 
 __all__ = ["Near", "add_checked", "index_near", "promote_ready", "release_inherited", "remember_warning"]

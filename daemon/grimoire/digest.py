@@ -47,8 +47,9 @@ import numpy as np
 from crdt import Kind
 
 from .episode_recall import EpisodeHit
+from .recall import Hit, RecallQuery
 from .records import Entry
-from .retrieval import Hit, Keywords, RecallQuery, Retriever
+from .retrieval import Retriever
 from .scoring import age_days
 from .store import Grimoire
 from .trust import Release, TrustPolicy, diversify, proven
@@ -57,9 +58,9 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
 __all__ = [
-    "DEFAULT_PER_KIND", "DigestItem", "ExternalItem", "build_digest", "compose_json", "compose_search_results",
-    "compose_xml", "digest_query", "diverse_hits", "per_kind_caps", "render_json", "render_search_results",
-    "render_xml", "tokens",
+    "DEFAULT_PER_KIND", "DigestItem", "ExternalItem", "build_digest", "compose_digest", "compose_json",
+    "compose_search_results", "compose_xml", "digest_query", "diverse_hits", "per_kind_caps", "render_json",
+    "render_search_results", "render_xml", "tokens",
 ]
 
 DEFAULT_BUDGET_TOKENS = 3_000
@@ -370,33 +371,38 @@ def diverse_hits(hits: Sequence[Hit], *, k: int, policy: TrustPolicy,
 
 def build_digest(retriever: Retriever, *, text: str, now_ms: int, budget_tokens: int, k: int, fmt: str,
                  include_sensitive: bool, namespace: str, embed_limit: int | None = None,
-                 pinned_tags: Sequence[str] = (), pinned_fact_keys: Sequence[str] = (),
-                 query_vector: NDArray[np.float32] | None = None,
-                 nearest: list[tuple[str, float]] | None = None,
-                 keyword: Keywords | None = None, external: Sequence[ExternalItem] = (),
-                 external_tokens: int = 0, store: Grimoire | None = None,
-                 pad: tuple[float, float, float] | None = None,
-                 kind_caps: Mapping[str, int] | None = None, keyword_only: bool = False,
-                 since_ms: int | None = None, until_ms: int | None = None, episodes: Sequence[EpisodeHit] = (),
-                 episode_tokens: int = 0) -> dict[str, Any]:
-    """Pinned entries, then ranked hits (wider than k: caps and the budget skip some; within
-    `since_ms`..`until_ms` of their time, event time else written) with `external` results
+                 query_vector: NDArray[np.float32] | None = None, store: Grimoire | None = None,
+                 pad: tuple[float, float, float] | None = None, keyword_only: bool = False,
+                 since_ms: int | None = None, until_ms: int | None = None, **compose: Any) -> dict[str, Any]:
+    """The digest for a caller that owns its store (`Retriever`: the CLI without a daemon,
+    tests, benches): `Retriever.recall` of `digest_query` within `since_ms`..`until_ms`, then
+    `compose_digest` (its keyword arguments pass through)."""
+    wide = replace(digest_query(text, k=k, include_sensitive=include_sensitive, pad=pad, keyword_only=keyword_only),
+                   since_ms=since_ms, until_ms=until_ms)
+    hits = retriever.recall(wide, now_ms=now_ms, embed_limit=embed_limit, query_vector=query_vector, store=store)
+    return compose_digest(hits, store or retriever.store, retriever.trust, now_ms=now_ms,
+                          budget_tokens=budget_tokens, k=k, fmt=fmt, include_sensitive=include_sensitive,
+                          namespace=namespace, **compose)
+
+
+def compose_digest(hits: Sequence[Hit], reader: Grimoire, policy: TrustPolicy, *, now_ms: int, budget_tokens: int,
+                   k: int, fmt: str, include_sensitive: bool, namespace: str, pinned_tags: Sequence[str] = (),
+                   pinned_fact_keys: Sequence[str] = (), external: Sequence[ExternalItem] = (),
+                   external_tokens: int = 0, kind_caps: Mapping[str, int] | None = None,
+                   episodes: Sequence[EpisodeHit] = (), episode_tokens: int = 0) -> dict[str, Any]:
+    """Pinned entries (read on `reader`), then `hits` (a recall of `digest_query`: wider than k,
+    as caps and the budget skip some) within the per-sibling caps, with `external` results
     placed among them by rank within `external_tokens`, then `episodes` (this golem's own,
     ranked: episode_recall.py) within `episode_tokens`, rendered as `fmt`; returns {format,
     tokens, budget_tokens, entries, pinned, external, episodes, document}. Has no side effect:
     what the model then cites is reported back through `apply_feedback`."""
-    wide = replace(digest_query(text, k=k, include_sensitive=include_sensitive, pad=pad, keyword_only=keyword_only),
-                   since_ms=since_ms, until_ms=until_ms)
-    hits = retriever.recall(wide, now_ms=now_ms, embed_limit=embed_limit, query_vector=query_vector,
-                            nearest=nearest, keyword=keyword, store=store)
-    pinned = (store or retriever.store).pinned(tags=pinned_tags, fact_keys=pinned_fact_keys) if (
-        pinned_tags or pinned_fact_keys) else []
+    pinned = reader.pinned(tags=pinned_tags, fact_keys=pinned_fact_keys) if (pinned_tags or pinned_fact_keys) else []
     items = [DigestItem(e, 1.0, pinned=True) for e in pinned]
-    view = (store or retriever.store).trust_view(retriever.trust, now_ms=now_ms) if hits else None
+    view = reader.trust_view(policy, now_ms=now_ms) if hits else None
     siblings = {h.entry.body.author for h in hits if h.entry.provenance == "clade"}
     limited = {a for a in siblings if view is None or a not in view.authors
-               or not proven(view.authors[a], retriever.trust)}
-    items += diverse_hits(hits, k=k, policy=retriever.trust, limited=limited)
+               or not proven(view.authors[a], policy)}
+    items += diverse_hits(hits, k=k, policy=policy, limited=limited)
     local_ids = {item.entry.id for item in items}
     outside = [x for x in external if x.id not in local_ids]  # our own entry, back from Styx: once is enough
     render_local: Callable[[DigestItem], str]

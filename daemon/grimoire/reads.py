@@ -75,12 +75,23 @@ class EntryReads:
 
     @contextmanager
     def _snapshot(self) -> Iterator[SqliteBackend]:
-        """One read transaction (a consistent snapshot in WAL mode) and a read-only backend on it."""
+        """One read transaction (a consistent snapshot in WAL mode) and a read-only backend on it;
+        inside a transaction already open (`read_snapshot`, a write), that one."""
+        if self._conn.in_transaction:
+            yield SqliteBackend(self._conn, local_replica=None, stored_ms=0)
+            return
         self._conn.execute("BEGIN")
         try:
             yield SqliteBackend(self._conn, local_replica=None, stored_ms=0)
         finally:
             self._conn.execute("COMMIT")
+
+    @contextmanager
+    def read_snapshot(self) -> Iterator[None]:
+        """Every read inside sees one state of the file (a read transaction in WAL mode: writers
+        go on meanwhile); a recall gathers its evidence in one. Re-entrant."""
+        with self._snapshot():
+            yield
 
     def _named(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         """Rows of a query as `sqlite3.Row` (columns read by name)."""
@@ -277,7 +288,7 @@ class EntryReads:
         )
         return [entry_from_row(r) for r in rows]
 
-    def recall(
+    def keyword_search(
         self,
         query: str,
         *,
@@ -285,7 +296,8 @@ class EntryReads:
         kinds: Sequence[Kind] = (),
         min_importance: float | None = None,
     ) -> list[RecallHit]:
-        """Keyword search (FTS5, BM25) over content, tags and protocols of live entries.
+        """Keyword search (FTS5, BM25) over content, tags and protocols of live entries: the
+        store's own primitive (ranked recall is recall.py's, on top of `keyword_scores`).
 
         The query is treated as plain words (never as FTS5 syntax); raises `UsageError`
         if it has none.

@@ -351,10 +351,25 @@ _V17_EVENT_TIME = """
 ALTER TABLE entries ADD COLUMN occurred_ms INTEGER;
 """
 
+_V18_VECTOR_CLEARED = """
+-- The vector index drops a vector that was cleared (`clade embeddings rebuild`, `clade memory
+-- reembed`) or replaced by another model's: such a change stamps the entry's `live_seq` as an
+-- archive does (v16), so the index learns of it without re-reading every row (vector_index.py).
+CREATE TRIGGER entries_vector_cleared AFTER UPDATE OF embedding, embedding_model, embedding_model_version,
+    embedding_preprocess_hash ON entries
+WHEN OLD.embedding IS NOT NULL AND (NEW.embedding IS NULL OR NEW.embedding_model IS NOT OLD.embedding_model
+    OR NEW.embedding_model_version IS NOT OLD.embedding_model_version
+    OR NEW.embedding_preprocess_hash IS NOT OLD.embedding_preprocess_hash)
+BEGIN
+    UPDATE entries SET live_seq = (SELECT coalesce(max(live_seq), 0) + 1 FROM entries WHERE live_seq IS NOT NULL)
+    WHERE rid = NEW.rid;
+END;
+"""
+
 MIGRATIONS: tuple[str, ...] = (_V1_ENTRIES, _V2_FTS, _V3_OPS, _V4_RETRIEVAL, _V5_VECTOR_MODEL, _V6_PROMOTION,
                                _V7_AGENT_MEMORY, _V8_UNEMBEDDED, _V9_CURATOR, _V10_STYX_OUTBOX, _V11_STYX_SPEND,
                                _V12_INGEST, _V13_OUTCOMES, _V14_TRUST, _V15_EVIDENCE, _V16_LIVE_SEQ,
-                               _V17_EVENT_TIME)
+                               _V17_EVENT_TIME, _V18_VECTOR_CLEARED)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -1,4 +1,4 @@
-"""Embedding in the daemon: the model (behind the retriever) and the entries waiting for a vector.
+"""Embedding in the daemon: the model and the entries waiting for a vector.
 
 Two paths embed entries that lack a vector, both with the model *outside* the store's writer
 thread, so requests and the watchdog never wait for it:
@@ -39,6 +39,7 @@ from daemon.embedding.drift import REFERENCE_DOCS, measure
 from daemon.embedding.embedder import (
     EPISODE_MODEL,
     Embedder,
+    EmbeddingInfo,
     ModelIntegrityError,
     expected_info,
     get_embedder,
@@ -52,7 +53,6 @@ from daemon.grimoire.drift_store import (
     write_baseline,
     write_drift_state,
 )
-from daemon.grimoire.retrieval import Retriever
 from daemon.grimoire.vectors import missing_vectors, write_vectors
 from daemon.service.background import BackgroundThread
 from daemon.service.curation import CYCLE_EMBED_LIMIT
@@ -103,7 +103,6 @@ class Embedding:
         self.model_dir = model_dir
         self.config = config
         self.counters = counters
-        self._retriever: Retriever | None = None
         self._tail_lock = trio.Lock()
         self._queries = QueryVectors()  # recent queries' vectors (query_vectors.py)
         self._backlog_lock = trio.Lock()
@@ -120,20 +119,15 @@ class Embedding:
         self._last_used: float | None = None
         self._using = 0  # embeddings running now (the model is never unloaded under one)
 
-    @property
-    def retriever(self) -> Retriever:
-        """The retriever over the writer's store; its model loads on first use (call that off the loop).
-        Its trust policy follows the running config: a SIGHUP that changes `[trust]` reaches
-        recall and the digest at their next call, as it reaches the rest of the daemon."""
-        config = self.config()
-        if self._retriever is None:
-            model = config.embedding.space
-            self._retriever = Retriever(self.access.store, lambda: get_embedder(self.model_dir, model),
-                                        info=expected_info(model))
-        policy = config.trust.policy()
-        if self._retriever.trust != policy:
-            self._retriever.trust = policy
-        return self._retriever
+    def _embedder(self) -> Embedder:
+        """The configured space's embedder (the process-wide one: `get_embedder`); loads the model
+        if it is not in memory (call that off the loop)."""
+        return get_embedder(self.model_dir, self.config().embedding.space)
+
+    async def space_info(self) -> EmbeddingInfo:
+        """The configured vector space, known without the model for the bundled spaces (else the
+        model loads: `ModelIntegrityError` if it cannot)."""
+        return expected_info(self.config().embedding.space) or (await self.model()).info
 
     @property
     def loaded(self) -> bool:
@@ -150,14 +144,14 @@ class Embedding:
         none within `MODEL_RETRY_S` of a failed one (`ModelIntegrityError` with its reason)."""
         self._touch()
         if self._loaded:
-            return self.retriever.embedder
+            return self._embedder()
         async with self._load_lock:
             if self._loaded:
-                return self.retriever.embedder
+                return self._embedder()
             if self._failed_at is not None and trio.current_time() - self._failed_at < MODEL_RETRY_S:
                 raise ModelIntegrityError(self.model_error or "the embedding model did not load")
             try:
-                embedder = await run(lambda: self.retriever.embedder)
+                embedder = await run(lambda: self._embedder())
             except Exception as exc:
                 self._failed_at = trio.current_time()
                 self.model_error = str(exc)
@@ -231,7 +225,7 @@ class Embedding:
         hours = self.config().embedding.drift_check_hours
         if self._loaded and self._drift_checked_at is not None \
                 and trio.current_time() - self._drift_checked_at >= hours * 3600:
-            await self.check_drift(self.retriever.embedder, self._background.run)
+            await self.check_drift(self._embedder(), self._background.run)
 
     async def model_within(self, seconds: float = MODEL_WAIT_S) -> Embedder | None:
         """The embedder if it is loaded or loads within `seconds`; None otherwise: still loading
@@ -239,7 +233,7 @@ class Embedding:
         load (`model_error`; tried again after `MODEL_RETRY_S`). Never raises for the model."""
         if self._loaded:
             self._touch()
-            return self.retriever.embedder
+            return self._embedder()
         if self._failed_at is not None and trio.current_time() - self._failed_at < MODEL_RETRY_S:
             return None
         if self._loading is None:
@@ -247,7 +241,7 @@ class Embedding:
             trio.lowlevel.spawn_system_task(self._load_in_background, self._loading)
         with trio.move_on_after(seconds):
             await self._loading.wait()
-        return self.retriever.embedder if self._loaded else None
+        return self._embedder() if self._loaded else None
 
     async def _load_in_background(self, done: trio.Event) -> None:
         try:
@@ -280,8 +274,6 @@ class Embedding:
                 or self._last_used is None or trio.current_time() - self._last_used < after):
             return False
         self._loaded = False
-        if self._retriever is not None:
-            self._retriever.release_embedder()
         unload(self.model_dir, self.config().embedding.space)
         self.counters["embedding_model_unloads"] += 1
         return True

@@ -1,12 +1,15 @@
 """Search, digest and citation feedback: the read side of the Grimoire as the API serves it.
 
-A search's two kinds of evidence are computed side by side, each on its own thread: the
-query's vector (after the read-your-writes tail, embedding.py) then its nearest entries (the
-vector top-k, on a reader), and its keyword candidates with its stems' weights (FTS5 and the
-index's vocabulary, on another reader). The ranking then runs on a reader. On 2 cores the two
-halves take about as long as each other at 50,000 entries (the model and the top-k ~15-20 ms,
-FTS5 ~10-20 ms: bench/RESULTS.md), so neither waits long for the other. With Styx's queries
-on, a digest also asks Styx in parallel, within the deadline.
+Every search and digest takes the one recall path (grimoire/recall.py): its two halves of
+candidates are found side by side — the query's vector (after the read-your-writes tail,
+embedding.py) then its nearest entries in the current index snapshot (service/index.py) on a
+worker thread, and its keyword candidates with its stems' weights (FTS5) on a reader — then the
+filters, the ranking and the entries are read on one snapshot of one reader. On 2 cores the two
+halves take about as long as each other at 50,000 entries (bench/RESULTS.md), so neither waits
+long for the other. With Styx's queries on, a digest also asks Styx in parallel, within the deadline.
+
+Routes hand a `RecallQuery` straight here (contract/requests.py builds it); nothing relays its
+fields.
 """
 
 from __future__ import annotations
@@ -14,30 +17,24 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import trio
 
-from crdt import Category, Kind
 from crypto import Membership
 from daemon.config import Config
 from daemon.embedding.embedder import ModelIntegrityError
 from daemon.errors import StoreError, UsageError
-from daemon.grimoire.digest import build_digest, digest_query
+from daemon.grimoire.digest import compose_digest, digest_query
 from daemon.grimoire.episode_recall import EpisodeHit, EpisodeQuery, recall_episodes
 from daemon.grimoire.episodes import EpisodeLog
-from daemon.grimoire.retrieval import (
-    Hit,
-    Keywords,
-    RecallQuery,
-    apply_feedback,
-    cited_by_response,
-    response_sentences,
-)
+from daemon.grimoire.recall import Halves, Hit, Recall, RecallPolicy, RecallQuery, keywords, vector_half
+from daemon.grimoire.retrieval import apply_feedback, cited_by_response, response_sentences
 from daemon.grimoire.vectors import stored_vectors
 from daemon.service.embedding import Embedding
+from daemon.service.index import SharedIndex
 from daemon.service.store_access import StoreAccess
 from daemon.service.styx_link import StyxLink
 from daemon.styx.fanin import for_digest
@@ -55,25 +52,11 @@ KEYWORD_ONLY = "keyword_only"
 log = logging.getLogger("clade.search")
 
 
-@dataclass(frozen=True, slots=True)
-class _Evidence:
-    """What a search ranks from (`Retriever.recall`'s `query_vector`, `nearest`, `keyword`);
-    without a model, `vector` is None and `query` is keyword-only."""
-
-    query: RecallQuery
-    vector: NDArray[np.float32] | None
-    nearest: list[tuple[str, float]] | None
-    keyword: Keywords
-
-    @property
-    def degraded(self) -> str | None:
-        return KEYWORD_ONLY if self.vector is None else None
-
-
 class Search:
-    """Recall (`POST /v1/search`), the digest (`POST /v1/digest`) and feedback on what was cited."""
+    """Recall (`POST /v1/memory/search`), the digest (`POST /v1/digest`), episode search and
+    feedback on what was cited. Owns the daemon's `Recall`, built from the running config."""
 
-    def __init__(self, access: StoreAccess, embedding: Embedding, styx: StyxLink, *,
+    def __init__(self, access: StoreAccess, embedding: Embedding, index: SharedIndex, styx: StyxLink, *,
                  membership: Callable[[], Membership | None], config: Callable[[], Config],
                  now_ms: Callable[[], int], episodes: Callable[[], EpisodeLog] | None = None,
                  counters: Counter[str] | None = None) -> None:
@@ -81,68 +64,63 @@ class Search:
         self.counters: Counter[str] = Counter() if counters is None else counters
         self.open_episodes = episodes  # this golem's episode log (soma), for episode search
         self.embedding = embedding
+        self.index = index
         self.styx = styx
         self.membership = membership  # read once and kept (Peering.membership): never a file read per digest
         self.config = config
         self.now_ms = now_ms
+        self.recall_path = Recall(self.policy, index.current)
 
-    async def _prepared(self, query: RecallQuery) -> _Evidence:
-        """The query's vector (after the read-your-writes tail) and its nearest entries, and its
-        keyword evidence, computed side by side: the model on a worker thread then the vector
-        top-k on a reader, FTS5 on another reader. When the model is not loaded within
-        `MODEL_WAIT_S` or cannot load, the evidence is the keywords' alone (`degraded`), counted
-        as `searches_keyword_only`: a missing model never fails a search."""
+    def policy(self) -> RecallPolicy:
+        """Ranking's policy from the running config (a SIGHUP that changes `[trust]` reaches the next search)."""
+        return RecallPolicy(trust=self.config().trust.policy())
+
+    async def _halves(self, query: RecallQuery) -> Halves:
+        """The query's two halves of candidates, side by side: the model on a worker thread then
+        the nearest entries in the index snapshot (`vector_half`), and FTS5 on a reader. When the
+        model is not loaded within `MODEL_WAIT_S` or cannot load, the vector half is empty and the
+        recall keyword-only, counted as `searches_keyword_only`: a missing model never fails a search."""
         if not query.text.strip():
             raise UsageError("query must not be empty")
-        found: dict[str, Any] = {"vector": None, "nearest": None}
-        retriever = self.embedding.retriever
+        found: dict[str, Any] = {"vector": (None, None, [])}
 
         async def vector() -> None:
-            if await self.embedding.model_within() is None:
+            if query.keyword_only or await self.embedding.model_within() is None:
                 return
             try:
                 vec = await self.embedding.query_vector(query.text)
+                snapshot = await self.index.loaded((await self.embedding.model()).info)
             except ModelIntegrityError:  # unloaded and failed to load again meanwhile
                 return
-            found["nearest"] = await self.access.on_reader(lambda r: retriever.nearest(query, vec, store=r))
-            found["vector"] = vec
+            found["vector"] = await trio.to_thread.run_sync(lambda: vector_half(query, snapshot, vec))
 
         async def keyword() -> None:
-            found["keyword"] = await self.access.on_reader(lambda r: retriever.keywords(query, store=r))
+            found["keyword"] = await self.access.on_reader(lambda r: keywords(query, r))
 
         async with trio.open_nursery() as tasks:
             tasks.start_soon(vector)
             tasks.start_soon(keyword)
-        if found["vector"] is None:
-            self.embedding.counters["searches_keyword_only"] += 1
-            return _Evidence(replace(query, keyword_only=True), None, None, found["keyword"])
-        return _Evidence(query, found["vector"], found["nearest"], found["keyword"])
+        vec, snapshot, nearest = found["vector"]
+        if vec is None and not query.keyword_only:
+            self.counters["searches_keyword_only"] += 1
+        return Halves(vec, snapshot, nearest, found["keyword"])
 
-    async def recall(self, text: str, *, k: int, kinds: tuple[Kind, ...] = (),
-                     categories: tuple[Category, ...] = (),
-                     min_importance: float | None = None, pad: tuple[float, float, float] | None = None,
-                     include_unverified: bool = False, since_ms: int | None = None,
-                     until_ms: int | None = None) -> tuple[list[Hit], str | None]:
-        """The `k` best live entries for `text` (meaning and keywords fused) of `kinds` and
-        `categories` (empty: any), and how the answer is degraded (`KEYWORD_ONLY` without a model,
-        else None); `UsageError` if empty. Quarantined entries (daemon/grimoire/trust.py) only
-        with `include_unverified`; `since_ms` / `until_ms` bound each entry's time (event time,
-        else written time)."""
-        query = RecallQuery(text=text, k=k, kinds=kinds, categories=categories, min_importance=min_importance,
-                            pad=pad, include_unverified=include_unverified, since_ms=since_ms, until_ms=until_ms)
-        got = await self._prepared(query)
-        retriever = self.embedding.retriever
-        hits = await self.access.on_reader(lambda r: retriever.recall(
-            got.query, embed_limit=0, query_vector=got.vector, nearest=got.nearest, keyword=got.keyword, store=r))
-        return hits, got.degraded
+    async def recall(self, query: RecallQuery) -> tuple[list[Hit], str | None]:
+        """The `query.k` best live entries for `query` (meaning and keywords fused; its filters
+        applied before the cut), and how the answer is degraded (`KEYWORD_ONLY` without a model,
+        else None); `UsageError` if empty."""
+        halves = await self._halves(query)
+        now = self.now_ms()
+        hits = await self.access.on_reader(lambda r: self.recall_path.ranked(query, r, halves, now_ms=now))
+        return hits, _degraded(query, halves.vector)
 
-    async def digest(self, text: str, *, budget_tokens: int, k: int, fmt: str,
-                     include_sensitive: bool, pad: tuple[float, float, float] | None = None,
-                     since_ms: int | None = None, until_ms: int | None = None) -> dict[str, Any]:
-        """The digest; with Styx on, its answer (asked in parallel, within the deadline) fills
-        at most `[styx.injection] max_tokens` after the local entries. `since_ms` / `until_ms`
-        bound the entries' time (event time, else written time) and the episodes' observed time;
-        with them, Styx is not asked (its answers carry no time to bound)."""
+    async def digest(self, query: RecallQuery, *, budget_tokens: int, fmt: str) -> dict[str, Any]:
+        """The digest of `query.k` entries (`query`: text, k, include_sensitive, pad, time bounds;
+        the recall behind it is `digest_query`'s, wider). With Styx on, its answer (asked in
+        parallel, within the deadline) fills at most `[styx.injection] max_tokens` after the
+        local entries. The time bounds bound the entries' time (event time, else written time)
+        and the episodes' observed time; with them, Styx is not asked (its answers carry no time)."""
+        text, k = query.text, query.k
         membership = self.membership()
         namespace = membership.clade_name if membership is not None else "local"
         remote: dict[str, Any] = {}
@@ -156,30 +134,39 @@ class Search:
 
         async def find_episodes() -> None:
             try:
-                episodic.extend(await self.episodes(text, EpisodeQuery(k=pins.episode_k, pad=pad, since_ms=since_ms,
-                                                                       until_ms=until_ms)))
+                episodic.extend(await self.episodes(text, EpisodeQuery(k=pins.episode_k, pad=query.pad,
+                                                                       since_ms=query.since_ms,
+                                                                       until_ms=query.until_ms)))
             except (ModelIntegrityError, StoreError) as exc:  # the section is extra: the entries still answer
                 self.counters["digest_episodes_failed"] += 1
                 log.warning("digest without its episodic section: %s", exc)
 
+        wide = replace(digest_query(text, k=k, include_sensitive=query.include_sensitive, pad=query.pad,
+                                    keyword_only=query.keyword_only), since_ms=query.since_ms, until_ms=query.until_ms)
+        bounded = query.since_ms is not None or query.until_ms is not None
         async with trio.open_nursery() as group:
-            if self.styx.queried(sensitive=include_sensitive) and since_ms is None and until_ms is None:
+            if self.styx.queried(sensitive=query.include_sensitive) and not bounded:
                 group.start_soon(ask)
             if pins.episode_tokens > 0 and self.open_episodes is not None:
                 group.start_soon(find_episodes)
-            got = await self._prepared(digest_query(text, k=k, include_sensitive=include_sensitive, pad=pad))
+            halves = await self._halves(wide)
         injection = config.styx.injection
         external = for_digest(remote.get("results", []), min_confidence=injection.min_confidence)
-        retriever = self.embedding.retriever
-        doc = await self.access.on_reader(lambda r: build_digest(
-            retriever, text=text, now_ms=self.now_ms(), budget_tokens=budget_tokens, k=k, fmt=fmt,
-            include_sensitive=include_sensitive, namespace=namespace, embed_limit=0, query_vector=got.vector,
-            nearest=got.nearest, keyword=got.keyword, pinned_tags=pins.pinned_tags,
-            pinned_fact_keys=pins.pinned_fact_keys, external=external, external_tokens=injection.max_tokens,
-            store=r, pad=pad, kind_caps=pins.kind_caps, keyword_only=got.vector is None, since_ms=since_ms,
-            until_ms=until_ms, episodes=episodic, episode_tokens=pins.episode_tokens))
-        if got.degraded is not None:
-            doc["degraded"] = got.degraded
+        policy, now = self.policy(), self.now_ms()
+
+        def compose(reader: Any) -> dict[str, Any]:
+            with reader.read_snapshot():
+                hits = self.recall_path.ranked(wide, reader, halves, now_ms=now)
+                return compose_digest(
+                    hits, reader, policy.trust, now_ms=now, budget_tokens=budget_tokens, k=k, fmt=fmt,
+                    include_sensitive=query.include_sensitive, namespace=namespace, pinned_tags=pins.pinned_tags,
+                    pinned_fact_keys=pins.pinned_fact_keys, external=external, external_tokens=injection.max_tokens,
+                    kind_caps=pins.kind_caps, episodes=episodic, episode_tokens=pins.episode_tokens)
+
+        doc = await self.access.on_reader(compose)
+        degraded = _degraded(wide, halves.vector)
+        if degraded is not None:
+            doc["degraded"] = degraded
         if remote.get("error"):
             doc["styx_error"] = remote["error"]
         return doc
@@ -214,3 +201,8 @@ class Search:
         weights = await self.access.on_writer(
             lambda s: apply_feedback(s, cited=cited, injected=injected, now_ms=self.now_ms()))
         return {"weights": weights, "cited": sorted(set(cited)), "matched_by_response": matched}
+
+
+def _degraded(query: RecallQuery, vector: NDArray[np.float32] | None) -> str | None:
+    """`KEYWORD_ONLY` when a recall by meaning had to answer from keywords (no model)."""
+    return KEYWORD_ONLY if vector is None and not query.keyword_only else None

@@ -29,14 +29,12 @@ from typing import Any, TypeVar
 
 import trio
 
-from crdt import Category, Kind
 from crypto import Identity, KeyRing, Membership
 from daemon.config import Config
 from daemon.datadir import DataDir
 from daemon.grimoire import Episode, Grimoire, NewEntry
 from daemon.grimoire.episode_recall import EpisodeHit, EpisodeQuery
 from daemon.grimoire.records import Entry
-from daemon.grimoire.retrieval import Hit
 from daemon.grimoire.store import wall_clock_ms
 from daemon.grimoire.vectors import embedding_backlog
 from daemon.native_memory import resident
@@ -45,6 +43,7 @@ from daemon.service.backup_schedule import BackupSchedule
 from daemon.service.death import death_status
 from daemon.service.embedding import Embedding
 from daemon.service.hub import Event, EventHub
+from daemon.service.index import SharedIndex
 from daemon.service.peering import Peering
 from daemon.service.search import Search
 from daemon.service.store_access import StoreAccess
@@ -80,12 +79,14 @@ class DaemonState:
                                   playbook_path=data.playbook_path, now_ms=now_ms)
         self.embedding = Embedding(self.access, model_dir=data.root / "embedder", config=settings,
                                    counters=counters, publish=self.hub.publish, now_ms=now_ms)
-        self.writes = Writes(self.access, self.embedding, self.hub, self.peering, self.styx_link,
+        self.index = SharedIndex(self.access, counters)  # the vector index, kept current by the writer
+        self.writes = Writes(self.access, self.embedding, self.index, self.hub, self.peering, self.styx_link,
                              identity=identity, data=data, counters=counters, now_ms=now_ms)
-        self.search = Search(self.access, self.embedding, self.styx_link, membership=self.peering.membership,
+        self.search = Search(self.access, self.embedding, self.index, self.styx_link,
+                             membership=self.peering.membership,
                              config=settings, now_ms=now_ms, episodes=data.open_episodes,
                              counters=counters)
-        self.upkeep = Upkeep(self.access, self.embedding, self.styx_link, data=data, identity=identity,
+        self.upkeep = Upkeep(self.access, self.embedding, self.index, self.styx_link, data=data, identity=identity,
                              config=settings, counters=counters, publish=self.hub.publish,
                              local_write=self.writes.local_write, now_ms=now_ms)
 
@@ -206,23 +207,7 @@ class DaemonState:
     async def append_episode(self, episode: Episode) -> Episode:
         return await self.writes.append_episode(episode)
 
-    # -- search (Search, Embedding) ---------------------------------------------------
-
-    async def recall(self, text: str, *, k: int, kinds: tuple[Kind, ...] = (),
-                     categories: tuple[Category, ...] = (),
-                     min_importance: float | None = None, pad: tuple[float, float, float] | None = None,
-                     include_unverified: bool = False, since_ms: int | None = None,
-                     until_ms: int | None = None) -> tuple[list[Hit], str | None]:
-        return await self.search.recall(text, k=k, kinds=kinds, categories=categories, min_importance=min_importance,
-                                        pad=pad, include_unverified=include_unverified, since_ms=since_ms,
-                                        until_ms=until_ms)
-
-    async def digest(self, text: str, *, budget_tokens: int, k: int, fmt: str,
-                     include_sensitive: bool, pad: tuple[float, float, float] | None = None,
-                     since_ms: int | None = None, until_ms: int | None = None) -> dict[str, Any]:
-        return await self.search.digest(text, budget_tokens=budget_tokens, k=k, fmt=fmt,
-                                        include_sensitive=include_sensitive, pad=pad, since_ms=since_ms,
-                                        until_ms=until_ms)
+    # -- search (Search, Embedding: recall and the digest are `search`'s own) -----------
 
     async def search_episodes(self, text: str, query: EpisodeQuery) -> list[EpisodeHit]:
         return await self.search.episodes(text, query)
@@ -238,8 +223,8 @@ class DaemonState:
 
     # -- Styx (StyxLink) --------------------------------------------------------------
 
-    def styx_queried(self) -> bool:
-        return self.styx_link.queried()
+    def styx_queried(self, *, sensitive: bool = False) -> bool:
+        return self.styx_link.queried(sensitive=sensitive)
 
     def styx_status(self, store: Grimoire) -> dict[str, Any]:
         """`clade styx status`; run it on the writer: `await state.on_writer(state.styx_status)`."""

@@ -32,14 +32,30 @@ class StoreAccess:
         self._reader_slots = trio.CapacityLimiter(READERS)
         self._readers: queue.SimpleQueue[Grimoire] = queue.SimpleQueue()
         self._all_readers: list[Grimoire] = []
+        self._after_write: list[Callable[[Grimoire], None]] = []
+
+    def after_write(self, hook: Callable[[Grimoire], None]) -> None:
+        """Call `hook(store)` on the writer thread after every `on_writer` call, once its work is
+        committed (the vector index publishes what changed: service/index.py). A hook must not
+        raise."""
+        self._after_write.append(hook)
 
     async def on_writer(self, fn: Callable[[Grimoire], T]) -> T:
         """Run `fn(store)` on the single writer thread and return its result.
 
         One call at a time, in the order they came (a FIFO limiter of one): `fn` may write, and
         sees every write of the calls before it. Waiting callers can be cancelled; a call
-        already running finishes (SQLite work is never abandoned halfway)."""
-        return await trio.to_thread.run_sync(fn, self.store, limiter=self._writer)
+        already running finishes (SQLite work is never abandoned halfway). The `after_write`
+        hooks run in the same call, after `fn`, whether it wrote or failed."""
+        def run() -> T:
+            try:
+                return fn(self.store)
+            finally:
+                if not self.store.connection.in_transaction:
+                    for hook in self._after_write:
+                        hook(self.store)
+
+        return await trio.to_thread.run_sync(run, limiter=self._writer)
 
     async def on_reader(self, fn: Callable[[Grimoire], T]) -> T:
         """Run `fn(reader)` on a reader thread, over a read-only connection of its own (opened on

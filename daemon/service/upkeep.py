@@ -35,9 +35,9 @@ from daemon.service.curation import (
     render_playbook,
     replay_items,
     settings_for,
-    vectors_for,
 )
 from daemon.service.embedding import Embedding
+from daemon.service.index import SharedIndex
 from daemon.service.store_access import StoreAccess
 from daemon.service.styx_link import StyxLink
 from daemon.styx.vault import VaultPushError
@@ -50,12 +50,14 @@ log = logging.getLogger("clade.state")
 class Upkeep:
     """The curator cycle and backups; `last_curator` is the last cycle's report (None before one)."""
 
-    def __init__(self, access: StoreAccess, embedding: Embedding, styx: StyxLink, *, data: DataDir,
+    def __init__(self, access: StoreAccess, embedding: Embedding, index: SharedIndex, styx: StyxLink, *,
+                 data: DataDir,
                  identity: Identity, config: Callable[[], Config], counters: Counter[str],
                  publish: Callable[[str, dict[str, Any]], None], local_write: Callable[[], None],
                  now_ms: Callable[[], int]) -> None:
         self.access = access
         self.embedding = embedding
+        self.index = index
         self.styx = styx
         self.data = data
         self.identity = identity
@@ -105,8 +107,8 @@ class Upkeep:
         try:  # the model loads off the store's thread, only if an entry lacks a vector; no model means exact
             # duplicates only
             await self.embedding.embed_for_cycle()  # compression and admission compare every entry's vector
-            retriever = self.embedding.retriever
-            vectors = await on_writer(lambda s: vectors_for(s, retriever))
+            # Read-only views of one index snapshot: rows that never change under the cycle.
+            vectors = (await self.index.loaded(await self.embedding.space_info())).as_mapping()
         except Exception as exc:  # noqa: BLE001 - a broken model must not stop forgetting
             log.warning("curator: no vectors this cycle (%s)", exc)
             vectors = {}

@@ -16,7 +16,9 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+import numpy as np
 import trio
+from numpy.typing import NDArray
 
 from crypto import Identity
 from daemon.datadir import DataDir
@@ -27,6 +29,7 @@ from daemon.grimoire.write_door import Prepared, Written, needs_vector, prepare,
 from daemon.service import events
 from daemon.service.embedding import Embedding
 from daemon.service.hub import EventHub
+from daemon.service.index import SharedIndex
 from daemon.service.peering import Peering
 from daemon.service.store_access import StoreAccess
 from daemon.service.styx_link import StyxLink
@@ -39,10 +42,12 @@ log = logging.getLogger("clade.crossing")
 class Writes:
     """Own entries and episodes written through the store's writer, announced, and gossiped."""
 
-    def __init__(self, access: StoreAccess, embedding: Embedding, hub: EventHub, peering: Peering, styx: StyxLink,
-                 *, identity: Identity, data: DataDir, counters: Counter[str], now_ms: Callable[[], int]) -> None:
+    def __init__(self, access: StoreAccess, embedding: Embedding, index: SharedIndex, hub: EventHub, peering: Peering,
+                 styx: StyxLink, *, identity: Identity, data: DataDir, counters: Counter[str],
+                 now_ms: Callable[[], int]) -> None:
         self.access = access
         self.embedding = embedding
+        self.index = index
         self.hub = hub
         self.peering = peering
         self.styx = styx
@@ -68,9 +73,10 @@ class Writes:
         except Exception as exc:  # noqa: BLE001 - no model: the warning still crosses, unchecked
             log.warning("warning written without the repeat check (no embedding model: %s)", exc)
             return Prepared.unembedded(news)
-        retriever = self.embedding.retriever
+        await self.index.loaded(embedder.info)
+        index = self.index  # its current snapshot at the write, on the writer: every commit before it included
         return replace(prepare(news, lambda _texts: matrix, embedder.info),
-                       near=lambda store, vector: retriever.within(vector, WARNING_REPEAT.similarity, store=store))
+                       near=lambda _store, vector: _within(index, vector))
 
     async def write(self, news: Sequence[NewEntry], op: Callable[[Grimoire, Prepared], Written]) -> Written:
         """Prepare `news`, run `op` (which writes them through the door) on the writer, announce, nudge."""
@@ -144,3 +150,9 @@ class Writes:
         await self.access.on_writer(lambda s: self.data.open_episodes().append([stored]))
         self.hub.publish("episode_written", {"id": episode.id})
         return episode
+
+
+def _within(index: SharedIndex, vector: NDArray[np.float32]) -> list[tuple[str, float]]:
+    """The entries a warning's vector repeats, from the index's current snapshot (none loaded: none)."""
+    snapshot = index.current()
+    return [] if snapshot is None else snapshot.within(vector, WARNING_REPEAT.similarity)

@@ -8,6 +8,7 @@ on the same data a real daemon and the store answer with the same document.
 from __future__ import annotations
 
 import inspect
+from typing import Any
 
 import pytest
 
@@ -15,7 +16,10 @@ from crdt import InvalidValue
 from daemon.cli.backends import Backend, DaemonBackend, StoreBackend, backend_for
 from daemon.datadir import DataDir
 from daemon.errors import NotFound, UsageError
+from daemon.grimoire import Grimoire
+from daemon.grimoire.recall import RecallQuery
 from daemon.testing.process import DaemonProc
+from tests.helpers.cli import CliRunner
 
 
 def _operations() -> list[str]:
@@ -54,9 +58,67 @@ def test_with_a_daemon_the_daemon_unless_told_otherwise(daemon: DaemonProc, data
     assert isinstance(backend_for(data_dir), StoreBackend)
 
 
-def test_the_daemon_refuses_store_only_recall_options(daemon: DaemonProc, data_dir: DataDir) -> None:
-    with pytest.raises(ValueError, match="store-only"):
-        backend_for(data_dir).recall("gas", k=3, kinds=[], min_importance=None, pad=None, keyword_only=True)
+# Every option of `clade recall`, alone: the CLI's answer is the API's, id for id and in order.
+RECALL_OPTIONS: list[list[str]] = [
+    [], ["--kind", "warning"], ["--category", "gas_timing"], ["--min-importance", "0.5"],
+    ["--min-confidence", "0.6"], ["--include-sensitive"], ["--keyword-only"], ["--pad", "0.5,0.2,-0.3"],
+    ["--k", "2"],
+]
+
+
+def test_cli_recall_with_every_option_is_the_apis_and_writes_nothing(
+        daemon: DaemonProc, data_dir: DataDir, cli: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One recall path: `clade recall` with any option, while a daemon runs, asks the daemon (it
+    never opens the store: no vector written from the CLI), and its ids come back in the API's
+    order; the store's own path (`CLADE_NO_DAEMON` beside the running daemon) ranks the same ids
+    in the same order and opens no write transaction."""
+    backend = backend_for(data_dir)
+    written = [
+        ("Gas on mainnet is cheapest at 03:00 UTC on Sundays.", "insight", 0.9, 0.8, "gas_timing", "public"),
+        ("Gas spikes when an NFT mint starts: wait ten minutes.", "warning", 0.7, 0.4, "gas_timing", "public"),
+        ("Our gas budget for this month is 0.4 ETH.", "fact", 0.95, 0.6, None, "sensitive"),
+        ("Priority fees above 3 gwei rarely pay off for swaps.", "heuristic", 0.5, 0.3, "gas_timing", "public"),
+        ("Gas refunds were removed in the London fork.", "fact", 0.8, 0.2, None, "public"),
+        ("Bridges charge gas on both chains; batch withdrawals.", "insight", 0.4, 0.7, "liquidity_conditions",
+         "public"),
+    ]
+    for content, kind, confidence, importance, category, sensitivity in written:
+        backend.remember({"content": content, "memory_type": kind, "confidence": confidence,
+                          "importance": importance, "sensitivity": sensitivity,
+                          **({"category": category} if category else {})})
+    backend.recall(RecallQuery(text="gas", k=10))  # the daemon embeds its tail: every entry has its vector now
+
+    opened: list[str] = []
+    real_open = DataDir.open_store
+
+    def counted(self: DataDir, *args: Any, **kwargs: Any) -> Grimoire:
+        opened.append(str(self.root))
+        return real_open(self, *args, **kwargs)
+
+    monkeypatch.setattr(DataDir, "open_store", counted)
+    through_cli = {}
+    for options in RECALL_OPTIONS:
+        got = cli("--json", "recall", "gas fees on mainnet", *options)
+        assert got.code == 0, got.err
+        through_cli[tuple(options)] = [r["id"] for r in got.json()["results"]]
+    assert opened == []  # the CLI asked the daemon every time: it never opened the store
+    assert through_cli[()] and through_cli[("--include-sensitive",)] != through_cli[()]
+    assert len(through_cli[("--k", "2")]) == 2
+
+    transactions: list[int] = []
+    real_write = Grimoire._write
+
+    def no_writes(self: Grimoire) -> Any:
+        transactions.append(1)
+        return real_write(self)
+
+    monkeypatch.setattr(Grimoire, "_write", no_writes)
+    monkeypatch.setenv("CLADE_NO_DAEMON", "1")
+    for options, ids in through_cli.items():
+        got = cli("--json", "recall", "gas fees on mainnet", *options)
+        assert got.code == 0, got.err
+        assert [r["id"] for r in got.json()["results"]] == ids, options
+    assert opened and transactions == []  # on the store itself, beside a live daemon: read, never written
 
 
 def test_both_backends_give_the_same_documents(daemon: DaemonProc, data_dir: DataDir) -> None:

@@ -20,7 +20,8 @@ from daemon.grimoire.crossing import promote_ready, remember_warning
 from daemon.grimoire.curator.cycle import CuratorSettings, run_cycle
 from daemon.grimoire.promotion import WARNING_REPEAT, figures
 from daemon.grimoire.retrieval import apply_feedback
-from daemon.grimoire.vectors import VectorIndex, write_vectors
+from daemon.grimoire.vector_index import VectorIndex
+from daemon.grimoire.vectors import write_vectors
 
 ME = Identity(b"\x21" * 32)
 SIB = Identity(b"\x33" * 32)
@@ -228,7 +229,7 @@ def test_a_repeated_warning_within_a_day_is_held_but_kept(store: Grimoire) -> No
     assert gas.crossing_hold is None and sim is None and update.crossing_hold is None
     gate = store.sync_gate(ME.peer_id)
     assert gate(first.body) and not gate(again.body) and gate(other.body)
-    assert {h.entry.id for h in store.recall("drained")} >= {again.id}  # still stored and searchable
+    assert {h.entry.id for h in store.keyword_search("drained")} >= {again.id}  # still stored and searchable
     store.connection.execute("UPDATE entries SET created_hlc = ? WHERE id = ?", (Timestamp(T0).pack(), first.id))
     later, sim = remember_warning(store, NewEntry(kind=Kind.WARNING, content="Pool X drained again"), ME,
                                   vector=unit(1, 0, 0), info=INFO, now_ms=T0 + 25 * 3_600_000, index=index_of(store))

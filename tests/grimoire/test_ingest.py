@@ -62,7 +62,7 @@ def test_frames_joined_through_the_pipe_equal_frames_applied_one_by_one(source: 
     assert piped.state_digest() == serial.state_digest() == source.state_digest()
     assert piped.causal_context().missing_count(source.causal_context()) == 0
     # What arrived is found by keywords at once (its FTS rows were written in its transaction).
-    assert len(piped.recall("block 699 drains", k=5)) >= 1
+    assert len(piped.keyword_search("block 699 drains", k=5)) >= 1
     piped.connection.execute("INSERT INTO entries_fts (entries_fts, rank) VALUES ('integrity-check', 1)")
     assert not verifier_threads()
 

@@ -28,7 +28,8 @@ from daemon.grimoire.scoring import (
     source_factor,
     temporal,
 )
-from daemon.grimoire.vectors import VectorIndex, missing_vectors, vector_report, write_vectors
+from daemon.grimoire.vector_index import VectorIndex
+from daemon.grimoire.vectors import missing_vectors, vector_report, write_vectors
 
 ME = Identity(b"\x21" * 32)
 DAY = 86_400_000
@@ -326,7 +327,8 @@ def test_vector_index_rows_survive_growth_updates_and_other_models(store: Grimoi
         expected.update(zip(ids, vecs, strict=True))
         write_vectors(store, other, [write(store, "another model's")], unit(1))
         if taken is None and len(expected) > 50:
-            taken = (index._matrix.copy(), index._matrix)
+            taken = (index.current.matrix.copy(), index.current,
+                     {i: expected[i].copy() for i in index.current.row_of})
         index.refresh(store)
         assert len(index) == len(expected)
     again = next(iter(expected))
@@ -341,7 +343,35 @@ def test_vector_index_rows_survive_growth_updates_and_other_models(store: Grimoi
     query = unit(1)[0]
     best = sorted(expected, key=lambda i: -float(expected[i] @ query))[:5]
     assert [i for i, _ in index.nearest(query, 5)] == best
-    assert taken is not None and np.array_equal(taken[0], taken[1])  # an older view kept its rows
+    assert taken is not None and np.array_equal(taken[0], taken[1].matrix)  # an older snapshot kept its rows
+    assert taken[2] and {i: v.tolist() for i, v in taken[1].as_mapping().items()} == {
+        i: v.tolist() for i, v in taken[2].items()}
+    assert not index.current.matrix.flags.writeable  # readers cannot write a snapshot
+
+
+def test_the_index_drops_cleared_vectors_and_compacts_without_touching_published_snapshots(store: Grimoire) -> None:
+    """A cleared vector (schema v18 stamps it) leaves the index at the next refresh; re-embedding
+    rows many times compacts the buffer; every snapshot published before keeps what it had."""
+    info = EmbeddingInfo(model="test/space", model_version="1", preprocess_hash="h", dim=4)
+    ids = [write(store, f"entry {i}") for i in range(40)]
+    eye = np.eye(4, dtype=np.float32)
+    write_vectors(store, info, ids, np.stack([eye[i % 4] for i in range(len(ids))]))
+    index = VectorIndex(info)
+    first = index.refresh(store)
+    assert len(first) == 40
+    with store.transaction() as conn:
+        conn.execute("UPDATE entries SET embedding = NULL WHERE id = ?", (ids[0],))
+    second = index.refresh(store)
+    assert ids[0] not in second.row_of and len(second) == 39
+    assert {i for i, _ in second.nearest(eye[0], 9)} == {i for n, i in enumerate(ids) if n % 4 == 0 and n}
+    assert ids[0] in first.row_of and len(first) == 40  # the older snapshot is unchanged
+    for round_ in range(60):  # 60 × 39 re-embeddings: dead rows pile up and are compacted
+        write_vectors(store, info, ids[1:], np.stack([eye[(i + round_) % 4] for i in range(1, len(ids))]))
+        index.refresh(store)
+    last = index.current
+    assert len(last) == 39 and last.matrix.shape[0] < 60 * 39  # compacted, not grown without end
+    assert all(np.array_equal(last.matrix[last.row_of[i]], eye[(n + 59) % 4]) for n, i in enumerate(ids) if n)
+    assert len(second) == 39 and np.array_equal(second.matrix[second.row_of[ids[1]]], eye[1])
 
 
 def test_entry_factory_for_typing() -> None:

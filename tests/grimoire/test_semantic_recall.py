@@ -175,7 +175,7 @@ def _retriever_ranking(corpus: Corpus, *, keyword_only: bool) -> Callable[[str, 
 def _bm25_ranking(corpus: Corpus) -> Callable[[str, int], list[str]]:
     def ranked(text: str, k: int) -> list[str]:
         try:
-            return [corpus.key_of[h.entry.id] for h in corpus.store.recall(text, k=k)]
+            return [corpus.key_of[h.entry.id] for h in corpus.store.keyword_search(text, k=k)]
         except UsageError:
             return []
 

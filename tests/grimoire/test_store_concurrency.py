@@ -79,7 +79,7 @@ with Grimoire.open(Path(path)) as store:
         stamps = [e.body.created for e in listed]
         if stamps != sorted(stamps, reverse=True):
             sys.exit("list_entries is not newest first")
-        for hit in store.recall("concurrent alpha", k=5):
+        for hit in store.keyword_search("concurrent alpha", k=5):
             if not hit.entry.body.content.startswith("concurrent "):
                 sys.exit(f"recall returned {hit.entry.body.content!r}")
         while targets and counts.entries >= targets[0]:
@@ -134,7 +134,7 @@ def test_two_writers_and_a_reader_at_once(tmp_path: Path) -> None:
                 entry = store.get(entry_id)
                 assert entry.body.content == f"concurrent {tag} entry {i}"
                 assert entry.body.author == IDENTITIES[tag].peer_id
-            assert {h.entry.id for h in store.recall(tag, k=10 * PER_WRITER)} == set(ids)
+            assert {h.entry.id for h in store.keyword_search(tag, k=10 * PER_WRITER)} == set(ids)
     with closing(sqlite3.connect(data.db_path, isolation_level=None)) as raw:
         raw.execute("INSERT INTO entries_fts (entries_fts, rank) VALUES ('integrity-check', 1)")
         # One clock per file: the HLC floor in meta kept every timestamp distinct across processes.

@@ -115,7 +115,7 @@ def check_store(db: Path, author: str, acked: dict[str, str]) -> list[Entry]:
 
 def count_recalled(db: Path, word: str) -> int:
     with Grimoire.open(db) as store:
-        return len(store.recall(word, k=10**6))
+        return len(store.keyword_search(word, k=10**6))
 
 
 @pytest.mark.slow  # a crash loop: 12-20 children SIGKILLed mid-write, each reopened and checked

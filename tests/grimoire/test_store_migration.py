@@ -118,7 +118,7 @@ def test_v1_database_is_migrated_and_old_rows_stay_readable_and_searchable(tmp_p
 
         # The v2 FTS rebuild indexed the rows that existed before it: content, tags, protocols.
         def recalled(query: str) -> list[str]:
-            return [h.entry.id for h in store.recall(query)]
+            return [h.entry.id for h in store.keyword_search(query)]
 
         assert recalled("slippage") == [OLD_BODIES[0].id]
         assert recalled("oracle") == [OLD_BODIES[1].id]
@@ -144,7 +144,7 @@ def test_reopening_a_current_database_migrates_nothing(tmp_path: Path) -> None:
         assert schema.migrate(raw) == (SCHEMA_VERSION, SCHEMA_VERSION)
     with Grimoire.open(db) as store:
         assert store.schema_version == SCHEMA_VERSION
-        assert [h.entry.id for h in store.recall("slippage")] == [OLD_BODIES[0].id]
+        assert [h.entry.id for h in store.keyword_search("slippage")] == [OLD_BODIES[0].id]
 
 
 # -- newer and broken files are refused --------------------------------------------------
@@ -235,7 +235,7 @@ from daemon.grimoire.store import Grimoire
 print("ready", flush=True)
 sys.stdin.readline()
 with Grimoire.open(Path(sys.argv[1]), create=sys.argv[2] == "create") as store:
-    print(store.schema_version, store.counts().entries, len(store.recall("bulk", k=10**6)), flush=True)
+    print(store.schema_version, store.counts().entries, len(store.keyword_search("bulk", k=10**6)), flush=True)
 """
 
 

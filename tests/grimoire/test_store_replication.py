@@ -151,7 +151,7 @@ def test_two_stores_converge_and_materialise(golems: tuple[Grimoire, Grimoire, I
     assert got.body == w.body and got.provenance == "clade" and got.local_confidence == 0.4
     assert got.confidence == 0.9
     assert a.get(i.id).provenance == "clade" and a.get(i.id).confidence == 0.8
-    assert [h.entry.id for h in b.recall("oracle")] == [w.id]
+    assert [h.entry.id for h in b.keyword_search("oracle")] == [w.id]
     # a second round moves nothing
     assert sync(a, b, idb.peer_id) == 0 and list(a.iter_deltas(b.causal_context())) == []
 
@@ -189,7 +189,7 @@ def test_forget_is_local_and_late_ops_do_not_resurrect(
     sync(a, b, idb.peer_id)
     late = b.get(e.id)
     assert late.archived is True and late.confidence == 0.2  # absorbed, still forgotten
-    assert b.list_entries() == [] and b.recall("bridge") == []
+    assert b.list_entries() == [] and b.keyword_search("bridge") == []
     assert a.get(e.id).archived is False
     assert a.state_digest() == b.state_digest()
 

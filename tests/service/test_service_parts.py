@@ -107,15 +107,23 @@ async def test_a_reader_refuses_to_write_and_never_waits_for_the_writer(store: G
 
 
 def test_recall_follows_a_reload_of_the_trust_section(store: Grimoire, tmp_path: Path) -> None:
-    """SIGHUP swaps the daemon's config; the retriever (recall and the digest) must read `[trust]`
-    from it at its next call, as the rest of the daemon does, not keep the policy of its first use."""
+    """SIGHUP swaps the daemon's config; recall and the digest (the search service's `Recall`) must
+    read `[trust]` from it at their next call, as the rest of the daemon does, not keep the policy
+    of their first use."""
     from daemon.config import Config, TrustConfig
     from daemon.service.embedding import Embedding
+    from daemon.service.index import SharedIndex
+    from daemon.service.search import Search
+    from daemon.service.styx_link import StyxLink
 
     running = [Config()]
-    embedding = Embedding(StoreAccess(store, busy_timeout_ms=lambda: 1_000), model_dir=tmp_path / "model",
-                          config=lambda: running[0], counters=Counter())
-    assert embedding.retriever.trust == Config().trust.policy()
+    access = StoreAccess(store, busy_timeout_ms=lambda: 1_000)
+    embedding = Embedding(access, model_dir=tmp_path / "model", config=lambda: running[0], counters=Counter())
+    search = Search(access, embedding, SharedIndex(access, Counter()),
+                    StyxLink(access, config=lambda: running[0], counters=Counter(), golem="g",
+                             playbook_path=tmp_path / "PLAYBOOK.md", now_ms=lambda: 0),
+                    membership=lambda: None, config=lambda: running[0], now_ms=lambda: 0)
+    assert search.recall_path.policy().trust == Config().trust.policy()
     running[0] = Config(trust=TrustConfig(enabled=False, budget_entries=7))  # what a reload installs
-    assert embedding.retriever.trust == running[0].trust.policy()
-    assert not embedding.retriever.trust.enabled and embedding.retriever.trust.budget_entries == 7
+    assert search.recall_path.policy().trust == running[0].trust.policy()
+    assert not search.recall_path.policy().trust.enabled and search.recall_path.policy().trust.budget_entries == 7

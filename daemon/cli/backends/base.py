@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from daemon.agent.memory import Lesson
 from daemon.contract.requests import FlushIn
+from daemon.grimoire.recall import RecallQuery
 
 __all__ = ["Backend", "Doc", "PadTuple"]
 
@@ -76,20 +77,13 @@ class Backend(Protocol):
 
     # -- memory ----------------------------------------------------------------------------------
 
-    def recall(self, query: str, *, k: int, kinds: Sequence[str], min_importance: float | None,
-               categories: Sequence[str] = (),
-               pad: PadTuple | None, min_confidence: float | None = None, include_sensitive: bool = False,
-               keyword_only: bool = False) -> Doc:
-        """`{query, results}` (with Styx's answers merged in when Styx is asked).
-
-        `min_confidence`, `include_sensitive` and `keyword_only` exist on the store only (the
-        control API's search has no such options): `DaemonBackend` refuses them with a
-        `ValueError`, so a command that takes them asks `backend_for(data, store_only=True)`."""
+    def recall(self, query: RecallQuery) -> Doc:
+        """`{query, results}` (with Styx's answers merged in when Styx is asked): every option of
+        the query applies, the same ids in the same order either way."""
         ...
 
-    def digest(self, query: str, *, budget_tokens: int, k: int, fmt: str, include_sensitive: bool,
-               pad: PadTuple | None) -> Doc:
-        """The memory digest for an LLM call, within `budget_tokens`, in `fmt`."""
+    def digest(self, query: RecallQuery, *, budget_tokens: int, fmt: str) -> Doc:
+        """The memory digest of `query.k` entries for an LLM call, within `budget_tokens`, in `fmt`."""
         ...
 
     def feedback(self, *, cited: Sequence[str], injected: Sequence[str], response: str | None) -> Doc:

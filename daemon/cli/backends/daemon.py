@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from daemon.agent.memory import Lesson
@@ -15,6 +16,7 @@ from daemon.cli.backends.base import Backend, Doc, PadTuple
 from daemon.client import DaemonClient
 from daemon.contract.requests import FlushIn
 from daemon.errors import UsageError
+from daemon.grimoire.recall import RecallQuery
 
 __all__ = ["DaemonBackend"]
 
@@ -81,24 +83,21 @@ class DaemonBackend(Backend):
 
     # -- memory ----------------------------------------------------------------------------------
 
-    def recall(self, query: str, *, k: int, kinds: Sequence[str], min_importance: float | None,
-               categories: Sequence[str] = (),
-               pad: PadTuple | None, min_confidence: float | None = None, include_sensitive: bool = False,
-               keyword_only: bool = False) -> Doc:
-        """`POST /v1/memory/search`; raises `ValueError` for the store-only options (see `Backend.recall`)."""
-        if min_confidence is not None or include_sensitive or keyword_only:
-            raise ValueError("min_confidence, include_sensitive and keyword_only are store-only: "
-                             "use backend_for(data, store_only=True)")
-        return self._doc("POST", "/v1/memory/search", body={
-            "query": query, "top_k": k, "type_filter": list(kinds) or None, "min_importance": min_importance,
-            "category_filter": list(categories) or None,
-            "pad": _pad_body(pad)})
+    def recall(self, query: RecallQuery) -> Doc:
+        """`POST /v1/memory/search`."""
+        body: dict[str, Any] = {
+            "query": query.text, "top_k": query.k, "type_filter": [k.value for k in query.kinds] or None,
+            "category_filter": [c.value for c in query.categories] or None, "min_importance": query.min_importance,
+            "min_confidence": query.min_confidence, "include_sensitive": query.include_sensitive,
+            "keyword_only": query.keyword_only, "include_unverified": query.include_unverified,
+            "pad": _pad_body(query.pad), **_bounds(query)}
+        return self._doc("POST", "/v1/memory/search", body={k: v for k, v in body.items() if v is not None})
 
-    def digest(self, query: str, *, budget_tokens: int, k: int, fmt: str, include_sensitive: bool,
-               pad: PadTuple | None) -> Doc:
-        return self._doc("POST", "/v1/digest", body={
-            "query": query, "budget_tokens": budget_tokens, "k": k, "format": fmt,
-            "include_sensitive": include_sensitive, "pad": _pad_body(pad)})
+    def digest(self, query: RecallQuery, *, budget_tokens: int, fmt: str) -> Doc:
+        body: dict[str, Any] = {"query": query.text, "budget_tokens": budget_tokens, "k": query.k, "format": fmt,
+                                "include_sensitive": query.include_sensitive, "pad": _pad_body(query.pad),
+                                **_bounds(query)}
+        return self._doc("POST", "/v1/digest", body={k: v for k, v in body.items() if v is not None})
 
     def feedback(self, *, cited: Sequence[str], injected: Sequence[str], response: str | None) -> Doc:
         return self._doc("POST", "/v1/feedback", body={
@@ -146,3 +145,9 @@ class DaemonBackend(Backend):
 
     def reload_keys(self) -> Doc | None:
         return self._doc("POST", "/v1/keys/reload")
+
+
+def _bounds(query: RecallQuery) -> dict[str, str]:
+    """The query's time bounds as the API takes them (RFC 3339, UTC)."""
+    return {name: datetime.fromtimestamp(ms / 1000, UTC).isoformat().replace("+00:00", "Z")
+            for name, ms in (("since", query.since_ms), ("until", query.until_ms)) if ms is not None}

@@ -1,5 +1,5 @@
 """`StoreBackend`: the CLI's operations directly on the data dir's store (no daemon runs, or
-`CLADE_NO_DAEMON` is set, or the option exists on the store only).
+`CLADE_NO_DAEMON` is set).
 
 Each method opens the store for its one operation and closes it. Recall and digest ask Styx
 directly when `[styx]` enables queries (the daemon would have asked it); the curator cycle
@@ -10,26 +10,30 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
-from crdt import Category, Kind
+from crdt import Kind
 from daemon.agent import memory as am
 from daemon.agent.memory import Lesson
-from daemon.cli.backends.base import Backend, Doc, PadTuple
+from daemon.cli.backends.base import Backend, Doc
+from daemon.client import daemon_is_live
 from daemon.config import StyxConfig
 from daemon.contract.requests import FlushIn
 from daemon.datadir import DataDir
 from daemon.embedding.embedder import Embedder, get_embedder
 from daemon.errors import DaemonError
-from daemon.grimoire import EpisodeLog, NewEntry, wall_clock_ms
+from daemon.grimoire import EpisodeLog, Grimoire, NewEntry, wall_clock_ms
 from daemon.grimoire.curator.cycle import run_cycle
-from daemon.grimoire.digest import build_digest
+from daemon.grimoire.digest import compose_digest, digest_query
 from daemon.grimoire.fields import EntryFields
-from daemon.grimoire.retrieval import RecallQuery, Retriever, apply_feedback, cited_by_response, response_sentences
+from daemon.grimoire.recall import Hit, RecallPolicy, RecallQuery
+from daemon.grimoire.retrieval import Retriever, apply_feedback, cited_by_response, response_sentences
 from daemon.grimoire.vectors import stored_vectors
 from daemon.grimoire.vitality import Vitality, write_vitality
 from daemon.grimoire.write_door import Prepared, needs_vector, prepare, write_entries
 from daemon.service.curation import CYCLE_EMBED_LIMIT, record_replays, replay_items, settings_for, vectors_for
+from daemon.service.embedding import INLINE_EMBED_LIMIT, INLINE_EMBED_LIMIT_OTHER
 from daemon.styx import outbox
 from daemon.styx.fanin import ask_direct, for_digest, merge, styx_doc
 from daemon.styx.wire import QueryResult
@@ -132,42 +136,56 @@ class StoreBackend(Backend):
 
     # -- memory ----------------------------------------------------------------------------------
 
-    def recall(self, query: str, *, k: int, kinds: Sequence[str], min_importance: float | None,
-               categories: Sequence[str] = (),
-               pad: PadTuple | None, min_confidence: float | None = None, include_sensitive: bool = False,
-               keyword_only: bool = False) -> Doc:
+    def _retriever(self, store: Grimoire) -> Retriever:
+        """The one recall path (grimoire/recall.py) over `store`, under `[trust]` as the daemon ranks."""
+        config = self.data.load_config()
+        return Retriever(store, self._embedder(), policy=RecallPolicy(trust=config.trust.policy()))
+
+    def _recall(self, retriever: Retriever, query: RecallQuery, store: Grimoire) -> list[Hit]:
+        """`Retriever.recall`, embedding the newest entries without a vector first (read-your-writes, as
+        the daemon's search does) only while no daemon owns the data dir: a CLI never writes a vector
+        under a running daemon (with `CLADE_NO_DAEMON` set beside one it ranks what is there)."""
+        limit = 0 if daemon_is_live(self.data) else INLINE_EMBED_LIMIT.get(self.data.load_config().embedding.space,
+                                                                            INLINE_EMBED_LIMIT_OTHER)
+        return retriever.recall(query, embed_limit=limit, now_ms=wall_clock_ms(), store=store)
+
+    def recall(self, query: RecallQuery) -> Doc:
         """Every option applies; with Styx asked, `{…, styx, styx_error, merged}` besides the results."""
-        recall_query = RecallQuery(text=query, k=k, kinds=tuple(Kind(x) for x in kinds),
-                                   categories=tuple(Category(c) for c in categories),
-                                   min_importance=min_importance, min_confidence=min_confidence,
-                                   include_sensitive=include_sensitive, pad=pad, keyword_only=keyword_only)
-        styx = self._styx(sensitive=include_sensitive)
+        styx = self._styx(sensitive=query.include_sensitive)
+        since_bounded = query.since_ms is not None or query.until_ms is not None
         with self.data.open_store() as store:
             def local() -> list[dict[str, Any]]:
-                hits = Retriever(store, self._embedder()).recall(recall_query)
-                return [{"score": round(h.score, 6), "via": h.via, **h.entry.to_json()} for h in hits]
+                hits = self._recall(self._retriever(store), query, store)
+                return [{"score": round(h.score, 6), "via": h.via, "release": h.release,
+                         "unverified": h.release == "unverified", **h.entry.to_json()} for h in hits]
 
-            if styx is None:
-                return {"query": query, "results": local()}
-            results, remote, error = ask_direct(store, styx, query, local, k=k, now_ms=wall_clock_ms())
-        return {"query": query, "results": results, "styx": [styx_doc(r) for r in remote], "styx_error": error,
-                "merged": merge(results, remote, k=k)}
+            if styx is None or since_bounded:
+                return {"query": query.text, "results": local()}
+            results, remote, error = ask_direct(store, styx, query.text, local, k=query.k, now_ms=wall_clock_ms())
+        return {"query": query.text, "results": results, "styx": [styx_doc(r) for r in remote], "styx_error": error,
+                "merged": merge(results, remote, k=query.k)}
 
-    def digest(self, query: str, *, budget_tokens: int, k: int, fmt: str, include_sensitive: bool,
-               pad: PadTuple | None) -> Doc:
-        styx = self._styx(sensitive=include_sensitive)
+    def digest(self, query: RecallQuery, *, budget_tokens: int, fmt: str) -> Doc:
+        styx = self._styx(sensitive=query.include_sensitive)
         with self.data.open_store() as store:
             remote: list[QueryResult] = []
             error = None
-            if styx is not None:  # asked first, within its deadline: the digest is composed from both
-                _, remote, error = ask_direct(store, styx, query, lambda: None, k=k, now_ms=wall_clock_ms())
+            if styx is not None and query.since_ms is None and query.until_ms is None:
+                # asked first, within its deadline: the digest is composed from both
+                _, remote, error = ask_direct(store, styx, query.text, lambda: None, k=query.k, now_ms=wall_clock_ms())
             config = self.data.load_config()
-            injection = config.styx.injection
-            doc = build_digest(Retriever(store, self._embedder()), text=query, now_ms=wall_clock_ms(),
-                               budget_tokens=budget_tokens, k=k, fmt=fmt, include_sensitive=include_sensitive,
-                               namespace=self._namespace(), pad=pad, kind_caps=config.digest.kind_caps,
-                               external=for_digest(remote, min_confidence=injection.min_confidence),
-                               external_tokens=injection.max_tokens)
+            injection, pins = config.styx.injection, config.digest
+            retriever = self._retriever(store)
+            now = wall_clock_ms()
+            wide = replace(digest_query(query.text, k=query.k, include_sensitive=query.include_sensitive,
+                                        pad=query.pad), since_ms=query.since_ms, until_ms=query.until_ms)
+            hits = self._recall(retriever, wide, store)
+            doc = compose_digest(hits, store, retriever.trust, now_ms=now, budget_tokens=budget_tokens, k=query.k,
+                                 fmt=fmt, include_sensitive=query.include_sensitive, namespace=self._namespace(),
+                                 pinned_tags=pins.pinned_tags, pinned_fact_keys=pins.pinned_fact_keys,
+                                 kind_caps=pins.kind_caps,
+                                 external=for_digest(remote, min_confidence=injection.min_confidence),
+                                 external_tokens=injection.max_tokens)
         if error:
             doc["styx_error"] = error
         return doc
@@ -177,7 +195,8 @@ class StoreBackend(Backend):
         with self.data.open_store() as store:
             if response is not None and not chosen and injected:
                 retriever = Retriever(store, self._embedder())
-                retriever.index_missing()
+                if not daemon_is_live(self.data):  # a CLI never writes a vector under a running daemon
+                    retriever.index_missing()
                 vectors = stored_vectors(store, retriever.embedder.info, list(injected))
                 chosen = matched = cited_by_response(vectors, retriever.embedder.embed(response_sentences(response)))
             weights = apply_feedback(store, cited=chosen, injected=list(injected))
