@@ -39,6 +39,17 @@ async def until(pilot: Pilot[Any], predicate: Callable[[], bool], timeout: float
         await pilot.pause(0.02)
 
 
+async def frozen_when(pilot: Pilot[Any], problem: str) -> None:
+    """Wait until the app shows `problem`, then stop its poll and event loops in the same step:
+    both retry a gone daemon with their own messages, so the picture must not race them."""
+    app = pilot.app
+    assert isinstance(app, CladeTui)
+    await until(pilot, lambda: app.link == "down" and app.problem == problem)
+    app.workers.cancel_group(app, "poll")
+    app.workers.cancel_group(app, "events")
+    await pilot.pause()
+
+
 def ready(*keys: str, then: Callable[[Pilot[Any]], bool] | None = None) -> Callable[[Pilot[Any]], Awaitable[None]]:
     """run_before: wait for the first poll and all 11 canned feed lines, press `keys`, then wait for `then`."""
 
@@ -175,8 +186,7 @@ def test_disconnected(snap_compare: Compare) -> None:
     app = make_app(transport=httpx.MockTransport(refuse))
 
     async def run(pilot: Pilot[Any]) -> None:
-        await until(pilot, lambda: app.link == "down")
-        await pilot.pause()
+        await frozen_when(pilot, "event stream: connection refused")
 
     assert snap_compare(app, terminal_size=SMALL, run_before=run)
 
@@ -194,7 +204,6 @@ def test_daemon_gone(snap_compare: Compare, size: tuple[int, int]) -> None:
     async def run(pilot: Pilot[Any]) -> None:
         await ready()(pilot)
         outage.stop()
-        await until(pilot, lambda: app.link == "down" and "connection refused" in app.problem)
-        await pilot.pause()
+        await frozen_when(pilot, "event stream: connection refused")
 
     assert snap_compare(app, terminal_size=size, run_before=run)
