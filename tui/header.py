@@ -177,10 +177,10 @@ def identity_parts(state: HeaderState) -> list[Part]:
     parts.append(Part((_form((f"entries {st.entries}{embedding_note(st.embedding_backlog)}", "")),
                        _form((f"entries {st.entries}", ""))), 4))
     parts.append(Part((_form((f"siblings {len(snap.peers)}", "")),), 2))
-    if st.vitality is not None:  # the golem's phase (PUT /v1/vitality); legacy marked
-        v = st.vitality
+    if st.vitality is not None:  # the golem's phase (PUT /v1/vitality); legacy marked; never a bare
+        v = st.vitality           # phase word, which would read as the daemon's state
         parts.append(Part((_form((vitality_text(v.phase, v.hayflick_ratio, v.legacy), "")),
-                           _form((vitality_text(v.phase, None, v.legacy), "")), _form((v.phase, ""))), 3))
+                           _form((vitality_text(v.phase, None, v.legacy), ""))), 3))
     return parts
 
 
