@@ -150,11 +150,14 @@ def completion(ops: int | None, behind: int | None, ahead: int | None) -> Comple
 
 
 def daemon_badge(state: str) -> Badge:
-    """`state`: `up`, `connecting` or `down` (the TUI's link to the daemon)."""
+    """`state`: `up`, `connecting`, `silent` (connected, but polls go unanswered) or `down`
+    (the TUI's link to the daemon)."""
     if state == "up":
         return Badge("daemon", "up", Level.OK)
     if state == "connecting":
         return Badge("daemon", "connecting", Level.INFO)
+    if state == "silent":
+        return Badge("daemon", "not answering", Level.WARN)
     return Badge("daemon", "disconnected — retrying", Level.BAD)
 
 

@@ -10,8 +10,10 @@ the uptime or its staleness, and the daemon, curator and Styx badges — and a p
 `min_cells` may instead be cut with "…" down to that width. A line that still does not fit
 is cut at the width, so `fit` never returns a line wider than it was asked for.
 
-While the daemon is unreachable the uptime is not shown as if alive: the line says
-`up 3h 45m (stale: seen 12s ago)`, counting from the last good poll.
+While the daemon is unreachable, or has not answered a poll for `silent_after_ms` (a hung
+daemon refuses nothing; its requests only time out), the uptime is not shown as if alive: the
+line says `up 3h 45m (stale: seen 12s ago)`, counting from the last good poll, and the daemon
+badge `disconnected — retrying` or `not answering`.
 """
 
 from __future__ import annotations
@@ -63,13 +65,23 @@ class Part:
 class HeaderState:
     """What the header shows: the last snapshot (None before the first poll), the link to the
     daemon (`up`, `connecting`, `down`), the last problem, when the snapshot was read
-    (`seen_ms`, the app's clock) and now."""
+    (`seen_ms`, the app's clock), now, and how old a snapshot may be while the link is up
+    before the daemon counts as not answering (a hung daemon refuses nothing: its requests
+    only time out)."""
 
     snapshot: Snapshot | None
     link: str
     problem: str
     seen_ms: int | None
     now_ms: int
+    silent_after_ms: int = 5_000
+
+    @property
+    def shown_link(self) -> str:
+        """`link`, or `silent` while it is up but no poll got through for `silent_after_ms`."""
+        if self.link == "up" and self.seen_ms is not None and self.now_ms - self.seen_ms > self.silent_after_ms:
+            return "silent"
+        return self.link
 
 
 def _esc(text: str) -> str:
@@ -168,7 +180,7 @@ def identity_parts(state: HeaderState) -> list[Part]:
     parts.append(Part((_form(("clade ", ""), (clade, "b")), _form((clade, "b"))) if clade
                       else (_form(("no clade", "")),), 5))
     up = duration(st.uptime_s)
-    if state.link == "up":
+    if state.shown_link == "up":
         parts.append(Part((_form((f"up {up}", "")),), 6, keep=True))
     else:  # the daemon is gone: its uptime is only the last thing it said
         seen = "seen " + ("never" if state.seen_ms is None else ago(state.seen_ms, state.now_ms))
@@ -193,7 +205,7 @@ def _badge_part(badges: Sequence[Badge], rank: int, *, keep: bool = False) -> Pa
 def strip_parts(state: HeaderState) -> list[Part]:
     """Line 2, the status strip: the daemon badge always, then the curator and Styx badges,
     the backup badge, a suspect alert and the last problem as room allows."""
-    parts = [_badge_part([daemon_badge(state.link)], 9, keep=True)]
+    parts = [_badge_part([daemon_badge(state.shown_link)], 9, keep=True)]
     snap = state.snapshot
     if snap is not None:
         st = snap.status

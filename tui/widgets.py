@@ -48,13 +48,14 @@ class HeaderBar(Static):
     """The top two lines, docked: who (golem, clade, uptime, entries, siblings, vitality) and
     the status strip (daemon, curator, Styx, backup, alerts). Each line is fitted to the width
     (`tui.header`), never wrapped, so the strip is drawn at every size from 80×24 up. While the
-    daemon is unreachable the uptime is marked stale, counting from the last good poll
-    (`seen_ms`); the age is redrawn every second."""
+    daemon is unreachable, or no poll got through for `silent_after_ms`, the uptime is marked
+    stale, counting from the last good poll (`seen_ms`); the header is redrawn every second."""
 
     snapshot: reactive[Snapshot | None] = reactive(None, always_update=True)
     link: reactive[str] = reactive("connecting")
     problem: reactive[str] = reactive("")
     seen_ms: reactive[int | None] = reactive(None)
+    silent_after_ms = 5_000  # the app sets it from its poll interval
 
     def __init__(self, now_ms: Callable[[], int], **kw: Any) -> None:
         super().__init__(**kw)
@@ -64,11 +65,11 @@ class HeaderBar(Static):
         self.set_interval(1.0, self._tick)
 
     def _tick(self) -> None:
-        if self.link != "up":  # the stale age counts up; nothing else changes between polls
-            self.refresh()
+        self.refresh()  # the stale age counts up, and a daemon that stops answering shows
 
     def render(self) -> str:
-        state = HeaderState(self.snapshot, self.link, self.problem, self.seen_ms, self._now_ms())
+        state = HeaderState(self.snapshot, self.link, self.problem, self.seen_ms, self._now_ms(),
+                            self.silent_after_ms)
         return "\n".join(header_lines(state, self.size.width))
 
 

@@ -14,6 +14,7 @@ import contextlib
 import os
 import pty
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -385,6 +386,35 @@ def test_at_80x24_the_strip_is_drawn_and_shows_a_stopped_daemon_within_seconds(d
         await until(pilot, lambda: "(stale: seen " in screen_lines(app)[0], "the uptime marked stale", timeout=5.0)
         assert "[curator: " in screen_lines(app)[1] and "[styx: off]" in screen_lines(app)[1]
         assert "when last seen" in screen_lines(app)[2]
+
+    try:
+        drive(app, body, size=(80, 24))
+    finally:
+        proc.stop()
+
+
+def test_at_80x24_a_hung_daemon_reads_not_answering_within_seconds(data_dir: DataDir) -> None:
+    """A daemon that hangs (SIGSTOP) refuses nothing: its requests only time out (10 s). Within
+    `silent_after_ms` (5 s at the default poll) and a tick, the drawn strip reads `[daemon: not
+    answering]` and the uptime is marked stale; once it runs again the strip reads up."""
+    proc = DaemonProc(data_dir)
+    app = tui_for(data_dir)
+    assert proc.proc is not None
+    pid = proc.proc.pid
+
+    async def body(pilot: Pilot[Any]) -> None:
+        await until(pilot, lambda: app.snapshot is not None and screen_lines(app)[1].startswith(" [daemon: up]"),
+                    "the strip drawn with the daemon up")
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            # (before its poll's 10 s timeout turns it into "disconnected — retrying")
+            await until(pilot, lambda: screen_lines(app)[1].startswith(" [daemon: not answering]"),
+                        "the hang on the drawn strip", timeout=8.0)
+            assert "(stale: seen " in screen_lines(app)[0]
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        await until(pilot, lambda: screen_lines(app)[1].startswith(" [daemon: up]"), "up again", timeout=30.0)
+        assert "stale" not in screen_lines(app)[0]
 
     try:
         drive(app, body, size=(80, 24))

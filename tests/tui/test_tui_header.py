@@ -67,9 +67,10 @@ def test_no_line_is_ever_wider_than_the_terminal(width: int, link: str, problem:
     assert "\n" not in first and "\n" not in second.replace(problem, "")
     if width >= 78:  # 80 columns and up: the golem, its state, and the three badges always there
         assert first.startswith("golem …AAGolem0") or first.startswith("clade  golem …AAGolem0")
-        assert ("stale: seen" in first) == (link != "up")
-        badge = "[daemon: up]" if link == "up" else "[daemon: connecting]" if link == "connecting" else (
-            "[daemon: disconnected — retrying]")
+        shown = "silent" if link == "up" and stale_s > 5 else link  # the default silent_after_ms: 5 s
+        assert ("stale: seen" in first) == (shown != "up")
+        badge = {"up": "[daemon: up]", "silent": "[daemon: not answering]", "connecting": "[daemon: connecting]",
+                 "down": "[daemon: disconnected — retrying]"}[shown]
         assert second.startswith(f"{badge} [curator: ") and "[styx: backlog]" in second
 
 
@@ -82,3 +83,14 @@ def test_fit_gives_way_lowest_rank_first_and_keeps_what_must_stay() -> None:
     assert plain(fit(parts, 5)) == "GAMMA"  # kept
     assert plain(fit(parts, 3)) == "GA…"  # the last resort: cut at the width
     assert fit(parts, 40).count("[b]") == 1  # styles survive
+
+
+def test_a_daemon_silent_past_the_threshold_reads_not_answering_and_stale() -> None:
+    state = HeaderState(SNAP, "up", "", NOW_MS, NOW_MS + 5_000, silent_after_ms=5_000)
+    assert state.shown_link == "up"
+    first, second = (plain(line) for line in header_lines(state, 78))
+    assert "up 3h 45m  " in first and second.startswith("[daemon: up]")
+    state = HeaderState(SNAP, "up", "", NOW_MS, NOW_MS + 5_001, silent_after_ms=5_000)
+    first, second = (plain(line) for line in header_lines(state, 78))
+    assert state.shown_link == "silent" and "up 3h 45m (stale: seen 5s ago)" in first
+    assert second.startswith("[daemon: not answering] [curator: ")
