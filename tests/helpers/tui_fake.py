@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import httpx
@@ -202,9 +202,21 @@ def transport_factory(transport: httpx.AsyncBaseTransport) -> Any:
     return lambda: (transport, "http://clade", {})
 
 
+class _FixedRates(RateTracker):
+    """A history the app's polls leave alone: each poll would add a point at a real time, and
+    how many polls land before a picture is taken is a race."""
+
+    fixed = False
+
+    def sample(self, t: float, counters: Mapping[str, Any]) -> None:
+        if not self.fixed:
+            super().sample(t, counters)
+
+
 def seeded_rates() -> RateTracker:
-    """Fixed traffic history: 30 one-second samples shaped like a gossip burst and a catch-up."""
-    rates = RateTracker()
+    """Fixed traffic history: 30 one-second samples shaped like a gossip burst and a catch-up,
+    then no more (see `_FixedRates`)."""
+    rates = _FixedRates()
     totals = dict.fromkeys(("gossip_msgs_in", "gossip_bytes_in", "sync_msgs_in", "sync_bytes_in"), 0)
     for t in range(31):
         rates.sample(float(t), dict(totals))
@@ -213,4 +225,5 @@ def seeded_rates() -> RateTracker:
         totals["gossip_bytes_in"] += (2 + wave) * 900
         totals["sync_msgs_in"] += 6 if 10 <= t < 16 else 0
         totals["sync_bytes_in"] += 48_000 if 10 <= t < 16 else 0
+    rates.fixed = True
     return rates
