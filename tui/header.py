@@ -189,8 +189,10 @@ def identity_parts(state: HeaderState) -> list[Part]:
     parts.append(Part((_form((f"entries {st.entries}{embedding_note(st.embedding_backlog)}", "")),
                        _form((f"entries {st.entries}", ""))), 4))
     parts.append(Part((_form((f"siblings {len(snap.peers)}", "")),), 2))
-    if st.vitality is not None:  # the golem's phase (PUT /v1/vitality); legacy marked; never a bare
-        v = st.vitality           # phase word, which would read as the daemon's state
+    # The golem's phase (PUT /v1/vitality), legacy marked; never shortened to the bare phase
+    # word, which would read as the daemon's state ("stable").
+    if st.vitality is not None:
+        v = st.vitality
         parts.append(Part((_form((vitality_text(v.phase, v.hayflick_ratio, v.legacy), "")),
                            _form((vitality_text(v.phase, None, v.legacy), ""))), 3))
     return parts
@@ -217,8 +219,9 @@ def strip_parts(state: HeaderState) -> list[Part]:
                                  1))
         if st.trust.suspect:
             parts.append(Part((_form((" ", ""), (suspect_banner(st.trust.suspect), "$error")),), 7, min_cells=24))
-    if state.problem:  # set apart by two spaces: it is not a badge
-        parts.append(Part((_form((" ", ""), (state.problem, "$warning")),), 4, min_cells=16))
+    problem = " ".join(state.problem.split())  # one line, whatever the error's text held
+    if problem:  # set apart by two spaces: it is not a badge
+        parts.append(Part((_form((" ", ""), (problem, "$warning")),), 4, min_cells=16))
     return parts
 
 

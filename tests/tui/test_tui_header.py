@@ -64,7 +64,7 @@ def test_a_long_problem_or_alert_is_cut_with_an_ellipsis_not_wrapped() -> None:
 def test_no_line_is_ever_wider_than_the_terminal(width: int, link: str, problem: str, stale_s: int) -> None:
     first, second = lines(width, link=link, problem=problem, now_ms=NOW_MS + stale_s * 1000)
     assert cell_len(first) <= width and cell_len(second) <= width
-    assert "\n" not in first and "\n" not in second.replace(problem, "")
+    assert "\n" not in first and "\n" not in second
     if width >= 78:  # 80 columns and up: the golem, its state, and the three badges always there
         assert first.startswith("golem …AAGolem0") or first.startswith("clade  golem …AAGolem0")
         shown = "silent" if link == "up" and stale_s > 5 else link  # the default silent_after_ms: 5 s
