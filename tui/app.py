@@ -3,11 +3,15 @@ its event stream, and runs actions after a confirmation dialog.
 
 Two loops (Textual workers on the app's asyncio loop): the poll reads status, peers, stats
 and backups every `poll_s` (sooner after an event that changes them); the event loop reads
-`GET /v1/events` into the feed, batched every 0.1 s. Losing the daemon turns the header's
-badge into "disconnected — retrying"; both loops retry with backoff (0.5 s doubling to 5 s)
-and re-resolve the socket from the data dir, so a restarted daemon is picked up by itself (the
-event stream reconnects as soon as a poll gets through, and the feed says that events from
-the outage are missing: the stream has no replay).
+`GET /v1/events` into the feed, batched every 0.1 s. Losing the daemon (a refused or dropped
+connection on either loop) turns the strip's badge into "disconnected — retrying" at once, at
+every size (the header is docked and fitted: `tui.header`), marks the uptime stale with the
+age of the last good poll, and titles the siblings "when last seen". A daemon that hangs
+refuses nothing (its requests time out after 10 s, the event stream never): once no poll got
+through for `silent_after_ms(poll_s)` it reads "not answering", its uptime stale. Both loops
+retry with backoff (0.5 s doubling to 5 s) and re-resolve the socket from the data dir, so a
+restarted daemon is picked up by itself (the event stream reconnects as soon as a poll gets
+through, and the feed says that events from the outage are missing: the stream has no replay).
 Nothing the daemon sends can crash the app: bad answers become `BadResponse`, shown in the
 header, and the last good data stays on screen.
 """
@@ -53,6 +57,14 @@ REFRESH_EVENTS = frozenset({"entry_written", "entries_received", "entry_forgotte
                             "sync_complete", "curator_cycle_complete", "entries_archived_capacity", "backup_written",
                             "backup_pushed", "suspect_author"})
 MIN_POLL_GAP_S = 0.25
+SILENT_AFTER_S = 5.0  # at least: a daemon whose polls go unanswered this long shows as "not answering"
+
+
+def silent_after_ms(poll_s: float) -> int:
+    """How old the last good poll may be, while connected, before the daemon counts as not
+    answering: three poll intervals, and never under `SILENT_AFTER_S`."""
+    return int(1000 * max(SILENT_AFTER_S, 3 * poll_s))
+
 HOLD_S = 600.0
 
 
@@ -84,6 +96,7 @@ class CladeTui(App[None]):
         self._monotonic = monotonic
         self.rates = rates or RateTracker()
         self.snapshot: Snapshot | None = None
+        self.seen_ms: int | None = None  # when `snapshot` was read (now_ms): its age once the daemon is gone
         self.polls = 0
         self.events_seen = 0
         self.event_connects = 0  # times the event stream (re)connected
@@ -202,6 +215,7 @@ class CladeTui(App[None]):
 
     def _show(self, snap: Snapshot) -> None:
         self.snapshot = snap
+        self.seen_ms = self.now_ms()
         self.polls += 1
         self.problem = ""
         self.rates.sample(self._monotonic(), snap.status.counters)
@@ -219,13 +233,17 @@ class CladeTui(App[None]):
 
     def _render_snapshot(self, snap: Snapshot) -> None:
         main = self._main
-        main.query_one(HeaderBar).snapshot = snap
+        header = main.query_one(HeaderBar)
+        header.silent_after_ms = silent_after_ms(self.poll_s)
+        header.seen_ms, header.snapshot = self.seen_ms, snap
         table = main.query_one(SiblingsTable)
         table.ops = snap.stats.ops if snap.stats else None
         table.peers = snap.peers
         up = sum(p.connected for p in snap.peers)
         title = f"siblings: {up} connected of {len(snap.peers)} known"
-        if not snap.peers:
+        if self.link == "down":  # the daemon is gone: these are its last figures, not live ones
+            title += " when last seen"
+        elif not snap.peers:
             title += " — none yet (not in a clade, or none reachable)"
         main.query_one("#siblings-title", Label).update(title)
         main.query_one(KnowledgePanel).snapshot = snap
@@ -240,6 +258,7 @@ class CladeTui(App[None]):
             self.title = "clade — disconnected — retrying"
         else:
             self.title = "clade"
+        self.render_snapshot()  # the siblings title says whether its figures are live
 
     def watch_problem(self, problem: str) -> None:
         if problem:

@@ -93,28 +93,32 @@ def human_bytes(n: float | None) -> str:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def duration(seconds: float | None) -> str:
-    """A short span: `42s`, `5m 03s`, `3h 07m`, `2d 04h`; `-` for unknown."""
+def duration(seconds: float | None, *, coarse: bool = False) -> str:
+    """A short span: `42s`, `5m 03s`, `3h 07m`, `2d 04h` (`coarse`: the first unit only, `5m`);
+    `-` for unknown."""
     if seconds is None or not math.isfinite(seconds) or seconds < 0:
         return "-"
     s = int(seconds)
     if s < 60:
         return f"{s}s"
     if s < 3600:
-        return f"{s // 60}m {s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h {s % 3600 // 60:02d}m"
-    return f"{s // 86400}d {s % 86400 // 3600:02d}h"
+        span = f"{s // 60}m {s % 60:02d}s"
+    elif s < 86400:
+        span = f"{s // 3600}h {s % 3600 // 60:02d}m"
+    else:
+        span = f"{s // 86400}d {s % 86400 // 3600:02d}h"
+    return span.split(" ")[0] if coarse else span
 
 
-def ago(at_ms: int | None, now_ms: int) -> str:
-    """`never`, `just now`, `5m 03s ago`, or `in 2h 00m` for a time ahead of `now_ms`."""
+def ago(at_ms: int | None, now_ms: int, *, coarse: bool = False) -> str:
+    """`never`, `just now`, `5m 03s ago` (`coarse`: `5m ago`), or `in 2h 00m` for a time ahead
+    of `now_ms`."""
     if at_ms is None:
         return "never"
     delta = (now_ms - at_ms) / 1000
     if abs(delta) < 1:
         return "just now"
-    return f"{duration(delta)} ago" if delta > 0 else f"in {duration(-delta)}"
+    return f"{duration(delta, coarse=coarse)} ago" if delta > 0 else f"in {duration(-delta, coarse=coarse)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,11 +150,14 @@ def completion(ops: int | None, behind: int | None, ahead: int | None) -> Comple
 
 
 def daemon_badge(state: str) -> Badge:
-    """`state`: `up`, `connecting` or `down` (the TUI's link to the daemon)."""
+    """`state`: `up`, `connecting`, `silent` (connected, but polls go unanswered) or `down`
+    (the TUI's link to the daemon)."""
     if state == "up":
         return Badge("daemon", "up", Level.OK)
     if state == "connecting":
         return Badge("daemon", "connecting", Level.INFO)
+    if state == "silent":
+        return Badge("daemon", "not answering", Level.WARN)
     return Badge("daemon", "disconnected — retrying", Level.BAD)
 
 
@@ -181,10 +188,11 @@ def backup_badge(backups: Mapping[str, Any] | None, now_ms: int) -> Badge:
     return Badge("backup", "ok", Level.OK)
 
 
-def curator_badge(last: Mapping[str, Any] | None, now_ms: int) -> Badge:
+def curator_badge(last: Mapping[str, Any] | None, now_ms: int, *, coarse: bool = False) -> Badge:
+    """From `GET /v1/status`'s `last_curator_cycle`: how long ago it ran (`coarse`: `7m ago`)."""
     if last is None:
         return Badge("curator", "no cycle yet", Level.OFF)
-    return Badge("curator", ago(int(last.get("at_ms", now_ms)), now_ms), Level.OK)
+    return Badge("curator", ago(int(last.get("at_ms", now_ms)), now_ms, coarse=coarse), Level.OK)
 
 
 _BLOCKS = " ▏▎▍▌▋▊▉█"

@@ -23,29 +23,20 @@ from textual.widgets.data_table import RowDoesNotExist
 from tui.client import PeerView, Snapshot
 from tui.format import (
     SPARK_SERIES,
-    Badge,
     FeedItem,
     Level,
     RateTracker,
     ago,
-    backup_badge,
     bars,
     completion,
-    curator_badge,
-    daemon_badge,
     duration,
-    embedding_note,
     human_bytes,
     short_id,
-    styx_badge,
-    suspect_banner,
-    vitality_text,
 )
+from tui.header import HeaderState, header_lines
 
-__all__ = ["FeedPanel", "HeaderBar", "KnowledgePanel", "OpsPanel", "SiblingsTable", "TrafficPanel", "badge_markup"]
+__all__ = ["FeedPanel", "HeaderBar", "KnowledgePanel", "OpsPanel", "SiblingsTable", "TrafficPanel"]
 
-_STYLE = {Level.OK: "$success", Level.WARN: "$warning", Level.BAD: "bold $error", Level.INFO: "$primary",
-          Level.OFF: "$foreground 60%"}
 _RICH = {Level.OK: "", Level.WARN: "bold", Level.BAD: "bold reverse", Level.INFO: "", Level.OFF: "dim"}
 
 
@@ -53,46 +44,33 @@ def _esc(text: str) -> str:
     return text.replace("[", r"\[")
 
 
-def badge_markup(badge: Badge) -> str:
-    """`[word]` in the badge's colour; the brackets and the word survive without colour."""
-    return f"[{_STYLE[badge.level]}]\\[{_esc(badge.text)}][/]"
-
-
 class HeaderBar(Static):
-    """Golem id, clade, uptime, link state, curator, Styx and backup badges (two lines)."""
+    """The top two lines, docked: who (golem, clade, uptime, entries, siblings, vitality) and
+    the status strip (daemon, curator, Styx, backup, alerts). Each line is fitted to the width
+    (`tui.header`), never wrapped, so the strip is drawn at every size from 80×24 up. While the
+    daemon is unreachable, or no poll got through for `silent_after_ms`, the uptime is marked
+    stale, counting from the last good poll (`seen_ms`); the header is redrawn every second."""
 
     snapshot: reactive[Snapshot | None] = reactive(None, always_update=True)
     link: reactive[str] = reactive("connecting")
     problem: reactive[str] = reactive("")
+    seen_ms: reactive[int | None] = reactive(None)
+    silent_after_ms = 5_000  # the app sets it from its poll interval
 
     def __init__(self, now_ms: Callable[[], int], **kw: Any) -> None:
         super().__init__(**kw)
         self._now_ms = now_ms
 
+    def on_mount(self) -> None:
+        self.set_interval(1.0, self._tick)
+
+    def _tick(self) -> None:
+        self.refresh()  # the stale age counts up, and a daemon that stops answering shows
+
     def render(self) -> str:
-        now = self._now_ms()
-        snap = self.snapshot
-        if snap is None:
-            first = "[b]clade[/b]  waiting for the daemon…"
-            badges = [daemon_badge(self.link)]
-        else:
-            st = snap.status
-            clade = st.clade.name if st.clade else "no clade"
-            first = (f"[b]clade[/b] golem [b]{_esc(short_id(st.peer_id))}[/b]  clade [b]{_esc(clade)}[/b]  "
-                     f"up {duration(st.uptime_s)}  entries {st.entries}{embedding_note(st.embedding_backlog)}  "
-                     f"siblings {len(snap.peers)}")
-            if st.vitality is not None:  # the golem's phase (PUT /v1/vitality); legacy marked
-                first += f"  {vitality_text(st.vitality.phase, st.vitality.hayflick_ratio, st.vitality.legacy)}"
-            cycle = st.last_curator_cycle.model_dump() if st.last_curator_cycle else None
-            badges = [daemon_badge(self.link), curator_badge(cycle, now),
-                      styx_badge(st.styx.model_dump() if st.styx else None),
-                      backup_badge(snap.backups.model_dump() if snap.backups else None, now)]
-        second = " ".join(badge_markup(b) for b in badges)
-        if snap is not None and snap.status.trust.suspect:
-            second += f"  [$error]{_esc(suspect_banner(snap.status.trust.suspect))}[/]"
-        if self.problem:
-            second += f"  [$warning]{_esc(self.problem)}[/]"
-        return f"{first}\n{second}"
+        state = HeaderState(self.snapshot, self.link, self.problem, self.seen_ms, self._now_ms(),
+                            self.silent_after_ms)
+        return "\n".join(header_lines(state, self.size.width))
 
 
 class SiblingsTable(DataTable[Any]):

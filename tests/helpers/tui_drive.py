@@ -40,5 +40,11 @@ def feed(app: CladeTui) -> list[str]:
     return app._main.query_one(FeedPanel).texts()
 
 
+def screen_lines(app: CladeTui) -> list[str]:
+    """What the terminal shows now, one string per row (the screen as composed for drawing:
+    a widget pushed off screen or clipped is not in it)."""
+    return [strip.text for strip in app.screen._compositor.render_strips()]
+
+
 def tui_for(data: DataDir, **kw: Any) -> CladeTui:
     return CladeTui(Endpoint(data_dir=data.root).transport, poll_s=0.5, env={}, **kw)

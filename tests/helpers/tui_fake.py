@@ -1,6 +1,7 @@
 """A fixed daemon for the TUI's snapshot tests: `httpx.MockTransport` answering with the real
 response models (validated here, so a shape change in `daemon.contract.responses` breaks these
-fixtures loudly), a fixed clock, and a canned event stream that then stays open.
+fixtures loudly), a fixed clock, and a canned event stream that then stays open (until an
+`Outage` takes the fixed daemon away).
 
 Only the snapshots use it (their pictures must not depend on peer ids or time); every
 behaviour test drives the TUI against a real daemon.
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import httpx
@@ -70,6 +71,10 @@ def status_doc(counters: dict[str, int] | None = None) -> dict[str, Any]:
                  "spend": {"month": "2026-11", "usd": 0.0421, "calls": 42, "items": 1234, "queries": 0},
                  "paused_by_budget": False,
                  "outbox_warning": False},
+        "vitality": {"phase": "stable", "source": "reported", "reported": "stable", "derived": None,
+                     "composite": None, "economic": None, "epistemic": None, "age_factor": None,
+                     "hayflick_ratio": 0.3, "legacy": False, "legacy_confidence": 0.4, "reserve_share": 0.0,
+                     "curator_period_factor": 1.0, "updated_ms": NOW_MS - 60_000},
     }
     return StatusOut.model_validate(doc).model_dump(mode="json")
 
@@ -132,27 +137,33 @@ EVENTS: list[tuple[str, dict[str, Any]]] = [
 
 
 class _Stream(httpx.AsyncByteStream):
-    """The canned events, then an open stream that sends nothing (until the app stops)."""
+    """The canned events, then an open stream that sends nothing until `ended` is set (or the
+    app stops)."""
 
-    def __init__(self, events: list[tuple[str, dict[str, Any]]]) -> None:
+    def __init__(self, events: list[tuple[str, dict[str, Any]]], ended: asyncio.Event | None) -> None:
         self.events = events
+        self.ended = ended or asyncio.Event()
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         yield b": connected\n\n"
         for name, data in self.events:
             yield f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
-        await asyncio.Event().wait()
+        await self.ended.wait()
 
 
 def fake_transport(*, events: list[tuple[str, dict[str, Any]]] | None = None,
-                   status: dict[str, Any] | None = None) -> httpx.MockTransport:
-    """A MockTransport serving the fixed daemon (unknown paths: the API's 404 document)."""
+                   status: dict[str, Any] | None = None, outage: Outage | None = None) -> httpx.MockTransport:
+    """A MockTransport serving the fixed daemon (unknown paths: the API's 404 document); with
+    `outage`, it stops answering once `outage.stop()` was called."""
     canned = EVENTS if events is None else events
 
     async def handle(request: httpx.Request) -> httpx.Response:
         path = request.url.path
+        if outage is not None and outage.stopped.is_set():
+            raise httpx.ConnectError("connection refused", request=request)
         if path == "/v1/events":
-            return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=_Stream(canned))
+            return httpx.Response(200, headers={"content-type": "text/event-stream"},
+                                  stream=_Stream(canned, None if outage is None else outage.stopped))
         if path == "/v1/status":
             return httpx.Response(200, json=status or status_doc())
         if path == "/v1/peers":
@@ -170,13 +181,42 @@ def fake_transport(*, events: list[tuple[str, dict[str, Any]]] | None = None,
     return httpx.MockTransport(handle)
 
 
+class Outage:
+    """The fixed daemon going away: after `stop()` every request fails as a refused connection
+    does, the open event stream ends, and the fixed clock moves on `after_s` (so the stale age
+    on screen is a fixed figure). Create it inside the app's event loop (it holds an
+    `asyncio.Event`), or before, on Python ≥ 3.10 where events bind lazily."""
+
+    def __init__(self, after_s: float = 12.0) -> None:
+        self.stopped = asyncio.Event()
+        self.after_ms = int(after_s * 1000)
+
+    def now_ms(self) -> int:
+        return NOW_MS + (self.after_ms if self.stopped.is_set() else 0)
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+
 def transport_factory(transport: httpx.AsyncBaseTransport) -> Any:
     return lambda: (transport, "http://clade", {})
 
 
+class _FixedRates(RateTracker):
+    """A history the app's polls leave alone: each poll would add a point at a real time, and
+    how many polls land before a picture is taken is a race."""
+
+    fixed = False
+
+    def sample(self, t: float, counters: Mapping[str, Any]) -> None:
+        if not self.fixed:
+            super().sample(t, counters)
+
+
 def seeded_rates() -> RateTracker:
-    """Fixed traffic history: 30 one-second samples shaped like a gossip burst and a catch-up."""
-    rates = RateTracker()
+    """Fixed traffic history: 30 one-second samples shaped like a gossip burst and a catch-up,
+    then no more (see `_FixedRates`)."""
+    rates = _FixedRates()
     totals = dict.fromkeys(("gossip_msgs_in", "gossip_bytes_in", "sync_msgs_in", "sync_bytes_in"), 0)
     for t in range(31):
         rates.sample(float(t), dict(totals))
@@ -185,4 +225,5 @@ def seeded_rates() -> RateTracker:
         totals["gossip_bytes_in"] += (2 + wave) * 900
         totals["sync_msgs_in"] += 6 if 10 <= t < 16 else 0
         totals["sync_bytes_in"] += 48_000 if 10 <= t < 16 else 0
+    rates.fixed = True
     return rates

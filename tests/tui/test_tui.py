@@ -14,6 +14,7 @@ import contextlib
 import os
 import pty
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -30,7 +31,7 @@ from daemon.datadir import DataDir
 from daemon.testing.harness import LoopbackClade
 from daemon.testing.process import DaemonProc
 from tests.helpers.clade import running_clade
-from tests.helpers.tui_drive import drive, feed, tui_for, until
+from tests.helpers.tui_drive import drive, feed, screen_lines, tui_for, until
 from tests.helpers.tui_fake import fake_transport, status_doc, transport_factory
 from tui.app import CladeTui
 from tui.format import FeedItem
@@ -358,6 +359,67 @@ def test_daemon_stopped_and_restarted_while_the_tui_runs(data_dir: DataDir) -> N
     finally:
         for proc in procs:
             proc.stop()
+
+
+def test_at_80x24_the_strip_is_drawn_and_shows_a_stopped_daemon_within_seconds(data_dir: DataDir) -> None:
+    """At 80×24 the header's first line holds the golem (never wrapped) and the second screen
+    row is the status strip: `[daemon: up] [curator: …] [styx: …]` (with a vitality reported,
+    the line that once wrapped and pushed the strip off). Once the daemon stops, the drawn strip
+    reads `[daemon: disconnected — retrying]` within 5 s, the uptime is marked stale instead of
+    shown as live, and the siblings are titled as last seen."""
+    proc = DaemonProc(data_dir)
+    _json(proc, "PUT", "/v1/vitality", json={"phase": "stable", "hayflick_ratio": 0.3})
+    app = tui_for(data_dir)
+    peer_id = proc.ready["peer_id"]
+
+    async def body(pilot: Pilot[Any]) -> None:
+        await until(pilot, lambda: app.snapshot is not None and screen_lines(app)[1].startswith(" [daemon: up]"),
+                    "the strip drawn with the daemon up")
+        rows = screen_lines(app)
+        assert len(rows) == 24 and all(len(row) == 80 for row in rows)
+        assert rows[0].startswith(f" golem …{peer_id[-8:]}") and " up " in rows[0] and "stale" not in rows[0]
+        assert "vitality stable" in rows[0]
+        assert "[curator: " in rows[1] and "[styx: off]" in rows[1]
+        assert await asyncio.to_thread(proc.stop) == 0
+        await until(pilot, lambda: screen_lines(app)[1].startswith(" [daemon: disconnected — retrying]"),
+                    "the outage on the drawn strip", timeout=5.0)
+        await until(pilot, lambda: "(stale: seen " in screen_lines(app)[0], "the uptime marked stale", timeout=5.0)
+        assert "[curator: " in screen_lines(app)[1] and "[styx: off]" in screen_lines(app)[1]
+        assert "when last seen" in screen_lines(app)[2]
+
+    try:
+        drive(app, body, size=(80, 24))
+    finally:
+        proc.stop()
+
+
+def test_at_80x24_a_hung_daemon_reads_not_answering_within_seconds(data_dir: DataDir) -> None:
+    """A daemon that hangs (SIGSTOP) refuses nothing: its requests only time out (10 s). Within
+    `silent_after_ms` (5 s at the default poll) and a tick, the drawn strip reads `[daemon: not
+    answering]` and the uptime is marked stale; once it runs again the strip reads up."""
+    proc = DaemonProc(data_dir)
+    app = tui_for(data_dir)
+    assert proc.proc is not None
+    pid = proc.proc.pid
+
+    async def body(pilot: Pilot[Any]) -> None:
+        await until(pilot, lambda: app.snapshot is not None and screen_lines(app)[1].startswith(" [daemon: up]"),
+                    "the strip drawn with the daemon up")
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            # (before its poll's 10 s timeout turns it into "disconnected — retrying")
+            await until(pilot, lambda: screen_lines(app)[1].startswith(" [daemon: not answering]"),
+                        "the hang on the drawn strip", timeout=8.0)
+            assert "(stale: seen " in screen_lines(app)[0]
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        await until(pilot, lambda: screen_lines(app)[1].startswith(" [daemon: up]"), "up again", timeout=30.0)
+        assert "stale" not in screen_lines(app)[0]
+
+    try:
+        drive(app, body, size=(80, 24))
+    finally:
+        proc.stop()
 
 
 def test_malformed_and_unexpected_answers_never_crash_it() -> None:

@@ -49,11 +49,15 @@ def test_sizes_spans_and_ages() -> None:
         "5s", "1m 05s", "3h 02m", "2d 04h"]
     assert ago(None, 0) == "never" and ago(1_000, 1_500) == "just now"
     assert ago(0, 65_000) == "1m 05s ago" and ago(65_000, 0) == "in 1m 05s"
+    assert [duration(42, coarse=True), duration(65, coarse=True), duration(3 * 3600 + 120, coarse=True)] == [
+        "42s", "1m", "3h"]
+    assert ago(0, 65_000, coarse=True) == "1m ago" and ago(65_000, 0, coarse=True) == "in 1m"
     assert short_id("12D3KooWABCDEFGHIJ") == "…CDEFGHIJ" and short_id("abc") == "abc"
 
 
 def test_badges_carry_a_word() -> None:
     assert daemon_badge("down").text == "daemon: disconnected — retrying"
+    assert daemon_badge("silent").text == "daemon: not answering" and daemon_badge("silent").level is Level.WARN
     assert styx_badge(None).text == "styx: off"
     assert styx_badge({"last_error": "503", "last_success_ms": None, "failures": 2}).word == "failing"
     assert styx_badge({"parked": 1}).word == "backlog"

@@ -14,17 +14,20 @@ import httpx
 import pytest
 from textual.pilot import Pilot
 
-from tests.helpers.tui_fake import NOW_MS, fake_transport, seeded_rates, transport_factory
+from tests.helpers.tui_fake import NOW_MS, Outage, fake_transport, seeded_rates, transport_factory
 from tui.app import CladeTui
 from tui.widgets import FeedPanel
 
 SMALL = (80, 24)
+MEDIUM = (100, 30)
+GRID = (120, 40)  # the smallest size with the 2×2 grid
 BIG = (160, 48)
 Compare = Callable[..., bool]
 
 
-def make_app(theme: str = "truecolor", transport: httpx.AsyncBaseTransport | None = None) -> CladeTui:
-    return CladeTui(transport_factory(transport or fake_transport()), now_ms=lambda: NOW_MS, poll_s=3600,
+def make_app(theme: str = "truecolor", transport: httpx.AsyncBaseTransport | None = None,
+             now_ms: Callable[[], int] = lambda: NOW_MS) -> CladeTui:
+    return CladeTui(transport_factory(transport or fake_transport()), now_ms=now_ms, poll_s=3600,
                     theme=theme, env={}, rates=seeded_rates())
 
 
@@ -34,6 +37,17 @@ async def until(pilot: Pilot[Any], predicate: Callable[[], bool], timeout: float
     while not predicate():
         assert time.monotonic() < deadline, "the app never reached the expected state"
         await pilot.pause(0.02)
+
+
+async def frozen_when(pilot: Pilot[Any], problem: str) -> None:
+    """Wait until the app shows `problem`, then stop its poll and event loops in the same step:
+    both retry a gone daemon with their own messages, so the picture must not race them."""
+    app = pilot.app
+    assert isinstance(app, CladeTui)
+    await until(pilot, lambda: app.link == "down" and app.problem == problem)
+    app.workers.cancel_group(app, "poll")
+    app.workers.cancel_group(app, "events")
+    await pilot.pause()
 
 
 def ready(*keys: str, then: Callable[[Pilot[Any]], bool] | None = None) -> Callable[[Pilot[Any]], Awaitable[None]]:
@@ -54,12 +68,27 @@ def ready(*keys: str, then: Callable[[Pilot[Any]], bool] | None = None) -> Calla
 
 
 def test_main_80x24(snap_compare: Compare) -> None:
-    """Main screen at 80×24, truecolor: two header lines (golem …AAGolem0, clade demo, uptime
-    3h 45m; badges `[daemon: up] [curator: 7m 00s ago] [styx: backlog] [backup: ok]`), the
-    siblings table with …BSibOne1 `100%`, …CSibTwo2 `99.9% (3 behind)` and …DSibThr3 dimmed
-    `down` / `not synced`, the tab strip `1 feed` selected, and the 11 feed lines, the
-    warning and error lines in bold. The footer shows s search, p pause, q quit, ? help."""
+    """Main screen at 80×24, truecolor: two header lines, neither wrapped — `golem …AAGolem0
+    clade demo  up 3h 45m  entries 412  vitality stable` (the `clade` brand, the sibling
+    count and the Hayflick ratio give way) and the strip `[daemon: up] [curator: 7m 00s ago]
+    [styx: backlog] [backup: ok]` — the siblings title on one line, the siblings table with
+    …BSibOne1 `100%`, …CSibTwo2 `99.9% (3 behind)` and …DSibThr3 dimmed `down` / `not synced`,
+    the tab strip `1 feed` selected, and the 11 feed lines, the warning and error lines in
+    bold. The footer shows s search, p pause, q quit, ? help."""
     assert snap_compare(make_app(), terminal_size=SMALL, run_before=ready())
+
+
+def test_main_100x30(snap_compare: Compare) -> None:
+    """Main screen at 100×30: the header line now has room for the sibling count and
+    `vitality stable (Hayflick 0.3)`; the strip as at 80×24; one panel at a time."""
+    assert snap_compare(make_app(), terminal_size=MEDIUM, run_before=ready())
+
+
+def test_main_120x40(snap_compare: Compare) -> None:
+    """Main screen at 120×40, the smallest grid: the whole header line (`clade golem …AAGolem0
+    clade demo  up 3h 45m  entries 412  siblings 3  vitality stable (Hayflick 0.3)`), the
+    strip, the siblings table, and the four panels in a 2×2 grid."""
+    assert snap_compare(make_app(), terminal_size=GRID, run_before=ready())
 
 
 def test_main_160x48(snap_compare: Compare) -> None:
@@ -157,7 +186,24 @@ def test_disconnected(snap_compare: Compare) -> None:
     app = make_app(transport=httpx.MockTransport(refuse))
 
     async def run(pilot: Pilot[Any]) -> None:
-        await until(pilot, lambda: app.link == "down")
-        await pilot.pause()
+        await frozen_when(pilot, "event stream: connection refused")
 
     assert snap_compare(app, terminal_size=SMALL, run_before=run)
+
+
+@pytest.mark.parametrize("size", [SMALL, MEDIUM, GRID], ids=["80x24", "100x30", "120x40"])
+def test_daemon_gone(snap_compare: Compare, size: tuple[int, int]) -> None:
+    """The daemon answered, then went away (12 s before the picture): the strip reads
+    `[daemon: disconnected — retrying]` with the curator and Styx badges (and, as room allows,
+    the backup badge and the reason); the header line no longer shows the uptime as live:
+    `up 3h 45m (stale: seen 12s ago)`, greyed then in the warning colour. The siblings and the
+    feed keep their last figures."""
+    outage = Outage(after_s=12)
+    app = make_app(transport=fake_transport(outage=outage), now_ms=outage.now_ms)
+
+    async def run(pilot: Pilot[Any]) -> None:
+        await ready()(pilot)
+        outage.stop()
+        await frozen_when(pilot, "event stream: connection refused")
+
+    assert snap_compare(app, terminal_size=size, run_before=run)
