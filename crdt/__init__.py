@@ -5,7 +5,7 @@ No I/O, no trio, no sqlite: a state machine driven with plain values (h11 style)
 Signing and verifying are injected functions (see `crypto`).
 """
 
-from .body import Category, EntryBody, Kind, Origin, Pad, Sensitivity
+from .body import Category, EntryBody, EntryTraits, Kind, Origin, Pad, Sensitivity
 from .codec import decode_delta, encode_delta
 from .context import CausalContext, Dot
 from .errors import CrdtError, InvalidValue, RemoteProtocolError
@@ -53,6 +53,7 @@ __all__ = [
     "Dot",
     "EndorseValue",
     "EntryBody",
+    "EntryTraits",
     "EvidenceValue",
     "Gate",
     "HybridClock",

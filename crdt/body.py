@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any, TypeVar
 
@@ -27,6 +27,7 @@ __all__ = [
     "MAX_OCCURRED_MS",
     "Category",
     "EntryBody",
+    "EntryTraits",
     "Kind",
     "Origin",
     "Pad",
@@ -234,17 +235,13 @@ class Pad:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class EntryBody:
-    """Everything about an entry that never changes after creation.
+class EntryTraits:
+    """What the writer of an entry chooses: every body field but its author and creation time,
+    declared once. `EntryBody` adds those two (and checks every field); a local write
+    (`daemon.grimoire.records.NewEntry`) adds its confidence. Nothing is checked here."""
 
-    Construction validates every field and normalises label lists (deduplicated,
-    sorted) so that equal bodies have equal canonical bytes and ids.
-    """
-
-    author: str
     kind: Kind
     content: str
-    created: Timestamp
     category: Category | None = None
     tokens: tuple[str, ...] = ()
     chains: tuple[int, ...] = ()
@@ -259,6 +256,23 @@ class EntryBody:
     generation: int = 0
     bloodstain: bool = False
     occurred_ms: int | None = None  # when what it says happened (event time); None: unknown
+
+    def traits(self) -> dict[str, Any]:
+        """These traits by field name (`EntryTraits`' own fields only), as `EntryBody` takes them."""
+        return {name: getattr(self, name) for name in _TRAIT_NAMES}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EntryBody(EntryTraits):
+    """Everything about an entry that never changes after creation: its traits, author and
+    creation time.
+
+    Construction validates every field and normalises label lists (deduplicated,
+    sorted) so that equal bodies have equal canonical bytes and ids.
+    """
+
+    author: str
+    created: Timestamp
     _id: str = field(init=False, repr=False, compare=False, default="")
 
     def __post_init__(self) -> None:
@@ -400,6 +414,7 @@ def check_occurred_ms(value: object) -> int:
     return value
 
 
+_TRAIT_NAMES = tuple(f.name for f in fields(EntryTraits))
 # Enum members by wire value, for `EntryBody.from_trusted_wire` (a dict lookup, not Enum.__call__).
 _KINDS = {k.value: k for k in Kind}
 _CATEGORIES = {c.value: c for c in Category}

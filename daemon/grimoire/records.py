@@ -9,8 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from crdt import EntryBody, Kind, Origin, Pad, Sensitivity, Timestamp
-from crdt.body import Category, check_unit
+from crdt import EntryBody, EntryTraits, Timestamp
+from crdt.body import check_unit
 
 from .belief import Belief
 
@@ -21,50 +21,19 @@ Provenance = str  # Origin values: where *this* golem got the entry
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class NewEntry:
-    """A local write before it has an author and a timestamp; validated when it gets them."""
+class NewEntry(EntryTraits):
+    """A local write before it has an author and a timestamp; validated when it gets them.
 
-    kind: Kind
-    content: str
+    Its fields are `crdt.EntryTraits` (declared there once) and the writer's `confidence`.
+    `bloodstain` marks a death reflection (only `clade testament` writes one); `origin` is
+    INHERITED when an heir re-authors a validated inherited entry."""
+
     confidence: float = 0.7
-    importance: float = 0.5
-    quality: float = 0.5
-    category: Category | None = None
-    tokens: tuple[str, ...] = ()
-    chains: tuple[int, ...] = ()
-    protocols: tuple[str, ...] = ()
-    tags: tuple[str, ...] = ()
-    strategy_id: str | None = None
-    sensitivity: Sensitivity = Sensitivity.PUBLIC
-    pad: Pad | None = None
-    bloodstain: bool = False  # a death reflection's mark (only `clade testament` writes one)
-    origin: Origin = Origin.SELF  # INHERITED when an heir re-authors a validated inherited entry
-    generation: int = 0
-    occurred_ms: int | None = None  # event time (Unix ms, UTC); None: unknown
 
     def body(self, author: str, created: Timestamp) -> EntryBody:
         """The immutable body; raises `crdt.InvalidValue` naming the first bad field."""
         check_unit("confidence", self.confidence)
-        return EntryBody(
-            author=author,
-            kind=self.kind,
-            content=self.content,
-            created=created,
-            category=self.category,
-            tokens=tuple(self.tokens),
-            chains=tuple(self.chains),
-            protocols=tuple(self.protocols),
-            tags=tuple(self.tags),
-            strategy_id=self.strategy_id,
-            importance=self.importance,
-            quality=self.quality,
-            sensitivity=self.sensitivity,
-            pad=self.pad,
-            origin=self.origin,
-            generation=self.generation,
-            bloodstain=self.bloodstain,
-            occurred_ms=self.occurred_ms,
-        )
+        return EntryBody(author=author, created=created, **self.traits())
 
 
 class MetadataDoc(BaseModel):

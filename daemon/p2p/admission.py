@@ -40,6 +40,7 @@ from . import messages
 from .dialing import drop, shut_out
 from .frames import close_quietly, encode_frame, read_frame
 from .links import TRANSPORT_ERRORS
+from .part import NodePart
 from .peers import PeerBook
 from .ports import DaemonPort, Links, Siblings, Stream, Syncer, internal_error
 
@@ -72,21 +73,17 @@ def counted_refusal(reason: str) -> str:
     hostile peer grow the status document and the metrics without bound."""
     return reason if reason in REFUSAL_REASONS else "other"
 
-class Admission:
+class Admission(NodePart):
     """The hello both ways, and who counts as a member (see the module docstring)."""
 
     def __init__(self, daemon: DaemonPort, links: Links, book: PeerBook, *, membership: Membership,
                  revocations: RevocationList | None, persist_revocations: Callable[[RevocationList], object],
                  siblings: Siblings, syncer: Syncer) -> None:
-        self.daemon = daemon
-        self.links = links
-        self.book = book
+        super().__init__(daemon, links, book)
         self.membership = membership
-        self.revocations = revocations
-        self.persist_revocations = persist_revocations
+        self.revocations, self.persist_revocations = revocations, persist_revocations
         self.siblings = siblings
         self.syncer = syncer
-        self.counters = daemon.counters
         self._nursery: trio.Nursery | None = None
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:

@@ -28,6 +28,7 @@ from daemon.grimoire import Grimoire
 
 from .gossip import GossipCodec, Opened
 from .links import TRANSPORT_ERRORS
+from .part import NodePart
 from .peers import PeerBook
 from .ports import DaemonPort, Links, announce_received, internal_error
 
@@ -75,20 +76,16 @@ class PendingBytes:
         self.total = max(0, self.total - size)
 
 
-class Broadcast:
+class Broadcast(NodePart):
     """Gossip on the clade topic and the probe topic (see the module docstring)."""
 
     def __init__(self, daemon: DaemonPort, links: Links, book: PeerBook, *, me: str, codec: GossipCodec,
                  topic: str, probe_topic: str, max_skew_ms: int) -> None:
-        self.daemon = daemon
-        self.links = links
-        self.book = book
+        super().__init__(daemon, links, book)
         self.me = me
         self.codec = codec
-        self.topic = topic
-        self.probe_topic = probe_topic
+        self.topic, self.probe_topic = topic, probe_topic
         self.max_skew_ms = max_skew_ms
-        self.counters = daemon.counters
         self._accepted: OrderedDict[bytes, Opened] = OrderedDict()  # validated, not delivered yet
         # Message ids delivered lately: py-libp2p checks "seen" before it verifies the
         # libp2p signature, so a copy that passed that check while the first was being validated

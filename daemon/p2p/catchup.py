@@ -29,6 +29,7 @@ from . import messages
 from .errors import SyncRefused
 from .frames import close_quietly, encode_frame
 from .links import TRANSPORT_ERRORS
+from .part import NodePart
 from .peers import PeerBook
 from .ports import DaemonPort, Links, Stream, announce_received, internal_error
 from .sync import ROUND_DELTAS, pull, serve
@@ -40,19 +41,16 @@ log = logging.getLogger("clade.p2p")
 SYNC_PROTOCOL = "/clade/sync/1.0.0"
 
 
-class CatchUp:
+class CatchUp(NodePart):
     """Anti-entropy with the siblings (see the module docstring); `Syncer` for admission."""
 
     def __init__(self, daemon: DaemonPort, links: Links, book: PeerBook, *, me: str, max_skew_ms: int,
                  sync_interval_s: float, rng: random.Random) -> None:
-        self.daemon = daemon
-        self.links = links
-        self.book = book
+        super().__init__(daemon, links, book)
         self.me = me
         self.max_skew_ms = max_skew_ms
         self.sync_interval_s = sync_interval_s
         self.rng = rng
-        self.counters = daemon.counters
         self._syncing: set[str] = set()  # siblings a pull is running from
 
     async def run(self) -> None:

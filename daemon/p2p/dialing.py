@@ -25,6 +25,7 @@ import trio
 
 from daemon.grimoire import atomic_write
 
+from .part import NodePart
 from .peers import PeerBook, PeerRecord, redial_delay
 from .ports import DaemonPort, Links, internal_error
 
@@ -67,7 +68,7 @@ async def drop(links: Links, book: PeerBook, peer_id: str) -> None:
         record.connected = links.connected(peer_id)
 
 
-class Dialing:
+class Dialing(NodePart):
     """Keeps a connection to every sibling worth dialing (see the module docstring).
 
     `parse_addr(addr) -> (peer_id, transport addr)` splits `/…/p2p/PEERID` and raises
@@ -77,15 +78,12 @@ class Dialing:
     def __init__(self, daemon: DaemonPort, links: Links, book: PeerBook, *, me: str, known_path: Path,
                  rng: random.Random, parse_addr: Callable[[str], tuple[str, str]],
                  dial_errors: tuple[type[Exception], ...]) -> None:
-        self.daemon = daemon
-        self.links = links
-        self.book = book
+        super().__init__(daemon, links, book)
         self.me = me
         self.known_path = known_path
         self.rng = rng
         self.parse_addr = parse_addr
         self.dial_errors = dial_errors
-        self.counters = daemon.counters
         self._dialing: set[str] = set()  # peer ids with a dial in flight
         self._wake = trio.Event()  # set when the book changed in a way the dialer must see
         self._nursery: trio.Nursery | None = None
