@@ -15,7 +15,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from daemon.cli.backends import backend_for, full_id
+from daemon.cli.backends import backend_for
+from daemon.cli.ids import entry_id
 from daemon.cli.render import renders
 from daemon.datadir import DataDir
 from daemon.errors import UsageError
@@ -75,7 +76,7 @@ def _outcome_text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
 @renders(_outcome_text)
 def cmd_outcome(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     backend = backend_for(data)
-    return backend.outcome(full_id(backend, args.id), effect=args.effect, metric=args.metric, value=args.value,
+    return backend.outcome(entry_id(backend, args.id), effect=args.effect, metric=args.metric, value=args.value,
                            episode=args.episode, note=args.note)
 
 

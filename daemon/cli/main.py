@@ -36,7 +36,8 @@ from daemon.cli import render
 from daemon.cli import styx as cli_styx
 from daemon.cli import trust as cli_trust
 from daemon.cli import tui as cli_tui
-from daemon.cli.backends import backend_for, full_id
+from daemon.cli.backends import backend_for
+from daemon.cli.ids import entry_id
 from daemon.cli.render import renders
 from daemon.client import DaemonClient
 from daemon.config import check_multiaddr, load_config
@@ -369,14 +370,15 @@ def cmd_remember(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
 def cmd_retract(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     """Through the daemon when one runs (its publisher gossips the op), else on the store."""
     backend = backend_for(data)
-    return backend.retract(full_id(backend, args.id), superseded_by=args.superseded_by)
+    superseded_by = None if args.superseded_by is None else entry_id(backend, args.superseded_by)
+    return backend.retract(entry_id(backend, args.id), superseded_by=superseded_by)
 
 
 @renders(render.entry_state)
 def cmd_endorse(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     """Through the daemon when one runs (its publisher gossips the op), else on the store."""
     backend = backend_for(data)
-    return backend.endorse(full_id(backend, args.id), confirm=not args.contradict)
+    return backend.endorse(entry_id(backend, args.id), confirm=not args.contradict)
 
 
 @renders(render.entry_block)
@@ -392,7 +394,7 @@ def cmd_list(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
 @renders(render.forgotten)
 def cmd_forget(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     backend = backend_for(data)
-    return backend.forget(full_id(backend, args.id))
+    return backend.forget(entry_id(backend, args.id))
 
 
 def _event_time(text: str) -> int:
