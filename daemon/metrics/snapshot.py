@@ -147,10 +147,9 @@ async def gather(state: DaemonState, observations: Observations) -> Snapshot:
     now = state.now_ms()
     styx = state.styx
     store = await state.on_reader(lambda r: read_store(r, styx=styx is not None, now_ms=now))
-    uptime = state.clock.uptime_s()
     return Snapshot(
         peer_id=state.identity.peer_id,
-        started_at_s=now / 1000 - uptime,
+        started_at_s=state.clock.started_ms / 1000,
         counters=dict(state.counters),
         store=store,
         peers=[_peer(p) for p in state.peers()],

@@ -37,7 +37,7 @@ async def test_a_heuristic_crosses_once_ten_ticks_old_on_the_daemons_clock(
         young = await state.curator_cycle()
         assert young["entries_promoted"] == 0
         assert (await state.entry_doc(good.id))["promoted_reason"] is None
-        mock_clock.jump(RULE_TICKS * TICK_S)  # ten ticks of the daemon's time; no wall time passes
+        mock_clock.jump(RULE_TICKS * TICK_S + 0.01)  # ten ticks of the daemon's time (and 10 ms); no wall time
         old = await state.curator_cycle()
         assert old["entries_promoted"] == 1
         assert (await state.entry_doc(good.id))["promoted_reason"] == "validated"
