@@ -12,7 +12,9 @@ from collections.abc import Sequence
 
 from daemon.cli.backends import Backend, DaemonBackend
 
-__all__ = ["entry_id", "entry_ids"]
+__all__ = ["ID_HELP", "entry_id", "entry_ids"]
+
+ID_HELP = "the id or a unique prefix of it (at least 4 hex characters)"
 
 
 def entry_id(backend: Backend, given: str) -> str:
