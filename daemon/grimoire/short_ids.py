@@ -18,18 +18,20 @@ from collections.abc import Sequence
 
 from daemon.errors import NotFound, UsageError
 
-__all__ = ["ID_LENGTH", "MIN_PREFIX", "SHOWN", "checked_prefix", "the_one"]
+__all__ = ["ID_LENGTH", "ID_OR_PREFIX_PATTERN", "MIN_PREFIX", "SHOWN", "checked_prefix", "the_one"]
 
 ID_LENGTH = 32
 MIN_PREFIX = 4
 SHOWN = 5
+# What the OpenAPI document states for an id argument (the rules above: shorter is a 400, not hex a 404).
+ID_OR_PREFIX_PATTERN = rf"^[0-9a-fA-F]{{{MIN_PREFIX},{ID_LENGTH}}}$"
 _HEX = frozenset("0123456789abcdef")
 
 
 def checked_prefix(text: str, noun: str) -> str:
-    """`text` trimmed and lowercased, once it can be an id or a prefix of one (`noun`: "entry",
-    "episode", in the messages). Raises as the module states; a full id is returned as is."""
-    given = text.strip().lower()
+    """`text` lowercased, once it can be an id or a prefix of one (`noun`: "entry", "episode",
+    in the messages). Raises as the module states; a full id is returned as is."""
+    given = text.lower()
     if not given or any(c not in _HEX for c in given) or len(given) > ID_LENGTH:
         raise NotFound(f"no {noun} with id {text!r} (an id is {ID_LENGTH} hex characters, "
                        f"or a unique prefix of at least {MIN_PREFIX})")
