@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hmac
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -214,13 +214,15 @@ class DataDir:
         """The golem's identity; refuses a key file that group or others can read."""
         return Identity.load(self.identity_path)
 
-    def open_store(self, config: Config | None = None, *, identity: Identity | None = None) -> Grimoire:
+    def open_store(self, config: Config | None = None, *, identity: Identity | None = None,
+                   wall_ms: Callable[[], int] = wall_clock_ms) -> Grimoire:
         """Open grimoire.db; with the identity, also sign ops for entries older than schema v3.
+        `wall_ms`: the clock of the store's hybrid logical clock (the daemon passes its `Clock`).
 
         With `[styx] enabled`, own writes through this store enter the Styx outbox exactly as
         the daemon's do (a CLI write while no daemon runs is pushed at the daemon's next start)."""
         config = config or self.load_config()
-        store = Grimoire.open(self.db_path, busy_timeout_ms=config.store.busy_timeout_ms)
+        store = Grimoire.open(self.db_path, busy_timeout_ms=config.store.busy_timeout_ms, wall_ms=wall_ms)
         store.outbox = writer_for(config.styx)
         if identity is not None:
             try:

@@ -24,7 +24,14 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from daemon.contract.requests import ENTRY_ID_PATTERN, DigestIn, EpisodeSearchIn, MemoryIn, OutcomeIn, SearchIn
+from daemon.contract.requests import (
+    ENTRY_ID_OR_PREFIX_PATTERN,
+    DigestIn,
+    EpisodeSearchIn,
+    MemoryIn,
+    OutcomeIn,
+    SearchIn,
+)
 from daemon.errors import NotFound
 
 __all__ = ["TOOLS", "ToolRunner", "ToolSpec", "UnknownTool", "definitions", "input_schema", "tool_result"]
@@ -56,7 +63,7 @@ _OCCURRED = ("Optional: when what it says happened (ISO 8601, e.g. 2026-05-04T14
 class OutcomeInput(OutcomeIn):
     """memory_outcome: the route's body plus the entry it is about."""
 
-    entry_id: str = Field(pattern=ENTRY_ID_PATTERN)
+    entry_id: str = Field(pattern=ENTRY_ID_OR_PREFIX_PATTERN)
 
     def body(self) -> OutcomeIn:
         return OutcomeIn.model_validate(self.model_dump(exclude={"entry_id"}))
@@ -121,7 +128,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         ),
         model=OutcomeInput,
         properties={
-            "entry_id": "The id of the entry you acted on (from memory_search or memory_save).",
+            "entry_id": "The id of the entry you acted on (from memory_search or memory_save), or a unique prefix "
+                        "of it (at least 4 hex characters).",
             "effect": "positive (it helped), negative (it hurt) or neutral.",
             "metric": "What was measured, e.g. pnl_usd or slippage_bps (1..48 characters).",
             "value": "The measured value, if any (a finite number).",

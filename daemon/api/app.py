@@ -35,6 +35,7 @@ from daemon.api import knowledge as api_knowledge
 from daemon.api import metrics as api_metrics
 from daemon.api import operator as api_operator
 from daemon.api import trust as api_trust
+from daemon.api.ids import EntryId
 from daemon.contract.requests import (
     BackupIn,
     ConnectIn,
@@ -92,6 +93,11 @@ __all__ = ["MAX_BODY_BYTES", "BodyLimit", "Conflict", "TokenAuth", "create_app",
 log = logging.getLogger("clade.api")
 MAX_BODY_BYTES = 1024 * 1024
 DRAIN_BYTES = 16 * 1024 * 1024
+
+
+def _with_id(full: str, op: Callable[[str], bool]) -> tuple[str, bool]:
+    """`op` applied to a resolved id, with the id: what a route answers with."""
+    return full, op(full)
 
 
 def _error(status: int, error: str, detail: object) -> JSONResponse:
@@ -243,46 +249,46 @@ def create_app(state: DaemonState) -> FastAPI:
             lambda r: r.list_entries(kinds=kind or (), limit=limit, include_archived=archived))
         return {"entries": [e.to_json() for e in entries]}
 
-    @app.get("/v1/entries/{entry_id}", response_model=EntryDoc, responses=errors(404))
-    async def get_entry(entry_id: str) -> dict[str, Any]:
-        """One entry, archived (forgotten) ones too: forgetting archives, it does not delete.
-        `entry_id` may be a unique prefix of at least 4 hex characters (400 when ambiguous, with
-        the candidates; 404 when nothing matches)."""
+    @app.get("/v1/entries/{entry_id}", response_model=EntryDoc, responses=errors(400, 404))
+    async def get_entry(entry_id: EntryId) -> dict[str, Any]:
+        """One entry, archived (forgotten) ones too: forgetting archives, it does not delete."""
         return await state.entry_doc(entry_id)
 
-    @app.post("/v1/entries/{entry_id}/forget", response_model=ForgetOut, responses=errors(404))
-    async def forget_entry(entry_id: str) -> dict[str, Any]:
+    @app.post("/v1/entries/{entry_id}/forget", response_model=ForgetOut, responses=errors(400, 404))
+    async def forget_entry(entry_id: EntryId) -> dict[str, Any]:
         """Archive an entry locally (nothing crosses to siblings); it stays readable by id and in
-        `GET /v1/entries?archived=true`, so this is not an HTTP DELETE."""
-        changed = await state.on_writer(lambda s: s.forget(entry_id))
+        `GET /v1/entries?archived=true`, so this is not an HTTP DELETE. Answers with the full id."""
+        full, changed = await state.on_writer(lambda s: _with_id(s.resolve_id(entry_id), s.forget))
         if changed:  # forgetting an archived entry changes nothing: no event
-            state.publish("entry_forgotten", {"id": entry_id})
-        return {"id": entry_id, "archived": True, "changed": changed}
+            state.publish("entry_forgotten", {"id": full})
+        return {"id": full, "archived": True, "changed": changed}
 
-    @app.post("/v1/entries/{entry_id}/unarchive", response_model=UnarchiveOut, responses=errors(404))
-    async def unarchive_entry(entry_id: str) -> dict[str, Any]:
-        """Undo an archive (forget, or the curator's prune or merge): live again at its base confidence."""
-        changed = await state.on_writer(lambda s: s.unarchive(entry_id))
+    @app.post("/v1/entries/{entry_id}/unarchive", response_model=UnarchiveOut, responses=errors(400, 404))
+    async def unarchive_entry(entry_id: EntryId) -> dict[str, Any]:
+        """Undo an archive (forget, or the curator's prune or merge): live again at its base
+        confidence. Answers with the full id."""
+        full, changed = await state.on_writer(lambda s: _with_id(s.resolve_id(entry_id), s.unarchive))
         if changed:  # unarchiving a live entry changes nothing: no event
-            state.publish("entry_unarchived", {"id": entry_id})
-        return {"id": entry_id, "archived": False, "changed": changed}
+            state.publish("entry_unarchived", {"id": full})
+        return {"id": full, "archived": False, "changed": changed}
 
-    @app.delete("/v1/entries/{entry_id}", response_model=ForgetOut, responses=errors(404), deprecated=True)
-    async def forget_entry_deprecated(entry_id: str) -> dict[str, Any]:
+    @app.delete("/v1/entries/{entry_id}", response_model=ForgetOut, responses=errors(400, 404), deprecated=True)
+    async def forget_entry_deprecated(entry_id: EntryId) -> dict[str, Any]:
         """The old spelling of `POST /v1/entries/{entry_id}/forget` (archives; does not delete)."""
         return await forget_entry(entry_id)
 
-    @app.post("/v1/entries/{entry_id}/retract", response_model=EntryDoc, responses=errors(404, 409))
-    async def retract_entry(entry_id: str, body: RetractIn | None = None) -> dict[str, Any]:
-        """The author retracts its own entry (an op: siblings learn of it). 409 if another golem wrote it."""
+    @app.post("/v1/entries/{entry_id}/retract", response_model=EntryDoc, responses=errors(400, 404, 409))
+    async def retract_entry(entry_id: EntryId, body: RetractIn | None = None) -> dict[str, Any]:
+        """The author retracts its own entry (an op: siblings learn of it). 409 if another golem
+        wrote it. `superseded_by` takes a unique prefix too."""
         try:
             entry = await state.retract(entry_id, superseded_by=None if body is None else body.superseded_by)
         except InvalidValue as exc:
             raise Conflict(str(exc)) from None
         return entry.to_json()
 
-    @app.post("/v1/entries/{entry_id}/endorse", response_model=EntryDoc, responses=errors(404, 409))
-    async def endorse_entry(entry_id: str, body: EndorseIn | None = None) -> dict[str, Any]:
+    @app.post("/v1/entries/{entry_id}/endorse", response_model=EntryDoc, responses=errors(400, 404, 409))
+    async def endorse_entry(entry_id: EntryId, body: EndorseIn | None = None) -> dict[str, Any]:
         """Confirm (or, with `confirm: false`, contradict) a sibling's entry. 409 for one's own entry."""
         try:
             entry = await state.endorse(entry_id, confirm=True if body is None else body.confirm)
@@ -294,9 +300,12 @@ def create_app(state: DaemonState) -> FastAPI:
     async def digest(body: DigestIn) -> dict[str, Any]:
         return await state.search.digest(body.to_query(), budget_tokens=body.budget_tokens, fmt=body.format)
 
-    @app.post("/v1/feedback", response_model=FeedbackOut, responses=errors(404, 503))
+    @app.post("/v1/feedback", response_model=FeedbackOut, responses=errors(400, 404, 503))
     async def feedback(body: FeedbackIn) -> dict[str, Any]:
-        return await state.feedback(cited=body.cited, injected=body.injected, response=body.response)
+        """Citation feedback; `cited` and `injected` take unique id prefixes too (the answer names full ids)."""
+        cited, injected = await state.on_reader(
+            lambda r: ([r.resolve_id(i) for i in body.cited], [r.resolve_id(i) for i in body.injected]))
+        return await state.feedback(cited=cited, injected=injected, response=body.response)
 
     @app.post("/v1/episodes", status_code=201, response_model=EpisodeOut, responses=errors())
     async def add_episode(body: EpisodeIn) -> dict[str, Any]:

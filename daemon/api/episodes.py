@@ -5,8 +5,9 @@ memory search's query shape, PAD and time bounds included). Episodes are soma: t
 the local LanceDB log only; no sibling's episode exists here and Styx is never asked.
 
 `POST /v1/episodes/{id}/verify` marks an episode quality-verified: the curator's consolidation
-replays verified episodes only (docs/design/forgetting.md). Idempotent; 404 for an
-unknown id. The update is one LanceDB commit, made on the store's writer thread like appends.
+replays verified episodes only (docs/design/forgetting.md). Idempotent; the id may be a
+unique prefix (404 for an unknown one). The update is one LanceDB commit, made on the store's
+writer thread like appends.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from daemon.api.ids import EpisodeId
 from daemon.contract.requests import EpisodeSearchIn
 from daemon.contract.responses import EpisodeSearchOut, EpisodeVerifyOut, errors
 from daemon.grimoire.episode_recall import EpisodeQuery
@@ -37,9 +39,10 @@ def register(app: FastAPI, state: DaemonState) -> None:
         return {"query": body.query, "results": [
             {"similarity": round(h.similarity, 6), "score": round(h.score, 6), **h.episode.to_json()} for h in hits]}
 
-    @app.post("/v1/episodes/{episode_id}/verify", response_model=EpisodeVerifyOut, responses=errors(404))
-    async def verify_episode(episode_id: str) -> dict[str, Any]:
-        """Mark an episode quality-verified (consolidation replays only those). Idempotent."""
+    @app.post("/v1/episodes/{episode_id}/verify", response_model=EpisodeVerifyOut, responses=errors(400, 404))
+    async def verify_episode(episode_id: EpisodeId) -> dict[str, Any]:
+        """Mark an episode quality-verified (consolidation replays only those). Idempotent.
+        Answers with the full id."""
         episode, changed = await state.on_writer(lambda s: state.data.open_episodes().verify(episode_id))
         if changed:
             state.publish("episode_verified", {"id": episode.id})

@@ -13,6 +13,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from daemon.api.ids import EntryId
 from daemon.contract.requests import OutcomeIn, VitalityIn
 from daemon.contract.responses import EntryDoc, VitalityOut, errors
 from daemon.grimoire import Grimoire
@@ -26,8 +27,8 @@ __all__ = ["register"]
 def register(app: FastAPI, state: DaemonState) -> None:
     """Add the outcome and vitality routes to `app`."""
 
-    @app.post("/v1/entries/{entry_id}/outcome", response_model=EntryDoc, responses=errors(404))
-    async def record_outcome(entry_id: str, body: OutcomeIn) -> dict[str, Any]:
+    @app.post("/v1/entries/{entry_id}/outcome", response_model=EntryDoc, responses=errors(400, 404))
+    async def record_outcome(entry_id: EntryId, body: OutcomeIn) -> dict[str, Any]:
         """Record an outcome: the row stays on this golem (soma); on an entry that may cross, this
         golem's evidence tally for it (counts only) crosses to siblings. 404 for an unknown id;
         422 for a bad field."""

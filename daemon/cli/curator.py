@@ -27,7 +27,8 @@ from typing import Any
 from crdt import Kind
 from crypto.membership import Membership
 from crypto.vault import VaultKeys
-from daemon.cli.backends import backend_for, full_id
+from daemon.cli.backends import backend_for
+from daemon.cli.ids import ID_HELP, entry_id
 from daemon.cli.render import renders
 from daemon.client import daemon_is_live
 from daemon.datadir import DataDir
@@ -70,7 +71,7 @@ def register(command: Callable[[str, Handler, str], argparse.ArgumentParser], *,
     sim.add_argument("--days", type=_days, required=True)
 
     p = command("unarchive", cmd_unarchive, "undo an archive (forget, the curator's prune or local merge)")
-    p.add_argument("id", metavar="ID")
+    p.add_argument("id", metavar="ID", help=ID_HELP)
 
     p = command("testament", cmd_testament, "write this golem's testament for a successor (vault-encrypted)")
     p.add_argument("--out", type=Path, required=True, metavar="FILE")
@@ -128,7 +129,7 @@ def _unarchived_text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
 @renders(_unarchived_text)
 def cmd_unarchive(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     backend = backend_for(data)
-    return backend.unarchive(full_id(backend, args.id))
+    return backend.unarchive(entry_id(backend, args.id))
 
 
 def _no_daemon(data: DataDir, what: str) -> None:

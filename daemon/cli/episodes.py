@@ -10,6 +10,7 @@ import argparse
 from typing import Any
 
 from daemon.cli.backends import backend_for
+from daemon.cli.ids import ID_HELP
 from daemon.cli.render import renders
 from daemon.datadir import DataDir
 
@@ -21,7 +22,7 @@ def register(episode_commands: Any, *, common: argparse.ArgumentParser) -> None:
     p = episode_commands.add_parser("verify", parents=[common], help="mark an episode quality-verified "
                                                                      "(consolidation replays only those)")
     p.set_defaults(handler=cmd_episode_verify)
-    p.add_argument("id", metavar="ID")
+    p.add_argument("id", metavar="ID", help=ID_HELP)
 
 
 def _verified_text(args: argparse.Namespace, doc: dict[str, Any]) -> None:

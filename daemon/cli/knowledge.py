@@ -15,7 +15,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from daemon.cli.backends import backend_for, full_id
+from daemon.cli.backends import backend_for
+from daemon.cli.ids import ID_HELP, entry_id
 from daemon.cli.render import renders
 from daemon.datadir import DataDir
 from daemon.errors import UsageError
@@ -47,7 +48,7 @@ def _ratio(text: str) -> float:
 
 def register(command: Callable[[str, Handler, str], argparse.ArgumentParser]) -> None:
     p = command("outcome", cmd_outcome, "record what acting on an entry led to (moves its local confidence)")
-    p.add_argument("id", metavar="ID")
+    p.add_argument("id", metavar="ID", help=ID_HELP)
     p.add_argument("effect", choices=[e.value for e in Effect], metavar="EFFECT",
                    help="positive, negative or neutral")
     p.add_argument("--metric", default="outcome", help=f"what was measured (1..{MAX_METRIC_CHARS} characters)")
@@ -75,7 +76,7 @@ def _outcome_text(args: argparse.Namespace, doc: dict[str, Any]) -> None:
 @renders(_outcome_text)
 def cmd_outcome(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     backend = backend_for(data)
-    return backend.outcome(full_id(backend, args.id), effect=args.effect, metric=args.metric, value=args.value,
+    return backend.outcome(entry_id(backend, args.id), effect=args.effect, metric=args.metric, value=args.value,
                            episode=args.episode, note=args.note)
 
 

@@ -36,7 +36,8 @@ from daemon.cli import render
 from daemon.cli import styx as cli_styx
 from daemon.cli import trust as cli_trust
 from daemon.cli import tui as cli_tui
-from daemon.cli.backends import backend_for, full_id
+from daemon.cli.backends import backend_for
+from daemon.cli.ids import ID_HELP, entry_id
 from daemon.cli.render import renders
 from daemon.client import DaemonClient
 from daemon.config import check_multiaddr, load_config
@@ -208,16 +209,16 @@ def build_parser() -> argparse.ArgumentParser:
     _entry_options(p)
 
     p = command("retract", cmd_retract, "retract an entry you wrote (siblings learn of it)")
-    p.add_argument("id", metavar="ID")
+    p.add_argument("id", metavar="ID", help=ID_HELP)
 
-    p.add_argument("--superseded-by", default=None, metavar="ID", help="the entry that replaces it")
+    p.add_argument("--superseded-by", default=None, metavar="ID", help="the entry that replaces it (an id or prefix)")
 
     p = command("endorse", cmd_endorse, "confirm (or --contradict) a sibling's entry")
-    p.add_argument("id", metavar="ID")
+    p.add_argument("id", metavar="ID", help=ID_HELP)
     p.add_argument("--contradict", action="store_true", help="count a contradiction instead of a confirmation")
 
     p = command("show", cmd_show, "print one entry")
-    p.add_argument("id", metavar="ID")
+    p.add_argument("id", metavar="ID", help=ID_HELP)
 
     p = command("list", cmd_list, "list entries, newest first")
     p.add_argument("--kind", action="append", choices=_KINDS, default=[], metavar="KIND", help="repeatable")
@@ -225,7 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--archived", action="store_true", help="include forgotten (archived) entries")
 
     p = command("forget", cmd_forget, "archive an entry locally (nothing is sent to siblings)")
-    p.add_argument("id", metavar="ID")
+    p.add_argument("id", metavar="ID", help=ID_HELP)
 
     p = command("episode", cmd_episode_list, "raw local observations")
     ep_sub = p.add_subparsers(dest="episode_command", required=True, metavar="SUBCOMMAND", parser_class=_Parser)
@@ -369,14 +370,15 @@ def cmd_remember(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
 def cmd_retract(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     """Through the daemon when one runs (its publisher gossips the op), else on the store."""
     backend = backend_for(data)
-    return backend.retract(full_id(backend, args.id), superseded_by=args.superseded_by)
+    superseded_by = None if args.superseded_by is None else entry_id(backend, args.superseded_by)
+    return backend.retract(entry_id(backend, args.id), superseded_by=superseded_by)
 
 
 @renders(render.entry_state)
 def cmd_endorse(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     """Through the daemon when one runs (its publisher gossips the op), else on the store."""
     backend = backend_for(data)
-    return backend.endorse(full_id(backend, args.id), confirm=not args.contradict)
+    return backend.endorse(entry_id(backend, args.id), confirm=not args.contradict)
 
 
 @renders(render.entry_block)
@@ -392,7 +394,7 @@ def cmd_list(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
 @renders(render.forgotten)
 def cmd_forget(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     backend = backend_for(data)
-    return backend.forget(full_id(backend, args.id))
+    return backend.forget(entry_id(backend, args.id))
 
 
 def _event_time(text: str) -> int:

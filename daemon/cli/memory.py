@@ -19,6 +19,7 @@ from typing import Any
 from crdt import Category, Kind
 from daemon.cli import render
 from daemon.cli.backends import PadTuple, backend_for
+from daemon.cli.ids import entry_ids
 from daemon.cli.render import renders
 from daemon.datadir import DataDir
 from daemon.embedding.catalogue import model_cache_dir
@@ -111,7 +112,9 @@ def cmd_feedback(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
         response = sys.stdin.read()
     if response is not None and not response.strip():
         raise UsageError("--response must not be blank")
-    return backend_for(data).feedback(cited=args.cited, injected=args.injected, response=response)
+    backend = backend_for(data)
+    return backend.feedback(cited=entry_ids(backend, args.cited), injected=entry_ids(backend, args.injected),
+                            response=response)
 
 
 @renders(render.embeddings_check)

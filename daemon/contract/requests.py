@@ -37,6 +37,7 @@ from daemon.grimoire.fields import (
 from daemon.grimoire.mortality import PHASES
 from daemon.grimoire.posterior import MAX_METRIC_CHARS, MAX_NOTE_BYTES
 from daemon.grimoire.recall import RecallQuery
+from daemon.grimoire.short_ids import ID_OR_PREFIX_PATTERN
 
 __all__ = [
     "MAX_FLUSH_ITEMS", "MAX_LESSONS", "MAX_WORKING_MEMORY_BYTES", "SESSION_PATTERN", "BackupIn", "ConnectIn",
@@ -50,6 +51,10 @@ GATEWAY_TYPES = ("fact", "preference", "episode", "strategy_outcome", "constrain
 MetadataIn = MetadataFields
 PEER_ID_PATTERN = r"^[A-Za-z0-9]{1,128}$"
 ENTRY_ID_PATTERN = r"^[0-9a-f]{32}$"
+# An id as the API takes it (daemon/grimoire/short_ids.py): the full id or a unique prefix.
+ENTRY_ID_OR_PREFIX_PATTERN = ID_OR_PREFIX_PATTERN
+# The schema states it for feedback's ids; the store checks them (400 too short, 404 unknown).
+_IdOrPrefix = Annotated[str, Field(json_schema_extra={"pattern": ID_OR_PREFIX_PATTERN})]
 # A sibling's address: /ip4|ip6|dns…/HOST/tcp/PORT/p2p/PEERID (parsed in full by the handler).
 PEER_ADDR_PATTERN = r"^/(ip4|ip6|dns|dns4|dns6)/[^/\x00-\x20\x7f]+/tcp/[0-9]{1,5}/p2p/[1-9A-HJ-NP-Za-km-z]{1,128}$"
 
@@ -172,8 +177,10 @@ class FeedbackIn(_Strict):
         "anyOf": [{"required": ["cited"], "properties": {"cited": {"minItems": 1}}},
                   {"required": ["injected"], "properties": {"injected": {"minItems": 1}}}]})
 
-    cited: list[str] = Field(default_factory=list, max_length=256)
-    injected: list[str] = Field(default_factory=list, max_length=256)
+    cited: list[_IdOrPrefix] = Field(default_factory=list, max_length=256,
+                             description="entries the response cited: ids or unique prefixes (4+ hex characters)")
+    injected: list[_IdOrPrefix] = Field(default_factory=list, max_length=256,
+                                description="entries the prompt carried: ids or unique prefixes (4+ hex characters)")
     # The model's response text: used only when `cited` is empty (backends without citations).
     response: str | None = Field(None, max_length=65_536, pattern=NON_BLANK)
 
@@ -231,7 +238,8 @@ class InheritIn(_Strict):
 
 
 class RetractIn(_Strict):
-    superseded_by: str | None = Field(None, pattern=ENTRY_ID_PATTERN, description="the entry that replaces it")
+    superseded_by: str | None = Field(None, pattern=ENTRY_ID_OR_PREFIX_PATTERN, description=(
+        "the entry that replaces it: its id or a unique prefix of at least 4 hex characters"))
 
 
 class EndorseIn(_Strict):

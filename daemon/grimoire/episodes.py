@@ -18,6 +18,7 @@ from crdt.body import Category, Pad, check_content, check_unit, parse_enum
 from daemon.errors import NotFound, StoreError, UsageError
 
 from .records import iso_ms
+from .short_ids import ID_LENGTH, SHOWN, checked_prefix, the_one
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -199,9 +200,22 @@ class EpisodeLog:
         rows = query.to_arrow().to_pylist()
         return _episode_from_row(rows[0]) if rows else None
 
+    def resolve_id(self, text: str) -> str:
+        """The full id an episode id or a unique prefix of one names (the rules: short_ids.py):
+        a full id is returned as given; a prefix must start exactly one episode's id. Raises
+        `NotFound` when nothing matches, `UsageError` when ambiguous (naming candidates) or too short."""
+        given = checked_prefix(text, "episode")
+        if len(given) == ID_LENGTH:
+            return given
+        query = self._table.search().where(f"id >= {_quote(given)} AND id < {_quote(given + 'g')}")
+        rows = query.select(["id"]).limit(None).to_arrow().column("id").to_pylist()
+        return the_one(given, sorted(str(r) for r in rows)[:SHOWN + 1], "episode")
+
     def verify(self, episode_id: str) -> tuple[Episode, bool]:
         """Mark an episode quality-verified (what consolidation replays); returns it and whether
-        it changed. Idempotent. Raises `NotFound` for an unknown id."""
+        it changed. Idempotent. `episode_id` may be a unique prefix (`resolve_id`); raises
+        `NotFound` for an unknown id, `UsageError` for an ambiguous or too short prefix."""
+        episode_id = self.resolve_id(episode_id)
         episode = self.get(episode_id)
         if episode is None:
             raise NotFound(f"no episode {episode_id!r}")

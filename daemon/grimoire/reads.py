@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from crdt import Category, Kind
 from crdt.ops import SlotKind
-from daemon.errors import NotFound, UsageError
+from daemon.errors import NotFound
 
 from .belief import Belief, BeliefPolicy
 from .drift_store import DriftState, read_baseline, read_drift_state
@@ -34,6 +34,7 @@ from .rows import (
     entry_from_row,
     rank_fields,
 )
+from .short_ids import ID_LENGTH, SHOWN, checked_prefix, the_one
 from .trust import TrustPolicy
 from .trust_store import AlertState, TrustView, ViewCache, alert_state
 
@@ -103,24 +104,16 @@ class EntryReads:
             cursor.close()
 
     def resolve_id(self, text: str) -> str:
-        """The full id an entry id or a unique prefix of one names (as git takes a commit):
-        32 hex characters are returned as given; 4 to 31 must match exactly one entry.
-        Raises `UsageError` for an ambiguous prefix (naming up to five candidates), `NotFound`
-        when nothing matches, the text being no id nor prefix at all (too short, not hex) included:
-        a path that names no entry is a 404 to the API, never a refused request."""
-        given = text.strip().lower()
-        if len(given) == 32:
+        """The full id an entry id or a unique prefix of one names (the rules: short_ids.py):
+        a full id is returned as given (its read says whether it exists); a prefix must start
+        exactly one entry's id. Raises `NotFound` when nothing matches (or `text` is no id at
+        all), `UsageError` for an ambiguous prefix (naming up to five candidates) or one too short."""
+        given = checked_prefix(text, "entry")
+        if len(given) == ID_LENGTH:
             return given
-        if not 4 <= len(given) < 32 or any(c not in "0123456789abcdef" for c in given):
-            raise NotFound(f"no entry with id {text!r} (an id is 32 hex characters, or a unique prefix of at least 4)")
-        found = [r[0] for r in self._conn.execute(
-            "SELECT id FROM entries WHERE id >= ? AND id < ? ORDER BY id LIMIT 6", (given, given + "g"))]
-        if not found:
-            raise NotFound(f"no entry with id {given!r} (nor one starting with it)")
-        if len(found) > 1:
-            listed = ", ".join(found[:5]) + (", …" if len(found) > 5 else "")
-            raise UsageError(f"entry id prefix {given!r} is ambiguous: {listed}; give more characters")
-        return str(found[0])
+        found = [str(r[0]) for r in self._conn.execute(
+            "SELECT id FROM entries WHERE id >= ? AND id < ? ORDER BY id LIMIT ?", (given, given + "g", SHOWN + 1))]
+        return the_one(given, found, "entry")
 
     def get(self, entry_id: str) -> Entry:
         """The entry with this id (archived ones too); raises `NotFound`."""

@@ -9,7 +9,6 @@ state, the embedding backlog, the Styx outbox and the month's spend, the vitalit
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -148,10 +147,9 @@ async def gather(state: DaemonState, observations: Observations) -> Snapshot:
     now = state.now_ms()
     styx = state.styx
     store = await state.on_reader(lambda r: read_store(r, styx=styx is not None, now_ms=now))
-    uptime = time.monotonic() - state.started_monotonic
     return Snapshot(
         peer_id=state.identity.peer_id,
-        started_at_s=now / 1000 - uptime,
+        started_at_s=state.clock.started_ms / 1000,
         counters=dict(state.counters),
         store=store,
         peers=[_peer(p) for p in state.peers()],

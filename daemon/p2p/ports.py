@@ -1,6 +1,6 @@
 """The small interfaces the p2p parts talk through (`typing.Protocol`, structural).
 
-    DaemonPort ──▶ every part    the store's writer thread, events, counters, the wall clock
+    DaemonPort ──▶ every part    the store's writer thread, events, counters, the clock
     Links ───────▶ every part    the libp2p host as the parts see it (dial, drop, streams, blacklist)
     Siblings ────▶ Admission     peer exchange and the known-siblings file (Dialing implements it)
     Syncer ──────▶ Admission     pull after a hello (CatchUp implements it)
@@ -39,7 +39,8 @@ class DaemonPort(Protocol):
     counters: Counter[str]
 
     def now_ms(self) -> int:
-        """Wall-clock milliseconds (last-seen times, events, certificate checks)."""
+        """The daemon's clock in Unix milliseconds (last-seen times, events, certificate checks;
+        `daemon/service/clock.py`: the wall clock, moved by a MockClock in tests). Thread-safe."""
         ...
 
     def publish(self, event: str, data: dict[str, Any]) -> None:

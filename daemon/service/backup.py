@@ -128,13 +128,15 @@ def create_backup(
     golem: str,
     include_identity: bool = False,
     keep: int | None = None,
+    now_ms: int | None = None,
 ) -> BackupReport:
-    """Write an encrypted backup of `data`; returns where and how big.
+    """Write an encrypted backup of `data`; returns where and how big. `now_ms`: when it is
+    made (its name, manifest and file times: the daemon passes its clock's; default the wall clock).
 
     Raises `VaultError` without recipients, `DaemonError` if the store cannot be read.
     """
     started = time.monotonic()
-    now_ms = wall_clock_ms()
+    now_ms = wall_clock_ms() if now_ms is None else now_ms
     if out is None:
         data.backups_path.mkdir(mode=0o700, exist_ok=True)
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now_ms / 1000))

@@ -238,7 +238,7 @@ class Death:
             return "skipped", "this golem has not joined a clade: no one to encrypt the backup to"
         report = await trio.to_thread.run_sync(lambda: create_backup(
             state.data, clade_keys=clade_keys, x25519_recipients=publics, recipient_names=names,
-            golem=state.identity.peer_id, keep=state.config.backup.keep))
+            golem=state.identity.peer_id, keep=state.config.backup.keep, now_ms=state.now_ms()))
         doc = report_json(report)
         state.publish("backup_written", doc)
         record.backup_path = str(report.path)

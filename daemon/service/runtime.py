@@ -37,6 +37,7 @@ from daemon.grimoire import atomic_write
 from daemon.grimoire.storage_faults import sole_cause, storage_refusal
 from daemon.presence import DaemonLock, DataDirLocked, recorded_pid
 from daemon.service.backup_schedule import run_backups
+from daemon.service.clock import Clock
 from daemon.service.heap import freeze_startup
 from daemon.service.logs import quiet_libp2p, setup_logging
 from daemon.service.notify import Notifier, watchdog_interval
@@ -337,10 +338,11 @@ class DaemonRuntime:
         try:
             identity = self.data.load_identity()
             config = self.load_config()
-            store = self.data.open_store(config, identity=identity)
+            clock = Clock.of_trio()
+            store = self.data.open_store(config, identity=identity, wall_ms=clock.now_ms)
         except (CryptoError, DaemonError) as exc:
             raise FatalError(str(exc)) from None
-        state = self.state = DaemonState(data=self.data, config=config, identity=identity, store=store)
+        state = self.state = DaemonState(data=self.data, config=config, identity=identity, store=store, clock=clock)
         sock = socket_path(self.data)
         owns_files = False  # never remove another daemon's socket or run.json
         try:

@@ -20,7 +20,6 @@ hands the call to the part that owns it; `status` alone reads them all.
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
@@ -35,11 +34,11 @@ from daemon.datadir import DataDir
 from daemon.grimoire import Episode, Grimoire, NewEntry
 from daemon.grimoire.episode_recall import EpisodeHit, EpisodeQuery
 from daemon.grimoire.records import Entry
-from daemon.grimoire.store import wall_clock_ms
 from daemon.grimoire.vectors import embedding_backlog
 from daemon.native_memory import resident
 from daemon.p2p.ports import P2PControl
 from daemon.service.backup_schedule import BackupSchedule
+from daemon.service.clock import Clock
 from daemon.service.death import death_status
 from daemon.service.embedding import Embedding
 from daemon.service.hub import Event, EventHub
@@ -60,19 +59,23 @@ T = TypeVar("T")
 class DaemonState:
     """One running daemon: its data dir, config (replaced on reload), identity, store, and parts."""
 
-    def __init__(self, *, data: DataDir, config: Config, identity: Identity, store: Grimoire) -> None:
+    def __init__(self, *, data: DataDir, config: Config, identity: Identity, store: Grimoire,
+                 clock: Clock | None = None) -> None:
+        """`clock`: the daemon's one clock (default: one on the running trio loop's clock); every
+        part reads the time through `now_ms`, the store's clock should be the same (`DataDir.open_store`)."""
         self.data = data
         self.config = config  # the runtime replaces it on reload; the parts read it through `settings`
         self.identity = identity
         self.store = store
-        self.started_monotonic = time.monotonic()
+        self.clock = clock or Clock.of_trio()
+        self.now_ms = self.clock.now_ms
         self.counters: Counter[str] = Counter()
 
         def settings() -> Config:
             return self.config
 
         counters, now_ms = self.counters, self.now_ms
-        self.access = StoreAccess(store, busy_timeout_ms=lambda: self.config.store.busy_timeout_ms)
+        self.access = StoreAccess(store, busy_timeout_ms=lambda: self.config.store.busy_timeout_ms, wall_ms=now_ms)
         self.hub = EventHub(counters)
         self.peering = Peering(data, config=settings, counters=counters, publish=self.hub.publish)
         self.styx_link = StyxLink(self.access, config=settings, counters=counters, golem=identity.peer_id,
@@ -89,11 +92,6 @@ class DaemonState:
         self.upkeep = Upkeep(self.access, self.embedding, self.index, self.styx_link, data=data, identity=identity,
                              config=settings, counters=counters, publish=self.hub.publish,
                              local_write=self.writes.local_write, now_ms=now_ms)
-
-    @staticmethod
-    def now_ms() -> int:
-        """Wall-clock milliseconds since the Unix epoch (the one clock: `grimoire.wall_clock_ms`)."""
-        return wall_clock_ms()
 
     # -- what the runtime sets while the daemon runs ---------------------------------
 
@@ -279,7 +277,7 @@ class DaemonState:
         return {
             "peer_id": self.identity.peer_id,
             "data_dir": str(self.data.root),
-            "uptime_s": round(time.monotonic() - self.started_monotonic, 3),
+            "uptime_s": round(self.clock.uptime_s(), 3),
             "entries": counts.entries - counts.archived,
             "archived": counts.archived,
             "archived_for_capacity": counts.archived_for_capacity,

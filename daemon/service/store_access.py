@@ -15,6 +15,7 @@ from typing import TypeVar
 import trio
 
 from daemon.grimoire import Grimoire
+from daemon.grimoire.store import wall_clock_ms
 
 __all__ = ["READERS", "StoreAccess"]
 
@@ -25,9 +26,12 @@ READERS = 3  # read connections; 2 cores: more only queue
 class StoreAccess:
     """The daemon's way into its `grimoire.db`: the writer connection and a pool of readers."""
 
-    def __init__(self, store: Grimoire, *, busy_timeout_ms: Callable[[], int]) -> None:
+    def __init__(self, store: Grimoire, *, busy_timeout_ms: Callable[[], int],
+                 wall_ms: Callable[[], int] = wall_clock_ms) -> None:
+        """`wall_ms`: the clock the readers' connections are given (the daemon's `Clock.now_ms`)."""
         self.store = store
         self._busy_timeout_ms = busy_timeout_ms
+        self._wall_ms = wall_ms
         self._writer = trio.CapacityLimiter(1)
         self._reader_slots = trio.CapacityLimiter(READERS)
         self._readers: queue.SimpleQueue[Grimoire] = queue.SimpleQueue()
@@ -65,7 +69,8 @@ class StoreAccess:
             try:
                 reader = self._readers.get_nowait()
             except queue.Empty:
-                reader = Grimoire.open_reader(self.store.path, busy_timeout_ms=self._busy_timeout_ms())
+                reader = Grimoire.open_reader(self.store.path, busy_timeout_ms=self._busy_timeout_ms(),
+                                               wall_ms=self._wall_ms)
                 self._all_readers.append(reader)
             try:
                 return fn(reader)

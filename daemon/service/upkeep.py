@@ -79,7 +79,8 @@ class Upkeep:
             raise UsageError("this golem has not joined a clade: use `clade backup --recipient …` from the CLI")
         report = await trio.to_thread.run_sync(lambda: create_backup(
             self.data, clade_keys=clade_keys, x25519_recipients=publics, recipient_names=names,
-            golem=self.identity.peer_id, include_identity=include_identity, keep=config.backup.keep))
+            golem=self.identity.peer_id, include_identity=include_identity, keep=config.backup.keep,
+            now_ms=self.now_ms()))
         doc = report_json(report)
         self.publish("backup_written", doc)
         styx = config.styx

@@ -106,18 +106,22 @@ class Writes:
         return done.created[0]
 
     async def retract(self, entry_id: str, *, superseded_by: str | None = None) -> Entry:
-        """Retract an own entry (an op that crosses to siblings). Raises `NotFound`, and
-        `crdt.InvalidValue` if another golem wrote it."""
-        entry = await self.access.on_writer(
-            lambda s: s.retract(entry_id, identity=self.identity, superseded_by=superseded_by))
+        """Retract an own entry (an op that crosses to siblings); either id may be a unique
+        prefix (`Grimoire.resolve_id`). Raises `NotFound`, `UsageError` for an ambiguous or too
+        short prefix, and `crdt.InvalidValue` if another golem wrote it."""
+        entry = await self.access.on_writer(lambda s: s.retract(
+            s.resolve_id(entry_id), identity=self.identity,
+            superseded_by=None if superseded_by is None else s.resolve_id(superseded_by)))
         self.hub.publish("entry_retracted", {"id": entry.id})
         self.local_write()
         return entry
 
     async def endorse(self, entry_id: str, *, confirm: bool) -> Entry:
-        """Confirm or contradict a sibling's entry (an op that crosses). Raises `NotFound`, and
+        """Confirm or contradict a sibling's entry (an op that crosses); `entry_id` may be a
+        unique prefix. Raises `NotFound`, `UsageError` for an ambiguous or too short prefix, and
         `crdt.InvalidValue` for one's own entry."""
-        entry = await self.access.on_writer(lambda s: s.endorse(entry_id, identity=self.identity, confirm=confirm))
+        entry = await self.access.on_writer(
+            lambda s: s.endorse(s.resolve_id(entry_id), identity=self.identity, confirm=confirm))
         self.hub.publish("entry_endorsed", {"id": entry.id, "confirm": confirm})
         self.local_write()
         return entry
@@ -125,9 +129,10 @@ class Writes:
     async def outcome(self, entry_id: str, effect: str, *, metric: str, value: float | None,
                       episode_id: str | None, note: str | None, now_ms: int) -> Entry:
         """Record an outcome (the row stays home: soma); on an entry that may cross, this golem's
-        evidence slot grows by one and crosses (belief.py). Raises `NotFound`, `crdt.InvalidValue`."""
+        evidence slot grows by one and crosses (belief.py). `entry_id` may be a unique prefix.
+        Raises `NotFound`, `UsageError` (an ambiguous or too short prefix), `crdt.InvalidValue`."""
         entry = await self.access.on_writer(lambda s: s.record_outcome(
-            entry_id, effect, metric=metric, value=value, episode_id=episode_id, note=note, now_ms=now_ms,
+            s.resolve_id(entry_id), effect, metric=metric, value=value, episode_id=episode_id, note=note, now_ms=now_ms,
             identity=self.identity))
         self.hub.publish("outcome_recorded", {"id": entry.id, "effect": effect, "metric": metric.strip(),
                                               "local_confidence": entry.local_confidence})

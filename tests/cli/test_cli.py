@@ -98,6 +98,22 @@ def test_list_newest_first_and_kind_filter(cli: CliRunner) -> None:
     assert none.code != 0 and "no entry" in none.err
 
 
+def test_every_id_argument_takes_a_prefix_without_a_daemon(cli: CliRunner) -> None:
+    """The store path resolves what the daemon would: --superseded-by, feedback's ids, an episode's id."""
+    old = cli("remember", "Bridge withdrawals on Hop take two hours", "--json").json()["id"]
+    new = cli("remember", "Bridge withdrawals on Hop take four hours now", "--json").json()["id"]
+    retracted = cli("retract", old[:6], "--superseded-by", new[:6], "--json")
+    assert retracted.code == 0, retracted.err
+    assert retracted.json()["id"] == old and retracted.json()["superseded_by"] == new
+    fed = cli("feedback", "--cited", new[:8], "--json")
+    assert fed.code == 0, fed.err
+    assert fed.json()["cited"] == [new]
+    episode = cli("episode", "add", "--summary", "Watched a withdrawal settle", "--json").json()["id"]
+    verified = cli("episode", "verify", episode[:5], "--json")
+    assert verified.code == 0 and verified.json()["id"] == episode, verified.err
+    assert cli("episode", "verify", episode[:3]).err.count("at least 4") == 1
+
+
 def test_forget_archives_locally(cli: CliRunner) -> None:
     keep = cli("remember", "aave health factor below 1.1 is dangerous").out.strip()
     gone = cli("remember", "aave borrow rate spikes during liquidations").out.strip()

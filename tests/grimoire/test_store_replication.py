@@ -339,5 +339,8 @@ def test_an_id_prefix_names_one_entry_or_is_refused_with_the_candidates(tmp_path
         with pytest.raises(NotFound):
             store.resolve_id(next(p for p in (f"{n:04x}" for n in range(65536))
                                             if not any(i.startswith(p) for i in ids)))
-        with pytest.raises(NotFound, match="at least 4"):
+        with pytest.raises(UsageError, match="at least 4") as short:  # too short: refused (400), not unknown
             store.resolve_id("abc")
+        assert not isinstance(short.value, NotFound)
+        with pytest.raises(NotFound):  # not hex: no id at all
+            store.resolve_id("zzzz")

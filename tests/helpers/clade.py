@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -20,20 +19,6 @@ def running_clade(root: Path, n: int) -> Iterator[LoopbackClade]:
         yield clade
     finally:
         clade.close()
-
-
-def eventually(check: Callable[[], Any], *, timeout: float = 30, what: str = "condition",
-               state: Callable[[], Any] | None = None) -> Any:
-    """Poll `check` until it returns a truthy value (or fail after `timeout` s, showing `state()`)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}"
-                                 + (f"; state: {state()}" if state is not None else ""))
-        time.sleep(0.05)
 
 
 def write(golem: Golem, content: str, kind: str = "warning", **extra: Any) -> str:

@@ -16,6 +16,7 @@ from libp2p.tools.anyio_service import background_trio_service
 
 from daemon.p2p.host import GOSSIP_MAX_BYTES
 from daemon.testing.harness import Golem
+from tests.helpers.polling import eventually_async
 
 WAIT_S = 15.0  # every single wait (a counter to move, a peer to appear) has this deadline
 Reply = Callable[[INetStream], Awaitable[None]]
@@ -63,9 +64,5 @@ async def hosting(host: Any, router: Any, pubsub: Any, topic: str, handlers: dic
 
 
 async def wait_until(what: str, predicate: Callable[[], Awaitable[bool]]) -> None:
-    try:
-        with trio.fail_after(WAIT_S):
-            while not await predicate():
-                await trio.sleep(0.02)
-    except trio.TooSlowError:
-        raise AssertionError(f"not within {WAIT_S} s: {what}") from None
+    """`polling.eventually_async` with these tests' patience (`WAIT_S`)."""
+    await eventually_async(predicate, what=what, timeout=WAIT_S, interval=0.02)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from daemon.testing.process import DaemonProc
 from daemon.testing.styx_server import StyxServer
 from tests.helpers.cli import STYX_TOKEN
@@ -19,15 +17,6 @@ def styx_env(styx: StyxServer, *, priced: bool = False, query: bool = False) -> 
     return {"CLADE_STYX__ENABLED": "true", "CLADE_STYX__URL": styx.url, "CLADE_STYX__TOKEN": STYX_TOKEN,
             "CLADE_STYX__CLADE_ENABLED": "true", "CLADE_STYX__BACKOFF_CAP_S": "0.5",
             "CLADE_STYX__BACKOFF_BASE_S": "0.1", **({"CLADE_STYX__QUERY_ENABLED": "true"} if query else {}), **free}
-
-
-def wait_until(predicate: object, timeout: float, what: str) -> None:
-    """Poll `predicate()` until true; AssertionError naming `what` after `timeout` s."""
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.1)
 
 
 def flush_warnings(daemon: DaemonProc, start: int, count: int, *, kind: str = "warning", private: bool = False) -> None:

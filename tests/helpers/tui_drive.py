@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -11,6 +10,7 @@ from textual.pilot import Pilot
 
 from daemon.client import Endpoint
 from daemon.datadir import DataDir
+from tests.helpers.polling import eventually_async
 from tui.app import CladeTui
 from tui.widgets import FeedPanel
 
@@ -28,12 +28,10 @@ def drive(app: CladeTui, body: Body, size: tuple[int, int] = SIZE) -> None:
     asyncio.run(main())
 
 
-async def until(pilot: Pilot[Any], predicate: Callable[[], Any], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        await pilot.pause(0.05)
+async def until(pilot: Pilot[Any], predicate: Callable[[], Any], what: str, timeout: float = 30.0,
+                interval: float = 0.05) -> None:
+    """`polling.eventually_async`, pausing the app's pilot between tries (the app keeps running)."""
+    await eventually_async(predicate, what=what, timeout=timeout, interval=interval, pause=pilot.pause)
 
 
 def feed(app: CladeTui) -> list[str]:

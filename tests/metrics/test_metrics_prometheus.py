@@ -11,7 +11,6 @@ import json
 import re
 import shutil
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from daemon.testing.process import DaemonProc
 from tests.helpers.cli import REPO
 from tests.helpers.daemon import daemon_over_tcp, free_port
 from tests.helpers.metrics import full_snapshot
+from tests.helpers.polling import eventually
 
 TOKEN = "metrics-test-token-0123456789abcdef"
 PROMETHEUS = shutil.which("prometheus")
@@ -78,18 +78,6 @@ def test_metrics_reflect_the_store(tcp_daemon: tuple[DaemonProc, str]) -> None:
     assert om.headers["content-type"].startswith("application/openmetrics-text") and om.text.endswith("# EOF\n")
 
 
-def _wait_for(what: str, check: Any, timeout: float = 60.0) -> Any:
-    """Poll `check()` until it returns something truthy; fail after `timeout` s with `what`."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"{what}: not after {timeout} s (last: {last!r})")
-
-
 @needs_prometheus
 def test_a_real_prometheus_scrapes_the_daemon(tcp_daemon: tuple[DaemonProc, str], tmp_path: Path) -> None:
     daemon, where = tcp_daemon
@@ -125,16 +113,19 @@ def test_a_real_prometheus_scrapes_the_daemon(tcp_daemon: tuple[DaemonProc, str]
         return list(doc["data"]["result"])
 
     try:
-        found = _wait_for("the live warning in Prometheus",
-                          lambda: query('clade_entries{job="clade",kind="warning",state="live"}'))
+        def promql(expr: str) -> Any:
+            return eventually(lambda: query(expr), timeout=60, interval=0.2, what=f"{expr} in Prometheus")
+
+        found = promql('clade_entries{job="clade",kind="warning",state="live"}')
         assert found[0]["value"][1] == "1"
         assert query('up{job="clade"}')[0]["value"][1] == "1"
-        assert _wait_for("the histogram series", lambda: query('clade_curator_cycle_seconds_bucket{le="+Inf"}'))
-        assert _wait_for("a counter", lambda: query('clade_events_total{event="entry_written"}'))[0]["value"][1] == "1"
+        assert promql('clade_curator_cycle_seconds_bucket{le="+Inf"}')
+        assert promql('clade_events_total{event="entry_written"}')[0]["value"][1] == "1"
         # the scrape with a wrong token fails with the API's 401, and Prometheus says so
-        wrong = _wait_for("the wrong-token target's error", lambda: [
+        wrong = eventually(lambda: [
             t for t in api.get("/api/v1/targets").json()["data"]["activeTargets"]
-            if t["labels"]["job"] == "clade-wrong-token" and t["lastError"]])
+            if t["labels"]["job"] == "clade-wrong-token" and t["lastError"]],
+            timeout=60, interval=0.2, what="the wrong-token target's error")
         assert "401" in wrong[0]["lastError"] and wrong[0]["health"] == "down"
         assert query('up{job="clade-wrong-token"}')[0]["value"][1] == "0"
     finally:

@@ -22,7 +22,8 @@ import pytest
 
 from daemon.grimoire import Grimoire
 from daemon.testing.harness import CLADE, EventLog, Golem, LoopbackClade
-from tests.helpers.clade import eventually, ids_on, write
+from tests.helpers.clade import ids_on, write
+from tests.helpers.polling import eventually
 
 pytestmark = pytest.mark.slow
 

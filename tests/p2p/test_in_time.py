@@ -20,7 +20,8 @@ import pytest
 
 from daemon.grimoire.store import wall_clock_ms
 from daemon.testing.harness import EventLog, Golem, LoopbackClade
-from tests.helpers.clade import eventually, running_clade, write
+from tests.helpers.clade import running_clade, write
+from tests.helpers.polling import eventually
 
 pytestmark = pytest.mark.slow
 

@@ -70,6 +70,7 @@ from daemon.p2p.host import GOSSIP_MAX_BYTES, build_host
 from daemon.p2p.node import HELLO_PROTOCOL, SYNC_PROTOCOL, topic_of
 from daemon.p2p.peers import PeerBook
 from daemon.testing.harness import Golem, LoopbackClade
+from tests.helpers.polling import eventually_async
 from tests.helpers.stranger import WAIT_S, Reply, call, counters, hosting, plain_pubsub, wait_until
 
 HOUR_MS = 3_600_000
@@ -193,9 +194,12 @@ class Mallory:
             reply = await self.say_hello(self.hello(), info.peer_id)  # the dialer proves membership first
             if golem is self.victim and isinstance(reply, messages.Hello):
                 self.victim_hello = reply
-            while not any(p["peer_id"] == self.me and p["member"] and p["connected"]
-                          for p in (await call(golem, "GET", "/v1/peers"))["peers"]):
-                await trio.sleep(0.02)
+
+            async def admitted() -> bool:
+                return any(p["peer_id"] == self.me and p["member"] and p["connected"]
+                           for p in (await call(golem, "GET", "/v1/peers"))["peers"])
+
+            await wait_until(f"{golem.name} admitting mallory", admitted)
             await self.pubsub.wait_for_subscription(info.peer_id, self.topic, timeout=WAIT_S)
             await self.pubsub.wait_for_mesh(info.peer_id, self.topic, timeout=WAIT_S)
 
@@ -337,16 +341,15 @@ class Referee:
         before = await counters(self.victim)
         result = await action()
         changed: dict[str, int] = {}
-        try:
-            with trio.fail_after(WAIT_S):
-                while True:
-                    after = await counters(self.victim)
-                    changed = {k: after[k] - before[k] for k in after if WATCHED.search(k) and after[k] != before[k]}
-                    if all(changed.get(k, 0) >= n for k, n in expected.items()):
-                        break
-                    await trio.sleep(0.02)
-        except trio.TooSlowError:
-            raise AssertionError(f"{what}: counters changed {changed} in {WAIT_S} s, expected {expected}") from None
+
+        async def reached() -> bool:
+            nonlocal changed
+            after = await counters(self.victim)
+            changed = {k: after[k] - before[k] for k in after if WATCHED.search(k) and after[k] != before[k]}
+            return all(changed.get(k, 0) >= n for k, n in expected.items())
+
+        await eventually_async(reached, what=f"{what}: counters reaching {expected}", timeout=WAIT_S, interval=0.02,
+                               state=lambda: f"changed {changed}")
         assert changed == expected, f"{what}: counters changed {changed}, expected exactly {expected}"
         assert self.victim.running, f"the victim died after: {what}"
         self.seen[what] = changed

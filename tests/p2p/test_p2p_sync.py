@@ -19,7 +19,8 @@ from crdt import Kind
 from crypto import OwnerKey, RevocationList
 from daemon.grimoire import Grimoire, NewEntry
 from daemon.testing.harness import EventLog, Golem, LoopbackClade
-from tests.helpers.clade import eventually, ids_on, running_clade, write
+from tests.helpers.clade import ids_on, running_clade, write
+from tests.helpers.polling import eventually
 
 pytestmark = pytest.mark.slow
 

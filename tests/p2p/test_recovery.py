@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from daemon.testing.harness import Golem, LoopbackClade
-from tests.helpers.clade import eventually, ids_on, write
+from tests.helpers.clade import ids_on, write
+from tests.helpers.polling import eventually
 
 pytestmark = pytest.mark.slow
 NO_TIMER = {"CLADE_P2P__SYNC_INTERVAL_S": "3600"}

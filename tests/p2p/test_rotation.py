@@ -28,8 +28,8 @@ from daemon.datadir import DataDir
 from daemon.p2p.gossip import GossipCodec
 from daemon.service.backup import verify_backup
 from daemon.testing.harness import EventLog, Golem, LoopbackClade
-from tests.helpers.clade import eventually
 from tests.helpers.cli import CliRunner, clade_subprocess
+from tests.helpers.polling import eventually
 
 
 def write(golem: Golem, content: str) -> str:

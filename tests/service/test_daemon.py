@@ -18,6 +18,7 @@ from daemon.datadir import DataDir
 from daemon.testing.notify import NotifySocket
 from daemon.testing.process import DaemonProc
 from tests.helpers.cli import CliRunner
+from tests.helpers.polling import eventually
 
 
 @pytest.fixture
@@ -427,18 +428,12 @@ def test_cli_goes_through_a_running_daemon_with_identical_output(cli: CliRunner,
 def wait_until_embedded(daemon: DaemonProc, timeout: float = 120) -> None:
     """Until every entry has a vector (the daemon embeds in the background; no event says so),
     as the daemon's status counts them (checked against the store once it says none)."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while True:
-        missing = daemon.request("GET", "/v1/status").json()["embedding_backlog"]
-        if missing == 0:
-            with daemon.data.open_store() as store:
-                unembedded = store.connection.execute("SELECT count(*) FROM entries WHERE embedding IS NULL")
-                assert unembedded.fetchone() == (0,)
-            return
-        assert time.monotonic() < deadline, f"{missing} entries still without a vector after {timeout} s"
-        time.sleep(0.5)
+    eventually(lambda: daemon.request("GET", "/v1/status").json()["embedding_backlog"] == 0, timeout=timeout,
+               interval=0.5, what="every entry embedded (status: embedding_backlog 0)",
+               state=lambda: daemon.request("GET", "/v1/status").json()["embedding_backlog"])
+    with daemon.data.open_store() as store:
+        unembedded = store.connection.execute("SELECT count(*) FROM entries WHERE embedding IS NULL")
+        assert unembedded.fetchone() == (0,)
 
 
 def test_background_embedder_works_through_a_backlog(shared: DaemonProc) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -28,6 +27,7 @@ from daemon.service.death_plan import (
 from daemon.testing.process import DaemonProc
 from daemon.testing.styx_server import StyxServer
 from tests.helpers.cli import STYX_TOKEN, CliRunner, clade_subprocess
+from tests.helpers.polling import eventually
 
 
 class Webhook:
@@ -228,10 +228,8 @@ def test_with_styx_on_the_reflection_reaches_the_archive_and_the_backup_the_vaul
         doc = daemon.request("POST", "/v1/death", json={"reflection": "I died chasing APY."}).json()
         steps = _steps(doc)
         assert steps["styx"] == "done" and steps["backup_push"] == "done" and steps["webhook"] == "skipped"
-        deadline = time.monotonic() + 60
-        while not any(i["id"] == doc["reflection_id"] for i in styx.items()):
-            assert time.monotonic() < deadline, "the reflection never reached Styx"
-            time.sleep(0.1)
+        eventually(lambda: any(i["id"] == doc["reflection_id"] for i in styx.items()), timeout=60, interval=0.1,
+                   what="the reflection at Styx")
         (item,) = [i for i in styx.items() if i["id"] == doc["reflection_id"]]
         assert item["kind"] == "death_reflection" and item["layers"] == ["vault"]  # the clade layer is opt-in
         assert styx.stats()["vault_uploads"] == 2  # the backup, and the testament archive an heir boots from
@@ -265,10 +263,8 @@ def test_a_death_is_paid_for_from_its_reserve_when_the_month_is_spent(joined: Da
         doc = daemon.request("POST", "/v1/death", json={"reflection": "I died with the month spent."}).json()
         steps = _steps(doc)
         assert steps["backup_push"] == "done", doc
-        deadline = time.monotonic() + 60
-        while not any(i["id"] == doc["reflection_id"] for i in styx.items()):
-            assert time.monotonic() < deadline, "the reflection never reached Styx"
-            time.sleep(0.1)
+        eventually(lambda: any(i["id"] == doc["reflection_id"] for i in styx.items()), timeout=60, interval=0.1,
+                   what="the reflection at Styx")
         assert styx.stats()["vault_uploads"] == 2  # the backup and the testament archive
         assert ordinary not in {i["id"] for i in styx.items()}  # ordinary pushes still wait
         status = daemon.request("GET", "/v1/styx/status").json()
@@ -291,16 +287,13 @@ def test_the_styx_budget_follows_the_vitality_phase(joined: DataDir, styx: StyxS
         assert dying.json()["phase"] == "terminal" and dying.json()["reserve_share"] == 1
         waiting = daemon.request("POST", "/v1/memory", json={"content": "The vault at 0xdef halts redemptions",
                                                              "memory_type": "warning"}).json()["id"]
-        deadline = time.monotonic() + 60
-        while not daemon.request("GET", "/v1/styx/status").json()["paused_by_budget"]:  # the marker
-            assert time.monotonic() < deadline, "the pusher never said the budget stops it"
-            time.sleep(0.1)
+        eventually(lambda: daemon.request("GET", "/v1/styx/status").json()["paused_by_budget"],  # the marker
+                   timeout=60, interval=0.1, what="the pusher saying the budget stops it")
         assert waiting not in {i["id"] for i in styx.items()}
         well = daemon.request("PUT", "/v1/vitality", json={"economic": 1.0, "epistemic": 1.0})
         assert well.json()["phase"] == "thriving" and well.json()["reserve_share"] == 0
-        while waiting not in {i["id"] for i in styx.items()}:
-            assert time.monotonic() < deadline + 60, "the warning never left once the golem was well"
-            time.sleep(0.1)
+        eventually(lambda: waiting in {i["id"] for i in styx.items()}, timeout=60, interval=0.1,
+                   what="the warning leaving once the golem was well")
     finally:
         assert daemon.stop() == 0
 

@@ -7,7 +7,6 @@ replaced by a corrupt copy before `clade run` (its pinned sha256 no longer match
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from daemon.native_memory import resident
 from daemon.testing.process import DaemonProc
 from tests.helpers.cli import CliRunner
 from tests.helpers.daemon import search_by_meaning
+from tests.helpers.polling import eventually
 
 ENTRY = "the Uniswap pool on Arbitrum was drained through a reentrancy in its callback"
 
@@ -44,13 +44,13 @@ def quick_unload(data_dir: DataDir) -> None:
 
 def _wait_status(daemon: DaemonProc, predicate: Callable[[dict[str, Any]], bool],
                  timeout: float = 60) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
+    def matching() -> dict[str, Any] | None:
         status: dict[str, Any] = daemon.call("GET", "/v1/status")
-        if predicate(status):
-            return status
-        assert time.monotonic() < deadline, f"status never matched: {status['memory']}"
-        time.sleep(0.2)  # a poll interval: the condition is read from the daemon each time
+        return status if predicate(status) else None
+
+    found: dict[str, Any] = eventually(matching, timeout=timeout, interval=0.2, what="a status matching",
+                                       state=lambda: daemon.call("GET", "/v1/status")["memory"])
+    return found
 
 
 def test_no_model_search_and_digest_answer_from_keywords(broken_model: None, daemon: DaemonProc,

@@ -13,16 +13,17 @@ import pytest
 from daemon.datadir import DataDir
 from daemon.testing.process import DaemonProc
 from daemon.testing.styx_server import StyxServer
+from tests.helpers.polling import eventually
 from tests.helpers.styx import flush_warnings as _flush
 from tests.helpers.styx import styx_env as _env
-from tests.helpers.styx import wait_until as _wait
 
 ENTRIES = "/v1/styx/entries"
 
 
 def _drained(daemon: DaemonProc, styx: StyxServer, n: int) -> None:
-    _wait(lambda: len(styx.keys()) == n, 60, f"{n} items at Styx")
-    _wait(lambda: daemon.request("GET", "/v1/styx/status").json()["queue_depth"] == 0, 30, "an empty outbox")
+    eventually(lambda: len(styx.keys()) == n, timeout=60, what=f"{n} items at Styx")
+    eventually(lambda: daemon.request("GET", "/v1/styx/status").json()["queue_depth"] == 0,
+               timeout=30, what="an empty outbox")
 
 
 @pytest.mark.parametrize(("fault", "timeout_s"), [
@@ -79,7 +80,8 @@ def test_the_monthly_budget_stops_pushing_not_writing_and_survives_a_restart(dat
     daemon = DaemonProc(data_dir, env=env)
     try:
         _flush(daemon, 0, 9)
-        _wait(lambda: daemon.request("GET", "/v1/styx/status").json()["paused_by_budget"], 60, "the budget pause")
+        eventually(lambda: daemon.request("GET", "/v1/styx/status").json()["paused_by_budget"],
+                   timeout=60, what="the budget pause")
         status = daemon.request("GET", "/v1/styx/status").json()
         assert len(styx.keys()) == 5 and status["queue_depth"] == 4  # 5 × 0.01 USD; the rest keep waiting
         assert abs(status["spend_month_usd"] - 0.05) < 1e-9
@@ -89,7 +91,8 @@ def test_the_monthly_budget_stops_pushing_not_writing_and_survives_a_restart(dat
     daemon = DaemonProc(data_dir, env=env)
     try:
         _flush(daemon, 100, 1)  # a write wakes the pusher: it must still be over the budget
-        _wait(lambda: daemon.request("GET", "/v1/styx/status").json()["paused_by_budget"], 60, "the pause again")
+        eventually(lambda: daemon.request("GET", "/v1/styx/status").json()["paused_by_budget"],
+                   timeout=60, what="the pause again")
         status = daemon.request("GET", "/v1/styx/status").json()
         assert status["queue_depth"] == 5 and len(styx.keys()) == 5
         assert abs(status["spend_month_usd"] - 0.05) < 1e-9
@@ -106,7 +109,8 @@ def test_a_tick_cap_pauses_pushing_for_the_rest_of_the_tick(data_dir: DataDir, s
     daemon = DaemonProc(data_dir, env=env)
     try:
         _flush(daemon, 0, 3)
-        _wait(lambda: daemon.request("GET", "/v1/styx/status").json()["paused_by_budget"], 60, "the tick pause")
+        eventually(lambda: daemon.request("GET", "/v1/styx/status").json()["paused_by_budget"],
+                   timeout=60, what="the tick pause")
         status = daemon.request("GET", "/v1/styx/status").json()
         assert len(styx.keys()) == 1 and len(styx.arrivals(ENTRIES)) == 1
         assert status["queue_depth"] == 2 and status["spend"]["calls"] == 1
@@ -123,11 +127,12 @@ def test_playbook_snapshots_go_to_the_vault_layer_once_per_text(data_dir: DataDi
                                                    "memory_type": "warning", "sensitivity": "sensitive"}
                        ).raise_for_status()
         assert daemon.request("POST", "/v1/curator/run", json={}).status_code == 200
-        _wait(lambda: any(i["kind"] == "playbook" for i in styx.items()), 30, "a PLAYBOOK snapshot at Styx")
+        eventually(lambda: any(i["kind"] == "playbook" for i in styx.items()),
+                   timeout=30, what="a PLAYBOOK snapshot at Styx")
         assert "safe 7" not in data_dir.playbook_path.read_text()
         assert daemon.request("POST", "/v1/curator/run", json={}).status_code == 200  # the same text: not again
         _flush(daemon, 0, 1)  # a marker queued after the second cycle; the outbox drains in order
-        _wait(lambda: any(i["kind"] == "warning" for i in styx.items()), 30, "the marker at Styx")
+        eventually(lambda: any(i["kind"] == "warning" for i in styx.items()), timeout=30, what="the marker at Styx")
     finally:
         assert daemon.stop() == 0
     snapshots = [i for i in styx.items() if i["kind"] == "playbook"]

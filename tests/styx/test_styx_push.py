@@ -11,9 +11,9 @@ from daemon.testing.process import DaemonProc
 from daemon.testing.styx_server import StyxServer
 from tests.helpers.cli import STYX_TOKEN as TOKEN
 from tests.helpers.cli import CliRunner
+from tests.helpers.polling import eventually
 from tests.helpers.styx import flush_warnings as _flush
 from tests.helpers.styx import styx_env as _env
-from tests.helpers.styx import wait_until as _wait
 
 
 def test_styx_down_across_two_kills_then_up_every_item_once(data_dir: DataDir, styx: StyxServer) -> None:
@@ -29,14 +29,15 @@ def test_styx_down_across_two_kills_then_up_every_item_once(data_dir: DataDir, s
     daemon = DaemonProc(data_dir, env=_env(styx))
     _flush(daemon, 750, 250)
     assert styx.keys() == []
-    _wait(lambda: daemon.request("GET", "/v1/status").json()["styx"]["failures"] >= 1, 60,
-          "the restarted pusher's first (refused) attempt")
+    eventually(lambda: daemon.request("GET", "/v1/status").json()["styx"]["failures"] >= 1,
+               timeout=60, what="the restarted pusher's first (refused) attempt")
     status = daemon.request("GET", "/v1/status").json()["styx"]
     assert status["queue_depth"] == 1000
     styx.clear_faults()  # Styx is back
     try:
-        _wait(lambda: len(styx.keys()) == 1000, 120, "1,000 items at Styx")
-        _wait(lambda: daemon.request("GET", "/v1/status").json()["styx"]["queue_depth"] == 0, 30, "an empty outbox")
+        eventually(lambda: len(styx.keys()) == 1000, timeout=120, what="1,000 items at Styx")
+        eventually(lambda: daemon.request("GET", "/v1/status").json()["styx"]["queue_depth"] == 0,
+                   timeout=30, what="an empty outbox")
         keys = styx.keys()
         assert len(set(keys)) == 1000
         contents = {r["content"] for r in styx.query("never LP pool", [], 100)}
@@ -52,7 +53,8 @@ def test_a_lost_answer_is_retried_with_the_same_keys_and_stored_once(data_dir: D
     daemon = DaemonProc(data_dir, env=_env(styx))
     try:
         _flush(daemon, 0, 20)
-        _wait(lambda: daemon.request("GET", "/v1/status").json()["styx"]["queue_depth"] == 0, 60, "a drained outbox")
+        eventually(lambda: daemon.request("GET", "/v1/status").json()["styx"]["queue_depth"] == 0,
+                   timeout=60, what="a drained outbox")
         stats = styx.stats()
         assert stats["entries"] == 20 and stats["batches"] >= 2 and stats["items_received"] > 20
     finally:
@@ -64,7 +66,8 @@ def test_a_hopeless_answer_parks_the_items(data_dir: DataDir, styx: StyxServer) 
     daemon = DaemonProc(data_dir, env=_env(styx))
     try:
         _flush(daemon, 0, 3)
-        _wait(lambda: daemon.request("GET", "/v1/status").json()["styx"]["parked"] == 3, 60, "3 parked items")
+        eventually(lambda: daemon.request("GET", "/v1/status").json()["styx"]["parked"] == 3,
+                   timeout=60, what="3 parked items")
         status = daemon.request("GET", "/v1/status").json()["styx"]
         assert status["queue_depth"] == 0 and "HTTP 403" in status["parked_items"][0]["reason"]
         assert TOKEN not in str(daemon.stderr_lines)  # the token is never logged
@@ -79,13 +82,14 @@ def test_cli_status_and_retry_through_the_daemon(data_dir: DataDir, styx: StyxSe
     daemon = DaemonProc(data_dir, env=_env(styx))
     try:
         _flush(daemon, 0, 2)
-        _wait(lambda: daemon.request("GET", "/v1/styx/status").json()["parked"] == 2, 60, "2 parked items")
+        eventually(lambda: daemon.request("GET", "/v1/styx/status").json()["parked"] == 2,
+                   timeout=60, what="2 parked items")
         shown = clade_subprocess(["--data-dir", str(data_dir.root), "styx", "status"])
         assert shown.returncode == 0 and b"2 parked" in shown.stdout and b"HTTP 401" in shown.stdout
         styx.clear_faults()
         again = clade_subprocess(["--data-dir", str(data_dir.root), "styx", "retry", "--all", "--json"])
         assert again.returncode == 0 and json.loads(again.stdout) == {"unparked": 2}
-        _wait(lambda: len(styx.keys()) == 2, 60, "2 items at Styx")
+        eventually(lambda: len(styx.keys()) == 2, timeout=60, what="2 items at Styx")
     finally:
         assert daemon.stop() == 0
     off = clade_subprocess(["--data-dir", str(data_dir.root), "styx", "status", "--json"])  # read from the store
@@ -191,8 +195,9 @@ def test_cli_writes_without_a_daemon_enter_the_outbox_and_the_next_daemon_pushes
     assert styx.keys() == []  # nothing was sent: no daemon ran
     daemon = DaemonProc(data_dir, env={**env, "CLADE_STYX__BACKOFF_CAP_S": "0.5", "CLADE_STYX__BACKOFF_BASE_S": "0.1"})
     try:
-        _wait(lambda: len(styx.keys()) == 1, 60, "the offline warning at Styx")
-        _wait(lambda: daemon.request("GET", "/v1/styx/status").json()["queue_depth"] == 0, 30, "an empty outbox")
+        eventually(lambda: len(styx.keys()) == 1, timeout=60, what="the offline warning at Styx")
+        eventually(lambda: daemon.request("GET", "/v1/styx/status").json()["queue_depth"] == 0,
+                   timeout=30, what="an empty outbox")
         assert [i["id"] for i in styx.items()] == [warning]
     finally:
         assert daemon.stop() == 0

@@ -6,7 +6,6 @@ Update after an intended change with `pytest tests/tui/test_tui_snapshots.py --s
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -14,6 +13,7 @@ import httpx
 import pytest
 from textual.pilot import Pilot
 
+from tests.helpers.tui_drive import until
 from tests.helpers.tui_fake import NOW_MS, Outage, fake_transport, seeded_rates, transport_factory
 from tui.app import CladeTui
 from tui.widgets import FeedPanel
@@ -31,20 +31,13 @@ def make_app(theme: str = "truecolor", transport: httpx.AsyncBaseTransport | Non
                     theme=theme, env={}, rates=seeded_rates())
 
 
-async def until(pilot: Pilot[Any], predicate: Callable[[], bool], timeout: float = 15.0) -> None:
-    """Let the app run until `predicate()` holds (fails after `timeout` s)."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "the app never reached the expected state"
-        await pilot.pause(0.02)
-
-
 async def frozen_when(pilot: Pilot[Any], problem: str) -> None:
     """Wait until the app shows `problem`, then stop its poll and event loops in the same step:
     both retry a gone daemon with their own messages, so the picture must not race them."""
     app = pilot.app
     assert isinstance(app, CladeTui)
-    await until(pilot, lambda: app.link == "down" and app.problem == problem)
+    await until(pilot, lambda: app.link == "down" and app.problem == problem, f"the problem {problem!r} shown",
+                timeout=15)
     app.workers.cancel_group(app, "poll")
     app.workers.cancel_group(app, "events")
     await pilot.pause()
@@ -56,12 +49,13 @@ def ready(*keys: str, then: Callable[[Pilot[Any]], bool] | None = None) -> Calla
     async def run(pilot: Pilot[Any]) -> None:
         app = pilot.app
         assert isinstance(app, CladeTui)
-        await until(pilot, lambda: app.polls >= 1 and len(app._main.query_one(FeedPanel).texts()) == 11)
+        await until(pilot, lambda: app.polls >= 1 and len(app._main.query_one(FeedPanel).texts()) == 11,
+                    "the first poll and the 11 canned feed lines", timeout=15)
         for key in keys:
             await pilot.press(key)
             await pilot.pause()
         if then is not None:
-            await until(pilot, lambda: then(pilot))
+            await until(pilot, lambda: then(pilot), "the state after the keys", timeout=15)
         await pilot.pause()
 
     return run
@@ -159,9 +153,10 @@ def test_search_and_entry(snap_compare: Compare) -> None:
     async def run(pilot: Pilot[Any]) -> None:
         await ready("s")(pilot)
         await pilot.press(*"funding")
-        await until(pilot, lambda: pilot.app.screen.query_one("#results").row_count == 2)  # type: ignore[attr-defined]
+        await until(pilot, lambda: pilot.app.screen.query_one("#results").row_count == 2,  # type: ignore[attr-defined]
+                    "two search results", timeout=15)
         await pilot.press("tab", "enter")
-        await until(pilot, lambda: shown(pilot))
+        await until(pilot, lambda: shown(pilot), "the entry shown", timeout=15)
 
     assert snap_compare(make_app(), terminal_size=SMALL, run_before=run)
 
@@ -172,7 +167,8 @@ def test_search_results(snap_compare: Compare) -> None:
     async def run(pilot: Pilot[Any]) -> None:
         await ready("s")(pilot)
         await pilot.press(*"funding")
-        await until(pilot, lambda: pilot.app.screen.query_one("#results").row_count == 2)  # type: ignore[attr-defined]
+        await until(pilot, lambda: pilot.app.screen.query_one("#results").row_count == 2,  # type: ignore[attr-defined]
+                    "two search results", timeout=15)
 
     assert snap_compare(make_app(), terminal_size=SMALL, run_before=run)
 
