@@ -14,7 +14,7 @@ from daemon.cli.backends.store import StoreBackend
 from daemon.client import DaemonClient
 from daemon.datadir import DataDir
 
-__all__ = ["Backend", "DaemonBackend", "Doc", "PadTuple", "StoreBackend", "backend_for", "full_id"]
+__all__ = ["Backend", "DaemonBackend", "Doc", "PadTuple", "StoreBackend", "backend_for"]
 
 
 def backend_for(data: DataDir, *, store_only: bool = False) -> Backend:
@@ -24,12 +24,3 @@ def backend_for(data: DataDir, *, store_only: bool = False) -> Backend:
     (see `Backend.recall`)."""
     client = None if store_only else DaemonClient.for_data_dir(data)
     return StoreBackend(data) if client is None else DaemonBackend(client)
-
-
-def full_id(backend: Backend, given: str) -> str:
-    """The entry id `given` names: itself when it has 32 characters, else the one entry it is a
-    unique prefix of (`Backend.entry` resolves it: `UsageError` listing the candidates when it
-    is ambiguous, `NotFound` when nothing starts with it)."""
-    if len(given.strip()) == 32:
-        return given.strip().lower()
-    return str(backend.entry(given)["id"])
