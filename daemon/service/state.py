@@ -87,7 +87,7 @@ class DaemonState:
                              counters=counters)
         self.upkeep = Upkeep(self.access, self.embedding, self.styx_link, data=data, identity=identity,
                              config=settings, counters=counters, publish=self.hub.publish,
-                             local_write=self.writes.local_write, now_ms=now_ms)
+                             local_write=self.writes.local_write, now_ms=now_ms, prepare=self.writes.prepare)
 
     @staticmethod
     def now_ms() -> int:

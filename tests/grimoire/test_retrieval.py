@@ -29,6 +29,7 @@ from daemon.grimoire.scoring import (
     temporal,
 )
 from daemon.grimoire.vectors import VectorIndex, missing_vectors, vector_report, write_vectors
+from tests.helpers.seed import seed_one
 
 ME = Identity(b"\x21" * 32)
 DAY = 86_400_000
@@ -117,7 +118,7 @@ def test_source_discounts_and_bloodstain() -> None:
 
 
 def write(store: Grimoire, content: str, **kw: object) -> str:
-    return store.remember(NewEntry(kind=Kind.INSIGHT, content=content, **kw), identity=ME).id  # type: ignore[arg-type]
+    return seed_one(store, NewEntry(kind=Kind.INSIGHT, content=content, **kw), identity=ME).id  # type: ignore[arg-type]
 
 
 def ranks(store: Grimoire, model_dir: Path, text: str, **kw: object) -> list[str]:
@@ -239,7 +240,7 @@ def test_source_discount_and_bloodstain_through_the_store(store: Grimoire, model
 
 
 def test_filters(store: Grimoire, model_dir: Path) -> None:
-    warn = store.remember(NewEntry(kind=Kind.WARNING, content="Oracle manipulation on thin Base pools",
+    warn = seed_one(store, NewEntry(kind=Kind.WARNING, content="Oracle manipulation on thin Base pools",
                                    confidence=0.9), identity=ME).id
     secret = write(store, "Oracle manipulation on thin Base pools (our exposure)", sensitivity=Sensitivity.SENSITIVE)
     shaky = write(store, "Oracle manipulation on thin Base pools, maybe", confidence=0.1)
