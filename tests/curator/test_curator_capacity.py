@@ -82,10 +82,10 @@ def test_threshold_prunes_count_before_the_budget() -> None:
 def _fill(store: Grimoire, me: LocalIdentity) -> tuple[list[str], str]:
     """105 strategy outcomes (rising importance) and the constraint, the least important entry."""
     outcomes = [seed_one(store, NewEntry(kind=Kind.STRATEGY_OUTCOME, content=f"Rebalanced vault {i} at tick {i * 7}",
-                                        importance=0.2 + i / 200, confidence=0.7), identity=me).id
+                                         importance=0.2 + i / 200, confidence=0.7), identity=me).id
                 for i in range(105)]
     rule = seed_one(store, NewEntry(kind=Kind.CONSTRAINT, content=TVL_RULE, importance=0.0, confidence=0.5),
-                          identity=me).id
+                           identity=me).id
     return outcomes, rule
 
 
@@ -183,7 +183,7 @@ def test_tui_shows_the_capacity_archive(data_dir: DataDir) -> None:
     with data_dir.open_store(identity=identity) as store:
         for i in range(3):
             seed_one(store, NewEntry(kind=Kind.STRATEGY_OUTCOME, content=f"Closed position {i} at +{i}%"),
-                           identity=identity)
+                            identity=identity)
         seed_one(store, NewEntry(kind=Kind.CONSTRAINT, content=TVL_RULE), identity=identity)
     daemon = DaemonProc(data_dir, env={"CLADE_CURATOR__CAPACITY": "2"})
     try:

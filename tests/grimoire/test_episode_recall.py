@@ -80,7 +80,7 @@ def test_the_digest_episodic_section_keeps_within_its_share(tmp_path: Path, mode
                 for i, (t, v) in enumerate(zip(texts, embedder.embed(texts), strict=True))])
     with Grimoire.open(tmp_path / "g.db", create=True, wall_ms=lambda: NOW) as store:
         warning = seed_one(store, NewEntry(kind=Kind.WARNING, content="Uniswap v3 ETH/USDC slippage doubles in "
-                                          "the US open"), identity=ME).id
+                                           "the US open"), identity=ME).id
         retriever = Retriever(store, lambda: get_embedder(model_dir))
         query = "what did my ETH to USDC swaps cost"
         hits = recall_episodes(log, list(map(float, embedder.embed([query])[0])), EpisodeQuery(k=12), now_ms=NOW)

@@ -149,7 +149,7 @@ def store(tmp_path: Path) -> Iterator[Grimoire]:
 
 def test_stored_read_back_and_shown(store: Grimoire) -> None:
     made = seed_one(store, NewEntry(kind=Kind.FACT, content="A swap on 8 May", occurred_ms=1_683_504_000_000),
-                          identity=ME)
+                           identity=ME)
     got = store.get(made.id)
     assert got.body.occurred_ms == 1_683_504_000_000 and got.body == made.body
     assert got.to_json()["occurred_at"] == "2023-05-08T00:00:00.000Z"
@@ -160,7 +160,7 @@ def test_stored_read_back_and_shown(store: Grimoire) -> None:
 def test_event_time_replicates_with_the_entry_and_old_entries_still_merge(tmp_path: Path) -> None:
     with Grimoire.open(tmp_path / "a.db", create=True) as a, Grimoire.open(tmp_path / "b.db", create=True) as b:
         dated = seed_one(a, NewEntry(kind=Kind.WARNING, content="Base sequencer halted for an hour",
-                                    occurred_ms=NOW - 3 * DAY), identity=ME)
+                                     occurred_ms=NOW - 3 * DAY), identity=ME)
         plain = seed_one(a, NewEntry(kind=Kind.WARNING, content="Arbitrum gas spiked at the NFT mint"), identity=ME)
         for delta in list(a.iter_deltas(b.causal_context())):
             decoded, rejected = decode_delta(encode_delta(delta), signature_ok)
@@ -215,9 +215,9 @@ def test_since_until_bound_event_time_else_written_time(store: Grimoire, model_d
 
 def test_recency_ranks_by_event_time(store: Grimoire, model_dir: Path) -> None:
     old_news = seed_one(store, NewEntry(kind=Kind.INSIGHT, content="Curve 3pool imbalance widened USDT discount",
-                                       occurred_ms=NOW - 14 * DAY), identity=ME).id
+                                        occurred_ms=NOW - 14 * DAY), identity=ME).id
     fresh = seed_one(store, NewEntry(kind=Kind.INSIGHT, content="Curve 3pool imbalance widened the USDT discount"),
-                           identity=ME).id
+                            identity=ME).id
     hits = Retriever(store, lambda: get_embedder(model_dir)).recall(
         RecallQuery(text="Curve 3pool USDT depeg", k=5), now_ms=NOW)
     temporal_of = {h.entry.id: h.factors.temporal for h in hits}
@@ -233,7 +233,7 @@ def test_a_bulk_import_of_dated_entries_is_uniformly_old(tmp_path: Path, model_d
     clock = iter(range(NOW, NOW + 10_000_000))
     with Grimoire.open(tmp_path / "bulk.db", create=True, wall_ms=lambda: next(clock)) as store:
         seed(store, [NewEntry(kind=Kind.INSIGHT, content=f"Uniswap v3 pool {i} fees rose in the May sell-off",
-                                      occurred_ms=NOW - 30 * DAY) for i in range(20)], identity=ME)
+                             occurred_ms=NOW - 30 * DAY) for i in range(20)], identity=ME)
         hits = Retriever(store, lambda: get_embedder(model_dir)).recall(
             RecallQuery(text="Uniswap fees in May", k=20), now_ms=NOW + 60_000)
         assert len(hits) == 20

@@ -130,7 +130,7 @@ def test_record_outcome_is_one_transaction(store: Grimoire) -> None:
 def test_promote_marks_own_crossable_entries_and_re_emits_them(store: Grimoire) -> None:
     mine = seed_one(store, NewEntry(kind=Kind.INSIGHT, content="Funding flips before CPI"), identity=ME).id
     private = seed_one(store, NewEntry(kind=Kind.INSIGHT, content="My own edge", sensitivity=Sensitivity.PRIVATE),
-                             identity=ME).id
+                              identity=ME).id
     theirs = sibling_entry(store, SIB, "Aave utilisation above 90% means rate spikes")
     top = store.local_top(ME.peer_id)
     done = store.promote([mine, private, theirs, mine, "f" * 32], ME, now_ms=T0 + 1, reason="legacy")
@@ -147,10 +147,10 @@ def test_promote_marks_own_crossable_entries_and_re_emits_them(store: Grimoire) 
 
 def test_an_insight_with_defaults_at_0_8_crosses_and_its_near_duplicate_does_not(store: Grimoire) -> None:
     new = seed_one(store, NewEntry(kind=Kind.INSIGHT, content="Funding flips before CPI", confidence=0.8),
-                         identity=ME).id
+                          identity=ME).id
     sib = sibling_entry(store, SIB, "Curve pools thin out on Sundays")
     dup = seed_one(store, NewEntry(kind=Kind.INSIGHT, content="Curve liquidity is thin each Sunday", confidence=0.8),
-                         identity=ME).id
+                          identity=ME).id
     low = seed_one(store, NewEntry(kind=Kind.INSIGHT, content="A hunch about gas", confidence=0.59), identity=ME).id
     vectors = {new: unit(1, 0, 0), sib: unit(0, 1, 0), dup: unit(0, 1, 0.45), low: unit(0, 0, 1)}  # dup·sib ≈ 0.91
     report = run_cycle(store, identity=ME, now_ms=T0 + 1, vectors=vectors,
@@ -166,7 +166,7 @@ def test_an_insight_with_defaults_at_0_8_crosses_and_its_near_duplicate_does_not
 def test_two_paraphrases_written_together_do_not_both_cross(store: Grimoire) -> None:
     a = seed_one(store, NewEntry(kind=Kind.FACT, content="Arbitrum blocks are 250 ms", confidence=0.8), identity=ME).id
     b = seed_one(store, NewEntry(kind=Kind.FACT, content="Arbitrum makes a block every 0.25 s", confidence=0.8),
-                       identity=ME).id
+                        identity=ME).id
     promoted = promote_ready(store, ME, now_ms=T0 + 1, tick_seconds=TICK_S,
                              vectors={a: unit(1, 0.01, 0), b: unit(1, 0.02, 0)})
     assert promoted == [a]
@@ -174,9 +174,9 @@ def test_two_paraphrases_written_together_do_not_both_cross(store: Grimoire) -> 
 
 def test_a_heuristic_crosses_with_positive_outcomes_once_its_ticks_passed(store: Grimoire) -> None:
     good = seed_one(store, NewEntry(kind=Kind.HEURISTIC, content="Split swaps over 100k into five", confidence=0.8),
-                          identity=ME)
+                           identity=ME)
     bad = seed_one(store, NewEntry(kind=Kind.CONSTRAINT, content="Never bridge on Fridays", confidence=0.8),
-                         identity=ME)
+                          identity=ME)
     created = good.body.created.ms
     for effect in ("positive", "positive"):
         store.record_outcome(good.id, effect, metric="pnl_usd", now_ms=T0)
@@ -192,11 +192,11 @@ def test_a_heuristic_crosses_with_positive_outcomes_once_its_ticks_passed(store:
 
 def test_legacy_pushes_young_rules_when_the_golem_declines(store: Grimoire) -> None:
     young = seed_one(store, NewEntry(kind=Kind.HEURISTIC, content="Rebalance at 2% drift", confidence=0.8),
-                           identity=ME).id
-    half = seed_one(store, NewEntry(kind=Kind.HEURISTIC, content="Maybe rebalance weekly", confidence=0.6),
-                          identity=ME).id
-    unsure = seed_one(store, NewEntry(kind=Kind.HEURISTIC, content="Perhaps rebalance monthly", confidence=0.35),
                             identity=ME).id
+    half = seed_one(store, NewEntry(kind=Kind.HEURISTIC, content="Maybe rebalance weekly", confidence=0.6),
+                           identity=ME).id
+    unsure = seed_one(store, NewEntry(kind=Kind.HEURISTIC, content="Perhaps rebalance monthly", confidence=0.35),
+                             identity=ME).id
     assert promote_ready(store, ME, now_ms=T0, tick_seconds=TICK_S) == []
     from daemon.grimoire.vitality import Vitality, write_vitality
 

@@ -33,7 +33,7 @@ def source(tmp_path: Path) -> Iterator[Grimoire]:
     """A writer's store with 700 warnings (1,400 ops), a third of them retracted."""
     store = Grimoire.open(tmp_path / "source.db", create=True)
     entries = seed(store, [NewEntry(kind=Kind.WARNING, content=f"Pool {i} drains below 100k TVL at block {i}")
-                                   for i in range(700)], identity=WRITER)
+                          for i in range(700)], identity=WRITER)
     for entry in entries[::3]:
         store.retract(entry.id, identity=WRITER)
     yield store

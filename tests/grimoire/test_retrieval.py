@@ -241,7 +241,7 @@ def test_source_discount_and_bloodstain_through_the_store(store: Grimoire, model
 
 def test_filters(store: Grimoire, model_dir: Path) -> None:
     warn = seed_one(store, NewEntry(kind=Kind.WARNING, content="Oracle manipulation on thin Base pools",
-                                   confidence=0.9), identity=ME).id
+                                    confidence=0.9), identity=ME).id
     secret = write(store, "Oracle manipulation on thin Base pools (our exposure)", sensitivity=Sensitivity.SENSITIVE)
     shaky = write(store, "Oracle manipulation on thin Base pools, maybe", confidence=0.1)
     gone = write(store, "Oracle manipulation on thin Base pools, again")

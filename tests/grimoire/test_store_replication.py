@@ -142,9 +142,9 @@ def test_a_delta_of_many_ops_joins_as_its_ops_one_by_one(tmp_path: Path, seed: i
 def test_two_stores_converge_and_materialise(golems: tuple[Grimoire, Grimoire, Identity, Identity]) -> None:
     a, b, ida, idb = golems
     w = seed_one(a, NewEntry(kind=Kind.WARNING, content="Oracle lag on Base during sequencer restarts",
-                            confidence=0.9, tags=("oracle",)), identity=ida)
+                             confidence=0.9, tags=("oracle",)), identity=ida)
     i = seed_one(b, NewEntry(kind=Kind.INSIGHT, content="Stable pools rebalance best near 08:00 UTC",
-                            confidence=0.8), identity=idb)
+                             confidence=0.8), identity=idb)
     assert sync(a, b, idb.peer_id) == 2
     assert sync(b, a, ida.peer_id) == 2
     assert a.state_digest() == b.state_digest()
@@ -199,7 +199,7 @@ def test_private_and_never_crossing_kinds_stay_home(golems: tuple[Grimoire, Grim
     a, b, ida, idb = golems
     seed_one(a, NewEntry(kind=Kind.INSIGHT, content="my size limits", sensitivity=Sensitivity.PRIVATE), identity=ida)
     seed_one(a, NewEntry(kind=Kind.FACT, content="api keys live in vault", sensitivity=Sensitivity.SENSITIVE),
-               identity=ida)
+                identity=ida)
     seed_one(a, NewEntry(kind=Kind.STRATEGY_OUTCOME, content="lp-7 made 3%"), identity=ida)
     seed_one(a, NewEntry(kind=Kind.PREFERENCE, content="prefer curve"), identity=ida)
     pub = seed_one(a, NewEntry(kind=Kind.WARNING, content="public warning"), identity=ida)
@@ -329,7 +329,7 @@ def test_an_id_prefix_names_one_entry_or_is_refused_with_the_candidates(tmp_path
     me = Identity(b"\x07" * 32)
     with Grimoire.open(tmp_path / "g.db", create=True) as store:
         made = seed(store, [NewEntry(kind=Kind.FACT, content=f"fact number {n} about pool {n}")
-                                    for n in range(1500)], identity=me)
+                           for n in range(1500)], identity=me)
         ids = sorted(e.id for e in made)
         twins = next((a, b) for a, b in itertools.pairwise(ids) if a[:4] == b[:4])  # 1,500 ids: 4 hex collide
         with pytest.raises(UsageError, match="ambiguous") as ambiguous:

@@ -129,7 +129,7 @@ def test_catch_up_survives_sigkill_mid_sync(clade3: LoopbackClade) -> None:
     identity = a.data.load_identity()
     with Grimoire.open(a.data.db_path) as store:
         seed(store, [NewEntry(kind=Kind.WARNING, content=f"bulk warning {i} " + "x" * 3500)
-                             for i in range(3000)], identity=identity)
+                    for i in range(3000)], identity=identity)
     same_port = a.p2p_addrs[0].split("/p2p/")[0]  # c remembers a there (peers.json), and dials it first
     a.p2p_addrs = []
     clade3.start(a, bootstrap=[], args=["--listen", same_port])

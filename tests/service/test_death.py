@@ -370,7 +370,7 @@ def test_grimoire_promote_takes_only_own_live_crossing_unpromoted_entries(tmp_pa
     with Grimoire.open(tmp_path / "g.db", create=True, wall_ms=lambda: 1_800_000_000_000) as store:
         good = seed_one(store, NewEntry(kind=Kind.INSIGHT, content="Funding flips before CPI"), identity=me).id
         private = seed_one(store, NewEntry(kind=Kind.INSIGHT, content="Our book is 40% ETH",
-                                          sensitivity=Sensitivity.PRIVATE), identity=me).id
+                                           sensitivity=Sensitivity.PRIVATE), identity=me).id
         soma = seed_one(store, NewEntry(kind=Kind.STRATEGY_OUTCOME, content="+3,412 USDC"), identity=me).id
         theirs = seed_one(store, NewEntry(kind=Kind.INSIGHT, content="Gas is cheap at 03:00"), identity=sibling).id
         gone = seed_one(store, NewEntry(kind=Kind.FACT, content="Pool X closed"), identity=me).id

@@ -120,7 +120,7 @@ def golem(tmp_path: Path) -> DataDir:
     ident = data.load_identity()
     with data.open_store(identity=ident) as store:
         seed(store, [NewEntry(kind=Kind.WARNING, content=f"Warning {i}: pool {i} drains at dawn",
-                                      tags=(f"t{i % 3}",)) for i in range(40)], identity=ident)
+                             tags=(f"t{i % 3}",)) for i in range(40)], identity=ident)
         store.forget(store.list_entries(limit=1)[0].id)
     data.open_episodes().append([Episode(summary=f"episode {i}", observed_ms=1_000 + i,
                                          payload_json=json.dumps({"i": i})) for i in range(25)])

@@ -42,7 +42,7 @@ def _write_every_kind(store: Grimoire) -> dict[str, str]:
     for kind in (*AT_ONCE, *PROMOTED, *NEVER, Kind.DEATH_REFLECTION):
         content = f"the {kind.value} about ETH on Base"
         entry = seed_one(store, NewEntry(kind=kind, content=content, confidence=0.9, tokens=("ETH",), chains=(8453,),
-                                        strategy_id="owner-book-7", tags=("alice",)), identity=ME)
+                                         strategy_id="owner-book-7", tags=("alice",)), identity=ME)
         if kind in PROMOTED:
             assert store.promote([entry.id], ME, now_ms=T0, reason="admitted") == [entry.id]
         written[content] = kind.value

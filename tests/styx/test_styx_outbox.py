@@ -31,11 +31,11 @@ def test_a_warning_is_enqueued_in_its_own_transaction_and_private_never(tmp_path
     with _store(tmp_path) as store:
         w = seed_one(store, NewEntry(kind=Kind.WARNING, content="Never LP under $100K TVL"), identity=ME)
         seed_one(store, NewEntry(kind=Kind.WARNING, content="my wallet seed hint", sensitivity=Sensitivity.PRIVATE),
-                       identity=ME)
+                        identity=ME)
         seed_one(store, NewEntry(kind=Kind.PREFERENCE, content="I like Curve"), identity=ME)
         with pytest.raises(InvalidValue):  # all or none: the good warning of a failed batch leaves no item
             seed(store, [NewEntry(kind=Kind.WARNING, content="Avoid the old router"),
-                                 NewEntry(kind=Kind.WARNING, content="x", confidence=7.0)], identity=ME)
+                        NewEntry(kind=Kind.WARNING, content="x", confidence=7.0)], identity=ME)
         items = store.outbox_due(now_ms=T0, limit=10)
         assert [(i.kind, i.layer) for i in items] == [("warning", "clade")]
         doc = json.loads(items[0].item)
@@ -49,7 +49,7 @@ def test_a_warning_is_enqueued_in_its_own_transaction_and_private_never(tmp_path
 def test_an_insight_waits_for_its_promotion(tmp_path: Path) -> None:
     with _store(tmp_path) as store:
         seed_one(store, NewEntry(kind=Kind.INSIGHT, content="Funding flips before CPI", confidence=0.8, quality=0.6),
-                       identity=ME)
+                        identity=ME)
         seed_one(store, NewEntry(kind=Kind.INSIGHT, content="Weak hunch", confidence=0.3, quality=0.6), identity=ME)
         assert store.outbox_due(now_ms=T0, limit=10) == []
         assert len(promote_ready(store, ME, now_ms=T0, tick_seconds=10)) == 1
