@@ -163,29 +163,28 @@ def test_guards_see_a_live_daemon_even_when_told_to_bypass_it(shared: DaemonProc
     assert proc.returncode == 2 and b"a daemon is running" in proc.stderr, proc.stderr
 
 
-def test_embeddings_rebuild_refuses_while_a_daemon_owns_the_store(shared: DaemonProc) -> None:
+def test_embeddings_rebuild_refuses_while_a_daemon_owns_the_store(daemon: DaemonProc) -> None:
     """Clearing every vector behind a running daemon would leave its index and drift state wrong:
-    `clade embeddings rebuild` refuses, says what to do, and clears no vector (the daemon may
-    add some meanwhile: it embeds in the background)."""
+    `clade embeddings rebuild` refuses, says what to do, and clears no vector."""
     import sqlite3
     from contextlib import closing
 
     from tests.helpers.cli import clade_subprocess
 
     def vectors() -> dict[str, bytes | None]:
-        with closing(sqlite3.connect(f"file:{shared.data.db_path}?mode=ro", uri=True)) as conn:
+        with closing(sqlite3.connect(f"file:{daemon.data.db_path}?mode=ro", uri=True)) as conn:
             return dict(conn.execute("SELECT id, embedding FROM entries"))
 
-    shared.call("POST", "/v1/memory", json={"content": "Rebuild guard: pool X drains at night",
-                                            "memory_type": "insight"})
+    made = daemon.call("POST", "/v1/memory", json={"content": "Rebuild guard: pool X drains at night",
+                                                    "memory_type": "insight"})
+    wait_until_embedded(daemon)
     before = vectors()
-    assert before
-    proc = clade_subprocess(["--data-dir", str(shared.data.root), "embeddings", "rebuild"],
+    assert before[made["id"]] is not None
+    proc = clade_subprocess(["--data-dir", str(daemon.data.root), "embeddings", "rebuild"],
                             env={"CLADE_NO_DAEMON": "1"})
     assert proc.returncode == 2, proc.stderr
     assert b"a daemon is running" in proc.stderr and b"before rebuilding the vectors" in proc.stderr, proc.stderr
-    after = vectors()
-    assert all(after[i] == v for i, v in before.items() if v is not None)
+    assert vectors() == before
 
 
 def test_socket_is_0660(shared: DaemonProc) -> None:
