@@ -95,6 +95,15 @@ def daemon_is_live(data: DataDir, *, timeout_s: float = 2.0) -> bool:
     return True
 
 
+def refuse_beside_daemon(data: DataDir, what: str) -> None:
+    """Raise `UsageError` when a daemon owns `data` (`daemon_is_live`): `what` (e.g. "rebuilding
+    the vectors") writes the store behind the daemon's back, which would leave its in-memory
+    state (the vector index, the clock, the caches) wrong."""
+    if daemon_is_live(data):
+        raise UsageError(f"a daemon is running on {data.root}; stop it (systemctl stop clade, or Ctrl-C on "
+                         f"`clade run`) before {what}")
+
+
 def detail_of(doc: Any) -> str:
     """The reason in an error body (`{error, detail}`), pydantic's errors said as the CLI says them."""
     if isinstance(doc, dict) and "detail" in doc:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,11 +30,12 @@ from pydantic import ValidationError
 
 from crdt import InvalidValue, Kind, Timestamp
 from daemon.contract.requests import MAX_FLUSH_ITEMS, MAX_LESSONS, MAX_WORKING_MEMORY_BYTES, SESSION_PATTERN, MemoryIn
-from daemon.errors import Conflict, UsageError
+from daemon.errors import UsageError
 from daemon.grimoire import Grimoire, NewEntry
+from daemon.grimoire.agent_store import SessionClear, set_working_memory, write_once
 from daemon.grimoire.fields import EntryFields
 from daemon.grimoire.store import LocalIdentity
-from daemon.grimoire.write_door import Prepared, Written, entry_batch, written
+from daemon.grimoire.write_door import Prepared, Written
 
 __all__ = [
     "PREFIX_KINDS",
@@ -156,29 +156,11 @@ def line_key(kind: Kind, content: str) -> str:
 
 
 def _write_batch(store: Grimoire, identity: LocalIdentity, scope: str, prepared: Prepared, *,
-                 now_ms: int, label: Callable[[int], str],
-                 then: Callable[[sqlite3.Connection], None] | None = None) -> Written:
+                 now_ms: int, label: Callable[[int], str], clear: SessionClear | None = None) -> Written:
     """Write the prepared entries not yet recorded in `scope`, and their records, through the
-    write door in one transaction."""
-    ids: list[str] = []
-    with entry_batch(store, identity, prepared, now_ms=now_ms) as (conn, door):
-        for i, new in enumerate(prepared.news):
-            key = line_key(new.kind, new.content)
-            row = conn.execute("SELECT entry_id FROM agent_migrations WHERE scope = ? AND line_hash = ?",
-                               (scope, key)).fetchone()
-            if row is not None:
-                ids.append(str(row[0]))
-                continue
-            try:
-                entry_id = door.add(i)
-            except InvalidValue as exc:
-                raise UsageError(f"{label(i)}: {exc}") from None
-            conn.execute("INSERT INTO agent_migrations (scope, line_hash, entry_id, migrated_ms) VALUES (?, ?, ?, ?)",
-                         (scope, key, entry_id, now_ms))
-            ids.append(entry_id)
-        if then is not None:
-            then(conn)
-    return written(store, door, ids)
+    write door in one transaction (daemon/grimoire/agent_store.py, `write_once`)."""
+    keys = [line_key(new.kind, new.content) for new in prepared.news]
+    return write_once(store, identity, scope, prepared, keys, now_ms=now_ms, label=label, clear=clear)
 
 
 def flush_news(session: str, facts: Sequence[EntryFields]) -> list[NewEntry]:
@@ -228,13 +210,7 @@ def write_working_memory(store: Grimoire, session: str, content: str, *, now_ms:
     """Replace the session's text (empty text clears it)."""
     check_session(session)
     check_working_text(content)
-    with store.transaction() as conn:
-        if content:
-            conn.execute("INSERT INTO working_memory (session, content, updated_ms) VALUES (?, ?, ?) "
-                         "ON CONFLICT (session) DO UPDATE SET content = excluded.content, "
-                         "updated_ms = excluded.updated_ms", (session, content, now_ms))
-        else:
-            conn.execute("DELETE FROM working_memory WHERE session = ?", (session,))
+    set_working_memory(store, session, content, now_ms=now_ms)
     return {"session": session, "bytes": len(content.encode("utf-8")), "updated_ms": now_ms if content else None}
 
 
@@ -283,16 +259,9 @@ def close_working_memory(store: Grimoire, identity: LocalIdentity, marked: Marke
     """Migrate the marked lines (`marked_news`) into entries, then clear the session; one
     transaction. If the session's text changed since it was read, nothing is written and the
     close is refused (`Conflict`): the caller reads it again."""
-    session = marked.session
-
-    def clear(conn: sqlite3.Connection) -> None:
-        row = conn.execute("SELECT content FROM working_memory WHERE session = ?", (session,)).fetchone()
-        if ("" if row is None else str(row[0])) != marked.content:
-            raise Conflict(f"working memory of session {session!r} changed during the close; close it again")
-        conn.execute("DELETE FROM working_memory WHERE session = ?", (session,))
-
-    return _write_batch(store, identity, f"session/{session}", prepared, now_ms=now_ms,
-                        label=lambda i: f"working memory line {marked.lines[i]}", then=clear)
+    return _write_batch(store, identity, f"session/{marked.session}", prepared, now_ms=now_ms,
+                        label=lambda i: f"working memory line {marked.lines[i]}",
+                        clear=SessionClear(marked.session, marked.content))
 
 
 # -- lesson files --------------------------------------------------------------------

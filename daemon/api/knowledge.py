@@ -16,8 +16,7 @@ from fastapi import FastAPI
 from daemon.api.ids import EntryId
 from daemon.contract.requests import OutcomeIn, VitalityIn
 from daemon.contract.responses import EntryDoc, VitalityOut, errors
-from daemon.grimoire import Grimoire
-from daemon.grimoire.vitality import Vitality, write_vitality
+from daemon.grimoire.vitality import Vitality
 from daemon.service.state import DaemonState
 
 __all__ = ["register"]
@@ -48,11 +47,8 @@ def register(app: FastAPI, state: DaemonState) -> None:
         checked = Vitality.checked(body.phase, body.hayflick_ratio, economic=body.economic,
                                    epistemic=body.epistemic, age_factor=body.age_factor)
 
-        def write(store: Grimoire) -> Vitality:
-            with store.transaction() as conn:
-                return write_vitality(conn, checked, now_ms=state.now_ms())
-
-        stored = await state.on_writer(write)
+        now = state.now_ms()
+        stored = await state.on_writer(lambda store: store.set_vitality(checked, now_ms=now))
         if state.styx is not None:
             state.styx.budget.reserve_share = stored.reserve_share
         state.publish("vitality_changed", stored.to_json())

@@ -16,8 +16,6 @@ from fastapi import FastAPI
 from daemon.contract.requests import DistrustIn
 from daemon.contract.responses import DistrustOut, TrustOut, errors
 from daemon.errors import Conflict
-from daemon.grimoire import Grimoire
-from daemon.grimoire.trust_store import set_distrust
 from daemon.service.state import DaemonState
 from daemon.service.trust_watch import suspect_doc
 
@@ -42,11 +40,7 @@ def register(app: FastAPI, state: DaemonState) -> None:
             raise Conflict("that is this golem's own peer id: its own entries are never quarantined")
         now = state.now_ms()
 
-        def run(store: Grimoire) -> dict[str, Any]:
-            with store.transaction() as conn:
-                return set_distrust(conn, peer_id, distrusted=distrusted, now_ms=now)
-
-        doc = await state.on_writer(run)
+        doc = await state.on_writer(lambda store: store.set_distrust(peer_id, distrusted=distrusted, now_ms=now))
         state.counters["peers_distrusted" if distrusted else "peers_trusted"] += 1
         state.publish("author_trust", doc)
         return doc

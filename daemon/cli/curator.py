@@ -30,13 +30,14 @@ from crypto.vault import VaultKeys
 from daemon.cli.backends import backend_for
 from daemon.cli.ids import ID_HELP, entry_id
 from daemon.cli.render import renders
-from daemon.client import daemon_is_live
+from daemon.client import refuse_beside_daemon
 from daemon.datadir import DataDir
 from daemon.errors import DaemonError, UsageError
 from daemon.grimoire import NewEntry, wall_clock_ms
 from daemon.grimoire.curator.bequest import InheritReport, export_testament, inherit, read_testament
 from daemon.grimoire.curator.cycle import simulate
 from daemon.grimoire.curator.testament import TestamentError
+from daemon.grimoire.write_door import Prepared, write_entries
 from daemon.service.curation import settings_for
 from daemon.styx import ledger
 from daemon.styx.boot import BootError, download_within, inherit_archive, open_archive, write_archive
@@ -133,9 +134,7 @@ def cmd_unarchive(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
 
 
 def _no_daemon(data: DataDir, what: str) -> None:
-    if daemon_is_live(data):
-        raise UsageError(f"a daemon is running on {data.root}; stop it (systemctl stop clade, or Ctrl-C on "
-                         f"`clade run`) before {what}")
+    refuse_beside_daemon(data, what)
 
 
 def read_reflection(path: Path) -> str:
@@ -174,8 +173,9 @@ def cmd_testament(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
     with data.open_store(identity=identity) as store:
         reflection_id = None
         if reflection is not None:
-            reflection_id = store.remember(NewEntry(kind=Kind.DEATH_REFLECTION, content=reflection, confidence=0.9,
-                                                    importance=1.0, bloodstain=True), identity=identity).id
+            new = NewEntry(kind=Kind.DEATH_REFLECTION, content=reflection, confidence=0.9, importance=1.0,
+                           bloodstain=True)
+            reflection_id = write_entries(store, identity, Prepared.unembedded([new]), now_ms=now).ids[0]
         report = export_testament(store, identity, clade_id=membership.clade_id, clade_keys=[clade_key],
                                   x25519_recipients=[membership.owner_x25519_public_key()], out=args.out,
                                   now_ms=now, reflection_id=reflection_id, trust=data.load_config().trust.policy())
@@ -239,7 +239,7 @@ def _inherit_from_styx(predecessor: str, data: DataDir, membership: Membership, 
     with data.open_store(identity=identity) as store:
         try:
             budget, month = budget_for(styx), ledger.month_of(now)  # bounded to what the month's rest pays for …
-            budget.resume(month, ledger.spent(store.connection, month))
+            budget.resume(month, store.styx_spent(month))
             name, raw = download_within(styx, predecessor, budget, month=month)
             charge_transfer(store, styx, len(raw), now_ms=now)  # … and charged by its real size
             doc = open_archive(raw, predecessor=predecessor, membership=membership, keys=keys,

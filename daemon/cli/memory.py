@@ -21,12 +21,12 @@ from daemon.cli import render
 from daemon.cli.backends import PadTuple, backend_for
 from daemon.cli.ids import entry_ids
 from daemon.cli.render import renders
+from daemon.client import refuse_beside_daemon
 from daemon.datadir import DataDir
 from daemon.embedding.catalogue import model_cache_dir
 from daemon.embedding.drift import REFERENCE_DOCS, measure
 from daemon.embedding.embedder import Embedder, get_embedder
 from daemon.errors import UsageError
-from daemon.grimoire.drift_store import clear_drift
 from daemon.grimoire.recall import RecallQuery
 from daemon.grimoire.retrieval import Retriever
 from daemon.grimoire.vectors import vector_report
@@ -139,11 +139,10 @@ def cmd_embeddings_prepare(args: argparse.Namespace, data: DataDir) -> dict[str,
 
 @renders(render.embeddings_rebuilt)
 def cmd_embeddings_rebuild(args: argparse.Namespace, data: DataDir) -> dict[str, Any]:
+    # The daemon's vector index and drift state would not see vectors cleared behind its back.
+    refuse_beside_daemon(data, "rebuilding the vectors (the daemon re-embeds what lacks a vector itself)")
     factory = _embedder(data)
     with data.open_store() as store:
-        with store.transaction() as conn:  # all or none: never vectors of two models
-            conn.execute("UPDATE entries SET embedding = NULL, embedding_model = NULL, embedding_model_version = NULL, "
-                         "embedding_preprocess_hash = NULL, embedding_created_ms = NULL")
-            clear_drift(conn)  # the model as it maps text now is accepted: a new baseline at the next check
+        store.clear_vectors()  # all or none: never vectors of two models
         done = Retriever(store, factory).index_missing()
     return {"model": factory().info.model, "embedded": done}

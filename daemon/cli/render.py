@@ -205,8 +205,8 @@ def embeddings_check(args: argparse.Namespace, doc: dict[str, Any]) -> None:
     else:
         print(f"drift: {drift['verdict']} — the references moved {drift['mean_distance']:.4f} on average "
               f"(max {drift['max_distance']:.4f}), {drift['neighbour_stability']:.0%} keep their neighbours"
-              + ("; vector writes pause: restore the model files, or accept it with `clade embeddings rebuild`"
-                 if drift["verdict"] == "critical" else ""))
+              + ("; vector writes pause: restore the model files, or accept it (stop the daemon, then "
+                 "`clade embeddings rebuild`)" if drift["verdict"] == "critical" else ""))
 
 
 def embeddings_rebuilt(args: argparse.Namespace, doc: dict[str, Any]) -> None:

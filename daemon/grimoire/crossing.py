@@ -6,11 +6,12 @@ vectors), asks the pure gates (promotion.crossing_reason, admission.admission) i
 order — an entry admitted this cycle is a reference for the next, so two paraphrases written
 together do not both cross — and promotes through `Grimoire.promote`, one call per reason.
 
-`remember_warning` writes a warning or anti_knowledge with its vector in one transaction and
-holds it (`crossing_hold = 'near_duplicate'`) when it repeats one this golem gossiped within
-24 h (cosine ≥ 0.95 and the same figures, promotion.figures): the hold is committed with the
-entry, before any publisher can see it. The repeats are looked for in the in-memory vector
-index (the entries that close, then their rows), not by reading the day's warnings.
+The repeat hold itself (`add_checked`) is a rule of the write door (write_door.py): a warning or
+anti_knowledge is written with its vector and held (`crossing_hold = 'near_duplicate'`) when it
+repeats one this golem gossiped within 24 h (cosine ≥ 0.95 and the same figures,
+promotion.figures), in the transaction that writes it. The repeats are looked for in the
+in-memory vector index (the entries that close, then their rows), not by reading the day's
+warnings.
 
 Inherited entries (`clade inherit`, `clade restore --as-successor`) arrive held
 (`crossing_hold = 'inherited'`): they are this golem's private priors, never relayed. Once
@@ -22,33 +23,33 @@ dots were seen-and-withheld (crdt/replica.py, extract_deltas), in which case the
 be sent again. So the heir re-authors the entry: a new own entry with the same content and
 metadata, origin `inherited` and the inherited generation (the signed body carries both, so
 siblings see where it came from), promoted with reason `inherited`; the original is archived
-locally (reason `reissued`, `local_superseded_by` the new id) and stays held. One transaction.
+locally (reason `reissued`, `local_superseded_by` the new id) and stays held. One transaction,
+through the write door in the curator's mode (`Writer.CURATOR`): a re-authored warning passes
+the repeat hold like any other (unchecked here: no vector is at hand, and `Written.unchecked`
+counts it).
 """
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from crdt import Kind, Origin, Timestamp, may_cross
-from daemon.embedding.embedder import EmbeddingInfo
+from crdt import Origin, may_cross
 
 from .admission import AdmissionInput, admission, max_similarity
 from .belief import track_record
 from .evidence_store import clade_record
-from .promotion import EVIDENCE_KINDS, PROMOTABLE, WARNING_REPEAT, Candidate, crossing_reason, figures, refusal_reason
+from .promotion import EVIDENCE_KINDS, PROMOTABLE, Candidate, crossing_reason, refusal_reason
 from .records import Entry, NewEntry
 from .store import Grimoire, LocalIdentity
 from .trust import TrustPolicy
-from .vector_index import VectorIndex
-from .vectors import model_clause, put_vectors
 from .vitality import read_vitality
+from .write_door import Prepared, Writer, entry_batch
 
-__all__ = ["Near", "add_checked", "index_near", "promote_ready", "release_inherited", "remember_warning"]
+__all__ = ["promote_ready", "release_inherited"]
 
 Vectors = Mapping[str, NDArray[np.float32]]
 _BLOCK = 4096
@@ -157,13 +158,15 @@ def release_inherited(store: Grimoire, identity: LocalIdentity, *, now_ms: int) 
         b = old.body
         if not may_cross(b):
             continue  # private or never-crossing kinds stay this golem's
-        with store.local_batch(identity) as (conn, add):
-            new_id = add(NewEntry(
+        again = NewEntry(
                 kind=b.kind, content=b.content, confidence=float(local_confidence), importance=b.importance,
                 quality=b.quality, category=b.category, tokens=b.tokens, chains=b.chains, protocols=b.protocols,
                 tags=b.tags, strategy_id=b.strategy_id, sensitivity=b.sensitivity, pad=b.pad,
                 bloodstain=b.bloodstain, origin=Origin.INHERITED, generation=max(1, int(generation)),
-                occurred_ms=b.occurred_ms))
+                occurred_ms=b.occurred_ms)
+        with entry_batch(store, identity, Prepared.unembedded([again]), now_ms=now_ms,
+                         writer=Writer.CURATOR) as (conn, door):
+            new_id = door.add(0)
             conn.execute(
                 "UPDATE entries SET promoted_ms = ?, promoted_reason = 'inherited', inherited_generation = ?, "
                 "outcomes_positive = ?, outcomes_negative = ?, outcomes_neutral = ?, access_count = ?, "
@@ -175,74 +178,6 @@ def release_inherited(store: Grimoire, identity: LocalIdentity, *, now_ms: int) 
                 "local_superseded_by = ?, crossing_hold = 'reissued' WHERE id = ?", (now_ms, new_id, entry_id))
         new_ids.append(new_id)
     return new_ids
-
-
-Near = Callable[[Grimoire, NDArray[np.float32]], list[tuple[str, float]]]
-
-
-def index_near(index: Callable[[Grimoire], VectorIndex]) -> Near:
-    """A `Near` over an in-memory index brought up to date from the store it is given."""
-    return lambda store, vector: index(store).within(vector, WARNING_REPEAT.similarity)
-
-
-def remember_warning(store: Grimoire, new: NewEntry, identity: LocalIdentity, *, vector: NDArray[np.float32],
-                     info: EmbeddingInfo, now_ms: int,
-                     index: Callable[[Grimoire], VectorIndex] | None = None) -> tuple[Entry, float | None]:
-    """Write a warning or anti_knowledge with its vector; hold it if it repeats one gossiped in the
-    last 24 h. Returns the entry and, when held, the cosine to the one it repeats. With `index`
-    (the daemon's: `Retriever.vector_index`) the close entries are found there (see `add_checked`)."""
-    close = None if index is None else index_near(index)(store, vector)
-    with store.local_batch(identity) as (conn, add):
-        entry_id, similarity = add_checked(conn, add, new, identity, vector=vector, info=info, now_ms=now_ms,
-                                           close=close)
-    return store.get(entry_id), similarity
-
-
-def add_checked(conn: sqlite3.Connection, add: Callable[[NewEntry], str], new: NewEntry, identity: LocalIdentity,
-                *, vector: NDArray[np.float32], info: EmbeddingInfo, now_ms: int,
-                close: Sequence[tuple[str, float]] | None = None) -> tuple[str, float | None]:
-    """Inside an open local batch (`Grimoire.local_batch`): write a warning or anti_knowledge
-    with its vector, held if it repeats one this golem gossiped within the window. Returns the
-    entry's id and, when held, the cosine to the one it repeats.
-
-    `close`: the (id, cosine) of entries at cosine ≥ the repeat threshold, best first, found in
-    the in-memory vector index by one matrix-vector product (`VectorIndex.within`); only those
-    few rows are read (own, a warning kind, not held, of the window, the same figures), so the
-    cost does not grow with the day's warnings. Without it (the offline CLI, no index) the
-    window's own warnings are scanned. The decision is the same either way: held iff some such
-    warning is that close."""
-    if new.kind not in (Kind.WARNING, Kind.ANTI_KNOWLEDGE):
-        raise ValueError(f"remember_warning: {new.kind.value} is not a warning kind")
-    since = Timestamp(max(0, now_ms - WARNING_REPEAT.window_ms)).pack()
-    stated = figures(new.content)
-    clause, params = model_clause(info)
-    similarity: float | None = None
-    if close is None:
-        rows = conn.execute(
-            "SELECT embedding, content FROM entries WHERE author = ? AND kind IN ('warning', 'anti_knowledge') "
-            f"AND crossing_hold IS NULL AND created_hlc >= ? AND embedding IS NOT NULL AND {clause}",
-            (identity.peer_id, since, *params)).fetchall()
-        references = [v for v in (np.frombuffer(blob, dtype=np.float32) for blob, content in rows
-                                  if figures(content) == stated) if v.shape[0] == info.dim]
-        best = max_similarity(vector, references)
-        similarity = best if best is not None and best >= WARNING_REPEAT.similarity else None
-    elif close:
-        cosine = dict(close)
-        for first in range(0, len(close), 500):
-            chunk = [entry_id for entry_id, _ in close[first:first + 500]]
-            rows = conn.execute(
-                f"SELECT id, content FROM entries WHERE id IN ({', '.join('?' * len(chunk))}) AND author = ? "
-                "AND kind IN ('warning', 'anti_knowledge') AND crossing_hold IS NULL AND created_hlc >= ? "
-                f"AND {clause}", (*chunk, identity.peer_id, since, *params)).fetchall()
-            found = [cosine[i] for i, content in rows if figures(content) == stated]
-            if found:
-                similarity = max(found)  # `close` is best first: no later chunk is closer
-                break
-    entry_id = add(new)
-    put_vectors(conn, info, [entry_id], np.asarray([vector], dtype=np.float32))
-    if similarity is not None:
-        conn.execute("UPDATE entries SET crossing_hold = 'near_duplicate' WHERE id = ?", (entry_id,))
-    return entry_id, similarity
 
 
 def status_doc(store: Grimoire) -> dict[str, Any]:

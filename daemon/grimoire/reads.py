@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from crdt import Category, Kind
 from crdt.ops import SlotKind
@@ -180,18 +180,20 @@ class EntryReads:
                                  (session,)).fetchone()
         return ("", None) if row is None else (str(row[0]), int(row[1]))
 
-    def room_read(self, read: Callable[[sqlite3.Connection], T]) -> T:
-        """`read(connection)` in one read snapshot, for a room's own tables (the Styx outbox and
-        ledger, the metrics' counts): the connection never leaves the call."""
+    def on_snapshot(self, read: Callable[[Self], T]) -> T:
+        """`read(self)` on one read snapshot: the named reads it makes (counts, `vitality`,
+        `trust_alerts`, `drift_state`, the Styx room's) see one consistent state (the metrics'
+        scrape). `read` must not call a method that opens a snapshot or a write itself."""
         with self._snapshot():
-            return read(self._conn)
+            return read(self)
 
-    def room_write(self, write: Callable[[sqlite3.Connection], T]) -> T:
-        """`write(connection)` inside the write transaction already open on this connection (a
-        store hook's: the Styx outbox enqueues with the ops that made it); never opens one."""
-        if not self._conn.in_transaction:
-            raise RuntimeError("room_write: no write transaction is open (use Grimoire.transaction)")
-        return write(self._conn)
+    def entry_figures(self) -> tuple[dict[tuple[str, bool], int], int]:
+        """Entries counted by (kind, archived), and how many (archived too) have no vector yet."""
+        counts = {(str(kind), bool(archived)): int(n) for kind, archived, n in self._conn.execute(
+            "SELECT kind, archived, count(*) FROM entries GROUP BY kind, archived")}
+        (backlog,) = self._conn.execute(
+            "SELECT count(*) FROM entries INDEXED BY entries_unembedded WHERE embedding IS NULL").fetchone()
+        return counts, int(backlog)
 
     def leaving(self, entry_id: str) -> bool | None:
         """Whether an entry may leave this golem, and how: None when it crosses nowhere (held as a

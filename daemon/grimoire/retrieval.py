@@ -163,7 +163,7 @@ def apply_feedback(store: Grimoire, *, cited: Sequence[str], injected: Sequence[
     cited_set = set(cited)
     now = wall_clock_ms() if now_ms is None else now_ms
     changes: dict[str, float] = {}
-    with store.transaction() as conn:
+    with store._transaction() as conn:
         for entry_id in dict.fromkeys([*cited, *injected]):
             row = conn.execute("SELECT cite_weight FROM entries WHERE id = ?", (entry_id,)).fetchone()
             if row is None:

@@ -49,8 +49,10 @@ from .promotion import sync_gate
 from .reads import EntryReads, RecallHit, StoreCounts
 from .records import Entry, NewEntry
 from .replication import Piece, SqliteBackend, join_delta, load_context
+from .rooms import RoomWrites
 from .rows import ENTRY_COLUMNS, entry_from_row
 from .schema import SCHEMA_VERSION, NewerSchema, migrate, user_version
+from .styx_store import StyxRoom
 from .trust import TrustPolicy
 
 __all__ = ["Grimoire", "LocalIdentity", "RecallHit", "StoreCounts", "wall_clock_ms"]
@@ -74,7 +76,7 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class Grimoire(EntryReads):
+class Grimoire(EntryReads, RoomWrites, StyxRoom):
     """An open `grimoire.db`. Use as a context manager or call `close()`."""
 
     def __init__(self, conn: sqlite3.Connection, path: Path, wall_ms: Callable[[], int]) -> None:
@@ -174,9 +176,16 @@ class Grimoire(EntryReads):
         """The open connection (for the store's own helper modules: vectors, retrieval)."""
         return self._conn
 
-    def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
-        """One IMMEDIATE write transaction (commit on success, roll back on error)."""
+    def _transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        """One IMMEDIATE write transaction (commit on success, roll back on error): for the
+        grimoire package's own modules only. Code outside daemon/grimoire writes through the
+        write door (write_door.py) or a named method (rooms.py); tests/test_door_closed.py checks."""
         return self._write()
+
+    # Transitional, for the three callers another change of step 26 rewrites (retrieval.py's
+    # feedback, vectors.py's `write_vectors`, cli/backends/store.py's `set_vitality`): the
+    # integrator moves them to `_transaction` / `set_vitality` and deletes this name.
+
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -230,28 +239,13 @@ class Grimoire(EntryReads):
             if self.outbox is not None and backend.written:
                 self.outbox(self, backend.written, identity.peer_id)
 
-    def remember(self, new: NewEntry, *, identity: LocalIdentity) -> Entry:
-        """Write a local entry; returns it once committed. Raises `crdt.InvalidValue`."""
-        return self.remember_many([new], identity=identity)[0]
-
-    def remember_many(self, news: Sequence[NewEntry], *, identity: LocalIdentity) -> list[Entry]:
-        """Write several local entries in one transaction (all or none)."""
-        ids: list[str] = []
-        with self._local_write(identity) as (backend, mutator):
-            for new in news:
-                body = new.body(identity.peer_id, mutator.now())
-                for op in mutator.create(body, new.confidence):
-                    apply_op(backend, op)
-                ids.append(body.id)
-        by_id = {e.id: e for e in self.get_many(ids)}
-        return [by_id[i] for i in ids]
-
     @contextmanager
-    def local_batch(
+    def _local_batch(
         self, identity: LocalIdentity
     ) -> Iterator[tuple[sqlite3.Connection, Callable[[NewEntry], str]]]:
         """One write transaction in which `add(new)` writes a local entry (returns its id) and
-        the caller may read and write its own tables on the connection: all or none."""
+        the caller may read and write its own tables on the connection: all or none. Only the
+        write door (write_door.py) calls it: every own entry passes the door's rules."""
         with self._local_write(identity) as (backend, mutator):
 
             def add(new: NewEntry) -> str:

@@ -68,7 +68,7 @@ def write_vectors(store: Grimoire, info: EmbeddingInfo, ids: Sequence[str], vect
     Each write is stamped strictly later than every earlier one (at least the wall clock),
     so `VectorIndex.refresh` reads only vectors newer than its watermark, never again the
     whole last millisecond's batch."""
-    with store.transaction() as conn:
+    with store._transaction() as conn:
         put_vectors(conn, info, ids, vectors)
 
 

@@ -1,15 +1,24 @@
 """The one door every own entry write passes through: the same rules for one entry or a batch.
 
-Every write path — `POST /v1/memory` and `/v1/entries`, `/v1/memory/flush`, `/v1/lessons`,
-closing a working-memory session, the agent and MCP tools (which call those routes) and the
-offline CLI (`cli/backends/store.py`) — writes its new entries through `entry_batch` (or its
-one-call form `write_entries`). The rules it applies:
+Every write of an own entry passes here, whoever the writer (`Writer`):
+
+- **agent or operator** (`Writer.AGENT`): `POST /v1/memory` and `/v1/entries`, `/v1/memory/flush`,
+  `/v1/lessons`, closing a working-memory session (agent_store.py), the agent and MCP tools
+  (which call those routes), the offline CLI (`cli/backends/store.py`), a testament's reflection;
+- **the curator** (`Writer.CURATOR`, the internal mode): an LLM REWRITE, a consolidated
+  baseline, an inherited entry re-authored (`crossing.release_inherited`), a death reflection.
+
+Code outside daemon/grimoire calls `write_entries` (or agent_store.py's `write_once`); the
+grimoire's own modules may open `entry_batch` to write their own rows in the same transaction.
+`Grimoire` has no other way to create an own entry (`_local_batch` is the door's alone;
+tests/test_door_closed.py checks that nothing outside the package reaches past the door).
+The rules, the same in both modes:
 
 1. **Repeat hold.** A public warning or anti_knowledge (`needs_vector`) is written with its
    vector and held (`crossing_hold = 'near_duplicate'`) when it repeats one this golem gossiped
-   within 24 h (`crossing.add_checked`): the hold is committed with the entry, so no publisher
+   within 24 h (repeat_hold.py, `add_checked`): the hold is committed with the entry, so no publisher
    ever sees it unheld. The vectors are computed *before* the writer's transaction
-   (`prepare`), off the store's thread.
+   (`prepare`), off the store's thread. A curator's rewrite of a warning is held like any other.
 2. **No model, still written.** A repeatable entry prepared without a vector (the model is not
    ready or cannot load) is written unchecked; `Written.unchecked` says how many, for the
    caller to count (`warning_novelty_unchecked`) and say.
@@ -18,8 +27,6 @@ one-call form `write_entries`). The rules it applies:
 
 What a caller does after the commit (announce `entry_written` / `warning_held`, nudge the
 p2p publisher and the Styx pusher) is the daemon's: `service/writes.py`, `Writes.write`.
-Internal writes of the curator (merges, baselines, reflections) are not agent or operator
-writes and use `Grimoire.remember` directly.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from enum import Enum
 
 import numpy as np
 from numpy.typing import NDArray
@@ -35,14 +43,22 @@ from numpy.typing import NDArray
 from crdt import Sensitivity
 from daemon.embedding.embedder import EmbeddingInfo
 
-from .crossing import Near, add_checked
 from .promotion import REPEATABLE_KINDS, WARNING_REPEAT
 from .records import Entry, NewEntry
+from .repeat_hold import Near, add_checked
 from .store import Grimoire, LocalIdentity
 
-__all__ = ["Door", "Prepared", "Written", "entry_batch", "needs_vector", "prepare", "write_entries", "written"]
+__all__ = ["Door", "Prepared", "Writer", "Written", "entry_batch", "needs_vector", "prepare", "write_entries",
+           "written"]
 
 Embed = Callable[[list[str]], NDArray[np.float32]]
+
+
+class Writer(Enum):
+    """Who writes through the door: the rules are the same, the writer is named (`Written.writer`)."""
+
+    AGENT = "agent"  # the agent or the operator: the API, the MCP tools, the CLI
+    CURATOR = "curator"  # the curator's own entries (the internal mode): rewrites, baselines, re-authored
 
 
 def needs_vector(new: NewEntry) -> bool:
@@ -92,6 +108,7 @@ class Written:
     held: dict[str, float] = field(default_factory=dict)
     unchecked: int = 0
     embedded: int = 0  # created with their vector (the repeat check's): the embedder never takes them
+    writer: Writer = Writer.AGENT
 
     @property
     def existing(self) -> list[str]:
@@ -109,8 +126,9 @@ class Door:
 
     def __init__(self, conn: sqlite3.Connection, add: Callable[[NewEntry], str], identity: LocalIdentity,
                  prepared: Prepared, *, now_ms: int,
-                 close: Sequence[list[tuple[str, float]] | None] | None = None) -> None:
+                 close: Sequence[list[tuple[str, float]] | None] | None = None, writer: Writer = Writer.AGENT) -> None:
         self._conn = conn
+        self.writer = writer
         self._add = add
         self._identity = identity
         self.prepared = prepared
@@ -147,26 +165,29 @@ class Door:
 
 
 @contextmanager
-def entry_batch(store: Grimoire, identity: LocalIdentity, prepared: Prepared, *,
-                now_ms: int) -> Iterator[tuple[sqlite3.Connection, Door]]:
-    """One write transaction (all or none) whose new entries go through `Door.add`; the caller
-    may read and write its own tables on the connection (e.g. idempotency records). The close
-    entries of each checked item are looked up in `prepared.near` first, before the transaction."""
+def entry_batch(store: Grimoire, identity: LocalIdentity, prepared: Prepared, *, now_ms: int,
+                writer: Writer = Writer.AGENT) -> Iterator[tuple[sqlite3.Connection, Door]]:
+    """One write transaction (all or none) whose new entries go through `Door.add`; the caller —
+    a module of daemon/grimoire, never code outside it — may read and write its own tables on
+    the connection (idempotency records, a re-authored entry's fields). The close entries of
+    each checked item are looked up in `prepared.near` first, before the transaction."""
     near = prepared.near
     close = [near(store, v) if near is not None and v is not None else None for v in prepared.vectors]
-    with store.local_batch(identity) as (conn, add):
-        yield conn, Door(conn, add, identity, prepared, now_ms=now_ms, close=close)
+    with store._local_batch(identity) as (conn, add):
+        yield conn, Door(conn, add, identity, prepared, now_ms=now_ms, close=close, writer=writer)
 
 
 def written(store: Grimoire, door: Door, ids: list[str]) -> Written:
     """The `Written` of a committed batch."""
     by_id = {e.id: e for e in store.get_many(door.created)}
     return Written(ids=ids, created=[by_id[i] for i in door.created], held=dict(door.held),
-                   unchecked=door.unchecked, embedded=door.embedded)
+                   unchecked=door.unchecked, embedded=door.embedded, writer=door.writer)
 
 
-def write_entries(store: Grimoire, identity: LocalIdentity, prepared: Prepared, *, now_ms: int) -> Written:
-    """Write every prepared entry, all or none."""
-    with entry_batch(store, identity, prepared, now_ms=now_ms) as (_, door):
+def write_entries(store: Grimoire, identity: LocalIdentity, prepared: Prepared, *, now_ms: int,
+                  writer: Writer = Writer.AGENT) -> Written:
+    """Write every prepared entry, all or none (`Prepared.unembedded(news)` when no vector is at
+    hand: repeatable entries are then written unchecked and counted)."""
+    with entry_batch(store, identity, prepared, now_ms=now_ms, writer=writer) as (_, door):
         ids = [door.add(i) for i in range(len(prepared.news))]
     return written(store, door, ids)

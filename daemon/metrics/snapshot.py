@@ -8,15 +8,11 @@ state, the embedding backlog, the Styx outbox and the month's spend, the vitalit
 
 from __future__ import annotations
 
-import sqlite3
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from daemon.grimoire.drift_store import read_drift_state
 from daemon.grimoire.mortality import PHASES
-from daemon.grimoire.trust_store import alert_state
-from daemon.grimoire.vitality import read_vitality
 from daemon.metrics.observations import Observations
 from daemon.native_memory import resident
 from daemon.service.backup import BackupFile, backup_files
@@ -95,21 +91,20 @@ class Snapshot:
 
 
 def read_store(store: Grimoire, *, styx: bool, now_ms: int) -> StoreFigures:
-    """The store's figures, on a read connection (one snapshot: `Grimoire.room_read`)."""
-    return store.room_read(lambda conn: _store_figures(conn, styx=styx, now_ms=now_ms))
+    """The store's figures, on one read snapshot (`Grimoire.on_snapshot`) of a read connection."""
+    return store.on_snapshot(lambda snap: _store_figures(snap, styx=styx, now_ms=now_ms))
 
 
-def _store_figures(conn: sqlite3.Connection, *, styx: bool, now_ms: int) -> StoreFigures:
-    """The figures `read_store` returns, read on `conn` (inside its snapshot)."""
+def _store_figures(store: Grimoire, *, styx: bool, now_ms: int) -> StoreFigures:
+    """The figures `read_store` returns, by the store's named reads (inside its snapshot)."""
+    counts, backlog = store.entry_figures()
     entries: Counter[tuple[str, str]] = Counter()
-    for kind, archived, n in conn.execute("SELECT kind, archived, count(*) FROM entries GROUP BY kind, archived"):
-        entries[(str(kind), entry_state(int(archived)))] += int(n)
-    (backlog,) = conn.execute(
-        "SELECT count(*) FROM entries INDEXED BY entries_unembedded WHERE embedding IS NULL").fetchone()
-    alerts = alert_state(conn)
-    vitality = read_vitality(conn)
-    drift = read_drift_state(conn)
-    figures = StoreFigures(entries=dict(entries), embedding_backlog=int(backlog),
+    for (kind, archived), n in counts.items():
+        entries[(kind, entry_state(int(archived)))] += n
+    alerts = store.trust_alerts()
+    vitality = store.vitality()
+    drift = store.drift_state()
+    figures = StoreFigures(entries=dict(entries), embedding_backlog=backlog,
                            vitality_phase=vitality.phase, vitality_composite=vitality.composite,
                            drift_mean_distance=None if drift is None else drift.figures.get("mean_distance"),
                            drift_paused=drift is not None and drift.paused,
@@ -117,18 +112,12 @@ def _store_figures(conn: sqlite3.Connection, *, styx: bool, now_ms: int) -> Stor
                            distrusted_authors=len(alerts.distrusted))
     if not styx:
         return figures
-    depth, oldest = conn.execute(
-        "SELECT count(*), min(created_ms) FROM styx_outbox WHERE parked_ms IS NULL").fetchone()
-    (parked,) = conn.execute("SELECT count(*) FROM styx_outbox WHERE parked_ms IS NOT NULL").fetchone()
-    spend = ledger.summary(conn, ledger.month_of(now_ms))
-    return StoreFigures(entries=figures.entries, embedding_backlog=figures.embedding_backlog,
-                        vitality_phase=figures.vitality_phase, vitality_composite=figures.vitality_composite,
-                        drift_mean_distance=figures.drift_mean_distance, drift_paused=figures.drift_paused,
-                        suspect_authors=figures.suspect_authors,
-                        distrusted_authors=figures.distrusted_authors, styx_depth=int(depth),
-                        styx_parked=int(parked),
-                        styx_oldest_age_s=None if oldest is None else max(0.0, (now_ms - int(oldest)) / 1000),
-                        styx_spend_usd=float(spend["usd"]))
+    outbox = store.outbox_status(now_ms=now_ms)
+    spend = store.styx_spend_summary(ledger.month_of(now_ms))
+    oldest = outbox["oldest_age_s"]
+    return replace(figures, styx_depth=int(outbox["queue_depth"]), styx_parked=int(outbox["parked"]),
+                   styx_oldest_age_s=None if oldest is None else max(0.0, float(oldest)),
+                   styx_spend_usd=float(spend["usd"]))
 
 
 def _peer(doc: dict[str, Any]) -> PeerFigures:

@@ -183,9 +183,8 @@ class Death:
             layers = list(layers_for(Kind.DEATH_REFLECTION, entry.body.sensitivity.value, enabled=writer.layers))
             if layers and not fresh:  # written while Styx was off (or before a crash): queue it now
                 seq = store.body_seq(entry_id, entry.body.author)
-                with store.transaction() as conn:
-                    enqueue_entry(conn, writer=entry.body.author, seq=seq, kind="death_reflection", layers=layers,
-                                  entry=entry.to_json(), created_ms=self.state.now_ms())
+                enqueue_entry(store, writer=entry.body.author, seq=seq, kind="death_reflection", layers=layers,
+                              entry=entry.to_json(), created_ms=self.state.now_ms())
             return layers
 
         layers = await self.state.on_writer(queue)

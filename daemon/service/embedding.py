@@ -45,13 +45,10 @@ from daemon.embedding.embedder import (
     get_embedder,
     unload,
 )
-from daemon.grimoire import Grimoire, wall_clock_ms
+from daemon.grimoire import wall_clock_ms
 from daemon.grimoire.drift_store import (
     DriftState,
-    read_baseline,
     space_key,
-    write_baseline,
-    write_drift_state,
 )
 from daemon.grimoire.vectors import missing_vectors, write_vectors
 from daemon.service.background import BackgroundThread
@@ -178,20 +175,14 @@ class Embedding:
                 vectors: NDArray[np.float32] = await run(lambda: embedder.embed(list(REFERENCE_DOCS)))
             now = self.now_ms()
 
-            def record(store: Grimoire) -> DriftState:
-                with store.transaction() as conn:
-                    baseline = read_baseline(conn, embedder.info)
-                    if baseline is None:
-                        write_baseline(conn, embedder.info, vectors)
-                        state = DriftState(space_key(embedder.info), "baseline", now, {})
-                    else:
-                        drift = measure(baseline, vectors)
-                        figures = {k: v for k, v in drift.to_json().items() if k != "verdict"}
-                        state = DriftState(space_key(embedder.info), drift.verdict, now, figures)
-                    write_drift_state(conn, state)
-                return state
+            def verdict(baseline: NDArray[np.float32] | None) -> DriftState:
+                if baseline is None:
+                    return DriftState(space_key(embedder.info), "baseline", now, {})
+                drift = measure(baseline, vectors)
+                figures = {k: v for k, v in drift.to_json().items() if k != "verdict"}
+                return DriftState(space_key(embedder.info), drift.verdict, now, figures)
 
-            state = await self.access.on_writer(record)
+            state = await self.access.on_writer(lambda store: store.record_drift(embedder.info, vectors, verdict))
         except Exception as exc:  # noqa: BLE001 - a check that fails must not take the model down
             log.warning("embedding drift check failed: %s; vector writes go on, the next load checks again", exc)
             self.counters["embedding_drift_check_failures"] += 1

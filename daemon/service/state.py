@@ -91,7 +91,7 @@ class DaemonState:
                              counters=counters)
         self.upkeep = Upkeep(self.access, self.embedding, self.index, self.styx_link, data=data, identity=identity,
                              config=settings, counters=counters, publish=self.hub.publish,
-                             local_write=self.writes.local_write, now_ms=now_ms)
+                             local_write=self.writes.local_write, now_ms=now_ms, prepare=self.writes.prepare)
 
     # -- what the runtime sets while the daemon runs ---------------------------------
 

@@ -19,6 +19,7 @@ from crypto.vault import VaultKeys
 from daemon.config import Config
 from daemon.grimoire import Grimoire
 from daemon.grimoire.records import iso_ms
+from daemon.grimoire.styx_store import Spend
 from daemon.service.store_access import StoreAccess
 from daemon.styx import ledger
 from daemon.styx import outbox as styx_outbox
@@ -78,7 +79,8 @@ class StyxLink:
         assert self.pusher is not None
         st = self.pusher.stats
         warn = self.config().styx.outbox_warn
-        doc = store.room_read(lambda c: styx_outbox.stored_status(c, now_ms=self.now_ms(), outbox_warn=warn))
+        now = self.now_ms()
+        doc = store.styx_stored_status(now_ms=now, month=ledger.month_of(now), outbox_warn=warn)
         last_at = None if st.last_success_ms is None else iso_ms(st.last_success_ms)
         doc.update({"last_success_ms": st.last_success_ms, "last_success_at": last_at, "failures": st.failures,
                     "delivered": st.delivered, "last_error": st.last_error, "url": self.pusher.url,
@@ -101,7 +103,7 @@ class StyxLink:
                                                                            month=month))
         cost = pusher.budget.charge_upload(pusher.budget.transfer_cost(len(raw)), month=month)  # its real size
         if cost:
-            await self.access.on_writer(lambda s: _record(s, month, cost))
+            await self.access.on_writer(lambda s: s.styx_record_spend(Spend(month, cost, calls=1)))
         doc = await trio.to_thread.run_sync(lambda: open_archive(raw, predecessor=predecessor, membership=membership,
                                                                  keys=keys, revocations=revocations))
         report = await self.access.on_writer(lambda s: inherit_archive(
@@ -114,11 +116,7 @@ class StyxLink:
         """Put parked Styx items back in the queue (one by idempotency key, or all); returns how many.
         The caller wakes the pusher."""
 
-        def unpark(store: Grimoire) -> int:
-            with store.transaction() as conn:
-                return styx_outbox.unpark(conn, key)
-
-        return await self.access.on_writer(unpark)
+        return await self.access.on_writer(lambda store: store.outbox_unpark(key))
 
     def queue_playbook(self, store: Grimoire, now_ms: int) -> bool:
         """With Styx's vault layer on, queue the PLAYBOOK.md just written if it changed since the
@@ -128,12 +126,7 @@ class StyxLink:
         text = self.playbook_path.read_text(encoding="utf-8")
         if text == self._playbook_queued:
             return False
-        with store.transaction() as conn:
-            styx_outbox.enqueue_playbook(conn, golem=self.golem, text=text, now_ms=now_ms, created_at=iso_ms(now_ms))
+        styx_outbox.enqueue_playbook(store, golem=self.golem, text=text, now_ms=now_ms, created_at=iso_ms(now_ms))
         self._playbook_queued = text
         return True
 
-
-def _record(store: Grimoire, month: str, usd: float) -> None:
-    with store.transaction() as conn:
-        ledger.record(conn, month, usd, calls=1)

@@ -27,7 +27,6 @@ import trio
 
 from daemon.grimoire import Grimoire
 from daemon.grimoire.trust import AuthorView
-from daemon.grimoire.trust_store import author_views, record_suspects
 
 if TYPE_CHECKING:
     from .state import DaemonState
@@ -52,11 +51,7 @@ async def check_authors(state: DaemonState) -> list[dict[str, Any]]:
         return []
     now = state.now_ms()
 
-    def run(store: Grimoire) -> list[AuthorView]:
-        with store.transaction() as conn:
-            return record_suspects(conn, author_views(conn, now_ms=now, policy=policy), now_ms=now)
-
-    turned = [suspect_doc(v) for v in await state.on_writer(run)]
+    turned = [suspect_doc(v) for v in await state.on_writer(lambda store: store.record_suspects(policy, now_ms=now))]
     for doc in turned:
         state.counters["suspect_author"] += 1
         log.warning("suspect author %s (%s): its unverified entries are withheld from digests; check it, then "

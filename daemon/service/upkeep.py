@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +24,10 @@ from daemon.config import Config
 from daemon.datadir import DataDir
 from daemon.errors import DaemonError, UsageError
 from daemon.grimoire import Grimoire
-from daemon.grimoire.curator.cycle import apply_llm, llm_clusters, run_cycle
+from daemon.grimoire.curator.cycle import CycleReport, RewriteVectors, apply_llm, llm_clusters, rewrite_news, run_cycle
 from daemon.grimoire.episodes import has_episodes
+from daemon.grimoire.records import NewEntry
+from daemon.grimoire.write_door import Prepared
 from daemon.service.backup import create_backup, default_recipients, report_json
 from daemon.service.backup_schedule import BackupSchedule
 from daemon.service.curation import (
@@ -47,6 +49,10 @@ __all__ = ["Upkeep"]
 log = logging.getLogger("clade.state")
 
 
+# The write door's preparation of new entries (service/writes.py, `Writes.prepare`).
+Prepare = Callable[[Sequence[NewEntry]], Awaitable[Prepared]]
+
+
 class Upkeep:
     """The curator cycle and backups; `last_curator` is the last cycle's report (None before one)."""
 
@@ -54,7 +60,7 @@ class Upkeep:
                  data: DataDir,
                  identity: Identity, config: Callable[[], Config], counters: Counter[str],
                  publish: Callable[[str, dict[str, Any]], None], local_write: Callable[[], None],
-                 now_ms: Callable[[], int]) -> None:
+                 now_ms: Callable[[], int], prepare: Prepare | None = None) -> None:
         self.access = access
         self.embedding = embedding
         self.index = index
@@ -66,6 +72,9 @@ class Upkeep:
         self.publish = publish
         self.local_write = local_write
         self.now_ms = now_ms
+        # The write door's preparation (service/writes.py, `Writes.prepare`): a REWRITE's vector,
+        # for the repeat hold, computed off the store's thread. None: rewrites go unchecked.
+        self.prepare = prepare
         self.backup_schedule = BackupSchedule()  # run by the runtime's backup service
         self.last_curator: dict[str, Any] | None = None
 
@@ -96,6 +105,15 @@ class Upkeep:
                 self.counters["styx_vault_failed"] += 1
                 log.warning("styx: %s", exc)
         return doc
+
+    def _count_door(self, report: CycleReport) -> None:
+        """What the write door did to the curator's own entries: a rewrite held as a repeat is
+        announced (`warning_held`) like any warning; one written unchecked is counted."""
+        if report.unchecked:
+            self.counters["warning_novelty_unchecked"] += report.unchecked
+        for entry_id, similarity in report.held.items():
+            self.counters["warnings_held"] += 1
+            self.publish("warning_held", {"id": entry_id, "similarity": round(similarity, 4)})
 
     async def curator_cycle(self) -> dict[str, Any]:
         """One curator cycle (the module docstring). The report is returned, kept as
@@ -136,7 +154,11 @@ class Upkeep:
                                                            now_ms=now, settings=settings))
             if asked.groups:
                 outcome = await trio.to_thread.run_sync(lambda: llm(asked.clusters))
-                await on_writer(lambda s: apply_llm(s, self.identity, asked, outcome, now_ms=now, report=report))
+                news = rewrite_news(asked, outcome)
+                rewrites = None if not news or self.prepare is None else RewriteVectors.of(await self.prepare(news))
+                await on_writer(lambda s: apply_llm(s, self.identity, asked, outcome, now_ms=now, report=report,
+                                                    vectors=rewrites))
+        self._count_door(report)
         if report.promoted or report.entries_merged or report.entries_superseded or report.llm_decisions \
                 or report.episodes_consolidated:
             self.local_write()

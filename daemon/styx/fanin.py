@@ -23,6 +23,7 @@ import trio
 
 from daemon.grimoire.digest import ExternalItem
 from daemon.grimoire.scoring import EXTERNAL_CONFIDENCE, external_rank
+from daemon.grimoire.styx_store import Spend
 
 from . import ledger
 from .pusher import query
@@ -78,7 +79,7 @@ def ask_direct(store: Grimoire, config: StyxConfig, text: str, alongside: Callab
     recorded in `store`, and the query's cost is recorded there. Returns (local, results, error)."""
     month = ledger.month_of(now_ms)
     price = config.prices.per_query
-    spent = store.room_read(lambda c: ledger.spent(c, month)) if config.budget.monthly is not None else 0.0
+    spent = store.styx_spent(month) if config.budget.monthly is not None else 0.0
     if config.budget.monthly is not None and spent + price > config.budget.monthly:
         return alongside(), [], "the monthly Styx budget is reached; Styx is asked again next month"
     token = config.bearer()
@@ -92,6 +93,5 @@ def ask_direct(store: Grimoire, config: StyxConfig, text: str, alongside: Callab
         local = alongside()
         results, error = pending.result()
     if price:
-        with store.transaction() as conn:
-            ledger.record(conn, month, price, queries=1)
+        store.styx_record_spend(Spend(month, price, queries=1))
     return local, results, error

@@ -13,6 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from daemon.grimoire.styx_store import Spend
+
 from . import ledger
 from .policy import upload_cost
 from .vault import VaultPushError, push_backup
@@ -30,13 +32,10 @@ def charge_transfer(store: Grimoire, config: StyxConfig, size: int, *, now_ms: i
     cost = upload_cost(config, size)
     month = ledger.month_of(now_ms)
     monthly = config.budget.monthly
-    with store.transaction() as conn:
-        spent = ledger.spent(conn, month)
-        if monthly is not None and spent + cost > monthly + 1e-12:
-            raise VaultPushError(f"the monthly Styx budget is reached ({spent:.4f} of {monthly:g} USD; this transfer "
-                                 f"costs {cost:.4f}): nothing was transferred; raise [styx.budget] monthly")
-        if cost:
-            ledger.record(conn, month, cost, calls=1)
+    spent = store.styx_charge(Spend(month, cost, calls=1), cap=monthly)
+    if spent is not None and monthly is not None:
+        raise VaultPushError(f"the monthly Styx budget is reached ({spent:.4f} of {monthly:g} USD; this transfer "
+                             f"costs {cost:.4f}): nothing was transferred; raise [styx.budget] monthly")
     return cost
 
 

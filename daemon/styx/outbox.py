@@ -11,27 +11,24 @@ may cross to a sibling is enqueued: public, a kind that may cross, active, not h
 (`crossing_hold`), not refuted (`refuted_ms`). Private and sensitive entries, raw episodes
 and kinds that never cross never are.
 
-The rest are reads and updates the pusher and the operator use: `due`, `delivered`,
-`retry_later`, `park`, `unpark`, `status`. Nothing here deletes an undelivered item; only an
-acknowledged one leaves the table.
+The outbox's rows are the Grimoire's (daemon/grimoire/styx_store.py: `outbox_due`,
+`outbox_delivered`, `outbox_retry_later`, `outbox_park`, `outbox_unpark`, `outbox_status`):
+what is here makes the items. Nothing deletes an undelivered item; only an acknowledged one
+leaves the table.
 """
 
 from __future__ import annotations
 
 import json
-import secrets
-import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from crdt import Op, SlotKind
 from crdt.body import EntryBody
+from daemon.grimoire.styx_store import OutboxItem, OutboxRow
 
-from . import ledger
 from .wire import (
     LAYERS,
-    LETHE_KEY_BYTES,
     PUBLIC_LAYERS,
     at_once,
     item_json,
@@ -44,19 +41,7 @@ if TYPE_CHECKING:
     from daemon.config import StyxConfig
     from daemon.grimoire.store import Grimoire
 
-__all__ = ["OutboxItem", "OutboxWriter", "delivered", "depth", "due", "enqueue_entry", "enqueue_playbook",
-           "next_due_ms", "park", "retry_later", "status", "stored_status", "unpark", "writer_for"]
-
-
-@dataclass(frozen=True, slots=True)
-class OutboxItem:
-    n: int
-    key: str
-    kind: str
-    layer: str
-    item: str
-    created_ms: int
-    attempts: int
+__all__ = ["OutboxItem", "OutboxWriter", "enqueue_entry", "enqueue_playbook", "writer_for"]
 
 
 class OutboxWriter:
@@ -67,8 +52,8 @@ class OutboxWriter:
         self._now_ms = now_ms
 
     def __call__(self, store: Grimoire, ops: Sequence[Op], me: str) -> None:
-        """Inside the write transaction of `ops`: reads through the store, writes the outbox's
-        rows through `Grimoire.room_write`."""
+        """Inside the write transaction of `ops`: reads through the store, enqueues through
+        `Grimoire.outbox_add` (in that transaction)."""
         for op in ops:
             if op.writer != me or op.slot is not SlotKind.BODY or not isinstance(op.value, EntryBody):
                 continue
@@ -83,12 +68,8 @@ class OutboxWriter:
                 continue
             created = op.hlc.ms if self._now_ms is None else int(self._now_ms())
             doc = store.get(body.id).to_json()
-
-            def enqueue(conn: sqlite3.Connection, o: Op = op, d: dict[str, Any] = doc,
-                        ls: Sequence[str] = layers, c: int = created) -> None:
-                enqueue_entry(conn, writer=o.writer, seq=o.seq, kind=d["kind"], layers=ls, entry=d, created_ms=c)
-
-            store.room_write(enqueue)
+            enqueue_entry(store, writer=op.writer, seq=op.seq, kind=doc["kind"], layers=layers, entry=doc,
+                          created_ms=created)
 
 
 def writer_for(styx: StyxConfig) -> OutboxWriter | None:
@@ -101,105 +82,26 @@ def writer_for(styx: StyxConfig) -> OutboxWriter | None:
                                                  ("lethe", styx.lethe_enabled)) if on])
 
 
-def enqueue_entry(conn: sqlite3.Connection, *, writer: str, seq: int, kind: str, layers: Sequence[str],
+def enqueue_entry(store: Grimoire, *, writer: str, seq: int, kind: str, layers: Sequence[str],
                   entry: dict[str, Any], created_ms: int) -> list[str]:
-    """Queue one entry's items for `layers` (inside the caller's transaction): one item for its
-    private layers, one anonymised item for the public layer; each at most once per cause.
-    Returns the keys queued (or already waiting)."""
-    keys: list[str] = []
+    """Queue one entry's items for `layers` (in the store's open write transaction, if any): one
+    item for its private layers, one anonymised item for the public layer; each at most once
+    per cause. Returns the keys queued (or already waiting)."""
     private = [layer for layer in layers if layer not in PUBLIC_LAYERS]
-    rows: list[tuple[str, str, str]] = []
+    rows: list[OutboxRow] = []
     if private:
-        rows.append((f"{writer}:{seq}", private[0], item_json(writer=writer, seq=seq, layers=private, entry=entry)))
+        rows.append(OutboxRow(f"{writer}:{seq}", kind, private[0],
+                              item_json(writer=writer, seq=seq, layers=private, entry=entry)))
     if PUBLIC_LAYERS & set(layers):
-        text = public_item_json(secret=lethe_secret(conn), writer=writer, seq=seq, entry=entry)
-        rows.append((json.loads(text)["idempotency_key"], "lethe", text))
-    for key, layer, item in rows:
-        conn.execute("INSERT OR IGNORE INTO styx_outbox (idempotency_key, kind, layer, item, created_ms) "
-                     "VALUES (?, ?, ?, ?, ?)", (key, kind, layer, item, created_ms))
-        keys.append(key)
-    return keys
+        text = public_item_json(secret=store.lethe_secret(), writer=writer, seq=seq, entry=entry)
+        rows.append(OutboxRow(json.loads(text)["idempotency_key"], kind, "lethe", text))
+    return store.outbox_add(rows, created_ms=created_ms)
 
 
-def lethe_secret(conn: sqlite3.Connection) -> bytes:
-    """This golem's key for public items' ids (wire.public_key): 32 random bytes made on first
-    use and kept in the store's `meta` table (inside the caller's transaction); never sent."""
-    row = conn.execute("SELECT value FROM meta WHERE key = 'lethe_secret'").fetchone()
-    if row is not None:
-        return bytes.fromhex(str(row[0]))
-    secret = secrets.token_bytes(LETHE_KEY_BYTES)
-    conn.execute("INSERT INTO meta (key, value) VALUES ('lethe_secret', ?)", (secret.hex(),))
-    return secret
-
-
-def enqueue_playbook(conn: sqlite3.Connection, *, golem: str, text: str, now_ms: int, created_at: str) -> str:
+def enqueue_playbook(store: Grimoire, *, golem: str, text: str, now_ms: int, created_at: str) -> str:
     """Queue a PLAYBOOK.md snapshot for the vault layer (once per distinct text while it waits); returns its key."""
     key, item = playbook_item(golem=golem, text=text, created_at=created_at)
-    conn.execute("INSERT OR IGNORE INTO styx_outbox (idempotency_key, kind, layer, item, created_ms) "
-                 "VALUES (?, 'playbook', 'vault', ?, ?)", (key, item, now_ms))
+    store.outbox_add([OutboxRow(key, "playbook", "vault", item)], created_ms=now_ms)
     return key
 
 
-def due(conn: sqlite3.Connection, *, now_ms: int, limit: int) -> list[OutboxItem]:
-    """Unparked items whose retry time has come, oldest first (order per kind is kept) — a death
-    reflection before anything else: the golem's last word goes out even behind a month's backlog."""
-    rows = conn.execute(
-        "SELECT n, idempotency_key, kind, layer, item, created_ms, attempts FROM styx_outbox "
-        "WHERE parked_ms IS NULL AND next_ms <= ? ORDER BY kind != 'death_reflection', n LIMIT ?",
-        (now_ms, limit)).fetchall()
-    return [OutboxItem(*r) for r in rows]
-
-
-def depth(conn: sqlite3.Connection) -> int:
-    """Items waiting (not parked)."""
-    return int(conn.execute("SELECT count(*) FROM styx_outbox WHERE parked_ms IS NULL").fetchone()[0])
-
-
-def next_due_ms(conn: sqlite3.Connection) -> int | None:
-    """When the next waiting item is due (None: nothing waits)."""
-    row = conn.execute("SELECT min(next_ms) FROM styx_outbox WHERE parked_ms IS NULL").fetchone()
-    return None if row[0] is None else int(row[0])
-
-
-def delivered(conn: sqlite3.Connection, ns: Sequence[int]) -> None:
-    conn.executemany("DELETE FROM styx_outbox WHERE n = ?", [(n,) for n in ns])
-
-
-def retry_later(conn: sqlite3.Connection, ns: Sequence[int], *, next_ms: int, error: str) -> None:
-    conn.executemany("UPDATE styx_outbox SET attempts = attempts + 1, next_ms = ?, last_error = ? WHERE n = ?",
-                     [(next_ms, error[:500], n) for n in ns])
-
-
-def park(conn: sqlite3.Connection, ns: Sequence[int], *, now_ms: int, reason: str) -> None:
-    conn.executemany("UPDATE styx_outbox SET attempts = attempts + 1, parked_ms = ?, last_error = ? WHERE n = ?",
-                     [(now_ms, reason[:500], n) for n in ns])
-
-
-def unpark(conn: sqlite3.Connection, key: str | None) -> int:
-    """Back to the queue: one parked item (by idempotency key) or all of them (None). Returns how many."""
-    if key is None:
-        return conn.execute("UPDATE styx_outbox SET parked_ms = NULL, next_ms = 0 WHERE parked_ms IS NOT NULL").rowcount
-    return conn.execute("UPDATE styx_outbox SET parked_ms = NULL, next_ms = 0 WHERE idempotency_key = ? "
-                        "AND parked_ms IS NOT NULL", (key,)).rowcount
-
-
-def stored_status(conn: sqlite3.Connection, *, now_ms: int, outbox_warn: int) -> dict[str, Any]:
-    """What `clade styx status` reads from the store: `status`, plus the month's spend (the
-    ledger: `spend`, `spend_month_usd`) and `outbox_warning` (more waiting than `outbox_warn`)."""
-    doc = status(conn, now_ms=now_ms)
-    spend = ledger.summary(conn, ledger.month_of(now_ms))
-    doc.update(spend=spend, spend_month_usd=spend["usd"], outbox_warning=doc["queue_depth"] > outbox_warn)
-    return doc
-
-
-def status(conn: sqlite3.Connection, *, now_ms: int) -> dict[str, Any]:
-    """queue_depth, oldest_age_s, parked (with reasons) — the outbox part of `clade styx status`."""
-    depth, oldest = conn.execute(
-        "SELECT count(*), min(created_ms) FROM styx_outbox WHERE parked_ms IS NULL").fetchone()
-    parked = [{"idempotency_key": k, "kind": kind, "reason": reason, "parked_at_ms": at}
-              for k, kind, reason, at in conn.execute(
-                  "SELECT idempotency_key, kind, last_error, parked_ms FROM styx_outbox WHERE parked_ms IS NOT NULL "
-                  "ORDER BY n LIMIT 100")]
-    (n_parked,) = conn.execute("SELECT count(*) FROM styx_outbox WHERE parked_ms IS NOT NULL").fetchone()
-    return {"queue_depth": int(depth), "oldest_age_s": None if oldest is None else round((now_ms - oldest) / 1000, 1),
-            "parked": int(n_parked), "parked_items": parked}

@@ -23,8 +23,9 @@ import httpx
 import trio
 
 from daemon.grimoire import Grimoire
+from daemon.grimoire.styx_store import Spend
 
-from . import ledger, outbox
+from . import ledger
 from .policy import Budget, classify
 from .vault import VaultPushError, push_backup
 from .wire import ANONYMOUS, PUBLIC_LAYERS, QueryResult, batch_body, parse_query
@@ -86,7 +87,7 @@ class Pusher:
     async def load_spend(self) -> None:
         """Take up this month's recorded spend (so a restart does not reset the monthly cap)."""
         month = ledger.month_of(self._wall_ms())
-        self.budget.resume(month, await self._db(lambda s: s.room_read(lambda c: ledger.spent(c, month))))
+        self.budget.resume(month, await self._db(lambda s: s.styx_spent(month)))
 
     async def ask(self, text: str, *, k: int, layers: tuple[str, ...], deadline_s: float
                   ) -> tuple[list[QueryResult], str | None]:
@@ -98,7 +99,7 @@ class Pusher:
         answer = await query(self.url, self.token, text, k=k, layers=layers, deadline_s=deadline_s,
                              transport=self._transport, client=self._asker)
         if cost:
-            await self._db(lambda s: _tx(s, lambda c: ledger.record(c, month, cost, queries=1)))
+            await self._db(lambda s: s.styx_record_spend(Spend(month, cost, queries=1)))
         return answer
 
     def _budget_reached(self, what: str) -> None:
@@ -124,7 +125,7 @@ class Pusher:
                                  f"{self.budget.monthly:g} USD): {path.name} was not uploaded; it is kept at {path}")
         self.budget.charge_upload(cost, month=month)
         if cost:
-            await self._db(lambda s: _tx(s, lambda c: ledger.record(c, month, cost, calls=1)))
+            await self._db(lambda s: s.styx_record_spend(Spend(month, cost, calls=1)))
         return await trio.to_thread.run_sync(lambda: push_backup(
             path, url=self.url, token=self.token, peer=peer, timeout_s=timeout_s, attempts=attempts, base_s=base_s,
             cap_s=cap_s))
@@ -145,9 +146,9 @@ class Pusher:
     async def round(self, client: httpx.AsyncClient) -> float:
         """Push one batch if any is due; returns how long to wait before the next round (0: at once)."""
         now = self._wall_ms()
-        items = await self._db(lambda s: s.room_read(lambda c: outbox.due(c, now_ms=now, limit=self.batch)))
+        items = await self._db(lambda s: s.outbox_due(now_ms=now, limit=self.batch))
         if len(items) == self.batch:  # only a full batch can mean a long queue: count it then
-            depth = await self._db(lambda s: s.room_read(outbox.depth))
+            depth = await self._db(lambda s: s.outbox_depth())
             if depth > self.outbox_warn and not self.over_warn:
                 log.warning("styx: %d items wait in the outbox (over outbox_warn %d); nothing is dropped, but Styx "
                             "is not keeping up: check its health and the budget", depth, self.outbox_warn)
@@ -156,7 +157,7 @@ class Pusher:
         elif self.over_warn:
             self.over_warn = False
         if not items:
-            nxt = await self._db(lambda s: s.room_read(outbox.next_due_ms))
+            nxt = await self._db(lambda s: s.outbox_next_due_ms())
             return IDLE_S if nxt is None else max(0.05, min(IDLE_S, (nxt - now) / 1000))
         # A public (lethe) item travels alone with its kind, in a request that names no golem: in
         # one batch with this golem's clade items, the request would tie it to its writer.
@@ -192,11 +193,9 @@ class Pusher:
                        reason=reason, base_s=self.base_s, cap_s=self.cap_s)
         ns = [i.n for i in items]
 
-        def spend(conn: Any) -> None:  # the call's cost, with its outcome
-            ledger.record(conn, month, cost, calls=1, items=len(ns))
-
+        spend = Spend(month, cost, calls=1, items=len(ns))  # the call's cost, recorded with its outcome
         if out.action == "delivered":
-            await self._db(lambda s: _tx(s, lambda c: outbox.delivered(c, ns), spend))
+            await self._db(lambda s: s.outbox_delivered(ns, spend))
             self.stats.delivered += len(ns)
             self.stats.last_success_ms = now
             self.stats.consecutive_failures = 0
@@ -204,23 +203,15 @@ class Pusher:
         self.stats.failures += 1
         self.stats.last_error = out.reason
         if out.action == "park":
-            await self._db(lambda s: _tx(s, lambda c: outbox.park(c, ns, now_ms=now, reason=out.reason), spend))
+            await self._db(lambda s: s.outbox_park(ns, spend, now_ms=now, reason=out.reason))
             self.stats.parked += len(ns)
             log.warning("styx: %d item(s) parked (%s); fix the cause, then `clade styx retry --all`", len(ns),
                         out.reason)
             return 0.0
         self.stats.consecutive_failures = failures
         next_ms = now + int(out.delay_s * 1000)
-        await self._db(lambda s: _tx(s, lambda c: outbox.retry_later(c, ns, next_ms=next_ms, error=out.reason),
-                                     spend))
+        await self._db(lambda s: s.outbox_retry_later(ns, spend, next_ms=next_ms, error=out.reason))
         return out.delay_s
-
-
-def _tx(store: Grimoire, *steps: Callable[[Any], None]) -> None:
-    """Run `steps` on the store's connection in one transaction."""
-    with store.transaction() as conn:
-        for step in steps:
-            step(conn)
 
 
 async def query(url: str, token: str | None, text: str, *, k: int, layers: tuple[str, ...], deadline_s: float,

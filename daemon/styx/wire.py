@@ -101,7 +101,7 @@ ANONYMOUS = "lethe"  # the `golem` a public-layer request names: no one
 
 def public_key(secret: bytes, writer: str, seq: int) -> str:
     """The public item's idempotency key: stable per cause (Styx deduplicates a retry by it),
-    a BLAKE2b keyed with this golem's lethe secret (`outbox.lethe_secret`: random, kept in its
+    a BLAKE2b keyed with this golem's lethe secret (`Grimoire.lethe_secret`: random, kept in its
     own store, never sent). Unkeyed, anyone who knows a peer id — siblings, LAN peers through
     mDNS, Styx — could hash `peer:1`, `peer:2`, … and link an item to its golem.
     Raises ValueError for a secret of the wrong length."""

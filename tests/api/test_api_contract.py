@@ -28,6 +28,7 @@ from daemon.grimoire.fields import EntryFields, cli_options
 from daemon.testing.process import DaemonProc
 from tests.helpers.cli import REPO, CliRunner
 from tests.helpers.daemon import daemon_over_tcp, search_by_meaning
+from tests.helpers.seed import seed_one
 
 SCHEMATHESIS = str(Path(sys.executable).with_name("schemathesis"))
 TOKEN = "contract-test-token-0123456789abcdef"
@@ -134,7 +135,7 @@ def _sibling_entry(data: DataDir) -> str:
     """An entry written by another golem (so this one may endorse it, and may not retract it)."""
     other = Identity.generate()
     with data.open_store(identity=other) as store:
-        return store.remember(NewEntry(kind=Kind.WARNING, content="sibling's warning"), identity=other).id
+        return seed_one(store, NewEntry(kind=Kind.WARNING, content="sibling's warning"), identity=other).id
 
 
 def test_retract_and_endorse_go_through_a_running_daemon(cli: CliRunner, data_dir: DataDir) -> None:

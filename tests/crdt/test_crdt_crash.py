@@ -42,6 +42,7 @@ from daemon.grimoire.records import NewEntry
 from daemon.grimoire.store import Grimoire
 from tests.helpers.crash import LINE_TIMEOUT, Child, run_until_killed
 from tests.helpers.crdt_sim import IDENTITIES, SimReplica
+from tests.helpers.seed import seed_one
 
 KILLS = 20
 BATCHES = 10
@@ -75,13 +76,14 @@ print("done", flush=True)
 sys.stdin.read()
 """
 
-# argv: db, run number. Prints "ready", then the id of every entry once `remember` returned.
+# argv: db, run number. Prints "ready", then the id of every entry once its write returned.
 LOCAL_WRITER = r"""
 import sys
 from pathlib import Path
 from crdt import Kind
 from daemon.grimoire.records import NewEntry
 from daemon.grimoire.store import Grimoire
+from tests.helpers.seed import seed_one
 from tests.helpers.crdt_sim import IDENTITIES
 
 db, run = Path(sys.argv[1]), int(sys.argv[2])
@@ -90,7 +92,7 @@ print("ready", flush=True)
 index = 0
 while True:
     new = NewEntry(kind=Kind.INSIGHT, content=f"seq run{run} entry{index}: vault rebalances lag the oracle")
-    print(store.remember(new, identity=IDENTITIES[0]).id, flush=True)
+    print(seed_one(store, new, identity=IDENTITIES[0]).id, flush=True)
     index += 1
 """
 
@@ -373,6 +375,6 @@ def test_local_seq_is_never_reused_across_sigkill(tmp_path: Path) -> None:
     # After all that, the next local write takes the next two seqs.
     top = len(history)
     with Grimoire.open(db) as store:
-        entry = store.remember(NewEntry(kind=Kind.INSIGHT, content="after the crashes"), identity=IDENTITIES[0])
+        entry = seed_one(store, NewEntry(kind=Kind.INSIGHT, content="after the crashes"), identity=IDENTITIES[0])
     check_local(db, writer, acked | {entry.id}, history)
     assert {seq for seq, (entry_id, _, _) in history.items() if entry_id == entry.id} == {top + 1, top + 2}

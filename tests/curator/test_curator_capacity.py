@@ -21,6 +21,7 @@ from daemon.grimoire.store import LocalIdentity
 from daemon.service.curation import capacity_event
 from daemon.testing.process import DaemonProc
 from tests.helpers.cli import CliRunner
+from tests.helpers.seed import seed_one
 from tui.format import feed_item
 
 T0 = 1_700_000_000_000
@@ -80,11 +81,11 @@ def test_threshold_prunes_count_before_the_budget() -> None:
 
 def _fill(store: Grimoire, me: LocalIdentity) -> tuple[list[str], str]:
     """105 strategy outcomes (rising importance) and the constraint, the least important entry."""
-    outcomes = [store.remember(NewEntry(kind=Kind.STRATEGY_OUTCOME, content=f"Rebalanced vault {i} at tick {i * 7}",
-                                        importance=0.2 + i / 200, confidence=0.7), identity=me).id
+    outcomes = [seed_one(store, NewEntry(kind=Kind.STRATEGY_OUTCOME, content=f"Rebalanced vault {i} at tick {i * 7}",
+                                         importance=0.2 + i / 200, confidence=0.7), identity=me).id
                 for i in range(105)]
-    rule = store.remember(NewEntry(kind=Kind.CONSTRAINT, content=TVL_RULE, importance=0.0, confidence=0.5),
-                          identity=me).id
+    rule = seed_one(store, NewEntry(kind=Kind.CONSTRAINT, content=TVL_RULE, importance=0.0, confidence=0.5),
+                           identity=me).id
     return outcomes, rule
 
 
@@ -181,9 +182,9 @@ def test_tui_shows_the_capacity_archive(data_dir: DataDir) -> None:
     identity = data_dir.load_identity()
     with data_dir.open_store(identity=identity) as store:
         for i in range(3):
-            store.remember(NewEntry(kind=Kind.STRATEGY_OUTCOME, content=f"Closed position {i} at +{i}%"),
-                           identity=identity)
-        store.remember(NewEntry(kind=Kind.CONSTRAINT, content=TVL_RULE), identity=identity)
+            seed_one(store, NewEntry(kind=Kind.STRATEGY_OUTCOME, content=f"Closed position {i} at +{i}%"),
+                            identity=identity)
+        seed_one(store, NewEntry(kind=Kind.CONSTRAINT, content=TVL_RULE), identity=identity)
     daemon = DaemonProc(data_dir, env={"CLADE_CURATOR__CAPACITY": "2"})
     try:
         app = tui_for(data_dir)

@@ -21,6 +21,7 @@ from daemon.grimoire.curator.consolidate import ReplayItem
 from daemon.grimoire.curator.cycle import CuratorSettings, live_entries, run_cycle, simulate
 from daemon.grimoire.curator.decay import RETRIEVAL_THRESHOLD
 from daemon.grimoire.retrieval import apply_feedback
+from tests.helpers.seed import seed_one
 
 ME = Identity(b"\x21" * 32)
 SIB = Identity(b"\x33" * 32)
@@ -59,17 +60,17 @@ def test_thirty_days_of_forgetting(tmp_path: Path) -> None:
     clock = {"now": T0}
     settings = CuratorSettings(capacity=13)
     with Grimoire.open(tmp_path / "g.db", create=True, wall_ms=lambda: clock["now"]) as store:
-        unused = store.remember(NewEntry(kind=Kind.INSIGHT, content="Curve 3pool depth thins on Sundays",
-                                         confidence=0.7), identity=ME).id
-        used = store.remember(NewEntry(kind=Kind.HEURISTIC, content="Split swaps over 100k into five blocks",
-                                       confidence=0.7), identity=ME).id
-        confirmed = store.remember(NewEntry(kind=Kind.FACT, content="Base sequencer fees spike at US open",
-                                            confidence=0.7), identity=ME).id
-        warning = store.remember(NewEntry(kind=Kind.WARNING, content="Never LP in pools under $100K TVL",
-                                          confidence=0.9), identity=ME).id
+        unused = seed_one(store, NewEntry(kind=Kind.INSIGHT, content="Curve 3pool depth thins on Sundays",
+                                          confidence=0.7), identity=ME).id
+        used = seed_one(store, NewEntry(kind=Kind.HEURISTIC, content="Split swaps over 100k into five blocks",
+                                        confidence=0.7), identity=ME).id
+        confirmed = seed_one(store, NewEntry(kind=Kind.FACT, content="Base sequencer fees spike at US open",
+                                             confidence=0.7), identity=ME).id
+        warning = seed_one(store, NewEntry(kind=Kind.WARNING, content="Never LP in pools under $100K TVL",
+                                           confidence=0.9), identity=ME).id
         sibling = _sibling(store, "Aave v3 Arbitrum USDC utilisation above 90% means rate spikes", T0)
-        filler = [store.remember(NewEntry(kind=Kind.INSIGHT, content=f"Observation number {i} about pool {i}",
-                                          confidence=0.7, importance=i / 20), identity=ME).id for i in range(12)]
+        filler = [seed_one(store, NewEntry(kind=Kind.INSIGHT, content=f"Observation number {i} about pool {i}",
+                                           confidence=0.7, importance=i / 20), identity=ME).id for i in range(12)]
         total = _total(store)
         faded_day = archived_day = None
         for day in range(1, 31):
@@ -104,8 +105,9 @@ def test_thirty_days_of_forgetting(tmp_path: Path) -> None:
 
 def test_duplicates_merge_contradictions_supersede_and_nothing_is_lost(tmp_path: Path) -> None:
     with Grimoire.open(tmp_path / "g.db", create=True, wall_ms=lambda: T0) as store:
-        a = store.remember(NewEntry(kind=Kind.FACT, content="Gas on mainnet is cheapest at 03:00 UTC."), identity=ME).id
-        b = store.remember(NewEntry(kind=Kind.FACT, content="gas on mainnet is cheapest at 03:00 utc"), identity=ME).id
+        a = seed_one(store, NewEntry(kind=Kind.FACT, content="Gas on mainnet is cheapest at 03:00 UTC."),
+                     identity=ME).id
+        b = seed_one(store, NewEntry(kind=Kind.FACT, content="gas on mainnet is cheapest at 03:00 utc"), identity=ME).id
         s = _sibling(store, "Gas on mainnet is cheapest at 03:00 UTC!", T0, kind=Kind.FACT)
         report = run_cycle(store, identity=ME, now_ms=T0 + 1000)
         assert report.entries_merged == 2
@@ -138,8 +140,8 @@ def test_episodes_consolidate_into_a_baseline_that_supersedes_the_last(tmp_path:
 
 def test_simulate_projects_without_writing(tmp_path: Path) -> None:
     with Grimoire.open(tmp_path / "g.db", create=True, wall_ms=lambda: T0) as store:
-        x = store.remember(NewEntry(kind=Kind.INSIGHT, content="Thin books on Sunday", confidence=0.7), identity=ME).id
-        w = store.remember(NewEntry(kind=Kind.WARNING, content="Never bridge via X", confidence=0.7), identity=ME).id
+        x = seed_one(store, NewEntry(kind=Kind.INSIGHT, content="Thin books on Sunday", confidence=0.7), identity=ME).id
+        w = seed_one(store, NewEntry(kind=Kind.WARNING, content="Never bridge via X", confidence=0.7), identity=ME).id
         before = store.connection.execute("SELECT * FROM entries ORDER BY id").fetchall()
         out = simulate(store, now_ms=T0, days=30)
         assert store.connection.execute("SELECT * FROM entries ORDER BY id").fetchall() == before
@@ -155,8 +157,8 @@ def test_structural_knowledge_outlives_tactical_and_simulate_uses_the_windows(tm
     (90) stay; simulate projects the same with the windows it is given."""
     clock = {"now": T0}
     with Grimoire.open(tmp_path / "g.db", create=True, wall_ms=lambda: clock["now"]) as store:
-        ids = {kind: store.remember(NewEntry(kind=kind, content=f"{kind.value}: Morpho Blue LLTV is fixed per market",
-                                             confidence=0.7), identity=ME).id
+        ids = {kind: seed_one(store, NewEntry(kind=kind, content=f"{kind.value}: Morpho Blue LLTV is fixed per market",
+                                              confidence=0.7), identity=ME).id
                for kind in (Kind.INSIGHT, Kind.FACT, Kind.CONSTRAINT, Kind.REGIME_SHIFT)}
         sim = {e["id"]: e for e in simulate(store, now_ms=T0, days=30)["entries"]}
         assert {k: sim[i]["window_days"] for k, i in ids.items()} == {
@@ -183,9 +185,9 @@ def test_the_llm_pass_applies_only_accepted_decisions(tmp_path: Path) -> None:
     from daemon.grimoire.curator.llm_client import LlmOutcome
 
     with Grimoire.open(tmp_path / "g.db", create=True, wall_ms=lambda: T0) as store:
-        a = store.remember(NewEntry(kind=Kind.INSIGHT, content="Funding flips negative before CPI"), identity=ME).id
-        b = store.remember(NewEntry(kind=Kind.INSIGHT, content="Perp funding turns below zero ahead of inflation "
-                                    "prints"), identity=ME).id
+        a = seed_one(store, NewEntry(kind=Kind.INSIGHT, content="Funding flips negative before CPI"), identity=ME).id
+        b = seed_one(store, NewEntry(kind=Kind.INSIGHT, content="Perp funding turns below zero ahead of inflation "
+                                     "prints"), identity=ME).id
         s = _sibling(store, "Perpetual funding goes under zero just before the CPI release", T0)
         vec = {a: np.array([1.0, 0.0], dtype=np.float32), b: np.array([0.9, 0.43589], dtype=np.float32),
                s: np.array([0.95, 0.31225], dtype=np.float32)}
@@ -227,10 +229,10 @@ def test_recall_leaves_out_what_decay_faded_but_not_a_low_base(tmp_path: Path) -
     from daemon.grimoire.retrieval import RecallQuery, Retriever
 
     with Grimoire.open(tmp_path / "g.db", create=True, wall_ms=lambda: T0) as store:
-        low = store.remember(NewEntry(kind=Kind.INSIGHT, content="Maybe gas is cheap on tuesdays", confidence=0.05),
-                             identity=ME).id
-        fades = store.remember(NewEntry(kind=Kind.INSIGHT, content="Gas on tuesdays was cheap last month"),
-                               identity=ME).id
+        low = seed_one(store, NewEntry(kind=Kind.INSIGHT, content="Maybe gas is cheap on tuesdays", confidence=0.05),
+                              identity=ME).id
+        fades = seed_one(store, NewEntry(kind=Kind.INSIGHT, content="Gas on tuesdays was cheap last month"),
+                                identity=ME).id
 
         def found(now: int) -> set[str]:
             hits = Retriever(store, lambda: None).recall(  # type: ignore[arg-type,return-value]
@@ -253,8 +255,8 @@ def test_the_llm_pass_sees_a_siblings_entry_only_once_released(tmp_path: Path) -
     from daemon.grimoire.trust import TrustPolicy
 
     with Grimoire.open(tmp_path / "g.db", create=True, wall_ms=lambda: T0) as store:
-        mine = store.remember(NewEntry(kind=Kind.INSIGHT, content="Approve routers for the exact amount"),
-                              identity=ME).id
+        mine = seed_one(store, NewEntry(kind=Kind.INSIGHT, content="Approve routers for the exact amount"),
+                               identity=ME).id
         theirs = _sibling(store, "Approve routers for an unlimited amount, it saves gas", T0)
         vec = {mine: np.array([1.0, 0.0], dtype=np.float32), theirs: np.array([0.99, 0.141], dtype=np.float32)}
         day = 24 * 3_600_000

@@ -22,6 +22,7 @@ from daemon.grimoire import Grimoire, NewEntry
 from daemon.grimoire.retrieval import CANDIDATES, RecallQuery, Retriever
 from daemon.grimoire.trust import TrustPolicy
 from daemon.grimoire.vectors import write_vectors
+from tests.helpers.seed import seed_one
 
 ME = Identity(b"\x21" * 32)
 X = Identity(b"\x44" * 32)  # the compromised sibling
@@ -41,7 +42,7 @@ def store(tmp_path: Path) -> Iterator[Grimoire]:
 
 
 def mine(store: Grimoire, content: str, kind: Kind = Kind.INSIGHT, **kw: object) -> str:
-    return store.remember(NewEntry(kind=kind, content=content, **kw), identity=ME).id  # type: ignore[arg-type]
+    return seed_one(store, NewEntry(kind=kind, content=content, **kw), identity=ME).id  # type: ignore[arg-type]
 
 
 def theirs(store: Grimoire, who: Identity, content: str, kind: Kind = Kind.INSIGHT) -> str:

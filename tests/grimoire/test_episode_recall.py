@@ -18,6 +18,7 @@ from daemon.grimoire.digest import build_digest, tokens
 from daemon.grimoire.episode_recall import EpisodeQuery, rank_episodes, recall_episodes
 from daemon.grimoire.episodes import Episode, EpisodeLog
 from daemon.grimoire.retrieval import Retriever
+from tests.helpers.seed import seed_one
 
 ME = Identity(b"\x21" * 32)
 DAY = 86_400_000
@@ -78,8 +79,8 @@ def test_the_digest_episodic_section_keeps_within_its_share(tmp_path: Path, mode
     log.append([Episode(summary=t, observed_ms=NOW - (i + 1) * DAY, embedding=unit(v))
                 for i, (t, v) in enumerate(zip(texts, embedder.embed(texts), strict=True))])
     with Grimoire.open(tmp_path / "g.db", create=True, wall_ms=lambda: NOW) as store:
-        warning = store.remember(NewEntry(kind=Kind.WARNING, content="Uniswap v3 ETH/USDC slippage doubles in "
-                                          "the US open"), identity=ME).id
+        warning = seed_one(store, NewEntry(kind=Kind.WARNING, content="Uniswap v3 ETH/USDC slippage doubles in "
+                                           "the US open"), identity=ME).id
         retriever = Retriever(store, lambda: get_embedder(model_dir))
         query = "what did my ETH to USDC swaps cost"
         hits = recall_episodes(log, list(map(float, embedder.embed([query])[0])), EpisodeQuery(k=12), now_ms=NOW)

@@ -34,6 +34,7 @@ from daemon.grimoire.fields import EVENT_TIME_PATTERN, EntryFields, parse_event_
 from daemon.grimoire.retrieval import RecallQuery, Retriever
 from daemon.grimoire.schema import SCHEMA_VERSION, migrate
 from daemon.grimoire.scoring import temporal
+from tests.helpers.seed import seed, seed_one
 
 AUTHOR = "12D3KooWK99VoVxNE7XzyBwXEzW7xhK7Gpv85r9F3V3fyKSUKPH5"
 ME = Identity(b"\x21" * 32)
@@ -147,20 +148,20 @@ def store(tmp_path: Path) -> Iterator[Grimoire]:
 
 
 def test_stored_read_back_and_shown(store: Grimoire) -> None:
-    made = store.remember(NewEntry(kind=Kind.FACT, content="A swap on 8 May", occurred_ms=1_683_504_000_000),
-                          identity=ME)
+    made = seed_one(store, NewEntry(kind=Kind.FACT, content="A swap on 8 May", occurred_ms=1_683_504_000_000),
+                           identity=ME)
     got = store.get(made.id)
     assert got.body.occurred_ms == 1_683_504_000_000 and got.body == made.body
     assert got.to_json()["occurred_at"] == "2023-05-08T00:00:00.000Z"
-    plain = store.remember(NewEntry(kind=Kind.FACT, content="Written now"), identity=ME)
+    plain = seed_one(store, NewEntry(kind=Kind.FACT, content="Written now"), identity=ME)
     assert store.get(plain.id).to_json()["occurred_at"] is None
 
 
 def test_event_time_replicates_with_the_entry_and_old_entries_still_merge(tmp_path: Path) -> None:
     with Grimoire.open(tmp_path / "a.db", create=True) as a, Grimoire.open(tmp_path / "b.db", create=True) as b:
-        dated = a.remember(NewEntry(kind=Kind.WARNING, content="Base sequencer halted for an hour",
-                                    occurred_ms=NOW - 3 * DAY), identity=ME)
-        plain = a.remember(NewEntry(kind=Kind.WARNING, content="Arbitrum gas spiked at the NFT mint"), identity=ME)
+        dated = seed_one(a, NewEntry(kind=Kind.WARNING, content="Base sequencer halted for an hour",
+                                     occurred_ms=NOW - 3 * DAY), identity=ME)
+        plain = seed_one(a, NewEntry(kind=Kind.WARNING, content="Arbitrum gas spiked at the NFT mint"), identity=ME)
         for delta in list(a.iter_deltas(b.causal_context())):
             decoded, rejected = decode_delta(encode_delta(delta), signature_ok)
             assert not rejected
@@ -178,7 +179,7 @@ def test_a_v16_store_migrates_and_its_entries_have_no_event_time(tmp_path: Path)
     assert SCHEMA_VERSION >= 17
     with Grimoire.open(path) as store:  # migrates to 17 (and on) on open
         assert store.schema_version == SCHEMA_VERSION
-        made = store.remember(NewEntry(kind=Kind.FACT, content="after the upgrade"), identity=ME)
+        made = seed_one(store, NewEntry(kind=Kind.FACT, content="after the upgrade"), identity=ME)
         assert store.get(made.id).body.occurred_ms is None
     raw = sqlite3.connect(path)
     assert raw.execute("SELECT occurred_ms FROM entries").fetchall() == [(None,)]
@@ -194,7 +195,7 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_since_until_bound_event_time_else_written_time(store: Grimoire, model_dir: Path) -> None:
     def write(content: str, occurred: int | None) -> str:
-        return store.remember(NewEntry(kind=Kind.INSIGHT, content=content, occurred_ms=occurred), identity=ME).id
+        return seed_one(store, NewEntry(kind=Kind.INSIGHT, content=content, occurred_ms=occurred), identity=ME).id
 
     last_month = write("Uniswap ETH/USDC fees were high during the CPI print", NOW - 30 * DAY)
     last_week = write("Uniswap ETH/USDC fees were high during the FOMC meeting", NOW - 7 * DAY)
@@ -213,10 +214,10 @@ def test_since_until_bound_event_time_else_written_time(store: Grimoire, model_d
 
 
 def test_recency_ranks_by_event_time(store: Grimoire, model_dir: Path) -> None:
-    old_news = store.remember(NewEntry(kind=Kind.INSIGHT, content="Curve 3pool imbalance widened USDT discount",
-                                       occurred_ms=NOW - 14 * DAY), identity=ME).id
-    fresh = store.remember(NewEntry(kind=Kind.INSIGHT, content="Curve 3pool imbalance widened the USDT discount"),
-                           identity=ME).id
+    old_news = seed_one(store, NewEntry(kind=Kind.INSIGHT, content="Curve 3pool imbalance widened USDT discount",
+                                        occurred_ms=NOW - 14 * DAY), identity=ME).id
+    fresh = seed_one(store, NewEntry(kind=Kind.INSIGHT, content="Curve 3pool imbalance widened the USDT discount"),
+                            identity=ME).id
     hits = Retriever(store, lambda: get_embedder(model_dir)).recall(
         RecallQuery(text="Curve 3pool USDT depeg", k=5), now_ms=NOW)
     temporal_of = {h.entry.id: h.factors.temporal for h in hits}
@@ -231,8 +232,8 @@ def test_a_bulk_import_of_dated_entries_is_uniformly_old(tmp_path: Path, model_d
     recent and leave others old (a clock that moves 1 ms a read makes the tick certain)."""
     clock = iter(range(NOW, NOW + 10_000_000))
     with Grimoire.open(tmp_path / "bulk.db", create=True, wall_ms=lambda: next(clock)) as store:
-        store.remember_many([NewEntry(kind=Kind.INSIGHT, content=f"Uniswap v3 pool {i} fees rose in the May sell-off",
-                                      occurred_ms=NOW - 30 * DAY) for i in range(20)], identity=ME)
+        seed(store, [NewEntry(kind=Kind.INSIGHT, content=f"Uniswap v3 pool {i} fees rose in the May sell-off",
+                             occurred_ms=NOW - 30 * DAY) for i in range(20)], identity=ME)
         hits = Retriever(store, lambda: get_embedder(model_dir)).recall(
             RecallQuery(text="Uniswap fees in May", k=20), now_ms=NOW + 60_000)
         assert len(hits) == 20

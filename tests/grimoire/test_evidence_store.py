@@ -15,6 +15,7 @@ from crypto import Identity, signature_ok
 from daemon.grimoire import Grimoire, NewEntry
 from daemon.grimoire.trust import Release, TrustPolicy
 from daemon.grimoire.trust_store import quarantine
+from tests.helpers.seed import raw_write, seed_one
 
 NOW = 1_800_000_000_000
 POLICY = TrustPolicy()
@@ -32,7 +33,8 @@ class Golem:
         return self.identity.peer_id
 
     def write(self, content: str, *, kind: Kind = Kind.INSIGHT, confidence: float = 0.7) -> str:
-        entry = self.store.remember(NewEntry(kind=kind, content=content, confidence=confidence), identity=self.identity)
+        entry = seed_one(self.store, NewEntry(kind=kind, content=content, confidence=confidence),
+                         identity=self.identity)
         self.store.promote([entry.id], self.identity, now_ms=NOW, reason="admitted")  # as the gate would
         return entry.id
 
@@ -134,7 +136,7 @@ def test_a_members_contradictions_of_an_honest_entry_move_little_and_refute_noth
     # Once X is suspect (the operator distrusts it), its evidence counts nothing.
     from daemon.grimoire.trust_store import set_distrust
 
-    with c.store.transaction() as conn:
+    with raw_write(c.store) as conn:
         set_distrust(conn, x.me, distrusted=True, now_ms=NOW)
     assert c.belief(honest) == (pytest.approx(0.6), False)
 

@@ -24,6 +24,7 @@ from daemon.grimoire.records import NewEntry
 from daemon.grimoire.retrieval import RecallQuery, Retriever
 from daemon.grimoire.store import Grimoire
 from tests.helpers import semantic_corpus_heldout, semantic_corpus_operator
+from tests.helpers.seed import seed
 from tests.helpers.semantic_corpus import shared_words
 
 TURNS = (
@@ -69,7 +70,7 @@ def embedder_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _retriever(root: Path, embedder_dir: Path, entries: list[NewEntry]) -> tuple[Retriever, list[str]]:
     store = Grimoire.open(root / "grimoire.db", create=True)
-    written = store.remember_many(entries, identity=Identity(b"\x09" * 32))
+    written = seed(store, entries, identity=Identity(b"\x09" * 32))
     retriever = Retriever(store, lambda: get_embedder(embedder_dir))
     retriever.index_missing()
     return retriever, [w.id for w in written]

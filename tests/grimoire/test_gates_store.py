@@ -16,12 +16,13 @@ from crypto import Identity
 from daemon.embedding.embedder import EmbeddingInfo
 from daemon.errors import NotFound
 from daemon.grimoire import Grimoire, NewEntry
-from daemon.grimoire.crossing import promote_ready, remember_warning
+from daemon.grimoire.crossing import promote_ready
 from daemon.grimoire.curator.cycle import CuratorSettings, run_cycle
 from daemon.grimoire.promotion import WARNING_REPEAT, figures
 from daemon.grimoire.retrieval import apply_feedback
 from daemon.grimoire.vector_index import VectorIndex
 from daemon.grimoire.vectors import write_vectors
+from tests.helpers.seed import raw_write, seed_one, seed_warning
 
 ME = Identity(b"\x21" * 32)
 SIB = Identity(b"\x33" * 32)
@@ -76,7 +77,7 @@ def sibling_entry(store: Grimoire, author: Identity, content: str, kind: Kind = 
 
 
 def test_record_outcome_moves_local_confidence_by_the_posterior_and_restarts_decay(store: Grimoire) -> None:
-    e = store.remember(NewEntry(kind=Kind.HEURISTIC, content="Split swaps over 100k", confidence=0.7), identity=ME)
+    e = seed_one(store, NewEntry(kind=Kind.HEURISTIC, content="Split swaps over 100k", confidence=0.7), identity=ME)
     assert row(store, e.id, "evidence") == (1,)
     first = store.record_outcome(e.id, "positive", metric="pnl_usd", value=120.5, now_ms=T0 + 5)
     assert first.local_confidence == pytest.approx(0.76)
@@ -101,7 +102,7 @@ def test_record_outcome_moves_local_confidence_by_the_posterior_and_restarts_dec
 
 
 def test_record_outcome_refuses_bad_input_and_writes_nothing(store: Grimoire) -> None:
-    e = store.remember(NewEntry(kind=Kind.FACT, content="Base fees spike at US open"), identity=ME)
+    e = seed_one(store, NewEntry(kind=Kind.FACT, content="Base fees spike at US open"), identity=ME)
     with pytest.raises(NotFound):
         store.record_outcome("0" * 32, "positive", metric="pnl", now_ms=T0)
     with pytest.raises(ValueError):
@@ -114,7 +115,7 @@ def test_record_outcome_refuses_bad_input_and_writes_nothing(store: Grimoire) ->
 
 
 def test_record_outcome_is_one_transaction(store: Grimoire) -> None:
-    e = store.remember(NewEntry(kind=Kind.FACT, content="Base fees spike at US open"), identity=ME)
+    e = seed_one(store, NewEntry(kind=Kind.FACT, content="Base fees spike at US open"), identity=ME)
     # Make the tally update fail after the outcome row was inserted: the row must go too.
     store.connection.execute("CREATE TRIGGER refuse BEFORE UPDATE OF outcomes_positive ON entries "
                              "BEGIN SELECT RAISE(ABORT, 'refused by the test'); END")
@@ -128,9 +129,9 @@ def test_record_outcome_is_one_transaction(store: Grimoire) -> None:
 
 
 def test_promote_marks_own_crossable_entries_and_re_emits_them(store: Grimoire) -> None:
-    mine = store.remember(NewEntry(kind=Kind.INSIGHT, content="Funding flips before CPI"), identity=ME).id
-    private = store.remember(NewEntry(kind=Kind.INSIGHT, content="My own edge", sensitivity=Sensitivity.PRIVATE),
-                             identity=ME).id
+    mine = seed_one(store, NewEntry(kind=Kind.INSIGHT, content="Funding flips before CPI"), identity=ME).id
+    private = seed_one(store, NewEntry(kind=Kind.INSIGHT, content="My own edge", sensitivity=Sensitivity.PRIVATE),
+                              identity=ME).id
     theirs = sibling_entry(store, SIB, "Aave utilisation above 90% means rate spikes")
     top = store.local_top(ME.peer_id)
     done = store.promote([mine, private, theirs, mine, "f" * 32], ME, now_ms=T0 + 1, reason="legacy")
@@ -146,12 +147,12 @@ def test_promote_marks_own_crossable_entries_and_re_emits_them(store: Grimoire) 
 
 
 def test_an_insight_with_defaults_at_0_8_crosses_and_its_near_duplicate_does_not(store: Grimoire) -> None:
-    new = store.remember(NewEntry(kind=Kind.INSIGHT, content="Funding flips before CPI", confidence=0.8),
-                         identity=ME).id
+    new = seed_one(store, NewEntry(kind=Kind.INSIGHT, content="Funding flips before CPI", confidence=0.8),
+                          identity=ME).id
     sib = sibling_entry(store, SIB, "Curve pools thin out on Sundays")
-    dup = store.remember(NewEntry(kind=Kind.INSIGHT, content="Curve liquidity is thin each Sunday", confidence=0.8),
-                         identity=ME).id
-    low = store.remember(NewEntry(kind=Kind.INSIGHT, content="A hunch about gas", confidence=0.59), identity=ME).id
+    dup = seed_one(store, NewEntry(kind=Kind.INSIGHT, content="Curve liquidity is thin each Sunday", confidence=0.8),
+                          identity=ME).id
+    low = seed_one(store, NewEntry(kind=Kind.INSIGHT, content="A hunch about gas", confidence=0.59), identity=ME).id
     vectors = {new: unit(1, 0, 0), sib: unit(0, 1, 0), dup: unit(0, 1, 0.45), low: unit(0, 0, 1)}  # dup·sib ≈ 0.91
     report = run_cycle(store, identity=ME, now_ms=T0 + 1, vectors=vectors,
                        settings=CuratorSettings(near_duplicate=0.99))
@@ -164,19 +165,19 @@ def test_an_insight_with_defaults_at_0_8_crosses_and_its_near_duplicate_does_not
 
 
 def test_two_paraphrases_written_together_do_not_both_cross(store: Grimoire) -> None:
-    a = store.remember(NewEntry(kind=Kind.FACT, content="Arbitrum blocks are 250 ms", confidence=0.8), identity=ME).id
-    b = store.remember(NewEntry(kind=Kind.FACT, content="Arbitrum makes a block every 0.25 s", confidence=0.8),
-                       identity=ME).id
+    a = seed_one(store, NewEntry(kind=Kind.FACT, content="Arbitrum blocks are 250 ms", confidence=0.8), identity=ME).id
+    b = seed_one(store, NewEntry(kind=Kind.FACT, content="Arbitrum makes a block every 0.25 s", confidence=0.8),
+                        identity=ME).id
     promoted = promote_ready(store, ME, now_ms=T0 + 1, tick_seconds=TICK_S,
                              vectors={a: unit(1, 0.01, 0), b: unit(1, 0.02, 0)})
     assert promoted == [a]
 
 
 def test_a_heuristic_crosses_with_positive_outcomes_once_its_ticks_passed(store: Grimoire) -> None:
-    good = store.remember(NewEntry(kind=Kind.HEURISTIC, content="Split swaps over 100k into five", confidence=0.8),
+    good = seed_one(store, NewEntry(kind=Kind.HEURISTIC, content="Split swaps over 100k into five", confidence=0.8),
+                           identity=ME)
+    bad = seed_one(store, NewEntry(kind=Kind.CONSTRAINT, content="Never bridge on Fridays", confidence=0.8),
                           identity=ME)
-    bad = store.remember(NewEntry(kind=Kind.CONSTRAINT, content="Never bridge on Fridays", confidence=0.8),
-                         identity=ME)
     created = good.body.created.ms
     for effect in ("positive", "positive"):
         store.record_outcome(good.id, effect, metric="pnl_usd", now_ms=T0)
@@ -191,16 +192,16 @@ def test_a_heuristic_crosses_with_positive_outcomes_once_its_ticks_passed(store:
 
 
 def test_legacy_pushes_young_rules_when_the_golem_declines(store: Grimoire) -> None:
-    young = store.remember(NewEntry(kind=Kind.HEURISTIC, content="Rebalance at 2% drift", confidence=0.8),
-                           identity=ME).id
-    half = store.remember(NewEntry(kind=Kind.HEURISTIC, content="Maybe rebalance weekly", confidence=0.6),
-                          identity=ME).id
-    unsure = store.remember(NewEntry(kind=Kind.HEURISTIC, content="Perhaps rebalance monthly", confidence=0.35),
+    young = seed_one(store, NewEntry(kind=Kind.HEURISTIC, content="Rebalance at 2% drift", confidence=0.8),
                             identity=ME).id
+    half = seed_one(store, NewEntry(kind=Kind.HEURISTIC, content="Maybe rebalance weekly", confidence=0.6),
+                           identity=ME).id
+    unsure = seed_one(store, NewEntry(kind=Kind.HEURISTIC, content="Perhaps rebalance monthly", confidence=0.35),
+                             identity=ME).id
     assert promote_ready(store, ME, now_ms=T0, tick_seconds=TICK_S) == []
     from daemon.grimoire.vitality import Vitality, write_vitality
 
-    with store.transaction() as conn:
+    with raw_write(store) as conn:
         write_vitality(conn, Vitality.checked("declining"), now_ms=T0)
     # Near death the bar is 0.4, not the rules' 0.7: what the golem half-believes is passed on.
     assert sorted(promote_ready(store, ME, now_ms=T0, tick_seconds=TICK_S)) == sorted([young, half])
@@ -212,26 +213,26 @@ def test_legacy_pushes_young_rules_when_the_golem_declines(store: Grimoire) -> N
 
 
 def test_a_repeated_warning_within_a_day_is_held_but_kept(store: Grimoire) -> None:
-    first, sim = remember_warning(store, NewEntry(kind=Kind.WARNING, content="Pool X is being drained"), ME,
+    first, sim = seed_warning(store, NewEntry(kind=Kind.WARNING, content="Pool X is being drained"), ME,
                                   vector=unit(1, 0, 0), info=INFO, now_ms=T0, index=index_of(store))
     assert sim is None and first.crossing_hold is None
-    again, sim = remember_warning(store, NewEntry(kind=Kind.WARNING, content="Pool X drained right now"), ME,
+    again, sim = seed_warning(store, NewEntry(kind=Kind.WARNING, content="Pool X drained right now"), ME,
                                   vector=unit(1, 0.1, 0), info=INFO, now_ms=T0 + 1000, index=index_of(store))
     assert sim == pytest.approx(float(unit(1, 0.1, 0)[0])) and again.crossing_hold == "near_duplicate"
-    other, sim = remember_warning(store, NewEntry(kind=Kind.WARNING, content="Oracle Y is stale"), ME,
+    other, sim = seed_warning(store, NewEntry(kind=Kind.WARNING, content="Oracle Y is stale"), ME,
                                   vector=unit(0, 1, 0), info=INFO, now_ms=T0 + 2000, index=index_of(store))
     assert sim is None and other.crossing_hold is None
     # As close in meaning, but its figures changed: an update, not a repeat (nothing held).
-    gas = remember_warning(store, NewEntry(kind=Kind.WARNING, content="Gas above 80 gwei at 14:00"), ME,
+    gas = seed_warning(store, NewEntry(kind=Kind.WARNING, content="Gas above 80 gwei at 14:00"), ME,
                            vector=unit(0, 0, 1), info=INFO, now_ms=T0 + 2500, index=index_of(store))[0]
-    update, sim = remember_warning(store, NewEntry(kind=Kind.WARNING, content="Gas above 200 gwei at 14:00"), ME,
+    update, sim = seed_warning(store, NewEntry(kind=Kind.WARNING, content="Gas above 200 gwei at 14:00"), ME,
                                    vector=unit(0, 0.1, 1), info=INFO, now_ms=T0 + 2600, index=index_of(store))
     assert gas.crossing_hold is None and sim is None and update.crossing_hold is None
     gate = store.sync_gate(ME.peer_id)
     assert gate(first.body) and not gate(again.body) and gate(other.body)
     assert {h.entry.id for h in store.keyword_search("drained")} >= {again.id}  # still stored and searchable
     store.connection.execute("UPDATE entries SET created_hlc = ? WHERE id = ?", (Timestamp(T0).pack(), first.id))
-    later, sim = remember_warning(store, NewEntry(kind=Kind.WARNING, content="Pool X drained again"), ME,
+    later, sim = seed_warning(store, NewEntry(kind=Kind.WARNING, content="Pool X drained again"), ME,
                                   vector=unit(1, 0, 0), info=INFO, now_ms=T0 + 25 * 3_600_000, index=index_of(store))
     assert sim is None and later.crossing_hold is None  # a day later it is news again
 
@@ -272,12 +273,12 @@ def test_the_repeat_check_through_the_index_holds_what_the_scan_held(tmp_path: P
             write_vectors(store, INFO, [entry_id], np.asarray([vector]))
             continue
         if who < 0.15:  # an own insight: not a warning kind
-            entry_id = store.remember(NewEntry(kind=Kind.INSIGHT, content=content), identity=ME).id
+            entry_id = seed_one(store, NewEntry(kind=Kind.INSIGHT, content=content), identity=ME).id
             write_vectors(store, INFO, [entry_id], np.asarray([vector]))
             continue
         kind = Kind.ANTI_KNOWLEDGE if who > 0.9 else Kind.WARNING
         expected = _repeat_by_scan(store, content, vector, clock["now"])
-        entry, similarity = remember_warning(store, NewEntry(kind=kind, content=content), ME, vector=vector,
+        entry, similarity = seed_warning(store, NewEntry(kind=kind, content=content), ME, vector=vector,
                                              info=INFO, now_ms=clock["now"], index=index)
         assert (similarity is None) == (expected is None), (i, similarity, expected)
         assert similarity == pytest.approx(expected, abs=1e-6) if expected is not None else True
@@ -318,15 +319,15 @@ def test_an_inherited_entry_is_held_until_validated_then_reissued(store: Grimoir
 def test_a_held_warning_never_reaches_the_styx_outbox(store: Grimoire) -> None:
     """A warning held as a repeat of one gossiped within a day stays home from Styx too: the
     outbox hook enqueues what crosses, and a held entry does not (step 21, finding 5)."""
-    from daemon.styx.outbox import OutboxWriter, due
+    from daemon.styx.outbox import OutboxWriter
 
     store.outbox = OutboxWriter(layers=("clade",))
-    first, _ = remember_warning(store, NewEntry(kind=Kind.WARNING, content="Pool X is being drained"), ME,
+    first, _ = seed_warning(store, NewEntry(kind=Kind.WARNING, content="Pool X is being drained"), ME,
                                 vector=unit(1, 0, 0), info=INFO, now_ms=T0, index=index_of(store))
-    again, sim = remember_warning(store, NewEntry(kind=Kind.WARNING, content="Pool X drained right now"), ME,
+    again, sim = seed_warning(store, NewEntry(kind=Kind.WARNING, content="Pool X drained right now"), ME,
                                   vector=unit(1, 0.1, 0), info=INFO, now_ms=T0 + 1000, index=index_of(store))
     assert sim is not None and again.crossing_hold == "near_duplicate"
-    queued = [i.item for i in due(store.connection, now_ms=T0 + 10_000, limit=10)]
+    queued = [i.item for i in store.outbox_due(now_ms=T0 + 10_000, limit=10)]
     assert len(queued) == 1 and first.id in queued[0] and again.id not in queued[0]
 
 
@@ -338,15 +339,15 @@ def test_the_playbook_leaves_out_refuted_and_held_rules(store: Grimoire, tmp_pat
     from daemon.grimoire.trust import TrustPolicy
     from daemon.service.curation import render_playbook
 
-    kept = store.remember(NewEntry(kind=Kind.HEURISTIC, content="Split swaps over 100k into five"), identity=ME)
-    refuted = store.remember(NewEntry(kind=Kind.HEURISTIC, content="Always bridge on Fridays"), identity=ME)
+    kept = seed_one(store, NewEntry(kind=Kind.HEURISTIC, content="Split swaps over 100k into five"), identity=ME)
+    refuted = seed_one(store, NewEntry(kind=Kind.HEURISTIC, content="Always bridge on Fridays"), identity=ME)
     for _ in range(3):
         store.record_outcome(refuted.id, "negative", metric="pnl_usd", now_ms=T0)
     assert store.beliefs([refuted.id], TrustPolicy(), now_ms=T0)[refuted.id].refuted  # with BeliefPolicy()'s rule
     assert BeliefPolicy().refute_min_negative <= 3
-    remember_warning(store, NewEntry(kind=Kind.WARNING, content="Pool X is being drained"), ME,
+    seed_warning(store, NewEntry(kind=Kind.WARNING, content="Pool X is being drained"), ME,
                      vector=unit(1, 0, 0), info=INFO, now_ms=T0, index=index_of(store))
-    held, _ = remember_warning(store, NewEntry(kind=Kind.WARNING, content="Pool X drained right now, again"), ME,
+    held, _ = seed_warning(store, NewEntry(kind=Kind.WARNING, content="Pool X drained right now, again"), ME,
                                vector=unit(1, 0.1, 0), info=INFO, now_ms=T0 + 1000, index=index_of(store))
     assert held.crossing_hold == "near_duplicate"
     book = tmp_path / "PLAYBOOK.md"

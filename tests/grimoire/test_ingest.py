@@ -18,6 +18,7 @@ from daemon.errors import StoreError
 from daemon.grimoire import Grimoire, NewEntry, ingest
 from daemon.grimoire.ingest import apply_frames
 from tests.helpers.crdt_sim import IDENTITIES
+from tests.helpers.seed import seed
 
 WRITER: Identity = IDENTITIES[0]
 ME: Identity = IDENTITIES[1]
@@ -31,8 +32,8 @@ def verifier_threads() -> list[threading.Thread]:
 def source(tmp_path: Path) -> Iterator[Grimoire]:
     """A writer's store with 700 warnings (1,400 ops), a third of them retracted."""
     store = Grimoire.open(tmp_path / "source.db", create=True)
-    entries = store.remember_many([NewEntry(kind=Kind.WARNING, content=f"Pool {i} drains below 100k TVL at block {i}")
-                                   for i in range(700)], identity=WRITER)
+    entries = seed(store, [NewEntry(kind=Kind.WARNING, content=f"Pool {i} drains below 100k TVL at block {i}")
+                          for i in range(700)], identity=WRITER)
     for entry in entries[::3]:
         store.retract(entry.id, identity=WRITER)
     yield store

@@ -12,16 +12,17 @@ from daemon.errors import UsageError
 from daemon.grimoire import Grimoire, NewEntry, keywords
 from daemon.grimoire.keywords import affordable, query_words
 from tests.helpers.crdt_sim import IDENTITIES
+from tests.helpers.seed import seed
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> Grimoire:
     """Six entries about gas (one also about a bridge), and one about a rare oracle."""
     s = Grimoire.open(tmp_path / "g.db", create=True)
-    s.remember_many([NewEntry(kind=Kind.WARNING, content=f"gas spikes at block {i}") for i in range(5)]
-                    + [NewEntry(kind=Kind.WARNING, content="gas spikes while the bridge is congested"),
-                       NewEntry(kind=Kind.FACT, content="the chainlink oracle lags by one heartbeat")],
-                    identity=IDENTITIES[0])
+    seed(s, [NewEntry(kind=Kind.WARNING, content=f"gas spikes at block {i}") for i in range(5)]
+           + [NewEntry(kind=Kind.WARNING, content="gas spikes while the bridge is congested"),
+              NewEntry(kind=Kind.FACT, content="the chainlink oracle lags by one heartbeat")],
+           identity=IDENTITIES[0])
     return s
 
 
@@ -49,9 +50,9 @@ def test_below_the_budget_ranking_is_unchanged(store: Grimoire) -> None:
 
 def test_a_word_finds_the_other_forms_of_its_stem(tmp_path: Path) -> None:
     s = Grimoire.open(tmp_path / "stems.db", create=True)
-    s.remember_many([NewEntry(kind=Kind.FACT, content="Melanie painted a sunrise by the lake"),
-                     NewEntry(kind=Kind.FACT, content="happiness is a painter's studio"),
-                     NewEntry(kind=Kind.FACT, content="the bridge was congested")], identity=IDENTITIES[0])
+    seed(s, [NewEntry(kind=Kind.FACT, content="Melanie painted a sunrise by the lake"),
+            NewEntry(kind=Kind.FACT, content="happiness is a painter's studio"),
+            NewEntry(kind=Kind.FACT, content="the bridge was congested")], identity=IDENTITIES[0])
     postings = keywords.stem_postings(s.connection, ["painting", "happy", "zzz"])
     assert [(p.stem, p.terms, p.entries) for p in postings] == [
         ("paint", ("painted",), 1), ("happi", ("happiness",), 1), ("zzz", ("zzz",), 0)]

@@ -23,6 +23,7 @@ from daemon.grimoire.store import Grimoire
 from daemon.testing.process import DaemonProc
 from tests.helpers.cli import CliRunner
 from tests.helpers.daemon import search_by_meaning
+from tests.helpers.seed import seed
 from tests.helpers.semantic_corpus import ENTRIES, QUERIES
 
 # (content, a query sharing no content word with it): the issue's own example first.
@@ -154,7 +155,7 @@ def test_two_hundred_sequential_queries_change_no_ranking(tmp_path: Path) -> Non
     """The measured loop: every recall bumped access counts, so the same entries topped every list."""
     store = Grimoire.open(tmp_path / "g.db", create=True)
     try:
-        written = store.remember_many([e.new_entry() for e in ENTRIES], identity=Identity(b"\x07" * 32))
+        written = seed(store, [e.new_entry() for e in ENTRIES], identity=Identity(b"\x07" * 32))
         key_of = {w.id: e.key for w, e in zip(written, ENTRIES, strict=True)}
         retriever = Retriever(store, lambda: get_embedder(tmp_path / "embedder"))
         fresh = [[h.entry.id for h in retriever.recall(RecallQuery(text=q.text, k=5))] for q in QUERIES]
@@ -173,7 +174,7 @@ def test_two_hundred_queries_with_feedback_move_recall_only_a_little(tmp_path: P
     −0.04 with MiniLM+MPNet; −0.21 when a citation also multiplied the rank ×0.5..1.5)."""
     store = Grimoire.open(tmp_path / "g.db", create=True)
     try:
-        written = store.remember_many([e.new_entry() for e in ENTRIES], identity=Identity(b"\x07" * 32))
+        written = seed(store, [e.new_entry() for e in ENTRIES], identity=Identity(b"\x07" * 32))
         key_of = {w.id: e.key for w, e in zip(written, ENTRIES, strict=True)}
         retriever = Retriever(store, lambda: get_embedder(tmp_path / "embedder"))
         fresh = _recall_at_5(retriever, key_of)

@@ -15,6 +15,7 @@ from daemon.grimoire.mortality import composite, curator_period_factor, legacy_c
 from daemon.grimoire.promotion import Candidate, crossing_reason
 from daemon.grimoire.vitality import Clocks, Vitality, read_vitality, write_vitality
 from daemon.styx.policy import Budget
+from tests.helpers.seed import raw_write
 
 
 @pytest.fixture
@@ -104,7 +105,7 @@ def test_the_stored_report_derives_its_phase_from_the_last_one(store: Grimoire) 
     assert Vitality().source == "default"
 
     def report(**kwargs: object) -> Vitality:
-        with store.transaction() as conn:
+        with raw_write(store) as conn:
             written = write_vitality(conn, Vitality.checked(**kwargs), now_ms=1_000)  # type: ignore[arg-type]
         assert read_vitality(store.connection) == written
         return written

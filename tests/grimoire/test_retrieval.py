@@ -30,6 +30,7 @@ from daemon.grimoire.scoring import (
 )
 from daemon.grimoire.vector_index import VectorIndex
 from daemon.grimoire.vectors import missing_vectors, vector_report, write_vectors
+from tests.helpers.seed import raw_write, seed_one
 
 ME = Identity(b"\x21" * 32)
 DAY = 86_400_000
@@ -118,7 +119,7 @@ def test_source_discounts_and_bloodstain() -> None:
 
 
 def write(store: Grimoire, content: str, **kw: object) -> str:
-    return store.remember(NewEntry(kind=Kind.INSIGHT, content=content, **kw), identity=ME).id  # type: ignore[arg-type]
+    return seed_one(store, NewEntry(kind=Kind.INSIGHT, content=content, **kw), identity=ME).id  # type: ignore[arg-type]
 
 
 def ranks(store: Grimoire, model_dir: Path, text: str, **kw: object) -> list[str]:
@@ -240,8 +241,8 @@ def test_source_discount_and_bloodstain_through_the_store(store: Grimoire, model
 
 
 def test_filters(store: Grimoire, model_dir: Path) -> None:
-    warn = store.remember(NewEntry(kind=Kind.WARNING, content="Oracle manipulation on thin Base pools",
-                                   confidence=0.9), identity=ME).id
+    warn = seed_one(store, NewEntry(kind=Kind.WARNING, content="Oracle manipulation on thin Base pools",
+                                    confidence=0.9), identity=ME).id
     secret = write(store, "Oracle manipulation on thin Base pools (our exposure)", sensitivity=Sensitivity.SENSITIVE)
     shaky = write(store, "Oracle manipulation on thin Base pools, maybe", confidence=0.1)
     gone = write(store, "Oracle manipulation on thin Base pools, again")
@@ -359,7 +360,7 @@ def test_the_index_drops_cleared_vectors_and_compacts_without_touching_published
     index = VectorIndex(info)
     first = index.refresh(store)
     assert len(first) == 40
-    with store.transaction() as conn:
+    with raw_write(store) as conn:
         conn.execute("UPDATE entries SET embedding = NULL WHERE id = ?", (ids[0],))
     second = index.refresh(store)
     assert ids[0] not in second.row_of and len(second) == 39

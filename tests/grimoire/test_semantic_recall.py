@@ -28,6 +28,7 @@ from daemon.embedding.embedder import DEFAULT_MODEL, DIM, ONNX_SHA256, expected_
 from daemon.errors import UsageError
 from daemon.grimoire.retrieval import RecallQuery, Retriever
 from daemon.grimoire.store import Grimoire
+from tests.helpers.seed import seed
 from tests.helpers.semantic_corpus import ENTRIES, QUERIES, content_words, shared_words
 
 K = 5
@@ -133,7 +134,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequ
     model: str = request.param
     root = tmp_path_factory.mktemp("semantic")
     store = Grimoire.open(root / "grimoire.db", create=True)
-    written = store.remember_many([e.new_entry() for e in ENTRIES], identity=Identity(b"\x05" * 32))
+    written = seed(store, [e.new_entry() for e in ENTRIES], identity=Identity(b"\x05" * 32))
     key_of = {w.id: e.key for w, e in zip(written, ENTRIES, strict=True)}
     retriever = Retriever(store, lambda: get_embedder(root / "embedder", model))
     try:

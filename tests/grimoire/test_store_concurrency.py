@@ -16,6 +16,7 @@ from daemon.datadir import DataDir
 from daemon.grimoire.records import NewEntry
 from daemon.grimoire.store import Grimoire
 from tests.helpers.procs import Child
+from tests.helpers.seed import seed_one
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT = 60.0
@@ -34,6 +35,7 @@ from crypto import Identity
 from crypto import Identity
 from daemon.grimoire.records import NewEntry
 from daemon.grimoire.store import Grimoire
+from tests.helpers.seed import seed_one
 
 path, seed, tag, total, pause_at = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 identity = Identity(bytes.fromhex(seed))
@@ -45,7 +47,7 @@ with Grimoire.open(Path(path)) as store:
             print("paused", flush=True)
             sys.stdin.readline()
         new = NewEntry(kind=Kind.INSIGHT, content=f"concurrent {tag} entry {i}", tags=(tag,))
-        print(store.remember(new, identity=identity).id, flush=True)
+        print(seed_one(store, new, identity=identity).id, flush=True)
 print("done", flush=True)
 """
 
@@ -152,7 +154,7 @@ def test_counts_is_one_snapshot(tmp_path: Path) -> None:
             # Runs as counts() starts its second statement: another connection commits then.
             if "GROUP BY kind" in sql and not committed:
                 new = NewEntry(kind=Kind.WARNING, content="in between")
-                committed.append(other.remember(new, identity=IDENTITIES["beta"]).id)
+                committed.append(seed_one(other, new, identity=IDENTITIES["beta"]).id)
 
         counting._conn.set_trace_callback(commit_between)  # white-box: the only way to hit the gap
         try:

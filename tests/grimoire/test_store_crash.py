@@ -33,6 +33,7 @@ from crdt import Kind
 from daemon.datadir import DataDir
 from daemon.grimoire.records import NewEntry
 from daemon.grimoire.store import Grimoire
+from tests.helpers.seed import seed_one
 
 data, run, template = DataDir(Path(sys.argv[1])), int(sys.argv[2]), sys.argv[3]
 identity = data.load_identity()
@@ -41,7 +42,7 @@ print("ready", flush=True)
 index = 0
 while True:
     content = template.format(run=run, index=index)
-    entry = store.remember(NewEntry(kind=Kind.INSIGHT, content=content), identity=identity)
+    entry = seed_one(store, NewEntry(kind=Kind.INSIGHT, content=content), identity=identity)
     print(entry.id, index, flush=True)
     index += 1
 """
@@ -55,6 +56,7 @@ from crdt import Kind
 from daemon.datadir import DataDir
 from daemon.grimoire.records import NewEntry
 from daemon.grimoire.store import Grimoire
+from tests.helpers.seed import seed
 
 data, run, size, template = DataDir(Path(sys.argv[1])), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 identity = data.load_identity()
@@ -66,7 +68,7 @@ while True:
         NewEntry(kind=Kind.INSIGHT, content=template.format(run=run, batch=batch, item=item))
         for item in range(size)
     ]
-    entries = store.remember_many(news, identity=identity)
+    entries = seed(store, news, identity=identity)
     print(batch, *(e.id for e in entries), flush=True)
     batch += 1
 """

@@ -24,6 +24,7 @@ from daemon.grimoire.records import NewEntry
 from daemon.grimoire.schema import SCHEMA_VERSION
 from daemon.grimoire.store import Grimoire
 from tests.helpers.procs import Child
+from tests.helpers.seed import seed, seed_one
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT = 60.0
@@ -127,7 +128,7 @@ def test_v1_database_is_migrated_and_old_rows_stay_readable_and_searchable(tmp_p
         assert recalled("funding") == [OLD_BODIES[2].id]
 
         # The v1 clock floor survived; the triggers index new rows.
-        new = store.remember(NewEntry(kind=Kind.FACT, content="The oracle now updates every block"), identity=WRITER)
+        new = seed_one(store, NewEntry(kind=Kind.FACT, content="The oracle now updates every block"), identity=WRITER)
         assert new.body.created > max(b.created for b in OLD_BODIES)
         assert set(recalled("oracle")) == {OLD_BODIES[1].id, new.id}
 
@@ -173,7 +174,7 @@ def test_newer_schema_is_refused_and_file_left_alone(tmp_path: Path, journal_mod
 
 def _populated_database(path: Path) -> bytes:
     with Grimoire.open(path, create=True) as store:
-        store.remember_many(
+        seed(store,
             [NewEntry(kind=Kind.INSIGHT, content=f"entry {i} " + "padding " * 40) for i in range(300)],
             identity=WRITER,
         )

@@ -29,6 +29,7 @@ from daemon.datadir import DataDir
 from daemon.grimoire import Grimoire, NewEntry, wall_clock_ms
 from daemon.grimoire.schema import SCHEMA_VERSION, migrate
 from tests.helpers.crdt_sim import IDENTITIES, SimReplica, gossip, random_op
+from tests.helpers.seed import seed, seed_one
 
 
 def wire(delta: Delta) -> tuple[Delta, Counter[str]]:
@@ -140,10 +141,10 @@ def test_a_delta_of_many_ops_joins_as_its_ops_one_by_one(tmp_path: Path, seed: i
 
 def test_two_stores_converge_and_materialise(golems: tuple[Grimoire, Grimoire, Identity, Identity]) -> None:
     a, b, ida, idb = golems
-    w = a.remember(NewEntry(kind=Kind.WARNING, content="Oracle lag on Base during sequencer restarts",
-                            confidence=0.9, tags=("oracle",)), identity=ida)
-    i = b.remember(NewEntry(kind=Kind.INSIGHT, content="Stable pools rebalance best near 08:00 UTC",
-                            confidence=0.8), identity=idb)
+    w = seed_one(a, NewEntry(kind=Kind.WARNING, content="Oracle lag on Base during sequencer restarts",
+                             confidence=0.9, tags=("oracle",)), identity=ida)
+    i = seed_one(b, NewEntry(kind=Kind.INSIGHT, content="Stable pools rebalance best near 08:00 UTC",
+                             confidence=0.8), identity=idb)
     assert sync(a, b, idb.peer_id) == 2
     assert sync(b, a, ida.peer_id) == 2
     assert a.state_digest() == b.state_digest()
@@ -158,7 +159,7 @@ def test_two_stores_converge_and_materialise(golems: tuple[Grimoire, Grimoire, I
 
 def test_retraction_and_endorsement_cross(golems: tuple[Grimoire, Grimoire, Identity, Identity]) -> None:
     a, b, ida, idb = golems
-    e = a.remember(NewEntry(kind=Kind.HEURISTIC, content="Wait two blocks after a depeg alert"), identity=ida)
+    e = seed_one(a, NewEntry(kind=Kind.HEURISTIC, content="Wait two blocks after a depeg alert"), identity=ida)
     sync(a, b, idb.peer_id)
     b.endorse(e.id, identity=idb, confirm=True)
     b.endorse(e.id, identity=idb, confirm=True)
@@ -179,7 +180,7 @@ def test_forget_is_local_and_late_ops_do_not_resurrect(
     golems: tuple[Grimoire, Grimoire, Identity, Identity],
 ) -> None:
     a, b, ida, idb = golems
-    e = a.remember(NewEntry(kind=Kind.WARNING, content="Bridge delays on Friday evenings"), identity=ida)
+    e = seed_one(a, NewEntry(kind=Kind.WARNING, content="Bridge delays on Friday evenings"), identity=ida)
     sync(a, b, idb.peer_id)
     digest_before = b.state_digest()
     assert b.forget(e.id) is True
@@ -196,12 +197,12 @@ def test_forget_is_local_and_late_ops_do_not_resurrect(
 
 def test_private_and_never_crossing_kinds_stay_home(golems: tuple[Grimoire, Grimoire, Identity, Identity]) -> None:
     a, b, ida, idb = golems
-    a.remember(NewEntry(kind=Kind.INSIGHT, content="my size limits", sensitivity=Sensitivity.PRIVATE), identity=ida)
-    a.remember(NewEntry(kind=Kind.FACT, content="api keys live in vault", sensitivity=Sensitivity.SENSITIVE),
-               identity=ida)
-    a.remember(NewEntry(kind=Kind.STRATEGY_OUTCOME, content="lp-7 made 3%"), identity=ida)
-    a.remember(NewEntry(kind=Kind.PREFERENCE, content="prefer curve"), identity=ida)
-    pub = a.remember(NewEntry(kind=Kind.WARNING, content="public warning"), identity=ida)
+    seed_one(a, NewEntry(kind=Kind.INSIGHT, content="my size limits", sensitivity=Sensitivity.PRIVATE), identity=ida)
+    seed_one(a, NewEntry(kind=Kind.FACT, content="api keys live in vault", sensitivity=Sensitivity.SENSITIVE),
+                identity=ida)
+    seed_one(a, NewEntry(kind=Kind.STRATEGY_OUTCOME, content="lp-7 made 3%"), identity=ida)
+    seed_one(a, NewEntry(kind=Kind.PREFERENCE, content="prefer curve"), identity=ida)
+    pub = seed_one(a, NewEntry(kind=Kind.WARNING, content="public warning"), identity=ida)
     sync(a, b, idb.peer_id)
     assert [e.id for e in b.list_entries()] == [pub.id]
     assert b.causal_context().vv(ida.peer_id) == 10  # withheld seqs are covered, nothing pending
@@ -211,11 +212,11 @@ def test_seq_never_reused_even_after_restore_from_old_copy(tmp_path: Path) -> No
     ida, idb = IDENTITIES[0], IDENTITIES[1]
     a = Grimoire.open(tmp_path / "a.db", create=True)
     b = Grimoire.open(tmp_path / "b.db", create=True)
-    a.remember(NewEntry(kind=Kind.WARNING, content="one"), identity=ida)
+    seed_one(a, NewEntry(kind=Kind.WARNING, content="one"), identity=ida)
     a.close()
     old = (tmp_path / "a.db").read_bytes()
     a = Grimoire.open(tmp_path / "a.db")
-    a.remember(NewEntry(kind=Kind.WARNING, content="two"), identity=ida)  # seqs 3, 4
+    seed_one(a, NewEntry(kind=Kind.WARNING, content="two"), identity=ida)  # seqs 3, 4
     sync(a, b, idb.peer_id)
     a.close()
     for suffix in ("-wal", "-shm"):
@@ -223,7 +224,7 @@ def test_seq_never_reused_even_after_restore_from_old_copy(tmp_path: Path) -> No
     (tmp_path / "a.db").write_bytes(old)  # "restore" a copy taken after seq 2
     a = Grimoire.open(tmp_path / "a.db")
     sync(b, a, ida.peer_id)  # the sibling hands back our seqs 3 and 4
-    e = a.remember(NewEntry(kind=Kind.WARNING, content="three"), identity=ida)
+    e = seed_one(a, NewEntry(kind=Kind.WARNING, content="three"), identity=ida)
     seqs = [r[0] for r in sqlite3.connect(tmp_path / "a.db").execute(
         "SELECT seq FROM ops WHERE entry_id = ? ORDER BY seq", (e.id,))]
     assert seqs == [5, 6]
@@ -247,7 +248,7 @@ def test_far_future_ops_are_refused(golems: tuple[Grimoire, Grimoire, Identity, 
 
 def test_forged_op_changes_nothing_in_store(golems: tuple[Grimoire, Grimoire, Identity, Identity]) -> None:
     a, b, ida, idb = golems
-    e = a.remember(NewEntry(kind=Kind.WARNING, content="gas"), identity=ida)
+    e = seed_one(a, NewEntry(kind=Kind.WARNING, content="gas"), identity=ida)
     sync(a, b, idb.peer_id)
     before = b.state_digest()
     forged = make_op(writer=idb.peer_id, seq=1, hlc=Timestamp(1), entry_id=e.id, slot=SlotKind.AUTHOR,
@@ -261,7 +262,7 @@ def test_forged_op_changes_nothing_in_store(golems: tuple[Grimoire, Grimoire, Id
 
 def test_batched_extraction_respects_caps(golems: tuple[Grimoire, Grimoire, Identity, Identity]) -> None:
     a, b, ida, idb = golems
-    a.remember_many([NewEntry(kind=Kind.FACT, content=f"fact {i}") for i in range(50)], identity=ida)
+    seed(a, [NewEntry(kind=Kind.FACT, content=f"fact {i}") for i in range(50)], identity=ida)
     deltas = list(a.iter_deltas(b.causal_context(), max_ops=16))
     assert [len(d.ops) for d in deltas] == [16, 16, 16, 16, 16, 16, 4]
     assert sync(a, b, idb.peer_id, max_ops=16) == 100
@@ -327,8 +328,8 @@ def test_an_id_prefix_names_one_entry_or_is_refused_with_the_candidates(tmp_path
 
     me = Identity(b"\x07" * 32)
     with Grimoire.open(tmp_path / "g.db", create=True) as store:
-        made = store.remember_many([NewEntry(kind=Kind.FACT, content=f"fact number {n} about pool {n}")
-                                    for n in range(1500)], identity=me)
+        made = seed(store, [NewEntry(kind=Kind.FACT, content=f"fact number {n} about pool {n}")
+                           for n in range(1500)], identity=me)
         ids = sorted(e.id for e in made)
         twins = next((a, b) for a, b in itertools.pairwise(ids) if a[:4] == b[:4])  # 1,500 ids: 4 hex collide
         with pytest.raises(UsageError, match="ambiguous") as ambiguous:

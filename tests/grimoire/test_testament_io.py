@@ -13,6 +13,7 @@ from crypto.vault import VaultKeys
 from daemon.grimoire import Grimoire, NewEntry
 from daemon.grimoire.curator import testament as ts
 from daemon.grimoire.curator.bequest import export_testament, inherit, read_testament, successor_document
+from tests.helpers.seed import seed_one
 
 A, B, C = (Identity(bytes([n]) * 32) for n in (0x41, 0x42, 0x43))
 CLADE_KEY = b"\x07" * 32
@@ -29,11 +30,11 @@ def _export(store: Grimoire, who: Identity, out: Path) -> ts.TestamentDocument:
 
 def test_three_generations_with_the_discount(tmp_path: Path) -> None:
     with Grimoire.open(tmp_path / "a.db", create=True, wall_ms=lambda: T0) as a:
-        warn = a.remember(NewEntry(kind=Kind.WARNING, content="Never LP under $100K TVL", confidence=0.9), identity=A)
-        ins = a.remember(NewEntry(kind=Kind.INSIGHT, content="Funding flips before CPI prints", confidence=0.8),
-                         identity=A)
-        low = a.remember(NewEntry(kind=Kind.INSIGHT, content="Maybe gas is cheap on Tuesdays", confidence=0.1),
-                         identity=A)
+        warn = seed_one(a, NewEntry(kind=Kind.WARNING, content="Never LP under $100K TVL", confidence=0.9), identity=A)
+        ins = seed_one(a, NewEntry(kind=Kind.INSIGHT, content="Funding flips before CPI prints", confidence=0.8),
+                          identity=A)
+        low = seed_one(a, NewEntry(kind=Kind.INSIGHT, content="Maybe gas is cheap on Tuesdays", confidence=0.1),
+                          identity=A)
         doc = _export(a, A, tmp_path / "a.testament")
     ids = [it.entry_id for it in doc.items]
     assert ids[0] == warn.id and ins.id in ids and low.id not in ids  # warnings first; below 0.3 stays behind
@@ -58,7 +59,7 @@ def test_three_generations_with_the_discount(tmp_path: Path) -> None:
 
 def test_tampered_or_foreign_testaments_import_nothing(tmp_path: Path) -> None:
     with Grimoire.open(tmp_path / "a.db", create=True, wall_ms=lambda: T0) as a:
-        a.remember(NewEntry(kind=Kind.WARNING, content="Never bridge via the old router"), identity=A)
+        seed_one(a, NewEntry(kind=Kind.WARNING, content="Never bridge via the old router"), identity=A)
         doc = _export(a, A, tmp_path / "t")
     data = (tmp_path / "t").read_bytes()
     with Grimoire.open(tmp_path / "b.db", create=True, wall_ms=lambda: T0) as b:
@@ -81,27 +82,27 @@ def test_tampered_or_foreign_testaments_import_nothing(tmp_path: Path) -> None:
 def _soma_and_germline(store: Grimoire, who: Identity) -> tuple[dict[str, str], dict[str, str]]:
     """A dying golem's store: what must die with it (by name) and what an heir must get."""
     soma = {
-        "outcome": store.remember(NewEntry(kind=Kind.STRATEGY_OUTCOME, confidence=0.95, importance=1.0,
-                                           content="ETH/USDC range 1850-2150: 40k USDC position, +3,412.18 USDC P&L"),
-                                  identity=who).id,
-        "preference": store.remember(NewEntry(kind=Kind.PREFERENCE, confidence=0.95, importance=1.0,
-                                              content="Owner prefers max 25% of the book in one pool"),
-                                     identity=who).id,
-        "sensitive": store.remember(NewEntry(kind=Kind.FACT, confidence=0.95, importance=1.0,
-                                             sensitivity=Sensitivity.SENSITIVE,
-                                             content="max_position_usd: 50000"), identity=who).id,
-        "private": store.remember(NewEntry(kind=Kind.WARNING, confidence=0.95, sensitivity=Sensitivity.PRIVATE,
-                                           content="Never exceed 2x leverage on the owner's main account"),
-                                  identity=who).id,
-        "episode": store.remember(NewEntry(kind=Kind.EPISODE_SUMMARY, confidence=0.9,
-                                           content="Episode: swapped 200k on Curve at 31 bps slippage"),
-                                  identity=who).id,
+        "outcome": seed_one(store, NewEntry(kind=Kind.STRATEGY_OUTCOME, confidence=0.95, importance=1.0,
+                                            content="ETH/USDC range 1850-2150: 40k USDC position, +3,412.18 USDC P&L"),
+                                   identity=who).id,
+        "preference": seed_one(store, NewEntry(kind=Kind.PREFERENCE, confidence=0.95, importance=1.0,
+                                               content="Owner prefers max 25% of the book in one pool"),
+                                      identity=who).id,
+        "sensitive": seed_one(store, NewEntry(kind=Kind.FACT, confidence=0.95, importance=1.0,
+                                              sensitivity=Sensitivity.SENSITIVE,
+                                              content="max_position_usd: 50000"), identity=who).id,
+        "private": seed_one(store, NewEntry(kind=Kind.WARNING, confidence=0.95, sensitivity=Sensitivity.PRIVATE,
+                                            content="Never exceed 2x leverage on the owner's main account"),
+                                   identity=who).id,
+        "episode": seed_one(store, NewEntry(kind=Kind.EPISODE_SUMMARY, confidence=0.9,
+                                            content="Episode: swapped 200k on Curve at 31 bps slippage"),
+                                   identity=who).id,
     }
     germline = {
-        "warning": store.remember(NewEntry(kind=Kind.WARNING, content="Never LP under $100K TVL", confidence=0.9),
-                                  identity=who).id,
-        "insight": store.remember(NewEntry(kind=Kind.INSIGHT, content="Funding flips before CPI prints",
-                                           confidence=0.8), identity=who).id,
+        "warning": seed_one(store, NewEntry(kind=Kind.WARNING, content="Never LP under $100K TVL", confidence=0.9),
+                                   identity=who).id,
+        "insight": seed_one(store, NewEntry(kind=Kind.INSIGHT, content="Funding flips before CPI prints",
+                                            confidence=0.8), identity=who).id,
     }
     return soma, germline
 
@@ -109,8 +110,8 @@ def _soma_and_germline(store: Grimoire, who: Identity) -> tuple[dict[str, str], 
 def test_the_soma_dies_with_the_golem_by_either_path(tmp_path: Path) -> None:
     with Grimoire.open(tmp_path / "a.db", create=True, wall_ms=lambda: T0) as a:
         soma, germline = _soma_and_germline(a, A)
-        reflection = a.remember(NewEntry(kind=Kind.DEATH_REFLECTION, content="I died chasing APY.", confidence=0.9,
-                                         bloodstain=True), identity=A).id
+        reflection = seed_one(a, NewEntry(kind=Kind.DEATH_REFLECTION, content="I died chasing APY.", confidence=0.9,
+                                          bloodstain=True), identity=A).id
         export_testament(a, A, clade_id="clade-x", clade_keys=[CLADE_KEY], x25519_recipients=[], out=tmp_path / "t",
                          now_ms=T0 + 1000, reflection_id=reflection)
     by_file = read_testament(tmp_path / "t", KEYS)
@@ -133,7 +134,7 @@ def test_the_soma_dies_with_the_golem_by_either_path(tmp_path: Path) -> None:
 def test_the_successor_path_is_capped_like_the_testament(tmp_path: Path) -> None:
     with Grimoire.open(tmp_path / "a.db", create=True, wall_ms=lambda: T0) as a:
         for i in range(ts.MAX_ENTRIES + 40):
-            a.remember(NewEntry(kind=Kind.INSIGHT, content=f"Pool {i} thins out on Sundays", confidence=0.8),
-                       identity=A)
+            seed_one(a, NewEntry(kind=Kind.INSIGHT, content=f"Pool {i} thins out on Sundays", confidence=0.8),
+                        identity=A)
         doc = successor_document(a, golem=A.peer_id, clade_id="clade-x", now_ms=T0 + 1000)
     assert len(doc.items) == ts.MAX_ENTRIES and doc.reflection_id is None

@@ -13,6 +13,7 @@ from crdt import Kind
 from daemon.grimoire import NewEntry, wall_clock_ms
 from daemon.grimoire.curator.bequest import inherit, successor_document
 from daemon.testing.harness import EventLog, Golem, LoopbackClade
+from tests.helpers.seed import seed_one
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +38,7 @@ def clade(tmp_path: Path) -> Iterator[tuple[LoopbackClade, str]]:
     assert joined is not None
     clade_id = joined[0].clade_id
     with dead.data.open_store(identity=dead_identity) as store:
-        prior = store.remember(NewEntry(kind=Kind.INSIGHT, content=PRIOR, confidence=0.8), identity=dead_identity).id
+        prior = seed_one(store, NewEntry(kind=Kind.INSIGHT, content=PRIOR, confidence=0.8), identity=dead_identity).id
         doc = successor_document(store, golem=dead.peer_id, clade_id=clade_id, now_ms=wall_clock_ms())
     heir = clade.golems[0]
     with heir.data.open_store() as store:

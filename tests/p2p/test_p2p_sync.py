@@ -21,6 +21,7 @@ from daemon.grimoire import Grimoire, NewEntry
 from daemon.testing.harness import EventLog, Golem, LoopbackClade
 from tests.helpers.clade import ids_on, running_clade, write
 from tests.helpers.polling import eventually
+from tests.helpers.seed import seed
 
 pytestmark = pytest.mark.slow
 
@@ -128,8 +129,8 @@ def test_catch_up_survives_sigkill_mid_sync(clade3: LoopbackClade) -> None:
         golem.stop()
     identity = a.data.load_identity()
     with Grimoire.open(a.data.db_path) as store:
-        store.remember_many([NewEntry(kind=Kind.WARNING, content=f"bulk warning {i} " + "x" * 3500)
-                             for i in range(3000)], identity=identity)
+        seed(store, [NewEntry(kind=Kind.WARNING, content=f"bulk warning {i} " + "x" * 3500)
+                    for i in range(3000)], identity=identity)
     same_port = a.p2p_addrs[0].split("/p2p/")[0]  # c remembers a there (peers.json), and dials it first
     a.p2p_addrs = []
     clade3.start(a, bootstrap=[], args=["--listen", same_port])

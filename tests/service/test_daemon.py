@@ -164,6 +164,30 @@ def test_guards_see_a_live_daemon_even_when_told_to_bypass_it(shared: DaemonProc
     assert proc.returncode == 2 and b"a daemon is running" in proc.stderr, proc.stderr
 
 
+def test_embeddings_rebuild_refuses_while_a_daemon_owns_the_store(daemon: DaemonProc) -> None:
+    """Clearing every vector behind a running daemon would leave its index and drift state wrong:
+    `clade embeddings rebuild` refuses, says what to do, and clears no vector."""
+    import sqlite3
+    from contextlib import closing
+
+    from tests.helpers.cli import clade_subprocess
+
+    def vectors() -> dict[str, bytes | None]:
+        with closing(sqlite3.connect(f"file:{daemon.data.db_path}?mode=ro", uri=True)) as conn:
+            return dict(conn.execute("SELECT id, embedding FROM entries"))
+
+    made = daemon.call("POST", "/v1/memory", json={"content": "Rebuild guard: pool X drains at night",
+                                                    "memory_type": "insight"})
+    wait_until_embedded(daemon)
+    before = vectors()
+    assert before[made["id"]] is not None
+    proc = clade_subprocess(["--data-dir", str(daemon.data.root), "embeddings", "rebuild"],
+                            env={"CLADE_NO_DAEMON": "1"})
+    assert proc.returncode == 2, proc.stderr
+    assert b"a daemon is running" in proc.stderr and b"before rebuilding the vectors" in proc.stderr, proc.stderr
+    assert vectors() == before
+
+
 def test_socket_is_0660(shared: DaemonProc) -> None:
     assert stat.S_IMODE(os.stat(shared.socket).st_mode) == 0o660
 

@@ -28,6 +28,7 @@ from daemon.testing.process import DaemonProc
 from daemon.testing.styx_server import StyxServer
 from tests.helpers.cli import STYX_TOKEN, CliRunner, clade_subprocess
 from tests.helpers.polling import eventually
+from tests.helpers.seed import seed_one
 
 
 class Webhook:
@@ -246,13 +247,14 @@ def test_a_death_is_paid_for_from_its_reserve_when_the_month_is_spent(joined: Da
     warning waits, but the death protocol's reflection, backup and testament archive all reach
     Styx, paid from the ring-fenced reserve."""
     from daemon.grimoire import wall_clock_ms
+    from daemon.grimoire.styx_store import Spend
     from daemon.styx import ledger
 
     config = joined.load_config()
     monthly, reserve = config.styx.budget.monthly, config.styx.budget.reserve()
     assert monthly is not None and 0 < reserve < monthly
-    with joined.open_store() as store, store.transaction() as conn:
-        ledger.record(conn, ledger.month_of(wall_clock_ms()), monthly - reserve, calls=1)
+    with joined.open_store() as store:
+        store.styx_record_spend(Spend(ledger.month_of(wall_clock_ms()), monthly - reserve, calls=1))
     env = _env(None, CLADE_P2P__ENABLED="false", CLADE_STYX__ENABLED="true", CLADE_STYX__URL=styx.url,
                CLADE_STYX__TOKEN=STYX_TOKEN, CLADE_STYX__BACKOFF_CAP_S="0.5", CLADE_STYX__BACKOFF_BASE_S="0.1",
                CLADE_STYX__CLADE_ENABLED="true")  # the warning is queued for the clade layer
@@ -359,12 +361,12 @@ def test_grimoire_promote_takes_only_own_live_crossing_unpromoted_entries(tmp_pa
 
     me, sibling = Identity(b"\x51" * 32), Identity(b"\x52" * 32)
     with Grimoire.open(tmp_path / "g.db", create=True, wall_ms=lambda: 1_800_000_000_000) as store:
-        good = store.remember(NewEntry(kind=Kind.INSIGHT, content="Funding flips before CPI"), identity=me).id
-        private = store.remember(NewEntry(kind=Kind.INSIGHT, content="Our book is 40% ETH",
-                                          sensitivity=Sensitivity.PRIVATE), identity=me).id
-        soma = store.remember(NewEntry(kind=Kind.STRATEGY_OUTCOME, content="+3,412 USDC"), identity=me).id
-        theirs = store.remember(NewEntry(kind=Kind.INSIGHT, content="Gas is cheap at 03:00"), identity=sibling).id
-        gone = store.remember(NewEntry(kind=Kind.FACT, content="Pool X closed"), identity=me).id
+        good = seed_one(store, NewEntry(kind=Kind.INSIGHT, content="Funding flips before CPI"), identity=me).id
+        private = seed_one(store, NewEntry(kind=Kind.INSIGHT, content="Our book is 40% ETH",
+                                           sensitivity=Sensitivity.PRIVATE), identity=me).id
+        soma = seed_one(store, NewEntry(kind=Kind.STRATEGY_OUTCOME, content="+3,412 USDC"), identity=me).id
+        theirs = seed_one(store, NewEntry(kind=Kind.INSIGHT, content="Gas is cheap at 03:00"), identity=sibling).id
+        gone = seed_one(store, NewEntry(kind=Kind.FACT, content="Pool X closed"), identity=me).id
         store.forget(gone)
         top = store.local_top(me.peer_id)
         ids = [good, private, soma, theirs, gone, "f" * 32]

@@ -18,6 +18,7 @@ from crypto import Identity
 from daemon.grimoire import Grimoire, NewEntry
 from daemon.service.hub import SUBSCRIBER_BUFFER, EventHub
 from daemon.service.store_access import StoreAccess
+from tests.helpers.seed import seed_one
 
 
 async def test_an_event_reaches_every_subscriber_and_observer_and_is_counted() -> None:
@@ -67,7 +68,7 @@ async def test_writes_run_one_at_a_time_off_the_trio_thread(store: Grimoire) -> 
         most = max(most, running)
         threads.add(threading.get_ident())
         try:
-            return store.remember(NewEntry(kind=Kind.INSIGHT, content=f"note {n}"), identity=me).id
+            return seed_one(store, NewEntry(kind=Kind.INSIGHT, content=f"note {n}"), identity=me).id
         finally:
             running -= 1
 

@@ -22,6 +22,7 @@ from daemon.errors import UsageError
 from daemon.grimoire import Episode, NewEntry, write_playbook
 from daemon.service.backup import create_backup, restore_backup, verify_backup
 from tests.helpers.cli import CliRunner, clade_subprocess
+from tests.helpers.seed import seed
 from tests.helpers.vault import _ABYTES, CLADE_KEY, backup_of, chunk_offsets, contents
 
 GOLEM = "12D3KooWTestGolem"
@@ -118,8 +119,8 @@ def golem(tmp_path: Path) -> DataDir:
     data.init()
     ident = data.load_identity()
     with data.open_store(identity=ident) as store:
-        store.remember_many([NewEntry(kind=Kind.WARNING, content=f"Warning {i}: pool {i} drains at dawn",
-                                      tags=(f"t{i % 3}",)) for i in range(40)], identity=ident)
+        seed(store, [NewEntry(kind=Kind.WARNING, content=f"Warning {i}: pool {i} drains at dawn",
+                             tags=(f"t{i % 3}",)) for i in range(40)], identity=ident)
         store.forget(store.list_entries(limit=1)[0].id)
     data.open_episodes().append([Episode(summary=f"episode {i}", observed_ms=1_000 + i,
                                          payload_json=json.dumps({"i": i})) for i in range(25)])

@@ -70,7 +70,7 @@ def dead(cli: CliRunner, data_dir: DataDir, styx: StyxServer, tmp_path: Path,
     doc = made.json()
     assert doc["entries"] == 2 and doc["styx"]["attempts"] == 1 and doc["styx"]["usd"] > 0
     with data_dir.open_store() as store:  # the upload was charged in the month's ledger
-        assert ledger.spent(store.connection, ledger.month_of(wall_clock_ms())) >= doc["styx"]["usd"]
+        assert store.styx_spent(ledger.month_of(wall_clock_ms())) >= doc["styx"]["usd"]
     assert [o["name"] for o in styx.vault_objects(peer)] == [doc["styx"]["url"].rsplit("/", 1)[1]]
     return owner_dir, peer, ids
 
@@ -93,7 +93,7 @@ def test_an_heir_booted_from_the_archive_holds_the_selection_at_0_3(
         assert rows[entry_id][0] == "inherited" and rows[entry_id][1] == pytest.approx(0.3)  # not 0.4
     size = styx.vault_path(peer, str(report["from_styx"])).stat().st_size
     with heir.open_store() as store:  # the download, charged by its real size (not a byte, not a MiB, before)
-        spent = ledger.spent(store.connection, ledger.month_of(wall_clock_ms()))
+        spent = store.styx_spent(ledger.month_of(wall_clock_ms()))
     assert spent == pytest.approx(upload_cost(StyxConfig(url=styx.url), size))
 
 

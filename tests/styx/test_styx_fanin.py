@@ -19,6 +19,7 @@ from daemon.testing.process import DaemonProc
 from daemon.testing.styx_server import StyxServer
 from tests.helpers.cli import STYX_TOKEN as TOKEN
 from tests.helpers.cli import clade_subprocess
+from tests.helpers.seed import seed_one
 from tests.helpers.styx import styx_env as _env
 
 ME = Identity(b"\x44" * 32)
@@ -93,7 +94,7 @@ def test_the_digest_places_a_styx_hit_by_its_rank_among_the_local_entries(tmp_pa
     entries = {}
     with Grimoire.open(tmp_path / "g.db", create=True) as store:
         for name in ("high", "low"):
-            entries[name] = store.remember(NewEntry(kind=Kind.FACT, content=f"{name} entry"), identity=ME)
+            entries[name] = seed_one(store, NewEntry(kind=Kind.FACT, content=f"{name} entry"), identity=ME)
     items = [DigestItem(entries["high"], 0.5), DigestItem(entries["low"], 0.1)]
     styx = for_digest([QueryResult("s1", "insight", "from styx", 0.9, "vault", 0.7)], min_confidence=0.5)
     document, local, external, _ = _compose_with(

@@ -25,6 +25,7 @@ from daemon.styx.outbox import OutboxWriter, writer_for
 from daemon.styx.pusher import Pusher
 from daemon.testing.styx_server import StyxServer
 from tests.helpers.cli import STYX_TOKEN
+from tests.helpers.seed import raw_write, seed_one
 
 ME = Identity(b"\x33" * 32)
 T0 = 1_800_000_000_000
@@ -40,19 +41,18 @@ def _write_every_kind(store: Grimoire) -> dict[str, str]:
     written: dict[str, str] = {}
     for kind in (*AT_ONCE, *PROMOTED, *NEVER, Kind.DEATH_REFLECTION):
         content = f"the {kind.value} about ETH on Base"
-        entry = store.remember(NewEntry(kind=kind, content=content, confidence=0.9, tokens=("ETH",), chains=(8453,),
-                                        strategy_id="owner-book-7", tags=("alice",)), identity=ME)
+        entry = seed_one(store, NewEntry(kind=kind, content=content, confidence=0.9, tokens=("ETH",), chains=(8453,),
+                                         strategy_id="owner-book-7", tags=("alice",)), identity=ME)
         if kind in PROMOTED:
             assert store.promote([entry.id], ME, now_ms=T0, reason="admitted") == [entry.id]
         written[content] = kind.value
     for sensitivity in (Sensitivity.PRIVATE, Sensitivity.SENSITIVE):
         content = f"a {sensitivity.value} warning"
-        store.remember(NewEntry(kind=Kind.WARNING, content=content, sensitivity=sensitivity), identity=ME)
+        seed_one(store, NewEntry(kind=Kind.WARNING, content=content, sensitivity=sensitivity), identity=ME)
         written[content] = f"{sensitivity.value} warning"
     if isinstance(store.outbox, OutboxWriter) and "vault" in store.outbox.layers:  # as StyxLink.queue_playbook
-        with store.transaction() as conn:
-                outbox.enqueue_playbook(conn, golem=ME.peer_id, text="# PLAYBOOK\n- never LP under $100K TVL\n",
-                                    now_ms=T0, created_at="2027-01-15T08:00:00.000Z")
+        outbox.enqueue_playbook(store, golem=ME.peer_id, text="# PLAYBOOK\n- never LP under $100K TVL\n",
+                                now_ms=T0, created_at="2027-01-15T08:00:00.000Z")
     return written
 
 
@@ -65,7 +65,7 @@ def _drain(store: Grimoire, styx: StyxServer) -> None:
         async with httpx.AsyncClient(timeout=10) as client:
             for _ in range(20):
                 await pusher.round(client)
-                if outbox.status(store.connection, now_ms=T0)["queue_depth"] == 0:
+                if store.outbox_status(now_ms=T0)["queue_depth"] == 0:
                     return
         raise AssertionError("the outbox did not drain")
 
@@ -161,14 +161,14 @@ def test_a_reader_of_the_public_layer_cannot_link_an_item_to_its_golem(store: Gr
 
 def test_a_refuted_or_held_entry_is_never_queued(store: Grimoire) -> None:
     store.outbox = OutboxWriter(layers=("vault", "clade", "lethe"))
-    insight = store.remember(NewEntry(kind=Kind.INSIGHT, content="refuted hunch", confidence=0.9), identity=ME)
-    with store.transaction() as conn:  # the clade's evidence turned it refuted (evidence_store.date_refuted)
+    insight = seed_one(store, NewEntry(kind=Kind.INSIGHT, content="refuted hunch", confidence=0.9), identity=ME)
+    with raw_write(store) as conn:  # the clade's evidence turned it refuted (evidence_store.date_refuted)
         from daemon.grimoire.evidence_store import date_refuted
 
         date_refuted(conn, [insight.id], [], now_ms=T0)
     assert store.promote([insight.id], ME, now_ms=T0, reason="legacy") == [insight.id]
-    sentinel = store.remember(NewEntry(kind=Kind.WARNING, content="a later warning"), identity=ME)
-    keys = [i.key for i in outbox.due(store.connection, now_ms=T0, limit=10)]
+    sentinel = seed_one(store, NewEntry(kind=Kind.WARNING, content="a later warning"), identity=ME)
+    keys = [i.key for i in store.outbox_due(now_ms=T0, limit=10)]
     assert len(keys) == 2 and all(sentinel.id not in k for k in keys)  # the warning's two items, nothing else
-    kinds = {i.kind for i in outbox.due(store.connection, now_ms=T0, limit=10)}
+    kinds = {i.kind for i in store.outbox_due(now_ms=T0, limit=10)}
     assert kinds == {"warning"}

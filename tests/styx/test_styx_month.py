@@ -23,7 +23,7 @@ import trio.testing
 
 from daemon.config import StyxConfig
 from daemon.grimoire import Grimoire
-from daemon.styx import ledger, outbox
+from daemon.styx import outbox
 from daemon.styx.policy import budget_for
 from daemon.styx.pusher import Pusher
 
@@ -69,14 +69,13 @@ def test_thirty_days_at_default_prices_never_pass_a_cap(tmp_path: Path) -> None:
             async with httpx.AsyncClient(transport=transport) as client:
                 for step in range(int(DAYS * 86_400 / STEP_S)):
                     now_ms = START_MS + int(trio.current_time() * 1000)
-                    with store.transaction() as conn:
-                        for _ in range(WRITES_PER_STEP):
-                            written += 1
-                            entry = {"id": f"{written:032x}", "kind": "warning", "content": f"warning {written}",
-                                     "confidence": 0.7, "importance": 0.5, "category": None, "metadata": {},
-                                     "provenance": "self", "created_at": "2027-01-01T00:00:00.000Z"}
-                            outbox.enqueue_entry(conn, writer="G", seq=written, kind="warning", layers=["clade"],
-                                                 entry=entry, created_ms=now_ms)
+                    for _ in range(WRITES_PER_STEP):
+                        written += 1
+                        entry = {"id": f"{written:032x}", "kind": "warning", "content": f"warning {written}",
+                                 "confidence": 0.7, "importance": 0.5, "category": None, "metadata": {},
+                                 "provenance": "self", "created_at": "2027-01-01T00:00:00.000Z"}
+                        outbox.enqueue_entry(store, writer="G", seq=written, kind="warning", layers=["clade"],
+                                             entry=entry, created_ms=now_ms)
                     for _ in range(QUERIES_PER_STEP):
                         await pusher.ask("slippage", k=5, layers=("clade",), deadline_s=5)
                     spent_step = 0.0
@@ -91,13 +90,13 @@ def test_thirty_days_at_default_prices_never_pass_a_cap(tmp_path: Path) -> None:
                         trio.testing.MockClock.jump(clock, wait)
                         spent_step += wait
                     trio.testing.MockClock.jump(clock, max(0.0, (step + 1) * STEP_S - trio.current_time()))
-            waiting = outbox.status(store.connection, now_ms=START_MS)["queue_depth"]
+            waiting = store.outbox_status(now_ms=START_MS)["queue_depth"]
             assert sum(received.values()) + waiting == written  # none lost
             assert max(received.values()) == 1  # none twice
 
         clock = trio.testing.MockClock()
         trio.run(month, clock=clock)
-        recorded = ledger.summary(store.connection, "2027-01")
+        recorded = store.styx_spend_summary("2027-01")
 
     monthly, per_tick = config.budget.monthly, config.budget.max_per_tick
     assert monthly is not None and per_tick is not None

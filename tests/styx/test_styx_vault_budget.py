@@ -47,8 +47,8 @@ def test_the_daemons_upload_is_charged_then_refused_past_the_monthly_cap(tmp_pat
             assert pusher.paused_by_budget and events == ["styx_budget_reached"]
 
         trio.run(main)
-        assert ledger.summary(store.connection, MONTH)["usd"] == pytest.approx(cost)  # the refused one: not charged
-        assert ledger.summary(store.connection, MONTH)["calls"] == 1
+        assert store.styx_spend_summary(MONTH)["usd"] == pytest.approx(cost)  # the refused one: not charged
+        assert store.styx_spend_summary(MONTH)["calls"] == 1
     assert styx.stats()["vault_uploads"] == 1 and backup.exists()  # the backup is kept either way
 
 
@@ -64,5 +64,5 @@ def test_the_clis_upload_uses_the_stores_ledger_and_its_cap(tmp_path: Path, styx
         assert done["usd"] == pytest.approx(0.0011)
         with pytest.raises(VaultPushError, match="nothing was transferred"):
             push_metered(store, config, backup, peer="G", now_ms=NOW)
-        assert ledger.spent(store.connection, MONTH) == pytest.approx(0.0011)
+        assert store.styx_spent(MONTH) == pytest.approx(0.0011)
     assert styx.stats()["vault_uploads"] == 1

@@ -30,11 +30,11 @@ from daemon.grimoire.fields import EntryFields
 from daemon.grimoire.recall import Hit, RecallPolicy, RecallQuery
 from daemon.grimoire.retrieval import Retriever, apply_feedback, cited_by_response, response_sentences
 from daemon.grimoire.vectors import stored_vectors
-from daemon.grimoire.vitality import Vitality, write_vitality
+from daemon.grimoire.vitality import Vitality
 from daemon.grimoire.write_door import Prepared, needs_vector, prepare, write_entries
 from daemon.service.curation import CYCLE_EMBED_LIMIT, record_replays, replay_items, settings_for, vectors_for
 from daemon.service.embedding import INLINE_EMBED_LIMIT, INLINE_EMBED_LIMIT_OTHER
-from daemon.styx import outbox
+from daemon.styx import ledger
 from daemon.styx.fanin import ask_direct, for_digest, merge, styx_doc
 from daemon.styx.wire import QueryResult
 
@@ -131,8 +131,8 @@ class StoreBackend(Backend):
     def set_vitality(self, phase: str | None, hayflick: float | None, *, economic: float | None = None,
                      epistemic: float | None = None, age_factor: float | None = None) -> Doc:
         checked = Vitality.checked(phase, hayflick, economic=economic, epistemic=epistemic, age_factor=age_factor)
-        with self.data.open_store() as store, store.transaction() as conn:
-            return write_vitality(conn, checked, now_ms=wall_clock_ms()).to_json()
+        with self.data.open_store() as store:
+            return store.set_vitality(checked, now_ms=wall_clock_ms()).to_json()
 
     # -- memory ----------------------------------------------------------------------------------
 
@@ -272,8 +272,8 @@ class StoreBackend(Backend):
         """What waits in the store, without the pusher's counters (null)."""
         config = self.data.load_config().styx
         with self.data.open_store() as store:
-            doc = store.room_read(lambda c: outbox.stored_status(c, now_ms=wall_clock_ms(),
-                                                                  outbox_warn=config.outbox_warn))
+            now = wall_clock_ms()
+            doc = store.styx_stored_status(now_ms=now, month=ledger.month_of(now), outbox_warn=config.outbox_warn)
         cap = config.budget.monthly
         doc.update({"last_success_ms": None, "last_success_at": None, "failures": None, "delivered": None,
                     "last_error": None, "url": config.url or "(not configured)",

@@ -205,7 +205,7 @@ def inherit(store: Grimoire, doc: testament.TestamentDocument, *, clade_id: str,
     # Two transactions (the ops, then the discount): a crash between them leaves verified
     # entries held at a sibling's 0.4, and running `inherit` again finishes the job.
     report = store.apply_delta(Delta(ops, CausalContext()), local_replica=local_replica, sender=doc.golem)
-    with store.transaction() as conn:
+    with store._transaction() as conn:
         for item in doc.items:
             row = conn.execute("SELECT confidence, provenance, author FROM entries WHERE id = ?",
                                (item.entry_id,)).fetchone()

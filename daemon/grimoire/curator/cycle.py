@@ -11,6 +11,12 @@ idempotent, so a cycle cut short by a crash is finished by the next. Nothing is 
   learn what replaced it; a sibling's entry merged into another is archived locally with
   `local_superseded_by` (only its author may write its slots);
 - a new baseline fact supersedes the protocol's previous one the same way.
+
+The curator's own entries (an LLM REWRITE, a baseline, a re-authored inherited entry) pass the
+write door in its internal mode (write_door.py, `Writer.CURATOR`): every write rule holds, the
+repeat hold included — a rewritten warning that repeats one gossiped within 24 h is held. Its
+vector is computed before the writer's transaction (`RewriteVectors`, from `rewrite_texts`);
+without one it is written unchecked and counted (`CycleReport.unchecked`).
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -28,10 +34,12 @@ from crdt import Kind, Timestamp
 from .. import scoring
 from ..crossing import promote_ready
 from ..records import NewEntry
+from ..repeat_hold import Near
 from ..store import Grimoire
 from ..store import LocalIdentity as Identity
 from ..trust import Release, TrustPolicy
 from ..trust_store import quarantine
+from ..write_door import Prepared, Writer, Written, needs_vector, write_entries
 from .compress import Similar, find_contradictions, find_merges, related_clusters
 from .consolidate import ReplayItem, baselines, select_replay
 from .decay import DEFAULT_WINDOW_DAYS, EVICTION_THRESHOLD, RETRIEVAL_THRESHOLD, Retention, decayed
@@ -39,8 +47,11 @@ from .llm import Cluster, Member
 from .llm_client import LlmOutcome
 from .prune import DEFAULT_CAPACITY, Candidate, capacity_counts, select_prunes
 
-__all__ = ["Consultation", "CuratorSettings", "CycleReport", "LiveEntry", "apply_llm", "live_entries", "llm_clusters",
-           "run_cycle", "simulate"]
+if TYPE_CHECKING:
+    from daemon.embedding.embedder import EmbeddingInfo
+
+__all__ = ["Consultation", "CuratorSettings", "CycleReport", "LiveEntry", "RewriteVectors", "apply_llm", "live_entries",
+           "llm_clusters", "rewrite_news", "run_cycle", "simulate"]
 
 MS_PER_DAY = 86_400_000
 _LAST_CYCLE_KEY = "curator_last_cycle_ms"
@@ -96,10 +107,19 @@ class CycleReport:
     promoted: list[str] = field(default_factory=list)
     archived_capacity_ids: list[str] = field(default_factory=list)  # in eviction order
     replayed: list[str] = field(default_factory=list)  # the verified episodes replayed (their replay_count rises)
+    # The curator's own entries the write door held as repeats (id: cosine), and those of a
+    # repeatable kind it wrote unchecked (no vector): for the daemon to announce and count.
+    held: dict[str, float] = field(default_factory=dict)
+    unchecked: int = 0
+
+    def wrote(self, done: Written) -> None:
+        """Count what one write through the door held or left unchecked."""
+        self.held.update(done.held)
+        self.unchecked += done.unchecked
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
-        for internal in ("promoted", "archived_capacity_ids", "replayed"):
+        for internal in ("promoted", "archived_capacity_ids", "replayed", "held", "unchecked"):
             out.pop(internal)
         return out
 
@@ -178,7 +198,7 @@ def run_cycle(
                                     trust=settings.trust, vectors=vectors, refused=report.promotion_refused,
                                     since_ms=report.since_ms)
     report.entries_promoted = len(report.promoted)
-    with store.transaction() as conn:
+    with store._transaction() as conn:
         conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) "
                      "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (_LAST_CYCLE_KEY, str(now_ms)))
     report.duration_ms = round((time.perf_counter() - started) * 1000)
@@ -187,7 +207,7 @@ def run_cycle(
 
 def _validate(store: Grimoire, now_ms: int, report: CycleReport) -> None:
     """Siblings' confirmations since the last cycle are evidence: each resets the clock and adds one."""
-    with store.transaction() as conn:
+    with store._transaction() as conn:
         cur = conn.execute(
             "UPDATE entries SET evidence = evidence + (confirms - confirms_seen), confirms_seen = confirms, "
             "decay_base = coalesce(decay_base, local_confidence), decay_anchor_ms = ?, "
@@ -209,7 +229,7 @@ def _decay(store: Grimoire, live: Sequence[LiveEntry], now_ms: int, settings: Cu
         out.append(e)
     # The anchor is left as it is: NULL means "since stored" (live_entries reads it so), and a
     # set anchor means evidence (a use, a confirmation, an outcome), which recency counts from.
-    with store.transaction() as conn:
+    with store._transaction() as conn:
         conn.executemany("UPDATE entries SET local_confidence = ?, decay_base = ? WHERE id = ?", updates)
     report.entries_decayed = len(updates)
     return out
@@ -221,7 +241,7 @@ def _prune(store: Grimoire, live: Sequence[LiveEntry], now_ms: int, settings: Cu
     candidates = [Candidate(e.id, e.kind, e.local_confidence, e.keep_score(e.local_confidence, now_ms), e.created_ms,
                             e.evidence) for e in live]
     prunes = select_prunes(candidates, eviction_threshold=settings.eviction_threshold, capacity=settings.capacity)
-    with store.transaction() as conn:
+    with store._transaction() as conn:
         conn.executemany("UPDATE entries SET archived = 1, archived_reason = ?, archived_ms = ? WHERE id = ?",
                          [(p.reason, now_ms, p.id) for p in prunes])
     report.entries_pruned = len(prunes)
@@ -237,7 +257,7 @@ def _supersede(store: Grimoire, identity: Identity, author: dict[str, str], lose
     if author[loser] == identity.peer_id:
         store.retract(loser, identity=identity, superseded_by=winner)
     else:
-        with store.transaction() as conn:
+        with store._transaction() as conn:
             conn.execute("UPDATE entries SET archived = 1, archived_reason = 'superseded', archived_ms = ?, "
                          "local_superseded_by = ? WHERE id = ?", (now_ms, winner, loser))
 
@@ -263,7 +283,7 @@ def _compress(store: Grimoire, identity: Identity, live: Sequence[LiveEntry],
     for m in merges:
         _supersede(store, identity, author, m.loser, m.winner, now_ms)
         gone.add(m.loser)
-    with store.transaction() as conn:
+    with store._transaction() as conn:
         conn.executemany("UPDATE entries SET evidence = ? WHERE id = ?",
                          sorted({(m.evidence, m.winner) for m in merges}))
     report.entries_merged = len(merges)
@@ -302,9 +322,51 @@ def llm_clusters(store: Grimoire, identity: Identity, vectors: Mapping[str, NDAr
     return Consultation(groups, clusters)
 
 
+@dataclass(frozen=True, slots=True)
+class RewriteVectors:
+    """The vectors of the REWRITE texts (`rewrite_news`), computed off the store's thread before
+    `apply_llm`, by the model `info` names; `near` finds the close entries (the daemon's index)."""
+
+    info: EmbeddingInfo
+    by_text: Mapping[str, NDArray[np.float32]]
+    near: Near | None = None
+
+
+    @classmethod
+    def of(cls, prepared: Prepared) -> RewriteVectors | None:
+        """The vectors a door preparation (write_door.prepare) computed for `rewrite_news`; None without a model."""
+        if prepared.info is None:
+            return None
+        by_text = {new.content: v for new, v in zip(prepared.news, prepared.vectors, strict=True) if v is not None}
+        return cls(prepared.info, by_text, prepared.near)
+
+
+def rewrite_news(asked: Consultation, outcome: LlmOutcome) -> list[NewEntry]:
+    """The entries the model's REWRITE decisions would write, as far as preparing their vectors
+    needs them (kind and content: write_door.prepare), before `apply_llm` writes them."""
+    kinds = {m.id: Kind(m.kind) for c in asked.clusters for m in c.members}
+    return [NewEntry(kind=kinds[d.evidence[0]], content=d.text) for d in outcome.decisions
+            if d.action == "REWRITE" and d.text is not None and d.evidence and d.evidence[0] in kinds]
+
+
+def _curator_write(store: Grimoire, identity: Identity, new: NewEntry, *, now_ms: int, report: CycleReport,
+                   vectors: RewriteVectors | None = None) -> str:
+    """Write one of the curator's own entries through the write door (`Writer.CURATOR`): the
+    repeat hold applies, with `vectors` when one is at hand for its text."""
+    vector = None if vectors is None or not needs_vector(new) else vectors.by_text.get(new.content)
+    if vectors is None or vector is None:
+        prepared = Prepared.unembedded([new])
+    else:
+        prepared = Prepared((new,), (vector,), vectors.info, vectors.near)
+    done = write_entries(store, identity, prepared, now_ms=now_ms, writer=Writer.CURATOR)
+    report.wrote(done)
+    return done.ids[0]
+
+
 def apply_llm(store: Grimoire, identity: Identity, asked: Consultation, outcome: LlmOutcome, *, now_ms: int,
-              report: CycleReport) -> None:
-    """Apply the decisions `llm.accept` passed (supersede, never delete); record cost and refusals."""
+              report: CycleReport, vectors: RewriteVectors | None = None) -> None:
+    """Apply the decisions `llm.accept` passed (supersede, never delete); record cost and refusals.
+    A REWRITE is written through the write door (`vectors`: its text's, for the repeat hold)."""
     report.llm_refused = dict(outcome.refused)
     report.llm_cost_usd = round(outcome.cost_usd, 6)
     report.llm_error = outcome.error
@@ -321,12 +383,12 @@ def apply_llm(store: Grimoire, identity: Identity, asked: Consultation, outcome:
             pairs = [(d.older, d.newer)]
         elif d.action == "REWRITE" and d.text is not None:
             first = by_id[d.evidence[0]]
-            new = store.remember(NewEntry(kind=first.kind, content=d.text, confidence=max(by_id[i].base for i in
-                                          d.evidence), importance=first.importance, tags=("rewritten",)),
-                                 identity=identity)
+            new_id = _curator_write(store, identity, NewEntry(
+                kind=first.kind, content=d.text, confidence=max(by_id[i].base for i in d.evidence),
+                importance=first.importance, tags=("rewritten",)), now_ms=now_ms, report=report, vectors=vectors)
             report.heuristics_proposed += first.kind is Kind.HEURISTIC
-            author[new.id] = identity.peer_id
-            pairs = [(i, new.id) for i in d.evidence]
+            author[new_id] = identity.peer_id
+            pairs = [(i, new_id) for i in d.evidence]
         else:
             continue
         for loser, winner in pairs:
@@ -354,10 +416,11 @@ def _consolidate(store: Grimoire, identity: Identity, episodes: Sequence[ReplayI
             (identity.peer_id, f'["{b.protocol}"]')).fetchall()
         if any(content == b.content for _, content in previous):
             continue
-        new = store.remember(NewEntry(kind=Kind.FACT, content=b.content, protocols=(b.protocol,), tags=("baseline",),
-                                      confidence=0.7, importance=0.5), identity=identity)
+        new_id = _curator_write(store, identity, NewEntry(
+            kind=Kind.FACT, content=b.content, protocols=(b.protocol,), tags=("baseline",), confidence=0.7,
+            importance=0.5), now_ms=now_ms, report=report)
         for old_id, _ in previous:
-            store.retract(old_id, identity=identity, superseded_by=new.id)
+            store.retract(old_id, identity=identity, superseded_by=new_id)
         report.episodes_consolidated += len(b.episodes)
 
 
