@@ -53,6 +53,7 @@ import zstandard
 
 from bench.common import Generator, HostLoad, machine_info, machine_rows, print_table, progress
 from bench.common.report import ROOT, add_common_args, at_least, bench_command, disk_row, main_in_workdir, not_empty
+from bench.common.seed import seed_entries
 from bench.common.workload import CHAINS, ERRORS, PROTOCOLS, TOKENS
 from crypto.vault import CHUNK_BYTES, VaultKeys
 from daemon.datadir import DataDir
@@ -137,7 +138,7 @@ def build_store(root: Path, size_bytes: int, seed: int, json_bulk: str) -> dict[
     progress(f"  grimoire.db: {ENTRIES:,} entries, remember_many() in transactions of {ENTRY_BATCH}")
     with data.open_store() as store:
         for i in range(0, ENTRIES, ENTRY_BATCH):
-            store.remember_many([gen.entry() for _ in range(min(ENTRY_BATCH, ENTRIES - i))], identity=identity)
+            seed_entries(store, [gen.entry() for _ in range(min(ENTRY_BATCH, ENTRIES - i))], identity)
         store.checkpoint()
 
     log = data.open_episodes()

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.common.seed import seed_entry
 from crdt import EntryBody, Kind, Sensitivity, decode_delta, encode_delta, may_cross
 from crypto import Identity, signature_ok
 from daemon.grimoire import Grimoire, NewEntry
@@ -237,7 +238,7 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
         new = NewEntry(kind=Kind(w.kind if w.kind != "near_copy" else "insight"), content=content or w.content,
                        confidence=w.confidence if confidence is None else confidence,
                        sensitivity=Sensitivity.SENSITIVE if w.sensitive else Sensitivity.PUBLIC)
-        entry = golems[g].store.remember(new, identity=golems[g].identity)
+        entry = seed_entry(golems[g].store, new, golems[g].identity)
         out = Written(entry.id, g, kind or w.kind, w.truth, clock["now"], new.confidence, new.content, w.topic)
         written[entry.id] = out
         return out
