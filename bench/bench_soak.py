@@ -59,7 +59,7 @@ from typing import Any
 import httpx
 
 from bench.common.machine import HostLoad, db_size, machine_info
-from bench.common.report import emit, print_table, progress, workdir
+from bench.common.report import main_in_workdir, print_table, progress
 from daemon.testing.harness import CLADE, Golem, LoopbackClade
 from daemon.testing.styx_server import StyxServer
 
@@ -736,11 +736,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    with workdir(args.out, "clade-bench-soak-") as root:
-        res = run(args, root)
-    report(res)
-    emit("soak", res)
-    return 1 if res["failed"] else 0
+    return main_in_workdir("soak", args, run, report, "clade-bench-soak-")
 
 
 if __name__ == "__main__":

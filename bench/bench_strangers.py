@@ -65,10 +65,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.bench_clade import Api, Watch, content, paced
-from bench.common import HostLoad, dist, emit, machine_info, machine_rows, out, print_table, progress, workdir
+from bench.common import HostLoad, dist, machine_info, machine_rows, out, print_table, progress
+from bench.common.clade import Api, Watch, content, paced
 from bench.common.machine import CLK_TCK, proc_cpu_ticks, proc_status_kib
-from bench.common.report import checks_rows
+from bench.common.report import checks_rows, main_in_workdir
 from bench.strangers_worker import (
     KINDS,
     PUBSUB_MARKERS,
@@ -606,11 +606,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.worker is not None:
         return run_worker(args)
-    with workdir(args.out, "clade-bench-strangers-") as root:
-        res = run(args, root)
-    report(res)
-    emit("strangers", res)
-    return 1 if res["failed"] else 0
+    return main_in_workdir("strangers", args, run, report, "clade-bench-strangers-")
 
 
 if __name__ == "__main__":

@@ -3,9 +3,9 @@
 `DaemonProcess` starts `clade --data-dir D run ARGS` (the venv's console script, so a
 PYTHONPATH checkout runs its own code), collects stderr line by line on a thread, waits for log
 lines with a timeout (`wait_for`; the ready line names the control socket), talks to the
-control API over that unix socket (`request` gives the response, `call` its JSON and raises
-on an error status), and stops it cleanly (`stop`: the signal, a wait, then SIGKILL if it
-hangs). Every error names the daemon and ends with the last lines of its stderr.
+control API over that unix socket (clients from `daemon.client.Endpoint`; `request` gives the
+response, `call` its JSON and raises on an error status), and stops it cleanly (`stop`: the
+signal, a wait, then SIGKILL if it hangs). Every error names the daemon and ends with the last lines of its stderr.
 `DaemonProc` is the same, started by its constructor on loopback (the tests' form).
 """
 
@@ -25,6 +25,7 @@ from typing import Any
 
 import httpx
 
+from daemon.client import Endpoint
 from daemon.datadir import DataDir
 
 from .notify import NotifySocket
@@ -166,8 +167,8 @@ class DaemonProcess:
         """A new client on the control socket (the caller closes it)."""
         if not self.socket:
             raise DaemonExited(f"{self.name} is not ready (no control socket yet)")
-        return httpx.Client(transport=httpx.HTTPTransport(uds=self.socket), base_url="http://clade",
-                            timeout=self.client_timeout if timeout is None else timeout)
+        return Endpoint(socket=Path(self.socket)).http_client(
+            timeout_s=self.client_timeout if timeout is None else timeout)
 
     def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         """One request on this run's kept client. A GET whose kept-alive connection the server
