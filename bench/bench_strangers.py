@@ -68,7 +68,7 @@ from bench.common import HostLoad, dist, machine_info, out, progress
 from bench.common.clade import Api, Watch, content, paced
 from bench.common.machine import CLK_TCK, proc_cpu_ticks, proc_status_kib
 from bench.common.report import main_in_workdir
-from bench.strangers_report import print_phase, report
+from bench.strangers.report import print_phase, report
 from bench.strangers_worker import (
     KINDS,
     PUBSUB_MARKERS,
