@@ -50,7 +50,8 @@ T0 = 1_800_000_000_000
 
 
 def _unit(v: np.ndarray) -> np.ndarray:
-    return (v / np.linalg.norm(v)).astype(np.float32)
+    unit: np.ndarray = (v / np.linalg.norm(v)).astype(np.float32)
+    return unit
 
 
 def one_round(root: Path, count: int, window: int, seed: int) -> dict[str, Any]:

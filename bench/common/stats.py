@@ -131,7 +131,7 @@ def mean_interval(values: Iterable[float | None]) -> dict[str, float | int | Non
 def paired(differences: Iterable[float | None]) -> dict[str, float | int | None]:
     """Mean of per-seed paired `differences`, its 95 % t-interval (exact t quantile) and the
     two-sided p-value of a paired t-test against 0: {mean, lo, hi, n, p}. None and NaN skipped."""
-    from scipy import stats as scipy_stats
+    from scipy import stats as scipy_stats  # type: ignore[import-untyped]  # no stubs in the venv
 
     xs = [v for v in differences if v is not None and not math.isnan(v)]
     if len(xs) < 2:
