@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 
 from daemon.testing.harness import Golem
+from daemon.testing.process import DaemonExited
 
 __all__ = ["Ack", "Load", "Tally", "now"]
 
@@ -99,7 +100,7 @@ class Load:
         except httpx.TimeoutException as exc:
             self.tally.record(golem.name, path, None, f"timed out: {exc}")
             return None
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, DaemonExited) as exc:  # DaemonExited: its socket is gone
             if golem.name not in self.down:
                 self.tally.record(golem.name, path, None, str(exc))
             return None

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from crypto import AdmissionBundle, Certificate, OwnerKey
-from daemon.client import Endpoint
+from daemon.client import Endpoint, Unreachable
 from daemon.datadir import DataDir
 from daemon.grimoire.store import wall_clock_ms
 
@@ -48,7 +48,7 @@ class EventLog:
         return self
 
     def _run(self, ready: threading.Event) -> None:
-        with contextlib.suppress(httpx.HTTPError), Endpoint(socket=Path(self.socket)).http_client(
+        with contextlib.suppress(httpx.HTTPError, Unreachable), Endpoint(socket=Path(self.socket)).http_client(
                 timeout_s=None) as client, client.stream("GET", "/v1/events") as res:
             name = None
             for line in res.iter_lines():
