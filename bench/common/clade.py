@@ -42,8 +42,8 @@ WORDS = (
 )
 
 
-
 def content(rng: random.Random, tag: str, i: int) -> str:
+    """A seeded warning text, `tag` and `i` in front so each is unique and says where it came from."""
     words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 24)))
     return f"[{tag} #{i}] {words}: hedge before {rng.randint(0, 23):02d}:{rng.randint(0, 59):02d} UTC"
 
@@ -144,6 +144,7 @@ def odd_counters(counters: dict[str, int]) -> dict[str, int]:
 
 
 def report_odd(golems: Sequence[Golem], where: str) -> dict[str, dict[str, int]]:
+    """The running golems' `odd_counters`, by golem; printed, with what their logs said about it."""
     found: dict[str, dict[str, int]] = {}
     for g in golems:
         if not g.running:
