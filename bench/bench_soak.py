@@ -256,6 +256,13 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         threading.Thread(target=sampler.run, args=(t0,), daemon=True).start()
         sampler.sample(t0)
         last_end = t0
+
+        def back_up(victim: Golem, **start: Any) -> None:
+            """Start a stopped golem again and put it back under the load; note when (for the slopes)."""
+            clade.start(victim, env=envs.get(victim.name), timeout=args.start_timeout, **start)
+            load.down.discard(victim.name)
+            sampler.restarts[victim.name] = now() - t0
+
         for name, at, duration in schedule(total):
             wait = t0 + at - now()
             if wait > 0:
@@ -268,9 +275,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                 logs.setdefault("g2", []).extend(victim.stderr_lines)
                 load.down.add("g2")
                 victim.stop(signal.SIGKILL)
-                clade.start(victim, bootstrap=[g["g0"]], env=envs.get("g2"), timeout=args.start_timeout)
-                load.down.discard("g2")
-                sampler.restarts["g2"] = now() - t0
+                back_up(victim, bootstrap=[g["g0"]])
                 end = now()
                 record["recovered_s"] = probe(load, victim, [x for x in others if x is not victim], timeout=120)
             elif name == "partition":
@@ -307,9 +312,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                         victim.stop()  # reap it and close its pipe
                     time.sleep(duration)  # the fault lasts this long
                     volume.remount("rw")
-                    clade.start(victim, env=envs.get("g0"), timeout=args.start_timeout)
-                    load.down.discard("g0")
-                    sampler.restarts["g0"] = now() - t0
+                    back_up(victim)
                 end = now()
                 record["recovered_s"] = probe(load, victim, [x for x in others if x is not victim], timeout=120)
             elif name == "clock":
