@@ -40,6 +40,7 @@ import numpy as np
 from bench.common import Generator, machine_info, machine_rows, print_table, progress
 from bench.common.machine import proc_status_kib
 from bench.common.report import ROOT, add_common_args, bench_command, main_in_workdir
+from bench.common.seed import seed_entries, seed_entry
 from crdt import Kind
 from crypto import Identity
 from daemon.grimoire import Grimoire, NewEntry
@@ -83,7 +84,7 @@ def cycle_child(path: Path, entries: int, episodes: int, seed: int) -> dict[str,
                                protocols=src.protocols, chains=src.chains)
         ids: list[str] = []
         for i in range(0, entries, 500):
-            ids.extend(e.id for e in store.remember_many(news[i:i + 500], identity=ME))
+            ids.extend(e.id for e in seed_entries(store, news[i:i + 500], ME))
         write_s = time.perf_counter() - t
         vectors = _unit(rng, entries)
         for d in dups:  # a near-duplicate of its neighbour: cosine ~0.97
@@ -100,7 +101,7 @@ def cycle_child(path: Path, entries: int, episodes: int, seed: int) -> dict[str,
         first = run_cycle(store, identity=ME, now_ms=clock["now"], vectors=vec, episodes=eps)
         clock["now"] += 3_600_000
         more = [gen.entry() for _ in range(max(1, entries // 100))]
-        for e, v in zip(store.remember_many(more, identity=ME), _unit(rng, len(more)), strict=True):
+        for e, v in zip(seed_entries(store, more, ME), _unit(rng, len(more)), strict=True):
             vec[e.id] = v
         steady = run_cycle(store, identity=ME, now_ms=clock["now"], vectors=vec, episodes=eps)
         total = store.connection.execute("SELECT count(*) FROM entries").fetchone()[0]
@@ -163,8 +164,8 @@ def run_ablation(work: Path, topics: int, seed: int, model_dir: Path, window_day
             truth: dict[int, str] = {}
             stale: set[str] = set()
             for t, (p, m, c) in enumerate(chosen):
-                truth[t] = store.remember(NewEntry(kind=Kind.FACT, content=_fact(p, m, c, rng.randint(2, 90)),
-                                                   protocols=(p,)), identity=ME).id
+                truth[t] = seed_entry(store, NewEntry(kind=Kind.FACT, content=_fact(p, m, c, rng.randint(2, 90)),
+                                                       protocols=(p,)), ME).id
             going = rng.sample(range(topics), k=int(0.3 * topics))
             for day in range(1, 31):
                 clock["now"] = T0 + day * DAY
@@ -173,8 +174,8 @@ def run_ablation(work: Path, topics: int, seed: int, model_dir: Path, window_day
                         stale.add(truth[t])
                         if n % 2 == 0:  # a correction is written; the other half just stop being true
                             p, m, c = chosen[t]
-                            truth[t] = store.remember(NewEntry(kind=Kind.FACT, content=_fact(p, m, c, 95 + n),
-                                                               protocols=(p,)), identity=ME).id
+                            truth[t] = seed_entry(store, NewEntry(kind=Kind.FACT, content=_fact(p, m, c, 95 + n),
+                                                                   protocols=(p,)), ME).id
                         else:
                             truth.pop(t)
                 for _ in range(20):

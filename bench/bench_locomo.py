@@ -50,6 +50,7 @@ import numpy as np
 
 from bench.common import emit, machine_info, out, progress, summary, workdir
 from bench.common.daemon import CLADE, Daemon
+from bench.common.seed import seed_entries
 from crypto.identity import Identity
 from daemon.embedding.embedder import DEFAULT_MODEL, get_embedder
 from daemon.grimoire.fields import event_ms
@@ -223,7 +224,7 @@ def build_store(corpus: Corpus, db: Path, model_dir: Path, model: str, vectors: 
                             chains=tuple(d.fields.get("metadata", {}).get("chains", ())),
                             occurred_ms=event_ms(d.fields.get("occurred_at")))
                    for d in corpus.docs]
-        written = store.remember_many(entries, identity=IDENTITY)
+        written = seed_entries(store, entries, IDENTITY)
         write_vectors(store, get_embedder(model_dir, model).info, [w.id for w in written], vectors)
         return {w.id: d.key for w, d in zip(written, corpus.docs, strict=True)}
     finally:

@@ -7,7 +7,7 @@ pyperf runs each benchmark in fresh worker processes (20 by default, `--fast`: 6
 calibrating the loop count and warming up, and reports mean +- std dev; it warns when the
 machine is too noisy for the figure. The fixtures come from a fixed seed:
 
-- the CRDT bench's workload (`bench_crdt.build_workload`: 4 writers with real Ed25519 keys)
+- the CRDT bench's workload (`bench.common.ops.build_workload`: 4 writers with real Ed25519 keys)
   of 10,000 ops, built once by the main process and handed to its workers in a temporary
   file as two encoded deltas: its first gossip delta in generation order (<= 4,096 ops and 1 MiB, as
   bench_crdt's "all ops" batches) and a delta of 4,096 author/endorse ops (bench_crdt's
@@ -48,8 +48,8 @@ import pyperf  # type: ignore[import-untyped]
 
 import crdt
 import crypto
-from bench.bench_crdt import always_valid, build_workload
 from bench.common import emit, machine_info, print_table
+from bench.common.ops import always_valid, build_workload
 from bench.common.report import machine_rows
 from bench.common.workload import encode_batches
 from crdt import CausalContext, Delta, MemoryBackend, SlotKind

@@ -56,27 +56,20 @@ clade did not converge within `--timeout`, or a daemon logged a traceback.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import random
 import signal
-import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
+from bench.common import HostLoad, dist, machine_info, machine_rows, print_table, progress
+from bench.common.report import checks_rows, main_in_workdir
+from bench.recovery.figures import GOAL_S, Chaos, late_deliveries, per_fault, scenario_rows, secs, timeline
+from bench.recovery.instruments import Events, Writer, ids_on, now_ms
+from daemon.testing.harness import Golem, LoopbackClade
 
-from bench.bench_clade import content
-from bench.common import HostLoad, dist, emit, machine_info, machine_rows, print_table, progress, workdir
-from bench.common.report import checks_rows
-from daemon.testing.harness import EventLog, Golem, LoopbackClade
-
-GOAL_S = 10.0
 TIMER_ON = {"CLADE_P2P__SYNC_INTERVAL_S": "30"}  # the daemon's default, spelled out (the harness sets it too)
 TIMER_OFF = {"CLADE_P2P__SYNC_INTERVAL_S": "3600"}
 NAMES = ("A", "B", "C")
@@ -84,12 +77,6 @@ COUNTER_PREFIXES = ("sync_", "gossip_rejected_")
 COUNTER_NAMES = ("hello_failed", "hello_incomplete", "hello_not_sent", "connections_refused_held", "dials_ok",
                  "dials_failed", "peers_admitted", "gossip_accepted", "gossip_duplicates",
                  "gossip_validation_timeouts", "internal_errors")
-TIMELINE_EVENTS = ("peer_up", "peer_down", "peer_refused", "sync_complete", "entries_received")
-LOG_PROBLEMS = ("Traceback", "internal error")
-
-
-def now_ms() -> float:
-    return time.time() * 1000
 
 
 def interesting(counters: dict[str, int]) -> dict[str, int]:
@@ -98,186 +85,13 @@ def interesting(counters: dict[str, int]) -> dict[str, int]:
             if k.startswith(COUNTER_PREFIXES) or k in COUNTER_NAMES}
 
 
-def ids_on(golem: Golem) -> set[str]:
-    entries = golem.call("GET", "/v1/entries", params={"limit": 10_000, "archived": "true"})["entries"]
-    return {str(e["id"]) for e in entries}
-
-
 # -- the writer ----------------------------------------------------------------------------------
-
-
-@dataclass
-class Ack:
-    entry_id: str
-    golem: str
-    sent_ms: float
-    acked_ms: float
-
-
-@dataclass
-class Writer:
-    """Open-loop warnings at `rate`/s for `seconds`, round-robin on the golems marked up."""
-
-    golems: dict[str, Golem]
-    rate: float
-    seconds: float
-    seed: int
-    acked: list[Ack] = field(default_factory=list)
-    failed: list[tuple[float, str, str]] = field(default_factory=list)  # (t s, golem, error)
-    offered: int = 0
-    worst_lag_ms: float = 0.0
-    up: set[str] = field(default_factory=set)
-    done: threading.Event = field(default_factory=threading.Event)
-    t0: float = 0.0
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _local: threading.local = field(default_factory=threading.local)
-    _clients: list[httpx.Client] = field(default_factory=list)
-
-    def set_up(self, name: str, up: bool) -> None:
-        with self._lock:
-            (self.up.add if up else self.up.discard)(name)
-
-    def start(self, t0: float) -> threading.Thread:
-        self.t0 = t0
-        self.up = set(self.golems)
-        thread = threading.Thread(target=self._run, daemon=True, name="writer")
-        thread.start()
-        return thread
-
-    def _client(self, golem: Golem) -> httpx.Client:
-        """This thread's client for this run of `golem` (a restart makes a new one)."""
-        clients: dict[str, tuple[str, int, httpx.Client]] = self._local.__dict__.setdefault("clients", {})
-        pid = golem.proc.pid if golem.proc is not None else -1
-        have = clients.get(golem.name)
-        if have is not None and have[:2] == (golem.socket, pid):
-            return have[2]
-        if have is not None:
-            have[2].close()
-        client = httpx.Client(transport=httpx.HTTPTransport(uds=golem.socket), base_url="http://clade", timeout=30)
-        clients[golem.name] = (golem.socket, pid, client)
-        with self._lock:
-            self._clients.append(client)
-        return client
-
-    def _write(self, i: int, name: str) -> None:
-        golem = self.golems[name]
-        sent = now_ms()
-        try:
-            text = content(random.Random(f"{self.seed}-{i}"), "recovery", i)
-            res = self._client(golem).post("/v1/memory", json={"content": text, "memory_type": "warning"})
-            if res.status_code >= 400:
-                raise RuntimeError(f"{res.status_code} {res.text[:200]}")
-            entry_id = str(res.json()["id"])
-        except (httpx.HTTPError, RuntimeError, OSError, ValueError, KeyError) as exc:
-            with self._lock:
-                self.failed.append((round(time.monotonic() - self.t0, 2), name, f"{type(exc).__name__}: {exc}"[:200]))
-            return
-        ack = Ack(entry_id, name, sent, now_ms())
-        with self._lock:
-            self.acked.append(ack)
-
-    def _run(self) -> None:
-        with ThreadPoolExecutor(8) as pool:
-            i = 0
-            while True:
-                due = self.t0 + i / self.rate
-                if due - self.t0 >= self.seconds:
-                    break
-                wait = due - time.monotonic()
-                if wait > 0:
-                    time.sleep(wait)
-                else:
-                    self.worst_lag_ms = max(self.worst_lag_ms, -wait * 1000)
-                with self._lock:
-                    up = [n for n in self.golems if n in self.up]
-                if up:
-                    pool.submit(self._write, i, up[i % len(up)])
-                    self.offered += 1
-                i += 1
-        self.done.set()  # every request has returned (the pool's shutdown waited for them)
-
-    def close(self) -> None:
-        with self._lock:
-            for client in self._clients:
-                client.close()
-            self._clients.clear()
 
 
 # -- events ----------------------------------------------------------------------------------------
 
 
-@dataclass
-class Events:
-    """Each daemon run's event stream (B gets a new one per restart), its stderr lines, and when
-    each id first showed on each golem: the `committed_ms` of its `entries_received`, the writer's
-    acknowledgement, or (upper bound) the moment a new stream connected and the id was already
-    there (a restarted B may pull before its stream is up)."""
-
-    streams: list[tuple[str, int, EventLog]] = field(default_factory=list)  # (golem, run, log)
-    stderr: list[tuple[str, int, list[str]]] = field(default_factory=list)
-    seen_at_connect: dict[tuple[str, str], float] = field(default_factory=dict)  # (golem, id) -> wall ms
-
-    def follow(self, golem: Golem, run: int) -> None:
-        self.streams.append((golem.name, run, EventLog(golem.socket).start()))
-        self.stderr.append((golem.name, run, golem.stderr_lines))  # the list the harness appends to
-        at = now_ms()
-        for entry_id in ids_on(golem):
-            self.seen_at_connect.setdefault((golem.name, entry_id), at)
-
-    def all(self) -> list[tuple[float, str, int, str, dict[str, Any]]]:
-        """(wall ms, golem, run, event, data), in time order."""
-        rows = [(at, name, run, event, data) for name, run, log in self.streams for at, event, data in list(log.events)]
-        return sorted(rows, key=lambda r: r[0])
-
-    def arrivals(self, acked: list[Ack]) -> tuple[dict[tuple[str, str], tuple[float, str]], int]:
-        """(golem, id) -> (wall ms it was first there, how: "gossip", "sync", "own" or "before the
-        stream"); and how many events listed fewer ids than entries (the daemon caps `ids` at 100)."""
-        first = {key: (at, "before the stream") for key, at in self.seen_at_connect.items()}
-        truncated = 0
-
-        def note(key: tuple[str, str], at: float, via: str) -> None:
-            if key not in first or at < first[key][0]:
-                first[key] = (at, via)
-
-        for a in acked:
-            note((a.golem, a.entry_id), a.acked_ms, "own")
-        for _, name, _, event, data in self.all():
-            if event != "entries_received":
-                continue
-            truncated += int(data.get("entries", 0)) > len(data.get("ids", ()))
-            for entry_id in data.get("ids", ()):
-                note((name, str(entry_id)), float(data["committed_ms"]), str(data.get("via")))
-        return first, truncated
-
-    def problems(self) -> list[str]:
-        return [f"{name} (run {run}): {line[:300]}" for name, run, lines in self.stderr for line in list(lines)
-                if any(p in line for p in LOG_PROBLEMS)]
-
-    def close(self) -> None:
-        for _, _, log in self.streams:
-            log.close()
-
-
 # -- one scenario ------------------------------------------------------------------------------------
-
-
-@dataclass
-class Chaos:
-    """The fault schedule's record (times in s from the chaos start; fault ends in wall ms)."""
-
-    start_ms: float = 0.0
-    faults: list[dict[str, Any]] = field(default_factory=list)
-    ends: list[tuple[float, str]] = field(default_factory=list)  # (wall ms, what ended)
-    partition_until: float | None = None  # monotonic
-    b_runs: int = 1
-    b_down: list[tuple[float, float]] = field(default_factory=list)  # (killed, READY again), wall ms
-    partition_ms: tuple[float, float] | None = None  # (held, healed), wall ms
-    b_counters: list[dict[str, int]] = field(default_factory=list)  # B's, read before each kill
-    notes: list[str] = field(default_factory=list)
-
-    def note(self, t0: float, what: str, **extra: Any) -> None:
-        self.faults.append({"t_s": round(time.monotonic() - t0, 2), "what": what, **extra})
-        progress(f"  t={time.monotonic() - t0:5.1f} s  {what}" + (f" {extra}" if extra else ""))
 
 
 def plan(args: argparse.Namespace) -> list[tuple[float, int, str]]:
@@ -368,10 +182,6 @@ def peers_view(golems: dict[str, Golem]) -> dict[str, dict[str, str]]:
     return view
 
 
-def secs(ms: float | None, base: float) -> float | None:
-    return None if ms is None else round(max(0.0, ms - base) / 1000, 2)
-
-
 def watch_recovery(golems: dict[str, Golem], writer: Writer, fault_ms: float, args: argparse.Namespace,
                    ) -> dict[str, Any]:
     """Poll from the last fault's end until converged (once the writes are done) or the timeout."""
@@ -445,103 +255,6 @@ def watch_recovery(golems: dict[str, Golem], writer: Writer, fault_ms: float, ar
         "undelivered_by_writer": per_writer({n: set(m) for n, m in undelivered.items()}),
         "_backlog": backlog, "_converged_ms": t_converged, "_final_ids": ids,
     }
-
-
-def per_fault(chaos: Chaos, writer: Writer, arrivals: dict[tuple[str, str], tuple[float, str]],
-              final: dict[str, set[str]],
-              ) -> list[dict[str, Any]]:
-    """For each fault's end: how many (id, golem) deliveries of what was acknowledged before it
-    were still outstanding then, and when the last of them landed (from the events)."""
-    rows = []
-    for end, what in sorted(chaos.ends):
-        outstanding = 0
-        worst: tuple[float, str, str] | None = None  # (ms, golem, writer)
-        undelivered = unknown = 0
-        backlog = [a for a in writer.acked if a.acked_ms <= end]
-        for a in backlog:
-            for name, ids in final.items():
-                got = arrivals.get((name, a.entry_id))
-                if got is None:
-                    if a.entry_id in ids:
-                        unknown += 1
-                    else:
-                        undelivered += 1
-                    continue
-                at = got[0]
-                if at > end:
-                    outstanding += 1
-                    if worst is None or at > worst[0]:
-                        worst = (at, name, a.golem)
-        rows.append({
-            "t_s": round((end - chaos.start_ms) / 1000, 2), "what": what, "acked_before": len(backlog),
-            "outstanding": outstanding + undelivered + unknown,
-            "all_landed_after_s": (None if undelivered or unknown else secs(worst[0] if worst else end, end)),
-            "last": None if worst is None else f"{worst[2]}'s write on {worst[1]}",
-            "undelivered": undelivered, "arrival_unknown": unknown})
-    return rows
-
-
-def late_deliveries(chaos: Chaos, writer: Writer, arrivals: dict[tuple[str, str], tuple[float, str]],
-                    final: dict[str, set[str]], slack_s: float) -> dict[str, Any]:
-    """Deliveries that landed more than `slack_s` after they could have: after the ack, or
-    for a write B missed while down after its READY, or for a write across the partition
-    after the heal. A restart or a partition explains nothing else: these are what the
-    clade was waiting for."""
-    rows: list[dict[str, Any]] = []
-    for a in writer.acked:
-        for name, ids in final.items():
-            if name == a.golem:
-                continue
-            could, why = a.acked_ms, "the ack"
-            if name == "B":
-                for killed, ready in chaos.b_down:
-                    if killed <= a.acked_ms <= ready:
-                        could, why = ready, "B's READY"
-            if chaos.partition_ms is not None and "C" in (name, a.golem):
-                held, healed = chaos.partition_ms
-                if held <= a.acked_ms <= healed and healed > could:
-                    could, why = healed, "the heal"
-            got = arrivals.get((name, a.entry_id))
-            late = None if got is None else (got[0] - could) / 1000
-            if got is not None and late is not None and late <= slack_s:
-                continue
-            ready_before = max((r for _, r in chaos.b_down if r <= a.acked_ms), default=None)
-            rows.append({
-                "writer": a.golem, "to": name, "acked_t_s": round((a.acked_ms - chaos.start_ms) / 1000, 2),
-                "could_from": why, "late_s": None if late is None else round(late, 2),
-                "via": "never" if got is None else got[1], "present_at_end": a.entry_id in ids,
-                "acked_after_b_ready_s": (round((a.acked_ms - ready_before) / 1000, 2)
-                                          if a.golem == "B" and ready_before is not None else None)})
-    rows.sort(key=lambda r: r["acked_t_s"])
-    return {"count": len(rows), "slack_s": slack_s, "by_route": dict(Counter(f"{r['writer']}->{r['to']}"
-                                                                              for r in rows)),
-            "rows": rows[:20]}
-
-
-def timeline(events: Events, golems: dict[str, Golem], backlog: set[str], fault_ms: float, end_ms: float,
-             cap: int) -> list[dict[str, Any]]:
-    """The events from 1 s before the last fault's end to `end_ms` that say how the clade got
-    back together: links, pulls, and arrivals by sync or of a held-back id (not the tail's
-    gossip); times in s from the fault's end, as the bench received them."""
-    start_ms = fault_ms - 1000
-    names = {g.peer_id: n for n, g in golems.items()}
-    rows: list[dict[str, Any]] = []
-    for at, name, run, event, data in events.all():
-        if not start_ms <= at <= end_ms or event not in TIMELINE_EVENTS:
-            continue
-        peer = names.get(str(data.get("peer_id") or data.get("from")), "?")
-        if event == "entries_received":
-            held = [i for i in data.get("ids", ()) if i in backlog]
-            if data.get("via") != "sync" and not held:
-                continue
-            what = f"{data.get('entries')} entries from {peer} via {data.get('via')} ({len(held)} held back)"
-        elif event == "sync_complete":
-            what = f"pull from {peer}: {data.get('applied')} ops, {data.get('rounds')} rounds, {data.get('seconds')} s"
-        else:
-            what = f"{peer}" + (f" ({data['reason']})" if "reason" in data else "")
-        rows.append({"t_s": round((at - fault_ms) / 1000, 2), "golem": name, "run": run, "event": event,
-                     "what": what})
-    return rows[:cap]
 
 
 def run_scenario(root: Path, label: str, env: dict[str, str], args: argparse.Namespace) -> dict[str, Any]:
@@ -657,73 +370,6 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     return res
 
 
-def _s(x: float | None) -> str:
-    return "never" if x is None else f"{x:.2f} s"
-
-
-def scenario_rows(label: str, r: dict[str, Any]) -> list[tuple[str, str]]:
-    title = {"timer_30s": "anti-entropy timer 30 s (default)", "timer_off": "timer off (3600 s)"}[label]
-    if "recovery" not in r:
-        return [(f"## {title}", ""), ("did not run to the end", "see failed")]
-    ch, rec = r["chaos"], r["recovery"]
-    acked = ", ".join(f"{n} {k}" for n, k in ch["acked_by"].items())
-    rows = [
-        (f"## {title}", ""),
-        ("clade connected / warm-up", f"{r['connect_s']:.1f} s / {r['warmup_s']:.1f} s"),
-        ("writes offered / acknowledged / failed",
-         f"{ch['offered']} / {ch['acked']} ({acked}) / {ch['failed_writes']} (B down or killed mid-request)"),
-        ("write HTTP p50 / p99 / max", f"{ch['write_http_ms']['p50']:.0f} / {ch['write_http_ms']['p99']:.0f} / "
-                                       f"{ch['write_http_ms']['max']:.0f} ms"),
-        ("faults", "; ".join(f"{f['t_s']:.1f} s {f['what']}" + (f" ({f['launch_to_ready_s']:.1f} s)"
-                                                                 if "launch_to_ready_s" in f else "")
-                             for f in ch["faults"])),
-        ("last fault / chaos over", f"{ch['last_fault']} at t={ch['last_fault_t_s']:.1f} s / faults and writes "
-                                    f"over at t={ch['chaos_end_t_s']:.1f} s"),
-        ("missing at the last fault, by writer", json.dumps(rec["missing_at_last_fault"])),
-        ("links at the last fault", json.dumps(rec["peers_at_last_fault"])),
-        ("missing at the chaos' end, by writer", json.dumps(rec["missing_at_chaos_end"])),
-        ("links at the chaos' end", json.dumps(rec["peers_at_chaos_end"])),
-        ("after the last fault: all links up", _s(rec["all_connected_s"])),
-        ("after the last fault: held-back ids everywhere",
-         f"{_s(rec['backlog_everywhere_s'])} ({rec['backlog_ids']} ids; by golem "
-         + ", ".join(f"{n} {_s(v)}" for n, v in rec["backlog_by_golem_s"].items()) + ")"),
-        ("after the last fault: CONVERGED", f"{_s(rec['converged_after_last_fault_s'])} "
-                                            f"(goal {GOAL_S:g} s: {'met' if rec['within_goal'] else 'MISSED'})"),
-        ("after the chaos' end: converged", _s(rec["converged_after_chaos_end_s"])),
-        ("lost acknowledged writes (on no golem)", str(rec["lost"])),
-        ("undelivered when the wait ended", f"{rec['undelivered']}" + (
-            f" (by golem, by writer: {json.dumps(rec['undelivered_by_writer'])})" if rec["undelivered"] else "")),
-        ("shared digests equal", str(rec["digests_equal"])),
-        ("others' share of the machine / load", f"{r['host']['other_share_of_machine']:.0%} / "
-                                                f"{r['host']['loadavg_1m']}"),
-    ]
-    rows.append(("per fault end (from the events)", "outstanding deliveries then; all landed after"))
-    for f in r["per_fault"]:
-        landed = _s(f["all_landed_after_s"]) if f["all_landed_after_s"] is not None else (
-            f"not all: {f['undelivered']} undelivered, {f['arrival_unknown']} arrival unknown")
-        rows.append((f"  t={f['t_s']:.1f} s {f['what']}",
-                     f"{f['outstanding']} of {f['acked_before']} ids x 3; {landed}"
-                     + (f" (last: {f['last']})" if f["last"] else "")))
-    late = r["late"]
-    rows.append((f"late deliveries (> {late['slack_s']:g} s after they could land)",
-                 f"{late['count']}" + (f", writer->golem {json.dumps(late['by_route'])}" if late["count"] else "")))
-    for x in late["rows"]:
-        after_ready = (f", {x['acked_after_b_ready_s']:.2f} s after B's READY"
-                       if x["acked_after_b_ready_s"] is not None else "")
-        rows.append((f"  {x['writer']}'s write at t={x['acked_t_s']:.1f} s -> {x['to']}",
-                     (f"{x['late_s']:.2f} s after {x['could_from']}" if x["late_s"] is not None else "never")
-                     + f" via {x['via']}{after_ready}"))
-    for name, counters in (("A", r["counters"]["A"]), ("B (all runs)", r["counters_b_all_runs"]),
-                           ("C", r["counters"]["C"])):
-        rows.append((f"counters {name}", ", ".join(f"{k}={v}" for k, v in counters.items() if v) or "none"))
-    if ch["notes"]:
-        rows.append(("notes", "; ".join(ch["notes"])))
-    rows.append(("timeline after the last fault", "" if r["timeline"] else "nothing"))
-    for e in r["timeline"]:
-        rows.append((f"  {e['t_s']:+.2f} s {e['golem']}", f"{e['event']}: {e['what']}"))
-    return rows
-
-
 def report(res: dict[str, Any]) -> None:
     rows = machine_rows(res["machine"])
     rows.append(("load average start / end", f"{res['machine']['loadavg_start']} / {res['loadavg_end']}"))
@@ -759,11 +405,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    with workdir(args.out, "clade-bench-recovery-") as root:
-        res = run(args, root)
-    report(res)
-    emit("recovery", res)
-    return 1 if res["failed"] else 0
+    return main_in_workdir("recovery", args, run, report, "clade-bench-recovery-")
 
 
 if __name__ == "__main__":

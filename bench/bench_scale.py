@@ -55,6 +55,7 @@ from typing import Any
 
 from bench.common import HostLoad, machine_info, print_table, progress
 from bench.common.report import emit
+from bench.common.seed import seed_entry
 from bench.common.stats import mean_interval, percentile
 from crdt import CausalContext, Delta, Kind, RemoteProtocolError
 from crdt.codec import decode_delta, encode_delta
@@ -228,7 +229,7 @@ class Sim:
     def write(self, g: Golem, text: str) -> None:
         """`g` writes a warning; its crossing ops are sealed and published to its mesh."""
         t0 = time.process_time()
-        g.store.remember(NewEntry(kind=Kind.WARNING, content=text, confidence=0.8), identity=g.identity)
+        seed_entry(g.store, NewEntry(kind=Kind.WARNING, content=text, confidence=0.8), g.identity)
         top = g.store.local_top(g.peer_id)
         ops = g.store.ops_of(g.peer_id, g.published_seq)
         gate = g.store.sync_gate(g.peer_id, {op.entry_id for op in ops})

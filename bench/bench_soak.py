@@ -50,231 +50,23 @@ import sqlite3
 import subprocess
 import threading
 import time
-from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from bench.common.machine import HostLoad, db_size, machine_info
-from bench.common.report import emit, print_table, progress, workdir
+from bench.common.machine import HostLoad, machine_info
+from bench.common.report import main_in_workdir, print_table, progress
+from bench.common.stats import slope_per_hour
+from bench.soak.load import Load, Tally, now
+from bench.soak.samples import Sampler
 from daemon.testing.harness import CLADE, Golem, LoopbackClade
 from daemon.testing.styx_server import StyxServer
 
 TOKEN = "soak-api-token-" + "5" * 32
 SECRET_TEXT = "soak-sensitive-marker: the vault passphrase is lilac-orbit-7731"
 STYX_TOKEN = "soak-styx-token"
-
-
-def now() -> float:
-    return time.monotonic()
-
-
-# -- the load ----------------------------------------------------------------------------------
-
-
-@dataclass
-class Ack:
-    golem: str
-    entry_id: str
-    kind: str
-    at: float
-
-
-@dataclass
-class Tally:
-    """Every request's outcome, and every acknowledged write."""
-
-    outcomes: Counter[str] = field(default_factory=Counter)
-    refusals: Counter[str] = field(default_factory=Counter)
-    server_errors: list[str] = field(default_factory=list)
-    timeouts: list[str] = field(default_factory=list)
-    acks: list[Ack] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def record(self, golem: str, route: str, res: httpx.Response | None, error: str | None = None) -> None:
-        with self.lock:
-            if res is None:
-                kind = "timeout" if error and "timed out" in error.lower() else "unreachable"
-                self.outcomes[kind] += 1
-                if kind == "timeout":
-                    self.timeouts.append(f"{golem} {route}: {error}"[:200])
-                return
-            if res.status_code < 400:
-                self.outcomes["ok"] += 1
-            elif res.status_code >= 500 and res.status_code not in (503, 507):
-                self.outcomes["server_error"] += 1
-                self.server_errors.append(f"{golem} {route}: {res.status_code} {res.text[:160]}")
-            elif res.status_code in (503, 507):
-                self.outcomes["refused"] += 1
-                try:
-                    reason = str(res.json().get("error"))
-                except ValueError:
-                    reason = "(no JSON body)"
-                self.refusals[f"{res.status_code} {reason}"] += 1
-            else:
-                self.outcomes[f"client_error_{res.status_code}"] += 1
-
-
-class Load:
-    """A golem's realistic rates, one thread per golem plus bursts and backups."""
-
-    def __init__(self, golems: Sequence[Golem], args: argparse.Namespace, tally: Tally) -> None:
-        self.golems = list(golems)
-        self.args = args
-        self.tally = tally
-        self.down: set[str] = set()
-        self.stop = threading.Event()
-        self.rng = random.Random(args.seed)
-        self.serial = 0
-        self.lock = threading.Lock()
-        self.threads: list[threading.Thread] = []
-
-    def text(self, kind: str, golem: str) -> str:
-        with self.lock:
-            self.serial += 1
-            n = self.serial
-        topic = self.rng.choice(["Uniswap v3 pool", "Aave market", "Curve gauge", "GMX vault", "Balancer pool"])
-        chain = self.rng.choice(["Arbitrum", "Base", "Optimism", "Ethereum", "Polygon"])
-        return f"{kind} {n} from {golem}: {topic} on {chain} moved {self.rng.randint(2, 999)} bps at block {n * 7919}"
-
-    def request(self, golem: Golem, method: str, path: str, *, timeout: float | None = None,
-                **kw: Any) -> httpx.Response | None:
-        if golem.name in self.down:
-            return None
-        try:
-            with golem.open_client(timeout=timeout or self.args.request_timeout) as client:
-                res = client.request(method, path, **kw)
-        except httpx.TimeoutException as exc:
-            self.tally.record(golem.name, path, None, f"timed out: {exc}")
-            return None
-        except httpx.HTTPError as exc:
-            if golem.name not in self.down:
-                self.tally.record(golem.name, path, None, str(exc))
-            return None
-        self.tally.record(golem.name, path, res)
-        return res
-
-    def write(self, golem: Golem, kind: str, content: str | None = None) -> str | None:
-        res = self.request(golem, "POST", "/v1/memory",
-                           json={"content": content or self.text(kind, golem.name), "memory_type": kind})
-        if res is not None and res.status_code == 201:
-            entry_id = str(res.json()["id"])
-            with self.tally.lock:
-                self.tally.acks.append(Ack(golem.name, entry_id, kind, now()))
-            return entry_id
-        return None
-
-    def _golem_loop(self, golem: Golem, seed: int) -> None:
-        rng = random.Random(seed)
-        next_write = now() + rng.expovariate(self.args.writes_per_min / 60)
-        next_read = now() + rng.uniform(0, self.args.read_every)
-        reads = 0
-        while not self.stop.is_set():
-            due = min(next_write, next_read)
-            if self.stop.wait(max(0.0, due - now())):
-                return
-            if now() >= next_write:
-                self.write(golem, rng.choice(["insight", "warning", "fact", "heuristic", "warning"]))
-                next_write = now() + rng.expovariate(self.args.writes_per_min / 60)
-            if now() >= next_read:
-                reads += 1
-                query = rng.choice(["pool drained", "oracle stale", "gas spike", "liquidity moved", "bps at block"])
-                if reads % 2:
-                    self.request(golem, "POST", "/v1/memory/search", json={"query": query, "top_k": 5})
-                else:
-                    self.request(golem, "POST", "/v1/digest", json={"query": query, "budget_tokens": 600})
-                next_read = now() + self.args.read_every
-
-    def _extras_loop(self) -> None:
-        next_burst = now() + self.args.burst_every
-        next_backup = now() + self.args.backup_every / 2
-        while not self.stop.is_set():
-            if self.stop.wait(max(0.0, min(next_burst, next_backup) - now())):
-                return
-            up = [g for g in self.golems if g.name not in self.down]
-            if not up:
-                continue
-            if now() >= next_burst:
-                golem = self.rng.choice(up)
-                for _ in range(50):
-                    self.write(golem, "warning")
-                next_burst = now() + self.args.burst_every
-            if now() >= next_backup:  # it waits for the vault upload (up to max(60 s, [styx] timeout_s))
-                self.request(self.rng.choice(up), "POST", "/v1/backup", timeout=90.0)
-                next_backup = now() + self.args.backup_every
-
-    def start(self) -> None:
-        for i, golem in enumerate(self.golems):
-            t = threading.Thread(target=self._golem_loop, args=(golem, self.args.seed * 100 + i), daemon=True)
-            t.start()
-            self.threads.append(t)
-        t = threading.Thread(target=self._extras_loop, daemon=True)
-        t.start()
-        self.threads.append(t)
-
-    def close(self) -> None:
-        self.stop.set()
-        for t in self.threads:
-            t.join(timeout=self.args.request_timeout + 5)
-
-
-# -- samples -----------------------------------------------------------------------------------
-
-
-def proc_figures(pid: int) -> dict[str, float]:
-    status = Path(f"/proc/{pid}/status").read_text()
-    fields = {line.split(":")[0]: line.split(":")[1].strip() for line in status.splitlines() if ":" in line}
-    return {"rss_mib": int(fields["VmRSS"].split()[0]) / 1024, "threads": float(fields["Threads"]),
-            "fds": float(len(os.listdir(f"/proc/{pid}/fd")))}
-
-
-@dataclass
-class Sampler:
-    golems: Sequence[Golem]
-    load: Load
-    every: float
-    samples: dict[str, list[dict[str, float]]] = field(default_factory=dict)
-    restarts: dict[str, float] = field(default_factory=dict)
-    stop: threading.Event = field(default_factory=threading.Event)
-
-    def sample(self, t0: float) -> None:
-        for golem in self.golems:
-            if golem.name in self.load.down or not golem.running:
-                continue
-            try:
-                figures = proc_figures(golem.pid)
-            except (OSError, KeyError):
-                continue
-            figures["t_s"] = now() - t0
-            figures["store_mib"] = db_size(golem.data.db_path) / 2**20
-            try:
-                status = golem.call("GET", "/v1/status")
-                styx = status.get("styx") or {}
-                figures["outbox"] = float(styx.get("queue_depth", 0) or 0)
-            except (RuntimeError, httpx.HTTPError, ValueError):
-                pass
-            self.samples.setdefault(golem.name, []).append(figures)
-
-    def run(self, t0: float) -> None:
-        while not self.stop.wait(self.every):
-            self.sample(t0)
-
-
-def slope_per_hour(points: Sequence[tuple[float, float]]) -> float | None:
-    """Least-squares slope of value over time, per hour, as % of the mean value."""
-    if len(points) < 3:
-        return None
-    n = len(points)
-    mt = sum(t for t, _ in points) / n
-    mv = sum(v for _, v in points) / n
-    den = sum((t - mt) ** 2 for t, _ in points)
-    if den == 0 or mv == 0:
-        return None
-    slope = sum((t - mt) * (v - mv) for t, v in points) / den
-    return round(slope * 3600 / mv * 100, 2)
 
 
 # -- faults ------------------------------------------------------------------------------------
@@ -464,6 +256,13 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         threading.Thread(target=sampler.run, args=(t0,), daemon=True).start()
         sampler.sample(t0)
         last_end = t0
+
+        def back_up(victim: Golem, **start: Any) -> None:
+            """Start a stopped golem again and put it back under the load; note when (for the slopes)."""
+            clade.start(victim, env=envs.get(victim.name), timeout=args.start_timeout, **start)
+            load.down.discard(victim.name)
+            sampler.restarts[victim.name] = now() - t0
+
         for name, at, duration in schedule(total):
             wait = t0 + at - now()
             if wait > 0:
@@ -476,9 +275,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                 logs.setdefault("g2", []).extend(victim.stderr_lines)
                 load.down.add("g2")
                 victim.stop(signal.SIGKILL)
-                clade.start(victim, bootstrap=[g["g0"]], env=envs.get("g2"), timeout=args.start_timeout)
-                load.down.discard("g2")
-                sampler.restarts["g2"] = now() - t0
+                back_up(victim, bootstrap=[g["g0"]])
                 end = now()
                 record["recovered_s"] = probe(load, victim, [x for x in others if x is not victim], timeout=120)
             elif name == "partition":
@@ -515,9 +312,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                         victim.stop()  # reap it and close its pipe
                     time.sleep(duration)  # the fault lasts this long
                     volume.remount("rw")
-                    clade.start(victim, env=envs.get("g0"), timeout=args.start_timeout)
-                    load.down.discard("g0")
-                    sampler.restarts["g0"] = now() - t0
+                    back_up(victim)
                 end = now()
                 record["recovered_s"] = probe(load, victim, [x for x in others if x is not victim], timeout=120)
             elif name == "clock":
@@ -736,11 +531,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    with workdir(args.out, "clade-bench-soak-") as root:
-        res = run(args, root)
-    report(res)
-    emit("soak", res)
-    return 1 if res["failed"] else 0
+    return main_in_workdir("soak", args, run, report, "clade-bench-soak-")
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ from bench.common import (
 )
 from bench.common.machine import db_size, dir_size
 from bench.common.report import add_common_args, at_least, disk_row, main_in_workdir
+from bench.common.seed import seed_entries, seed_entry
 from crypto import Identity
 from daemon.grimoire import Episode, EpisodeLog, Grimoire, NewEntry
 from daemon.grimoire.episodes import EMBEDDING_DIM
@@ -58,7 +59,7 @@ def bench_remember_single(path: Path, news: Sequence[NewEntry]) -> dict[str, Any
     progress(f"[1/4] remember(): {len(news):,} entries, one transaction each -> {path.name}")
     with Grimoire.open(path, create=True) as store:
         t0 = time.perf_counter()
-        calls = (partial(store.remember, n, identity=IDENTITY) for n in news)
+        calls = (partial(seed_entry, store, n, IDENTITY) for n in news)
         lat = timed_calls(calls, 5_000, "remember", len(news))
         seconds = time.perf_counter() - t0
         store.checkpoint()
@@ -73,7 +74,7 @@ def bench_remember_many(path: Path, news: Sequence[NewEntry], batch: int) -> dic
     batches = [news[i : i + batch] for i in range(0, len(news), batch)]
     with Grimoire.open(path, create=True) as store:
         t0 = time.perf_counter()
-        calls = (partial(store.remember_many, b, identity=IDENTITY) for b in batches)
+        calls = (partial(seed_entries, store, b, IDENTITY) for b in batches)
         lat = timed_calls(calls, max(1, len(batches) // 5), f"remember_many({batch})", len(batches))
         seconds = time.perf_counter() - t0
         store.checkpoint()

@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import random
 import subprocess
@@ -65,10 +64,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.bench_clade import Api, Watch, content, paced
-from bench.common import HostLoad, dist, emit, machine_info, machine_rows, out, print_table, progress, workdir
+from bench.common import HostLoad, dist, machine_info, out, progress
+from bench.common.clade import Api, Watch, content, paced
 from bench.common.machine import CLK_TCK, proc_cpu_ticks, proc_status_kib
-from bench.common.report import checks_rows
+from bench.common.report import main_in_workdir
+from bench.strangers.report import print_phase, report
 from bench.strangers_worker import (
     KINDS,
     PUBSUB_MARKERS,
@@ -327,22 +327,6 @@ def phase_failures(name: str, res: dict[str, Any], a: Golem, b: Golem) -> list[s
     return failed
 
 
-def print_phase(name: str, r: dict[str, Any]) -> None:
-    p = r["propagation"]
-    line = (f"  {name:<9} warn p50 {p['warning_ms']['p50']:>6.1f} p99 {p['warning_ms']['p99']:>6.1f}  "
-            f"probe p50 {p['probe_ms']['p50']:>5.1f} p99 {p['probe_ms']['p99']:>6.1f}  A cpu {r['a_cpu_pct']:>5.1f}%  "
-            f"B cpu {r['b_cpu_pct']:>5.1f}%  others {r['host']['other_share_of_machine']:.0%}")
-    if r["kind"] is not None:
-        c = r["clients"]
-        line += (f"\n  {'':<9} offered {r['offered_per_s']:>6.1f}/s  shed {r['shed_per_s']:>6.1f}/s  "
-                 f"A {r['a_cpu_us_per_conn_gross']:>6} us/conn gross, {r['a_cpu_us_per_conn_net']:>6} net  "
-                 f"client {c['client_cpu_ms_per_conn']} ms/conn  open max {c['open_max']:g} (A fds max "
-                 f"{r['sampled']['fds_max']})  latency x{r['latency_ratio']}")
-        line += f"\n  {'':<9} A counters {r['a_counters_delta']}; replies {c['replies']}; errors {c['errors']}; " \
-                f"streams from A {c['inbound_streams']}"
-    out(line)
-
-
 def client_costs(ctx: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     """Client CPU per garbage-hello connection: the lean dialer vs a full host per identity (one
     worker each, the daemon's CPU not measured here)."""
@@ -507,62 +491,6 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     return res
 
 
-def report(res: dict[str, Any]) -> None:
-    rows = machine_rows(res["machine"])
-    rows.append(("load average start / end", f"{res['machine']['loadavg_start']} / {res['loadavg_end']}"))
-    phases = res["phases"]
-    base = phases.get("baseline")
-    if base is not None:
-        p = base["propagation"]
-        rows += [("## baseline (A -> B, no strangers)", ""),
-                 ("warnings / probes", f"{p['count']} each at {p['rate']:g}/s over {base['seconds']:g} s"),
-                 ("warning p50 / p99", f"{p['warning_ms']['p50']:.1f} / {p['warning_ms']['p99']:.1f} ms"),
-                 ("probe p50 / p99", f"{p['probe_ms']['p50']:.1f} / {p['probe_ms']['p99']:.1f} ms"),
-                 ("A CPU", f"{base['a_cpu_pct']:.1f}% of a core "
-                           f"({base['a_cpu_s']:.2f} s over {base['window_s']:.1f} s)"),
-                 ("others' share of the machine", f"{base['host']['other_share_of_machine']:.0%} "
-                                                  f"(load {base['host']['loadavg_1m']})")]
-    for kind in KINDS:
-        r = phases.get(kind)
-        if r is None:
-            continue
-        c, p = r["clients"], r["propagation"]
-        rows += [(f"## storm: {kind} ({r['seconds']:g} s, {c['workers']} worker processes)", ""),
-                 ("strangers offered / shed per s", f"{r['offered_per_s']:.1f} / {r['shed_per_s']:.1f} "
-                                                    f"({c['attempted']:g} dials, {c['connected']:g} handshakes, "
-                                                    f"A shed {r['shed']})"),
-                 ("A counters", json.dumps(r["a_counters_delta"])),
-                 ("A CPU per shed connection", f"{r['a_cpu_us_per_conn_gross']} us gross, "
-                                               f"{r['a_cpu_us_per_conn_net']} us net of the baseline"),
-                 ("A / B CPU", f"{r['a_cpu_pct']:.1f}% / {r['b_cpu_pct']:.1f}% of a core"),
-                 ("warning p50 / p99", f"{p['warning_ms']['p50']:.1f} / {p['warning_ms']['p99']:.1f} ms "
-                                       f"(x{r['latency_ratio']['warning_p50']} / x{r['latency_ratio']['warning_p99']}"
-                                       f" the baseline)"),
-                 ("probe p50 / p99", f"{p['probe_ms']['p50']:.1f} / {p['probe_ms']['p99']:.1f} ms "
-                                     f"(x{r['latency_ratio']['probe_p50']} / x{r['latency_ratio']['probe_p99']})"),
-                 ("A RSS before / after / max", f"{r['rss_mib_before']} / {r['rss_mib_after']} / "
-                                                f"{r['sampled']['rss_mib_max']} MiB"),
-                 ("A open fds before / after / max",
-                  f"{r['fds_before']} / {r['fds_after']} / {r['sampled']['fds_max']}"),
-                 ("GET /v1/peers entries before / after / max",
-                  f"{r['peers_before']} / {r['peers_after']} / {r['sampled']['peers_max']}"),
-                 ("client: CPU per connection, open at once", f"{c['client_cpu_ms_per_conn']} ms, {c['open_max']:g}"),
-                 ("client: handshake p50 by worker", f"{c['handshake_ms_p50_by_worker']} ms"),
-                 ("client: time A kept it, p50 by worker", f"{c['held_ms_p50_by_worker']} ms"),
-                 ("client: replies / errors", f"{c['replies']} / {c['errors']}"),
-                 ("streams A opened to strangers", json.dumps(c["inbound_streams"])),
-                 ("others' share of the machine", f"{r['host']['other_share_of_machine']:.0%} "
-                                                  f"(load {r['host']['loadavg_1m']})")]
-    cc = res.get("client_costs")
-    if cc:
-        rows.append(("## client cost (garbage hello, 1 process x 4 loops)", ""))
-        for client, label in (("lean", "raw TCP + TransportUpgrader"), ("host", "a build_host per identity")):
-            x = cc[client]
-            rows.append((label, f"{x['client_cpu_ms_per_conn']} ms CPU per connection, {x['per_s']}/s"))
-    rows += checks_rows(res)
-    print_table(rows, cap=48)
-
-
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.bench_strangers", description=__doc__.split("\n\n")[0])
     p.add_argument("--seconds", type=float, default=12.0, help="per storm at most (default 12; see --budget)")
@@ -606,11 +534,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.worker is not None:
         return run_worker(args)
-    with workdir(args.out, "clade-bench-strangers-") as root:
-        res = run(args, root)
-    report(res)
-    emit("strangers", res)
-    return 1 if res["failed"] else 0
+    return main_in_workdir("strangers", args, run, report, "clade-bench-strangers-")
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ from bench.common import Generator, Sections, machine_info, machine_rows, print_
 from bench.common.daemon import CLADE, Daemon
 from bench.common.machine import finish
 from bench.common.report import add_common_args, at_least, main_in_workdir, not_empty, section_rows
+from bench.common.seed import seed_entry
 from bench.common.stats import summary
 from crdt import Kind
 from crypto import Identity
@@ -64,7 +65,7 @@ def outbox_overhead(work: Path, writes: int, gen: Generator) -> dict[str, Any]:
         try:
             for text in texts:
                 t0 = time.perf_counter()
-                store.remember(NewEntry(kind=Kind.WARNING, content=text), identity=me)
+                seed_entry(store, NewEntry(kind=Kind.WARNING, content=text), me)
                 samples.append(time.perf_counter() - t0)
             queued = store.connection.execute("SELECT count(*) FROM styx_outbox").fetchone()[0]
         finally:

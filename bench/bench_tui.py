@@ -165,8 +165,8 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         progress(f"arrival: {res['arrival_ms']}")
         res["quit_status"] = term.quit()
     finally:
-        for t in terms:
-            t.kill()
+        for terminal in terms:
+            terminal.kill()
         clade.close()
     res["failed"] = [] if res.get("quit_status") == 0 else ["clade tui did not quit with status 0"]
     res["total_seconds"] = round(time.perf_counter() - started, 1)

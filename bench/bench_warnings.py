@@ -24,7 +24,6 @@ results.ratio_cpu_median, results.code ("index" | "scan"), host load.
 from __future__ import annotations
 
 import argparse
-import inspect
 import statistics
 import tempfile
 import time
@@ -39,11 +38,11 @@ native_threads.pin()  # one OpenBLAS thread, as in `clade run` (before numpy loa
 import numpy as np
 
 from bench.common import HostLoad, emit, machine_info, out, progress
+from bench.common.seed import seed_warning, warning_index_supported
 from crdt import Kind
 from crypto import Identity
 from daemon.embedding.embedder import EmbeddingInfo
 from daemon.grimoire import Grimoire, NewEntry
-from daemon.grimoire.crossing import remember_warning
 
 INFO = EmbeddingInfo(model="bench", model_version="1", preprocess_hash="b", dim=384)
 DAY_MS = 86_400_000
@@ -51,7 +50,8 @@ T0 = 1_800_000_000_000
 
 
 def _unit(v: np.ndarray) -> np.ndarray:
-    return (v / np.linalg.norm(v)).astype(np.float32)
+    unit: np.ndarray = (v / np.linalg.norm(v)).astype(np.float32)
+    return unit
 
 
 def one_round(root: Path, count: int, window: int, seed: int) -> dict[str, Any]:
@@ -59,9 +59,8 @@ def one_round(root: Path, count: int, window: int, seed: int) -> dict[str, Any]:
     clock = {"now": T0}
     me = Identity(rng.bytes(32))
     store = Grimoire.open(root / f"w{seed}.db", create=True, wall_ms=lambda: clock["now"])
-    indexed = "index" in inspect.signature(remember_warning).parameters
-    extra: dict[str, Any] = {}
-    if indexed:
+    index = None
+    if warning_index_supported():
         from daemon.grimoire.vectors import VectorIndex
 
         vindex = VectorIndex(INFO)
@@ -70,7 +69,7 @@ def one_round(root: Path, count: int, window: int, seed: int) -> dict[str, Any]:
             vindex.refresh(s)
             return vindex
 
-        extra["index"] = refreshed
+        index = refreshed
     written: list[tuple[str, np.ndarray]] = []
     stamps: list[tuple[float, float]] = []  # (process CPU, wall) after each write
     held = 0
@@ -86,8 +85,8 @@ def one_round(root: Path, count: int, window: int, seed: int) -> dict[str, Any]:
                 if rng.random() < 1 / 3:
                     text += f" at {rng.integers(1, 500)} gwei"
                 vector = _unit(rng.normal(size=INFO.dim))
-            _, similarity = remember_warning(store, NewEntry(kind=Kind.WARNING, content=text), me, vector=vector,
-                                             info=INFO, now_ms=clock["now"], **extra)
+            _, similarity = seed_warning(store, NewEntry(kind=Kind.WARNING, content=text), me, vector=vector,
+                                         info=INFO, now_ms=clock["now"], index=index)
             held += similarity is not None
             written.append((text, vector))
             stamps.append((time.process_time(), time.perf_counter()))
@@ -111,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seed", type=int, default=1)
     args = p.parse_args(argv)
-    code = "index" if "index" in inspect.signature(remember_warning).parameters else "scan"
+    code = "index" if warning_index_supported() else "scan"
     host = HostLoad()
     rounds = []
     t0 = time.monotonic()

@@ -173,6 +173,24 @@ class Endpoint:
             raise Unreachable(f"cannot reach the daemon on {path}: no such socket; is it running?")
         return (httpx.HTTPTransport() if path is None else httpx.HTTPTransport(uds=str(path))), base, headers
 
+    def http_client(self, *, timeout_s: float | None = 120.0) -> httpx.Client:
+        """A new synchronous httpx client on this endpoint, undecoded (the caller closes it): for
+        callers that read statuses or streams themselves (the test harness, the benches).
+        `timeout_s` None waits forever (an event stream). Raises `Unreachable`."""
+        transport, base, headers = self.sync_transport()
+        return httpx.Client(transport=transport, base_url=base, headers=headers, timeout=timeout_s)
+
+    def async_http_client(self, *, timeout_s: float | None = 120.0,
+                          connections: int | None = None) -> httpx.AsyncClient:
+        """A new asynchronous httpx client on this endpoint, undecoded (the caller closes it);
+        `connections` caps its pool (and its kept-alive connections) when given. Raises `Unreachable`."""
+        path, base, headers = self._resolved()
+        limits = (httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+                  if connections is not None else httpx.Limits())
+        transport = (httpx.AsyncHTTPTransport(limits=limits) if path is None
+                     else httpx.AsyncHTTPTransport(uds=str(path), limits=limits))
+        return httpx.AsyncClient(transport=transport, base_url=base, headers=headers, timeout=timeout_s)
+
 
 TransportFactory = Callable[[], tuple[httpx.AsyncBaseTransport, str, dict[str, str]]]
 
@@ -195,8 +213,7 @@ class DaemonClient:
         return self.endpoint.socket
 
     def _open(self) -> httpx.Client:
-        transport, base, headers = self.endpoint.sync_transport()
-        return httpx.Client(transport=transport, base_url=base, headers=headers, timeout=self._timeout)
+        return self.endpoint.http_client(timeout_s=self._timeout)
 
     def __enter__(self) -> DaemonClient:
         if self._client is None:

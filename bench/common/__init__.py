@@ -1,21 +1,31 @@
-"""The benchmarks' shared harness: workloads, statistics, machine information, reports.
+"""The benchmarks' shared harness: every bench is a scenario on it.
 
 - `workload`: the seeded DeFi-flavoured `Generator` (entries, entry bodies, episodes,
   queries) and the query/text helpers every bench draws its data from;
-- `stats`: percentiles, latency / rate / size summaries, timing helpers;
+- `ops`: the seeded CRDT op workload of four signing replicas (bench_crdt, bench_micro);
+- `seed`: every direct write a bench makes into a Grimoire (`seed_entry`, `seed_entries`,
+  `seed_warning`), so a change of the store's write door is adapted in one file;
+- `stats`: percentiles, latency / rate / size summaries, intervals, slopes, timing helpers;
 - `machine`: `machine_info` (CPU model, cores, kernel, versions, memory, load, disk, git
   HEAD), other processes' CPU during a section (`Sections`, `HostLoad`), /proc readers;
 - `report`: progress lines, aligned tables, the work directory, a bench's `main`
   (`main_in_workdir`), and `emit`;
 - `daemon`: one `clade run` subprocess with a fake `$NOTIFY_SOCKET`, and /proc samples of
-  it (bench_api, bench_recall_daemon; bench_clade uses `daemon.testing.harness`);
+  it (bench_api, bench_recall_daemon, bench_styx, bench_locomo);
+- `drive`: request drivers against one `Daemon` (sequential, concurrent, a status probe);
+- `clade`: a loopback clade of `daemon.testing.harness` golems driven from threads (kept
+  `daemon.client.DaemonClient`s per golem, pacing, deliveries, embedders drained, daemon CPU;
+  bench_clade, bench_strangers, bench_recovery);
+- `rusage`: a measured step in a child process (RSS sampled, peak RSS and CPU from wait4);
 - `profile`: py-spy recordings of running daemons and a summary of where their CPU went
   (ours against py-libp2p, trio, the model…; bench_clade `--profile DIR`);
 - `vectors`: the recall benches' stores of generated entries with perturbed real
   embeddings, and their RSS probe (bench_recall, bench_recall_options).
 
-`daemon`, `profile` and `vectors` are imported by name (they pull in httpx, numpy): the package itself
-imports only what every bench needs.
+Every API client is `daemon/client.py`'s (`DaemonClient`, or an `Endpoint`'s undecoded httpx
+client where a bench reads statuses itself). `daemon`, `drive`, `clade`, `ops`, `seed`,
+`profile` and `vectors` are imported by name (they pull in httpx, numpy, the daemon): the
+package itself imports only what every bench needs.
 
 The result document
 -------------------

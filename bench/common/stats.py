@@ -19,6 +19,7 @@ __all__ = [
     "percentile",
     "rate_summary",
     "size_summary",
+    "slope_per_hour",
     "summary",
     "timed",
     "timed_calls",
@@ -130,7 +131,7 @@ def mean_interval(values: Iterable[float | None]) -> dict[str, float | int | Non
 def paired(differences: Iterable[float | None]) -> dict[str, float | int | None]:
     """Mean of per-seed paired `differences`, its 95 % t-interval (exact t quantile) and the
     two-sided p-value of a paired t-test against 0: {mean, lo, hi, n, p}. None and NaN skipped."""
-    from scipy import stats as scipy_stats
+    from scipy import stats as scipy_stats  # type: ignore[import-untyped]  # no stubs in the venv
 
     xs = [v for v in differences if v is not None and not math.isnan(v)]
     if len(xs) < 2:
@@ -154,3 +155,17 @@ def holm(pvalues: dict[str, float | None]) -> dict[str, float | None]:
         running = max(running, min(1.0, (m - j) * p))
         out[name] = running
     return out
+
+
+def slope_per_hour(points: Sequence[tuple[float, float]]) -> float | None:
+    """Least-squares slope of value over time, per hour, as % of the mean value."""
+    if len(points) < 3:
+        return None
+    n = len(points)
+    mt = sum(t for t, _ in points) / n
+    mv = sum(v for _, v in points) / n
+    den = sum((t - mt) ** 2 for t, _ in points)
+    if den == 0 or mv == 0:
+        return None
+    slope = sum((t - mt) * (v - mv) for t, v in points) / den
+    return round(slope * 3600 / mv * 100, 2)

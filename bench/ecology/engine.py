@@ -33,12 +33,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
+from bench.common.seed import seed_entry
 from crdt import EntryBody, Kind, Sensitivity, decode_delta, encode_delta, may_cross
 from crypto import Identity, signature_ok
+from daemon.embedding.embedder import Embedder
 from daemon.grimoire import Grimoire, NewEntry
 from daemon.grimoire.belief import BeliefPolicy
 from daemon.grimoire.curator.cycle import CuratorSettings, run_cycle
@@ -213,7 +215,7 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
     golems: list[Golem] = []
     for g in range(GOLEMS):
         store = Grimoire.open(root / f"golem-{g}.db", create=True, wall_ms=lambda: clock["now"])
-        retriever = Retriever(store, lambda: embedder)
+        retriever = Retriever(store, lambda: cast(Embedder, embedder))  # the surface it uses: info, embed
         retriever.trust = trust
         retriever.belief = BeliefPolicy() if arm.trust else NO_REFUTE
         golems.append(Golem(g, Identity(bytes([g + 1]) * 32), store, retriever))
@@ -237,7 +239,7 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
         new = NewEntry(kind=Kind(w.kind if w.kind != "near_copy" else "insight"), content=content or w.content,
                        confidence=w.confidence if confidence is None else confidence,
                        sensitivity=Sensitivity.SENSITIVE if w.sensitive else Sensitivity.PUBLIC)
-        entry = golems[g].store.remember(new, identity=golems[g].identity)
+        entry = seed_entry(golems[g].store, new, golems[g].identity)
         out = Written(entry.id, g, kind or w.kind, w.truth, clock["now"], new.confidence, new.content, w.topic)
         written[entry.id] = out
         return out
@@ -376,18 +378,18 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
                         if a is not b:
                             _sync(a, b, gate(a))
             step_count += 1
-            due = [w for s, w in pending_good if s <= step_count]
-            pending_good = [(s, w) for s, w in pending_good if s > step_count]
+            due = [good for s, good in pending_good if s <= step_count]
+            pending_good = [(s, good) for s, good in pending_good if s > step_count]
             if due:
                 for golem in golems:
                     golem.retriever.index_missing()
-            for w in due:
-                honest = [g for g in range(GOLEMS) if g != w.golem and not compromised(g, day) and not silent(g)]
+            for good in due:
+                honest = [g for g in range(GOLEMS) if g != good.golem and not compromised(g, day) and not silent(g)]
                 if not honest:
                     continue
                 tally.good_checked += 1
                 tally.good_everywhere += all(
-                    w.id in {i["id"] for i in _digest(golems[g], w.content, clock["now"])} for g in honest)
+                    good.id in {i["id"] for i in _digest(golems[g], good.content, clock["now"])} for g in honest)
             for golem in golems:
                 rows = int(golem.store.connection.execute("SELECT count(*) FROM entries").fetchone()[0])
                 golem.rows_fell += rows < golem.rows_seen

@@ -20,6 +20,7 @@ import numpy as np
 from bench.common import (
     progress,
 )
+from bench.common.seed import seed_entries
 from bench.common.vectors import IDENTITY, Matrix
 from bench.recall_options.options import FUSION_WEIGHTS, LABEL, MRR_DEPTH, OLD_QUERIES, REAL, RRF_K, SLUG
 from daemon.embedding.catalogue import FUSED, MINILM, MPNET
@@ -114,7 +115,7 @@ def _constant(embedder: Embedder) -> Callable[[], Embedder]:
 
 def corpus_store(path: Path, embedder: Callable[[], Embedder]) -> CorpusStore:
     store = Grimoire.open(path, create=True)
-    written = store.remember_many([e.new_entry() for e in ENTRIES], identity=IDENTITY)
+    written = seed_entries(store, [e.new_entry() for e in ENTRIES], IDENTITY)
     ids = [w.id for w in written]
     return CorpusStore(store, Retriever(store, embedder), ids, {w.id: e.key for w, e in zip(written, ENTRIES,
                                                                                             strict=True)})

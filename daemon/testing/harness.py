@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 
 from crypto import AdmissionBundle, Certificate, OwnerKey
+from daemon.client import Endpoint, Unreachable
 from daemon.datadir import DataDir
 from daemon.grimoire.store import wall_clock_ms
 
@@ -47,10 +48,8 @@ class EventLog:
         return self
 
     def _run(self, ready: threading.Event) -> None:
-        transport = httpx.HTTPTransport(uds=self.socket)
-        with contextlib.suppress(httpx.HTTPError), httpx.Client(transport=transport, base_url="http://clade",
-                                                                timeout=None) as client, \
-                client.stream("GET", "/v1/events") as res:
+        with contextlib.suppress(httpx.HTTPError, Unreachable), Endpoint(socket=Path(self.socket)).http_client(
+                timeout_s=None) as client, client.stream("GET", "/v1/events") as res:
             name = None
             for line in res.iter_lines():
                 if self._stop:

@@ -3,9 +3,10 @@
 `DaemonProcess` starts `clade --data-dir D run ARGS` (the venv's console script, so a
 PYTHONPATH checkout runs its own code), collects stderr line by line on a thread, waits for log
 lines with a timeout (`wait_for`; the ready line names the control socket), talks to the
-control API over that unix socket (`request` gives the response, `call` its JSON and raises
-on an error status), and stops it cleanly (`stop`: the signal, a wait, then SIGKILL if it
-hangs). Every error names the daemon and ends with the last lines of its stderr.
+control API over that unix socket (clients from `daemon.client.Endpoint`; `request` gives the
+response, `call` its JSON and raises on an error status), and stops it cleanly (`stop`: the
+signal, a wait, then SIGKILL if it hangs). Every error names the daemon and ends with the last
+lines of its stderr.
 `DaemonProc` is the same, started by its constructor on loopback (the tests' form).
 """
 
@@ -25,6 +26,7 @@ from typing import Any
 
 import httpx
 
+from daemon.client import Endpoint, Unreachable
 from daemon.datadir import DataDir
 
 from .notify import NotifySocket
@@ -163,11 +165,15 @@ class DaemonProcess:
         return self._client
 
     def open_client(self, timeout: float | None = None) -> httpx.Client:
-        """A new client on the control socket (the caller closes it)."""
+        """A new client on the control socket (the caller closes it). DaemonExited when there is
+        no socket (not ready yet, or gone: the daemon exited)."""
         if not self.socket:
             raise DaemonExited(f"{self.name} is not ready (no control socket yet)")
-        return httpx.Client(transport=httpx.HTTPTransport(uds=self.socket), base_url="http://clade",
-                            timeout=self.client_timeout if timeout is None else timeout)
+        try:
+            return Endpoint(socket=Path(self.socket)).http_client(
+                timeout_s=self.client_timeout if timeout is None else timeout)
+        except Unreachable as exc:
+            raise DaemonExited(f"{self.name}: {exc}; last lines: {self.stderr_tail(5)}") from None
 
     def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         """One request on this run's kept client. A GET whose kept-alive connection the server

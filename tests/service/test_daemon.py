@@ -134,6 +134,30 @@ def test_daemon_client_is_reusable_and_raises_only_daemon_errors(shared: DaemonP
         DaemonClient(tmp_path / "nobody.sock").call("GET", "/v1/status")
 
 
+def test_endpoint_clients_give_undecoded_answers_and_cap_their_pool(shared: DaemonProc, tmp_path: Path) -> None:
+    """`Endpoint.http_client` / `async_http_client`: the same socket as `DaemonClient`, answers
+    left as they came (a 404 is a response, not an error), the async pool capped at `connections`."""
+    import asyncio
+
+    from daemon.client import Endpoint, Unreachable
+
+    endpoint = Endpoint(socket=Path(shared.socket))
+    with endpoint.http_client(timeout_s=30) as client:
+        assert client.get("/v1/status").json()["peer_id"] == shared.ready["peer_id"]
+        assert client.get("/v1/entries/" + "0" * 32).status_code == 404
+
+    async def concurrently() -> tuple[list[int], int | None]:
+        async with endpoint.async_http_client(timeout_s=30, connections=2) as client:
+            answers = await asyncio.gather(*(client.get("/v1/status") for _ in range(6)))
+            pool = client._transport._pool  # type: ignore[attr-defined]  # httpcore's pool: its cap
+            return [a.status_code for a in answers], pool._max_connections
+
+    statuses, cap = asyncio.run(concurrently())
+    assert statuses == [200] * 6 and cap == 2
+    with pytest.raises(Unreachable, match="no such socket"):
+        Endpoint(socket=tmp_path / "nobody.sock").http_client()
+
+
 def _open_fds() -> set[str]:
     return set(os.listdir("/proc/self/fd"))
 

@@ -1,0 +1,58 @@
+"""bench_soak's samples: each running daemon's RSS, threads, open fds, store size and Styx
+outbox depth, every `every` s."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from bench.common.machine import db_size
+from daemon.testing.harness import Golem
+
+from .load import Load, now
+
+__all__ = ["Sampler", "proc_figures"]
+
+
+def proc_figures(pid: int) -> dict[str, float]:
+    status = Path(f"/proc/{pid}/status").read_text()
+    fields = {line.split(":")[0]: line.split(":")[1].strip() for line in status.splitlines() if ":" in line}
+    return {"rss_mib": int(fields["VmRSS"].split()[0]) / 1024, "threads": float(fields["Threads"]),
+            "fds": float(len(os.listdir(f"/proc/{pid}/fd")))}
+
+
+@dataclass
+class Sampler:
+    golems: Sequence[Golem]
+    load: Load
+    every: float
+    samples: dict[str, list[dict[str, float]]] = field(default_factory=dict)
+    restarts: dict[str, float] = field(default_factory=dict)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def sample(self, t0: float) -> None:
+        for golem in self.golems:
+            if golem.name in self.load.down or not golem.running:
+                continue
+            try:
+                figures = proc_figures(golem.pid)
+            except (OSError, KeyError):
+                continue
+            figures["t_s"] = now() - t0
+            figures["store_mib"] = db_size(golem.data.db_path) / 2**20
+            try:
+                status = golem.call("GET", "/v1/status")
+                styx = status.get("styx") or {}
+                figures["outbox"] = float(styx.get("queue_depth", 0) or 0)
+            except (RuntimeError, httpx.HTTPError, ValueError):
+                pass
+            self.samples.setdefault(golem.name, []).append(figures)
+
+    def run(self, t0: float) -> None:
+        while not self.stop.wait(self.every):
+            self.sample(t0)

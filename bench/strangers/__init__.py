@@ -1,0 +1,2 @@
+"""bench_strangers' parts: its tables (`report`). The stranger dialers it starts are
+bench/strangers_worker.py (a module of its own: the bench runs it as a child process)."""

@@ -1,0 +1,1 @@
+"""bench_vault's parts: the raw baselines its backup is compared with (`baselines`)."""
