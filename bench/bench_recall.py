@@ -77,10 +77,12 @@ from daemon.embedding.catalogue import MINILM
 from daemon.embedding.embedder import Embedder, EmbeddingInfo, get_embedder
 from daemon.errors import UsageError
 from daemon.grimoire import Grimoire
-from daemon.grimoire.retrieval import CANDIDATES, RecallQuery, Retriever, _factors, _passes
+from daemon.grimoire.recall import factors_of, passes
+from daemon.grimoire.retrieval import CANDIDATES, RecallQuery, Retriever
 from daemon.grimoire.scoring import normalise
 from daemon.grimoire.store import wall_clock_ms
-from daemon.grimoire.vectors import VectorIndex, vector_report
+from daemon.grimoire.vector_index import VectorIndex
+from daemon.grimoire.vectors import vector_report
 
 WARMUP = 20
 EMBED_CALL = 256  # texts per Embedder.embed call in the batch test (index_missing's batch)
@@ -225,7 +227,7 @@ def bench_recall(store: Grimoire, embedder: Embedder, queries: Sequence[str], ve
         vec = cache[q]
         phases["index_missing_check"].append(timed(excl.index_missing))
         t0 = time.perf_counter()
-        index = excl._vector_index()
+        index = excl.vector_index()
         phases["vector_index_refresh"].append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         near = index.nearest(vec, k_cand)
@@ -248,11 +250,11 @@ def bench_recall(store: Grimoire, embedder: Embedder, queries: Sequence[str], ve
         rq, now = RecallQuery(text=q, k=K), wall_clock_ms()
         raw: list[tuple[Any, Any]] = []
         for cand in got:  # the loop of Retriever.recall, as written there
-            if not _passes(cand, rq, now):
+            if not passes(cand, rq, now):
                 continue
             ev = index.vector(cand.id)
             semantic = max(0.0, float(ev @ vec)) if ev is not None else 0.0
-            raw.append((cand, _factors(cand, semantic, rq.pad, now)))
+            raw.append((cand, factors_of(cand, semantic, rq.pad, now)))
         ranked = sorted(zip([c for c, _ in raw], normalise([f for _, f in raw]), strict=True),
                         key=lambda h: (-h[1].score, h[0].id))[:K]
         phases["filter_and_rank"].append(time.perf_counter() - t0)

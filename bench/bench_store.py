@@ -8,7 +8,7 @@ Measures, on a fresh data directory (a temporary one unless `--out` is given):
 1. `Grimoire.remember`: N entries, one transaction (one fsync'd commit) each: entries/s and
    per-write latency percentiles.
 2. `Grimoire.remember_many`: N entries in transactions of 500 and of 100 (fresh files each).
-3. `Grimoire.recall(query, k=10)`: 1,000 keyword queries of 1-3 words over the N-entry store.
+3. `Grimoire.keyword_search(query, k=10)`: 1,000 keyword queries of 1-3 words over the N-entry store.
 4. `EpisodeLog.append`: M rows in calls of 1,000 rows, then 1,000 single-row calls (into a
    separate table, so the M-row table keeps its fragment layout); then `count()` and
    `scan(limit=50)` on the M-row table.
@@ -92,7 +92,7 @@ def bench_recall(path: Path, queries: Sequence[str]) -> dict[str, Any]:
         entries = store.counts().entries
 
         def one(query: str) -> None:
-            hits.append(len(store.recall(query, k=RECALL_K)))
+            hits.append(len(store.keyword_search(query, k=RECALL_K)))
 
         lat = timed_calls((partial(one, q) for q in queries), 250, "recall", len(queries))
     return {

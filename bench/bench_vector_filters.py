@@ -30,7 +30,7 @@ from crdt import Kind  # noqa: E402
 from daemon.embedding.catalogue import MINILM  # noqa: E402
 from daemon.embedding.embedder import expected_info  # noqa: E402
 from daemon.grimoire import Grimoire  # noqa: E402
-from daemon.grimoire.vectors import Eligible, VectorIndex  # noqa: E402
+from daemon.grimoire.vector_index import Eligible, VectorIndex  # noqa: E402
 
 K = 64
 
@@ -51,7 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         with Grimoire.open(db) as store:  # migrates a copy
             index = VectorIndex(info)
             index.refresh(store)
-    matrix = index._matrix
+    snapshot = index.current
+    matrix = snapshot.matrix
     rng = np.random.default_rng(args.seed)
     queries = rng.standard_normal((args.queries, info.dim)).astype(np.float32)
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
@@ -60,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         scores = matrix @ q
         top = np.argpartition(-scores, K - 1)[:K]
         top = top[np.argsort(-scores[top], kind="stable")]
-        [(index._ids[i], float(scores[i])) for i in top]
+        [(snapshot.ids[i], float(scores[i])) for i in top]
 
     arms: dict[str, Callable[[np.ndarray[Any, Any]], object]] = {
         "floor": floor,

@@ -61,7 +61,7 @@ def one_round(root: Path, count: int, window: int, seed: int) -> dict[str, Any]:
     store = Grimoire.open(root / f"w{seed}.db", create=True, wall_ms=lambda: clock["now"])
     index = None
     if warning_index_supported():
-        from daemon.grimoire.vectors import VectorIndex
+        from daemon.grimoire.vector_index import VectorIndex
 
         vindex = VectorIndex(INFO)
 

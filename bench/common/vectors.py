@@ -62,8 +62,8 @@ def perturbed(pool: Matrix, n: int, rng: np.random.Generator) -> Matrix:
 
 
 def add_entries(store: Grimoire, gen: Generator, n: int) -> dict[str, Any]:
-    """`n` generated entries through `remember_many`, REMEMBER_BATCH per transaction."""
-    progress(f"  remember_many: {n:,} entries in transactions of {REMEMBER_BATCH}")
+    """`n` generated entries through the write door, REMEMBER_BATCH per transaction."""
+    progress(f"  seed_entries: {n:,} entries in transactions of {REMEMBER_BATCH}")
     news = [gen.entry() for _ in range(n)]
     t0 = time.perf_counter()
     for i in range(0, n, REMEMBER_BATCH):
@@ -110,7 +110,7 @@ def rss_probe(db: Path, model_dir: Path, model: str, embed_limit: int | None = N
             retriever.recall(query)
         else:
             retriever.recall(query, embed_limit=embed_limit)
-        out["vector_index_rows"] = len(retriever._vector_index())
+        out["vector_index_rows"] = len(retriever.vector_index())
         out["rss_vector_index_loaded_kib"] = rss_kib()
     out["vm_hwm_kib"] = rss_kib("VmHWM")
     return out

@@ -5,7 +5,7 @@ of the query plus the best FTS5 matches, k = 10, through `Retriever.nearest` and
 `Retriever.keywords` on a real `Grimoire` holding the corpus with the bundled model's vectors),
 and per candidate what fusion and scoring read: cosine, lexical coverage of the query's IDF
 mass (`lexical.coverage` with the store's own IDF), BM25 (0 when not a keyword match), and the
-side factors `retrieval._factors` gives it (recency, importance, PAD, source). Ranking any
+side factors `recall.factors_of` gives it (recency, importance, PAD, source). Ranking any
 fusion over these is then pure arithmetic (`arms`), so cross-validation can try many without
 re-running recall. Also the two baselines' rankings over the whole corpus: raw cosine and FTS5
 BM25 (bench_locomo's). Embeddings and features are cached under /tmp (never the repository).
@@ -24,7 +24,8 @@ import numpy as np
 from bench.bench_locomo import Corpus, bm25_rankings, build_store
 from daemon.embedding.embedder import DEFAULT_MODEL, Embedder, get_embedder
 from daemon.grimoire import lexical
-from daemon.grimoire.retrieval import RecallQuery, Retriever, _factors, _passes
+from daemon.grimoire.recall import factors_of, passes
+from daemon.grimoire.retrieval import RecallQuery, Retriever
 from daemon.grimoire.store import Grimoire, wall_clock_ms
 
 __all__ = ["CACHE", "QueryFeatures", "corpus_features", "embed_cached"]
@@ -104,10 +105,10 @@ def corpus_features(corpus: Corpus, model: str = DEFAULT_MODEL) -> list[QueryFea
                 found = retriever.keywords(rq)
                 ids = list(dict.fromkeys([i for i, _ in nearest] + [i for i, _ in found.candidates]))
                 bm25 = dict(found.candidates)
-                rows = [(c, t) for c, t in store.rank_rows(ids) if _passes(c, rq, now)]
+                rows = [(c, t) for c, t in store.rank_rows(ids) if passes(c, rq, now)]
                 rows.sort(key=lambda ct: ct[0].id)
                 held = lexical.stem_sets({c.id: t for c, t in rows})
-                fs = [_factors(c, 0.0, None, now) for c, _ in rows]
+                fs = [factors_of(c, 0.0, None, now) for c, _ in rows]
                 cos = [float(vectors[c.id] @ v) if c.id in vectors else 0.0 for c, _ in rows]
                 order = np.argsort(-(docs @ v), kind="stable")[:100]
                 out.append(QueryFeatures(

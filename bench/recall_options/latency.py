@@ -33,7 +33,8 @@ from daemon.embedding.embedder import (
 )
 from daemon.errors import UsageError
 from daemon.grimoire import Grimoire, scoring
-from daemon.grimoire.retrieval import CANDIDATES, RecallQuery, Retriever, _factors, _passes
+from daemon.grimoire.recall import factors_of, passes
+from daemon.grimoire.retrieval import CANDIDATES, RecallQuery, Retriever
 from daemon.grimoire.schema import SCHEMA_VERSION
 from daemon.grimoire.store import wall_clock_ms
 
@@ -116,7 +117,7 @@ def breakdown(retriever: Retriever, queries: Sequence[str], qvecs: Matrix, n: in
     for q, vec in zip(queries[:n], qvecs[:n], strict=True):
         rq, now = RecallQuery(text=q, k=K), wall_clock_ms()
         t0 = time.perf_counter()
-        index = retriever._vector_index()
+        index = retriever.vector_index()
         t1 = time.perf_counter()
         via = dict.fromkeys((i for i, _ in index.nearest(vec, kc)), "vector")
         t2 = time.perf_counter()
@@ -128,12 +129,12 @@ def breakdown(retriever: Retriever, queries: Sequence[str], qvecs: Matrix, n: in
         for entry_id, _ in kw:
             via[entry_id] = "both" if entry_id in via else "keyword"
         t4 = time.perf_counter()
-        candidates = [c for c in store.rank_fields(list(via)) if _passes(c, rq, now)]
+        candidates = [c for c in store.rank_fields(list(via)) if passes(c, rq, now)]
         t5 = time.perf_counter()
         raw = []
         for c in candidates:
             v = index.vector(c.id)
-            raw.append(_factors(c, max(0.0, float(v @ vec)) if v is not None else 0.0, rq.pad, now))
+            raw.append(factors_of(c, max(0.0, float(v @ vec)) if v is not None else 0.0, rq.pad, now))
         ranked = sorted(zip(candidates, scoring.normalise(raw), strict=True),
                         key=lambda cf: (-cf[1].score, cf[0].id))[:K]
         t6 = time.perf_counter()
@@ -196,7 +197,7 @@ def bench_recall(db: Path, embedder: Embedder, queries: Sequence[str], qvecs: Ma
                 br = breakdown(retriever, qs, qvecs, min(n, p.breakdown_queries))
             out[mode] = {"excluding_embedding": summary(lat[(mode, "excl")]),
                          "including_embedding": summary(lat[(mode, "incl")]), "breakdown": br}
-        index_rows = len(retriever._vector_index())
+        index_rows = len(retriever.vector_index())
     return {"entries": entries, "vector_index_rows": index_rows, "dim": embedder.info.dim, "queries": n, "k": K,
             "first_recall_ms": round(cold * 1e3, 1), "mean_hits": round(hits / (len(lat) * n), 2),
             "blas": blas, "modes": out}

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from .store import Grimoire
 
 __all__ = ["CANDIDATES", "MAX_EXAMINED", "Evidence", "Halves", "Hit", "Keywords", "Ranked", "Recall", "RecallPolicy",
-           "RecallQuery", "gather", "keywords", "rank", "vector_half"]
+           "RecallQuery", "factors_of", "gather", "keywords", "passes", "rank", "vector_half"]
 
 CANDIDATES = 64
 # Widening stops here once k candidates passed (a filter that holds back nearly everything).
@@ -231,7 +231,7 @@ def rank(evidence: Evidence, policy: RecallPolicy) -> list[Ranked]:
             semantic = fusion.relevance(evidence.cosines.get(cand.id), covered, reach, weight=policy.lexical_weight)
         else:  # keyword-only: BM25 relative to the best match
             semantic = evidence.bm25.get(cand.id, 0.0) / best if best > 0 else 0.0
-        raw.append(_factors(cand, semantic, query.pad, evidence.now_ms))
+        raw.append(factors_of(cand, semantic, query.pad, evidence.now_ms))
     ordered = sorted(zip(candidates, scoring.normalise(raw), strict=True), key=lambda cf: (-cf[1].score, cf[0].id))
     out: list[Ranked] = []
     taken: dict[str, int] = {}
@@ -289,10 +289,10 @@ def _check(query: RecallQuery) -> None:
 
 
 def _admit(reader: Grimoire, ids: list[str], query: RecallQuery, policy: RecallPolicy, now: int) -> _Admitted:
-    """Of `ids`, the entries the query's filters let through: `_passes` (live, kind,
+    """Of `ids`, the entries the query's filters let through: `passes` (live, kind,
     sensitivity, faded, thresholds, time), then quarantine and refutation unless
     `include_unverified`; with each one's release and pooled belief."""
-    rows = [(c, text) for c, text in reader.rank_rows(ids) if _passes(c, query, now)]
+    rows = [(c, text) for c, text in reader.rank_rows(ids) if passes(c, query, now)]
     out = _Admitted()
     if not rows:
         return out
@@ -346,7 +346,7 @@ def composite_importance(c: RankFields, now: int) -> float:
                               days=scoring.age_days(c.created_ms, now))
 
 
-def _passes(c: RankFields, q: RecallQuery, now: int) -> bool:
+def passes(c: RankFields, q: RecallQuery, now: int) -> bool:
     if c.archived or c.status != "active":
         return False
     if q.kinds and c.kind not in q.kinds:
@@ -364,7 +364,7 @@ def _passes(c: RankFields, q: RecallQuery, now: int) -> bool:
     return q.min_importance is None or composite_importance(c, now) >= q.min_importance
 
 
-def _factors(c: RankFields, semantic: float, pad: tuple[float, float, float] | None, now: int) -> scoring.Factors:
+def factors_of(c: RankFields, semantic: float, pad: tuple[float, float, float] | None, now: int) -> scoring.Factors:
     return scoring.Factors(
         semantic=semantic,
         # Recency from the entry's time: its event time where one is given (an import of last

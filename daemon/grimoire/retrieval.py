@@ -34,8 +34,6 @@ from .recall import (
     Recall,
     RecallPolicy,
     RecallQuery,
-    _factors,
-    _passes,
     eligible,
     keywords,
     wanted,
@@ -56,7 +54,6 @@ __all__ = ["CANDIDATES", "Hit", "Keywords", "RecallQuery", "Retriever", "apply_f
 RESPONSE_CITE_COSINE = 0.8
 MAX_RESPONSE_SENTENCES = 256
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
-_KEEP = (_factors, _passes)  # re-exported for benches that time ranking's parts on their own
 
 
 class Retriever:

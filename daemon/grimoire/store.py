@@ -172,6 +172,12 @@ class Grimoire(EntryReads, RoomWrites, StyxRoom):
         return user_version(self._conn)
 
     @property
+    def in_transaction(self) -> bool:
+        """Whether a transaction is open on this connection (a hook after a write runs only once
+        it is committed: service/store_access.py)."""
+        return self._conn.in_transaction
+
+    @property
     def connection(self) -> sqlite3.Connection:
         """The open connection (for the store's own helper modules: vectors, retrieval)."""
         return self._conn

@@ -55,7 +55,7 @@ class StoreAccess:
             try:
                 return fn(self.store)
             finally:
-                if not self.store.connection.in_transaction:
+                if not self.store.in_transaction:
                     for hook in self._after_write:
                         hook(self.store)
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from daemon.grimoire import Entry, Grimoire, NewEntry, wall_clock_ms
 from daemon.grimoire.promotion import WARNING_REPEAT
 from daemon.grimoire.store import LocalIdentity
-from daemon.grimoire.vectors import VectorIndex
+from daemon.grimoire.vector_index import VectorIndex
 from daemon.grimoire.write_door import Prepared, write_entries
 
 if TYPE_CHECKING:
