@@ -16,15 +16,13 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-import numpy as np
 import trio
-from numpy.typing import NDArray
 
 from crypto import Identity
 from daemon.datadir import DataDir
 from daemon.embedding.embedder import ModelIntegrityError
 from daemon.grimoire import Entry, Episode, Grimoire, NewEntry
-from daemon.grimoire.promotion import WARNING_REPEAT
+from daemon.grimoire.repeat_hold import own_recent_near
 from daemon.grimoire.write_door import Prepared, Written, needs_vector, prepare, write_entries
 from daemon.service import events
 from daemon.service.embedding import Embedding
@@ -74,9 +72,10 @@ class Writes:
             log.warning("warning written without the repeat check (no embedding model: %s)", exc)
             return Prepared.unembedded(news)
         await self.index.loaded(embedder.info)
-        index = self.index  # its current snapshot at the write, on the writer: every commit before it included
+        # The index's current snapshot at the write, on the writer (every commit before it included),
+        # read for this golem's own warnings of the window only.
         return replace(prepare(news, lambda _texts: matrix, embedder.info),
-                       near=lambda _store, vector: _within(index, vector))
+                       near=own_recent_near(self.index.current, self.identity.peer_id, self.now_ms))
 
     async def write(self, news: Sequence[NewEntry], op: Callable[[Grimoire, Prepared], Written]) -> Written:
         """Prepare `news`, run `op` (which writes them through the door) on the writer, announce, nudge."""
@@ -156,8 +155,3 @@ class Writes:
         self.hub.publish("episode_written", {"id": episode.id})
         return episode
 
-
-def _within(index: SharedIndex, vector: NDArray[np.float32]) -> list[tuple[str, float]]:
-    """The entries a warning's vector repeats, from the index's current snapshot (none loaded: none)."""
-    snapshot = index.current()
-    return [] if snapshot is None else snapshot.within(vector, WARNING_REPEAT.similarity)

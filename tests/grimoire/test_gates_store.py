@@ -19,6 +19,7 @@ from daemon.grimoire import Grimoire, NewEntry
 from daemon.grimoire.crossing import promote_ready
 from daemon.grimoire.curator.cycle import CuratorSettings, run_cycle
 from daemon.grimoire.promotion import WARNING_REPEAT, figures
+from daemon.grimoire.repeat_hold import Near, own_recent_near
 from daemon.grimoire.retrieval import apply_feedback
 from daemon.grimoire.vector_index import VectorIndex
 from daemon.grimoire.vectors import write_vectors
@@ -251,14 +252,21 @@ def _repeat_by_scan(store: Grimoire, content: str, vector: np.ndarray, now_ms: i
     return best if best is not None and best >= WARNING_REPEAT.similarity else None
 
 
-def test_the_repeat_check_through_the_index_holds_what_the_scan_held(tmp_path: Path) -> None:
+@pytest.mark.parametrize("near", ["whole_index", "own_of_the_window"])
+def test_the_repeat_check_through_the_index_holds_what_the_scan_held(tmp_path: Path, near: str) -> None:
     """300 seeded warnings on a few topics (some near, some not, figures changing, a sibling's
     warnings and own insights among them, the clock crossing the 24 h window): each is held
-    exactly when the old scan of the day's warnings would have held it, at the same cosine."""
+    exactly when the old scan of the day's warnings would have held it, at the same cosine —
+    whether the close entries come from the whole index or, as the daemon now looks, from this
+    golem's own warnings of the window in the index's snapshot (`own_recent_near`)."""
     rng = np.random.default_rng(22)
     clock = {"now": T0}
     store = Grimoire.open(tmp_path / "g.db", create=True, wall_ms=lambda: clock["now"])
     index = index_of(store)
+    if near == "own_of_the_window":
+        kept = VectorIndex(INFO)
+        own_near = own_recent_near(lambda: kept.refresh(store), ME.peer_id, lambda: clock["now"])
+        index = _as_index(own_near)
     topics = [unit(*rng.normal(size=3)) for _ in range(4)]
     held = 0
     for i in range(300):
@@ -285,6 +293,19 @@ def test_the_repeat_check_through_the_index_holds_what_the_scan_held(tmp_path: P
         assert entry.crossing_hold == ("near_duplicate" if expected is not None else None)
         held += expected is not None
     assert 30 < held < 200  # both decisions were taken many times
+
+
+def _as_index(near: Near) -> Callable[[Grimoire], VectorIndex]:
+    """`seed_warning`'s `index=` whose `within` answers with `near` (the same contract)."""
+    class Within:
+        def __init__(self, store: Grimoire) -> None:
+            self.store = store
+
+        def within(self, vector: np.ndarray, threshold: float) -> list[tuple[str, float]]:
+            assert threshold == WARNING_REPEAT.similarity
+            return near(self.store, vector)
+
+    return lambda store: Within(store)  # type: ignore[return-value]
 
 
 def _inherit(store: Grimoire, content: str) -> str:
