@@ -27,21 +27,25 @@ __all__ = ["Near", "add_checked", "own_recent_near"]
 # Where a vector's close entries are found (the daemon's in-memory vector index): (id, cosine)
 # of the entries at cosine ≥ the repeat threshold, best first.
 Near = Callable[[Grimoire, NDArray[np.float32]], list[tuple[str, float]]]
+_SKEW_MARGIN_MS = 3_600_000
 
 
 def own_recent_near(snapshot: Callable[[], IndexSnapshot | None], author: str, now_ms: Callable[[], int]) -> Near:
     """A `Near` that looks only where a repeat can be: `author`'s own warnings and anti_knowledge
-    of the window (an index seek on kind and time), their cosines read from the index's current
+    of the window (an index seek on author and time), their cosines read from the index's current
     snapshot (a few rows, not the whole matrix: the check cost 6-9 ms on the writer thread at
     50,000 entries when it multiplied every vector). No snapshot loaded: none close."""
     def near(store: Grimoire, vector: NDArray[np.float32]) -> list[tuple[str, float]]:
         index = snapshot()
         if index is None:
             return []
-        since = Timestamp(max(0, now_ms() - WARNING_REPEAT.window_ms)).pack()
+        since_ms = max(0, now_ms() - WARNING_REPEAT.window_ms)
+        # Seek on (author, stored_ms): an own entry is stored when written, and its HLC runs at most
+        # the clock skew ahead of the wall clock, so a day and an hour of stored_ms hold the window.
         ids = [row[0] for row in store.connection.execute(
-            "SELECT id FROM entries WHERE kind IN ('warning', 'anti_knowledge') AND created_hlc >= ? AND author = ?",
-            (since, author))]
+            "SELECT id FROM entries INDEXED BY entries_by_author WHERE author = ? AND stored_ms >= ? "
+            "AND kind IN ('warning', 'anti_knowledge') AND created_hlc >= ?",
+            (author, since_ms - _SKEW_MARGIN_MS, Timestamp(since_ms).pack()))]
         cosines = index.cosines(ids, vector)
         return sorted(((i, c) for i, c in cosines.items() if c >= WARNING_REPEAT.similarity), key=lambda ic: -ic[1])
     return near
