@@ -50,7 +50,6 @@ def test_without_a_daemon_the_store(data_dir: DataDir) -> None:
 def test_with_a_daemon_the_daemon_unless_told_otherwise(daemon: DaemonProc, data_dir: DataDir,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     assert isinstance(backend_for(data_dir), DaemonBackend)
-    assert isinstance(backend_for(data_dir, store_only=True), StoreBackend)
     monkeypatch.setenv("CLADE_NO_DAEMON", "1")
     assert isinstance(backend_for(data_dir), StoreBackend)
     monkeypatch.delenv("CLADE_NO_DAEMON")

@@ -17,10 +17,7 @@ from daemon.datadir import DataDir
 __all__ = ["Backend", "DaemonBackend", "Doc", "PadTuple", "StoreBackend", "backend_for"]
 
 
-def backend_for(data: DataDir, *, store_only: bool = False) -> Backend:
-    """The daemon serving `data` if one is live and `CLADE_NO_DAEMON` is unset, else the store.
-
-    `store_only=True` always gives the store: for options the control API does not take
-    (see `Backend.recall`)."""
-    client = None if store_only else DaemonClient.for_data_dir(data)
+def backend_for(data: DataDir) -> Backend:
+    """The daemon serving `data` if one is live and `CLADE_NO_DAEMON` is unset, else the store."""
+    client = DaemonClient.for_data_dir(data)
     return StoreBackend(data) if client is None else DaemonBackend(client)
