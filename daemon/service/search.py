@@ -27,6 +27,7 @@ from crypto import Membership
 from daemon.config import Config
 from daemon.embedding.embedder import ModelIntegrityError
 from daemon.errors import StoreError, UsageError
+from daemon.grimoire import Grimoire
 from daemon.grimoire.digest import compose_digest, digest_query
 from daemon.grimoire.episode_recall import EpisodeHit, EpisodeQuery, recall_episodes
 from daemon.grimoire.episodes import EpisodeLog
@@ -154,7 +155,7 @@ class Search:
         external = for_digest(remote.get("results", []), min_confidence=injection.min_confidence)
         policy, now = self.policy(), self.now_ms()
 
-        def compose(reader: Any) -> dict[str, Any]:
+        def compose(reader: Grimoire) -> dict[str, Any]:
             with reader.read_snapshot():
                 hits = self.recall_path.ranked(wide, reader, halves, now_ms=now)
                 return compose_digest(
