@@ -104,7 +104,7 @@ def cycle_child(path: Path, entries: int, episodes: int, seed: int) -> dict[str,
         for e, v in zip(seed_entries(store, more, ME), _unit(rng, len(more)), strict=True):
             vec[e.id] = v
         steady = run_cycle(store, identity=ME, now_ms=clock["now"], vectors=vec, episodes=eps)
-        total = store.connection.execute("SELECT count(*) FROM entries").fetchone()[0]
+        total = store.counts().entries
     return {"entries": entries, "episodes": episodes, "write_s": round(write_s, 2), "first": first.to_json(),
             "steady": steady.to_json(), "entries_after": total, "rss_before_cycle_mib": round(rss0 / 1024, 1),
             "peak_rss_mib": round(proc_status_kib(_pid(), "VmHWM") / 1024, 1)}
@@ -203,8 +203,7 @@ def run_ablation(work: Path, topics: int, seed: int, model_dir: Path, window_day
                 stale_in += sum(1 for i in got if i in stale)
             out[arm] = {"recall_at_5_true": round(found / max(1, total), 3), "true_facts": total,
                         "stale_share_in_digests": round(stale_in / max(1, digest_n), 3), "digest_entries": digest_n,
-                        "archived": store.connection.execute("SELECT count(*) FROM entries WHERE archived = 1")
-                        .fetchone()[0]}
+                        "archived": store.counts().archived}
     return out
 
 

@@ -67,7 +67,7 @@ def outbox_overhead(work: Path, writes: int, gen: Generator) -> dict[str, Any]:
                 t0 = time.perf_counter()
                 seed_entry(store, NewEntry(kind=Kind.WARNING, content=text), me)
                 samples.append(time.perf_counter() - t0)
-            queued = store.connection.execute("SELECT count(*) FROM styx_outbox").fetchone()[0]
+            queued = store.outbox_depth()  # a fresh outbox: nothing parked
         finally:
             store.close()
         out[label] = {**summary(samples), "queued": int(queued)}
