@@ -38,7 +38,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -350,12 +350,14 @@ def render_json(items: Sequence[DigestItem], *, now_ms: int, budget_tokens: int 
 
 
 def digest_query(text: str, *, k: int, include_sensitive: bool,
-                 pad: tuple[float, float, float] | None = None, keyword_only: bool = False) -> RecallQuery:
+                 pad: tuple[float, float, float] | None = None, keyword_only: bool = False,
+                 since_ms: int | None = None, until_ms: int | None = None) -> RecallQuery:
     """The recall a digest of `k` entries ranks from: wider than k, since caps and the budget skip
     some; `pad`, the golem's current affect, feeds the rank's PAD factor (None: neutral);
-    `keyword_only`: ranked from keywords alone (no embedding model)."""
+    `keyword_only`: ranked from keywords alone (no embedding model); `since_ms`..`until_ms`:
+    the entries' time bounds (event time, else written time)."""
     return RecallQuery(text=text, k=max(4 * k, 40), include_sensitive=include_sensitive, pad=pad,
-                       keyword_only=keyword_only)
+                       keyword_only=keyword_only, since_ms=since_ms, until_ms=until_ms)
 
 
 def diverse_hits(hits: Sequence[Hit], *, k: int, policy: TrustPolicy,
@@ -377,8 +379,8 @@ def build_digest(retriever: Retriever, *, text: str, now_ms: int, budget_tokens:
     """The digest for a caller that owns its store (`Retriever`: the CLI without a daemon,
     tests, benches): `Retriever.recall` of `digest_query` within `since_ms`..`until_ms`, then
     `compose_digest` (its keyword arguments pass through)."""
-    wide = replace(digest_query(text, k=k, include_sensitive=include_sensitive, pad=pad, keyword_only=keyword_only),
-                   since_ms=since_ms, until_ms=until_ms)
+    wide = digest_query(text, k=k, include_sensitive=include_sensitive, pad=pad, keyword_only=keyword_only,
+                        since_ms=since_ms, until_ms=until_ms)
     hits = retriever.recall(wide, now_ms=now_ms, embed_limit=embed_limit, query_vector=query_vector, store=store)
     return compose_digest(hits, store or retriever.store, retriever.trust, now_ms=now_ms,
                           budget_tokens=budget_tokens, k=k, fmt=fmt, include_sensitive=include_sensitive,

@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -142,8 +141,8 @@ class Search:
                 self.counters["digest_episodes_failed"] += 1
                 log.warning("digest without its episodic section: %s", exc)
 
-        wide = replace(digest_query(text, k=k, include_sensitive=query.include_sensitive, pad=query.pad,
-                                    keyword_only=query.keyword_only), since_ms=query.since_ms, until_ms=query.until_ms)
+        wide = digest_query(text, k=k, include_sensitive=query.include_sensitive, pad=query.pad,
+                            keyword_only=query.keyword_only, since_ms=query.since_ms, until_ms=query.until_ms)
         bounded = query.since_ms is not None or query.until_ms is not None
         async with trio.open_nursery() as group:
             if self.styx.queried(sensitive=query.include_sensitive) and not bounded:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Any
 
 from crdt import Kind
@@ -18,16 +17,16 @@ from daemon.agent import memory as am
 from daemon.agent.memory import Lesson
 from daemon.cli.backends.base import Backend, Doc
 from daemon.client import daemon_is_live
-from daemon.config import StyxConfig
+from daemon.config import Config, StyxConfig
 from daemon.contract.requests import FlushIn
 from daemon.datadir import DataDir
 from daemon.embedding.embedder import Embedder, get_embedder
 from daemon.errors import DaemonError
 from daemon.grimoire import EpisodeLog, Grimoire, NewEntry, wall_clock_ms
 from daemon.grimoire.curator.cycle import run_cycle
-from daemon.grimoire.digest import compose_digest, digest_query
+from daemon.grimoire.digest import build_digest
 from daemon.grimoire.fields import EntryFields
-from daemon.grimoire.recall import Hit, RecallPolicy, RecallQuery
+from daemon.grimoire.recall import RecallPolicy, RecallQuery
 from daemon.grimoire.retrieval import Retriever, apply_feedback, cited_by_response, response_sentences
 from daemon.grimoire.vectors import stored_vectors
 from daemon.grimoire.vitality import Vitality
@@ -136,26 +135,26 @@ class StoreBackend(Backend):
 
     # -- memory ----------------------------------------------------------------------------------
 
-    def _retriever(self, store: Grimoire) -> Retriever:
-        """The one recall path (grimoire/recall.py) over `store`, under `[trust]` as the daemon ranks."""
-        config = self.data.load_config()
-        return Retriever(store, self._embedder(), policy=RecallPolicy(trust=config.trust.policy()))
-
-    def _recall(self, retriever: Retriever, query: RecallQuery, store: Grimoire) -> list[Hit]:
-        """`Retriever.recall`, embedding the newest entries without a vector first (read-your-writes, as
-        the daemon's search does) only while no daemon owns the data dir: a CLI never writes a vector
-        under a running daemon (with `CLADE_NO_DAEMON` set beside one it ranks what is there)."""
-        limit = 0 if daemon_is_live(self.data) else INLINE_EMBED_LIMIT.get(self.data.load_config().embedding.space,
-                                                                            INLINE_EMBED_LIMIT_OTHER)
-        return retriever.recall(query, embed_limit=limit, now_ms=wall_clock_ms(), store=store)
+    def _retriever(self, store: Grimoire, config: Config) -> tuple[Retriever, int]:
+        """The one recall path (grimoire/recall.py) over `store`, under `[trust]` as the daemon ranks,
+        and how many of the newest entries without a vector to embed first (read-your-writes, as
+        the daemon's search does): none while a daemon owns the data dir, since a CLI never writes a
+        vector under a running daemon (with `CLADE_NO_DAEMON` set beside one it ranks what is there)."""
+        space = config.embedding.space
+        retriever = Retriever(store, lambda: get_embedder(self.data.root / "embedder", space),
+                              policy=RecallPolicy(trust=config.trust.policy()))
+        limit = 0 if daemon_is_live(self.data) else INLINE_EMBED_LIMIT.get(space, INLINE_EMBED_LIMIT_OTHER)
+        return retriever, limit
 
     def recall(self, query: RecallQuery) -> Doc:
         """Every option applies; with Styx asked, `{…, styx, styx_error, merged}` besides the results."""
         styx = self._styx(sensitive=query.include_sensitive)
         since_bounded = query.since_ms is not None or query.until_ms is not None
+        config = self.data.load_config()
         with self.data.open_store() as store:
             def local() -> list[dict[str, Any]]:
-                hits = self._recall(self._retriever(store), query, store)
+                retriever, limit = self._retriever(store, config)
+                hits = retriever.recall(query, embed_limit=limit, now_ms=wall_clock_ms())
                 return [{"score": round(h.score, 6), "via": h.via, "release": h.release,
                          "unverified": h.release == "unverified", **h.entry.to_json()} for h in hits]
 
@@ -167,25 +166,22 @@ class StoreBackend(Backend):
 
     def digest(self, query: RecallQuery, *, budget_tokens: int, fmt: str) -> Doc:
         styx = self._styx(sensitive=query.include_sensitive)
+        config = self.data.load_config()
+        injection, pins = config.styx.injection, config.digest
         with self.data.open_store() as store:
             remote: list[QueryResult] = []
             error = None
             if styx is not None and query.since_ms is None and query.until_ms is None:
                 # asked first, within its deadline: the digest is composed from both
                 _, remote, error = ask_direct(store, styx, query.text, lambda: None, k=query.k, now_ms=wall_clock_ms())
-            config = self.data.load_config()
-            injection, pins = config.styx.injection, config.digest
-            retriever = self._retriever(store)
-            now = wall_clock_ms()
-            wide = replace(digest_query(query.text, k=query.k, include_sensitive=query.include_sensitive,
-                                        pad=query.pad), since_ms=query.since_ms, until_ms=query.until_ms)
-            hits = self._recall(retriever, wide, store)
-            doc = compose_digest(hits, store, retriever.trust, now_ms=now, budget_tokens=budget_tokens, k=query.k,
-                                 fmt=fmt, include_sensitive=query.include_sensitive, namespace=self._namespace(),
-                                 pinned_tags=pins.pinned_tags, pinned_fact_keys=pins.pinned_fact_keys,
-                                 kind_caps=pins.kind_caps,
-                                 external=for_digest(remote, min_confidence=injection.min_confidence),
-                                 external_tokens=injection.max_tokens)
+            retriever, limit = self._retriever(store, config)
+            doc = build_digest(retriever, text=query.text, now_ms=wall_clock_ms(), budget_tokens=budget_tokens,
+                               k=query.k, fmt=fmt, include_sensitive=query.include_sensitive,
+                               namespace=self._namespace(), embed_limit=limit, pad=query.pad,
+                               since_ms=query.since_ms, until_ms=query.until_ms, pinned_tags=pins.pinned_tags,
+                               pinned_fact_keys=pins.pinned_fact_keys, kind_caps=pins.kind_caps,
+                               external=for_digest(remote, min_confidence=injection.min_confidence),
+                               external_tokens=injection.max_tokens)
         if error:
             doc["styx_error"] = error
         return doc
