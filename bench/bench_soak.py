@@ -27,8 +27,11 @@ must be 0); requests by outcome (refused with 507/503 and the reason given, serv
 probe warning written on the faulted golem is on every sibling (Styx faults: until every outbox
 is empty again); RSS, open fds, threads and store size per daemon sampled over the run, with the
 slope per hour (least squares after the warm-up, as % of the mean; goal under 1 %/h); the
-outbox depth; convergence after the last fault (every acknowledged warning on every golem and
-`GET /v1/state-digest` `shared` equal); `PRAGMA integrity_check` on every store and `clade
+outbox depth; convergence after the last fault (every acknowledged warning on every golem);
+then what must converge, with the load stopped and every curator quiet: after one sync round
+(each golem pulls once from each sibling) the ops that may cross (`GET /v1/state-digest`
+`shared_ops`) equal on every golem at once, and, reported apart, the seconds until the causal
+contexts (which also learn the dots each golem withheld) are equal; `PRAGMA integrity_check` on every store and `clade
 backup verify` of g0's last backup; and a search for secrets (the API token, a sensitive
 entry's text) in every daemon's log, PLAYBOOK.md, `/v1/status`, `/metrics`, `clade config
 show` and everything the Styx server received.
@@ -159,9 +162,10 @@ def styx_drained(golems: Sequence[Golem], *, timeout: float) -> float | None:
 # -- the run -----------------------------------------------------------------------------------
 
 
-def golem_config(styx: StyxServer, args: argparse.Namespace) -> str:
+def golem_config(styx: StyxServer, args: argparse.Namespace, *, cycle_ticks: int | None = None) -> str:
+    ticks = max(1, int(args.cycle_s)) if cycle_ticks is None else cycle_ticks
     return (f"[api]\ntoken = \"{TOKEN}\"\n"
-            f"[curator]\ntick_seconds = 1.0\ncycle_ticks = {max(1, int(args.cycle_s))}\n"
+            f"[curator]\ntick_seconds = 1.0\ncycle_ticks = {ticks}\n"
             f"[styx]\nenabled = true\nurl = \"{styx.url}\"\ntoken = \"{STYX_TOKEN}\"\nclade_enabled = true\n"
             "vault_enabled = true\nbackoff_cap_s = 5.0\ntimeout_s = 5.0\n"
             # A free Styx: the soak measures recovery from its faults, not the spending caps
@@ -355,6 +359,8 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         res["faults"] = faults
         res["convergence"] = converge(clade.golems, tally, last_end, timeout=args.timeout)
         res["convergence_after_last_fault_s"] = res["convergence"]["seconds"]
+        quiet_curators(clade.golems, styx, args)
+        res["after_one_sync_round"] = gated_ops_after_one_round(clade.golems, timeout=args.timeout)
         lost = [a.entry_id for a in tally.acks if g[a.golem].request("GET", f"/v1/entries/{a.entry_id}").status_code
                 != 200]
         res["writes"] = {"acknowledged": len(tally.acks), "lost": len(lost), "lost_ids": lost[:20]}
@@ -362,7 +368,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         res["refusals"] = dict(tally.refusals)
         res["server_errors"] = tally.server_errors[:20]
         res["timeouts"] = tally.timeouts[:20]
-        res["resources"] = resources(sampler, warmup=min(600.0, 0.3 * total))
+        res["resources"] = resources(sampler, warmup=min(1800.0, 0.25 * total), settle=min(600.0, 0.1 * total))
         for golem in clade.golems:
             logs.setdefault(golem.name, []).extend(golem.stderr_lines)
         res["tracebacks"] = sum(1 for lines in logs.values() for line in lines if "Traceback" in line)
@@ -386,13 +392,12 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
 
 def converge(golems: Sequence[Golem], tally: Tally, last_end: float, *, timeout: float) -> dict[str, Any]:
     """Seconds from the last fault's end until every acknowledged warning (not held as a repeat)
-    is on every golem and the shared state digests agree; else what was still missing."""
+    is on every golem; else what was still missing."""
     warnings = [a.entry_id for a in tally.acks if a.kind == "warning"]
     deadline = now() + timeout
     state: dict[str, Any] = {}
     while now() < deadline:
         try:
-            digests = {x.name: str(x.call("GET", "/v1/state-digest")["shared"]) for x in golems}
             have = {x.name: {e["id"]: e for e in x.call("GET", "/v1/entries", params={
                 "limit": 10_000, "archived": "true"})["entries"]} for x in golems}
         except (RuntimeError, httpx.HTTPError):
@@ -401,19 +406,62 @@ def converge(golems: Sequence[Golem], tally: Tally, last_end: float, *, timeout:
         held = {i for entries in have.values() for i, e in entries.items() if e.get("crossing_hold")}
         missing = {name: [w for w in warnings if w not in held and w not in entries]
                    for name, entries in have.items()}
-        state = {"digests_distinct": len(set(digests.values())),
-                 "missing": {k: len(v) for k, v in missing.items() if v},
+        state = {"missing": {k: len(v) for k, v in missing.items() if v},
                  "missing_ids": {k: v[:5] for k, v in missing.items() if v}}
-        if len(set(digests.values())) == 1 and not any(missing.values()):
+        if not any(missing.values()):
             return {"seconds": round(now() - last_end, 1), "held_warnings": len(held)}
         time.sleep(1)  # poll pacing
     return {"seconds": None, **state}
 
 
-def resources(sampler: Sampler, *, warmup: float) -> dict[str, Any]:
+def quiet_curators(golems: Sequence[Golem], styx: StyxServer, args: argparse.Namespace) -> None:
+    """Stop every curator from cycling (config without cycles, SIGHUP), then wait out a cycle
+    that was already scheduled under the old period: after this no golem writes an op by itself."""
+    for golem in golems:
+        golem.data.config_path.write_text(golem_config(styx, args, cycle_ticks=10**7))
+        if golem.proc is not None and golem.proc.poll() is None:
+            golem.proc.send_signal(signal.SIGHUP)
+    time.sleep(args.cycle_s + 5.0)  # the schedule's own pacing: one old period, then the curators are quiet
+
+
+def gated_ops_after_one_round(golems: Sequence[Golem], *, timeout: float) -> dict[str, Any]:
+    """What must converge: with the load stopped and the curators quiet, every golem pulls once
+    from every connected sibling (`POST /v1/sync`); then the ops that may cross (`shared_ops`)
+    must be equal on every golem at once. The causal context (which also learns the dots each
+    golem withheld) is reported apart: seconds until it is equal too (None: not within `timeout`)."""
+    rounds: dict[str, Any] = {}
+    for golem in golems:
+        try:
+            synced = golem.call("POST", "/v1/sync")["synced"]
+            rounds[golem.name] = sum(1 for s in synced if "error" not in s)
+        except (RuntimeError, httpx.HTTPError) as exc:
+            rounds[golem.name] = f"failed: {exc}"
+    digests = {x.name: x.call("GET", "/v1/state-digest") for x in golems}
+    ops = {name: d["shared_ops"] for name, d in digests.items()}
+    out: dict[str, Any] = {"pulls_per_golem": rounds, "gated_ops_equal": len(set(ops.values())) == 1,
+                           "gated_ops_distinct": len(set(ops.values()))}
+    start = now()
+    while True:
+        contexts = {x.name: x.call("GET", "/v1/state-digest")["context"] for x in golems}
+        if len(set(contexts.values())) == 1:
+            out["context_equal_after_s"] = round(now() - start, 1)
+            break
+        if now() - start > timeout:
+            out["context_equal_after_s"] = None
+            out["contexts_distinct"] = len(set(contexts.values()))
+            break
+        time.sleep(1)  # poll pacing
+    return out
+
+
+def resources(sampler: Sampler, *, warmup: float, settle: float) -> dict[str, Any]:
+    """Per daemon: first and last samples, and the slope per hour after the warm-up (`warmup` s
+    from the start, or `settle` s after the daemon's last restart: a restarted daemon warms up
+    again), so growth is told from warm-up."""
     out: dict[str, Any] = {}
     for name, rows in sampler.samples.items():
-        since = max(warmup, sampler.restarts.get(name, 0.0))
+        restarted = sampler.restarts.get(name)
+        since = max(warmup, 0.0 if restarted is None else restarted + settle)
         late = [r for r in rows if r["t_s"] >= since]
         first, last = rows[0], rows[-1]
         out[name] = {
@@ -463,6 +511,9 @@ def check(res: dict[str, Any]) -> None:
             failed.append(f"{fault['fault']}: recovered in {fault.get('recovered_s')} s (goal 30 s)")
     if res.get("convergence_after_last_fault_s") is None:
         failed.append("no convergence after the last fault")
+    rounded = res.get("after_one_sync_round", {})
+    if rounded and not rounded.get("gated_ops_equal"):
+        failed.append(f"gated ops differ after one sync round ({rounded.get('gated_ops_distinct')} distinct)")
     for name, figures in res.get("resources", {}).items():
         for k in ("rss_mib", "fds"):
             slope = figures.get(f"{k}_slope_pct_per_h")
@@ -490,7 +541,9 @@ def report(res: dict[str, Any]) -> None:
     for f in res.get("faults", []):
         extra = f" (skipped: {f['skipped']})" if "skipped" in f else ""
         rows.append((f"{f['fault']} at {f['at_s']} s for {f['duration_s']} s{extra}", str(f.get("recovered_s"))))
-    rows.append(("convergence after the last fault", json.dumps(res.get("convergence"))))
+    rows.append(("convergence after the last fault (acknowledged warnings)", json.dumps(res.get("convergence"))))
+    rows.append(("after one sync round, curators quiet: gated ops; context",
+                 json.dumps(res.get("after_one_sync_round"))))
     rows.append(("## daemon", "RSS MiB first→last (slope %/h); fds; threads; store MiB; max outbox"))
     for name, r in sorted(res.get("resources", {}).items()):
         rows.append((name, f"{r['rss_mib_first_last'][0]}→{r['rss_mib_first_last'][1]} "

@@ -403,6 +403,8 @@ class DisconnectOut(_Out):
 
 class StateDigestOut(_Out):
     shared: str
+    shared_ops: str
+    context: str
     all: str
 
 

@@ -487,6 +487,17 @@ class Grimoire(EntryReads, RoomWrites, StyxRoom):
                 ops = [op for op in ops if (body := backend.body(op.entry_id)) is not None and gate(body)]
             return digest(ops, backend.context)
 
+    def state_digests(self, gate: Gate) -> dict[str, str]:
+        """The digests siblings compare, from one snapshot: `shared` (the ops that may cross and
+        the causal context), `shared_ops` (those ops alone: equal on siblings after one sync
+        round whatever private ops each wrote), `context` (the causal context alone: equal once
+        every withheld dot has been learnt too) and `all` (every op and the context)."""
+        with self._snapshot() as backend:
+            ops = backend.all_ops()
+            gated = [op for op in ops if (body := backend.body(op.entry_id)) is not None and gate(body)]
+            return {"shared": digest(gated, backend.context), "shared_ops": digest(gated, CausalContext()),
+                    "context": digest([], backend.context), "all": digest(ops, backend.context)}
+
     def forget(self, entry_id: str) -> bool:
         """Archive an entry locally (no op crosses). False if it was already archived.
 
