@@ -1,7 +1,7 @@
 """Retrieval quality on LoCoMo and on keyword-disjoint corpora, through a real daemon, with baselines.
 
     .venv/bin/python -m bench.bench_locomo [--path locomo10.json] [--weights 0,0.1,0.2,0.3,0.4,0.5]
-                                            [--conversations N] [--no-daemon]
+                                            [--conversations N] [--no-daemon] [--shipped]
 
 LoCoMo (Maharana et al., ACL 2024; CC BY-NC 4.0; read from `--path`, never copied here):
 each conversation is one golem's Grimoire, each turn an entry "Speaker: text" (plus
@@ -53,6 +53,7 @@ from bench.common.daemon import CLADE, Daemon
 from bench.common.seed import seed_entries
 from crypto.identity import Identity
 from daemon.embedding.embedder import DEFAULT_MODEL, get_embedder
+from daemon.embedding.shipped import dequantize, quantize
 from daemon.grimoire.fields import event_ms
 from daemon.grimoire.lexical import STOPWORDS
 from daemon.grimoire.records import NewEntry
@@ -273,7 +274,8 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         rankings: dict[str, list[list[str]]] = {
             "cosine": cos, "bm25": bm, "rrf": [rrf((c, b), 10) for c, b in zip(cos, bm, strict=True)]}
         db = root / f"{corpus.name}.db"
-        key_of = build_store(corpus, db, root / "embedder", args.model, d)
+        stored = np.stack([dequantize(*quantize(v)) for v in d]) if args.shipped else d
+        key_of = build_store(corpus, db, root / "embedder", args.model, stored)
         if not args.no_daemon:
             rankings["clade"], lat = through_daemon(corpus, db, key_of, root, args.model)
             latencies += lat
@@ -339,6 +341,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--conversations", type=int, default=None, help="only the first N conversations")
     ap.add_argument("--weights", type=lambda s: [float(x) for x in s.split(",")], default=[0, 0.1, 0.2, 0.3, 0.4, 0.5])
     ap.add_argument("--no-daemon", action="store_true", help="baselines and in-process variants only")
+    ap.add_argument("--shipped", action="store_true",
+                    help="store every entry's vector as a sibling ships it (int8 round trip: "
+                         "daemon/embedding/shipped.py), as if every entry had come by gossip")
     args = ap.parse_args(argv)
     started = time.perf_counter()
     machine = machine_info(None, ("onnxruntime", "fastembed"))

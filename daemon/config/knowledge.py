@@ -91,6 +91,14 @@ class EmbeddingConfig(Section):
                                   description="unload the model (~110 MiB of MiniLM) after this many seconds unused; "
                                               "it loads again on the next need (~1 s, searches meanwhile answer from "
                                               "keywords). 0: keep it loaded once loaded")
+    ship_vectors: bool = Field(True, description="gossip own entries with their vector (int8) when every connected "
+                                                 "sibling can take it, and use siblings' shipped vectors of the same "
+                                                 "space instead of embedding their entries here")
+    check_shipped: float = Field(0.125, ge=0.0, le=1.0,
+                                 description="the share of siblings' shipped vectors this golem re-embeds at idle "
+                                             "priority to check them (a fixed draw per entry); one that does not "
+                                             "match its text is replaced and makes its author suspect. 1: check "
+                                             "every one (costs what embedding them here did)")
 
     @property
     def space(self) -> str:

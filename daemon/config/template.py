@@ -86,6 +86,8 @@ DEFAULT_CONFIG_TOML = """\
 # model = "sentence-transformers/all-MiniLM-L6-v2"
 #   or "all-MiniLM-L6-v2+all-mpnet-base-v2": better recall, ~8x the CPU per entry, MemoryMax=2G
 # unload_after_s = 300.0   # the model leaves memory after this long unused (0: never)
+# ship_vectors = true      # gossip own entries with their vector; use siblings' instead of embedding theirs
+# check_shipped = 0.125    # the share of siblings' shipped vectors re-embedded here to check them
 
 [digest]
 # pinned_tags = []         # e.g. ["risk-limits"]: tagged entries always enter the digest first

@@ -111,7 +111,8 @@ class AuthorDoc(_Out):
     author: str
     trust: float = Field(description="Beta posterior mean of local evidence; 0 when distrusted")
     reasons: list[str] = Field(description="why it is suspect: distrusted, low_trust, burst, catchup_flood, "
-                                             "evidence_flood")
+                                             "evidence_flood, forged_vector (a vector it shipped did not match its "
+                                             "entry's text here)")
     suspect: bool
     good: int
     bad: int

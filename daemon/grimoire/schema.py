@@ -366,10 +366,22 @@ BEGIN
 END;
 """
 
+_V19_SHIPPED_VECTORS = """
+-- Vectors shipped with gossip (daemon/embedding/shipped.py): where an entry's vector came from.
+-- NULL: embedded here; 'author': the author's, used as shipped; 'to_check': the author's, drawn
+-- for a check by this golem's own model (at idle priority); 'checked': the author's, and it
+-- matched. A vector written here (put_vectors) resets it to NULL.
+ALTER TABLE entries ADD COLUMN embedding_source TEXT;
+CREATE INDEX entries_vector_to_check ON entries (rid) WHERE embedding_source = 'to_check';
+-- When an author's shipped vector last failed its check here: sticky, like `burst_ms`, until
+-- the operator trusts the author again (trust_store.set_distrust).
+ALTER TABLE author_trust ADD COLUMN forged_vector_ms INTEGER;
+"""
+
 MIGRATIONS: tuple[str, ...] = (_V1_ENTRIES, _V2_FTS, _V3_OPS, _V4_RETRIEVAL, _V5_VECTOR_MODEL, _V6_PROMOTION,
                                _V7_AGENT_MEMORY, _V8_UNEMBEDDED, _V9_CURATOR, _V10_STYX_OUTBOX, _V11_STYX_SPEND,
                                _V12_INGEST, _V13_OUTCOMES, _V14_TRUST, _V15_EVIDENCE, _V16_LIVE_SEQ,
-                               _V17_EVENT_TIME, _V18_VECTOR_CLEARED)
+                               _V17_EVENT_TIME, _V18_VECTOR_CLEARED, _V19_SHIPPED_VECTORS)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -5,7 +5,8 @@ step with the CRDT's endorse slots by replication.py (`record_endorsement`), so 
 can be weighed by who gave it; `author_trust` — per author: the operator's `distrusted` flag,
 `burst_ms` (when the author went over its write budget: sticky until the operator trusts it
 again, since the budget window slides on), `suspect_ms` (when it was last reported suspect,
-so each turn is alerted once) and `trusted_ms` (the operator's last `trust`: the budget counts
+so each turn is alerted once), `forged_vector_ms` (when a vector it shipped failed its check
+here: sticky too) and `trusted_ms` (the operator's last `trust`: the budget counts
 arrivals after it only, so a forgiven burst is not flagged again). Everything else is derived
 from the entries' local columns on each read; nothing here is replicated.
 """
@@ -34,7 +35,7 @@ from .trust import (
 )
 
 __all__ = ["AlertState", "TrustView", "ViewCache", "alert_state", "author_views", "entry_states", "quarantine",
-           "record_endorsement", "record_suspects", "set_distrust"]
+           "record_endorsement", "record_forged_vector", "record_suspects", "set_distrust"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +114,9 @@ def author_views(conn: sqlite3.Connection, *, now_ms: int, policy: TrustPolicy) 
         "LEFT JOIN author_trust t ON t.author = v.writer "
         "WHERE v.local = 0 AND v.stored_ms >= max(?, coalesce(t.trusted_ms, 0)) GROUP BY v.writer", (since,))}
     views: dict[str, AuthorView] = {}
-    for author in sorted(set(local) | set(flags) | set(evidence_arrivals) | set(reliability)):
+    # Authors whose shipped vector failed its check here (record_forged_vector): sticky, like a burst.
+    forged = {str(r[0]) for r in conn.execute("SELECT author FROM author_trust WHERE forged_vector_ms IS NOT NULL")}
+    for author in sorted(set(local) | set(flags) | set(evidence_arrivals) | set(reliability) | forged):
         good, bad, arrivals, fresh = local.get(author, [0, 0, 0, 0])
         distrusted, burst_ms, _ = flags.get(author, (False, None, None))
         more = extra.get(author, [0, 0])
@@ -123,6 +126,8 @@ def author_views(conn: sqlite3.Connection, *, now_ms: int, policy: TrustPolicy) 
             view = replace(view, suspect=True, reasons=(*view.reasons, "unreliable"))
         if burst_ms is not None and "burst" not in view.reasons:
             view = replace(view, suspect=True, reasons=(*view.reasons, "burst"))
+        if author in forged:
+            view = replace(view, suspect=True, reasons=(*view.reasons, "forged_vector"))
         views[author] = view
     return TrustView(views, vouched, frozenset(vouchers))
 
@@ -190,9 +195,17 @@ def set_distrust(conn: sqlite3.Connection, author: str, *, distrusted: bool, now
     else:
         conn.execute("INSERT INTO author_trust (author, distrusted, changed_ms, trusted_ms) VALUES (?1, 0, ?2, ?2) "
                      "ON CONFLICT (author) DO UPDATE SET distrusted = 0, burst_ms = NULL, suspect_ms = NULL, "
+                     "forged_vector_ms = NULL, "
                      "trusted_ms = excluded.changed_ms, changed_ms = excluded.changed_ms", (author, now_ms))
     held = conn.execute("SELECT count(*) FROM entries WHERE author = ?", (author,)).fetchone()[0]
     return {"author": author, "distrusted": distrusted, "entries": int(held)}
+
+
+def record_forged_vector(conn: sqlite3.Connection, author: str, *, now_ms: int) -> None:
+    """A vector `author` shipped did not match its own text here (daemon/embedding/shipped.py):
+    the author is suspect (reason `forged_vector`) until the operator trusts it again."""
+    conn.execute("INSERT INTO author_trust (author, distrusted, changed_ms, forged_vector_ms) VALUES (?1, 0, ?2, ?2) "
+                 "ON CONFLICT (author) DO UPDATE SET forged_vector_ms = excluded.forged_vector_ms", (author, now_ms))
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,20 +9,23 @@ so entries need no ANN index; episodes (up to millions) use LanceDB's.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from daemon.embedding.embedder import EmbeddingInfo
+from daemon.embedding.shipped import Shipped, VectorShipping, sampled
 
 from .store import Grimoire, wall_clock_ms
+from .trust_store import record_forged_vector
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-__all__ = ["embedding_backlog", "missing_vectors", "model_clause", "put_vectors",
-           "stored_vectors", "vector_report", "write_vectors"]
+__all__ = ["accept_shipped", "accept_shipped_vectors", "embedding_backlog", "missing_vectors", "model_clause",
+           "own_vectors", "put_vectors", "settle_checks", "shipped_to_check", "stored_vectors", "vector_report",
+           "write_vectors"]
 
 
 def model_clause(info: EmbeddingInfo) -> tuple[str, tuple[str, str, str]]:
@@ -72,18 +75,106 @@ def write_vectors(store: Grimoire, info: EmbeddingInfo, ids: Sequence[str], vect
         put_vectors(conn, info, ids, vectors)
 
 
+def _stamp(conn: sqlite3.Connection) -> int:
+    """A vector write's time: strictly later than every earlier one (see `write_vectors`)."""
+    (latest,) = conn.execute("SELECT coalesce(max(embedding_created_ms), 0) FROM entries "
+                              "WHERE embedding_created_ms IS NOT NULL").fetchone()
+    return max(wall_clock_ms(), int(latest) + 1)
+
+
 def put_vectors(conn: sqlite3.Connection, info: EmbeddingInfo, ids: Sequence[str],
                 vectors: NDArray[np.float32]) -> None:
     """`write_vectors` inside the caller's transaction (e.g. the one writing the entry)."""
-    (latest,) = conn.execute("SELECT coalesce(max(embedding_created_ms), 0) FROM entries "
-                              "WHERE embedding_created_ms IS NOT NULL").fetchone()
-    now = max(wall_clock_ms(), int(latest) + 1)
+    now = _stamp(conn)
     conn.executemany(
         "UPDATE entries SET embedding = ?, embedding_model = ?, embedding_model_version = ?, "
-        "embedding_preprocess_hash = ?, embedding_created_ms = ? WHERE id = ?",
+        "embedding_preprocess_hash = ?, embedding_created_ms = ?, embedding_source = NULL WHERE id = ?",
         [(vectors[i].astype(np.float32).tobytes(), info.model, info.model_version, info.preprocess_hash, now,
           entry_id) for i, entry_id in enumerate(ids)],
     )
+
+
+# -- vectors shipped with gossip (daemon/embedding/shipped.py) ----------------------------------
+
+
+def own_vectors(store: Grimoire, info: EmbeddingInfo, author: str, ids: Sequence[str]
+                ) -> dict[str, NDArray[np.float32]]:
+    """The vectors this golem made itself, in `info`'s space, of its own entries among `ids`
+    (what its gossip ships): never a vector it was shipped, never another author's entry."""
+    clause, params = model_clause(info)
+    out: dict[str, NDArray[np.float32]] = {}
+    for start in range(0, len(ids), 500):
+        chunk = list(ids[start:start + 500])
+        marks = ",".join("?" * len(chunk))
+        for entry_id, blob in store.connection.execute(
+                f"SELECT id, embedding FROM entries WHERE id IN ({marks}) AND author = ? AND embedding IS NOT NULL "
+                f"AND embedding_source IS NULL AND {clause}", (*chunk, author, *params)):
+            vec = np.frombuffer(blob, dtype=np.float32)
+            if vec.shape[0] == info.dim:
+                out[str(entry_id)] = vec
+    return out
+
+
+def accept_shipped(conn: sqlite3.Connection, info: EmbeddingInfo, author: str,
+                   vectors: Mapping[str, NDArray[np.float32]], *, check: Callable[[str], bool]) -> int:
+    """Store `author`'s shipped vectors (in `info`'s space, unit, `info.dim` long) for its
+    entries that have no vector yet, inside the caller's transaction: marked 'to_check' where
+    `check(entry id)` draws it, else 'author'. Entries of another author, unknown here or
+    already embedded are left alone. Returns how many were stored."""
+    rows = [(entry_id, vec) for entry_id, vec in vectors.items() if vec.shape == (info.dim,)]
+    if not rows:
+        return 0
+    now = _stamp(conn)
+    before = conn.total_changes
+    conn.executemany(
+        "UPDATE entries SET embedding = ?, embedding_model = ?, embedding_model_version = ?, "
+        "embedding_preprocess_hash = ?, embedding_created_ms = ?, embedding_source = ? "
+        "WHERE id = ? AND author = ? AND embedding IS NULL",
+        [(vec.astype(np.float32).tobytes(), info.model, info.model_version, info.preprocess_hash, now,
+          "to_check" if check(entry_id) else "author", entry_id, author) for entry_id, vec in rows])
+    return conn.total_changes - before
+
+
+def accept_shipped_vectors(store: Grimoire, shipping: VectorShipping, shipped: Sequence[tuple[str, Shipped]], *,
+                           salt: str) -> int:
+    """`accept_shipped` of each sender's vectors (the sender is the entries' author: the
+    codec kept no other), in one transaction; a section of another space is ignored (its
+    entries are embedded here as before). `salt`: this golem's id, for the checks' draw."""
+    def check(entry_id: str) -> bool:
+        return sampled(entry_id, salt, shipping.check_rate)
+
+    used = 0
+    with store._transaction() as conn:
+        for author, section in shipped:
+            if section.space == shipping.space:
+                used += accept_shipped(conn, shipping.info, author, section.vectors, check=check)
+    return used
+
+
+def shipped_to_check(store: Grimoire, info: EmbeddingInfo, *, limit: int
+                     ) -> list[tuple[str, str, str, NDArray[np.float32]]]:
+    """(id, content, author, shipped vector) of shipped vectors drawn for a check, oldest first."""
+    clause, params = model_clause(info)
+    out = []
+    for entry_id, content, author, blob in store.connection.execute(
+            f"SELECT id, content, author, embedding FROM entries INDEXED BY entries_vector_to_check "
+            f"WHERE embedding_source = 'to_check' AND {clause} ORDER BY rid LIMIT ?", (*params, limit)):
+        out.append((str(entry_id), str(content), str(author), np.frombuffer(blob, dtype=np.float32)))
+    return out
+
+
+def settle_checks(store: Grimoire, info: EmbeddingInfo, matched: Sequence[str],
+                  forged: Sequence[tuple[str, str, NDArray[np.float32]]], *, now_ms: int) -> None:
+    """Record checks in one transaction: `matched` ids become 'checked'; each (id, author, own
+    vector) in `forged` takes this golem's own vector and makes its author suspect
+    (trust_store.record_forged_vector)."""
+    with store._transaction() as conn:
+        conn.executemany("UPDATE entries SET embedding_source = 'checked' WHERE id = ? AND embedding_source = "
+                         "'to_check'", [(i,) for i in matched])
+        if forged:
+            put_vectors(conn, info, [i for i, _, _ in forged], np.stack([v for _, _, v in forged]))
+            for author in sorted({a for _, a, _ in forged}):
+                record_forged_vector(conn, author, now_ms=now_ms)
 
 
 def stored_vectors(store: Grimoire, info: EmbeddingInfo, ids: Sequence[str]) -> dict[str, NDArray[np.float32]]:

@@ -16,21 +16,28 @@ import json
 import logging
 import sqlite3
 from collections import OrderedDict
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
+import numpy as np
 import trio
 from libp2p.peer.id import ID
 
-from crdt import CausalContext, Delta, EntryBody, Op, RemoteProtocolError
+from crdt import ApplyReport, CausalContext, Delta, EntryBody, Op, RemoteProtocolError
 from crdt.replica import MAX_BATCH_BYTES, MAX_BATCH_OPS
+from daemon.embedding.shipped import Shipped, VectorShipping, encode_section
 from daemon.errors import StoreError
 from daemon.grimoire import Grimoire
+from daemon.grimoire.vectors import accept_shipped_vectors, own_vectors
 
 from .gossip import GossipCodec, Opened
 from .links import TRANSPORT_ERRORS
 from .part import NodePart
 from .peers import PeerBook
 from .ports import DaemonPort, Links, announce_received, internal_error
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
 
 __all__ = ["APPLY_BATCH", "Broadcast", "PendingBytes"]
 
@@ -80,11 +87,12 @@ class Broadcast(NodePart):
     """Gossip on the clade topic and the probe topic (see the module docstring)."""
 
     def __init__(self, daemon: DaemonPort, links: Links, book: PeerBook, *, me: str, codec: GossipCodec,
-                 topic: str, probe_topic: str, max_skew_ms: int) -> None:
+                 topic: str, probe_topic: str, max_skew_ms: int, vector_topic: str | None = None) -> None:
         super().__init__(daemon, links, book)
         self.me = me
         self.codec = codec
         self.topic, self.probe_topic = topic, probe_topic
+        self.vector_topic = vector_topic  # gossip that also carries the sender's vectors (node.topic_of)
         self.max_skew_ms = max_skew_ms
         self._accepted: OrderedDict[bytes, Opened] = OrderedDict()  # validated, not delivered yet
         # Message ids delivered lately: py-libp2p checks "seen" before it verifies the
@@ -97,11 +105,13 @@ class Broadcast(NodePart):
         self._apply_send, self._apply_receive = trio.open_memory_channel[tuple[str, Opened]](1024)
         self.pending = PendingBytes()  # bytes of `_accepted` and of the applier's queue, per sender
 
-    async def run(self, subscription: Any, probes: Any, *,
+    async def run(self, subscription: Any, probes: Any, with_vectors: Any = None, *,
                   task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """Drain both subscriptions, join accepted gossip, publish own ops; until cancelled."""
+        """Drain the subscriptions, join accepted gossip, publish own ops; until cancelled."""
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._drain, subscription)
+            if with_vectors is not None:
+                nursery.start_soon(self._drain, with_vectors)
             nursery.start_soon(self._drain_probes, probes)
             nursery.start_soon(self._applier)
             nursery.start_soon(self._publisher)
@@ -123,6 +133,13 @@ class Broadcast(NodePart):
 
     async def validate(self, forwarder: ID, msg: Any) -> bool:
         """GossipSub validator: only fully checked messages are delivered and forwarded."""
+        return await self._validate(forwarder, msg, with_vectors=False)
+
+    async def validate_with_vectors(self, forwarder: ID, msg: Any) -> bool:
+        """`validate` for the vectors topic (the batch also carries the sender's vectors)."""
+        return await self._validate(forwarder, msg, with_vectors=True)
+
+    async def _validate(self, forwarder: ID, msg: Any, *, with_vectors: bool) -> bool:
         publisher = ID(msg.from_id).to_base58() if msg.from_id else ""
         if publisher == self.me:
             return True
@@ -151,7 +168,8 @@ class Broadcast(NodePart):
             # "replayed". It finishes, and its result waits in `_accepted` for that copy.
             with trio.CancelScope(shield=True):
                 opened = await trio.to_thread.run_sync(
-                    lambda: self.codec.open(bytes(msg.data), publisher=publisher, now_ms=self.daemon.now_ms()))
+                    lambda: self.codec.open(bytes(msg.data), publisher=publisher, now_ms=self.daemon.now_ms(),
+                                            with_vectors=with_vectors))
         except RemoteProtocolError as exc:
             self.counters[f"gossip_rejected_{exc.reason}"] += 1
             log.info("gossip from %s (via %s) rejected: %s", publisher, forwarded_by, exc)
@@ -208,11 +226,14 @@ class Broadcast(NodePart):
                     break
             ops: tuple[Op, ...] = tuple(op for _, opened in batch for op in opened.delta.ops)
             delta = Delta(ops, CausalContext())
+            shipping = self.daemon.vector_shipping()
+            shipped = [(sender, opened.shipped) for sender, opened in batch
+                       if opened.shipped is not None and opened.shipped.vectors]
             for _, opened in batch:  # out of the queue: the ops above are all that is held now
                 self.pending.release(opened.sender, opened.size)
             try:
-                report = await self.daemon.on_writer(functools.partial(
-                    Grimoire.apply_delta, delta=delta, local_replica=self.me, max_skew_ms=self.max_skew_ms))
+                report, used = await self.daemon.on_writer(functools.partial(
+                    _join, delta=delta, me=self.me, max_skew_ms=self.max_skew_ms, shipping=shipping, shipped=shipped))
             except STORE_ERRORS as exc:  # a failed apply loses nothing: anti-entropy resends
                 self.counters["gossip_apply_failed"] += 1
                 log.error("joining gossip failed (anti-entropy will retry): %r", exc)
@@ -221,6 +242,8 @@ class Broadcast(NodePart):
                 internal_error(self.counters, "joining %d gossip message(s)", len(batch))
                 continue
             self.counters["gossip_accepted"] += len(batch)
+            self.counters["gossip_vectors_used"] += used
+            self.counters["gossip_vectors_unused"] += sum(len(x.vectors) for _, x in shipped) - used
             self.counters["gossip_ops_applied"] += report.applied
             for reason, n in report.rejected.items():
                 self.counters[f"gossip_rejected_{reason}"] += n
@@ -242,13 +265,23 @@ class Broadcast(NodePart):
             except Exception:  # noqa: BLE001 - a bug: logged with its traceback; the publisher goes on
                 internal_error(self.counters, "publishing own ops")
 
+    def _shipping_now(self) -> VectorShipping | None:
+        """The space to ship vectors in now: shipping is on and every connected sibling is on
+        the vectors topic (an older sibling reads only the plain topic); else None."""
+        shipping = self.daemon.vector_shipping()
+        if shipping is None or self.vector_topic is None:
+            return None
+        members = {r.peer_id for r in self.book.members()}
+        return shipping if members and members <= self.links.subscribed(self.vector_topic) else None
+
     async def _publish_new(self) -> None:
         since = self._published_seq
+        shipping = self._shipping_now()
 
-        def outgoing(store: Grimoire) -> tuple[int, list[Op]]:  # in the writer thread
+        def outgoing(store: Grimoire) -> tuple[int, list[Op], dict[str, NDArray[np.float32]]]:  # in the writer thread
             top = store.local_top(self.me)
             if top <= since:
-                return top, []
+                return top, [], {}
             ops = store.ops_of(self.me, since)
             gate = store.sync_gate(self.me, {op.entry_id for op in ops})
             bodies: dict[str, EntryBody | None] = {
@@ -258,19 +291,39 @@ class Broadcast(NodePart):
                 body = bodies.get(op.entry_id) or store.body(op.entry_id)
                 if body is not None and gate(body):
                     kept.append(op)
-            return top, kept
+            mine = [i for i, b in bodies.items() if b is not None and b.author == self.me]
+            vectors = {} if shipping is None or not mine else own_vectors(store, shipping.info, self.me, mine)
+            return top, kept, vectors
 
-        top, ops = await self.daemon.on_writer(outgoing)
+        top, ops, vectors = await self.daemon.on_writer(outgoing)
         self._published_seq = max(self._published_seq, top)
-        for chunk in _chunks(ops):
-            data = self.codec.seal(Delta(tuple(chunk), CausalContext()), now_ms=self.daemon.now_ms())
-            await self.links.publish(self.topic, data)
+        for chunk in _chunks(ops, vectors):
+            delta = Delta(tuple(chunk), CausalContext())
+            carried = {op.entry_id: vectors[op.entry_id] for op in chunk
+                       if isinstance(op.value, EntryBody) and op.entry_id in vectors}
+            if shipping is not None and self.vector_topic is not None:
+                data = self.codec.seal(delta, now_ms=self.daemon.now_ms(),
+                                       vectors=encode_section(shipping.space, carried))
+                await self.links.publish(self.vector_topic, data)
+                self.counters["gossip_vectors_shipped"] += len(carried)
+            else:
+                data = self.codec.seal(delta, now_ms=self.daemon.now_ms())
+                await self.links.publish(self.topic, data)
             self.counters["gossip_published"] += 1
             self.counters["gossip_ops_published"] += len(chunk)
             for record in self.book.members():
                 self.book.note_traffic(record.peer_id, sent=len(data), now_ms=self.daemon.now_ms())
                 self.counters["gossip_msgs_out"] += 1
                 self.counters["gossip_bytes_out"] += len(data)
+
+
+def _join(store: Grimoire, *, delta: Delta, me: str, max_skew_ms: int, shipping: VectorShipping | None,
+          shipped: list[tuple[str, Shipped]]) -> tuple[ApplyReport, int]:
+    """Join gossip's ops, then store the vectors their authors shipped (in the writer thread);
+    returns the join's report and how many vectors were used."""
+    report = store.apply_delta(delta, local_replica=me, max_skew_ms=max_skew_ms)
+    used = accept_shipped_vectors(store, shipping, shipped, salt=me) if shipping is not None and shipped else 0
+    return report, used
 
 
 def _remember(recent: OrderedDict[bytes, V], key: bytes, value: V) -> list[V]:
@@ -283,14 +336,17 @@ def _remember(recent: OrderedDict[bytes, V], key: bytes, value: V) -> list[V]:
     return forgotten
 
 
-def _chunks(ops: list[Op]) -> list[list[Op]]:
-    """Split ops into batches well within the codec's caps (the envelope adds ~1 KiB)."""
+def _chunks(ops: list[Op], vectors: Mapping[str, Any] | None = None) -> list[list[Op]]:
+    """Split ops into batches well within the codec's caps (the envelope adds ~1 KiB); an
+    entry's body op costs its shipped vector too (`vectors`: entry id -> vector)."""
     out: list[list[Op]] = []
     current: list[Op] = []
     size = 0
     budget = MAX_BATCH_BYTES - 64 * 1024
     for op in ops:
         cost = op.wire_size + 64
+        if vectors and isinstance(op.value, EntryBody) and op.entry_id in vectors:
+            cost += len(vectors[op.entry_id]) + 160  # int8 components, scale, id and framing
         if current and (len(current) >= MAX_BATCH_OPS or size + cost > budget):
             out.append(current)
             current, size = [], 0

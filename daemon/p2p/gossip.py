@@ -17,9 +17,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from crdt import Delta, RemoteProtocolError
+import msgpack
+
+from crdt import Delta, EntryBody, RemoteProtocolError
 from crdt.codec import decode_delta, encode_delta
+from crdt.ops import unpack_strict
+from crdt.replica import MAX_BATCH_BYTES
 from crypto import (
     EnvelopeError,
     EpochKey,
@@ -32,8 +37,16 @@ from crypto import (
     seal_envelope,
 )
 from crypto.identity import signature_ok
+from daemon.embedding.shipped import MAX_SHIPPED, Shipped, decode_section
 
-__all__ = ["GossipCodec", "Opened"]
+__all__ = ["WITH_VECTORS", "GossipCodec", "Opened"]
+
+
+# The batch of a message on the vectors topic (`topic_of(…, vectors=True)`): the delta's bytes
+# and the sender's own vectors of the entries it carries (daemon/embedding/shipped.py):
+#     [WITH_VECTORS, delta bytes, [space, [[entry id, scale, q], …]]]
+# A message on the plain topic is the delta's bytes alone, as every release reads it.
+WITH_VECTORS = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +54,7 @@ class Opened:
     sender: str
     delta: Delta
     size: int
+    shipped: Shipped | None = None  # the sender's vectors of its own entries in `delta` (vectors topic)
 
 
 class GossipCodec:
@@ -72,13 +86,21 @@ class GossipCodec:
         self.max_skew_ms = max_skew_ms
         self.replay = ReplayGuard()
 
-    def seal(self, delta: Delta, *, now_ms: int) -> bytes:
+    def seal(self, delta: Delta, *, now_ms: int, vectors: list[Any] | None = None) -> bytes:
+        """Seal `delta` for the clade; with `vectors` (a `shipped.encode_section`), in the
+        vectors topic's form (publish it there)."""
         current = self.keyring().current
-        return seal_envelope(encode_delta(delta), sender=self.identity, membership=self.membership,
+        batch = encode_delta(delta)
+        if vectors is not None:
+            batch = msgpack.packb([WITH_VECTORS, batch, vectors], use_bin_type=True)
+        return seal_envelope(batch, sender=self.identity, membership=self.membership,
                              clade_key=current.key, epoch=current.epoch, now_ms=now_ms)
 
-    def open(self, data: bytes, *, publisher: str, now_ms: int) -> Opened:
-        """Check a message published by `publisher` (GossipSub's signed origin)."""
+    def open(self, data: bytes, *, publisher: str, now_ms: int, with_vectors: bool = False) -> Opened:
+        """Check a message published by `publisher` (GossipSub's signed origin); `with_vectors`:
+        it came on the vectors topic. Shipped vectors are kept only for entries whose body is
+        in the delta and whose author is the sender (its envelope signature covers them); a
+        malformed section refuses the message (`malformed_vectors`)."""
         ring, grace_ms = self.keyring(), self.key_grace_ms()
 
         def key_of(epoch: int) -> bytes:
@@ -93,7 +115,14 @@ class GossipCodec:
         if envelope.sender != publisher:
             raise RemoteProtocolError("sender_mismatch",
                                       f"envelope sealed by {envelope.sender}, published by {publisher}")
-        delta, dropped = decode_delta(envelope.batch, signature_ok)  # raises RemoteProtocolError
+        batch, section = envelope.batch, None
+        if with_vectors:
+            wrapped = unpack_strict(batch, max_len=MAX_BATCH_BYTES, max_array=MAX_SHIPPED)
+            if not isinstance(wrapped, list) or len(wrapped) != 3 or wrapped[0] != WITH_VECTORS \
+                    or not isinstance(wrapped[1], bytes):
+                raise RemoteProtocolError("malformed_vectors", "a vectors-topic batch is [2, delta, vectors]")
+            batch, section = wrapped[1], wrapped[2]
+        delta, dropped = decode_delta(batch, signature_ok)  # raises RemoteProtocolError
         if dropped:
             reason, _ = dropped.most_common(1)[0]
             raise RemoteProtocolError(reason, f"{sum(dropped.values())} op(s) failed their checks")
@@ -103,4 +132,13 @@ class GossipCodec:
                                       f"{max(op.hlc.ms for op in future) - now_ms} ms ahead")
         if envelope.epoch < ring.current.epoch and self.counters is not None:
             self.counters["gossip_accepted_old_epoch"] += 1  # a sibling that has not rotated yet
-        return Opened(envelope.sender, delta, len(data))
+        shipped = None
+        if section is not None:
+            shipped = decode_section(section)
+            own = {op.entry_id for op in delta.ops
+                   if isinstance(op.value, EntryBody) and op.value.author == envelope.sender}
+            kept = {i: v for i, v in shipped.vectors.items() if i in own}
+            if len(kept) < len(shipped.vectors) and self.counters is not None:
+                self.counters["gossip_vectors_not_senders"] += len(shipped.vectors) - len(kept)
+            shipped = Shipped(shipped.space, kept)
+        return Opened(envelope.sender, delta, len(data), shipped)

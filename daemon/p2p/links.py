@@ -98,6 +98,9 @@ class HostLinks:
     async def publish(self, topic: str, data: bytes) -> None:
         await self.pubsub.publish(topic, data)
 
+    def subscribed(self, topic: str) -> frozenset[str]:
+        return frozenset(peer.to_base58() for peer in self.pubsub.peer_topics.get(topic, ()))
+
     def shut_out(self, peer_id: str) -> None:
         pid = parse_peer_id(peer_id)
         if pid is None:

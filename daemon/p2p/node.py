@@ -56,8 +56,10 @@ SYNC_PROTOCOL = TProtocol(catchup.SYNC_PROTOCOL)
 GOSSIP_GATE_WAIT_S = 60.0  # a peer's pubsub stream waits for its hello at most this long (see gate)
 
 
-def topic_of(clade_id: str) -> str:
-    return f"/clade/{clade_id}/v1"
+def topic_of(clade_id: str, *, vectors: bool = False) -> str:
+    """The clade's gossip topic; `vectors`: the topic whose messages also carry the sender's
+    vectors (gossip.WITH_VECTORS), which a daemon uses while every connected sibling is on it."""
+    return f"/clade/{clade_id}/v2" if vectors else f"/clade/{clade_id}/v1"
 
 
 def parse_peer_addr(addr: str) -> tuple[str, str]:
@@ -138,8 +140,10 @@ class P2PNode:
         codec = GossipCodec(identity=identity, membership=membership, keyring=keyring, key_grace_ms=key_grace_ms,
                             counters=daemon.counters, revocations=lambda: self.admission.revocations,
                             max_skew_ms=max_skew_ms)
+        self.vector_topic = topic_of(membership.clade_id, vectors=True)
         self.broadcast = Broadcast(daemon, self.links, self.book, me=me, codec=codec, topic=self.topic,
-                                   probe_topic=self.probe_topic, max_skew_ms=max_skew_ms)
+                                   vector_topic=self.vector_topic, probe_topic=self.probe_topic,
+                                   max_skew_ms=max_skew_ms)
         self.listen_addrs: list[str] = []
         for addr in bootstrap:
             self.dialing.add_bootstrap(addr)
@@ -241,13 +245,15 @@ class P2PNode:
                         self.host.set_stream_handler(HELLO_PROTOCOL, self._hello_handler)
                         self.host.set_stream_handler(SYNC_PROTOCOL, self._sync_handler)
                         subscription = await self.pubsub.subscribe(self.topic)
+                        self.pubsub.set_topic_validator(self.vector_topic, self.broadcast.validate_with_vectors, True)
+                        with_vectors = await self.pubsub.subscribe(self.vector_topic)
                         self.pubsub.set_topic_validator(self.probe_topic, self.broadcast.validate_probe, False)
                         probes = await self.pubsub.subscribe(self.probe_topic)
                         self.listen_addrs = self.links.listen_addrs()
                         async with trio.open_nursery() as nursery:
                             await nursery.start(self.admission.run)
                             await nursery.start(self.dialing.run)
-                            await nursery.start(self.broadcast.run, subscription, probes)
+                            await nursery.start(self.broadcast.run, subscription, probes, with_vectors)
                             nursery.start_soon(self.catchup.run)
                             nursery.start_soon(self._connection_events, events_receive)
                             log.info("p2p listening on %s, topic %s", ", ".join(self.listen_addrs), self.topic)

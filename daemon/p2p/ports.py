@@ -25,6 +25,7 @@ from crypto import RevocationList
 from daemon.grimoire.storage_faults import sole_cause, storage_refusal
 
 if TYPE_CHECKING:
+    from daemon.embedding.shipped import VectorShipping
     from daemon.grimoire import Grimoire
 
 __all__ = ["DaemonPort", "Links", "P2PControl", "Siblings", "Stream", "Syncer", "announce_received", "internal_error"]
@@ -59,6 +60,12 @@ class DaemonPort(Protocol):
     def ingesting(self) -> AbstractContextManager[None]:
         """Held while a catch-up round is joined: work that can wait (the backlog embedder)
         holds back a while, so the join has the cores."""
+        ...
+
+    def vector_shipping(self) -> VectorShipping | None:
+        """The vector space gossip ships and accepts vectors in, and the share of accepted ones
+        to check; None: shipping is off (`[embedding] ship_vectors`) or the space is not known
+        without loading the model (a hub model, files of the operator's own)."""
         ...
 
 
@@ -98,6 +105,10 @@ class Links(Protocol):
 
     async def publish(self, topic: str, data: bytes) -> None:
         """Publish on a GossipSub topic (drops are not reported: docs/design/libp2p.md, pitfall 7)."""
+        ...
+
+    def subscribed(self, topic: str) -> frozenset[str]:
+        """The peers known to be subscribed to `topic` (their GossipSub subscriptions). Never raises."""
         ...
 
     def shut_out(self, peer_id: str) -> None:

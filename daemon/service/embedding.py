@@ -45,12 +45,13 @@ from daemon.embedding.embedder import (
     get_embedder,
     unload,
 )
+from daemon.embedding.shipped import VectorShipping, matches
 from daemon.grimoire import wall_clock_ms
 from daemon.grimoire.drift_store import (
     DriftState,
     space_key,
 )
-from daemon.grimoire.vectors import missing_vectors, write_vectors
+from daemon.grimoire.vectors import missing_vectors, settle_checks, shipped_to_check, write_vectors
 from daemon.service.background import BackgroundThread
 from daemon.service.curation import CYCLE_EMBED_LIMIT
 from daemon.service.query_vectors import QueryVectors
@@ -200,6 +201,16 @@ class Embedding:
                 "; vector writes are paused: restore the model files, or accept the model with "
                 "`clade embeddings rebuild` (re-embeds every entry)" if state.paused else "")
         return state
+
+    def vector_shipping(self) -> VectorShipping | None:
+        """The space gossip ships and accepts vectors in (`[embedding] ship_vectors`), known
+        without the model for the bundled spaces; None while off, for another space, or while
+        vector writes are paused by a critical drift (this golem's model is not trusted)."""
+        config = self.config().embedding
+        info = expected_info(config.space) if config.ship_vectors else None
+        if info is None or self.writes_paused:
+            return None
+        return VectorShipping(info, config.check_shipped)
 
     @property
     def writes_paused(self) -> bool:
@@ -375,10 +386,45 @@ class Embedding:
         returns how many. With none to embed, the model is unloaded if it has been idle long
         enough (`unload_if_idle`)."""
         await self.drift_due()
-        done = await self.embed_pending(limit=batch or self.backlog_batch(), newest_first=False)
+        limit = batch or self.backlog_batch()
+        done = await self.embed_pending(limit=limit, newest_first=False)
+        if done < limit:
+            done += await self.check_shipped(limit=limit - done)
         if not done:
             self.unload_if_idle()
         return done
+
+    async def check_shipped(self, *, limit: int) -> int:
+        """Check up to `limit` of the siblings' shipped vectors drawn for a check (shipped.py):
+        re-embed their texts on the low-priority thread; one that matches is marked checked,
+        one that does not takes this golem's own vector and makes its author suspect
+        (`forged_vector`: counted, logged, published). Returns how many were checked."""
+        shipping = self.vector_shipping()
+        if shipping is None:
+            return 0
+        info = shipping.info
+        todo = await self.access.on_reader(lambda r: shipped_to_check(r, info, limit=limit))
+        if not todo:
+            return 0
+        async with self._backlog_lock:
+            embedder = await self._load(self._background.run)
+            if embedder.info != info:
+                return 0
+            with self._use():
+                own = await self._background.run(lambda: embedder.embed([content for _, content, _, _ in todo]))
+        matched = [entry_id for (entry_id, _, _, vec), mine in zip(todo, own, strict=True) if matches(vec, mine)]
+        forged = [(entry_id, author, mine) for (entry_id, _, author, vec), mine in zip(todo, own, strict=True)
+                  if not matches(vec, mine)]
+        now = self.now_ms()
+        await self.access.on_writer(lambda s: settle_checks(s, info, matched, forged, now_ms=now))
+        self.counters["shipped_vectors_checked"] += len(todo)
+        if forged:
+            self.counters["shipped_vectors_forged"] += len(forged)
+            for entry_id, author, _ in forged:
+                log.warning("sibling %s shipped a vector that does not match its entry %s: replaced with this "
+                            "golem's own, the author is suspect (see `clade peers trust`)", author, entry_id)
+                self.publish("forged_vector", {"author": author, "entry_id": entry_id})
+        return len(todo)
 
     async def embed_for_cycle(self) -> int:
         """Embed entries lacking a vector (up to `CYCLE_EMBED_LIMIT`), the model off the store's thread."""

@@ -31,6 +31,7 @@ import trio
 from crypto import Identity, KeyRing, Membership
 from daemon.config import Config
 from daemon.datadir import DataDir
+from daemon.embedding.shipped import VectorShipping
 from daemon.grimoire import Episode, Grimoire, NewEntry
 from daemon.grimoire.episode_recall import EpisodeHit, EpisodeQuery
 from daemon.grimoire.records import Entry
@@ -165,6 +166,10 @@ class DaemonState:
     def ingesting(self) -> AbstractContextManager[None]:
         """Mark a catch-up round being joined (see `ports.DaemonPort.ingesting`)."""
         return self.embedding.ingesting()
+
+    def vector_shipping(self) -> VectorShipping | None:
+        """See `ports.DaemonPort.vector_shipping` (`Embedding.vector_shipping`)."""
+        return self.embedding.vector_shipping()
 
     async def ingest_idle(self, *, at_most_s: float) -> None:
         """Return once no catch-up round is being joined, or after `at_most_s`."""

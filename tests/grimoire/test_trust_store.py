@@ -10,17 +10,20 @@ from dataclasses import replace
 from itertools import count
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from crdt import CausalContext, Delta, EntryBody, Kind, Mutator, Timestamp
 from crypto import Identity
-from daemon.embedding.embedder import get_embedder
+from daemon.embedding.embedder import expected_info, get_embedder
+from daemon.embedding.shipped import Shipped, VectorShipping
 from daemon.grimoire import Grimoire, NewEntry
 from daemon.grimoire.curator.bequest import bequest, inherit
 from daemon.grimoire.digest import build_digest
 from daemon.grimoire.retrieval import RecallQuery, Retriever
 from daemon.grimoire.trust import Release, TrustPolicy
 from daemon.grimoire.trust_store import author_views, quarantine, record_suspects, set_distrust
+from daemon.grimoire.vectors import accept_shipped_vectors, put_vectors, settle_checks, shipped_to_check
 from tests.helpers.seed import raw_write, seed_one
 
 ME = Identity(b"\x21" * 32)
@@ -288,3 +291,49 @@ def test_the_playbook_holds_only_what_may_cross(store: Grimoire, tmp_path: Path)
     for leaked in ("0xSECRET", "vault 7", "unlimited allowances"):
         assert leaked not in text, leaked
     assert "may cross" in text and "insights" not in text  # the header says what it holds
+
+
+def test_shipped_vectors_are_kept_only_for_their_authors_unembedded_entries(store: Grimoire) -> None:
+    """accept_shipped_vectors: X's vectors of X's entries lacking one are stored, marked by the
+    draw; a vector for G's entry in X's section, one of another space, and one for an entry
+    that already has a vector are left alone."""
+    info = expected_info("sentence-transformers/all-MiniLM-L6-v2")
+    assert info is not None
+    shipping = VectorShipping(info, check_rate=1.0)
+    x1, x2 = sibling(store, X, "X one: gas spikes at noon"), sibling(store, X, "X two: oracle lags on Base")
+    g1 = sibling(store, G, "G one: bridge delays on Arbitrum")
+    vec = np.full(info.dim, 1 / np.sqrt(info.dim), dtype=np.float32)
+    with store._transaction() as conn:
+        put_vectors(conn, info, [x2], vec[None, :] * -1)  # x2 was embedded here already
+    used = accept_shipped_vectors(store, shipping, [
+        (X.peer_id, Shipped(shipping.space, {x1: vec, x2: vec, g1: vec})),
+        (X.peer_id, Shipped("another|space|x|384", {x1: vec})),
+    ], salt=ME.peer_id)
+    assert used == 1
+    todo = shipped_to_check(store, info, limit=10)
+    assert [(i, a) for i, _, a, _ in todo] == [(x1, X.peer_id)]
+    assert store.connection.execute("SELECT embedding FROM entries WHERE id = ?", (g1,)).fetchone()[0] is None
+
+
+def test_a_forged_shipped_vector_is_replaced_and_its_author_suspect_until_trusted(store: Grimoire,
+                                                                                  clock: Clock) -> None:
+    info = expected_info("sentence-transformers/all-MiniLM-L6-v2")
+    assert info is not None
+    shipping = VectorShipping(info, check_rate=1.0)
+    good, bad = sibling(store, X, "X: gas spikes at noon"), sibling(store, X, "X: oracle lags on Base")
+    vec = np.full(info.dim, 1 / np.sqrt(info.dim), dtype=np.float32)
+    accept_shipped_vectors(store, shipping, [(X.peer_id, Shipped(shipping.space, {good: vec, bad: vec}))],
+                           salt=ME.peer_id)
+    assert not author_views(store.connection, now_ms=clock.ms, policy=P).authors[X.peer_id].suspect
+    own = -vec
+    settle_checks(store, info, [good], [(bad, X.peer_id, own)], now_ms=clock.ms)
+    assert shipped_to_check(store, info, limit=10) == []
+    rows = dict(store.connection.execute("SELECT id, embedding_source FROM entries WHERE id IN (?, ?)", (good, bad)))
+    assert rows == {good: "checked", bad: None}
+    blob = store.connection.execute("SELECT embedding FROM entries WHERE id = ?", (bad,)).fetchone()[0]
+    assert np.allclose(np.frombuffer(blob, dtype=np.float32), own)
+    view = author_views(store.connection, now_ms=clock.ms, policy=P).authors[X.peer_id]
+    assert view.suspect and "forged_vector" in view.reasons
+    with store._transaction() as conn:
+        set_distrust(conn, X.peer_id, distrusted=False, now_ms=clock.ms)  # the operator trusts X again
+    assert "forged_vector" not in author_views(store.connection, now_ms=clock.ms, policy=P).authors[X.peer_id].reasons

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,6 +58,11 @@ def test_warning_and_promoted_insight_reach_every_sibling_and_state_converges(cl
             entry = sibling.call("GET", f"/v1/entries/{warning}")
             assert entry["provenance"] == "clade" and entry["author"] == a.peer_id
             assert entry["local_confidence"] == pytest.approx(0.4)
+            # It came with a's own vector (the vectors topic: every sibling is on it), used at once.
+            assert counters(sibling).get("gossip_vectors_used", 0) >= 1
+            with sqlite3.connect(f"file:{sibling.data.db_path}?mode=ro", uri=True) as conn:
+                source, = conn.execute("SELECT embedding_source FROM entries WHERE id = ?", (warning,)).fetchone()
+            assert source in ("author", "to_check", "checked"), source
 
         insight = write(b, "0.05% pools beat 0.3% pools in quiet weeks", "insight", confidence=0.8, quality=0.7)
         # A warning written after it crosses at once, in the same gossip batch or a later one than
