@@ -166,7 +166,7 @@ def test_a_partner_that_left_is_skipped_and_one_that_joined_waits_for_the_next_c
     cycle = PartnerCycle(random.Random(6))
     first = cycle.next(["a", "b", "c"])
     rest = [p for p in ("a", "b", "c") if p != first]
-    gone, staying = rest
+    _gone, staying = rest
     assert cycle.next([str(first), staying, "d"]) == staying  # `gone` left: skipped; `d` joined: not yet
     assert cycle.next([str(first), staying, "d"]) in ("a", "b", "c", "d")  # a new cycle, `d` in it
     assert "d" in {cycle.next(["a", "b", "c", "d"]) for _ in range(3)}
