@@ -219,10 +219,11 @@ class Sim:
 
     def connect(self, g: Golem, o: Golem) -> None:
         """`g` dialed `o`: both ends connected; `o`'s dialer wakes and trims beyond its cap
-        (the newcomer last); with `churn`, both pull from each other now, 2 s and 6 s later."""
+        (the newcomer last; were it short, it dials at its next pass); with `churn`, both pull
+        from each other now, 2 s and 6 s later."""
         g.conns.add(o.index)
         o.conns.add(g.index)
-        self.tend(o, fresh={g.index})
+        self.tend(o, fresh={g.index}, trim_only=True)
         if self.churn and o.index in g.conns:
             for at in (0.0, *SETTLE_PULLS_S):
                 self.at(self.now + at, partial(self.pull_if_connected, g, o))
@@ -234,11 +235,14 @@ class Sim:
         g.mesh.discard(o.index)
         o.mesh.discard(g.index)
 
-    def tend(self, g: Golem, *, rotate: bool = False, fresh: frozenset[int] | set[int] = frozenset()) -> None:
+    def tend(self, g: Golem, *, rotate: bool = False, fresh: frozenset[int] | set[int] = frozenset(),
+             trim_only: bool = False) -> None:
         """One pass of `g`'s dialer: `neighbourhood.plan` over the golems it can reach that are
-        not resting, then its drops (the dropped one rests `rotate_s`) and its dials."""
-        candidates = [str(o.index) for o in self.golems if o is not g and o.index not in g.conns
-                      and self.up(g.index, o.index) and g.rest.get(o.index, 0.0) <= self.now]
+        not resting (none if `trim_only`), then its drops (the dropped one rests `rotate_s`)
+        and its dials."""
+        candidates = [] if trim_only else [
+            str(o.index) for o in self.golems if o is not g and o.index not in g.conns
+            and self.up(g.index, o.index) and g.rest.get(o.index, 0.0) <= self.now]
         decided = plan(neighbours=[str(p) for p in g.conns], candidates=candidates, target=self.target, cap=self.cap,
                        fresh={str(p) for p in fresh}, rotate=rotate, rng=self.rng)
         for p in map(int, decided.drop):
@@ -247,7 +251,7 @@ class Sim:
         for p in map(int, decided.dial):
             self.connect(g, self.golems[p])
         if len(g.conns) > self.cap:  # inbound arrived while its dials ran: its next pass trims
-            self.tend(g)
+            self.tend(g, trim_only=True)
         self.max_conns = max(self.max_conns, len(g.conns))
 
     def refill(self) -> None:
@@ -280,8 +284,9 @@ class Sim:
         for g in self.golems:
             for p in [p for p in g.conns if not self.up(g.index, p)]:
                 self.disconnect(g, self.golems[p])
-        for g in self.rng.sample(self.golems, len(self.golems)):
-            self.tend(g)
+        for _ in range(4):
+            for g in self.rng.sample(self.golems, len(self.golems)):
+                self.tend(g)
 
     # -- the mesh ------------------------------------------------------------------------------
 
@@ -471,8 +476,9 @@ def one_run(n: int, *, seed: int, profile: str, args: argparse.Namespace, owner:
                   hop_wait_s=args.hop_wait_ms / 1000, root=Path(tmp), owner=owner, target=args.neighbours,
                   rotate_s=args.rotate_s, sync_interval_s=args.sync_interval_s)
         try:
-            for g in sim.rng.sample(sim.golems, n):  # each golem's dialer, from the siblings it knows
-                sim.tend(g)
+            for _ in range(4):  # each golem's dialer, from the siblings it knows, until all are full
+                for g in sim.rng.sample(sim.golems, n):
+                    sim.tend(g)
             sim.at(0.0, sim.heartbeat)
             sim.run_until(5.0)  # the mesh forms
             start = sim.now
@@ -676,6 +682,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     res = run(args)
     res["total_seconds"] = round(time.perf_counter() - started, 1)
     report(res)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
     emit("scale", res, also_to=None if args.out is None else args.out / "scale.json")
     return 1 if res["failed"] else 0
 
