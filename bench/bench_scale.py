@@ -4,7 +4,8 @@ bounded neighbourhood connects them.
 
     .venv/bin/python -m bench.bench_scale [--sizes 5,10,20,50,100,200] [--ops 60] [--seeds 3]
                                           [--profiles loopback,wan] [--loss 0.01] [--neighbours 12]
-                                          [--rotate-s 60] [--sync-interval-s 30] [--heal-s 900] [--out DIR]
+                                          [--rotate-s 60] [--sync-interval-s 30] [--partition-s 30]
+                                          [--heal-s 900] [--out DIR]
 
 What is real, per golem: its Ed25519 identity and owner-issued certificate, `GossipCodec`
 (seal: encode the delta, sign, encrypt with the clade key; open: decrypt, the certificate,
@@ -469,7 +470,8 @@ def one_run(n: int, *, seed: int, profile: str, args: argparse.Namespace, owner:
     """Form the neighbourhood and the mesh, write `--ops` warnings from random golems at
     `--rate`/s, let them spread; then (with `--partition`) cut the clade in two (each golem
     refills its neighbourhood on its side), start rotation and the anti-entropy timers, write
-    `--ops`/2 warnings across both sides, heal, and run until every golem has every op (or
+    `--ops`/2 warnings across both sides, keep it cut `--partition-s`, heal, and run until
+    every golem has every op (or
     `--heal-s` has passed): the sync bytes and seconds that took."""
     with tempfile.TemporaryDirectory(prefix=f"clade-scale-{n}-") as tmp:
         sim = Sim(n, seed=seed, profile=profile, loss=args.loss, hop_cpu_s=args.hop_cpu_ms / 1000,
@@ -495,14 +497,14 @@ def one_run(n: int, *, seed: int, profile: str, args: argparse.Namespace, owner:
                 sim.churn = True
                 sim.cut_links()
                 sim.at(cut_at + IDLE_WAKE_S, sim.refill)
-                for g in sim.golems:
-                    sim.at(cut_at + sim.rotate_s * sim.rng.uniform(0.8, 1.2), partial(sim.rotation, g))
-                    sim.at(cut_at + sim.sync_interval_s * sim.rng.uniform(0.8, 1.2), partial(sim.anti_entropy, g))
+                for g in sim.golems:  # each timer at a random phase, as in daemons started at different times
+                    sim.at(cut_at + sim.rotate_s * sim.rng.random(), partial(sim.rotation, g))
+                    sim.at(cut_at + sim.sync_interval_s * sim.rng.random(), partial(sim.anti_entropy, g))
                 before = set(sim.written)
                 for i in range(args.ops // 2):
                     g = sim.rng.choice(sim.golems)
                     sim.at(cut_at + i / args.rate, partial(sim.write, g, f"partitioned warning {i} ({seed})"))
-                sim.run_until(cut_at + args.ops / 2 / args.rate + 3.0)
+                sim.run_until(cut_at + max(args.ops / 2 / args.rate + 3.0, args.partition_s))
                 sim.cut = set()
                 healed = sim.now
                 pulls0, bytes0 = sim.pulls, sim.sync_bytes
@@ -668,6 +670,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--rotate-s", type=float, default=60.0, help="[p2p] rotate_s: one neighbour swapped this often")
     ap.add_argument("--sync-interval-s", type=float, default=30.0,
                     help="[p2p] sync_interval_s: anti-entropy with the next neighbour in turn")
+    ap.add_argument("--partition-s", type=float, default=30.0,
+                    help="simulated seconds the partition lasts (at least the writes and 3 s): longer than the "
+                         "pulls a new connection runs (6 s), so the heal is the neighbourhood's, not their tail")
     ap.add_argument("--heal-s", type=float, default=900.0,
                     help="simulated seconds after the heal to wait for convergence at most")
     ap.add_argument("--seeds", type=int, default=3)
