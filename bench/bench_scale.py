@@ -646,8 +646,8 @@ def curve(res: dict[str, Any]) -> None:
         rows.append((f"{key}: full p50 ×; bytes/op × (ln n ×); conns max; heal bytes/golem; heal s",
                      f"{row['full_p50_vs_base']}×; {row['bytes_vs_base']}× ({row['log_n_vs_base']}×); "
                      f"{row['connections_max']['mean']:g}; "
-                     f"{part['heal_bytes_per_golem']['mean'] if part else '-'}; "
-                     f"{part['heal_to_converged_s']['mean'] if part else '-'}"))
+                     f"{round(part['heal_bytes_per_golem']['mean']) if part else '-'}; "
+                     f"{round(part['heal_to_converged_s']['mean'], 1) if part else '-'}"))
     print_table(rows)
 
 
