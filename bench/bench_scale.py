@@ -1,8 +1,11 @@
-"""A clade of fifty in one process: gossip and anti-entropy of 5, 10, 20 and 50 golems over a
-simulated network, with each golem's real codec, store and gates.
+"""A clade of two hundred in one process: gossip and anti-entropy of 5 to 200 golems over a
+simulated network, with each golem's real codec, store and gates, connected as the daemon's
+bounded neighbourhood connects them.
 
-    .venv/bin/python -m bench.bench_scale [--sizes 5,10,20,50] [--ops 60] [--seeds 3]
-                                          [--profiles loopback,wan] [--loss 0.01] [--out DIR]
+    .venv/bin/python -m bench.bench_scale [--sizes 5,10,20,50,100,200] [--ops 60] [--seeds 3]
+                                          [--profiles loopback,wan] [--loss 0.01] [--neighbours 12]
+                                          [--rotate-s 60] [--sync-interval-s 30] [--partition-s 30]
+                                          [--heal-s 900] [--out DIR]
 
 What is real, per golem: its Ed25519 identity and owner-issued certificate, `GossipCodec`
 (seal: encode the delta, sign, encrypt with the clade key; open: decrypt, the certificate,
@@ -14,9 +17,19 @@ the gate, `decode_delta`, `join`) on the real wire messages. The CPU time of tho
 measured (`time.process_time`, so other processes on the machine do not inflate it) and
 becomes simulated time: a golem is one CPU queue.
 
+Who is connected to whom is the daemon's own policy (daemon/p2p/neighbourhood.py, imported):
+each golem keeps a random `--neighbours` of the others connected (cap `cap_for`: 16 for 12),
+the end dialed trims beyond its cap at once (the newcomer last), and from the partition on
+each golem swaps one neighbour every `--rotate-s` (× U(0.8, 1.2)) and pulls anti-entropy from
+its neighbours in turn every `--sync-interval-s` (`PartnerCycle`), as `Dialing` and `CatchUp`
+do; a new connection pulls both ways at once and 2 s and 6 s later (admission.SETTLE_PULLS_S);
+a golem short of its target dials again every second (`IDLE_WAKE_S`).
+Before the partition golems only gossip (the figures per op are gossip's).
+
 What is modelled: the network (a seeded event scheduler; one-way latency per transmission
 from a profile; loss per transmission; a partition that cuts the clade in two and heals) and
-py-libp2p's GossipSub as the daemon configures it (daemon/p2p/host.py): mesh degree D=6,
+py-libp2p's GossipSub as the daemon configures it (daemon/p2p/host.py), over the connections
+of the neighbourhood (a mesh peer or an IHAVE target is a connected one): mesh degree D=6,
 D_lo=4, D_hi=12, heartbeat 1 s; a message is forwarded once validated to every mesh peer but
 the one it came from and its origin (no flood publish, no IDONTWANT: v1.1 as py-libp2p does
 it); at each heartbeat IHAVE of the message ids of the last 3 heartbeats goes to
@@ -33,9 +46,12 @@ is the anchor: its figures are printed beside the real ones). Byte counts are pa
 Reported per size and profile (intervals over seeds): convergence of an op (write to applied
 at every golem) p50/p99 and per delivery, its ratio to the 5-golem figure of the same run;
 mean hops against log_D(n); bytes per op per golem (payload, control) and its ratio to
-log n; CPU per op per golem (measured: codec + store; modelled: transport); and the
-partition's heal (seconds to convergence after it, pulls run). Then the limits that bind
-first as the clade grows, from the same figures (module `limits`).
+log n; CPU per op per golem (measured: codec + store; modelled: transport); connections per
+golem (the most any golem held once its dialer had run, and the mean); and the partition's
+heal: seconds from the heal to convergence, pulls run, and the sync bytes it took (both
+directions, from the heal to convergence), whole and per golem (the heal curve: O(n) bytes
+means bytes per golem flat in n). Then the limits that bind first as the clade grows, from
+the same figures (module `limits`).
 """
 
 from __future__ import annotations
@@ -64,7 +80,10 @@ from crypto.identity import signature_ok
 from crypto.membership import AdmissionBundle, Certificate, Membership, OwnerKey
 from daemon.grimoire import Grimoire, NewEntry
 from daemon.p2p import messages
+from daemon.p2p.admission import SETTLE_PULLS_S
+from daemon.p2p.dialing import IDLE_WAKE_S
 from daemon.p2p.gossip import GossipCodec
+from daemon.p2p.neighbourhood import PartnerCycle, cap_for, plan
 from daemon.p2p.sync_state import DeltaArrived, PullState, RoundEnded, ServeState, WantReceived
 
 D, D_LO, D_HI = 6, 4, 12  # daemon/p2p/host.py
@@ -106,6 +125,9 @@ class Golem:
     duplicates: int = 0
     published_seq: int = 0
     hops: dict[str, int] = field(default_factory=dict)
+    conns: set[int] = field(default_factory=set)  # the neighbourhood: connected golems
+    rest: dict[int, float] = field(default_factory=dict)  # not dialed again before (rotated out, trimmed)
+    partners: PartnerCycle | None = None
 
     @property
     def peer_id(self) -> str:
@@ -116,8 +138,15 @@ class Sim:
     """A seeded discrete-event scheduler over `n` golems (see the module docstring)."""
 
     def __init__(self, n: int, *, seed: int, profile: str, loss: float, hop_cpu_s: float, hop_wait_s: float,
-                 root: Path, owner: OwnerKey) -> None:
+                 root: Path, owner: OwnerKey, target: int = 12, rotate_s: float = 60.0,
+                 sync_interval_s: float = 30.0) -> None:
         self.rng = random.Random(seed)
+        self.target = target
+        self.cap = cap_for(target)
+        self.rotate_s = rotate_s
+        self.sync_interval_s = sync_interval_s
+        self.max_conns = 0  # the most connections any golem held once its dialer had run
+        self.churn = False  # rotation, anti-entropy timers and pulls on connect (from the partition on)
         self.now = 0.0
         self.queue: list[tuple[float, int, Callable[[], None]]] = []
         self.tick = 0
@@ -128,6 +157,8 @@ class Sim:
         self.cut: set[frozenset[int]] = set()  # links down (a partition)
         self.written: dict[str, tuple[float, int]] = {}  # message id -> (sim time written, origin)
         self.golems = [self._golem(i, root, owner, seed) for i in range(n)]
+        for g in self.golems:
+            g.partners = PartnerCycle(self.rng)
         self.by_peer = {g.peer_id: g for g in self.golems}
         self.pulls = 0
         self.sync_bytes = 0
@@ -185,18 +216,91 @@ class Sim:
             return
         self.at(sent + self.latency() + self.hop_wait_s, deliver)
 
+    # -- the neighbourhood (daemon/p2p/neighbourhood.py, as dialing.py drives it) ----------------
+
+    def connect(self, g: Golem, o: Golem) -> None:
+        """`g` dialed `o`: both ends connected; `o`'s dialer wakes and trims beyond its cap
+        (the newcomer last; were it short, it dials at its next pass); with `churn`, both pull
+        from each other now, 2 s and 6 s later."""
+        g.conns.add(o.index)
+        o.conns.add(g.index)
+        self.tend(o, fresh={g.index}, trim_only=True)
+        if self.churn and o.index in g.conns:
+            for at in (0.0, *SETTLE_PULLS_S):
+                self.at(self.now + at, partial(self.pull_if_connected, g, o))
+                self.at(self.now + at, partial(self.pull_if_connected, o, g))
+
+    def disconnect(self, g: Golem, o: Golem) -> None:
+        g.conns.discard(o.index)
+        o.conns.discard(g.index)
+        g.mesh.discard(o.index)
+        o.mesh.discard(g.index)
+
+    def tend(self, g: Golem, *, rotate: bool = False, fresh: frozenset[int] | set[int] = frozenset(),
+             trim_only: bool = False) -> None:
+        """One pass of `g`'s dialer: `neighbourhood.plan` over the golems it can reach that are
+        not resting (none if `trim_only`), then its drops (the dropped one rests `rotate_s`)
+        and its dials."""
+        candidates = [] if trim_only else [
+            str(o.index) for o in self.golems if o is not g and o.index not in g.conns
+            and self.up(g.index, o.index) and g.rest.get(o.index, 0.0) <= self.now]
+        decided = plan(neighbours=[str(p) for p in g.conns], candidates=candidates, target=self.target, cap=self.cap,
+                       fresh={str(p) for p in fresh}, rotate=rotate, rng=self.rng)
+        for p in map(int, decided.drop):
+            self.disconnect(g, self.golems[p])
+            g.rest[p] = self.now + self.rotate_s
+        for p in map(int, decided.dial):
+            self.connect(g, self.golems[p])
+        if len(g.conns) > self.cap:  # inbound arrived while its dials ran: its next pass trims
+            self.tend(g, trim_only=True)
+        self.max_conns = max(self.max_conns, len(g.conns))
+
+    def refill(self) -> None:
+        """The dialers' idle pass (dialing.IDLE_WAKE_S): a golem short of its target dials
+        whom it can reach now (after a heal: the other side; the daemon's redial backoff,
+        up to 30 s, is left out)."""
+        for g in self.golems:
+            if len(g.conns) < self.target:
+                self.tend(g)
+        self.at(self.now + IDLE_WAKE_S, self.refill)
+
+    def rotation(self, g: Golem) -> None:
+        self.tend(g, rotate=True)
+        self.at(self.now + self.rotate_s * self.rng.uniform(0.8, 1.2), partial(self.rotation, g))
+
+    def anti_entropy(self, g: Golem) -> None:
+        """`CatchUp.run`: pull from the next neighbour in turn."""
+        assert g.partners is not None
+        partner = g.partners.next([str(p) for p in g.conns])
+        if partner is not None:
+            self.pull(g, self.golems[int(partner)])
+        self.at(self.now + self.sync_interval_s * self.rng.uniform(0.8, 1.2), partial(self.anti_entropy, g))
+
+    def pull_if_connected(self, asker: Golem, responder: Golem) -> None:
+        if responder.index in asker.conns:
+            self.pull(asker, responder)
+
+    def cut_links(self) -> None:
+        """Links that went down: both ends lose the connection, and refill from the reachable."""
+        for g in self.golems:
+            for p in [p for p in g.conns if not self.up(g.index, p)]:
+                self.disconnect(g, self.golems[p])
+        for _ in range(4):
+            for g in self.rng.sample(self.golems, len(self.golems)):
+                self.tend(g)
+
     # -- the mesh ------------------------------------------------------------------------------
 
     def heartbeat(self) -> None:
         """Mesh upkeep (graft below D_lo up to D, prune above D_hi down to D) and IHAVE gossip."""
         for g in self.rng.sample(self.golems, len(self.golems)):
-            live = {p for p in g.mesh if self.up(g.index, p)}
+            live = {p for p in g.mesh if p in g.conns and self.up(g.index, p)}
             for gone in g.mesh - live:  # a link cut: both ends drop it
                 g.mesh.discard(gone)
                 self.golems[gone].mesh.discard(g.index)
             if len(g.mesh) < D_LO:
-                pool = [o.index for o in self.golems if o is not g and o.index not in g.mesh
-                        and self.up(g.index, o.index) and len(o.mesh) < D_HI]
+                pool = [o for o in sorted(g.conns) if o not in g.mesh and self.up(g.index, o)
+                        and len(self.golems[o].mesh) < D_HI]
                 for o in self.rng.sample(pool, min(len(pool), D - len(g.mesh))):
                     g.mesh.add(o)
                     self.golems[o].mesh.add(g.index)
@@ -207,7 +311,7 @@ class Sim:
         for g in self.golems:
             ids = [m for w in g.window for m in w]
             if ids:
-                others = [o for o in self.golems if o is not g and o.index not in g.mesh]
+                others = [self.golems[o] for o in sorted(g.conns) if o not in g.mesh]
                 count = max(6, int(len(others) * 0.25))
                 for other in self.rng.sample(others, min(count, len(others))):
                     self.send(g, other, len(ids) * MSG_ID_BYTES, partial(self.ihave, other, g, ids), control=True)
@@ -286,7 +390,7 @@ class Sim:
             while (message := pull.next_message()) is not None:
                 frame = messages.encode(message)
                 asker.bytes_payload += len(frame) + RPC_OVERHEAD
-                self.sync_bytes += len(frame)
+                self.sync_bytes += len(frame) + RPC_OVERHEAD
                 for served in serve.receive(message):
                     if isinstance(served, WantReceived):
                         deltas = responder.store.iter_deltas(served.context, gate=responder.store.sync_gate(
@@ -305,7 +409,7 @@ class Sim:
             while (message := serve.next_message()) is not None:
                 frame = messages.encode(message)
                 responder.bytes_payload += len(frame) + RPC_OVERHEAD
-                self.sync_bytes += len(frame)
+                self.sync_bytes += len(frame) + RPC_OVERHEAD
                 for event in pull.receive(message):
                     if isinstance(event, DeltaArrived):
                         delta, rejected = decode_delta(event.delta, signature_ok)
@@ -353,6 +457,8 @@ class Sim:
             "cpu_real_ms_per_op_per_golem": round(sum(g.cpu_real_s for g in self.golems) / ops / n * 1000, 2),
             "cpu_model_ms_per_op_per_golem": round(sum(g.cpu_model_s for g in self.golems) / ops / n * 1000, 2),
             "mesh_degree_mean": round(statistics.fmean(len(g.mesh) for g in self.golems), 2),
+            "connections_max": self.max_conns,
+            "connections_mean": round(statistics.fmean(len(g.conns) for g in self.golems), 2),
         }
 
     def close(self) -> None:
@@ -361,13 +467,20 @@ class Sim:
 
 
 def one_run(n: int, *, seed: int, profile: str, args: argparse.Namespace, owner: OwnerKey) -> dict[str, Any]:
-    """Form the mesh, write `--ops` warnings from random golems at `--rate`/s, let them spread;
-    then (with `--partition`) cut the clade in two, write as many again on each side, heal, and
-    pull across as reconnection does (both ends, every reconnected pair)."""
+    """Form the neighbourhood and the mesh, write `--ops` warnings from random golems at
+    `--rate`/s, let them spread; then (with `--partition`) cut the clade in two (each golem
+    refills its neighbourhood on its side), start rotation and the anti-entropy timers, write
+    `--ops`/2 warnings across both sides, keep it cut `--partition-s`, heal, and run until
+    every golem has every op (or
+    `--heal-s` has passed): the sync bytes and seconds that took."""
     with tempfile.TemporaryDirectory(prefix=f"clade-scale-{n}-") as tmp:
         sim = Sim(n, seed=seed, profile=profile, loss=args.loss, hop_cpu_s=args.hop_cpu_ms / 1000,
-                  hop_wait_s=args.hop_wait_ms / 1000, root=Path(tmp), owner=owner)
+                  hop_wait_s=args.hop_wait_ms / 1000, root=Path(tmp), owner=owner, target=args.neighbours,
+                  rotate_s=args.rotate_s, sync_interval_s=args.sync_interval_s)
         try:
+            for _ in range(4):  # each golem's dialer, from the siblings it knows, until all are full
+                for g in sim.rng.sample(sim.golems, n):
+                    sim.tend(g)
             sim.at(0.0, sim.heartbeat)
             sim.run_until(5.0)  # the mesh forms
             start = sim.now
@@ -381,27 +494,31 @@ def one_run(n: int, *, seed: int, profile: str, args: argparse.Namespace, owner:
                 half = set(range(n // 2))
                 sim.cut = {frozenset((a, b)) for a in half for b in range(n) if b not in half}
                 cut_at = sim.now
+                sim.churn = True
+                sim.cut_links()
+                sim.at(cut_at + IDLE_WAKE_S, sim.refill)
+                for g in sim.golems:  # each timer at a random phase, as in daemons started at different times
+                    sim.at(cut_at + sim.rotate_s * sim.rng.random(), partial(sim.rotation, g))
+                    sim.at(cut_at + sim.sync_interval_s * sim.rng.random(), partial(sim.anti_entropy, g))
                 before = set(sim.written)
                 for i in range(args.ops // 2):
                     g = sim.rng.choice(sim.golems)
                     sim.at(cut_at + i / args.rate, partial(sim.write, g, f"partitioned warning {i} ({seed})"))
-                sim.run_until(cut_at + args.ops / 2 / args.rate + 3.0)
+                sim.run_until(cut_at + max(args.ops / 2 / args.rate + 3.0, args.partition_s))
                 sim.cut = set()
                 healed = sim.now
-                pulls0 = sim.pulls
-                # Reconnection: each golem pulls from every sibling it reconnects to (catchup.py:
-                # on every new connection, both ends), spread over the next second.
-                for a in range(n):
-                    for b in range(n):
-                        if (a in half) != (b in half):
-                            sim.at(healed + sim.rng.random(), partial(sim.pull, sim.golems[a], sim.golems[b]))
-                sim.run_until(healed + 30.0)
+                pulls0, bytes0 = sim.pulls, sim.sync_bytes
                 late = [m for m in sim.written if m not in before]
+                while not sim.converged() and sim.now < healed + args.heal_s:
+                    sim.run_until(sim.now + 5.0)
                 last = max((g.seen[m] for g in sim.golems for m in late if m in g.seen), default=healed)
+                heal_bytes = sim.sync_bytes - bytes0
                 out["partition"] = {"ops": len(late), "converged": sim.converged(),
                                     "heal_to_converged_s": round(last - healed, 2), "pulls": sim.pulls - pulls0,
                                     "pulls_per_golem": round((sim.pulls - pulls0) / n, 1),
-                                    "sync_bytes_per_golem": round(sim.sync_bytes / n)}
+                                    "heal_bytes": heal_bytes, "heal_bytes_per_golem": round(heal_bytes / n),
+                                    "connections_max": sim.max_conns}
+                out["connections_max"] = sim.max_conns
             return out
         finally:
             sim.close()
@@ -415,11 +532,13 @@ def limits(rows: dict[int, dict[str, Any]], cert_check_ms: float, hop_cpu_ms: fl
     return {
         "cpu_per_op_per_golem_ms": round(per_op_ms, 2),
         "ops_per_s_one_core_can_take": round(1000 / per_op_ms, 1) if per_op_ms else None,
-        "connections_per_golem": "n - 1 (every sibling is dialed: dialing.py), so n(n-1)/2 Noise sessions, "
-                                 "pings and peer-book rows in the clade",
-        "hello_certificate_checks_per_restart_ms": {n: round((n - 1) * cert_check_ms, 1) for n in (50, 100, 200, 500)},
-        "reconnect_pulls_per_golem": "3 (n - 1): on every new connection and again 2 s and 6 s later, both ends",
-        "ihave_peers_per_heartbeat": {n: max(6, int((n - 1 - D) * 0.25)) for n in (10, 20, 50, 100, 200)},
+        "connections_per_golem_max": max(rows[n]["connections_max"] for n in sizes),
+        "connections_per_golem": "at most the cap (neighbourhood.cap_for: 16 for 12) whatever n: the daemon's "
+                                 "bounded neighbourhood",
+        "hello_certificate_checks_per_restart_ms": round(min(sizes[-1] - 1, cap_for(12)) * cert_check_ms, 1),
+        "reconnect_pulls_per_golem": "3 per new connection (at once, 2 s and 6 s later, both ends): 3 × the "
+                                     "neighbourhood after a restart, 3 per rotation",
+        "ihave_peers_per_heartbeat": "min(6, connected peers not in the mesh): bounded by the neighbourhood",
         "hop_cpu_ms": hop_cpu_ms,
     }
 
@@ -441,7 +560,7 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {k: mean_interval([r[k] for r in runs]) for k in keys}
     if "partition" in runs[0]:
         out["partition"] = {k: mean_interval([r["partition"][k] for r in runs])
-                            for k in ("heal_to_converged_s", "pulls_per_golem", "sync_bytes_per_golem")}
+                            for k in ("heal_to_converged_s", "pulls_per_golem", "heal_bytes", "heal_bytes_per_golem")}
         out["partition"]["converged"] = all(r["partition"]["converged"] for r in runs)
     return out
 
@@ -477,6 +596,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             row["bytes_vs_base"] = round(row["bytes_per_op_per_golem"]["mean"] / ref["bytes_per_op_per_golem"]["mean"],
                                          2)
             row["log_n_vs_base"] = round(math.log(n) / math.log(base), 2)
+            if row["connections_max"]["mean"] > cap_for(args.neighbours):
+                res["failed"].append(f"{profile}/{n}: a golem held more connections than the cap")
             if row["reached_all"]["mean"] < args.ops:
                 res["failed"].append(f"{profile}/{n}: not every op reached every golem by gossip")
     res["host_load"] = load.report("whole run", quiet=True)
@@ -500,11 +621,14 @@ def report(res: dict[str, Any]) -> None:
             (f"{key}: CPU per op per golem ms, measured + modelled; copies in",
              f"{m('cpu_real_ms_per_op_per_golem')} + {m('cpu_model_ms_per_op_per_golem')}; "
              f"{m('copies_in_per_op_per_golem')}"),
-            *([(f"{key}: partition heal s; pulls / golem; sync bytes / golem",
+            (f"{key}: connections per golem, max (mean)", f"{m('connections_max')} ({m('connections_mean')})"),
+            *([(f"{key}: partition heal s; pulls / golem; sync bytes to heal, whole / per golem",
                 f"{part['heal_to_converged_s']['mean']:g}; {part['pulls_per_golem']['mean']:g}; "
-                f"{part['sync_bytes_per_golem']['mean']:g} (converged: {part['converged']})")]
+                f"{part['heal_bytes']['mean']:g} / {part['heal_bytes_per_golem']['mean']:g} "
+                f"(converged: {part['converged']})")]
               if "partition" in row else []),
         ])
+    curve(res)
     print_table([("anchor: real daemons at 5 (bench_clade, bench/RESULTS.md)",
                   f"per delivery p50 {ANCHOR['delivery_p50_ms']} / p99 {ANCHOR['delivery_p99_ms']} ms; sibling "
                   f"CPU per warning {ANCHOR['sibling_cpu_per_warning_ms']} ms (incl. embedding), "
@@ -513,12 +637,26 @@ def report(res: dict[str, Any]) -> None:
                  ("other processes' CPU (whole run)", str(res.get("host_load")))])
 
 
+def curve(res: dict[str, Any]) -> None:
+    """The scaling goals side by side per profile: convergence × the smallest size, bytes per op
+    against ln n, connections, and the heal's bytes per golem (flat in n: O(n) bytes)."""
+    rows = []
+    for key, row in res["summary"].items():
+        part = row.get("partition", {})
+        rows.append((f"{key}: full p50 ×; bytes/op × (ln n ×); conns max; heal bytes/golem; heal s",
+                     f"{row['full_p50_vs_base']}×; {row['bytes_vs_base']}× ({row['log_n_vs_base']}×); "
+                     f"{row['connections_max']['mean']:g}; "
+                     f"{round(part['heal_bytes_per_golem']['mean']) if part else '-'}; "
+                     f"{round(part['heal_to_converged_s']['mean'], 1) if part else '-'}"))
+    print_table(rows)
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     def ints(s: str) -> list[int]:
         return [int(x) for x in s.split(",")]
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
-    ap.add_argument("--sizes", type=ints, default=[5, 10, 20, 50])
+    ap.add_argument("--sizes", type=ints, default=[5, 10, 20, 50, 100, 200])
     ap.add_argument("--profiles", type=lambda s: s.split(","), default=["loopback", "wan"])
     ap.add_argument("--ops", type=int, default=60)
     ap.add_argument("--rate", type=float, default=10.0, help="warnings written per second, clade-wide")
@@ -528,6 +666,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--hop-wait-ms", type=float, default=8.0,
                     help="modelled py-libp2p/trio delay per frame that is not CPU (stream hand-offs, scheduling)")
     ap.add_argument("--partition", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--neighbours", type=int, default=12, help="[p2p] neighbours: connections each golem keeps")
+    ap.add_argument("--rotate-s", type=float, default=60.0, help="[p2p] rotate_s: one neighbour swapped this often")
+    ap.add_argument("--sync-interval-s", type=float, default=30.0,
+                    help="[p2p] sync_interval_s: anti-entropy with the next neighbour in turn")
+    ap.add_argument("--partition-s", type=float, default=30.0,
+                    help="simulated seconds the partition lasts (at least the writes and 3 s): longer than the "
+                         "pulls a new connection runs (6 s), so the heal is the neighbourhood's, not their tail")
+    ap.add_argument("--heal-s", type=float, default=900.0,
+                    help="simulated seconds after the heal to wait for convergence at most")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--seed", type=int, default=20_261_128)
     ap.add_argument("--out", type=Path, default=None)
@@ -540,6 +687,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     res = run(args)
     res["total_seconds"] = round(time.perf_counter() - started, 1)
     report(res)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
     emit("scale", res, also_to=None if args.out is None else args.out / "scale.json")
     return 1 if res["failed"] else 0
 

@@ -26,7 +26,13 @@ class P2PConfig(Section):
     bootstrap: list[str] = Field(default_factory=list, max_length=256,
                                  description="siblings to dial: /ip4/…/tcp/…/p2p/PEERID")
     mdns: bool = True
-    sync_interval_s: float = Field(30.0, ge=1.0, le=3600.0, description="anti-entropy with a random sibling")
+    sync_interval_s: float = Field(30.0, ge=1.0, le=3600.0,
+                                   description="anti-entropy with the next connected sibling in turn")
+    neighbours: int = Field(12, ge=2, le=64,
+                            description="siblings kept connected (a random set, rotated); the hard cap is a "
+                                        "third more, at least 2 (12: 16)")
+    rotate_s: float = Field(60.0, ge=5.0, le=86_400.0,
+                            description="swap one random neighbour for another sibling this often")
     max_skew_ms: int = Field(60_000, ge=1_000, le=86_400_000, description="refuse ops stamped further ahead")
     key_grace_s: float = Field(86_400.0, ge=0.0, le=30 * 86_400.0,
                                description="after installing a rotated clade key, keep accepting gossip sealed "

@@ -3,6 +3,7 @@
     sync_state  the anti-entropy protocol, sans I/O: PullState / ServeState (messages in, events out)
     sync        the thin trio loops that drive those states over a stream
     messages, frames, gossip, peers   pure wire formats and bookkeeping
+    neighbourhood   pure policy: which siblings to keep connected, dial, drop; pull partners in turn
     ports       the typing.Protocol ports the parts talk through; P2PControl, what the daemon may ask
     dialing, admission, catchup, broadcast   the node's four parts, each owning its state
     links, host, node   py-libp2p: the `Links` port over a real host, and the wiring

@@ -1,5 +1,6 @@
 """The node's side of anti-entropy (`sync_state` is the protocol, `sync` its trio loop):
-pull from a sibling on every new connection and every `sync_interval_s`, and answer
+pull from a sibling on every new connection and every `sync_interval_s` (the connected
+siblings in turn), and answer
 siblings' pulls from a read snapshot, through the promotion gate.
 
 `CatchUp` owns the sync side of the peer book (`behind`, `ahead`, `last_sync_ms`, the
@@ -29,6 +30,7 @@ from . import messages
 from .errors import SyncRefused
 from .frames import close_quietly, encode_frame
 from .links import TRANSPORT_ERRORS
+from .neighbourhood import PartnerCycle
 from .part import NodePart
 from .peers import PeerBook
 from .ports import DaemonPort, Links, Stream, announce_received, internal_error
@@ -52,14 +54,21 @@ class CatchUp(NodePart):
         self.sync_interval_s = sync_interval_s
         self.rng = rng
         self._syncing: set[str] = set()  # siblings a pull is running from
+        self._partners = PartnerCycle(rng)
+
+    @property
+    def syncing(self) -> frozenset[str]:
+        """The siblings a pull is running from now (the neighbourhood drops them last)."""
+        return frozenset(self._syncing)
 
     async def run(self) -> None:
-        """Every `sync_interval_s` (× U(0.8, 1.2)), pull from one connected sibling at random."""
+        """Every `sync_interval_s` (× U(0.8, 1.2)), pull from the next connected sibling in
+        turn (`neighbourhood.PartnerCycle`: each once per cycle, shuffled per cycle)."""
         while True:
             await trio.sleep(self.sync_interval_s * self.rng.uniform(0.8, 1.2))
-            members = [r.peer_id for r in self.book.members() if r.peer_id not in self._syncing]
-            if members:
-                await self.sync_with(self.rng.choice(members))
+            partner = self._partners.next([r.peer_id for r in self.book.members() if r.peer_id not in self._syncing])
+            if partner is not None:
+                await self.sync_with(partner)
 
     async def sync_with(self, peer_id: str) -> dict[str, Any] | None:
         """Pull everything `peer_id` has that we lack; a summary, or None if it could not run

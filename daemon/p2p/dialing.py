@@ -1,6 +1,11 @@
 """Finding and keeping siblings: bootstrap, mDNS, peer exchange, known siblings across
-restarts (`$DATA/peers.json`), connection events, and redialing with capped exponential
-backoff and jitter.
+restarts (`$DATA/peers.json`), connection events, redialing with capped exponential
+backoff and jitter, and the bounded neighbourhood (`neighbourhood.plan`): a golem keeps a
+random `target` of the siblings it knows connected (at most `cap`), swapping one for
+another every `rotate_s`; every other known sibling is a candidate, dialed when a slot
+frees. Peers the operator pins (`clade peers connect`) are always dialed and never
+dropped; configured bootstrap siblings are where a golem starts, not pins (a list naming
+one seed at every golem would make that seed a hub).
 
 `Dialing` owns the dial side of the peer book: `dial`, `learned`, `failures`, `next_dial`,
 `hold_until` and `blacklisted` of each record, the set of dials in flight, the dialer's
@@ -18,6 +23,7 @@ import json
 import logging
 import random
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
@@ -25,17 +31,20 @@ import trio
 
 from daemon.grimoire import atomic_write
 
+from .neighbourhood import DEFAULT_TARGET, cap_for, plan
 from .part import NodePart
 from .peers import PeerBook, PeerRecord, redial_delay
 from .ports import DaemonPort, Links, internal_error
 
-__all__ = ["CANDIDATE_DIALS", "MAX_CANDIDATES", "Dialing", "drop", "let_in", "shut_out"]
+__all__ = ["CANDIDATE_DIALS", "DEFAULT_ROTATE_S", "MAX_CANDIDATES", "Dialing", "drop", "let_in", "shut_out"]
 
 log = logging.getLogger("clade.p2p")
 
 MAX_CANDIDATES = 64  # addresses learned from siblings or mDNS and not admitted yet
 CANDIDATE_DIALS = 6  # failed dials before a learned, never-admitted address is given up
 IDLE_WAKE_S = 1.0  # the dialer looks at the book at least this often
+FRESH_S = 10.0  # a connection this young is dropped last (its hello and first pulls, admission.SETTLE_PULLS_S)
+DEFAULT_ROTATE_S = 60.0
 
 
 def shut_out(links: Links, record: PeerRecord) -> None:
@@ -69,21 +78,33 @@ async def drop(links: Links, book: PeerBook, peer_id: str) -> None:
 
 
 class Dialing(NodePart):
-    """Keeps a connection to every sibling worth dialing (see the module docstring).
+    """Keeps a bounded neighbourhood of the siblings worth dialing (see the module docstring).
 
     `parse_addr(addr) -> (peer_id, transport addr)` splits `/…/p2p/PEERID` and raises
     `ValueError` if it cannot; `dial_errors` are the exceptions a failed dial may raise.
+    `target` and `rotate_s` shape the neighbourhood (`[p2p] neighbours`, `rotate_s`);
+    `busy()` names the siblings a pull is running from (dropped last; the node wires it to
+    catch-up).
     """
 
     def __init__(self, daemon: DaemonPort, links: Links, book: PeerBook, *, me: str, known_path: Path,
                  rng: random.Random, parse_addr: Callable[[str], tuple[str, str]],
-                 dial_errors: tuple[type[Exception], ...]) -> None:
+                 dial_errors: tuple[type[Exception], ...], target: int = DEFAULT_TARGET,
+                 rotate_s: float = DEFAULT_ROTATE_S,
+                 busy: Callable[[], AbstractSet[str]] = frozenset) -> None:
         super().__init__(daemon, links, book)
         self.me = me
         self.known_path = known_path
         self.rng = rng
         self.parse_addr = parse_addr
         self.dial_errors = dial_errors
+        self.target = target
+        self.cap = cap_for(target)
+        self.rotate_s = rotate_s
+        self.busy = busy
+        self.pinned: set[str] = set()  # the operator's `clade peers connect`: always dialed, never dropped
+        self._connected_at: dict[str, float] = {}  # trio.current_time() a sibling's connection opened
+        self._dropping: set[str] = set()  # neighbours the policy is closing
         self._dialing: set[str] = set()  # peer ids with a dial in flight
         self._wake = trio.Event()  # set when the book changed in a way the dialer must see
         self._nursery: trio.Nursery | None = None
@@ -93,9 +114,11 @@ class Dialing(NodePart):
 
     # -- what the operator and the other parts ask -------------------------------------------
 
-    def add_bootstrap(self, addr: str) -> str:
+    def add_bootstrap(self, addr: str, *, pin: bool = False) -> str:
         """Remember a sibling to dial (`/ip4/…/tcp/…/p2p/PEERID`), lifting any hold; returns
-        its peer id. Raises `ValueError` for a malformed address or our own."""
+        its peer id. With `pin` (the operator's `clade peers connect`) it is dialed now
+        whatever the neighbourhood's size, and never dropped by it. Raises `ValueError` for
+        a malformed address or our own."""
         try:
             peer_id, transport = self.parse_addr(addr)
         except ValueError as exc:
@@ -107,6 +130,8 @@ class Dialing(NodePart):
         record.hold_until = 0.0
         record.next_dial = 0.0
         record.failures = 0
+        if pin:
+            self.pinned.add(peer_id)
         let_in(self.links, record)
         self._wake.set()
         return peer_id
@@ -212,6 +237,9 @@ class Dialing(NodePart):
         was = record.connected
         record.connected = True
         record.last_seen_ms = self.daemon.now_ms()
+        if not was:
+            self._connected_at[peer_id] = trio.current_time()
+            self._wake.set()  # one more neighbour: the cap may call for a drop
         return not was
 
     def on_disconnected(self, peer_id: str) -> None:
@@ -219,6 +247,7 @@ class Dialing(NodePart):
         if self.links.connected(peer_id):
             return
         record = self.book.get(peer_id)
+        self._connected_at.pop(peer_id, None)
         if record.connected and record.member:
             self.daemon.publish("peer_down", {"peer_id": peer_id})
         record.connected = False
@@ -226,19 +255,30 @@ class Dialing(NodePart):
         # Redial with backoff; a hello that succeeds resets it. A peer that accepts and drops
         # us at once (it holds us off) is thus not hammered.
         record.failures += 1
-        record.next_dial = trio.current_time() + redial_delay(record.failures - 1, self.rng)
+        # Not before a rest the neighbourhood gave it (it was rotated out, or trimmed).
+        record.next_dial = max(record.next_dial, trio.current_time() + redial_delay(record.failures - 1, self.rng))
         self._wake.set()
 
     # -- the dialer ------------------------------------------------------------------------------
 
+    def neighbours(self) -> list[str]:
+        """Siblings connected now (members, or known siblings whose hello is running), but
+        not those being dropped; strangers are admission's business and not counted."""
+        return [r.peer_id for r in self.book.all() if r.connected and (r.member or r.dial) and not r.refused
+                and r.peer_id not in self._dropping]
+
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """Dial every record that is due, forever; dials run side by side in this task's nursery."""
+        """Keep the neighbourhood, forever: dial what `neighbourhood.plan` picks among the
+        siblings that are due, drop what it drops, and ask it to rotate every `rotate_s`
+        (× U(0.8, 1.2)). Dials and drops run side by side in this task's nursery."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             task_status.started()
+            next_rotation = trio.current_time() + self.rotate_s * self.rng.uniform(0.8, 1.2)
             while True:
                 now = trio.current_time()
                 wait = IDLE_WAKE_S
+                candidates: dict[str, PeerRecord] = {}
                 for record in self.book.all():
                     if record.blacklisted and record.hold_until <= now:
                         let_in(self.links, record)
@@ -246,13 +286,39 @@ class Dialing(NodePart):
                         continue
                     ready = max(record.next_dial, record.hold_until)
                     if ready <= now:
-                        self._dialing.add(record.peer_id)
-                        nursery.start_soon(self._dial, record)
+                        candidates[record.peer_id] = record
                     else:
                         wait = min(wait, ready - now)
+                rotate = now >= next_rotation
+                if rotate:
+                    next_rotation = now + self.rotate_s * self.rng.uniform(0.8, 1.2)
+                wait = min(wait, next_rotation - now)
+                fresh = {p for p, at in self._connected_at.items() if now - at < FRESH_S}
+                decided = plan(neighbours=self.neighbours(), candidates=list(candidates), dialing=len(self._dialing),
+                               target=self.target, cap=self.cap, pinned=self.pinned, busy=self.busy(), fresh=fresh,
+                               rotate=rotate, rng=self.rng)
+                for peer_id in decided.dial:
+                    self._dialing.add(peer_id)
+                    nursery.start_soon(self._dial, candidates[peer_id])
+                for peer_id in decided.drop:
+                    self._dropping.add(peer_id)
+                    nursery.start_soon(self._let_go, peer_id, rotate and bool(decided.dial))
                 self._wake = trio.Event()
                 with trio.move_on_after(max(wait, 0.05)):
                     await self._wake.wait()
+
+    async def _let_go(self, peer_id: str, rotated: bool) -> None:
+        """Close a neighbour the plan dropped; it rests `rotate_s` before this golem dials it
+        again (it may dial us sooner: then it is a neighbour again, like any inbound one)."""
+        self.counters["neighbours_rotated" if rotated else "neighbours_trimmed"] += 1
+        record = self.book.get(peer_id)
+        record.next_dial = max(record.next_dial, trio.current_time() + self.rotate_s)
+        log.debug("neighbourhood: %s %s", "rotating out" if rotated else "trimming", peer_id)
+        try:
+            await drop(self.links, self.book, peer_id)
+        finally:
+            self._dropping.discard(peer_id)
+            self._wake.set()
 
     async def _dial(self, record: PeerRecord) -> None:
         try:

@@ -7,7 +7,8 @@
 The node is four parts, each owning its state, over one host (`HostLinks`), one peer book
 and the daemon (`ports.DaemonPort`):
 
-    Dialing    bootstrap, mDNS, peer exchange, known siblings, redial backoff, holds
+    Dialing    bootstrap, mDNS, peer exchange, known siblings, redial backoff, holds,
+               the bounded neighbourhood (neighbourhood.py: whom to keep, dial, drop)
     Admission  the hello both ways, membership, revocations        → Siblings (Dialing), Syncer (CatchUp)
     CatchUp    anti-entropy: pull on connect and on a timer, serve pulls
     Broadcast  gossip out (own ops), gossip in (validate, join), probes
@@ -39,11 +40,12 @@ from . import admission, catchup
 from .admission import Admission
 from .broadcast import Broadcast
 from .catchup import CatchUp
-from .dialing import Dialing
+from .dialing import DEFAULT_ROTATE_S, Dialing
 from .gate import MemberGate
 from .gossip import GossipCodec
 from .host import build_host, build_pubsub, parse_multiaddr
 from .links import TRANSPORT_ERRORS, HostLinks
+from .neighbourhood import DEFAULT_TARGET
 from .peers import PeerBook, PeerRecord
 from .ports import DaemonPort, log
 
@@ -115,7 +117,8 @@ class P2PNode:
                  keyring: Callable[[], KeyRing], key_grace_ms: Callable[[], int],
                  revocations: RevocationList | None, persist_revocations: Callable[[RevocationList], object],
                  known_path: Path, listen: list[str], bootstrap: list[str], mdns: bool,
-                 sync_interval_s: float, max_skew_ms: int) -> None:
+                 sync_interval_s: float, max_skew_ms: int, neighbours: int = DEFAULT_TARGET,
+                 rotate_s: float = DEFAULT_ROTATE_S) -> None:
         self.daemon = daemon
         self.me = me = identity.peer_id
         self.listen = [parse_multiaddr(a) for a in listen]
@@ -131,7 +134,8 @@ class P2PNode:
         self.links = HostLinks(self.host, self.pubsub, self.gate)
         self.book.on_evict = self._evicted
         self.dialing = Dialing(daemon, self.links, self.book, me=me, known_path=known_path, rng=self.rng,
-                               parse_addr=parse_peer_addr, dial_errors=(*TRANSPORT_ERRORS, ValueError))
+                               parse_addr=parse_peer_addr, dial_errors=(*TRANSPORT_ERRORS, ValueError),
+                               target=neighbours, rotate_s=rotate_s, busy=lambda: self.catchup.syncing)
         self.catchup = CatchUp(daemon, self.links, self.book, me=me, max_skew_ms=max_skew_ms,
                                sync_interval_s=sync_interval_s, rng=self.rng)
         self.admission = Admission(daemon, self.links, self.book, membership=membership, revocations=revocations,
@@ -162,7 +166,7 @@ class P2PNode:
                 "revocations_version": None if revocations is None else revocations.version}
 
     def add_bootstrap(self, addr: str) -> str:
-        return self.dialing.add_bootstrap(addr)
+        return self.dialing.add_bootstrap(addr, pin=True)  # the operator's `clade peers connect`
 
     async def disconnect(self, peer_id: str, *, hold_s: float) -> None:
         await self.dialing.disconnect(peer_id, hold_s=hold_s)

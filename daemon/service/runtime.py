@@ -211,7 +211,8 @@ class DaemonRuntime:
                            revocations=revocations, persist_revocations=self.data.install_revocations,
                            known_path=self.data.root / "peers.json", listen=config.listen,
                            bootstrap=config.bootstrap, mdns=config.mdns, sync_interval_s=config.sync_interval_s,
-                           max_skew_ms=config.max_skew_ms)
+                           max_skew_ms=config.max_skew_ms, neighbours=config.neighbours,
+                           rotate_s=config.rotate_s)
         except ValueError as exc:
             raise FatalError(f"p2p: {exc}") from None
         state.p2p = node

@@ -211,6 +211,62 @@ async def test_a_held_peer_is_neither_dialed_nor_accepted_until_its_hold_ends(
     assert record.connected and not record.blacklisted
 
 
+def neighbourhood(links: FakeLinks, tmp_path: Path, known: int) -> tuple[Dialing, list[str]]:
+    """A dialer with target 4 (cap 6), rotating every 60 s, that knows `known` siblings;
+    a dial that succeeds connects a member (`on_connected`), as a hello would admit it."""
+    part = Dialing(FakeDaemon(), links, PeerBook(), me="12D3KooWMe", known_path=tmp_path / "peers.json",
+                   rng=TopOfRange(7), parse_addr=split, dial_errors=TRANSPORT_ERRORS, target=4, rotate_s=60.0)
+    siblings = [f"12D3KooWSibling{i:02d}" for i in range(known)]
+    for peer_id in siblings:
+        record = part.book.add_addr(peer_id, f"/ip4/127.0.0.1/tcp/{4100 + len(part.book.all())}")
+        record.dial = record.member = True
+
+    def dialed(peer_id: str) -> None:
+        part.on_connected(peer_id)
+        part.book.get(peer_id).member = True
+
+    links.on_dialed = dialed
+    return part, siblings
+
+
+async def test_the_dialer_keeps_a_random_target_of_the_known_siblings_and_rotates_one_per_period(
+        autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
+    links = FakeLinks(refuse=False)
+    part, _siblings = neighbourhood(links, tmp_path, 30)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(part.run)
+        await trio.sleep(1.0)
+        first = set(links.up)
+        assert len(first) == 4 and len(links.dials) == 4  # not the 30 it knows
+        await trio.sleep(72.0)  # 60 s × 1.2: one swap
+        assert len(links.up) == 4 and len(first - links.up) == 1 and len(links.dials) == 5
+        assert part.counters["neighbours_rotated"] == 1 and [p for _, p in links.dropped] == list(first - links.up)
+        nursery.cancel_scope.cancel()
+
+
+async def test_inbound_beyond_the_cap_is_trimmed_to_it_keeping_the_newcomers_and_a_pin_is_always_dialed(
+        autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
+    links = FakeLinks(refuse=False)
+    part, siblings = neighbourhood(links, tmp_path, 30)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(part.run)
+        await trio.sleep(1.0)
+        dialed = set(links.up)
+        inbound = [p for p in siblings if p not in dialed][:3]
+        for peer_id in inbound:  # 4 + 3 = 7 > cap 6
+            links.up.add(peer_id)
+            part.on_connected(peer_id)
+        await trio.sleep(1.0)
+        assert len(links.up) == 6 and set(inbound) <= links.up  # one of the settled ones went, not a newcomer
+        assert part.counters["neighbours_trimmed"] == 1
+        pinned = part.add_bootstrap("/ip4/127.0.0.1/tcp/4999/p2p/12D3KooWPinned", pin=True)
+        await trio.sleep(1.0)
+        assert pinned in links.up and len(links.up) == 6  # dialed though full; another made room
+        await trio.sleep(600.0)  # ten rotations: the pin is never the one swapped out
+        assert pinned in links.up and pinned not in {p for _, p in links.dropped}
+        nursery.cancel_scope.cancel()
+
+
 async def test_a_bug_in_a_dial_is_logged_with_its_traceback_and_not_counted_as_a_failed_dial(
         autojump_clock: trio.testing.MockClock, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     links = FakeLinks(error=KeyError("a bug, not the network"))

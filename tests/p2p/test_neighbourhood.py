@@ -1,0 +1,172 @@
+"""The bounded neighbourhood's policy (daemon/p2p/neighbourhood.py), alone and over a
+simulated clade: the cap holds at every step, the overlay stays connected, and rotation
+makes every member a neighbour of every other in time."""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from daemon.p2p.neighbourhood import PartnerCycle, cap_for, plan
+
+
+def peers(prefix: str, n: int) -> list[str]:
+    return [f"{prefix}{i}" for i in range(n)]
+
+
+def test_the_cap_is_a_third_above_the_target_and_at_least_two() -> None:
+    assert [cap_for(t) for t in (2, 4, 6, 12, 30)] == [4, 6, 8, 16, 40]
+
+
+def test_below_the_target_it_dials_random_candidates_up_to_the_target_counting_dials_in_flight() -> None:
+    decided = plan(neighbours=peers("n", 5), candidates=peers("c", 20), dialing=3, target=12, rng=random.Random(1))
+    assert len(decided.dial) == 4 and set(decided.dial) <= set(peers("c", 20)) and decided.drop == ()
+
+
+def test_at_the_target_it_dials_nobody_and_drops_nobody() -> None:
+    decided = plan(neighbours=peers("n", 12), candidates=peers("c", 20), target=12, rng=random.Random(1))
+    assert decided.dial == () and decided.drop == ()
+
+
+def test_inbound_beyond_the_cap_drops_the_excess_idle_settled_ones_first_and_never_a_pin() -> None:
+    neighbours = peers("n", 19)
+    busy, fresh, pinned = set(neighbours[:3]), set(neighbours[3:6]), set(neighbours[6:16])
+    decided = plan(neighbours=neighbours, candidates=[], target=12, pinned=pinned, busy=busy, fresh=fresh,
+                   rng=random.Random(2))
+    assert set(decided.drop) == set(neighbours[16:]) and decided.dial == ()  # 19 - 16 = 3, the idle unpinned
+    decided = plan(neighbours=neighbours, candidates=[], target=12, pinned=pinned, busy=busy,
+                   fresh=fresh | set(neighbours[16:]), rng=random.Random(2))
+    assert set(decided.drop) <= set(neighbours[3:6]) | set(neighbours[16:])  # all fresh now: three of the six
+    assert len(decided.drop) == 3 and not set(decided.drop) & (busy | pinned)
+
+
+def test_a_pinned_candidate_is_dialed_even_when_the_neighbourhood_is_full_and_makes_room() -> None:
+    decided = plan(neighbours=peers("n", 16), candidates=["pin", *peers("c", 5)], target=12, pinned={"pin"},
+                   rng=random.Random(3))
+    assert decided.dial == ("pin",) and len(decided.drop) == 1
+
+
+def test_rotation_swaps_one_idle_settled_neighbour_for_a_candidate() -> None:
+    neighbours = peers("n", 12)
+    decided = plan(neighbours=neighbours, candidates=peers("c", 5), target=12, rotate=True,
+                   busy=set(neighbours[:6]), fresh=set(neighbours[6:11]), rng=random.Random(4))
+    assert decided.drop == ("n11",) and len(decided.dial) == 1 and decided.dial[0].startswith("c")
+    nothing_idle = plan(neighbours=neighbours, candidates=peers("c", 5), target=12, rotate=True,
+                        busy=set(neighbours), rng=random.Random(4))
+    assert nothing_idle.dial == () and nothing_idle.drop == ()
+    no_candidate = plan(neighbours=neighbours, candidates=[], target=12, rotate=True, rng=random.Random(4))
+    assert no_candidate.dial == () and no_candidate.drop == ()
+
+
+@settings(max_examples=300, deadline=None)
+@given(neighbours=st.integers(0, 40), candidates=st.integers(0, 40), dialing=st.integers(0, 20),
+       pins=st.integers(0, 20), target=st.integers(2, 20), rotate=st.booleans(), seed=st.integers(0, 2**32))
+def test_a_plan_never_exceeds_the_cap_nor_drops_below_it(neighbours: int, candidates: int, dialing: int, pins: int,
+                                                          target: int, rotate: bool, seed: int) -> None:
+    now, known = peers("n", neighbours), peers("c", candidates)
+    pinned = set(now[:pins // 2]) | set(known[:pins - pins // 2])
+    cap = cap_for(target)
+    decided = plan(neighbours=now, candidates=known, dialing=dialing, target=target, pinned=pinned, rotate=rotate,
+                   rng=random.Random(seed))
+    assert set(decided.dial) <= set(known) and set(decided.drop) <= set(now)
+    assert not set(decided.drop) & pinned and len(set(decided.dial)) == len(decided.dial)
+    before = neighbours + dialing
+    after = before + len(decided.dial) - len(decided.drop)
+    pins_after = len(pinned)  # pins are all kept or dialed
+    assert after <= max(cap, before, pins_after + dialing)  # never grows past the cap but for pins
+    if decided.drop and not (rotate and len(decided.dial) == 1 and len(decided.drop) == 1):
+        assert after >= cap  # a trim stops at the cap, so never below the target
+    if before + len(decided.dial) <= cap and not rotate:
+        assert decided.drop == ()
+
+
+class Overlay:
+    """`n` golems running the policy on a shared, symmetric connection graph: a dial
+    connects both ends at once, and the end dialed plans at once (the daemon's dialer
+    wakes on every new connection), trimming beyond its cap (the newcomer last); so does a dialer whose dials
+    ran while connections came in. The cap is checked once each pass is over (an inbound
+    connection beyond it is up until the pass it woke has dropped another)."""
+
+    def __init__(self, n: int, target: int, seed: int) -> None:
+        self.n, self.target = n, target
+        self.rng = random.Random(seed)
+        self.edges: list[set[int]] = [set() for _ in range(n)]
+        self.ever: list[set[int]] = [set() for _ in range(n)]
+        self.max_degree = 0
+
+    def act(self, g: int, *, rotate: bool = False, fresh: int | None = None) -> None:
+        candidates = [str(o) for o in range(self.n) if o != g and o not in self.edges[g]]
+        decided = plan(neighbours=[str(o) for o in self.edges[g]], candidates=candidates, target=self.target,
+                       rotate=rotate, fresh=set() if fresh is None else {str(fresh)}, rng=self.rng)
+        for o in map(int, decided.drop):
+            self.edges[g].discard(o)
+            self.edges[o].discard(g)
+        for o in map(int, decided.dial):
+            self.edges[g].add(o)
+            self.edges[o].add(g)
+            self.ever[g].add(o)
+            self.ever[o].add(g)
+            self.act(o, fresh=g)  # the dialed end: trims beyond its cap (the inbound connection is up meanwhile)
+        if len(self.edges[g]) > cap_for(self.target):  # inbound arrived while its dials ran: its next pass trims
+            self.act(g)
+
+    def step(self, *, rotate: bool) -> None:
+        """Each golem's dialer runs once, in random order; the cap is checked after each."""
+        for g in self.rng.sample(range(self.n), self.n):
+            self.act(g, rotate=rotate)
+            self.max_degree = max(self.max_degree, *(len(e) for e in self.edges))
+
+    def connected(self) -> bool:
+        seen, todo = {0}, deque([0])
+        while todo:
+            for o in self.edges[todo.popleft()] - seen:
+                seen.add(o)
+                todo.append(o)
+        return len(seen) == self.n
+
+
+@settings(max_examples=10, deadline=None)
+@given(n=st.integers(14, 50), seed=st.integers(0, 2**32))
+def test_a_clade_keeps_at_most_the_cap_stays_connected_and_rotation_reaches_every_member(n: int, seed: int) -> None:
+    overlay = Overlay(n, 12, seed)
+    overlay.step(rotate=False)
+    assert overlay.connected()
+    for _ in range(20):
+        overlay.step(rotate=True)
+        assert overlay.max_degree <= 16 and overlay.connected()
+        for _ in range(3):  # a golem rotated out (or trimmed) by several at once is short until it dials again;
+            overlay.step(rotate=False)  # a full golem it dials trims another, which may be short in turn
+        assert all(12 <= len(e) <= 16 for e in overlay.edges)
+    if n <= 25:  # 20 rotations each: every golem has had every other as a neighbour
+        assert all(len(ever) == n - 1 for ever in overlay.ever)
+
+
+def test_a_small_target_still_reaches_every_member_over_time() -> None:
+    overlay = Overlay(6, 2, 7)
+    for _ in range(60):
+        overlay.step(rotate=True)
+        overlay.step(rotate=False)
+        assert overlay.max_degree <= 4
+    assert all(len(ever) == 5 for ever in overlay.ever)
+
+
+def test_partners_are_pulled_in_turn_each_once_per_cycle_in_a_fresh_order() -> None:
+    cycle = PartnerCycle(random.Random(5))
+    partners = peers("p", 6)
+    first = [cycle.next(partners) for _ in range(6)]
+    second = [cycle.next(partners) for _ in range(6)]
+    assert sorted(map(str, first)) == partners == sorted(map(str, second)) and first != second
+    assert cycle.next([]) is None
+
+
+def test_a_partner_that_left_is_skipped_and_one_that_joined_waits_for_the_next_cycle() -> None:
+    cycle = PartnerCycle(random.Random(6))
+    first = cycle.next(["a", "b", "c"])
+    rest = [p for p in ("a", "b", "c") if p != first]
+    _gone, staying = rest
+    assert cycle.next([str(first), staying, "d"]) == staying  # `gone` left: skipped; `d` joined: not yet
+    assert cycle.next([str(first), staying, "d"]) in ("a", "b", "c", "d")  # a new cycle, `d` in it
+    assert "d" in {cycle.next(["a", "b", "c", "d"]) for _ in range(3)}
