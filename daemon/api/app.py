@@ -334,10 +334,13 @@ def create_app(state: DaemonState) -> FastAPI:
 
     @app.get("/v1/state-digest", response_model=StateDigestOut, responses=errors())
     async def state_digest() -> dict[str, Any]:
-        """Hashes of the replicated state (ops + causal context): `shared` (what may cross)
-        is equal on siblings once synced; `all` also covers this golem's private entries."""
+        """Hashes of the replicated state: `shared` (the ops that may cross, without the context)
+        is equal on siblings holding the same shared ops; `context` (the causal context alone) is
+        equal once they have also seen the same dots, withheld ones included; `all` (every op and
+        the context) also covers this golem's private entries."""
         me = state.identity.peer_id
-        return await state.on_writer(lambda s: {"shared": s.state_digest(s.sync_gate(me)), "all": s.state_digest()})
+        return await state.on_writer(lambda s: {"shared": s.state_digest(s.sync_gate(me), context=False),
+                                                "context": s.context_digest(), "all": s.state_digest()})
 
     @app.post("/v1/sync", response_model=SyncOut, responses=errors(409))
     async def sync_now(body: SyncIn | None = None) -> dict[str, Any]:

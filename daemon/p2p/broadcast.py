@@ -7,6 +7,13 @@ benchmark can measure the transport's own delivery time next to the full path.
 waiting for delivery, the queue into the applier, and how far our own ops were published.
 A failed publish or join loses nothing (anti-entropy delivers it) and is counted
 (`gossip_publish_failed`, `gossip_apply_failed`); anything else is a bug (`internal_errors`).
+
+Own gossip also declares the seqs it will never send (`crdt.withheld`: private, held or
+already superseded ops), so siblings' contexts close over them without pulling from us: in
+the message with the ops of that range, or alone at most every `WITHHELD_ALONE_S` when the
+range published no op. Declarations received are merged for their sender's own row only
+(`gossip_withheld_dots` counts the dots they closed; `gossip_withheld_refused` those that
+covered an op of their own message).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from libp2p.peer.id import ID
 
 from crdt import CausalContext, Delta, EntryBody, Op, RemoteProtocolError
 from crdt.replica import MAX_BATCH_BYTES, MAX_BATCH_OPS
+from crdt.withheld import WITHHELD_PER_MESSAGE, declared_withheld, withheld_context, withheld_seqs
 from daemon.errors import StoreError
 from daemon.grimoire import Grimoire
 
@@ -37,6 +45,7 @@ __all__ = ["APPLY_BATCH", "Broadcast", "PendingBytes"]
 log = logging.getLogger("clade.p2p")
 
 APPLY_BATCH = 64  # gossip messages joined in one transaction at most
+WITHHELD_ALONE_S = 1.0  # a declaration with no op waits this long after our last publish (batches private writes)
 RECENT_MESSAGES = 4096  # message ids kept in `_accepted` and in `_delivered`
 # Opened gossip held in memory (validated and waiting for delivery, or queued for the applier)
 # is bounded in bytes, per sender and in all: a message is up to 1 MiB, so a count alone let
@@ -93,6 +102,7 @@ class Broadcast(NodePart):
         self._delivered: OrderedDict[bytes, None] = OrderedDict()
         self._validating: set[bytes] = set()  # (publisher, seqno) of messages being checked now
         self._published_seq = 0  # our own ops up to this seq were considered for gossip
+        self._last_publish = -float("inf")  # trio.current_time() of our last gossip message
         self._wake_publisher = trio.Event()
         self._apply_send, self._apply_receive = trio.open_memory_channel[tuple[str, Opened]](1024)
         self.pending = PendingBytes()  # bytes of `_accepted` and of the applier's queue, per sender
@@ -208,11 +218,19 @@ class Broadcast(NodePart):
                     break
             ops: tuple[Op, ...] = tuple(op for _, opened in batch for op in opened.delta.ops)
             delta = Delta(ops, CausalContext())
+            withheld = CausalContext()  # each sender's own declaration, checked against its own message
+            for sender, opened in batch:
+                declared = declared_withheld(opened.delta.context, sender, opened.delta.ops)
+                if declared is None:
+                    self.counters["gossip_withheld_refused"] += 1
+                else:
+                    withheld.merge(declared)
             for _, opened in batch:  # out of the queue: the ops above are all that is held now
                 self.pending.release(opened.sender, opened.size)
             try:
                 report = await self.daemon.on_writer(functools.partial(
-                    Grimoire.apply_delta, delta=delta, local_replica=self.me, max_skew_ms=self.max_skew_ms))
+                    Grimoire.apply_delta, delta=delta, local_replica=self.me, max_skew_ms=self.max_skew_ms,
+                    withheld=withheld))
             except STORE_ERRORS as exc:  # a failed apply loses nothing: anti-entropy resends
                 self.counters["gossip_apply_failed"] += 1
                 log.error("joining gossip failed (anti-entropy will retry): %r", exc)
@@ -222,6 +240,7 @@ class Broadcast(NodePart):
                 continue
             self.counters["gossip_accepted"] += len(batch)
             self.counters["gossip_ops_applied"] += report.applied
+            self.counters["gossip_withheld_dots"] += report.withheld
             for reason, n in report.rejected.items():
                 self.counters[f"gossip_rejected_{reason}"] += n
             if report.applied:
@@ -243,6 +262,10 @@ class Broadcast(NodePart):
                 internal_error(self.counters, "publishing own ops")
 
     async def _publish_new(self) -> None:
+        """Gossip our ops of seqs `(published, top]` that pass the sync gate, with the seqs of
+        that range they leave out declared withheld (`crdt.withheld`). A range that publishes no
+        op but withholds some waits until `WITHHELD_ALONE_S` after our last message (the
+        publisher's tick comes back to it), so a run of private writes costs one message."""
         since = self._published_seq
 
         def outgoing(store: Grimoire) -> tuple[int, list[Op]]:  # in the writer thread
@@ -261,12 +284,21 @@ class Broadcast(NodePart):
             return top, kept
 
         top, ops = await self.daemon.on_writer(outgoing)
+        withheld = withheld_seqs(since, top, (op.seq for op in ops))
+        if not ops and withheld and trio.current_time() - self._last_publish < WITHHELD_ALONE_S:
+            return  # declared with the next op, or alone on a later tick
         self._published_seq = max(self._published_seq, top)
-        for chunk in _chunks(ops):
-            data = self.codec.seal(Delta(tuple(chunk), CausalContext()), now_ms=self.daemon.now_ms())
+        op_chunks = _chunks(ops)
+        seq_chunks = [withheld[i:i + WITHHELD_PER_MESSAGE] for i in range(0, len(withheld), WITHHELD_PER_MESSAGE)]
+        for i in range(max(len(op_chunks), len(seq_chunks))):
+            chunk = op_chunks[i] if i < len(op_chunks) else []
+            seqs = seq_chunks[i] if i < len(seq_chunks) else []
+            data = self.codec.seal(Delta(tuple(chunk), withheld_context(self.me, seqs)), now_ms=self.daemon.now_ms())
             await self.links.publish(self.topic, data)
+            self._last_publish = trio.current_time()
             self.counters["gossip_published"] += 1
             self.counters["gossip_ops_published"] += len(chunk)
+            self.counters["gossip_withheld_published"] += len(seqs)
             for record in self.book.members():
                 self.book.note_traffic(record.peer_id, sent=len(data), now_ms=self.daemon.now_ms())
                 self.counters["gossip_msgs_out"] += 1

@@ -2,8 +2,9 @@
 pull from a sibling on every new connection and every `sync_interval_s`, and answer
 siblings' pulls from a read snapshot, through the promotion gate.
 
-`CatchUp` owns the sync side of the peer book (`behind`, `ahead`, `last_sync_ms`, the
-round-trip estimate from a quick sync) and the set of siblings it is pulling from (one
+`CatchUp` owns the sync side of the peer book (`behind`, `ahead`, `withheld`,
+`last_sync_ms`, the round-trip estimate from a quick sync) and the set of siblings it is
+pulling from (one
 pull per sibling at a time). Its ticker sleeps on the trio clock. Failures are counted by
 kind: `sync_refused_by_peer`, `sync_rejected_<reason>` (the peer broke the protocol),
 `sync_failed` / `sync_serve_failed` (the link died or timed out); anything else is a bug,
@@ -21,6 +22,7 @@ import trio
 
 from crdt import ApplyReport, CausalContext, RemoteProtocolError
 from crdt.codec import encode_delta
+from crdt.withheld import gap
 from crypto.identity import signature_ok
 from daemon.grimoire import Grimoire
 from daemon.grimoire.ingest import FrameReport, RoundJoin
@@ -100,9 +102,12 @@ class CatchUp(NodePart):
         if result.rounds == 1 and not result.deltas and result.first_round_ms is not None:
             record.note_rtt(result.first_round_ms)
         if result.remote_context is not None:
+            remote, me = result.remote_context, self.me
             local = await self._local_context()
-            record.behind = local.missing_count(result.remote_context)
-            record.ahead = result.remote_context.missing_count(local)
+            sendable = await self.daemon.on_reader(lambda s: s.sendable_count(remote, gate=s.sync_gate(me)))
+            figures = gap(local, remote, complete=result.complete, refused=sum(result.report.rejected.values()),
+                          sendable=sendable)
+            record.behind, record.ahead, record.withheld = figures.behind, figures.ahead, figures.withheld
         record.last_sync_ms = self.daemon.now_ms()
         report = result.report  # already counted and announced, delta by delta (`_count_joined`)
         self.counters["sync_pulls"] += 1
@@ -198,8 +203,9 @@ class CatchUp(NodePart):
 
             def on_round(remote: CausalContext, local: CausalContext, more: bool) -> None:
                 self.counters["sync_rounds_served"] += 1
-                record.behind = local.missing_count(remote)
-                # What we hold that the asker lacks, until this round lands (all of it if not `more`).
+                # What we hold that the asker lacks, until this round lands (all we would send if
+                # not `more`). `behind` is left to our own pulls from it: only a pull tells the ops
+                # it would send us from the dots of its private ops (`crdt.withheld.gap`).
                 record.ahead = remote.missing_count(local) if more else 0
 
             figures = await serve(stream, extract=self._extract, on_round=on_round)
