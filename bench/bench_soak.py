@@ -386,7 +386,10 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
 
 def converge(golems: Sequence[Golem], tally: Tally, last_end: float, *, timeout: float) -> dict[str, Any]:
     """Seconds from the last fault's end until every acknowledged warning (not held as a repeat)
-    is on every golem and the shared state digests agree; else what was still missing."""
+    is on every golem and the shared state digests (the shared ops) agree; else what was still
+    missing. `context_seconds`: until the causal contexts agree too (every golem has seen every
+    dot, withheld ones included; None if not within `timeout`): reported, not a pass condition
+    (dots a golem issued just before a kill close only at a pull from it)."""
     warnings = [a.entry_id for a in tally.acks if a.kind == "warning"]
     deadline = now() + timeout
     state: dict[str, Any] = {}
@@ -405,9 +408,22 @@ def converge(golems: Sequence[Golem], tally: Tally, last_end: float, *, timeout:
                  "missing": {k: len(v) for k, v in missing.items() if v},
                  "missing_ids": {k: v[:5] for k, v in missing.items() if v}}
         if len(set(digests.values())) == 1 and not any(missing.values()):
-            return {"seconds": round(now() - last_end, 1), "held_warnings": len(held)}
+            return {"seconds": round(now() - last_end, 1), "held_warnings": len(held),
+                    "context_seconds": contexts_agree(golems, last_end, deadline)}
         time.sleep(1)  # poll pacing
     return {"seconds": None, **state}
+
+
+def contexts_agree(golems: Sequence[Golem], last_end: float, deadline: float) -> float | None:
+    """Seconds from `last_end` until every golem's context digest is the same (None by `deadline`)."""
+    while now() < deadline:
+        try:
+            if len({str(x.call("GET", "/v1/state-digest")["context"]) for x in golems}) == 1:
+                return round(now() - last_end, 1)
+        except (RuntimeError, httpx.HTTPError):
+            pass
+        time.sleep(1)  # poll pacing
+    return None
 
 
 def resources(sampler: Sampler, *, warmup: float) -> dict[str, Any]:
