@@ -223,6 +223,8 @@ class Broadcast(NodePart):
                 declared = declared_withheld(opened.delta.context, sender, opened.delta.ops)
                 if declared is None:
                     self.counters["gossip_withheld_refused"] += 1
+                    log.info("gossip from %s declares withheld a seq it publishes in the same message: "
+                             "declaration ignored", sender)
                 else:
                     withheld.merge(declared)
             for _, opened in batch:  # out of the queue: the ops above are all that is held now
