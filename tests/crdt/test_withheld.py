@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 
+import msgpack
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -153,6 +154,21 @@ def test_a_declaration_is_the_senders_own_row_and_never_covers_its_messages_ops(
     big = declared_withheld(CausalContext({writer.peer_id: 1 << 40}), writer.peer_id, ())
     assert big is not None and big.vv(writer.peer_id) == 1 << 40
     assert Dot(writer.peer_id, 1) in big
+
+
+def test_a_declaration_rides_in_the_delta_context_field_unchanged_version_one() -> None:
+    """The wire: `[1, groups, [[sender, vv, [seq, …]]]]`, which any decoder of version 1 reads
+    (a golem from before declarations decodes the row and joins the ops alone)."""
+    writer = SimReplica(IDENTITIES[0])
+    ops = writer.create("public", Kind.INSIGHT)
+    data = encode_delta(Delta((), withheld_context(writer.peer_id, [3, 4, 5])))
+    assert msgpack.unpackb(data) == [1, [], [[writer.peer_id, 0, [3, 4, 5]]]]
+    delta, rejected = decode_delta(encode_delta(Delta(tuple(ops), withheld_context(writer.peer_id, [3]))),
+                                   signature_ok)
+    assert not rejected and delta.ops == tuple(ops) and delta.context.to_rows() == [(writer.peer_id, 0, [3])]
+    old = MemoryBackend()  # the old applier: ops only, the context field ignored
+    apply_delta(old, Delta(delta.ops, CausalContext()))
+    assert old.context.vv(writer.peer_id) == 2 and not old.context.cloud(writer.peer_id)
 
 
 def test_gap_counts_refused_ops_as_behind_and_an_incomplete_pull_as_all_behind() -> None:
