@@ -30,7 +30,7 @@ slope per hour (least squares after the warm-up, as % of the mean; goal under 1 
 outbox depth; convergence after the last fault (every acknowledged warning on every golem);
 then what must converge, with the load stopped and every curator quiet: after one sync round
 (each golem pulls once from each sibling) the ops that may cross (`GET /v1/state-digest`
-`shared_ops`) equal on every golem at once, and, reported apart, the seconds until the causal
+`shared`) equal on every golem at once, and, reported apart, the seconds until the causal
 contexts (which also learn the dots each golem withheld) are equal; `PRAGMA integrity_check` on every store and `clade
 backup verify` of g0's last backup; and a search for secrets (the API token, a sensitive
 entry's text) in every daemon's log, PLAYBOOK.md, `/v1/status`, `/metrics`, `clade config
@@ -426,7 +426,7 @@ def quiet_curators(golems: Sequence[Golem], styx: StyxServer, args: argparse.Nam
 
 def gated_ops_after_one_round(golems: Sequence[Golem], *, timeout: float) -> dict[str, Any]:
     """What must converge: with the load stopped and the curators quiet, every golem pulls once
-    from every connected sibling (`POST /v1/sync`); then the ops that may cross (`shared_ops`)
+    from every connected sibling (`POST /v1/sync`); then the ops that may cross (`shared`)
     must be equal on every golem at once. The causal context (which also learns the dots each
     golem withheld) is reported apart: seconds until it is equal too (None: not within `timeout`)."""
     rounds: dict[str, Any] = {}
@@ -437,7 +437,7 @@ def gated_ops_after_one_round(golems: Sequence[Golem], *, timeout: float) -> dic
         except (RuntimeError, httpx.HTTPError) as exc:
             rounds[golem.name] = f"failed: {exc}"
     digests = {x.name: x.call("GET", "/v1/state-digest") for x in golems}
-    ops = {name: d["shared_ops"] for name, d in digests.items()}
+    ops = {name: d["shared"] for name, d in digests.items()}
     out: dict[str, Any] = {"pulls_per_golem": rounds, "gated_ops_equal": len(set(ops.values())) == 1,
                            "gated_ops_distinct": len(set(ops.values()))}
     start = now()

@@ -46,10 +46,12 @@ __all__ = [
     "apply_delta",
     "apply_op",
     "bodies_first",
+    "context_digest",
     "digest",
     "extract_deltas",
     "join",
     "may_cross",
+    "sendable",
     "wins",
 ]
 
@@ -169,6 +171,7 @@ class ApplyReport:
     applied: int = 0
     superseded: int = 0
     duplicate: int = 0
+    withheld: int = 0            # dots marked seen from their writers' withheld declarations
     rejected: Counter[str] = field(default_factory=Counter)
     applied_ops: list[Op] = field(default_factory=list, repr=False)
 
@@ -176,6 +179,7 @@ class ApplyReport:
         self.applied += other.applied
         self.superseded += other.superseded
         self.duplicate += other.duplicate
+        self.withheld += other.withheld
         self.rejected.update(other.rejected)
         self.applied_ops.extend(other.applied_ops)
 
@@ -187,7 +191,9 @@ class DeltaJoin:
     for `finish`, since its body may come in a later piece (the wire orders ops by writer,
     not bodies first). `refuse` records ops dropped before they got here (bad signature,
     clock skew) against their writer. `finish(context)` retries the waiting ops, merges the
-    delta's context rows under the rules of `apply_delta`, and returns the report. The
+    delta's context rows under the rules of `apply_delta` (and `withheld`, dots declared
+    withheld by their own authenticated writers, whole: `crdt.withheld`), and returns the
+    report. The
     state reached is the one `apply_delta` reaches for the same ops, in any split.
     """
 
@@ -213,8 +219,8 @@ class DeltaJoin:
             else:
                 self._join(op)
 
-    def finish(self, context: CausalContext) -> ApplyReport:
-        """Join the ops still waiting for a body, then merge `context`; the report."""
+    def finish(self, context: CausalContext, *, withheld: CausalContext | None = None) -> ApplyReport:
+        """Join the ops still waiting for a body, then merge `context` (and `withheld`); the report."""
         waiting, self._waiting = self._waiting, []
         for op in sorted(waiting, key=lambda o: (o.writer, o.seq)):
             self._join(op)
@@ -226,6 +232,10 @@ class DeltaJoin:
                 ctx.merge_replica(context, writer, limit=ctx.top(writer))
             elif writer == self._sender:
                 ctx.merge_replica(context, writer)
+        if withheld is not None:
+            before = ctx.size()
+            ctx.merge(withheld)
+            self.report.withheld += ctx.size() - before
         return self.report
 
     def _join(self, op: Op) -> None:
@@ -245,7 +255,7 @@ class DeltaJoin:
 
 
 def apply_delta(backend: Backend, delta: Delta, *, rejected: Counter[str] | None = None,
-                sender: str | None = None) -> ApplyReport:
+                sender: str | None = None, withheld: CausalContext | None = None) -> ApplyReport:
     """Join a delta: bodies first, then the other ops, then the covered context.
 
     A writer's context row is merged only if none of its ops in this delta was refused.
@@ -256,12 +266,14 @@ def apply_delta(backend: Backend, delta: Delta, *, rejected: Counter[str] | None
     `sender` (trusted local callers, tests) rows are merged up to the highest seq we have
     seen signed by that writer.
     `rejected` carries refusals that happened before (e.g. bad signatures while decoding).
+    `withheld`: dots their own writers declared withheld in gossip (`crdt.withheld`: checked
+    by the caller against each message's sender and ops), marked seen whatever else happens.
     """
     join = DeltaJoin(backend, sender=sender)
     for reason, n in (rejected or Counter()).items():
         join.refuse(None, reason, n)
     join.add(bodies_first(delta.ops))
-    return join.finish(delta.context)
+    return join.finish(delta.context, withheld=withheld)
 
 
 def bodies_first(ops: Iterable[Op]) -> list[Op]:
@@ -334,6 +346,27 @@ def extract_deltas(
                 size += cost
     if batch or covered:
         yield flush()
+
+
+def sendable(backend: Backend, peer: CausalContext, *, gate: Gate = may_cross) -> int:
+    """How many ops `extract_deltas(backend, peer, gate=gate)` would send (the ops the peer
+    lacks that pass `gate`), counted without building deltas. Reads what extraction reads."""
+    local = backend.context
+    bodies: dict[str, EntryBody | None] = {}
+    count = 0
+    for writer in local.replicas():
+        if _covers(peer, local, writer):
+            continue
+        for phase_bodies in (True, False):
+            for op in backend.ops_after(writer, peer.vv(writer), bodies=phase_bodies):
+                if op.dot in peer:
+                    continue
+                if op.entry_id not in bodies:
+                    bodies[op.entry_id] = op.value if isinstance(op.value, EntryBody) else backend.body(op.entry_id)
+                body = bodies[op.entry_id]
+                if body is not None and gate(body):
+                    count += 1
+    return count
 
 
 # Encoded sizes of the codec's framing (crdt.codec), counted generously:
@@ -423,10 +456,19 @@ def join(a: MemoryBackend, b: MemoryBackend) -> MemoryBackend:
     return out
 
 
-def digest(ops: Sequence[Op], context: CausalContext) -> str:
-    """A canonical hash of a state: slot-holding ops (exact signed bytes) and the context."""
+def digest(ops: Sequence[Op], context: CausalContext | None) -> str:
+    """A canonical hash of a state: slot-holding ops (exact signed bytes) and the context
+    (None: the ops alone, e.g. to compare what siblings hold apart from what they have seen)."""
     h = hashlib.blake2b(digest_size=16, person=b"clade.state.v1")
     for op in sorted(ops, key=lambda o: o.key):
         h.update(msgpack.packb([op.writer, op.signed, op.signature], use_bin_type=True))
+    if context is not None:
+        h.update(msgpack.packb(context.to_rows(), use_bin_type=True))
+    return h.hexdigest()
+
+
+def context_digest(context: CausalContext) -> str:
+    """A canonical hash of a causal context alone (equal once two replicas have seen the same dots)."""
+    h = hashlib.blake2b(digest_size=16, person=b"clade.context.v1")
     h.update(msgpack.packb(context.to_rows(), use_bin_type=True))
     return h.hexdigest()

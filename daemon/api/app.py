@@ -334,10 +334,11 @@ def create_app(state: DaemonState) -> FastAPI:
 
     @app.get("/v1/state-digest", response_model=StateDigestOut, responses=errors())
     async def state_digest() -> dict[str, Any]:
-        """Hashes of the replicated state: `shared` (the ops that may cross + the causal context)
-        is equal on siblings once synced and every withheld dot is known; `shared_ops` (those ops
-        alone) is equal after one sync round; `context` is the causal context alone; `all` also
-        covers this golem's private entries."""
+        """Hashes of the replicated state, from one read snapshot: `shared` (the ops that may cross,
+        without the context) is equal on siblings holding the same shared ops — after one sync
+        round, whatever private ops each wrote; `context` (the causal context alone) is equal once
+        they have also seen the same dots, withheld ones included; `all` (every op and the
+        context) also covers this golem's private entries."""
         me = state.identity.peer_id
         return await state.on_reader(lambda r: r.state_digests(r.sync_gate(me)))
 

@@ -97,6 +97,8 @@ def _peers(args: argparse.Namespace, doc: dict[str, Any]) -> None:
             link = "up  " if p["connected"] else "down"
             rtt = "-" if p["rtt_ms"] is None else f"{p['rtt_ms']:.1f}ms"
             position = f"behind {p['behind']} ahead {p['ahead']}" if p["behind"] is not None else "not synced"
+            if p.get("withheld"):  # dots of private ops: not missing, never crossing
+                position += f" withheld {p['withheld']}"
             print(f"{p['peer_id']}  {link}  {state:<8}  rtt {rtt:<8} {position}  "
                   f"in {p['msgs_in']}/{p['bytes_in']}B out {p['msgs_out']}/{p['bytes_out']}B")
 

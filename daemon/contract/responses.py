@@ -403,10 +403,9 @@ class DisconnectOut(_Out):
 
 
 class StateDigestOut(_Out):
-    shared: str
-    shared_ops: str
-    context: str
-    all: str
+    shared: str = Field(description="the ops that may cross (this golem's sync gate), without the context")
+    context: str = Field(description="the causal context alone (withheld dots included)")
+    all: str = Field(description="every op and the causal context")
 
 
 class SyncOut(_Out):

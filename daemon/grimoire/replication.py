@@ -239,12 +239,14 @@ class SqliteBackend:
 
 
 def join_delta(conn: sqlite3.Connection, context: CausalContext, pieces: Iterable[Piece], *,
-               local_replica: str | None, now_ms: int, max_skew_ms: int, sender: str | None) -> ApplyReport:
+               local_replica: str | None, now_ms: int, max_skew_ms: int, sender: str | None,
+               withheld: CausalContext | None = None) -> ApplyReport:
     """Join one delta from a sibling inside the caller's transaction, piece by piece as its
     ops are verified (`crdt.DeltaJoin`), then its `context`.
 
     Ops stamped more than `max_skew_ms` ahead of `now_ms` are refused (`clock_skew`), and
     so is the context row of their writers; the local HLC floor moves past every accepted op.
+    `withheld`: dots declared withheld by their writers' gossip (`crdt.withheld`), merged whole.
     """
     backend = SqliteBackend(conn, local_replica=local_replica, stored_ms=now_ms, deferred=True)
     join = DeltaJoin(backend, sender=sender)
@@ -258,7 +260,7 @@ def join_delta(conn: sqlite3.Connection, context: CausalContext, pieces: Iterabl
             else:
                 kept.append(op)
         join.add(kept)
-    report = join.finish(context)
+    report = join.finish(context, withheld=withheld)
     backend.flush()
     if report.applied_ops:
         raise_clock_floor(conn, max(op.hlc for op in report.applied_ops))

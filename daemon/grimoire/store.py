@@ -38,7 +38,7 @@ from crdt import (
     may_cross,
 )
 from crdt.ops import SlotKind
-from crdt.replica import MAX_BATCH_BYTES, MAX_BATCH_OPS, Gate
+from crdt.replica import MAX_BATCH_BYTES, MAX_BATCH_OPS, Gate, context_digest, sendable
 from daemon.errors import NotFound, StoreError
 
 from .belief import Belief
@@ -435,25 +435,28 @@ class Grimoire(EntryReads, RoomWrites, StyxRoom):
         local_replica: str | None = None,
         max_skew_ms: int = DEFAULT_MAX_SKEW_MS,
         sender: str | None = None,
+        withheld: CausalContext | None = None,
     ) -> ApplyReport:
         """Join a verified delta from a sibling in one transaction (all or nothing on crash).
 
         `sender` is the authenticated peer the delta came from (see `crdt.apply_delta`).
         Ops stamped more than `max_skew_ms` ahead of our clock are refused (`clock_skew`),
         and so is the context the delta carries for their writers; the local HLC then
-        moves past every accepted op.
+        moves past every accepted op. `withheld`: dots their writers declared withheld in
+        gossip (`crdt.withheld`, checked by the caller), marked seen in the same transaction.
         """
         dropped = [(None, reason) for reason, n in (rejected or Counter()).items() for _ in range(n)]
         return self.join_delta(delta.context, [(bodies_first(delta.ops), dropped)], local_replica=local_replica,
-                               max_skew_ms=max_skew_ms, sender=sender)
+                               max_skew_ms=max_skew_ms, sender=sender, withheld=withheld)
 
     def join_delta(self, context: CausalContext, pieces: Iterable[Piece], *, local_replica: str | None = None,
-                   max_skew_ms: int = DEFAULT_MAX_SKEW_MS, sender: str | None = None) -> ApplyReport:
+                   max_skew_ms: int = DEFAULT_MAX_SKEW_MS, sender: str | None = None,
+                   withheld: CausalContext | None = None) -> ApplyReport:
         """`apply_delta` for a delta whose ops arrive in pieces as they are verified
         (`daemon.grimoire.ingest`); one transaction, committed after the last piece."""
         with self._write() as conn:
             return join_delta(conn, context, pieces, local_replica=local_replica, now_ms=self._wall_ms(),
-                              max_skew_ms=max_skew_ms, sender=sender)
+                              max_skew_ms=max_skew_ms, sender=sender, withheld=withheld)
 
     def causal_context(self) -> CausalContext:
         """The local causal context (what this replica has seen)."""
@@ -475,28 +478,41 @@ class Grimoire(EntryReads, RoomWrites, StyxRoom):
         with self._snapshot() as backend:
             yield from extract_deltas(backend, peer, gate=gate, max_ops=max_ops, max_bytes=max_bytes)
 
-    def state_digest(self, gate: Gate | None = None) -> str:
+    def state_digest(self, gate: Gate | None = None, *, context: bool = True) -> str:
         """Canonical hash of ops and context: equal on replicas that have converged.
 
         With `gate` (e.g. `sync_gate(me)`), only the ops that may be shared are hashed:
         siblings that synced agree on that part, while private entries differ by design.
+        Without `context`, the ops alone are hashed: siblings holding the same shared ops agree
+        even while one has not yet seen the dots of another's private ops (`context_digest`).
         """
         with self._snapshot() as backend:
             ops = backend.all_ops()
             if gate is not None:
                 ops = [op for op in ops if (body := backend.body(op.entry_id)) is not None and gate(body)]
-            return digest(ops, backend.context)
+            return digest(ops, backend.context if context else None)
+
+    def context_digest(self) -> str:
+        """Canonical hash of the causal context alone: equal once two replicas have seen the same
+        dots, the withheld ones (`crdt.withheld`) included."""
+        return context_digest(self.causal_context())
+
+    def sendable_count(self, peer: CausalContext, *, gate: Gate = may_cross) -> int:
+        """How many ops a peer with context `peer` lacks that pass `gate` (what `iter_deltas`
+        would send it), from one read snapshot."""
+        with self._snapshot() as backend:
+            return sendable(backend, peer, gate=gate)
 
     def state_digests(self, gate: Gate) -> dict[str, str]:
-        """The digests siblings compare, from one snapshot: `shared` (the ops that may cross and
-        the causal context), `shared_ops` (those ops alone: equal on siblings after one sync
-        round whatever private ops each wrote), `context` (the causal context alone: equal once
-        every withheld dot has been learnt too) and `all` (every op and the context)."""
+        """The digests siblings compare (`GET /v1/state-digest`), from one read snapshot: `shared`
+        (the ops that may cross, without the context: equal on siblings after one sync round,
+        whatever private ops each wrote), `context` (the causal context alone: equal once every
+        withheld dot is known too) and `all` (every op and the context)."""
         with self._snapshot() as backend:
             ops = backend.all_ops()
             gated = [op for op in ops if (body := backend.body(op.entry_id)) is not None and gate(body)]
-            return {"shared": digest(gated, backend.context), "shared_ops": digest(gated, CausalContext()),
-                    "context": digest([], backend.context), "all": digest(ops, backend.context)}
+            return {"shared": digest(gated, None), "context": context_digest(backend.context),
+                    "all": digest(ops, backend.context)}
 
     def forget(self, entry_id: str) -> bool:
         """Archive an entry locally (no op crosses). False if it was already archived.

@@ -148,6 +148,9 @@ class SnapshotCollector(Collector):
                                    "Ops the sibling has that this golem lacks (at the last sync).", labels=["peer"])
         ahead = GaugeMetricFamily(_name("sibling_ops_ahead"),
                                   "Ops this golem has that the sibling lacks (at the last sync).", labels=["peer"])
+        withheld = GaugeMetricFamily(_name("sibling_dots_withheld"),
+                                     "Dots seen on one side only whose ops never cross (at the last sync): not lag.",
+                                     labels=["peer"])
         seen = GaugeMetricFamily(_name("sibling_last_seen_timestamp_seconds"),
                                  "When the sibling was last heard from (Unix time).", labels=["peer"])
         rtt = GaugeMetricFamily(_name("sibling_rtt_seconds"), "Smoothed round-trip time to the sibling.",
@@ -158,11 +161,13 @@ class SnapshotCollector(Collector):
                 behind.add_metric([p.peer_id], p.behind)
             if p.ahead is not None:
                 ahead.add_metric([p.peer_id], p.ahead)
+            if p.withheld is not None:
+                withheld.add_metric([p.peer_id], p.withheld)
             if p.last_seen_ms is not None:
                 seen.add_metric([p.peer_id], p.last_seen_ms / 1000)
             if p.rtt_ms is not None:
                 rtt.add_metric([p.peer_id], p.rtt_ms / 1000)
-        yield from (connected, behind, ahead, seen, rtt)
+        yield from (connected, behind, ahead, withheld, seen, rtt)
 
     def _styx(self) -> Iterator[Metric]:
         s, store = self.snapshot.styx, self.snapshot.store

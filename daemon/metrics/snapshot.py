@@ -64,6 +64,7 @@ class PeerFigures:
     ahead: int | None
     last_seen_ms: int | None
     rtt_ms: float | None
+    withheld: int | None = None  # dots seen on one side only whose ops never cross (not lag)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +129,8 @@ def _peer(doc: dict[str, Any]) -> PeerFigures:
     rtt = doc.get("rtt_ms")
     return PeerFigures(peer_id=str(doc["peer_id"]), connected=bool(doc.get("connected")),
                        member=bool(doc.get("member")), behind=opt_int("behind"), ahead=opt_int("ahead"),
-                       last_seen_ms=opt_int("last_seen"), rtt_ms=float(rtt) if isinstance(rtt, int | float) else None)
+                       last_seen_ms=opt_int("last_seen"), rtt_ms=float(rtt) if isinstance(rtt, int | float) else None,
+                       withheld=opt_int("withheld"))
 
 
 async def gather(state: DaemonState, observations: Observations) -> Snapshot:

@@ -7,6 +7,13 @@ benchmark can measure the transport's own delivery time next to the full path.
 waiting for delivery, the queue into the applier, and how far our own ops were published.
 A failed publish or join loses nothing (anti-entropy delivers it) and is counted
 (`gossip_publish_failed`, `gossip_apply_failed`); anything else is a bug (`internal_errors`).
+
+Own gossip also declares the seqs it will never send (`crdt.withheld`: private, held or
+already superseded ops), so siblings' contexts close over them without pulling from us: in
+the message with the ops of that range, or alone at most every `WITHHELD_ALONE_S` when the
+range published no op. Declarations received are merged for their sender's own row only
+(`gossip_withheld_dots` counts the dots they closed; `gossip_withheld_refused` those that
+covered an op of their own message).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from libp2p.peer.id import ID
 
 from crdt import ApplyReport, CausalContext, Delta, EntryBody, Op, RemoteProtocolError
 from crdt.replica import MAX_BATCH_BYTES, MAX_BATCH_OPS
+from crdt.withheld import WITHHELD_PER_MESSAGE, declared_withheld, withheld_context, withheld_seqs
 from daemon.embedding.shipped import Shipped, VectorShipping, encode_section
 from daemon.errors import StoreError
 from daemon.grimoire import Grimoire
@@ -44,6 +52,7 @@ __all__ = ["APPLY_BATCH", "Broadcast", "PendingBytes"]
 log = logging.getLogger("clade.p2p")
 
 APPLY_BATCH = 64  # gossip messages joined in one transaction at most
+WITHHELD_ALONE_S = 1.0  # a declaration with no op waits this long after our last publish (batches private writes)
 RECENT_MESSAGES = 4096  # message ids kept in `_accepted` and in `_delivered`
 # Opened gossip held in memory (validated and waiting for delivery, or queued for the applier)
 # is bounded in bytes, per sender and in all: a message is up to 1 MiB, so a count alone let
@@ -101,6 +110,7 @@ class Broadcast(NodePart):
         self._delivered: OrderedDict[bytes, None] = OrderedDict()
         self._validating: set[bytes] = set()  # (publisher, seqno) of messages being checked now
         self._published_seq = 0  # our own ops up to this seq were considered for gossip
+        self._last_publish = -float("inf")  # trio.current_time() of our last gossip message
         self._wake_publisher = trio.Event()
         self._apply_send, self._apply_receive = trio.open_memory_channel[tuple[str, Opened]](1024)
         self.pending = PendingBytes()  # bytes of `_accepted` and of the applier's queue, per sender
@@ -226,6 +236,15 @@ class Broadcast(NodePart):
                     break
             ops: tuple[Op, ...] = tuple(op for _, opened in batch for op in opened.delta.ops)
             delta = Delta(ops, CausalContext())
+            withheld = CausalContext()  # each sender's own declaration, checked against its own message
+            for sender, opened in batch:
+                declared = declared_withheld(opened.delta.context, sender, opened.delta.ops)
+                if declared is None:
+                    self.counters["gossip_withheld_refused"] += 1
+                    log.info("gossip from %s declares withheld a seq it publishes in the same message: "
+                             "declaration ignored", sender)
+                else:
+                    withheld.merge(declared)
             shipping = self.daemon.vector_shipping()
             shipped = [(sender, opened.shipped) for sender, opened in batch
                        if opened.shipped is not None and opened.shipped.vectors]
@@ -233,7 +252,8 @@ class Broadcast(NodePart):
                 self.pending.release(opened.sender, opened.size)
             try:
                 report, used = await self.daemon.on_writer(functools.partial(
-                    _join, delta=delta, me=self.me, max_skew_ms=self.max_skew_ms, shipping=shipping, shipped=shipped))
+                    _join, delta=delta, withheld=withheld, me=self.me, max_skew_ms=self.max_skew_ms,
+                    shipping=shipping, shipped=shipped))
             except STORE_ERRORS as exc:  # a failed apply loses nothing: anti-entropy resends
                 self.counters["gossip_apply_failed"] += 1
                 log.error("joining gossip failed (anti-entropy will retry): %r", exc)
@@ -245,6 +265,7 @@ class Broadcast(NodePart):
             self.counters["gossip_vectors_used"] += used
             self.counters["gossip_vectors_unused"] += sum(len(x.vectors) for _, x in shipped) - used
             self.counters["gossip_ops_applied"] += report.applied
+            self.counters["gossip_withheld_dots"] += report.withheld
             for reason, n in report.rejected.items():
                 self.counters[f"gossip_rejected_{reason}"] += n
             if report.applied:
@@ -275,6 +296,10 @@ class Broadcast(NodePart):
         return shipping if members and members <= self.links.subscribed(self.vector_topic) else None
 
     async def _publish_new(self) -> None:
+        """Gossip our ops of seqs `(published, top]` that pass the sync gate, with the seqs of
+        that range they leave out declared withheld (`crdt.withheld`). A range that publishes no
+        op but withholds some waits until `WITHHELD_ALONE_S` after our last message (the
+        publisher's tick comes back to it), so a run of private writes costs one message."""
         since = self._published_seq
         shipping = self._shipping_now()
 
@@ -296,9 +321,16 @@ class Broadcast(NodePart):
             return top, kept, vectors
 
         top, ops, vectors = await self.daemon.on_writer(outgoing)
+        withheld = withheld_seqs(since, top, (op.seq for op in ops))
+        if not ops and withheld and trio.current_time() - self._last_publish < WITHHELD_ALONE_S:
+            return  # declared with the next op, or alone on a later tick
         self._published_seq = max(self._published_seq, top)
-        for chunk in _chunks(ops, vectors):
-            delta = Delta(tuple(chunk), CausalContext())
+        op_chunks = _chunks(ops, vectors)
+        seq_chunks = [withheld[i:i + WITHHELD_PER_MESSAGE] for i in range(0, len(withheld), WITHHELD_PER_MESSAGE)]
+        for i in range(max(len(op_chunks), len(seq_chunks))):
+            chunk = op_chunks[i] if i < len(op_chunks) else []
+            seqs = seq_chunks[i] if i < len(seq_chunks) else []
+            delta = Delta(tuple(chunk), withheld_context(self.me, seqs))
             carried = {op.entry_id: vectors[op.entry_id] for op in chunk
                        if isinstance(op.value, EntryBody) and op.entry_id in vectors}
             if shipping is not None and self.vector_topic is not None:
@@ -309,19 +341,21 @@ class Broadcast(NodePart):
             else:
                 data = self.codec.seal(delta, now_ms=self.daemon.now_ms())
                 await self.links.publish(self.topic, data)
+            self._last_publish = trio.current_time()
             self.counters["gossip_published"] += 1
             self.counters["gossip_ops_published"] += len(chunk)
+            self.counters["gossip_withheld_published"] += len(seqs)
             for record in self.book.members():
                 self.book.note_traffic(record.peer_id, sent=len(data), now_ms=self.daemon.now_ms())
                 self.counters["gossip_msgs_out"] += 1
                 self.counters["gossip_bytes_out"] += len(data)
 
 
-def _join(store: Grimoire, *, delta: Delta, me: str, max_skew_ms: int, shipping: VectorShipping | None,
-          shipped: list[tuple[str, Shipped]]) -> tuple[ApplyReport, int]:
-    """Join gossip's ops, then store the vectors their authors shipped (in the writer thread);
-    returns the join's report and how many vectors were used."""
-    report = store.apply_delta(delta, local_replica=me, max_skew_ms=max_skew_ms)
+def _join(store: Grimoire, *, delta: Delta, withheld: CausalContext, me: str, max_skew_ms: int,
+          shipping: VectorShipping | None, shipped: list[tuple[str, Shipped]]) -> tuple[ApplyReport, int]:
+    """Join gossip's ops and its senders' withheld declarations, then store the vectors their
+    authors shipped (in the writer thread); returns the join's report and how many vectors were used."""
+    report = store.apply_delta(delta, local_replica=me, max_skew_ms=max_skew_ms, withheld=withheld)
     used = accept_shipped_vectors(store, shipping, shipped, salt=me) if shipping is not None and shipped else 0
     return report, used
 

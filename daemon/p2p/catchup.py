@@ -3,8 +3,9 @@ pull from a sibling on every new connection and every `sync_interval_s` (the con
 siblings in turn), and answer
 siblings' pulls from a read snapshot, through the promotion gate.
 
-`CatchUp` owns the sync side of the peer book (`behind`, `ahead`, `last_sync_ms`, the
-round-trip estimate from a quick sync) and the set of siblings it is pulling from (one
+`CatchUp` owns the sync side of the peer book (`behind`, `ahead`, `withheld`,
+`last_sync_ms`, the round-trip estimate from a quick sync) and the set of siblings it is
+pulling from (one
 pull per sibling at a time). Its ticker sleeps on the trio clock. Failures are counted by
 kind: `sync_refused_by_peer`, `sync_rejected_<reason>` (the peer broke the protocol),
 `sync_failed` / `sync_serve_failed` (the link died or timed out); anything else is a bug,
@@ -16,13 +17,16 @@ from __future__ import annotations
 import functools
 import logging
 import random
+import sqlite3
 from typing import Any
 
 import trio
 
 from crdt import ApplyReport, CausalContext, RemoteProtocolError
 from crdt.codec import encode_delta
+from crdt.withheld import gap
 from crypto.identity import signature_ok
+from daemon.errors import StoreError
 from daemon.grimoire import Grimoire
 from daemon.grimoire.ingest import FrameReport, RoundJoin
 
@@ -32,15 +36,16 @@ from .frames import close_quietly, encode_frame
 from .links import TRANSPORT_ERRORS
 from .neighbourhood import PartnerCycle
 from .part import NodePart
-from .peers import PeerBook
+from .peers import PeerBook, PeerRecord
 from .ports import DaemonPort, Links, Stream, announce_received, internal_error
-from .sync import ROUND_DELTAS, pull, serve
+from .sync import ROUND_DELTAS, PullResult, pull, serve
 
 __all__ = ["SYNC_PROTOCOL", "CatchUp"]
 
 log = logging.getLogger("clade.p2p")
 
 SYNC_PROTOCOL = "/clade/sync/1.0.0"
+STORE_ERRORS = (sqlite3.Error, StoreError, OSError)  # the store could not answer (disk, lock)
 
 
 class CatchUp(NodePart):
@@ -109,9 +114,7 @@ class CatchUp(NodePart):
         if result.rounds == 1 and not result.deltas and result.first_round_ms is not None:
             record.note_rtt(result.first_round_ms)
         if result.remote_context is not None:
-            local = await self._local_context()
-            record.behind = local.missing_count(result.remote_context)
-            record.ahead = result.remote_context.missing_count(local)
+            await self._note_gap(record, result)
         record.last_sync_ms = self.daemon.now_ms()
         report = result.report  # already counted and announced, delta by delta (`_count_joined`)
         self.counters["sync_pulls"] += 1
@@ -122,6 +125,25 @@ class CatchUp(NodePart):
             log.info("synced from %s: %d ops in %d rounds", peer_id, report.applied, result.rounds)
         self.daemon.publish("sync_complete", summary)
         return summary
+
+    async def _note_gap(self, record: PeerRecord, result: PullResult) -> None:
+        """Set `behind`, `ahead`, `withheld` from a pull (`crdt.withheld.gap`). What we would send
+        it is counted on a reader, and only when it lacks anything at all; if the store cannot
+        say, every dot it lacks counts as `ahead` (as before withheld dots were told apart)."""
+        remote, me = result.remote_context, self.me
+        assert remote is not None
+        local = await self._local_context()
+        lacking = remote.missing_count(local)
+        sendable = 0
+        if lacking:
+            try:
+                sendable = await self.daemon.on_reader(lambda s: s.sendable_count(remote, gate=s.sync_gate(me)))
+            except STORE_ERRORS as exc:
+                log.warning("counting the ops %s lacks failed: %r", record.peer_id, exc)
+                sendable = lacking
+        figures = gap(local, remote, complete=result.complete, refused=sum(result.report.rejected.values()),
+                      sendable=sendable)
+        record.behind, record.ahead, record.withheld = figures.behind, figures.ahead, figures.withheld
 
     def _count_traffic(self, *, sent: int, received: int, msgs_out: int, msgs_in: int) -> None:
         """Sync traffic in the daemon's counters (the operator's rates, tui/), apart from gossip's."""
@@ -207,8 +229,9 @@ class CatchUp(NodePart):
 
             def on_round(remote: CausalContext, local: CausalContext, more: bool) -> None:
                 self.counters["sync_rounds_served"] += 1
-                record.behind = local.missing_count(remote)
-                # What we hold that the asker lacks, until this round lands (all of it if not `more`).
+                # What we hold that the asker lacks, until this round lands (all we would send if
+                # not `more`). `behind` is left to our own pulls from it: only a pull tells the ops
+                # it would send us from the dots of its private ops (`crdt.withheld.gap`).
                 record.ahead = remote.missing_count(local) if more else 0
 
             figures = await serve(stream, extract=self._extract, on_round=on_round)

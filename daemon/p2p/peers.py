@@ -28,8 +28,9 @@ class PeerRecord:
     connected: bool = False
     member: bool = False
     last_seen_ms: int | None = None
-    behind: int | None = None  # ops the peer has that we lack
-    ahead: int | None = None  # ops we have that the peer lacks
+    behind: int | None = None  # ops the peer has that we lack and it would send us (`crdt.withheld.gap`)
+    ahead: int | None = None  # ops we have that the peer lacks and we would send it
+    withheld: int | None = None  # dots one of us has seen and the other not, whose ops never cross
     rtt_ms: float | None = None
     msgs_in: int = 0
     msgs_out: int = 0
@@ -51,6 +52,7 @@ class PeerRecord:
         return {
             "peer_id": self.peer_id, "addrs": list(self.addrs), "connected": self.connected,
             "member": self.member, "last_seen": self.last_seen_ms, "behind": self.behind, "ahead": self.ahead,
+            "withheld": self.withheld,
             "rtt_ms": None if self.rtt_ms is None else round(self.rtt_ms, 3),
             "msgs_in": self.msgs_in, "msgs_out": self.msgs_out, "bytes_in": self.bytes_in,
             "bytes_out": self.bytes_out, "refused": self.refused, "last_sync": self.last_sync_ms,

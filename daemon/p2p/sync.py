@@ -54,6 +54,7 @@ class PullResult:
     bytes_out: int = 0
     remote_context: CausalContext | None = None
     first_round_ms: float | None = None
+    complete: bool = False  # the last round said nothing more was left (not cut at MAX_ROUNDS)
 
 
 @dataclass
@@ -99,6 +100,7 @@ async def pull(
             result.first_round_ms = (trio.current_time() - started) * 1000
         result.rounds = state.rounds
         result.remote_context = ended.context
+        result.complete = not ended.more
         result.deltas += ended.deltas
         result.report.add(joined)
         state.round_applied(await local_context())

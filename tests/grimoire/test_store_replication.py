@@ -348,15 +348,16 @@ def test_an_id_prefix_names_one_entry_or_is_refused_with_the_candidates(tmp_path
 
 
 def test_state_digests_tell_gated_ops_from_context(golems: tuple[Grimoire, Grimoire, Identity, Identity]) -> None:
-    """`shared_ops` hashes only the ops that may cross: a private write moves the writer's
-    context and `all`, never `shared_ops`; siblings agree on it after one pull."""
+    """`shared` hashes only the ops that may cross: a private write moves the writer's
+    context and `all`, never `shared`; siblings agree on it after one pull."""
     a, b, ida, idb = golems
     seed_one(a, NewEntry(kind=Kind.WARNING, content="Sequencer stalls on Base: delay swaps"), identity=ida)
     sync(a, b, idb.peer_id)
     before = a.state_digests(a.sync_gate(ida.peer_id))
-    assert before["shared_ops"] == b.state_digests(b.sync_gate(idb.peer_id))["shared_ops"]
+    assert before["shared"] == b.state_digests(b.sync_gate(idb.peer_id))["shared"]
     seed_one(a, NewEntry(kind=Kind.INSIGHT, content="Private: my fills slip 3 bps after 14:00"), identity=ida)
     after = a.state_digests(a.sync_gate(ida.peer_id))
-    assert after["shared_ops"] == before["shared_ops"]  # the insight is withheld (not promoted)
+    assert after["shared"] == before["shared"]  # the insight is withheld (not promoted)
     assert after["context"] != before["context"] and after["all"] != before["all"]
-    assert after["shared"] == a.state_digest(a.sync_gate(ida.peer_id))
+    assert after["shared"] == a.state_digest(a.sync_gate(ida.peer_id), context=False)
+    assert after["context"] == a.context_digest()

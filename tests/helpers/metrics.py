@@ -21,7 +21,7 @@ def full_snapshot() -> Snapshot:
                            suspect_authors=1,
                            distrusted_authors=2, styx_depth=4, styx_parked=1,
                            styx_oldest_age_s=12.5, styx_spend_usd=0.25),
-        peers=[PeerFigures("sib-a", True, True, 3, 0, 2_000_000, 12.0),
+        peers=[PeerFigures("sib-a", True, True, 3, 0, 2_000_000, 12.0, withheld=7),
                PeerFigures("sib-b", False, True, None, None, 1_000_000, None),
                PeerFigures("stranger", True, False, None, None, None, None)],
         p2p_running=True,

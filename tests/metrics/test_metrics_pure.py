@@ -114,6 +114,7 @@ def test_collector_renders_a_snapshot() -> None:
     assert got[("clade_peers", (("state", "admitted"),))] == 1
     assert got[("clade_sibling_connected", (("peer", "sib-b"),))] == 0
     assert got[("clade_sibling_ops_behind", (("peer", "sib-a"),))] == 3
+    assert got[("clade_sibling_dots_withheld", (("peer", "sib-a"),))] == 7
     assert got[("clade_sibling_rtt_seconds", (("peer", "sib-a"),))] == 0.012
     assert not any(dict(labels).get("peer") == "stranger" for _, labels in got)  # only siblings get a label
     assert got[("clade_styx_outbox_items", ())] == 4

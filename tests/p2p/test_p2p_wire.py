@@ -262,8 +262,8 @@ def test_rtt_is_smoothed_and_json_is_rounded() -> None:
     record.rtt_ms = 1.23456
     shown = record.to_json()
     assert shown["rtt_ms"] == 1.235 and shown["peer_id"] == PEER[0] and shown["refused"] is None
-    assert set(shown) == {"peer_id", "addrs", "connected", "member", "last_seen", "behind", "ahead", "rtt_ms",
-                          "msgs_in", "msgs_out", "bytes_in", "bytes_out", "refused", "last_sync"}
+    assert set(shown) == {"peer_id", "addrs", "connected", "member", "last_seen", "behind", "ahead", "withheld",
+                          "rtt_ms", "msgs_in", "msgs_out", "bytes_in", "bytes_out", "refused", "last_sync"}
     assert "hold_until" not in shown and "failures" not in shown  # internal dialing state stays inside
 
 
