@@ -23,6 +23,7 @@ tokenizers: once the child is stopped, the model's memory is the kernel's again.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
@@ -102,7 +103,7 @@ class _Child:
     """One running embedding process: its pipes, the calls awaiting a reply, its loaded spaces."""
 
     def __init__(self, model_dir: Path, on_exit: Any) -> None:
-        self.proc = subprocess.Popen(  # noqa: S603 - this interpreter, this package's module
+        self.proc = subprocess.Popen(
             [sys.executable, "-m", "daemon.embedding.host", str(model_dir)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_child_env(), close_fds=True)
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -123,6 +124,10 @@ class _Child:
     def pid(self) -> int:
         return self.proc.pid
 
+    @property
+    def in_flight(self) -> int:
+        return len(self._calls)
+
     def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
         """The child's reply to `message`; `EmbeddingHostError` if it dies or has not answered
         within `timeout` (it is then killed: a child that does not answer is hung)."""
@@ -135,10 +140,13 @@ class _Child:
         try:
             with self._writing:
                 write_frame(self._stdin, {**message, "id": rid})
-        except (OSError, ValueError, FrameError) as exc:
+        except FrameError as exc:  # too large to send (nothing was written)
             with self._lock:
                 self._calls.pop(rid, None)
-            raise EmbeddingHostError(f"cannot reach the embedding process: {exc}") from None
+            raise EmbeddingHostError(str(exc)) from None
+        except (OSError, ValueError) as exc:  # its stdin is gone: it is exiting, or must
+            log.debug("cannot write to the embedding process: %r", exc)
+            self.kill()  # the reader then fails this call with the exit status
         if not call.done.wait(timeout):
             with self._lock:
                 self._calls.pop(rid, None)
@@ -176,30 +184,23 @@ class _Child:
             call.error = EmbeddingHostError(f"the embedding process exited ({_describe(code)}) during the call{why}")
             call.done.set()
         for pipe in (self._stdin, self._stdout):
-            try:
+            with contextlib.suppress(OSError):
                 pipe.close()
-            except OSError:
-                pass
         self._on_exit(self, code, why)
 
     def stop(self) -> None:
         """Close its stdin (it exits at once); kill it if it is still there `STOP_GRACE_S` later."""
         self.stopping = True
-        with self._writing:
-            try:
-                self._stdin.close()
-            except OSError:
-                pass
+        with self._writing, contextlib.suppress(OSError):
+            self._stdin.close()
         timer = threading.Timer(STOP_GRACE_S, self.kill)
         timer.daemon = True
         timer.start()
 
     def kill(self) -> None:
         if self.proc.poll() is None:
-            try:
+            with contextlib.suppress(OSError):
                 self.proc.kill()
-            except OSError:
-                pass
 
 
 class ModelHost:
@@ -224,6 +225,12 @@ class ModelHost:
         """The running child's process id (None: none runs)."""
         child = self._child
         return child.pid if child is not None and child.alive and not child.stopping else None
+
+    @property
+    def in_flight(self) -> int:
+        """Calls sent to the running child and not answered yet."""
+        child = self._child
+        return 0 if child is None else child.in_flight
 
     def _live(self) -> _Child:
         with self._lock:
