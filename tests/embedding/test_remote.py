@@ -20,16 +20,9 @@ from daemon.embedding.embedder import DEFAULT_MODEL, EPISODE_MODEL, _package_dir
 from daemon.embedding.remote import EmbeddingHostError, ModelHost
 from daemon.thread_priority import lower_thread_priority
 from tests.helpers.polling import eventually
+from tests.helpers.procs import gone
 
 LONG = "the pool on arbitrum was drained through a reentrancy in its callback " * 40  # > 256 tokens
-
-
-def gone(pid: int) -> bool:
-    """The process has exited (reaped, or a zombie nobody reaped yet)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except (FileNotFoundError, ProcessLookupError):
-        return True
 
 
 def nice_of_threads(pid: int) -> list[int]:
