@@ -168,7 +168,8 @@ def child_pids(pid: int) -> list[int]:
                 parent[int(entry.name)] = int(_stat_fields(int(entry.name))[1])
     found, todo = [], [pid]
     while todo:
-        kids = [c for c, pp in parent.items() if pp == todo.pop()]
+        above = todo.pop()
+        kids = [c for c, pp in parent.items() if pp == above]
         found.extend(kids)
         todo.extend(kids)
     return found
