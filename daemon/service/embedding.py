@@ -139,12 +139,16 @@ class Embedding:
         model loads: `ModelIntegrityError` if it cannot)."""
         return expected_info(self.config().embedding.space) or (await self.model()).info
 
+    def host_rss_bytes(self) -> int:
+        """The embedding process's resident memory (0: none runs)."""
+        pid = self.host.pid
+        return 0 if pid is None else resident(Path(f"/proc/{pid}/status")).rss_bytes
+
     def host_memory(self) -> dict[str, Any]:
         """The embedding process's id and resident MiB (`model_pid`, `model_rss_mib`; None when
         none runs), for the status."""
-        pid = self.host.pid
-        rss = None if pid is None else resident(Path(f"/proc/{pid}/status")).to_json()["rss_mib"]
-        return {"model_pid": pid, "model_rss_mib": rss or None}
+        rss = self.host_rss_bytes()
+        return {"model_pid": self.host.pid, "model_rss_mib": round(rss / 2**20, 1) if rss else None}
 
     @property
     def loaded(self) -> bool:
