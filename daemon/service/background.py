@@ -5,7 +5,9 @@ bench_clade --profile); on a golem that receives a clade's warnings, that work c
 cores with requests, gossip validation and the store's writer. Run on this thread (nice
 +`BACKGROUND_NICE` over the daemon's own, Linux per-thread priority), it takes whatever CPU
 they leave and gives it back at once when they wake. Where the priority cannot be lowered, it
-runs at normal priority.
+runs at normal priority (`daemon.thread_priority`). The model itself runs in the embedding
+process: a call made from this thread is marked low priority there (`remote.ModelHost` reads
+the calling thread's priority) and runs on that process's own lowered thread.
 
 "Whatever CPU they leave" can be none: on a host kept busy by other processes (an agent
 runtime, other services) a nice +10 thread gets ~1/10 the share of each of them and a batch
