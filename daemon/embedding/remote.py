@@ -152,7 +152,7 @@ class _Child:
                 self._calls.pop(rid, None)
             self.kill()
             raise _NoAnswer(f"the embedding process did not answer within {timeout:g} s; it was stopped "
-                                     "and the next need starts another")
+                            "and the next need starts another")
         if call.error is not None:
             raise call.error
         assert call.reply is not None
@@ -211,6 +211,10 @@ class ModelHost:
     def __init__(self, model_dir: Path, *, counters: Counter[str] | None = None) -> None:
         self.model_dir = model_dir
         self.counters: Counter[str] = counters if counters is not None else Counter()
+        for key in ("embedding_host_starts", "embedding_host_crashes", "embedding_host_timeouts"):
+            # Counted on worker and reader threads: the keys exist first, so a count never adds a
+            # key to the dict while the event loop iterates it (the status, the metrics).
+            self.counters.setdefault(key, 0)
         self._child: _Child | None = None
         self._lock = threading.Lock()
 
@@ -235,7 +239,8 @@ class ModelHost:
     def _live(self) -> _Child:
         with self._lock:
             child = self._child
-            if child is None or not child.alive or child.stopping:
+            # poll(): a child that has exited but whose reader has not yet said so is not reused
+            if child is None or not child.alive or child.stopping or child.proc.poll() is not None:
                 try:
                     child = self._child = _Child(self.model_dir, self._exited)
                 except OSError as exc:

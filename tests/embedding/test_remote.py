@@ -1,11 +1,13 @@
 """The embedding process (daemon/embedding/host.py) through its daemon-side proxy (remote.py):
 the same vectors as in process, two embeddings at once with a query never queued behind a
 backlog batch, low-priority work on the child's lowered thread, a `kill -9` failing the call
-in flight at once and the next call starting a new process, the integrity check's message
-carried over, and `stop()` ending the process. Real processes, the real bundled model."""
+in flight at once and the next call starting a new process, a hung process timed out and
+replaced, the integrity check's message carried over, and `stop()` ending the process. Real
+processes, the real bundled model."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -15,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from daemon.embedding import remote as remote_module
 from daemon.embedding.catalogue import ModelIntegrityError
 from daemon.embedding.embedder import DEFAULT_MODEL, EPISODE_MODEL, _package_dir, get_embedder
 from daemon.embedding.remote import EmbeddingHostError, ModelHost
@@ -151,3 +154,22 @@ def test_a_corrupt_model_is_the_same_integrity_error_as_in_process(tmp_path: Pat
         assert host.running  # the process answers; the next load tries again
     finally:
         host.stop()
+
+
+def test_a_hung_process_times_the_call_out_and_is_replaced(host: ModelHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    remote = host.embedder(DEFAULT_MODEL)
+    before = remote.embed(["a drained pool"])
+    hung = host.pid
+    assert hung is not None
+    monkeypatch.setattr(remote_module, "EMBED_TIMEOUT_S", 2.0)
+    os.kill(hung, signal.SIGSTOP)  # alive, never answering
+    try:
+        with pytest.raises(EmbeddingHostError, match="did not answer within 2 s"):
+            remote.embed(["a drained pool"])
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(hung, signal.SIGCONT)
+    assert host.counters["embedding_host_timeouts"] == 1
+    eventually(lambda: gone(hung) and not host.running, what="the hung process killed and seen gone", timeout=15)
+    assert np.array_equal(remote.embed(["a drained pool"]), before)  # a new process
+    assert host.pid not in (None, hung)
