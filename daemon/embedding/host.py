@@ -13,6 +13,10 @@ prints can corrupt the replies.
     {"id", "op": "embed", "space", "texts", "low"} -> {"id", "rows", "dim", "data": float32 bytes}
     any failure                                    -> {"id", "error": str, "integrity": bool}
 
+After a batch (more than one text) the freed heap is handed back to the kernel
+(`release_free_memory`), and the daemon starts this process with `MALLOC_ARENA_MAX=2`: without
+both, the activations of the largest batch ever run stayed resident (bench/bench_footprint.py).
+
 Up to two embeddings run at once (`Embedder`'s slots, as in process): requests at normal priority
 run on two normal threads, those marked `low` (the daemon's background embedder) on one thread
 at nice +`BACKGROUND_NICE`: a query never queues behind a backlog batch, and a backlog batch
@@ -39,6 +43,7 @@ import numpy as np
 from daemon.embedding.catalogue import ModelIntegrityError
 from daemon.embedding.embedder import get_embedder
 from daemon.embedding.frames import read_frame, write_frame
+from daemon.native_memory import release_free_memory
 from daemon.thread_priority import lower_thread_priority
 
 __all__ = ["handle", "serve"]
@@ -77,6 +82,11 @@ def serve(model_dir: Path, requests: IO[bytes], replies: IO[bytes]) -> None:
         reply = handle(model_dir, request)
         with writing:
             write_frame(replies, reply)
+        if reply.get("rows", 0) > 1:
+            # A batch's activations are freed to glibc, which keeps the pages: ~50-500 MiB that
+            # stayed resident for the process's life. Trimmed after the reply is sent (~10-20 ms
+            # the caller does not wait for); a single query's are too few to matter.
+            release_free_memory()
 
     while (request := read_frame(requests)) is not None:
         (low if request.get("low") else normal).submit(answer, request)

@@ -81,8 +81,10 @@ class _Call:
 
 def _child_env() -> dict[str, str]:
     """The daemon's environment, with the directory holding this `daemon` package first on the
-    path (the child imports the same code, however the daemon was started)."""
+    path (the child imports the same code, however the daemon was started), and glibc's arenas
+    bounded (unless the operator set `MALLOC_ARENA_MAX`)."""
     env = dict(os.environ)
+    env.setdefault("MALLOC_ARENA_MAX", "2")  # few threads allocate here: two arenas bound what glibc keeps
     root = str(Path(daemon.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join([root, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
     return env
