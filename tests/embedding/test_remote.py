@@ -12,6 +12,7 @@ import os
 import signal
 import threading
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -37,19 +38,29 @@ def nice_of_threads(pid: int) -> list[int]:
 
 
 @pytest.fixture
-def host(tmp_path: Path) -> ModelHost:
+def host(tmp_path: Path) -> Iterator[ModelHost]:
+    """A host of its own: for the tests that kill or stop its process."""
     made = ModelHost(tmp_path / "embedder", counters=Counter())
     yield made
     made.stop()
 
 
-def test_vectors_match_in_process_and_the_daemon_side_never_imports_the_runtime(host: ModelHost,
+@pytest.fixture(scope="module")
+def shared_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModelHost]:
+    """One running process for the tests that leave it running (a load is ~2 s)."""
+    made = ModelHost(tmp_path_factory.mktemp("shared") / "embedder", counters=Counter())
+    yield made
+    made.stop()
+
+
+def test_vectors_match_in_process_and_the_daemon_side_never_imports_the_runtime(shared_host: ModelHost,
                                                                                 tmp_path: Path) -> None:
+    host = shared_host
     remote = host.embedder(DEFAULT_MODEL)
     texts = ["a drained pool", "gas above 80 gwei", LONG]
     got = remote.embed(texts)
     assert got.dtype == np.float32 and got.shape == (3, 384) and got.flags.writeable
-    local = get_embedder(tmp_path / "embedder", DEFAULT_MODEL)  # this test process may load it: it is no daemon
+    local = get_embedder(host.model_dir, DEFAULT_MODEL)  # this test process may load it: it is no daemon
     assert np.array_equal(got, local.embed(texts))
     assert remote.info == local.info
     assert remote.embed([]).shape == (0, 384)
@@ -58,14 +69,15 @@ def test_vectors_match_in_process_and_the_daemon_side_never_imports_the_runtime(
     assert host.embedder(EPISODE_MODEL).info == remote.info  # one process hosts every space
 
 
-def test_a_query_does_not_queue_behind_a_backlog_batch(host: ModelHost) -> None:
+def test_a_query_does_not_queue_behind_a_backlog_batch(shared_host: ModelHost) -> None:
+    host = shared_host
     remote = host.embedder(DEFAULT_MODEL)
     batch_done = threading.Event()
     batch: dict[str, object] = {}
 
     def backlog() -> None:
         lower_thread_priority()  # as the daemon's background embedder: marked `low`
-        batch["vectors"] = remote.embed([f"{LONG} {i}" for i in range(48)])  # seconds of model time
+        batch["vectors"] = remote.embed([f"{LONG} {i}" for i in range(24)])  # a second or more of model time
         batch_done.set()
 
     worker = threading.Thread(target=backlog)
@@ -78,19 +90,19 @@ def test_a_query_does_not_queue_behind_a_backlog_batch(host: ModelHost) -> None:
     assert not batch_done.is_set(), "the queries waited for the backlog batch"
     worker.join(timeout=120)
     assert batch_done.is_set()
-    assert batch["vectors"].shape == (48, 384)  # type: ignore[attr-defined]
+    assert batch["vectors"].shape == (24, 384)  # type: ignore[attr-defined]
     assert all(q.shape == (1, 384) for q in queries)
 
 
-def test_two_embeddings_at_once_from_two_threads(host: ModelHost) -> None:
-    remote = host.embedder(DEFAULT_MODEL)
+def test_two_embeddings_at_once_from_two_threads(shared_host: ModelHost) -> None:
+    remote = shared_host.embedder(DEFAULT_MODEL)
     expected = {i: remote.embed([f"entry {i} {LONG}"]) for i in range(2)}
     results: dict[int, np.ndarray] = {}
     start = threading.Barrier(2)
 
     def run(i: int) -> None:
         start.wait()
-        results[i] = remote.embed([f"entry {i} {LONG}"] * 8)
+        results[i] = remote.embed([f"entry {i} {LONG}"] * 4)
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
     for t in threads:
@@ -98,7 +110,7 @@ def test_two_embeddings_at_once_from_two_threads(host: ModelHost) -> None:
     for t in threads:
         t.join(timeout=120)
     for i in range(2):
-        assert np.array_equal(results[i], np.repeat(expected[i], 8, axis=0))  # replies reach their own caller
+        assert np.array_equal(results[i], np.repeat(expected[i], 4, axis=0))  # replies reach their own caller
 
 
 def test_a_killed_process_fails_the_call_in_flight_and_the_next_call_starts_another(host: ModelHost) -> None:
