@@ -27,7 +27,11 @@ all connected to each other before anything is measured. Measures:
    (VmRSS, sampled each second) per daemon over `--cpu-seconds` idle, then with a light
    load of `--cpu-load` warnings/s.
 
-Every daemon embeds every entry it writes or receives (ONNX model, in-process): on a small
+Every CPU and RSS figure of a daemon includes its child processes' (the embedding model runs
+in one: daemon/embedding/remote.py; bench.common.machine.proc_cpu_ticks, tree_status_kib);
+the JSON also holds the daemon process's own (`own`, `own_cpu_pct`, `own_rss_mib_mean`).
+
+Every daemon embeds every entry it writes or receives (ONNX model, in its embedding process): on a small
 machine that CPU work competes with sync, so each measured phase first waits until every
 embedder has caught up (`--drain`). Each section also reports how much CPU *other* processes
 took meanwhile (from /proc/stat): on a shared machine that skews every figure.
@@ -64,7 +68,7 @@ from bench.common.clade import (
     wait_embedded,
     writes_by_day_count,
 )
-from bench.common.machine import CLK_TCK, proc_cpu_ticks, proc_status_kib
+from bench.common.machine import CLK_TCK, proc_cpu_ticks, proc_status_kib, tree_status_kib
 from bench.common.profile import start_profiles, stop_profiles
 from daemon.testing.harness import EventLog, Golem, LoopbackClade
 
@@ -117,6 +121,8 @@ def run_rate(writer: Api, siblings: list[Golem], watch: Watch, *, rate: float, c
     after_drain = cpu_w.report(count)
     daemons_w["sibling_cpu_ms_per_msg"] = after_drain["sibling_cpu_ms_per_msg"]
     daemons_w["writer_cpu_ms_per_msg"] = after_drain["writer_cpu_ms_per_msg"]
+    for key in ("sibling_cpu_ms_per_msg", "writer_cpu_ms_per_msg"):
+        daemons_w["own"][key] = after_drain["own"][key]
     profiled = stop_profiles(profiles)
     progress(f"  {tag}: {count} probes at {rate:g}/s from {writer.golem.name}")
     host_p = HostLoad()
@@ -433,8 +439,10 @@ def bench_catchup(root: Path, args: argparse.Namespace, rng: random.Random, resu
 
 def sample_steady(golems: Sequence[Golem], seconds: float, load: float, rng: random.Random) -> dict[str, Any]:
     pids = {g.name: g.proc.pid for g in golems if g.proc is not None}
-    ticks0 = {n: proc_cpu_ticks(p) for n, p in pids.items()}
+    ticks0 = {n: proc_cpu_ticks(p) for n, p in pids.items()}  # with the daemon's embedding process
+    own0 = {n: proc_cpu_ticks(p, children=False) for n, p in pids.items()}
     rss: dict[str, list[int]] = {n: [] for n in pids}
+    own_rss: dict[str, list[int]] = {n: [] for n in pids}
     stop = threading.Event()
     writes = [0]
     api = Api(golems[0])
@@ -454,17 +462,21 @@ def sample_steady(golems: Sequence[Golem], seconds: float, load: float, rng: ran
         thread.start()
     while time.monotonic() - t0 < seconds:
         for n, p in pids.items():
-            rss[n].append(proc_status_kib(p, "VmRSS"))
+            rss[n].append(tree_status_kib(p, "VmRSS"))
+            own_rss[n].append(proc_status_kib(p, "VmRSS"))
         time.sleep(min(1.0, max(0.0, seconds - (time.monotonic() - t0))))
     elapsed = time.monotonic() - t0
     ticks1 = {n: proc_cpu_ticks(p) for n, p in pids.items()}
+    own1 = {n: proc_cpu_ticks(p, children=False) for n, p in pids.items()}
     stop.set()
     if thread is not None:
         thread.join(10)
     api.close()
     per = {n: {"cpu_pct": round((ticks1[n] - ticks0[n]) / CLK_TCK / elapsed * 100, 2),
                "rss_mib_mean": round(statistics.fmean(rss[n]) / 1024, 1),
-               "rss_mib_max": round(max(rss[n]) / 1024, 1)} for n in pids}
+               "rss_mib_max": round(max(rss[n]) / 1024, 1),
+               "own_cpu_pct": round((own1[n] - own0[n]) / CLK_TCK / elapsed * 100, 2),
+               "own_rss_mib_mean": round(statistics.fmean(own_rss[n]) / 1024, 1)} for n in pids}
     cpus = [v["cpu_pct"] for v in per.values()]
     rsss = [v["rss_mib_mean"] for v in per.values()]
     return {"seconds": round(elapsed, 1), "load_per_s": load, "writes": writes[0], "per_daemon": per,
@@ -478,7 +490,8 @@ def bench_steady(clade: LoopbackClade, args: argparse.Namespace, rng: random.Ran
     golems = clade.golems
     phases = [("idle", 0.0)] + ([(f"{args.cpu_load:g} warning/s", args.cpu_load)] if args.cpu_load > 0 else [])
     out(f"\n== 4. steady state, {len(golems)} daemons (the largest clade, after its latency runs), "
-        f"{args.cpu_seconds:g} s per phase (CPU % of one core; RSS = VmRSS) ==")
+        f"{args.cpu_seconds:g} s per phase (CPU % of one core; RSS = VmRSS; both with the daemon's embedding "
+        "process; `own_*` in the JSON: the daemon alone) ==")
     drain_s, drained = wait_embedded(golems, args.drain)
     out(f"  waited {drain_s:.1f} s for every embedder to catch up first ({'done' if drained else 'NOT done'})")
     out(f"  {'phase':<16} {'cpu% med':>8} {'cpu% max':>8} {'cpu% sum':>8} {'RSS MiB med':>11} {'RSS MiB max':>11}"

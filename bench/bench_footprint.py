@@ -17,15 +17,20 @@ the daemons through PYTHONPATH):
 3. idle (per round): another fresh golem, ready and then left alone for `--idle` seconds:
    its VmRSS (the model never asked for); then one search (model loaded), VmRSS; then, when
    the tree unloads an unused model (`[embedding] unload_after_s`, set to `--unload` s here),
-   VmRSS once it did;
+   VmRSS once it did. Each figure twice: the daemon process's own (`rss_*`) and with its child
+   processes (`total_*`: the embedding process, where the model runs since step 27);
 4. at `--entries` entries: a store of generated entries with perturbed real MiniLM vectors
    (bench.common.vectors, built once and copied), p2p off: VmRSS idle, after 30 searches
-   (model and vector index loaded; search p50/p99), and after the unload.
+   (model and vector index loaded; search p50/p99), and after the unload (own and total);
+5. ipc (this tree only, `--ipc-calls`): in one fresh process, one query embedded in process
+   and through the embedding process (`daemon.embedding.remote.ModelHost`), interleaved:
+   what the process boundary adds to a search (p50/p99 ms).
 
 The result (`bench: "footprint"`): components {tree: [{step, rss_mib, delta_mib}], peak};
 cold_start {tree: [{ready_s, first_meaning_s, attempts}]}; idle {tree: [{rss_idle_mib,
-rss_used_mib, rss_unloaded_mib}]}; store {tree: {rss_idle_mib, rss_searched_mib,
-rss_unloaded_mib, search p50/p99 ms}}; the machine's load (other processes' CPU) throughout.
+rss_used_mib, rss_unloaded_mib, total_*}]}; store {tree: {rss_idle_mib, rss_searched_mib,
+rss_unloaded_mib, total_*, search p50/p99 ms}}; ipc {in_process, embedding_process: {p50_ms,
+p99_ms}}; the machine's load (other processes' CPU) throughout.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import HostLoad, machine_info, print_table, progress, workdir
-from bench.common.machine import rss_kib
+from bench.common.machine import rss_kib, tree_status_kib
 from bench.common.report import emit
 from bench.common.stats import percentile
 
@@ -100,7 +105,13 @@ def components(tree: Path, model_dir: Path) -> list[dict[str, Any]]:
 
 
 def _rss_mib(pid: int) -> float:
+    """The daemon process's own VmRSS."""
     return round(rss_kib(pid=pid) / 1024, 1)
+
+
+def _total_mib(pid: int) -> float:
+    """The daemon's VmRSS with its child processes' (the embedding process, where it has one)."""
+    return round(tree_status_kib(pid, "VmRSS") / 1024, 1)
 
 
 def _search(golem: Any) -> dict[str, Any]:
@@ -163,11 +174,13 @@ def idle(root: Path, tree: Path, env: dict[str, str], args: argparse.Namespace) 
     try:
         golem.wait_ready(args.timeout)
         time.sleep(args.idle)  # the measurement: what an untouched daemon holds after this long
-        out: dict[str, Any] = {"rss_idle_mib": _rss_mib(golem.pid)}
+        out: dict[str, Any] = {"rss_idle_mib": _rss_mib(golem.pid), "total_idle_mib": _total_mib(golem.pid)}
         while _search(golem).get("degraded") is not None:
             pass
-        out["rss_used_mib"] = _rss_mib(golem.pid)
-        out["rss_unloaded_mib"] = _rss_mib(golem.pid) if _wait_unloaded(golem, args.unload + 30) else None
+        out["rss_used_mib"], out["total_used_mib"] = _rss_mib(golem.pid), _total_mib(golem.pid)
+        unloaded = _wait_unloaded(golem, args.unload + 30)
+        out["rss_unloaded_mib"] = _rss_mib(golem.pid) if unloaded else None
+        out["total_unloaded_mib"] = _total_mib(golem.pid) if unloaded else None
         return out
     finally:
         golem.stop()
@@ -198,7 +211,7 @@ def at_store(root: Path, tree: Path, env: dict[str, str], store: Path, args: arg
     try:
         golem.wait_ready(args.timeout)
         time.sleep(args.idle)  # the measurement: an untouched daemon over a full store
-        out: dict[str, Any] = {"rss_idle_mib": _rss_mib(golem.pid)}
+        out: dict[str, Any] = {"rss_idle_mib": _rss_mib(golem.pid), "total_idle_mib": _total_mib(golem.pid)}
         while _search(golem).get("degraded") is not None:
             pass
         times = []
@@ -206,33 +219,80 @@ def at_store(root: Path, tree: Path, env: dict[str, str], store: Path, args: arg
             t0 = time.perf_counter()
             golem.call("POST", "/v1/memory/search", json={"query": f"{QUERY} {i}", "top_k": 5})
             times.append((time.perf_counter() - t0) * 1000)
-        out.update({"rss_searched_mib": _rss_mib(golem.pid), "search_p50_ms": round(percentile(times, 50), 1),
+        out.update({"rss_searched_mib": _rss_mib(golem.pid), "total_searched_mib": _total_mib(golem.pid),
+                    "search_p50_ms": round(percentile(times, 50), 1),
                     "search_p99_ms": round(percentile(times, 99), 1),
                     "entries": golem.call("GET", "/v1/status")["entries"]})
-        out["rss_unloaded_mib"] = _rss_mib(golem.pid) if _wait_unloaded(golem, args.unload + 30) else None
+        unloaded = _wait_unloaded(golem, args.unload + 30)
+        out["rss_unloaded_mib"] = _rss_mib(golem.pid) if unloaded else None
+        out["total_unloaded_mib"] = _total_mib(golem.pid) if unloaded else None
         return out
     finally:
         golem.stop()
 
 
+# -- 5. one query's embedding: in process vs through the embedding process (`--probe-ipc`) --------------
+
+
+def probe_ipc(model_dir: Path, n: int) -> dict[str, Any]:
+    """One query embedded `n` times in this process and `n` times through a `ModelHost` (the
+    daemon's path since step 27), interleaved; milliseconds per call (run in a fresh process)."""
+    from daemon.embedding.embedder import get_embedder
+    from daemon.embedding.remote import ModelHost
+
+    local = get_embedder(model_dir, MODEL)
+    host = ModelHost(model_dir)
+    try:
+        remote = host.embedder(MODEL)
+        for warm in range(5):
+            local.embed([f"{QUERY} {warm}"])
+            remote.embed([f"{QUERY} {warm}"])
+        times: dict[str, list[float]] = {"in_process": [], "embedding_process": []}
+        for i in range(n):
+            for name, embedder in (("in_process", local), ("embedding_process", remote)):
+                t0 = time.perf_counter()
+                embedder.embed([f"{QUERY} {i}"])  # a new text each time: no cache on either side
+                times[name].append((time.perf_counter() - t0) * 1000)
+    finally:
+        host.stop()
+    return {name: {"p50_ms": round(percentile(t, 50), 2), "p99_ms": round(percentile(t, 99), 2)}
+            for name, t in times.items()} | {"calls": n}
+
+
+def ipc(tree: Path, model_dir: Path, n: int) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": str(tree), "FOOTPRINT_MODEL_DIR": str(model_dir)}
+    out = subprocess.run([sys.executable, "-m", "bench.bench_footprint", "--probe-ipc", str(n)], cwd=ROOT, env=env,
+                         capture_output=True, text=True, check=True)
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
 # -- the run -----------------------------------------------------------------------------------------
+
+
+def _knows_unload(tree: Path) -> bool:
+    """Whether the tree's config has `[embedding] unload_after_s` (daemon/config.py, later a package)."""
+    files = [tree / "daemon" / "config.py", *sorted((tree / "daemon" / "config").glob("*.py"))]
+    return any("unload_after_s" in f.read_text() for f in files if f.is_file())
 
 
 def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     trees = {"after": ROOT} | ({"before": args.before.resolve()} if args.before else {})
     # Only trees that know the key get it (an older tree's config may refuse an unknown key).
-    envs = {name: ({"CLADE_EMBEDDING__UNLOAD_AFTER_S": str(args.unload)}
-                   if "unload_after_s" in (tree / "daemon" / "config.py").read_text() else {})
+    envs = {name: ({"CLADE_EMBEDDING__UNLOAD_AFTER_S": str(args.unload)} if _knows_unload(tree) else {})
             for name, tree in trees.items()}
     res: dict[str, Any] = {"machine": machine_info(root, ("onnxruntime", "fastembed", "lancedb")),
                            "params": {"rounds": args.rounds, "entries": args.entries, "idle_s": args.idle,
                                       "unload_after_s": args.unload, "trees": {k: str(v) for k, v in trees.items()}},
-                           "components": {}, "cold_start": {}, "idle": {}, "store": {}, "failed": []}
+                           "components": {}, "cold_start": {}, "idle": {}, "store": {}, "ipc": None, "failed": []}
     load = HostLoad()
     model_dir = root / "model"
     for name, tree in trees.items():
         progress(f"[components] {name}")
         res["components"][name] = components(tree, model_dir)
+    if (ROOT / "daemon" / "embedding" / "remote.py").is_file() and args.ipc_calls:
+        progress("[ipc] one query's embedding: in process vs the embedding process")
+        res["ipc"] = ipc(ROOT, model_dir, args.ipc_calls)
     for r in range(args.rounds):
         for name, tree in trees.items():
             progress(f"[round {r + 1}] cold start, idle: {name}")
@@ -271,18 +331,31 @@ def report(res: dict[str, Any]) -> None:
              ", ".join(f"{c['ready_s']} / {c['first_meaning_s']}" for c in cs)),
             (f"{t}: idle joined golem RSS MiB (never used / used / unloaded)",
              ", ".join(f"{i['rss_idle_mib']} / {i['rss_used_mib']} / {i['rss_unloaded_mib']}" for i in ids)),
+            (f"{t}: the same with its child processes (the embedding process)",
+             ", ".join(f"{i.get('total_idle_mib')} / {i.get('total_used_mib')} / {i.get('total_unloaded_mib')}"
+                       for i in ids)),
         ])
         if t in res["store"]:
             s = res["store"][t]
             print_table([(f"{t}: at {s['entries']:,} entries RSS MiB (idle / searched / unloaded)",
                           f"{s['rss_idle_mib']} / {s['rss_searched_mib']} / {s['rss_unloaded_mib']}"),
+                         (f"{t}: the same with its child processes",
+                          f"{s.get('total_idle_mib')} / {s.get('total_searched_mib')} / {s.get('total_unloaded_mib')}"),
                          (f"{t}: search p50 / p99 ms", f"{s['search_p50_ms']} / {s['search_p99_ms']}")])
+    if res.get("ipc"):
+        i = res["ipc"]
+        print_table([(f"one query embedded, p50 / p99 ms ({i['calls']} calls each, interleaved)",
+                      f"in process {i['in_process']['p50_ms']} / {i['in_process']['p99_ms']}; "
+                      f"embedding process {i['embedding_process']['p50_ms']} / {i['embedding_process']['p99_ms']}")])
     print_table([("other processes' CPU (cores, whole run)", json.dumps(res.get("host_load")))])
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
     ap.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--probe-ipc", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--ipc-calls", type=int, default=200,
+                    help="one query embedded this many times in process and through the embedding process (0: skip)")
     ap.add_argument("--before", type=Path, default=None, help="another clade checkout to measure alongside")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--entries", type=int, default=50_000, help="the store's size (0: skip)")
@@ -298,6 +371,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.probe:
         print(json.dumps(probe()))
+        return 0
+    if args.probe_ipc:
+        print(json.dumps(probe_ipc(Path(os.environ["FOOTPRINT_MODEL_DIR"]), args.probe_ipc)))
         return 0
     started = time.perf_counter()
     with workdir(args.out, "clade-footprint-") as root:

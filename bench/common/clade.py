@@ -201,21 +201,30 @@ class Watch:
 
 
 class DaemonCpu:
-    """CPU % (of one core) of each daemon between construction and `report()`; golem 0 = writer."""
+    """CPU % (of one core) of each daemon between construction and `report()`; golem 0 = writer.
+    Each daemon's figure includes its child processes' (the embedding model runs in one:
+    `machine.proc_cpu_ticks`); `report()["own"]` holds the same figures for the daemon
+    processes alone."""
 
     def __init__(self, golems: Sequence[Golem]) -> None:
         self.pids = [g.proc.pid for g in golems if g.proc is not None]
         self.t0 = time.monotonic()
         self.ticks0 = [proc_cpu_ticks(p) for p in self.pids]
+        self.own0 = [proc_cpu_ticks(p, children=False) for p in self.pids]
 
-    def report(self, messages: int) -> dict[str, float]:
-        elapsed = time.monotonic() - self.t0
-        used = [(proc_cpu_ticks(p) - t) / CLK_TCK for p, t in zip(self.pids, self.ticks0, strict=True)]
+    @staticmethod
+    def _figures(used: list[float], elapsed: float, messages: int) -> dict[str, float]:
         pct = [u / elapsed * 100 for u in used]
         return {"writer": round(pct[0], 1), "median": round(statistics.median(pct[1:] or [0.0]), 1),
                 "max": round(max(pct[1:] or [0.0]), 1), "sum": round(sum(pct), 1),
                 "sibling_cpu_ms_per_msg": round(statistics.median(used[1:] or [0.0]) * 1000 / max(1, messages), 1),
                 "writer_cpu_ms_per_msg": round(used[0] * 1000 / max(1, messages), 1)}
+
+    def report(self, messages: int) -> dict[str, Any]:
+        elapsed = time.monotonic() - self.t0
+        used = [(proc_cpu_ticks(p) - t) / CLK_TCK for p, t in zip(self.pids, self.ticks0, strict=True)]
+        own = [(proc_cpu_ticks(p, children=False) - t) / CLK_TCK for p, t in zip(self.pids, self.own0, strict=True)]
+        return {**self._figures(used, elapsed, messages), "own": self._figures(own, elapsed, messages)}
 
 
 def start_clade(clade: LoopbackClade, timeout: float) -> float:

@@ -20,7 +20,7 @@ from typing import Any
 from daemon.testing.notify import NotifySocket
 from daemon.testing.process import CLADE, DaemonProcess
 
-from .machine import CLK_TCK
+from .machine import CLK_TCK, proc_cpu_ticks, tree_status_kib
 from .report import progress
 
 __all__ = ["CLADE", "Daemon", "NotifySocket", "ProcSample", "cpu_seconds", "idle_window", "mib", "proc_sample",
@@ -30,11 +30,12 @@ __all__ = ["CLADE", "Daemon", "NotifySocket", "ProcSample", "cpu_seconds", "idle
 @dataclass(frozen=True)
 class ProcSample:
     at: float  # time.perf_counter()
-    cpu_ticks: int  # utime + stime of the whole process (all threads)
-    rss_kib: int
+    cpu_ticks: int  # utime + stime of the process (all threads) and its child processes (proc_cpu_ticks)
+    rss_kib: int  # the daemon process's own VmRSS (`tree_rss_kib`: with its embedding process)
     hwm_kib: int
     threads: int
     ctx_switches: dict[int, int]  # thread id -> voluntary + involuntary context switches
+    tree_rss_kib: int = 0  # VmRSS of the daemon and its child processes (the embedding process)
 
 
 def switches_between(a: ProcSample, b: ProcSample) -> int:
@@ -44,9 +45,7 @@ def switches_between(a: ProcSample, b: ProcSample) -> int:
 
 def proc_sample(pid: int) -> ProcSample:
     at = time.perf_counter()
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "; fields[0] is the state
-    ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    ticks = proc_cpu_ticks(pid)  # with its child processes': the embedding model runs in one
     status: dict[str, str] = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         key, _, value = line.partition(":")
@@ -61,7 +60,7 @@ def proc_sample(pid: int) -> ProcSample:
             continue  # the thread ended meanwhile
     return ProcSample(at=at, cpu_ticks=ticks, rss_kib=int(status["VmRSS"].split()[0]),
                       hwm_kib=int(status["VmHWM"].split()[0]), threads=int(status["Threads"]),
-                      ctx_switches=switches)
+                      ctx_switches=switches, tree_rss_kib=tree_status_kib(pid, "VmRSS"))
 
 
 def mib(kib: int) -> float:

@@ -3,7 +3,8 @@
 `machine_info` is the `machine` object of every result (see bench/common/__init__.py);
 `Sections` and `HostLoad` report the CPU other processes took during a measured section
 (on a shared 2-core machine that moves every figure); the `proc_*` readers sample a
-process (a daemon) from /proc.
+process (a daemon) from /proc: its CPU with its child processes' by default (the daemon's
+embedding model runs in one: daemon/embedding/remote.py), `tree_status_kib` its RSS with theirs.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ __all__ = [
     "CLK_TCK",
     "HostLoad",
     "Sections",
+    "child_pids",
     "cpu_busy_seconds",
     "cpu_model",
     "disk_info",
@@ -36,6 +38,7 @@ __all__ = [
     "proc_cpu_ticks",
     "proc_status_kib",
     "rss_kib",
+    "tree_status_kib",
 ]
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -152,10 +155,51 @@ def proc_status_kib(pid: int, key: str) -> int:
     return max(0, rss_kib(key, pid))
 
 
-def proc_cpu_ticks(pid: int) -> int:
-    """utime + stime of process `pid` (all its threads), in clock ticks."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+def _stat_fields(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()  # fields[0] is stat's field 3
+
+
+def child_pids(pid: int) -> list[int]:
+    """Every live process below `pid` (children, theirs, ...): a daemon's embedding process."""
+    parent: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                parent[int(entry.name)] = int(_stat_fields(int(entry.name))[1])
+    found, todo = [], [pid]
+    while todo:
+        above = todo.pop()
+        kids = [c for c, pp in parent.items() if pp == above]
+        found.extend(kids)
+        todo.extend(kids)
+    return found
+
+
+def proc_cpu_ticks(pid: int, *, children: bool = True) -> int:
+    """CPU time of process `pid` (all its threads), in clock ticks; with `children` (the default)
+    also its child processes': live ones (the daemon's embedding process, where the model runs)
+    and those it has reaped (an unloaded model's). `children=False`: the process's own."""
+    fields = _stat_fields(pid)
+    own = int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    if not children:
+        return own
+    reaped = int(fields[13]) + int(fields[14])  # cutime, cstime: waited-for children (their own reaped included)
+    live = 0
+    for kid in child_pids(pid):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            kid_fields = _stat_fields(kid)
+            live += int(kid_fields[11]) + int(kid_fields[12])  # its reaped children are in `reaped` once it is
+    return own + reaped + live
+
+
+def tree_status_kib(pid: int, key: str = "VmRSS") -> int:
+    """A /proc/<pid>/status field in KiB summed over `pid` and every live process below it (the
+    daemon with its embedding process); 0 where absent."""
+    total = proc_status_kib(pid, key)
+    for kid in child_pids(pid):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            total += proc_status_kib(kid, key)
+    return total
 
 
 def _busy_ticks() -> int:
@@ -207,22 +251,13 @@ def finish(res: dict[str, Any], started: float, sections: Sections) -> dict[str,
 
 
 def _descendant_ticks() -> dict[int, int]:
-    """utime+stime of every live process below this one (a bench's daemons)."""
-    parent: dict[int, int] = {}
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                parent[int(entry.name)] = int(Path(f"/proc/{entry.name}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    mine, todo = set(), [os.getpid()]
-    while todo:
-        pid = todo.pop()
-        kids = [c for c, pp in parent.items() if pp == pid]
-        mine.update(kids)
-        todo.extend(kids)
+    """utime+stime+cutime+cstime of every live process below this one (a bench's daemons)."""
     ticks: dict[int, int] = {}
-    for pid in mine:
+    for pid in child_pids(os.getpid()):
         with contextlib.suppress(OSError, ValueError, IndexError):
-            ticks[pid] = proc_cpu_ticks(pid)
+            fields = _stat_fields(pid)
+            # its own and its reaped children's (a daemon's stopped embedding process): each tick once
+            ticks[pid] = sum(int(f) for f in fields[11:15])
     return ticks
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.common.machine import db_size
+from bench.common.machine import db_size, tree_status_kib
 from daemon.testing.harness import Golem
 
 from .load import Load, now
@@ -20,10 +20,12 @@ __all__ = ["Sampler", "proc_figures"]
 
 
 def proc_figures(pid: int) -> dict[str, float]:
+    """The daemon's RSS with its child processes' (`rss_mib`: the embedding model runs in one)
+    and alone (`own_rss_mib`), its threads and open fds."""
     status = Path(f"/proc/{pid}/status").read_text()
     fields = {line.split(":")[0]: line.split(":")[1].strip() for line in status.splitlines() if ":" in line}
-    return {"rss_mib": int(fields["VmRSS"].split()[0]) / 1024, "threads": float(fields["Threads"]),
-            "fds": float(len(os.listdir(f"/proc/{pid}/fd")))}
+    return {"rss_mib": tree_status_kib(pid, "VmRSS") / 1024, "own_rss_mib": int(fields["VmRSS"].split()[0]) / 1024,
+            "threads": float(fields["Threads"]), "fds": float(len(os.listdir(f"/proc/{pid}/fd")))}
 
 
 @dataclass

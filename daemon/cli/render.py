@@ -146,6 +146,8 @@ def status(args: argparse.Namespace, doc: dict[str, Any]) -> None:
     memory = doc.get("daemon_memory")
     if memory:
         model = "model loaded" if memory["model_loaded"] else "model not loaded"
+        if memory.get("model_rss_mib") is not None:
+            model += f" (its process: {memory['model_rss_mib']:g} MiB resident)"
         if memory.get("model_error"):
             model += f" (cannot load: {memory['model_error']}; searches answer from keywords)"
         print(f"daemon     {memory['rss_mib']:g} MiB resident (peak {memory['peak_rss_mib']:g} MiB), {model}")

@@ -88,9 +88,10 @@ class EmbeddingConfig(Section):
                                                  "load) to catch a model that maps text differently than when the "
                                                  "stored vectors were made")
     unload_after_s: float = Field(300.0, ge=0.0, le=86_400.0,
-                                  description="unload the model (~110 MiB of MiniLM) after this many seconds unused; "
-                                              "it loads again on the next need (~1 s, searches meanwhile answer from "
-                                              "keywords). 0: keep it loaded once loaded")
+                                  description="unload the model (stop the embedding process, which holds MiniLM and "
+                                              "its runtime) after this many seconds unused; it loads again on the "
+                                              "next need (~1-2 s, searches meanwhile answer from keywords). 0: keep "
+                                              "it loaded once loaded")
     ship_vectors: bool = Field(True, description="gossip own entries with their vector (int8) when every connected "
                                                  "sibling can take it, and use siblings' shipped vectors of the same "
                                                  "space instead of embedding their entries here")

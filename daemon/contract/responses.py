@@ -227,6 +227,10 @@ class TrustAlertsOut(_Out):
 class MemoryStatusOut(_Out):
     rss_mib: float = Field(description="the daemon's resident memory now (VmRSS), MiB")
     peak_rss_mib: float = Field(description="its highest resident memory since it started (VmHWM), MiB")
+    model_pid: int | None = Field(None, description="the embedding process's id while it runs (the model and its "
+                                  "runtime live there; null: not running)")
+    model_rss_mib: float | None = Field(None, description="the embedding process's resident memory now, MiB (null: "
+                                        "not running); the golem's is rss_mib plus this")
     model_loaded: bool = Field(description="whether the embedding model is in memory (it loads on first need and "
                                            "leaves after `[embedding] unload_after_s` unused)")
     model_error: str | None = Field(None, description="why the model cannot load (searches answer from keywords)")

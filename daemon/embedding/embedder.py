@@ -1,4 +1,11 @@
-"""Text embeddings, in process and offline (fastembed over ONNX Runtime).
+"""Text embeddings, offline (fastembed over ONNX Runtime), in the process that calls them.
+
+The daemon does not call this module's loader itself: its models run in the embedding process
+(`host`, started and asked by `remote.ModelHost`), which loads them through `get_embedder`
+here, so the daemon never imports fastembed or ONNX Runtime and gives all their memory back
+when the model is unloaded. The CLI's own processes (`clade recall` without a daemon,
+`clade embeddings rebuild`), the benches and the tests load them here, in process.
+`EmbeddingInfo`, `expected_info` and the constants import nothing of the runtime.
 
 The default vector space is all-MiniLM-L6-v2; `all-MiniLM-L6-v2+all-mpnet-base-v2` fuses it
 with all-mpnet-base-v2 (`models` says how, and what each costs). MiniLM is assembled on
@@ -167,7 +174,8 @@ class _OnnxModel:
 
 class Embedder:
     """A loaded vector space: one model, or several fused. Thread-safe (up to two embeddings
-    at once); construct through `get_embedder` (one per process).
+    at once); construct through `get_embedder` (one per process). `remote.RemoteEmbedder` keeps
+    the same contract (`info`, `embed`) for a space loaded in the embedding process.
 
     Fused spaces (`models.FUSED`) concatenate each model's unit vector scaled by √weight, so
     the result is a unit vector whose cosine with another is the weighted mean of the models'

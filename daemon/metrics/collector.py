@@ -42,7 +42,8 @@ HISTOGRAMS = {
 _ALWAYS_COUNTED = ("api_errors", "internal_errors", "events_dropped", "entries_embedded", "sync_failed",
                    "sync_pulls", "gossip_accepted", "gossip_published", "gossip_apply_failed", "dials_failed",
                    "gossip_bytes_in", "gossip_bytes_out", "sync_bytes_in", "sync_bytes_out",
-                   "searches_keyword_only", "embedding_model_loads", "embedding_model_failed_loads")
+                   "searches_keyword_only", "embedding_model_loads", "embedding_model_failed_loads",
+                   "embedding_host_crashes")
 
 
 def _name(short: str) -> str:
@@ -91,6 +92,10 @@ class SnapshotCollector(Collector):
         yield GaugeMetricFamily(_name("process_peak_resident_memory_bytes"),
                                 "The daemon's highest resident memory since it started (VmHWM); "
                                 "process_resident_memory_bytes is the current one.", value=s.peak_rss_bytes)
+        yield GaugeMetricFamily(_name("embedding_process_resident_memory_bytes"),
+                                "The embedding process's resident memory (the model and its runtime run there; "
+                                "0 while it is not running): the golem's memory is this plus "
+                                "process_resident_memory_bytes.", value=s.model_rss_bytes)
         yield from self._store()
         yield from self._peers()
         yield from self._styx()

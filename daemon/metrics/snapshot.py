@@ -89,6 +89,7 @@ class Snapshot:
     extra: dict[str, Any] = field(default_factory=dict)
     model_loaded: bool = False  # the embedding model is in memory (daemon/service/embedding.py)
     peak_rss_bytes: int = 0  # VmHWM (VmRSS is prometheus_client's process_resident_memory_bytes)
+    model_rss_bytes: int = 0  # the embedding process's VmRSS (0: not running; daemon/embedding/remote.py)
 
 
 def read_store(store: Grimoire, *, styx: bool, now_ms: int) -> StoreFigures:
@@ -152,4 +153,5 @@ async def gather(state: DaemonState, observations: Observations) -> Snapshot:
         observations=observations,
         model_loaded=state.embedding.loaded,
         peak_rss_bytes=resident().peak_bytes,
+        model_rss_bytes=state.embedding.host_rss_bytes(),
     )

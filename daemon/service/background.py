@@ -5,7 +5,9 @@ bench_clade --profile); on a golem that receives a clade's warnings, that work c
 cores with requests, gossip validation and the store's writer. Run on this thread (nice
 +`BACKGROUND_NICE` over the daemon's own, Linux per-thread priority), it takes whatever CPU
 they leave and gives it back at once when they wake. Where the priority cannot be lowered, it
-runs at normal priority.
+runs at normal priority (`daemon.thread_priority`). The model itself runs in the embedding
+process: a call made from this thread is marked low priority there (`remote.ModelHost` reads
+the calling thread's priority) and runs on that process's own lowered thread.
 
 "Whatever CPU they leave" can be none: on a host kept busy by other processes (an agent
 runtime, other services) a nice +10 thread gets ~1/10 the share of each of them and a batch
@@ -18,27 +20,18 @@ must be idempotent), and every later call runs there too (`starved`) until `rela
 from __future__ import annotations
 
 import logging
-import os
-import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 import trio
 
+from daemon.thread_priority import BACKGROUND_NICE, lower_thread_priority
+
 __all__ = ["BACKGROUND_NICE", "BackgroundThread"]
 
 log = logging.getLogger(__name__)
-BACKGROUND_NICE = 10
 T = TypeVar("T")
-
-
-def _lower_priority(nice: int) -> None:
-    try:  # on Linux a thread id names one thread: only this one is lowered
-        tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
-    except (OSError, AttributeError) as exc:
-        log.debug("background thread stays at normal priority: %r", exc)
 
 
 class BackgroundThread:
@@ -46,7 +39,7 @@ class BackgroundThread:
     starved, at normal priority: see the module docstring)."""
 
     def __init__(self, name: str, *, nice: int = BACKGROUND_NICE, patience_s: float | None = None) -> None:
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix=name, initializer=_lower_priority, initargs=(nice,))
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix=name, initializer=lower_thread_priority, initargs=(nice,))
         self._patience_s = patience_s
         self.starved = False  # a call outwaited `patience_s`: calls run at normal priority until `relax()`
         self.starvations = 0  # how many times that happened

@@ -15,8 +15,10 @@ has its own lock, so a query never waits for it. The two may embed the same few 
 once: the vectors are identical.
 
 The model is loaded on first need (a search, a warning's repeat check, a backlog, the curator),
-never at start, and unloaded after `[embedding] unload_after_s` unused: it is most of the
-daemon's memory (~110 MiB of ~250; bench/bench_footprint.py). A search that finds it not
+never at start, in its own process (`daemon.embedding.remote.ModelHost`: the daemon never imports
+fastembed or ONNX Runtime), and unloaded after `[embedding] unload_after_s` unused by stopping
+that process: it is most of the golem's memory (bench/bench_footprint.py). A process that dies
+is started again by the next embedding (counted: `embedding_host_crashes`). A search that finds it not
 loaded waits for it up to `MODEL_WAIT_S`, then answers from keywords (`model_within`); when it
 cannot load at all (`model_error`), another load is tried after `MODEL_RETRY_S`.
 """
@@ -38,13 +40,11 @@ from daemon.embedding.catalogue import MINILM
 from daemon.embedding.drift import REFERENCE_DOCS, measure
 from daemon.embedding.embedder import (
     EPISODE_MODEL,
-    Embedder,
     EmbeddingInfo,
     ModelIntegrityError,
     expected_info,
-    get_embedder,
-    unload,
 )
+from daemon.embedding.remote import ModelHost, RemoteEmbedder
 from daemon.embedding.shipped import VectorShipping, matches
 from daemon.grimoire import wall_clock_ms
 from daemon.grimoire.drift_store import (
@@ -52,6 +52,7 @@ from daemon.grimoire.drift_store import (
     space_key,
 )
 from daemon.grimoire.vectors import missing_vectors, settle_checks, shipped_to_check, write_vectors
+from daemon.native_memory import resident
 from daemon.service.background import BackgroundThread
 from daemon.service.curation import CYCLE_EMBED_LIMIT
 from daemon.service.query_vectors import QueryVectors
@@ -108,7 +109,10 @@ class Embedding:
         # Catch-up rounds being joined (`ingesting`): the backlog embedder waits for them, a while.
         self._ingesting = 0
         self._ingest_idle: trio.Event | None = None  # set when the last round is joined; None while none is
-        # The model: loaded on first need (`model`, `model_within`), unloaded when unused (`unload_if_idle`).
+        # The model: loaded on first need (`model`, `model_within`) in the embedding process,
+        # unloaded when unused (`unload_if_idle`: the process is stopped).
+        self.host = ModelHost(model_dir, counters=counters)
+        self._models: dict[str, RemoteEmbedder] = {}  # the spaces loaded since the process started
         self._loaded = False
         self._loading: trio.Event | None = None  # set when a background load (model_within) ends
         self._load_lock = trio.Lock()
@@ -117,35 +121,55 @@ class Embedding:
         self._last_used: float | None = None
         self._using = 0  # embeddings running now (the model is never unloaded under one)
 
-    def _embedder(self) -> Embedder:
-        """The configured space's embedder (the process-wide one: `get_embedder`); loads the model
-        if it is not in memory (call that off the loop)."""
-        return get_embedder(self.model_dir, self.config().embedding.space)
+    def _embedder(self) -> RemoteEmbedder:
+        """The configured space's embedder; loads the model in the embedding process if it is not
+        there (blocking: call that off the loop)."""
+        space = self.config().embedding.space
+        model = self._models.get(space)
+        if model is None:
+            model = self._models[space] = self.host.embedder(space)
+        return model
+
+    def _current(self) -> RemoteEmbedder | None:
+        """The configured space's embedder if it is loaded (never blocks; a crashed process is
+        started again by the next `embed`, not here)."""
+        return self._models.get(self.config().embedding.space) if self._loaded else None
 
     async def space_info(self) -> EmbeddingInfo:
         """The configured vector space, known without the model for the bundled spaces (else the
         model loads: `ModelIntegrityError` if it cannot)."""
         return expected_info(self.config().embedding.space) or (await self.model()).info
 
+    def host_rss_bytes(self) -> int:
+        """The embedding process's resident memory (0: none runs)."""
+        pid = self.host.pid
+        return 0 if pid is None else resident(Path(f"/proc/{pid}/status")).rss_bytes
+
+    def host_memory(self) -> dict[str, Any]:
+        """The embedding process's id and resident MiB (`model_pid`, `model_rss_mib`; None when
+        none runs), for the status."""
+        rss = self.host_rss_bytes()
+        return {"model_pid": self.host.pid, "model_rss_mib": round(rss / 2**20, 1) if rss else None}
+
     @property
     def loaded(self) -> bool:
         """Whether the model is in memory now."""
         return self._loaded
 
-    async def model(self) -> Embedder:
+    async def model(self) -> RemoteEmbedder:
         """The embedder, loaded (~1 s of CPU) on a worker thread if it is not yet; raises
         `ModelIntegrityError` when it cannot load (kept in `model_error`)."""
         return await self._load(trio.to_thread.run_sync)
 
-    async def _load(self, run: Callable[[Callable[[], Embedder]], Awaitable[Embedder]]) -> Embedder:
+    async def _load(self, run: Callable[[Callable[[], RemoteEmbedder]], Awaitable[RemoteEmbedder]]) -> RemoteEmbedder:
         """The embedder, loaded by `run` (a worker thread) if it is not; one load at a time, and
         none within `MODEL_RETRY_S` of a failed one (`ModelIntegrityError` with its reason)."""
         self._touch()
-        if self._loaded:
-            return self._embedder()
+        if (ready := self._current()) is not None:
+            return ready
         async with self._load_lock:
-            if self._loaded:
-                return self._embedder()
+            if (ready := self._current()) is not None:
+                return ready
             if self._failed_at is not None and trio.current_time() - self._failed_at < MODEL_RETRY_S:
                 raise ModelIntegrityError(self.model_error or "the embedding model did not load")
             try:
@@ -165,8 +189,8 @@ class Embedding:
 
     # -- drift (daemon/embedding/drift.py) ------------------------------------------------
 
-    async def check_drift(self, embedder: Embedder, run: Callable[[Callable[[], Any]], Awaitable[Any]] | None = None
-                          ) -> DriftState | None:
+    async def check_drift(self, embedder: RemoteEmbedder,
+                          run: Callable[[Callable[[], Any]], Awaitable[Any]] | None = None) -> DriftState | None:
         """Embed the reference documents and compare them with this space's baseline (taken now
         if there is none); record the verdict, say it (`embedding_drift` past healthy), and pause
         vector writes at critical. Never raises: a check that cannot run is logged and counted."""
@@ -225,17 +249,18 @@ class Embedding:
     async def drift_due(self) -> None:
         """Check again when the model is loaded and the last check is `[embedding] drift_check_hours` old."""
         hours = self.config().embedding.drift_check_hours
-        if self._loaded and self._drift_checked_at is not None \
+        model = self._current()
+        if model is not None and self._drift_checked_at is not None \
                 and trio.current_time() - self._drift_checked_at >= hours * 3600:
-            await self.check_drift(self._embedder(), self._background.run)
+            await self.check_drift(model, self._background.run)
 
-    async def model_within(self, seconds: float = MODEL_WAIT_S) -> Embedder | None:
+    async def model_within(self, seconds: float = MODEL_WAIT_S) -> RemoteEmbedder | None:
         """The embedder if it is loaded or loads within `seconds`; None otherwise: still loading
         (the load goes on in the background, started here if it was not running), or it cannot
         load (`model_error`; tried again after `MODEL_RETRY_S`). Never raises for the model."""
-        if self._loaded:
+        if (ready := self._current()) is not None:
             self._touch()
-            return self._embedder()
+            return ready
         if self._failed_at is not None and trio.current_time() - self._failed_at < MODEL_RETRY_S:
             return None
         if self._loading is None:
@@ -243,7 +268,7 @@ class Embedding:
             trio.lowlevel.spawn_system_task(self._load_in_background, self._loading)
         with trio.move_on_after(seconds):
             await self._loading.wait()
-        return self._embedder() if self._loaded else None
+        return self._current()
 
     async def _load_in_background(self, done: trio.Event) -> None:
         try:
@@ -269,14 +294,16 @@ class Embedding:
             self._touch()
 
     def unload_if_idle(self) -> bool:
-        """Unload the model if it has not been used for `[embedding] unload_after_s` (0: never)
-        and nothing is embedding; True if it was. It loads again on the next need."""
+        """Unload the model (stop the embedding process) if it has not been used for
+        `[embedding] unload_after_s` (0: never) and nothing is embedding; True if it was. It
+        loads again on the next need."""
         after = self.config().embedding.unload_after_s
-        if (not self._loaded or after <= 0 or self._using or self._loading is not None
+        if (not (self._loaded or self.host.running) or after <= 0 or self._using or self._loading is not None
                 or self._last_used is None or trio.current_time() - self._last_used < after):
             return False
         self._loaded = False
-        unload(self.model_dir, self.config().embedding.space)
+        self._models.clear()
+        self.host.stop()
         self.counters["embedding_model_unloads"] += 1
         return True
 
@@ -289,12 +316,14 @@ class Embedding:
                 and self.drift.space == space_key(episodes):
             raise ModelIntegrityError("vector writes are paused: the embedding model drifted (see `clade status`); "
                                       "restore the model files, or accept it with `clade embeddings rebuild`")
-        model_dir = self.model_dir
-        return await trio.to_thread.run_sync(lambda: get_embedder(model_dir, EPISODE_MODEL).embed(texts))
+        host = self.host
+        with self._use():  # the process is not stopped under it
+            return await trio.to_thread.run_sync(lambda: host.embedder(EPISODE_MODEL).embed(texts))
 
     def close(self) -> None:
-        """Stop the background embedder thread (at shutdown); a batch running finishes on its own."""
+        """Stop the background embedder thread and the embedding process (at shutdown)."""
         self._background.close()
+        self.host.stop()
 
     # -- catch-up rounds ---------------------------------------------------------------
 

@@ -297,7 +297,7 @@ class DaemonState:
             "counters": dict(self.counters),
             "death": await trio.to_thread.run_sync(death_status, self.data),
             "trust": asdict(await self.on_reader(lambda r: r.trust_alerts())),
-            "memory": {**resident().to_json(), "model_loaded": self.embedding.loaded,
+            "memory": {**resident().to_json(), **self.embedding.host_memory(), "model_loaded": self.embedding.loaded,
                        "model_error": self.embedding.model_error,
                        "drift": await self.embedding.drift_doc()},
         }

@@ -92,3 +92,11 @@ class Child:
         while (item := self._lines.get_nowait()) is not None:
             out.append(item)
         return out
+
+
+def gone(pid: int) -> bool:
+    """Whether process `pid` has exited (reaped, or a zombie nobody has reaped yet)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return True

@@ -7,6 +7,7 @@ replaced by a corrupt copy before `clade run` (its pinned sha256 no longer match
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from daemon.testing.process import DaemonProc
 from tests.helpers.cli import CliRunner
 from tests.helpers.daemon import search_by_meaning
 from tests.helpers.polling import eventually
+from tests.helpers.procs import gone
 
 ENTRY = "the Uniswap pool on Arbitrum was drained through a reentrancy in its callback"
 
@@ -87,16 +89,37 @@ def test_the_model_loads_on_first_need_and_leaves_when_unused(quick_unload: None
     assert "MiB resident (peak" in shown.out, shown.out  # `clade status` asks the running daemon
     assert cli("status", "--json").json()["daemon_memory"]["rss_mib"] > 0
     assert first["memory"]["model_loaded"] is False  # a write of an insight needs no model
+    assert first["memory"]["model_pid"] is None
     found = search_by_meaning(daemon, {"query": "a drained pool"})
     assert found["results"][0]["via"] in ("vector", "both")
-    loaded = daemon.call("GET", "/v1/status")["counters"]
-    assert loaded["embedding_model_loads"] >= 1
-    # Unused for a second, the embedder service unloads it at its next idle turn (every 2 s).
-    gone = _wait_status(daemon, lambda s: not s["memory"]["model_loaded"])
-    assert gone["counters"]["embedding_model_unloads"] >= 1
-    again = search_by_meaning(daemon, {"query": "a drained pool"})  # loads it again
+    status = daemon.call("GET", "/v1/status")
+    assert status["counters"]["embedding_model_loads"] >= 1
+    # The model and its runtime are in the embedding process, never in the daemon's.
+    host = status["memory"]["model_pid"]
+    assert host is not None and status["memory"]["model_rss_mib"] > 0
+    assert "onnxruntime" in _maps(host)
+    assert not [lib for lib in ("onnxruntime", "tokenizers") if lib in _maps(daemon.pid)]
+    # Unused for a second, the embedder service unloads it at its next idle turn (every 2 s): the process ends.
+    unloaded = _wait_status(daemon, lambda s: not s["memory"]["model_loaded"])
+    assert unloaded["counters"]["embedding_model_unloads"] >= 1
+    assert unloaded["memory"]["model_pid"] is None
+    eventually(lambda: gone(host), what="the embedding process gone after the unload", timeout=15)
+    # The daemon's own memory is back near a never-used one's (it never held the model).
+    assert unloaded["memory"]["rss_mib"] <= first["memory"]["rss_mib"] * 1.15, (first["memory"], unloaded["memory"])
+    again = search_by_meaning(daemon, {"query": "a drained pool"})  # loads it again, in a new process
     assert again["results"][0]["id"] == found["results"][0]["id"]
-    assert daemon.call("GET", "/v1/status")["counters"]["embedding_model_loads"] >= 2
+    status = daemon.call("GET", "/v1/status")
+    assert status["counters"]["embedding_model_loads"] >= 2
+    assert status["counters"].get("embedding_host_crashes", 0) == 0
+    # No orphan: a daemon killed outright takes its embedding process with it (its stdin ends).
+    host = status["memory"]["model_pid"]
+    assert host is not None
+    daemon.stop(signal.SIGKILL)
+    eventually(lambda: gone(host), what="the embedding process gone with its daemon", timeout=15)
+
+
+def _maps(pid: int) -> str:
+    return Path(f"/proc/{pid}/maps").read_text()
 
 
 def test_has_episodes_reads_the_table_directory(tmp_path: Path) -> None:

@@ -67,6 +67,14 @@ from daemon.embedding.embedder import get_embedder
 import libp2p, lancedb, nacl.signing, zstandard, fastapi, hypercorn.trio, trio
 from daemon.embedding.embedder import DIM
 assert get_embedder(Path(sys.argv[1])).embed(["gas on arbitrum"]).shape == (1, DIM)
+# The daemon runs the model in a child process: PR_SET_MDWE is inherited across fork and exec, as
+# the unit's seccomp filter is, so the embedding process runs under the same rule.
+from daemon.embedding.remote import ModelHost
+host = ModelHost(Path(sys.argv[1]))
+try:
+    assert host.embedder("sentence-transformers/all-MiniLM-L6-v2").embed(["gas on arbitrum"]).shape == (1, DIM)
+finally:
+    host.stop()
 print("ok")
 """
 
