@@ -145,8 +145,10 @@ class Sim:
 
     def __init__(self, n: int, *, seed: int, profile: str, loss: float, hop_cpu_s: float, hop_wait_s: float,
                  root: Path, owner: OwnerKey, target: int = 12, rotate_s: float = 60.0,
-                 sync_interval_s: float = 30.0, flood: bool = True) -> None:
+                 sync_interval_s: float = 30.0, flood: bool = True, degree: int = D) -> None:
         self.rng = random.Random(seed)
+        # the mesh degree: the daemon's D=6, D_lo=4, D_hi=12; another D (a what-if) keeps D_lo = D - 2
+        self.d, self.d_lo, self.d_hi = degree, degree - 2, max(D_HI, 2 * degree)
         self.flood = flood  # flood publishing of own messages (daemon/p2p/flood.py)
         self.target = target
         self.cap = cap_for(target)
@@ -305,14 +307,14 @@ class Sim:
             for gone in g.mesh - live:  # a link cut: both ends drop it
                 g.mesh.discard(gone)
                 self.golems[gone].mesh.discard(g.index)
-            if len(g.mesh) < D_LO:
+            if len(g.mesh) < self.d_lo:
                 pool = [o for o in sorted(g.conns) if o not in g.mesh and self.up(g.index, o)
-                        and len(self.golems[o].mesh) < D_HI]
-                for o in self.rng.sample(pool, min(len(pool), D - len(g.mesh))):
+                        and len(self.golems[o].mesh) < self.d_hi]
+                for o in self.rng.sample(pool, min(len(pool), self.d - len(g.mesh))):
                     g.mesh.add(o)
                     self.golems[o].mesh.add(g.index)
-            elif len(g.mesh) > D_HI:
-                for o in self.rng.sample(sorted(g.mesh), len(g.mesh) - D):
+            elif len(g.mesh) > self.d_hi:
+                for o in self.rng.sample(sorted(g.mesh), len(g.mesh) - self.d):
                     g.mesh.discard(o)
                     self.golems[o].mesh.discard(g.index)
         for g in self.golems:
@@ -459,7 +461,7 @@ class Sim:
             "delivery_p99_ms": round(percentile(each, 99) * 1000, 1),
             "hops_mean": round(statistics.fmean(hops), 2) if hops else None,
             "hops_max": max(hops) if hops else None,
-            "log_d_n": round(math.log(n) / math.log(D), 2),
+            "log_d_n": round(math.log(n) / math.log(self.d), 2),
             "bytes_per_op_per_golem": round(sum(g.bytes_payload + g.bytes_control for g in self.golems) / ops / n),
             "payload_bytes_per_op_per_golem": round(sum(g.bytes_payload for g in self.golems) / ops / n),
             "control_bytes_per_op_per_golem": round(sum(g.bytes_control for g in self.golems) / ops / n),
@@ -495,7 +497,8 @@ def one_run(n: int, *, seed: int, profile: str, args: argparse.Namespace, owner:
     with tempfile.TemporaryDirectory(prefix=f"clade-scale-{n}-") as tmp:
         sim = Sim(n, seed=seed, profile=profile, loss=args.loss, hop_cpu_s=args.hop_cpu_ms / 1000,
                   hop_wait_s=args.hop_wait_ms / 1000, root=Path(tmp), owner=owner, target=args.neighbours,
-                  rotate_s=args.rotate_s, sync_interval_s=args.sync_interval_s, flood=flood)
+                  rotate_s=args.rotate_s, sync_interval_s=args.sync_interval_s, flood=flood,
+                  degree=args.degree)
         try:
             for _ in range(4):  # each golem's dialer, from the siblings it knows, until all are full
                 for g in sim.rng.sample(sim.golems, n):
@@ -723,6 +726,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                          "pulls a new connection runs (6 s), so the heal is the neighbourhood's, not their tail")
     ap.add_argument("--heal-s", type=float, default=900.0,
                     help="simulated seconds after the heal to wait for convergence at most")
+    ap.add_argument("--degree", type=int, default=D,
+                    help="GossipSub mesh degree D (the daemon's: 6; a what-if: D_lo = D - 2, D_hi = max(12, 2D))")
     ap.add_argument("--arms", type=lambda s: s.split(","), default=["flood"],
                     help="flood (own messages to every neighbour: the daemon) and/or mesh (py-libp2p's "
                          "GossipSub: to the mesh only); both run on one world per seed")
