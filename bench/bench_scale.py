@@ -5,7 +5,7 @@ bounded neighbourhood connects them.
     .venv/bin/python -m bench.bench_scale [--sizes 5,10,20,50,100,200] [--ops 60] [--seeds 3]
                                           [--profiles loopback,wan] [--loss 0.01] [--neighbours 12]
                                           [--rotate-s 60] [--sync-interval-s 30] [--partition-s 30]
-                                          [--heal-s 900] [--out DIR]
+                                          [--heal-s 900] [--arms flood,mesh] [--out DIR]
 
 What is real, per golem: its Ed25519 identity and owner-issued certificate, `GossipCodec`
 (seal: encode the delta, sign, encrypt with the clade key; open: decrypt, the certificate,
@@ -30,9 +30,12 @@ What is modelled: the network (a seeded event scheduler; one-way latency per tra
 from a profile; loss per transmission; a partition that cuts the clade in two and heals) and
 py-libp2p's GossipSub as the daemon configures it (daemon/p2p/host.py), over the connections
 of the neighbourhood (a mesh peer or an IHAVE target is a connected one): mesh degree D=6,
-D_lo=4, D_hi=12, heartbeat 1 s; a message is forwarded once validated to every mesh peer but
-the one it came from and its origin (no flood publish, no IDONTWANT: v1.1 as py-libp2p does
-it); at each heartbeat IHAVE of the message ids of the last 3 heartbeats goes to
+D_lo=4, D_hi=12, heartbeat 1 s; a golem publishes its own message to every neighbour it is
+connected to (flood publishing, daemon/p2p/flood.py; arm `flood`) or to its mesh only
+(py-libp2p's own GossipSub; arm `mesh`); a message is forwarded once validated to every mesh
+peer but the one it came from and its origin (no IDONTWANT: v1.1 as py-libp2p does it); each
+copy a publisher sends queues on its CPU (`--hop-cpu-ms` / 2 each), so flooding's extra
+copies delay its later ones; at each heartbeat IHAVE of the message ids of the last 3 heartbeats goes to
 max(6, 0.25 × non-mesh peers) random non-mesh peers, answered by IWANT for the ones missing;
 duplicates are dropped after the seen check. Its CPU per message copy handled (protobuf,
 Noise, Yamux, the seen cache) is `--hop-cpu-ms` per copy (half sending, half receiving), and
@@ -43,7 +46,9 @@ delivery 20.7 ms, bench/RESULTS.md), and the 5-golem loopback run must agree wit
 is the anchor: its figures are printed beside the real ones). Byte counts are payload plus
 `RPC_OVERHEAD` per frame; IHAVE/IWANT count `MSG_ID_BYTES` per id.
 
-Reported per size and profile (intervals over seeds): convergence of an op (write to applied
+`--arms flood,mesh` runs both arms on one world per seed (the same identities,
+neighbourhood, mesh and writers at the first write: asserted) and prints them side by side.
+Reported per size, profile and arm (intervals over seeds): convergence of an op (write to applied
 at every golem) p50/p99 and per delivery, its ratio to the 5-golem figure of the same run;
 mean hops against log_D(n); bytes per op per golem (payload, control) and its ratio to
 log n; CPU per op per golem (measured: codec + store; modelled: transport); connections per
@@ -57,6 +62,7 @@ the same figures (module `limits`).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import heapq
 import math
 import random
@@ -139,8 +145,11 @@ class Sim:
 
     def __init__(self, n: int, *, seed: int, profile: str, loss: float, hop_cpu_s: float, hop_wait_s: float,
                  root: Path, owner: OwnerKey, target: int = 12, rotate_s: float = 60.0,
-                 sync_interval_s: float = 30.0) -> None:
+                 sync_interval_s: float = 30.0, flood: bool = True, degree: int = D) -> None:
         self.rng = random.Random(seed)
+        # the mesh degree: the daemon's D=6, D_lo=4, D_hi=12; another D (a what-if) keeps D_lo = D - 2
+        self.d, self.d_lo, self.d_hi = degree, degree - 2, max(D_HI, 2 * degree)
+        self.flood = flood  # flood publishing of own messages (daemon/p2p/flood.py)
         self.target = target
         self.cap = cap_for(target)
         self.rotate_s = rotate_s
@@ -298,14 +307,14 @@ class Sim:
             for gone in g.mesh - live:  # a link cut: both ends drop it
                 g.mesh.discard(gone)
                 self.golems[gone].mesh.discard(g.index)
-            if len(g.mesh) < D_LO:
+            if len(g.mesh) < self.d_lo:
                 pool = [o for o in sorted(g.conns) if o not in g.mesh and self.up(g.index, o)
-                        and len(self.golems[o].mesh) < D_HI]
-                for o in self.rng.sample(pool, min(len(pool), D - len(g.mesh))):
+                        and len(self.golems[o].mesh) < self.d_hi]
+                for o in self.rng.sample(pool, min(len(pool), self.d - len(g.mesh))):
                     g.mesh.add(o)
                     self.golems[o].mesh.add(g.index)
-            elif len(g.mesh) > D_HI:
-                for o in self.rng.sample(sorted(g.mesh), len(g.mesh) - D):
+            elif len(g.mesh) > self.d_hi:
+                for o in self.rng.sample(sorted(g.mesh), len(g.mesh) - self.d):
                     g.mesh.discard(o)
                     self.golems[o].mesh.discard(g.index)
         for g in self.golems:
@@ -331,7 +340,9 @@ class Sim:
     # -- gossip --------------------------------------------------------------------------------
 
     def write(self, g: Golem, text: str) -> None:
-        """`g` writes a warning; its crossing ops are sealed and published to its mesh."""
+        """`g` writes a warning; its crossing ops are sealed and published to every neighbour
+        (`flood`) or to its mesh; each copy queues on `g`'s CPU (`send`), in random order as
+        py-libp2p's per-peer send tasks run."""
         t0 = time.process_time()
         seed_entry(g.store, NewEntry(kind=Kind.WARNING, content=text, confidence=0.8), g.identity)
         top = g.store.local_top(g.peer_id)
@@ -348,7 +359,8 @@ class Sim:
         g.hops[mid] = 0
         g.data[mid] = data
         g.window[0].append(mid)
-        for p in g.mesh:
+        targets = sorted(p for p in g.conns if self.up(g.index, p)) if self.flood else sorted(g.mesh)
+        for p in self.rng.sample(targets, len(targets)):
             self.at(done, partial(self.send, g, self.golems[p], len(data),
                                   partial(self.receive, self.golems[p], g, mid, data, 1)))
 
@@ -449,7 +461,7 @@ class Sim:
             "delivery_p99_ms": round(percentile(each, 99) * 1000, 1),
             "hops_mean": round(statistics.fmean(hops), 2) if hops else None,
             "hops_max": max(hops) if hops else None,
-            "log_d_n": round(math.log(n) / math.log(D), 2),
+            "log_d_n": round(math.log(n) / math.log(self.d), 2),
             "bytes_per_op_per_golem": round(sum(g.bytes_payload + g.bytes_control for g in self.golems) / ops / n),
             "payload_bytes_per_op_per_golem": round(sum(g.bytes_payload for g in self.golems) / ops / n),
             "control_bytes_per_op_per_golem": round(sum(g.bytes_control for g in self.golems) / ops / n),
@@ -466,7 +478,16 @@ class Sim:
             g.store.close()
 
 
-def one_run(n: int, *, seed: int, profile: str, args: argparse.Namespace, owner: OwnerKey) -> dict[str, Any]:
+def world(sim: Sim, writes: Sequence[tuple[float, int]]) -> str:
+    """A digest of what both arms must share at the first write: the golems, who is connected
+    to whom, the mesh, and who writes when."""
+    state = ([g.peer_id for g in sim.golems], [sorted(g.conns) for g in sim.golems],
+             [sorted(g.mesh) for g in sim.golems], list(writes))
+    return hashlib.sha256(repr(state).encode()).hexdigest()[:16]
+
+
+def one_run(n: int, *, seed: int, profile: str, args: argparse.Namespace, owner: OwnerKey,
+            flood: bool = True) -> dict[str, Any]:
     """Form the neighbourhood and the mesh, write `--ops` warnings from random golems at
     `--rate`/s, let them spread; then (with `--partition`) cut the clade in two (each golem
     refills its neighbourhood on its side), start rotation and the anti-entropy timers, write
@@ -476,7 +497,8 @@ def one_run(n: int, *, seed: int, profile: str, args: argparse.Namespace, owner:
     with tempfile.TemporaryDirectory(prefix=f"clade-scale-{n}-") as tmp:
         sim = Sim(n, seed=seed, profile=profile, loss=args.loss, hop_cpu_s=args.hop_cpu_ms / 1000,
                   hop_wait_s=args.hop_wait_ms / 1000, root=Path(tmp), owner=owner, target=args.neighbours,
-                  rotate_s=args.rotate_s, sync_interval_s=args.sync_interval_s)
+                  rotate_s=args.rotate_s, sync_interval_s=args.sync_interval_s, flood=flood,
+                  degree=args.degree)
         try:
             for _ in range(4):  # each golem's dialer, from the siblings it knows, until all are full
                 for g in sim.rng.sample(sim.golems, n):
@@ -484,12 +506,16 @@ def one_run(n: int, *, seed: int, profile: str, args: argparse.Namespace, owner:
             sim.at(0.0, sim.heartbeat)
             sim.run_until(5.0)  # the mesh forms
             start = sim.now
+            writes = []
             for i in range(args.ops):
                 g = sim.rng.choice(sim.golems)
+                writes.append((start + i / args.rate, g.index))
                 sim.at(start + i / args.rate, partial(sim.write, g, f"gas above {80 + i} gwei on chain {i}: "
                                                              f"delay swaps (seed {seed})"))
+            digest = world(sim, writes)
             sim.run_until(start + args.ops / args.rate + 10.0)
-            out = {"profile": profile, "seed": seed, **sim.figures(list(sim.written))}
+            out = {"profile": profile, "seed": seed, "arm": "flood" if flood else "mesh", "world": digest,
+                   **sim.figures(list(sim.written))}
             if args.partition:
                 half = set(range(n // 2))
                 sim.cut = {frozenset((a, b)) for a in half for b in range(n) if b not in half}
@@ -575,31 +601,37 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         res["anchor"] = ANCHOR
         res["runs"] = {}
         res["summary"] = {}
+        groups = [f"{profile}/{arm}" for profile in args.profiles for arm in args.arms]
         for profile in args.profiles:
             for n in args.sizes:
-                runs = []
+                by_arm: dict[str, list[dict[str, Any]]] = {arm: [] for arm in args.arms}
                 for s in range(args.seeds):
-                    progress(f"[{profile}] {n} golems, seed {s + 1}/{args.seeds}")
-                    runs.append(one_run(n, seed=args.seed + s, profile=profile, args=args, owner=owner))
-                res["runs"][f"{profile}/{n}"] = runs
-                res["summary"][f"{profile}/{n}"] = summarise(runs)
-        res["limits"] = {p: limits({n: {k: v["mean"] for k, v in res["summary"][f"{p}/{n}"].items()
+                    for arm in args.arms:
+                        progress(f"[{profile}/{arm}] {n} golems, seed {s + 1}/{args.seeds}")
+                        by_arm[arm].append(one_run(n, seed=args.seed + s, profile=profile, args=args, owner=owner,
+                                                   flood=arm == "flood"))
+                    if len({by_arm[arm][-1]["world"] for arm in args.arms}) != 1:
+                        raise AssertionError(f"{profile}/{n} seed {args.seed + s}: the arms' worlds differ")
+                for arm, runs in by_arm.items():
+                    res["runs"][f"{profile}/{arm}/{n}"] = runs
+                    res["summary"][f"{profile}/{arm}/{n}"] = summarise(runs)
+        res["limits"] = {g: limits({n: {k: v["mean"] for k, v in res["summary"][f"{g}/{n}"].items()
                                         if isinstance(v, dict) and "mean" in v} for n in args.sizes},
-                                   res["cert_check_ms"], args.hop_cpu_ms) for p in args.profiles}
+                                   res["cert_check_ms"], args.hop_cpu_ms) for g in groups}
     base = min(args.sizes)
-    for profile in args.profiles:
-        ref = res["summary"][f"{profile}/{base}"]
+    for group in groups:
+        ref = res["summary"][f"{group}/{base}"]
         for n in args.sizes:
-            row = res["summary"][f"{profile}/{n}"]
+            row = res["summary"][f"{group}/{n}"]
             row["full_p50_vs_base"] = round(row["full_p50_ms"]["mean"] / ref["full_p50_ms"]["mean"], 2)
             row["full_p99_vs_base"] = round(row["full_p99_ms"]["mean"] / ref["full_p99_ms"]["mean"], 2)
             row["bytes_vs_base"] = round(row["bytes_per_op_per_golem"]["mean"] / ref["bytes_per_op_per_golem"]["mean"],
                                          2)
             row["log_n_vs_base"] = round(math.log(n) / math.log(base), 2)
             if row["connections_max"]["mean"] > cap_for(args.neighbours):
-                res["failed"].append(f"{profile}/{n}: a golem held more connections than the cap")
+                res["failed"].append(f"{group}/{n}: a golem held more connections than the cap")
             if row["reached_all"]["mean"] < args.ops:
-                res["failed"].append(f"{profile}/{n}: not every op reached every golem by gossip")
+                res["failed"].append(f"{group}/{n}: not every op reached every golem by gossip")
     res["host_load"] = load.report("whole run", quiet=True)
     return res
 
@@ -649,6 +681,25 @@ def curve(res: dict[str, Any]) -> None:
                      f"{round(part['heal_bytes_per_golem']['mean']) if part else '-'}; "
                      f"{round(part['heal_to_converged_s']['mean'], 1) if part else '-'}"))
     print_table(rows)
+    arms(res)
+
+
+def arms(res: dict[str, Any]) -> None:
+    """Flood publishing against the mesh only, per profile and size, when both arms ran."""
+    rows = []
+    for key, flood in res["summary"].items():
+        profile, arm, n = key.split("/")
+        mesh = res["summary"].get(f"{profile}/mesh/{n}")
+        if arm != "flood" or mesh is None:
+            continue
+        def cell(row: dict[str, Any]) -> str:
+            return (f"{row['full_p50_ms']['mean']:g} ms ({row['full_p50_vs_base']}×), "
+                    f"{row['bytes_per_op_per_golem']['mean']:g} B ({row['bytes_vs_base']}×), "
+                    f"hops {row['hops_mean']['mean']:g}")
+        rows.append((f"{profile}/{n}: full p50 (×), bytes/op/golem (×), hops — flood | mesh",
+                     f"{cell(flood)} | {cell(mesh)}"))
+    if rows:
+        print_table(rows)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -675,6 +726,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                          "pulls a new connection runs (6 s), so the heal is the neighbourhood's, not their tail")
     ap.add_argument("--heal-s", type=float, default=900.0,
                     help="simulated seconds after the heal to wait for convergence at most")
+    ap.add_argument("--degree", type=int, default=D,
+                    help="GossipSub mesh degree D (the daemon's: 6; a what-if: D_lo = D - 2, D_hi = max(12, 2D))")
+    ap.add_argument("--arms", type=lambda s: s.split(","), default=["flood"],
+                    help="flood (own messages to every neighbour: the daemon) and/or mesh (py-libp2p's "
+                         "GossipSub: to the mesh only); both run on one world per seed")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--seed", type=int, default=20_261_128)
     ap.add_argument("--out", type=Path, default=None)

@@ -6,6 +6,9 @@
 - GossipSub v1.1 only (v1.2 costs ~60x the CPU here), heartbeat 1 s, no adaptive gossip,
   spam protection off (it silently drops above 10 msg/s, our own publishes included):
   every message is checked by our validator instead;
+- flood publishing of our own messages (`flood.FloodPublishGossipSub`: v1.1's, which
+  py-libp2p lacks): a golem's own op goes to every admitted neighbour in the topic, not
+  just its mesh of 6; forwarded ones keep the mesh;
 - Pubsub behind the membership gate (`gate.GatedPubsub`): nothing exchanged with a peer
   before its hello proves it a member;
 - no auto-connector: `min_connections=0` does not turn it off (docs/design/libp2p.md, pitfall 17; it would
@@ -29,7 +32,7 @@ from libp2p.crypto.ed25519 import create_new_key_pair
 from libp2p.crypto.x25519 import create_new_key_pair as create_x25519_key_pair
 from libp2p.custom_types import TProtocol
 from libp2p.network.config import ConnectionConfig
-from libp2p.pubsub.gossipsub import PROTOCOL_ID_V11, GossipSub
+from libp2p.pubsub.gossipsub import PROTOCOL_ID_V11
 from libp2p.security.noise.transport import PROTOCOL_ID as NOISE_PROTOCOL_ID
 from libp2p.security.noise.transport import Transport as NoiseTransport
 from libp2p.stream_muxer.yamux.yamux import PROTOCOL_ID as YAMUX_PROTOCOL_ID
@@ -37,6 +40,7 @@ from libp2p.stream_muxer.yamux.yamux import Yamux
 
 from crypto import Identity
 
+from .flood import FloodPublishGossipSub
 from .gate import GatedPubsub, MemberGate
 
 __all__ = ["GOSSIP_MAX_BYTES", "InboundClosed", "build_host", "build_pubsub", "disable_auto_connector",
@@ -115,8 +119,8 @@ def disable_auto_connector(host: IHost) -> None:
 
 
 def build_pubsub(host: IHost, gate: MemberGate, *, wait_s: float,
-                 counters: Counter[str] | None = None) -> tuple[GossipSub, GatedPubsub]:
-    router = GossipSub(
+                 counters: Counter[str] | None = None) -> tuple[FloodPublishGossipSub, GatedPubsub]:
+    router = FloodPublishGossipSub(
         protocols=[PROTOCOL_ID_V11],
         degree=6, degree_low=4, degree_high=12,
         heartbeat_interval=1,
