@@ -181,6 +181,8 @@ def _check_utf8(name: str, text: str) -> None:
 
 
 def _labels(name: str, values: Iterable[object]) -> tuple[str, ...]:
+    if type(values) is tuple and not values:
+        return ()  # most bodies carry no tokens, protocols or tags
     labels = sorted({_check_text(name, v, MAX_LABEL_CHARS) for v in values})
     if len(labels) > MAX_LABELS:
         raise InvalidValue(name, f"at most {MAX_LABELS} distinct values, got {len(labels)}")
@@ -188,6 +190,8 @@ def _labels(name: str, values: Iterable[object]) -> tuple[str, ...]:
 
 
 def _chains(values: Iterable[object]) -> tuple[int, ...]:
+    if type(values) is tuple and not values:
+        return ()
     chains: set[int] = set()
     for v in values:
         if type(v) is not int or not 0 < v < (1 << 63):

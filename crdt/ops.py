@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
@@ -170,10 +170,16 @@ class Op:
     value: Value
     signed: bytes
     signature: bytes
+    _dot: Dot | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def dot(self) -> Dot:
-        return Dot(self.writer, self.seq)
+        """(writer, seq), built once: joining an op asks for it several times."""
+        dot = self._dot
+        if dot is None:
+            dot = Dot(self.writer, self.seq)
+            object.__setattr__(self, "_dot", dot)
+        return dot
 
     @property
     def key(self) -> tuple[str, int, str]:
@@ -273,8 +279,10 @@ def open_op(writer: object, signed: object, signature: object, verify: Verifier)
         except ValueError:
             raise InvalidValue("slot", f"unknown slot kind {slot}") from None
         decoded = _decode_value(kind, value)
-        op = Op(writer=writer, seq=Dot(writer, seq).seq, hlc=Timestamp.unpack(hlc), entry_id=entry_id.hex(),
+        dot = Dot(writer, seq)  # checks the seq; kept as the op's dot, which joining it reads
+        op = Op(writer=writer, seq=seq, hlc=Timestamp.unpack(hlc), entry_id=entry_id.hex(),
                 slot=kind, value=decoded, signed=signed, signature=signature)
+        object.__setattr__(op, "_dot", dot)
         if isinstance(decoded, EntryBody):
             if decoded.id != op.entry_id:
                 raise InvalidValue("body", f"hashes to {decoded.id}, not to its id {op.entry_id}")
