@@ -6,6 +6,13 @@ author op updates confidence and status, an endorse op adjusts the tallies, an e
 keeps the `evidence` table (evidence_store.py). The causal
 context is loaded once per transaction and the replicas it changed are written back by
 `flush()` before commit.
+
+`join_delta` (a sibling's delta, catch-up's hot path) runs the backend `deferred`: op rows, new
+entries rows and author-slot updates wait for `flush` and go in one `executemany` each (an
+author op whose entry's row is still held back is folded into it, as the UPDATE would set it,
+unless it changes the status: that UPDATE's trigger stamps `live_seq`), and before each piece
+`prefetch` reads the stored slots, bodies and entry rows its ops will ask for in a few `IN (…)`
+queries. tests/grimoire/test_join_fast_path.py holds it to a statement per op, row for row.
 """
 
 from __future__ import annotations
