@@ -22,11 +22,11 @@ from hypothesis import strategies as st
 from crdt import (
     AuthorValue,
     CausalContext,
+    DeltaJoin,
     MemoryBackend,
     Op,
     SlotKind,
     Timestamp,
-    apply_delta,
     apply_op,
     decode_delta,
     encode_delta,
@@ -66,13 +66,19 @@ def frames(ops: list[Op], have: CausalContext, max_ops: int) -> list[bytes]:
 
 
 def join_plainly(store: Grimoire, data: list[bytes]) -> None:
-    """The reference: each frame by `crdt.apply_delta` over a backend writing a statement per op."""
+    """The reference: each frame's ops in wire order (as the pipeline joins them: `crdt.DeltaJoin`)
+    over a backend writing a statement per op. (`apply_delta` joins bodies first: another order,
+    so other `live_seq` stamps among the entries one delta retracts.)"""
     conn = store.connection
     for frame in data:
         delta, dropped = decode_delta(frame, signature_ok)
         conn.execute("BEGIN IMMEDIATE")
         backend = SqliteBackend(conn, local_replica=ME.peer_id, stored_ms=0)
-        apply_delta(backend, delta, rejected=dropped)
+        join = DeltaJoin(backend)
+        for reason, n in dropped.items():
+            join.refuse(None, reason, n)
+        join.add(delta.ops)
+        join.finish(delta.context)
         backend.flush()
         conn.execute("COMMIT")
 
