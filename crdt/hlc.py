@@ -50,7 +50,8 @@ class Timestamp:
         """Inverse of `pack`; raises `InvalidValue` for a negative or over-wide integer."""
         if type(value) is not int or not 0 <= value < (1 << 64):
             raise InvalidValue("hlc", f"packed timestamp must be a 64-bit unsigned int, got {value!r}")
-        return cls(value >> 16, value & MAX_COUNTER)
+        # Any 64-bit value splits into an ms below 2**48 and a counter below 2**16: nothing left to check.
+        return cls.unpack_trusted(value)
 
     def __str__(self) -> str:
         return f"{self.ms}.{self.counter}"

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
@@ -100,7 +100,8 @@ class AuthorValue:
         if isinstance(c, bool) or not isinstance(c, int | float) or not math.isfinite(c) or not 0 <= c <= 1:
             raise InvalidValue("confidence", f"must be a number in 0..1, got {c!r}")
         object.__setattr__(self, "confidence", float(c) + 0.0)  # no -0.0 (see body.check_unit)
-        object.__setattr__(self, "status", Status(self.status))
+        if type(self.status) is not Status:  # Status(...) is an Enum call (~10x a type test)
+            object.__setattr__(self, "status", Status(self.status))
         if self.superseded_by is not None:
             object.__setattr__(self, "superseded_by", _check_entry_id("superseded_by", self.superseded_by))
 
@@ -170,10 +171,16 @@ class Op:
     value: Value
     signed: bytes
     signature: bytes
+    _dot: Dot | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def dot(self) -> Dot:
-        return Dot(self.writer, self.seq)
+        """(writer, seq), built once: joining an op asks for it several times."""
+        dot = self._dot
+        if dot is None:
+            dot = Dot(self.writer, self.seq)
+            object.__setattr__(self, "_dot", dot)
+        return dot
 
     @property
     def key(self) -> tuple[str, int, str]:
@@ -268,13 +275,14 @@ def open_op(writer: object, signed: object, signature: object, verify: Verifier)
             raise InvalidValue("op", "seq, hlc and slot must be integers")
         if not isinstance(entry_id, bytes) or len(entry_id) != 16:
             raise InvalidValue("entry_id", "must be 16 bytes")
-        try:
-            kind = SlotKind(slot)
-        except ValueError:
-            raise InvalidValue("slot", f"unknown slot kind {slot}") from None
+        kind = _SLOT_KINDS.get(slot)
+        if kind is None:
+            raise InvalidValue("slot", f"unknown slot kind {slot}")
         decoded = _decode_value(kind, value)
-        op = Op(writer=writer, seq=Dot(writer, seq).seq, hlc=Timestamp.unpack(hlc), entry_id=entry_id.hex(),
+        dot = Dot(writer, seq)  # checks the seq; kept as the op's dot, which joining it reads
+        op = Op(writer=writer, seq=seq, hlc=Timestamp.unpack(hlc), entry_id=entry_id.hex(),
                 slot=kind, value=decoded, signed=signed, signature=signature)
+        object.__setattr__(op, "_dot", dot)
         if isinstance(decoded, EntryBody):
             if decoded.id != op.entry_id:
                 raise InvalidValue("body", f"hashes to {decoded.id}, not to its id {op.entry_id}")
@@ -330,7 +338,7 @@ def _decode_value(kind: SlotKind, value: object) -> Value:
             raise InvalidValue("status", f"unknown status {status!r}")
         if sup is not None and (not isinstance(sup, bytes) or len(sup) != 16):
             raise InvalidValue("superseded_by", "must be 16 bytes or nil")
-        return AuthorValue(confidence=confidence, status=Status(status),
+        return AuthorValue(confidence=confidence, status=_STATUSES[status],
                            superseded_by=None if sup is None else sup.hex())
     if len(value) != 2:
         raise InvalidValue("value", f"{kind.name.lower()} value is a pair of counts")

@@ -12,6 +12,7 @@ import functools
 from pathlib import Path
 
 import base58
+import nacl.bindings
 import nacl.exceptions
 import nacl.public
 import nacl.signing
@@ -62,12 +63,27 @@ def verify(peer_id: str, message: bytes, signature: bytes) -> None:
 
 
 def signature_ok(peer_id: str, message: bytes, signature: bytes) -> bool:
-    """`verify` as a predicate (the shape `crdt` takes): False for any bad signature or id."""
+    """`verify` as a predicate (the shape `crdt` takes): False for any bad signature or id.
+
+    Called once per op a sibling sends (catch-up runs it on verifier threads): it goes to
+    libsodium's `crypto_sign_open` (which runs without the GIL) with the writer's raw key,
+    cached, and nothing else — the same check `VerifyKey.verify` makes, without its wrapping."""
     try:
-        verify(peer_id, message, signature)
-    except (BadSignature, InvalidPeerId):
+        key = _public_key(peer_id)
+    except InvalidPeerId:
+        return False
+    if type(signature) is not bytes or len(signature) != nacl.bindings.crypto_sign_BYTES:
+        return False
+    try:
+        nacl.bindings.crypto_sign_open(signature + message, key)
+    except (nacl.exceptions.BadSignatureError, ValueError, TypeError):
         return False
     return True
+
+
+@functools.lru_cache(maxsize=4096)
+def _public_key(peer_id: str) -> bytes:
+    return public_key_of(peer_id)
 
 
 class Identity:

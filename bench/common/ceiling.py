@@ -9,7 +9,10 @@ each); `bench_ceiling` joins them into a fresh store two ways, interleaved in ea
   thread opens the next ops while the caller joins the ones already opened).
 
 Both report ops/s (best and median) and the process CPU over the wall time (1.0: no
-overlap; up to 2.0 on two cores).
+overlap; up to 2.0 on two cores). `stage_costs` times each stage of one op alone, in thread
+CPU time (steadier than wall time on a shared machine): the signature check, opening the op
+without it (checks and decoding, GIL held) and the join (`Grimoire.join_delta`, pieces of
+`PIECE_OPS` as the pipeline hands them); their sum over the cores is the ceiling's floor.
 """
 
 from __future__ import annotations
@@ -24,11 +27,13 @@ from typing import Any
 from bench.common.report import progress
 from bench.common.workload import encode_batches
 from crdt import EntryBody, HybridClock, Kind, Mutator, Op, decode_delta
+from crdt.codec import open_ops, unpack_delta
+from crdt.ops import DOMAIN
 from crypto import Identity, signature_ok
 from daemon.grimoire import Grimoire
-from daemon.grimoire.ingest import apply_frames
+from daemon.grimoire.ingest import PIECE_OPS, apply_frames
 
-__all__ = ["bench_ceiling", "warning_ops"]
+__all__ = ["bench_ceiling", "stage_costs", "warning_ops"]
 
 
 def warning_ops(n_ops: int, rng: random.Random, content: Callable[[random.Random, str, int], str]) -> list[Op]:
@@ -93,3 +98,38 @@ def bench_ceiling(root: Path, n_ops: int, repeats: int, rng: random.Random,
     return {"ops": n_ops, "batches": len(frames), "ops_per_batch": [n for n, _ in batches][:3],
             "encoded_bytes_per_op": round(wire / n_ops, 1),
             "serial": _summary(n_ops, runs["serial"]), **_summary(n_ops, runs["pipelined"])}
+
+
+def _yes(writer: str, message: bytes, signature: bytes) -> bool:
+    return True
+
+
+def stage_costs(root: Path, frames: list[bytes], n_ops: int, repeats: int) -> dict[str, float]:
+    """Thread CPU per op (us, best of `repeats`) of each stage alone (see the module docstring)."""
+    packed = [unpack_delta(f) for f in frames]
+    raw = [r for p in packed for r in p.raw_ops]
+
+    def timed(run: Callable[[], object]) -> float:
+        t0 = time.thread_time()
+        run()
+        return time.thread_time() - t0
+
+    def verify() -> None:
+        for writer, signed, signature in raw:
+            signature_ok(writer, DOMAIN + signed, signature)  # type: ignore[arg-type, operator]
+
+    def join() -> float:
+        pieces = [(p.context, [open_ops(p.raw_ops[at:at + PIECE_OPS], _yes) for at in range(0, len(p.raw_ops),
+                                                                                          PIECE_OPS)])
+                  for p in packed]
+        path = root / "ceiling-stages.db"
+        try:
+            with Grimoire.open(path, create=True) as store:
+                return timed(lambda: [store.join_delta(context, iter(opened)) for context, opened in pieces])
+        finally:
+            path.unlink(missing_ok=True)
+
+    costs = {"verify_us": min(timed(verify) for _ in range(max(1, repeats // 2))),
+             "open_us": min(timed(lambda: [open_ops(p.raw_ops, _yes) for p in packed]) for _ in range(repeats)),
+             "join_us": min(join() for _ in range(repeats))}
+    return {name: round(seconds * 1e6 / n_ops, 1) for name, seconds in costs.items()}

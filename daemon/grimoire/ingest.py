@@ -1,12 +1,13 @@
 """Join a sibling's delta frames while they are still being verified.
 
-Joining a catch-up round costs two kinds of work per op: unpacking and checking its Ed25519
-signature (~2/3 of the CPU; PyNaCl releases the GIL while libsodium runs), and the SQLite
-writes (SQLite releases it too). `apply_frames` verifies on `VERIFIERS` pool threads and
-joins on the caller's thread (the store's writer), so on two cores the two overlap instead
-of adding up. A small unpacking thread reads the frames in order and hands the writer, through
-a pipe, each frame's start (its context), its ops in pieces of `PIECE_OPS` (as the pool's
-futures, in order) and its end:
+Joining a catch-up round costs three kinds of work per op (bench_catchup_ceiling, thread CPU):
+checking its Ed25519 signature (~75 µs; libsodium runs without the GIL), opening it (~15 µs of
+checks and decoding, GIL held) and joining it (~37 µs, mostly SQLite, which releases the GIL
+too). `apply_frames` verifies and opens on `VERIFIERS` pool threads and joins on the caller's
+thread (the store's writer), so on two cores the two overlap instead of adding up. A small
+unpacking thread reads the frames in order and hands the writer, through a pipe, each frame's
+start (its context), its ops in pieces of `PIECE_OPS` (as the pool's futures, in order) and
+its end:
 
     unpacker:   unpack 1 ─ submit 1..256, 257..512, … ─ unpack 2 ─ submit …
     verifiers:  open 1..256 │ open 257..512 │ open 513..768 │ …
@@ -41,7 +42,7 @@ __all__ = ["DEPTH", "PIECE_OPS", "VERIFIERS", "FrameReport", "RoundJoin", "apply
 
 PIECE_OPS = 256
 DEPTH = 16
-VERIFIERS = 2  # verifying is ~2/3 of a joined op's CPU (libsodium, outside the GIL): two keep up with one writer
+VERIFIERS = 2  # verifying + opening is ~2/3 of a joined op's CPU (mostly outside the GIL): two keep up with one writer
 _STALL_S = 300.0  # an unpacker that sends nothing this long is stuck (a bug): the writer gives up
 
 

@@ -6,6 +6,13 @@ author op updates confidence and status, an endorse op adjusts the tallies, an e
 keeps the `evidence` table (evidence_store.py). The causal
 context is loaded once per transaction and the replicas it changed are written back by
 `flush()` before commit.
+
+`join_delta` (a sibling's delta, catch-up's hot path) runs the backend `deferred`: op rows, new
+entries rows and author-slot updates wait for `flush` and go in one `executemany` each (an
+author op whose entry's row is still held back is folded into it, as the UPDATE would set it,
+unless it changes the status: that UPDATE's trigger stamps `live_seq`), and before each piece
+`prefetch` reads the stored slots, bodies and entry rows its ops will ask for in a few `IN (…)`
+queries. tests/grimoire/test_join_fast_path.py holds it to a statement per op, row for row.
 """
 
 from __future__ import annotations
@@ -25,6 +32,8 @@ from crdt import (
     EntryBody,
     EvidenceValue,
     Op,
+    SlotKind,
+    Status,
     Timestamp,
     open_stored_op,
 )
@@ -51,6 +60,18 @@ _PUT_AUTHOR = (
     "decay_base = CASE WHEN provenance = 'self' AND confidence != ?1 THEN NULL ELSE decay_base END, "
     "decay_anchor_ms = CASE WHEN provenance = 'self' AND confidence != ?1 THEN ?4 ELSE decay_anchor_ms END, "
     "confidence = ?1, status = ?2, superseded_by = ?3 WHERE id = ?5")
+
+_INSERT_ENTRY = (
+    "INSERT INTO entries (id, author, kind, category, content, tokens, chains, protocols, tags, "
+    "strategy_id, importance, quality, sensitivity, pad_pleasure, pad_arousal, pad_dominance, origin, "
+    "generation, bloodstain, created_hlc, confidence, status, superseded_by, provenance, local_confidence, "
+    "decay_anchor_ms, stored_ms, occurred_ms) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (id) DO NOTHING")
+# Positions in an `_INSERT_ENTRY` row that an author op folded into it sets (`_fold_author`).
+_CONFIDENCE, _STATUS, _SUPERSEDED_BY, _PROVENANCE, _LOCAL_CONFIDENCE, _DECAY_ANCHOR_MS = 20, 21, 22, 23, 24, 25
+_ACTIVE = Status.ACTIVE.label
+_IN_CHUNK = 500  # ids per `IN (…)` of a prefetch (SQLite allows 32,766 variables; keep statements small)
 
 Piece = tuple[Sequence[Op], Sequence[tuple[str | None, str]]]
 """Part of a delta: verified ops, and (writer, reason) for each op refused on the way (a bad
@@ -85,6 +106,13 @@ class SqliteBackend:
         self._deferred = deferred
         self._op_rows: list[tuple[str, int, str, int, int, bytes, bytes]] = []
         self._author_rows: list[tuple[float, str, str | None, int, str]] = []
+        # `deferred` also holds back the entries rows of new bodies (one executemany at `flush`,
+        # in put order, so their rids are as before): an author op for such a row while no
+        # update of it is queued is folded into the row (`_fold_author`) instead of an UPDATE.
+        self._entry_rows: dict[str, list[object]] = {}
+        self._updated: set[str] = set()  # entries with a queued author update: no folding into them
+        self._existing: dict[str, bool] = {}  # entry id -> whether its entries row exists (`prefetch`)
+        self._slots: dict[tuple[str, int, str], Op | None] = {}  # stored slots read ahead (`prefetch`)
         self._by_dot: dict[Dot, Op] = {}
         self._context: CausalContext | None = None
         self._snapshot: dict[str, tuple[int, list[int]]] = {}
@@ -128,6 +156,14 @@ class SqliteBackend:
                 self._snapshot[replica] = (vv, cloud)
 
     def _write_deferred(self) -> None:
+        if self._entry_rows:
+            if self._first_new_rid is None:
+                # A new rowid is one above the largest, so every row inserted now is at or above it.
+                self._first_new_rid = int(self._conn.execute("SELECT coalesce(max(rid), 0) + 1 FROM entries")
+                                          .fetchone()[0])
+            self._conn.executemany(_INSERT_ENTRY, self._entry_rows.values())
+            self._entry_rows = {}
+            self._updated.clear()
         if self._op_rows:
             self._conn.executemany(_PUT_OP, self._op_rows)
             self._op_rows = []
@@ -139,6 +175,8 @@ class SqliteBackend:
         put = self._put.get(key)
         if put is not None or key[0] in self._new_entries:
             return put  # the latest put in this transaction holds the slot
+        if key in self._slots:
+            return self._slots[key]
         row = self._conn.execute(
             f"SELECT {_OP_COLUMNS} FROM ops WHERE entry_id = ? AND slot = ? AND writer = ?", key
         ).fetchone()
@@ -182,13 +220,17 @@ class SqliteBackend:
         value = op.value
         if isinstance(value, EntryBody):
             self._bodies[op.entry_id] = value
-            self._insert_entry(value)
+            if self._deferred:
+                self._defer_entry(value)
+            else:
+                self._insert_entry(value)
         elif isinstance(value, AuthorValue):
             update = (value.confidence, value.status.label, value.superseded_by, op.hlc.ms, op.entry_id)
-            if self._deferred:
-                self._author_rows.append(update)
-            else:
+            if not self._deferred:
                 self._conn.execute(_PUT_AUTHOR, update)
+            elif not self._fold_author(update):
+                self._author_rows.append(update)
+                self._updated.add(op.entry_id)
         elif isinstance(value, EndorseValue):
             self._write_deferred()  # rare: the tallies' tables are written in order, as before
             old = replaces.value if replaces is not None and isinstance(replaces.value, EndorseValue) else None
@@ -204,27 +246,90 @@ class SqliteBackend:
             record_evidence(self._conn, op.entry_id, op.writer, positive=value.positive, negative=value.negative,
                             local=op.writer == self._local, stored_ms=self._stored_ms)
 
+    def prefetch(self, ops: Iterable[Op]) -> None:
+        """Read ahead, in a few `IN (…)` queries, what joining `ops` will ask of the stored state
+        (their slots, their entries' bodies, whether those entries have a row) instead of a
+        query per op. Only reads: the answers are those `slot`, `body` and `put` would get."""
+        keys: list[tuple[str, int, str]] = []
+        ids: set[str] = set()
+        for op in ops:
+            entry = op.entry_id
+            if entry in self._new_entries:
+                continue  # nothing stored predates this transaction's row
+            key = op.key
+            if key not in self._put and key not in self._slots:
+                keys.append(key)
+                ids.add(entry)
+            if entry not in self._existing or entry not in self._bodies:
+                ids.add(entry)
+        if not ids:
+            return
+        ordered = sorted(ids)
+        found: dict[tuple[str, int, str], tuple[str, int, bytes, bytes]] = {}
+        existing: set[str] = set()
+        for at in range(0, len(ordered), _IN_CHUNK):
+            chunk = ordered[at:at + _IN_CHUNK]
+            marks = ", ".join("?" * len(chunk))
+            for entry, slot, writer, seq, signed, signature in self._conn.execute(
+                    f"SELECT entry_id, slot, {_OP_COLUMNS} FROM ops WHERE entry_id IN ({marks})", chunk):
+                found[(entry, slot, writer)] = (writer, seq, signed, signature)
+            existing.update(r[0] for r in self._conn.execute(f"SELECT id FROM entries WHERE id IN ({marks})", chunk))
+        for key in keys:
+            row = found.get(key)
+            self._slots[key] = None if row is None else _load_op(row)
+        bodies = {entry: row for (entry, slot, _), row in found.items() if slot == SlotKind.BODY}
+        for entry in ordered:
+            self._existing.setdefault(entry, entry in existing)
+            if entry not in self._bodies:
+                row = bodies.get(entry)
+                body = None if row is None else _load_op(row).value
+                self._bodies[entry] = body if isinstance(body, EntryBody) else None
+
+    def _defer_entry(self, b: EntryBody) -> None:
+        """`_insert_entry`, held back until `flush` (only if no row for `b` exists or is held)."""
+        if b.id in self._entry_rows:
+            return
+        exists = self._existing.get(b.id)
+        if exists is None:
+            exists = self._conn.execute("SELECT 1 FROM entries WHERE id = ?", (b.id,)).fetchone() is not None
+        if exists:
+            return
+        self._existing[b.id] = True
+        self._entry_rows[b.id] = self._entry_row(b)
+        self._new_entries.add(b.id)
+
+    def _fold_author(self, update: tuple[float, str, str | None, int, str]) -> bool:
+        """Apply an author update (`_PUT_AUTHOR`'s parameters) to the held-back row of its entry,
+        as the UPDATE would: False (nothing done) when the row is not held back, an update of it
+        is already queued (order), or the update changes the status (the UPDATE's trigger
+        stamps `live_seq`: schema v16)."""
+        confidence, status, superseded_by, anchor_ms, entry = update
+        row = self._entry_rows.get(entry)
+        if row is None or entry in self._updated or status != row[_STATUS]:
+            return False
+        if row[_PROVENANCE] == "self" and row[_CONFIDENCE] != confidence:
+            row[_LOCAL_CONFIDENCE] = confidence  # decay_base stays NULL, as the UPDATE sets it
+            row[_DECAY_ANCHOR_MS] = anchor_ms
+        row[_CONFIDENCE], row[_STATUS], row[_SUPERSEDED_BY] = confidence, status, superseded_by
+        return True
+
+    def _entry_row(self, b: EntryBody) -> list[object]:
+        """`_INSERT_ENTRY`'s parameters for the row of a body seen for the first time."""
+        own = b.author == self._local
+        pad = b.pad.as_tuple() if b.pad is not None else (None, None, None)
+        return [
+            b.id, b.author, b.kind.value, None if b.category is None else b.category.value, b.content,
+            dumps_list(b.tokens), dumps_list(b.chains), dumps_list(b.protocols), dumps_list(b.tags),
+            b.strategy_id, b.importance, b.quality, b.sensitivity.value, *pad, b.origin.value,
+            b.generation, int(b.bloodstain), b.created.pack(), 0.0, _ACTIVE, None,
+            "self" if own else "clade", 0.0 if own else CLADE_LOCAL_CONFIDENCE, None, self._stored_ms,
+            b.occurred_ms,
+        ]
+
     def _insert_entry(self, b: EntryBody) -> None:
         """The entries row for a body seen for the first time (no-op if the row exists:
         a re-published body, or an archived entry's late ops, which stay archived)."""
-        own = b.author == self._local
-        pad = b.pad.as_tuple() if b.pad is not None else (None, None, None)
-        cursor = self._conn.execute(
-            "INSERT INTO entries (id, author, kind, category, content, tokens, chains, protocols, tags, "
-            "strategy_id, importance, quality, sensitivity, pad_pleasure, pad_arousal, pad_dominance, origin, "
-            "generation, bloodstain, created_hlc, confidence, status, provenance, local_confidence, stored_ms, "
-            "occurred_ms) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 'active', ?, ?, ?, ?) "
-            "ON CONFLICT (id) DO NOTHING",
-            (
-                b.id, b.author, b.kind.value, None if b.category is None else b.category.value, b.content,
-                dumps_list(b.tokens), dumps_list(b.chains), dumps_list(b.protocols), dumps_list(b.tags),
-                b.strategy_id, b.importance, b.quality, b.sensitivity.value, *pad, b.origin.value,
-                b.generation, int(b.bloodstain), b.created.pack(),
-                "self" if own else "clade", 0.0 if own else CLADE_LOCAL_CONFIDENCE, self._stored_ms,
-                b.occurred_ms,
-            ),
-        )
+        cursor = self._conn.execute(_INSERT_ENTRY, self._entry_row(b))
         if cursor.rowcount == 1:
             self._new_entries.add(b.id)
             if self._first_new_rid is None:
@@ -259,6 +364,7 @@ def join_delta(conn: sqlite3.Connection, context: CausalContext, pieces: Iterabl
                 join.refuse(op.writer, "clock_skew")
             else:
                 kept.append(op)
+        backend.prefetch(kept)
         join.add(kept)
     report = join.finish(context, withheld=withheld)
     backend.flush()
