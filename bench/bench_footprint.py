@@ -8,7 +8,7 @@ Each code tree is measured in the same run, rounds interleaved (this checkout is
 the daemons through PYTHONPATH):
 
 1. components: a child process imports the daemon's parts one after another (the interpreter,
-   numpy, trio, libp2p, FastAPI/hypercorn, the daemon's own modules, ONNX Runtime, fastembed,
+   numpy, trio, libp2p, FastAPI/hypercorn, the daemon's own modules, ONNX Runtime, tokenizers,
    then loads the bundled MiniLM, runs a batch of 8 × 256 tokens, imports LanceDB/pyarrow) and
    reports VmRSS after each step, and the peak (VmHWM);
 2. cold start (per round): a fresh golem joined to a one-golem clade (p2p on, loopback) is
@@ -79,7 +79,7 @@ def probe() -> list[dict[str, Any]]:
     step("daemon modules (service, api, p2p)", lambda: (__import__("daemon.service.runtime"),
                                                         __import__("daemon.api.app")))
     step("onnxruntime", lambda: __import__("onnxruntime"))
-    step("fastembed (+ tokenizers)", lambda: __import__("fastembed"))
+    step("tokenizers", lambda: __import__("tokenizers"))
     step("MiniLM session loaded", load_model)
     step("a query embedded", lambda: held["e"].embed([QUERY]))
     step("a batch of 8 x 256 tokens embedded", lambda: held["e"].embed(["word " * 300] * 8))

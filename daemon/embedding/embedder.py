@@ -1,4 +1,5 @@
-"""Text embeddings, offline (fastembed over ONNX Runtime), in the process that calls them.
+"""Text embeddings, offline (ONNX Runtime; fastembed for models other than MiniLM), in the
+process that calls them.
 
 The daemon does not call this module's loader itself: its models run in the embedding process
 (`host`, started and asked by `remote.ModelHost`), which loads them through `get_embedder`
@@ -15,6 +16,10 @@ clade (`daemon/embedding/model_files/all-MiniLM-L6-v2/`, Apache-2.0, see NOTICE 
 file's sha256 is pinned and checked on every load. MPNet, when configured, is fetched
 (hash-pinned) and converted once (`models.prepare_mpnet`). A configured hub model is used
 where the machine can download it.
+
+The bundled MiniLM runs on ONNX Runtime and `tokenizers` directly (`minilm.MiniLM`: the same
+vectors as fastembed's, ~35 MiB less resident); MPNet, hub models and the operator's own files
+(`[embedding] model_path`) load through fastembed (`_OnnxModel`), imported only then.
 
 Every vector is stored with `EmbeddingInfo` (model, version, preprocess hash): vectors of
 two models are never mixed; `clade embeddings rebuild` re-embeds all.
@@ -33,7 +38,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -137,9 +142,13 @@ def _register_mpnet() -> None:
                                        sources=ModelSource(hf=MPNET), dim=768, model_file="model.onnx")
 
 
+class _Model(Protocol):
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]: ...
+
+
 class _OnnxModel:
-    """One fastembed model over ONNX Runtime (one intra-op thread, no CPU memory arena),
-    truncating at 256 tokens.
+    """One fastembed model (MPNet, a hub model, the operator's own files) over ONNX Runtime
+    (one intra-op thread, no CPU memory arena), truncating at 256 tokens.
 
     Without the arena ONNX Runtime allocates each run's activations from the heap and frees
     them after the run: with it, the largest batch ever run (8 × 256 tokens: ~290 MiB for
@@ -184,6 +193,7 @@ class Embedder:
 
     def __init__(self, model_dir: Path, model: str = DEFAULT_MODEL) -> None:
         parts = parts_of(model)
+        self._parts: list[tuple[_Model, float]]
         name, _, own = model.partition("@")  # `model@path`: the operator's own files ([embedding] model_path)
         try:
             if own:
@@ -232,17 +242,22 @@ class Embedder:
             return self._embed_raw([preprocess(t) for t in texts])
 
 
-_parts_cache: dict[tuple[str, str], _OnnxModel] = {}
+_parts_cache: dict[tuple[str, str], _Model] = {}
 _parts_lock = threading.Lock()
 
 
-def _loaded(model: str, model_dir: Path) -> _OnnxModel:
+def _loaded(model: str, model_dir: Path) -> _Model:
     """One loaded model per process and directory, shared by every vector space that uses it
     (the fused space and MiniLM alone, e.g. for episodes, do not load MiniLM twice)."""
     key = (str(model_dir.resolve()), model)
     with _parts_lock:
         if key not in _parts_cache:
-            _parts_cache[key] = _OnnxModel(model, _model_files(model, model_dir))
+            if model == MINILM:
+                from .minilm import MiniLM  # ONNX Runtime and tokenizers: imported only to load a model
+
+                _parts_cache[key] = MiniLM(assemble_default_model(model_dir))
+            else:
+                _parts_cache[key] = _OnnxModel(model, _model_files(model, model_dir))
         return _parts_cache[key]
 
 
@@ -296,6 +311,6 @@ def unload(model_dir: Path, model: str = DEFAULT_MODEL) -> bool:
         for part_key in [k for k, v in _parts_cache.items() if id(v) in mine]:
             del _parts_cache[part_key]
     del dropped  # the last reference here (a loop variable would keep a model alive until the return)
-    gc.collect()  # fastembed's objects hold reference cycles: the ONNX session is freed only by the collector
+    gc.collect()  # fastembed's objects hold reference cycles: their ONNX session is freed only by the collector
     release_free_memory()
     return True
