@@ -30,6 +30,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import importlib.util
+import logging
 import math
 import os
 import shutil
@@ -58,6 +59,8 @@ from .catalogue import (
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
+log = logging.getLogger("clade.embedding")
+
 __all__ = ["DEFAULT_MODEL", "DIM", "EPISODE_MODEL", "Embedder", "EmbeddingInfo", "ModelIntegrityError", "expected_info",
            "get_embedder", "unload"]
 
@@ -69,6 +72,9 @@ EPISODE_MODEL = MINILM  # episodes' LanceDB column is 384-d: MiniLM alone, cheap
 MAX_TOKENS = 256
 BATCH = 8  # memory grows with batch x sequence length: 8 x 256 tokens stays well under the unit's MemoryMax
 ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+# model.onnx with the word embeddings looked up in int8 (`lean_graph`): the file MiniLM runs.
+LEAN_ONNX = "model.lean.onnx"
+LEAN_ONNX_SHA256 = "6d62afc69139052ad3930181c14dc30dcf015ff5f5c66d8efb730072149cca02"
 # Shipped as package data (upstream files, unmodified): name -> sha256.
 _TOKENIZER_FILES = {
     "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
@@ -106,7 +112,8 @@ def _package_dir(name: str) -> Path:
 
 
 def assemble_default_model(target: Path) -> Path:
-    """Place model.onnx and the tokenizer files in `target` (idempotent); verify the ONNX hash."""
+    """Place model.onnx, the tokenizer files and model.lean.onnx in `target` (idempotent);
+    verify the hashes."""
     target.mkdir(parents=True, exist_ok=True)
     onnx = target / "model.onnx"
     if not onnx.exists():
@@ -129,7 +136,34 @@ def assemble_default_model(target: Path) -> Path:
             f"{onnx} has sha256 {actual[:16]}…, expected {ONNX_SHA256[:16]}… (corrupt or replaced); "
             f"delete {target} and it will be assembled again from the installed package"
         )
+    lean = target / LEAN_ONNX
+    if not lean.exists() or sha256_file(lean) != LEAN_ONNX_SHA256:
+        _derive_lean(onnx, lean)
     return target
+
+
+def _derive_lean(onnx: Path, lean: Path) -> None:
+    """Write model.lean.onnx from the verified model.onnx, in a process of its own (the `onnx`
+    package would stay imported here). A result that is not the pinned file (e.g. another
+    `onnx` version serialises it differently) is deleted with a warning: model.onnx is loaded
+    then (the same vectors, 33 MiB more resident), and the next load tries again."""
+    import subprocess
+    import sys
+
+    root = str(Path(__file__).resolve().parents[2])  # the directory holding this `daemon` package
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])}
+    done = subprocess.run([sys.executable, "-m", "daemon.embedding.lean_graph", str(onnx), str(lean)],
+                          env=env, capture_output=True, text=True, check=False)
+    actual = sha256_file(lean) if done.returncode == 0 and lean.exists() else None
+    if actual != LEAN_ONNX_SHA256:
+        lean.unlink(missing_ok=True)
+        log.warning("embedding: %s not written as pinned (%s); loading %s, 33 MiB more resident",
+                    lean, done.stderr.strip()[-300:] if done.returncode else f"sha256 {str(actual)[:16]}…", onnx)
+
+
+def _minilm_file(directory: Path) -> str:
+    """The ONNX file of an assembled MiniLM directory to load: the lean one when it is there."""
+    return LEAN_ONNX if (directory / LEAN_ONNX).exists() else "model.onnx"
 
 
 def _register_mpnet() -> None:
@@ -255,7 +289,8 @@ def _loaded(model: str, model_dir: Path) -> _Model:
             if model == MINILM:
                 from .minilm import MiniLM  # ONNX Runtime and tokenizers: imported only to load a model
 
-                _parts_cache[key] = MiniLM(assemble_default_model(model_dir))
+                files = assemble_default_model(model_dir)
+                _parts_cache[key] = MiniLM(files, _minilm_file(files))
             else:
                 _parts_cache[key] = _OnnxModel(model, _model_files(model, model_dir))
         return _parts_cache[key]

@@ -59,15 +59,16 @@ def session_options() -> ort.SessionOptions:
 class MiniLM:
     """The loaded model: thread-safe (`embed` may run on several threads at once)."""
 
-    def __init__(self, directory: Path) -> None:
-        """Load `directory`/model.onnx and `directory`/tokenizer.json (checked by the caller)."""
+    def __init__(self, directory: Path, onnx_file: str = "model.onnx") -> None:
+        """Load `directory`/`onnx_file` (model.onnx or its lean form, `lean_graph`) and
+        `directory`/tokenizer.json (their hashes checked by the caller)."""
         self.tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
         # The models were trained on 256 tokens or fewer; tokenizer.json's own settings (128,
         # fixed padding) are those of the upstream export, not of the model.
         self.tokenizer.enable_truncation(max_length=MAX_TOKENS, direction="right")
         self.tokenizer.enable_padding(direction="right", pad_id=PAD_ID, pad_type_id=0, pad_token=PAD_TOKEN,
                                       length=None)
-        self.session = ort.InferenceSession(str(directory / "model.onnx"), sess_options=session_options(),
+        self.session = ort.InferenceSession(str(directory / onnx_file), sess_options=session_options(),
                                             providers=["CPUExecutionProvider"])
         self._inputs = {node.name for node in self.session.get_inputs()}
         release_free_memory()  # the graph before constant folding: ~50 MiB glibc would keep

@@ -1,7 +1,9 @@
-"""The bundled MiniLM without fastembed (daemon/embedding/minilm.py) gives fastembed's vectors:
-the same texts through both, in the same process, agree within 1e-5 (so every vector stored
-under the space's `EmbeddingInfo` stays valid), in batches mixing short and long (truncated)
-texts; and loading it imports no fastembed. The real bundled model."""
+"""The bundled MiniLM without fastembed (daemon/embedding/minilm.py), on its lean graph
+(daemon/embedding/lean_graph.py: the word embeddings looked up in int8), gives fastembed's
+vectors: the same texts through both, in the same process, agree within 1e-5 (so every vector
+stored under the space's `EmbeddingInfo` stays valid), in batches mixing short and long
+(truncated) texts; the lean file is written as pinned and replaced when corrupt; and loading
+the model imports neither fastembed nor onnx. The real bundled model."""
 
 from __future__ import annotations
 
@@ -12,7 +14,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from daemon.embedding.embedder import BATCH, DEFAULT_MODEL, MAX_TOKENS, assemble_default_model, get_embedder, preprocess
+from daemon.embedding.catalogue import sha256_file
+from daemon.embedding.embedder import (
+    BATCH,
+    DEFAULT_MODEL,
+    LEAN_ONNX,
+    LEAN_ONNX_SHA256,
+    MAX_TOKENS,
+    assemble_default_model,
+    get_embedder,
+    preprocess,
+)
 from daemon.embedding.minilm import MiniLM
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,18 +74,29 @@ def test_vectors_are_fastembeds_within_1e_5(model_dir: Path) -> None:
                                         enable_cpu_mem_arena=False)
     reference.model.tokenizer.enable_truncation(max_length=MAX_TOKENS)  # as the embedder did with fastembed
     expected = np.asarray(list(reference.embed(texts, batch_size=BATCH)), dtype=np.float32)
-    got = MiniLM(model_dir).embed(texts)
+    got = MiniLM(model_dir, LEAN_ONNX).embed(texts)
     assert got.dtype == np.float32 and got.shape == expected.shape == (len(texts), 384)
     assert np.abs(got - expected).max() <= 1e-5
+    assert np.abs(MiniLM(model_dir).embed(texts) - expected).max() <= 1e-5  # the shipped graph, unchanged
     assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-6)
     # one at a time (padding to a batch's longest changes nothing), and through the embedder
-    assert np.abs(MiniLM(model_dir).embed(texts[:3]) - np.stack([MiniLM(model_dir).embed([t])[0] for t in texts[:3]])
-                  ).max() <= 1e-5
+    model = MiniLM(model_dir, LEAN_ONNX)
+    assert np.abs(model.embed(texts[:3]) - np.stack([model.embed([t])[0] for t in texts[:3]])).max() <= 1e-5
     assert np.abs(get_embedder(model_dir, DEFAULT_MODEL).embed(varied_texts()) - expected).max() <= 1e-5
 
 
+def test_the_lean_graph_is_written_as_pinned_and_replaced_when_corrupt(model_dir: Path) -> None:
+    lean = model_dir / LEAN_ONNX
+    assert sha256_file(lean) == LEAN_ONNX_SHA256
+    assert lean.stat().st_size < (model_dir / "model.onnx").stat().st_size + 4096  # still int8: not 4x larger
+    with lean.open("r+b") as f:
+        f.seek(1000)
+        f.write(b"\x00" * 64)
+    assert sha256_file(assemble_default_model(model_dir) / LEAN_ONNX) == LEAN_ONNX_SHA256
+
+
 def test_truncation_is_at_256_tokens(model_dir: Path) -> None:
-    model = MiniLM(model_dir)
+    model = MiniLM(model_dir, LEAN_ONNX)
     at_limit = "x " * 254  # 254 words + [CLS] + [SEP] = 256 tokens
     assert len(model.tokenizer.encode(at_limit * 3).ids) == MAX_TOKENS
     assert np.array_equal(model.embed([at_limit]), model.embed([at_limit + "y " * 100]))
@@ -85,7 +108,7 @@ def test_loading_minilm_imports_no_fastembed(model_dir: Path) -> None:
     code = ("import sys; from pathlib import Path; from daemon.embedding.embedder import get_embedder; "
             f"e = get_embedder(Path({str(model_dir)!r})); assert e.embed(['x']).shape == (1, 384); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('fastembed', 'requests', 'httpx', 'huggingface_hub')))")
+            "('fastembed', 'requests', 'httpx', 'huggingface_hub', 'onnx')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert out.stdout.strip() == "[]"
