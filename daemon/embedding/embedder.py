@@ -18,7 +18,8 @@ file's sha256 is pinned and checked on every load. MPNet, when configured, is fe
 where the machine can download it.
 
 The bundled MiniLM runs on ONNX Runtime and `tokenizers` directly (`minilm.MiniLM`: the same
-vectors as fastembed's, ~35 MiB less resident); MPNet, hub models and the operator's own files
+vectors as fastembed's, ~35 MiB less resident), on model.lean.onnx (`lean_graph`: its word
+embeddings stay int8, 33 MiB less); MPNet, hub models and the operator's own files
 (`[embedding] model_path`) load through fastembed (`_OnnxModel`), imported only then.
 
 Every vector is stored with `EmbeddingInfo` (model, version, preprocess hash): vectors of
