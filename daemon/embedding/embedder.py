@@ -155,9 +155,10 @@ def _derive_lean(onnx: Path, lean: Path) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])}
     done = subprocess.run([sys.executable, "-m", "daemon.embedding.lean_graph", str(onnx), str(lean)],
                           env=env, capture_output=True, text=True, check=False)
-    actual = sha256_file(lean) if done.returncode == 0 and lean.exists() else None
+    actual = sha256_file(lean) if lean.exists() else None  # another process may have written it meanwhile
     if actual != LEAN_ONNX_SHA256:
-        lean.unlink(missing_ok=True)
+        if actual is not None:
+            lean.unlink(missing_ok=True)
         log.warning("embedding: %s not written as pinned (%s); loading %s, 33 MiB more resident",
                     lean, done.stderr.strip()[-300:] if done.returncode else f"sha256 {str(actual)[:16]}…", onnx)
 

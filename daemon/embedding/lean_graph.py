@@ -61,7 +61,7 @@ def derive(source: Path, target: Path) -> None:
     del graph.node[:]
     graph.node.extend(nodes[:at] + lookup + nodes[at:])
     onnx.checker.check_model(model)
-    tmp = target.with_name(f".{target.name}.tmp")
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")  # two processes may assemble at once
     onnx.save(model, str(tmp))
     os.replace(tmp, target)
 

@@ -7,6 +7,7 @@ the model imports neither fastembed nor onnx. The real bundled model."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from daemon.embedding import embedder
 from daemon.embedding.catalogue import sha256_file
 from daemon.embedding.embedder import (
     BATCH,
@@ -112,3 +114,14 @@ def test_loading_minilm_imports_no_fastembed(model_dir: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert out.stdout.strip() == "[]"
+
+
+def test_a_lean_graph_not_as_pinned_is_dropped_and_model_onnx_loaded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
+    # What another `onnx` version that serialises the graph differently would do.
+    monkeypatch.setattr(embedder, "LEAN_ONNX_SHA256", "0" * 64)
+    with caplog.at_level(logging.WARNING, logger="clade.embedding"):
+        files = assemble_default_model(tmp_path / "embedder")
+    assert not (files / LEAN_ONNX).exists()
+    assert embedder._minilm_file(files) == "model.onnx"
+    assert "not written as pinned" in caplog.text
