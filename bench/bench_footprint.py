@@ -8,7 +8,7 @@ Each code tree is measured in the same run, rounds interleaved (this checkout is
 the daemons through PYTHONPATH):
 
 1. components: a child process imports the daemon's parts one after another (the interpreter,
-   numpy, trio, libp2p, FastAPI/hypercorn, the daemon's own modules, ONNX Runtime, fastembed,
+   numpy, trio, libp2p, FastAPI/hypercorn, the daemon's own modules, ONNX Runtime, tokenizers,
    then loads the bundled MiniLM, runs a batch of 8 × 256 tokens, imports LanceDB/pyarrow) and
    reports VmRSS after each step, and the peak (VmHWM);
 2. cold start (per round): a fresh golem joined to a one-golem clade (p2p on, loopback) is
@@ -21,7 +21,9 @@ the daemons through PYTHONPATH):
    processes (`total_*`: the embedding process, where the model runs since step 27);
 4. at `--entries` entries: a store of generated entries with perturbed real MiniLM vectors
    (bench.common.vectors, built once and copied), p2p off: VmRSS idle, after 30 searches
-   (model and vector index loaded; search p50/p99), and after the unload (own and total);
+   (model and vector index loaded; search p50/p99), and after the unload (own and total); after
+   the searches also both processes' PSS (`total_pss_searched_mib`: the libraries both map
+   counted once, as the unit's cgroup charges them);
 5. ipc (this tree only, `--ipc-calls`): in one fresh process, one query embedded in process
    and through the embedding process (`daemon.embedding.remote.ModelHost`), interleaved:
    what the process boundary adds to a search (p50/p99 ms).
@@ -47,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import HostLoad, machine_info, print_table, progress, workdir
-from bench.common.machine import rss_kib, tree_status_kib
+from bench.common.machine import rss_kib, tree_rollup_kib, tree_status_kib
 from bench.common.report import emit
 from bench.common.stats import percentile
 
@@ -79,7 +81,7 @@ def probe() -> list[dict[str, Any]]:
     step("daemon modules (service, api, p2p)", lambda: (__import__("daemon.service.runtime"),
                                                         __import__("daemon.api.app")))
     step("onnxruntime", lambda: __import__("onnxruntime"))
-    step("fastembed (+ tokenizers)", lambda: __import__("fastembed"))
+    step("tokenizers", lambda: __import__("tokenizers"))
     step("MiniLM session loaded", load_model)
     step("a query embedded", lambda: held["e"].embed([QUERY]))
     step("a batch of 8 x 256 tokens embedded", lambda: held["e"].embed(["word " * 300] * 8))
@@ -220,6 +222,7 @@ def at_store(root: Path, tree: Path, env: dict[str, str], store: Path, args: arg
             golem.call("POST", "/v1/memory/search", json={"query": f"{QUERY} {i}", "top_k": 5})
             times.append((time.perf_counter() - t0) * 1000)
         out.update({"rss_searched_mib": _rss_mib(golem.pid), "total_searched_mib": _total_mib(golem.pid),
+                    "total_pss_searched_mib": round(tree_rollup_kib(golem.pid) / 1024, 1),
                     "search_p50_ms": round(percentile(times, 50), 1),
                     "search_p99_ms": round(percentile(times, 99), 1),
                     "entries": golem.call("GET", "/v1/status")["entries"]})
@@ -341,6 +344,8 @@ def report(res: dict[str, Any]) -> None:
                           f"{s['rss_idle_mib']} / {s['rss_searched_mib']} / {s['rss_unloaded_mib']}"),
                          (f"{t}: the same with its child processes",
                           f"{s.get('total_idle_mib')} / {s.get('total_searched_mib')} / {s.get('total_unloaded_mib')}"),
+                         (f"{t}: searched, both processes' PSS (shared pages once)",
+                          f"{s.get('total_pss_searched_mib')}"),
                          (f"{t}: search p50 / p99 ms", f"{s['search_p50_ms']} / {s['search_p99_ms']}")])
     if res.get("ipc"):
         i = res["ipc"]

@@ -3,11 +3,11 @@
     .venv/bin/python -m bench.bench_recall [--quick] [--out DIR] [--seed S] [--rebuild-1m]
 
 Measures, on a fresh data directory (a temporary one unless `--out` is given), with the bundled
-all-MiniLM-L6-v2 int8 ONNX model through `get_embedder` (fastembed, offline):
+all-MiniLM-L6-v2 int8 ONNX model through `get_embedder` (ONNX Runtime directly, offline):
 
 1. Query embedding: `Embedder.embed([query])` for 500 short queries after a warm-up: p50/p99.
 2. Batch embedding: 1,000 DeFi texts of 50-300 characters through `Embedder.embed` and through
-   fastembed directly (`list(embedder._parts[0][0].model.embed(texts, batch_size=64))`), in calls of 256 texts
+   fastembed on the same files (`TextEmbedding(...).embed(texts, batch_size=64)`), in calls of 256 texts
    (as `index_missing` makes them) interleaved in the same run, and the ratio; plus fastembed on
    each call's texts sorted by length (less padding in each batch of 64).
 3. `Retriever.recall` over 10,000 and 50,000 entries (written by `remember_many`): p50/p99
@@ -107,12 +107,17 @@ def bench_query_embedding(embedder: Embedder, queries: Sequence[str]) -> tuple[d
              "sample": list(queries[:5])}, np.stack(vecs))
 
 
-def bench_batch_embedding(embedder: Embedder, texts: Sequence[str], rounds: int) -> tuple[dict[str, Any], Matrix]:
+def bench_batch_embedding(embedder: Embedder, model_dir: Path, texts: Sequence[str],
+                          rounds: int) -> tuple[dict[str, Any], Matrix]:
     """Three variants on the same texts, interleaved per call of EMBED_CALL texts (the size
     `index_missing` passes to `embed`) with the order rotated, so load drift hits all alike."""
     chunks = [list(texts[i:i + EMBED_CALL]) for i in range(0, len(texts), EMBED_CALL)]
     progress(f"[2/5] batch embedding: {len(texts):,} texts in calls of {EMBED_CALL} x {rounds} round(s) x 3 variants")
-    model: Any = embedder._parts[0][0].model  # the fastembed TextEmbedding of MiniLM
+    from fastembed import TextEmbedding
+
+    model: Any = TextEmbedding(model_name=MINILM, specific_model_path=str(model_dir), threads=1,
+                               enable_cpu_mem_arena=False)  # the files the embedder loaded, through fastembed
+    model.model.tokenizer.enable_truncation(max_length=256)
     variants: dict[str, Callable[[list[str]], object]] = {
         "embedder": lambda c: embedder.embed(c),
         "fastembed_raw": lambda c: list(model.embed(c, batch_size=64)),
@@ -406,7 +411,7 @@ def run(p: Params, workdir: Path) -> dict[str, Any]:
         res["query_embedding"], qvecs = bench_query_embedding(embedder, queries)
     texts = defi_texts(gen, p.batch_texts)
     with sections.section("2. batch embedding"):
-        res["batch_embedding"], text_vecs = bench_batch_embedding(embedder, texts, p.batch_rounds)
+        res["batch_embedding"], text_vecs = bench_batch_embedding(embedder, model_dir, texts, p.batch_rounds)
 
     progress(f"[3/5] recall: building {p.entries_small:,} then {p.entries_large:,} entries")
     db = workdir / "grimoire.db"

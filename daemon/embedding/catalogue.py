@@ -28,7 +28,6 @@ model cache (`model_cache_dir`).
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import json
 import os
 import shutil
@@ -120,6 +119,8 @@ def model_cache_dir(fallback: Path) -> Path:
 
 def _installed_parts() -> list[Path] | None:
     """The five `.zip.00N` files where the part packages are installed, in order; else None."""
+    import importlib.metadata  # here: ~3 MiB (email, zipfile, csv) the embedding process needs only for MPNet
+
     found: list[Path] = []
     for dist in _MPNET_WHEELS:
         try:

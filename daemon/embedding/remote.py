@@ -53,8 +53,9 @@ __all__ = ["EMBED_TIMEOUT_S", "LOAD_TIMEOUT_S", "LOW_EMBED_TIMEOUT_S", "Embeddin
 
 log = logging.getLogger("clade.embedding")
 
-# A load is ~1-2 s of CPU (the interpreter, fastembed, the model, its hash); MPNet's first
-# conversion takes minutes and is done once, by `clade embeddings` or here.
+# A load is ~1-2 s of CPU (the interpreter, ONNX Runtime, the model, its hash; the first ever
+# also writes model.lean.onnx, ~2 s more); MPNet's first conversion takes minutes and is done
+# once, by `clade embeddings` or here.
 LOAD_TIMEOUT_S = 900.0
 # A normal-priority call is a query or the query tail (at most a few dozen texts: well under a
 # second); the low-priority backlog can wait for a busy host's CPU much longer (background.py
