@@ -112,9 +112,11 @@ def _package_dir(name: str) -> Path:
     return Path(spec.origin).parent
 
 
-def assemble_default_model(target: Path) -> Path:
-    """Place model.onnx, the tokenizer files and model.lean.onnx in `target` (idempotent);
-    verify the hashes."""
+def assemble_default_model(target: Path, *, wait_for_lean: bool = False) -> Path:
+    """Place model.onnx and the tokenizer files in `target` (idempotent) and verify the hashes;
+    model.lean.onnx is checked against its pin and, when missing or not as pinned, written by
+    another process — in the background (`_derive_lean_later`: this load uses model.onnx), or
+    waited for with `wait_for_lean`."""
     target.mkdir(parents=True, exist_ok=True)
     onnx = target / "model.onnx"
     if not onnx.exists():
@@ -139,28 +141,58 @@ def assemble_default_model(target: Path) -> Path:
         )
     lean = target / LEAN_ONNX
     if not lean.exists() or sha256_file(lean) != LEAN_ONNX_SHA256:
-        _derive_lean(onnx, lean)
+        lean.unlink(missing_ok=True)
+        if wait_for_lean:
+            _derive_lean(onnx, lean)
+        else:
+            _derive_lean_later(onnx, lean)
     return target
 
 
-def _derive_lean(onnx: Path, lean: Path) -> None:
-    """Write model.lean.onnx from the verified model.onnx, in a process of its own (the `onnx`
-    package would stay imported here). A result that is not the pinned file (e.g. another
-    `onnx` version serialises it differently) is deleted with a warning: model.onnx is loaded
-    then (the same vectors, 33 MiB more resident), and the next load tries again."""
-    import subprocess
+def _lean_command(onnx: Path, lean: Path) -> tuple[list[str], dict[str, str]]:
     import sys
 
     root = str(Path(__file__).resolve().parents[2])  # the directory holding this `daemon` package
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])}
-    done = subprocess.run([sys.executable, "-m", "daemon.embedding.lean_graph", str(onnx), str(lean)],
-                          env=env, capture_output=True, text=True, check=False)
-    actual = sha256_file(lean) if lean.exists() else None  # another process may have written it meanwhile
-    if actual != LEAN_ONNX_SHA256:
-        if actual is not None:
-            lean.unlink(missing_ok=True)
+    return [sys.executable, "-m", "daemon.embedding.lean_graph", str(onnx), str(lean), LEAN_ONNX_SHA256], env
+
+
+def _derive_lean(onnx: Path, lean: Path) -> None:
+    """Write model.lean.onnx from the verified model.onnx, in a process of its own (the `onnx`
+    package would stay imported here), and wait for it. That process places the file only if
+    it is the pinned one (another `onnx` version may serialise it differently): otherwise it
+    is not written, a warning says so, and model.onnx is loaded (the same vectors, 33 MiB more
+    resident); the next load tries again."""
+    import subprocess
+
+    command, env = _lean_command(onnx, lean)
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    if not lean.exists():
         log.warning("embedding: %s not written as pinned (%s); loading %s, 33 MiB more resident",
-                    lean, done.stderr.strip()[-300:] if done.returncode else f"sha256 {str(actual)[:16]}…", onnx)
+                    lean, done.stderr.strip()[-300:] or f"exit {done.returncode}", onnx)
+
+
+LEAN_DERIVING_S = 300.0  # a derivation marker older than this was left by a process that died
+
+
+def _derive_lean_later(onnx: Path, lean: Path) -> None:
+    """Start writing model.lean.onnx in a detached process and return at once: this load uses
+    model.onnx (a first load never waits ~2 s for the rewrite), the next one the lean file.
+    One derivation at a time per directory (a marker file, stale after `LEAN_DERIVING_S`)."""
+    import subprocess
+    import time
+
+    marker = lean.with_name(f".{lean.name}.deriving")
+    try:
+        if marker.exists() and time.time() - marker.stat().st_mtime < LEAN_DERIVING_S:
+            return
+        marker.write_text(str(os.getpid()))
+        command, env = _lean_command(onnx, lean)
+        proc = subprocess.Popen([*command, str(marker)], env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        threading.Thread(target=proc.wait, name="lean-graph", daemon=True).start()  # reaped when it ends
+    except OSError as exc:  # a read-only or full directory: model.onnx serves, as when the rewrite fails
+        log.warning("embedding: cannot start writing %s (%s); loading %s, 33 MiB more resident", lean, exc, onnx)
 
 
 def _minilm_file(directory: Path) -> str:

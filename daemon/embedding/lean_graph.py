@@ -20,6 +20,7 @@ model file.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from pathlib import Path
@@ -29,9 +30,10 @@ __all__ = ["WORD_EMBEDDINGS", "derive"]
 WORD_EMBEDDINGS = "inner.embeddings.word_embeddings.weight"
 
 
-def derive(source: Path, target: Path) -> None:
-    """Write `source` with the word-embedding lookup on the int8 table to `target` (atomic).
-    Raises ValueError if `source` has not the shape this rewrite expects."""
+def derive(source: Path, target: Path, sha256: str | None = None) -> None:
+    """Write `source` with the word-embedding lookup on the int8 table to `target` (atomic);
+    with `sha256`, only if the result hashes to it (else nothing is placed and ValueError says
+    so). Raises ValueError if `source` has not the shape this rewrite expects."""
     import onnx
     from onnx import helper
 
@@ -63,11 +65,21 @@ def derive(source: Path, target: Path) -> None:
     onnx.checker.check_model(model)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")  # two processes may assemble at once
     onnx.save(model, str(tmp))
+    if sha256 is not None:
+        actual = hashlib.sha256(tmp.read_bytes()).hexdigest()
+        if actual != sha256:
+            tmp.unlink(missing_ok=True)
+            raise ValueError(f"{target.name} came out with sha256 {actual[:16]}…, pinned {sha256[:16]}… "
+                             "(another onnx version?)")
     os.replace(tmp, target)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
-        sys.stderr.write("usage: python -m daemon.embedding.lean_graph SOURCE TARGET\n")
+    if len(sys.argv) not in (3, 4, 5):
+        sys.stderr.write("usage: python -m daemon.embedding.lean_graph SOURCE TARGET [SHA256 [MARKER]]\n")
         raise SystemExit(2)
-    derive(Path(sys.argv[1]), Path(sys.argv[2]))
+    try:
+        derive(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else None)
+    finally:
+        if len(sys.argv) == 5:
+            Path(sys.argv[4]).unlink(missing_ok=True)

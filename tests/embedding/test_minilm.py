@@ -28,6 +28,7 @@ from daemon.embedding.embedder import (
     preprocess,
 )
 from daemon.embedding.minilm import MiniLM
+from tests.helpers.polling import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,7 +66,7 @@ def varied_texts() -> list[str]:
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return assemble_default_model(tmp_path_factory.mktemp("minilm") / "embedder")
+    return assemble_default_model(tmp_path_factory.mktemp("minilm") / "embedder", wait_for_lean=True)
 
 
 def test_vectors_are_fastembeds_within_1e_5(model_dir: Path) -> None:
@@ -94,7 +95,7 @@ def test_the_lean_graph_is_written_as_pinned_and_replaced_when_corrupt(model_dir
     with lean.open("r+b") as f:
         f.seek(1000)
         f.write(b"\x00" * 64)
-    assert sha256_file(assemble_default_model(model_dir) / LEAN_ONNX) == LEAN_ONNX_SHA256
+    assert sha256_file(assemble_default_model(model_dir, wait_for_lean=True) / LEAN_ONNX) == LEAN_ONNX_SHA256
 
 
 def test_truncation_is_at_256_tokens(model_dir: Path) -> None:
@@ -121,7 +122,20 @@ def test_a_lean_graph_not_as_pinned_is_dropped_and_model_onnx_loaded(tmp_path: P
     # What another `onnx` version that serialises the graph differently would do.
     monkeypatch.setattr(embedder, "LEAN_ONNX_SHA256", "0" * 64)
     with caplog.at_level(logging.WARNING, logger="clade.embedding"):
-        files = assemble_default_model(tmp_path / "embedder")
+        files = assemble_default_model(tmp_path / "embedder", wait_for_lean=True)
     assert not (files / LEAN_ONNX).exists()
     assert embedder._minilm_file(files) == "model.onnx"
     assert "not written as pinned" in caplog.text
+
+
+def test_a_first_load_does_not_wait_for_the_lean_graph(tmp_path: Path) -> None:
+    """A fresh directory: the load goes on with model.onnx at once while another process writes
+    the lean graph; it appears as pinned, and the next load uses it."""
+    files = assemble_default_model(tmp_path / "embedder")
+    marker = files / f".{LEAN_ONNX}.deriving"
+    if not (files / LEAN_ONNX).exists():  # the derivation is still running: this load uses model.onnx
+        assert embedder._minilm_file(files) == "model.onnx"
+    eventually(lambda: (files / LEAN_ONNX).exists() and not marker.exists(), timeout=120,
+               what="the lean graph written in the background")
+    assert sha256_file(files / LEAN_ONNX) == LEAN_ONNX_SHA256
+    assert embedder._minilm_file(files) == LEAN_ONNX
