@@ -84,9 +84,11 @@ def writes_by_day_count(t0: float, finished: Sequence[float], window: int = 100)
 
 
 def wait_embedded(golems: Sequence[Golem], timeout: float) -> tuple[float, bool]:
-    """Until every daemon's embedder has caught up (counter entries_embedded >= its entries, which
-    holds for daemons that wrote or received every entry in this run: a warning embedded on its
-    write path, for the repeat check, counts too); (seconds, drained)."""
+    """Until every daemon's embedder has caught up (counters entries_embedded + gossip_vectors_used
+    >= its entries, which holds for daemons that wrote or received every entry in this run: a
+    warning embedded on its write path, for the repeat check, and a sibling's vector shipped with
+    its entry count too) and has checked every shipped vector it drew (status
+    `vector_checks_pending` 0, so the checks' CPU is in the figures); (seconds, drained)."""
     t0 = time.monotonic()
     apis = [Api(g) for g in golems]
     try:
@@ -94,7 +96,9 @@ def wait_embedded(golems: Sequence[Golem], timeout: float) -> tuple[float, bool]
             still = []
             for api in apis:
                 st = api.call("GET", "/v1/status")
-                if int(st["counters"].get("entries_embedded", 0)) < int(st["entries"]) + int(st["archived"]):
+                counters = st["counters"]
+                have = int(counters.get("entries_embedded", 0)) + int(counters.get("gossip_vectors_used", 0))
+                if have < int(st["entries"]) + int(st["archived"]) or int(st.get("vector_checks_pending", 0)):
                     still.append(api)
             apis = still
             if apis:

@@ -258,6 +258,8 @@ class StatusOut(_Out):
     archived: int
     archived_for_capacity: int = Field(0, description="of `archived`: by the curator, the Grimoire over its budget")
     by_kind: dict[str, int]
+    vector_checks_pending: int = Field(0, description="siblings' shipped vectors drawn for a check that this "
+                                       "golem's model has not re-embedded yet ([embedding] check_shipped)")
     embedding_backlog: int = Field(0, description="entries (archived too) still without a vector: found by "
                                                   "keywords only until the embedder reaches them")
     clade: CladeRef | None

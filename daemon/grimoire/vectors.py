@@ -23,9 +23,9 @@ from .trust_store import record_forged_vector
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-__all__ = ["accept_shipped", "accept_shipped_vectors", "embedding_backlog", "missing_vectors", "model_clause",
-           "own_vectors", "put_vectors", "settle_checks", "shipped_to_check", "stored_vectors", "vector_report",
-           "write_vectors"]
+__all__ = ["accept_shipped", "accept_shipped_vectors", "checks_pending", "embedding_backlog", "missing_vectors",
+           "model_clause", "own_vectors", "put_vectors", "settle_checks", "shipped_to_check", "stored_vectors",
+           "vector_report", "write_vectors"]
 
 
 def model_clause(info: EmbeddingInfo) -> tuple[str, tuple[str, str, str]]:
@@ -62,6 +62,13 @@ def embedding_backlog(store: Grimoire) -> int:
     them they are found by keywords only. An index-only count on `entries_unembedded`."""
     (n,) = store.connection.execute(
         "SELECT count(*) FROM entries INDEXED BY entries_unembedded WHERE embedding IS NULL").fetchone()
+    return int(n)
+
+
+def checks_pending(store: Grimoire) -> int:
+    """How many siblings' shipped vectors drawn for a check wait for it (an index-only count)."""
+    (n,) = store.connection.execute("SELECT count(*) FROM entries INDEXED BY entries_vector_to_check "
+                                    "WHERE embedding_source = 'to_check'").fetchone()
     return int(n)
 
 

@@ -35,7 +35,7 @@ from daemon.embedding.shipped import VectorShipping
 from daemon.grimoire import Episode, Grimoire, NewEntry
 from daemon.grimoire.episode_recall import EpisodeHit, EpisodeQuery
 from daemon.grimoire.records import Entry
-from daemon.grimoire.vectors import embedding_backlog
+from daemon.grimoire.vectors import checks_pending, embedding_backlog
 from daemon.native_memory import resident
 from daemon.p2p.ports import P2PControl
 from daemon.service.backup_schedule import BackupSchedule
@@ -288,6 +288,7 @@ class DaemonState:
             "archived_for_capacity": counts.archived_for_capacity,
             "by_kind": counts.by_kind,
             "embedding_backlog": await self.on_reader(embedding_backlog),
+            "vector_checks_pending": await self.on_reader(checks_pending),
             "clade": None if membership is None else {"name": membership.clade_name, "id": membership.clade_id},
             "peers": len(self.peers()),
             "p2p": None if self.p2p is None else self.p2p.status(),
