@@ -159,11 +159,15 @@ def run_rate(writer: Api, siblings: list[Golem], watch: Watch, *, rate: float, c
 
 
 def warm_up(writer: Api, siblings: list[Golem], watch: Watch, drain: float) -> dict[str, Any]:
-    """One warning, then wait until every daemon has embedded it: each daemon loads its embedding
-    model on first use, which takes seconds of CPU per daemon; measured phases should not pay it."""
+    """One warning, then wait until every daemon has embedded it, and one search on every sibling:
+    each daemon loads its embedding model on first use, which takes seconds of CPU per daemon;
+    measured phases should not pay it (a sibling that uses shipped vectors would otherwise load
+    it on its first drawn check, inside the measured run)."""
     t0 = time.time() * 1000
     entry_id = writer.call("POST", "/v1/memory", json={"content": "warm-up: gas spike expected, delay swaps",
                                                        "memory_type": "warning"})["id"]
+    for sibling in siblings:  # loads its model (a search waits for it up to 5 s, then the load goes on)
+        sibling.call("POST", "/v1/memory/search", json={"query": "warm-up: gas spike", "top_k": 1})
     ack = time.time() * 1000
     keys = {(g.name, entry_id) for g in siblings}
     missing = watch.wait(keys, "entries", drain)
