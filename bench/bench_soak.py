@@ -26,7 +26,8 @@ must be 0); requests by outcome (refused with 507/503 and the reason given, serv
 — must be 0 —, client timeouts: a daemon that hangs); per fault, the time from its end until a
 probe warning written on the faulted golem is on every sibling (Styx faults: until every outbox
 is empty again); RSS, open fds, threads and store size per daemon sampled over the run, with the
-slope per hour (least squares after the warm-up, as % of the mean; goal under 1 %/h); the
+slope per hour (least squares after the warm-up, as % of the mean; goal under 1 %/h; every
+sample is in the JSON result, `samples`); the
 outbox depth; convergence after the last fault (every acknowledged warning on every golem);
 then what must converge, with the load stopped and every curator quiet: after one sync round
 (each golem pulls once from each sibling) the ops that may cross (`GET /v1/state-digest`
@@ -369,6 +370,8 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         res["server_errors"] = tally.server_errors[:20]
         res["timeouts"] = tally.timeouts[:20]
         res["resources"] = resources(sampler, warmup=min(1800.0, 0.25 * total), settle=min(600.0, 0.1 * total))
+        # Every sample, per daemon, with its restarts: warm-up is told from growth by the curve, not only its slope.
+        res["samples"] = {"rows": sampler.samples, "restarts_s": dict(sampler.restarts)}
         for golem in clade.golems:
             logs.setdefault(golem.name, []).extend(golem.stderr_lines)
         res["tracebacks"] = sum(1 for lines in logs.values() for line in lines if "Traceback" in line)
