@@ -441,9 +441,13 @@ class Embedding:
                 return 0
             with self._use():
                 own = await self._background.run(lambda: embedder.embed([content for _, content, _, _ in todo]))
-        matched = [entry_id for (entry_id, _, _, vec), mine in zip(todo, own, strict=True) if matches(vec, mine)]
-        forged = [(entry_id, author, mine) for (entry_id, _, author, vec), mine in zip(todo, own, strict=True)
-                  if not matches(vec, mine)]
+        matched: list[str] = []
+        forged: list[tuple[str, str, NDArray[np.float32]]] = []
+        for (entry_id, _, author, vec), mine in zip(todo, own, strict=True):
+            if matches(vec, mine):
+                matched.append(entry_id)
+            else:
+                forged.append((entry_id, author, mine))
         now = self.now_ms()
         await self.access.on_writer(lambda s: settle_checks(s, info, matched, forged, now_ms=now))
         self.counters["shipped_vectors_checked"] += len(todo)
