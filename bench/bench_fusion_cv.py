@@ -34,9 +34,10 @@ from bench.common import emit, machine_info, out, progress
 from bench.fusion_cv import arms, cv
 from bench.fusion_cv.corpora import all_corpora
 from bench.fusion_cv.features import corpus_features
+from bench.longmemeval import DEFAULT_DIR as LME_DIR
 
 FIXED_ARMS = ("cosine", "bm25", "rrf", "w=0.4 (step 15)", "w=0 (cosine+factors)")
-GROUPS = ("locomo", "semantic", "heldout", "operator", "chat")
+GROUPS = ("locomo", "semantic", "heldout", "operator", "chat", "longmemeval")
 
 
 def _group(fold: cv.Fold) -> str:
@@ -45,7 +46,9 @@ def _group(fold: cv.Fold) -> str:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     folds = []
-    for corpus in all_corpora(args.path, chat_histories=args.chat_histories):
+    lme = None if args.no_longmemeval else args.longmemeval
+    for corpus in all_corpora(args.path, chat_histories=args.chat_histories, longmemeval_dir=lme,
+                              longmemeval_limit=args.longmemeval_questions):
         t0 = time.perf_counter()
         folds.append(cv.Fold(corpus.name, corpus.kind, corpus_features(corpus)))
         progress(f"{corpus.name}: {len(corpus.docs)} entries, {len(corpus.questions)} questions "
@@ -60,7 +63,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     objective = {arm: cv.objective(per, cosine_rows, folds) for arm, per in rows.items()}
     chosen: dict[str, Any] = {}
     for family in args.families:
-        res = cv.crossvalidate(folds, family, progress)
+        res = cv.crossvalidate(folds, family, progress, leave=args.leave)
         rows[f"{family} (CV)"] = res["heldout"]
         rows[f"{family} (fit)"] = res["fit_rows"]
         chosen[family] = {"per_fold": res["chosen"], "fit": res["fit"]}
@@ -82,7 +85,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     cat_rows = np.concatenate([per[m][[i for i, q in enumerate(
                         next(f for f in folds if f.name == m).questions) if q.category == cat]] for m in members])
                     table[arm][group][f"cat{cat}_any@5"] = float(cat_rows[:, 1].mean()) if len(qs) else None
-            if len(members) > 1:  # spread over folds
+            if len(members) > 1 and group != "longmemeval":  # spread over folds
                 table[arm][group]["fold_any@5"] = [float(per[m][:, 1].mean()) for m in members]
     return {"table": table, "chosen": chosen, "objective": objective,
             "folds": {f.name: {"kind": f.kind, "questions": len(f.questions)} for f in folds}}
@@ -96,22 +99,26 @@ def print_tables(res: dict[str, Any]) -> None:
     table = res["table"]
     for group, cols in (("locomo", ("any@1", "any@5", "recall@10")), ("semantic", ("any@1", "recall@5")),
                         ("heldout", ("any@1", "recall@5")), ("operator", ("any@1", "recall@5")),
-                        ("chat", ("any@1", "any@5", "recall@10"))):
+                        ("chat", ("any@1", "any@5", "recall@10")),
+                        ("longmemeval", ("any@1", "any@5", "recall@10"))):
+        if group not in next(iter(table.values())):
+            continue
         n = next(iter(table.values()))[group]["n"]
         out(f"## {group} ({n} questions; held-out for the (CV) arms; 95 % bootstrap over questions)")
-        extra = " cat1/2/3/4 any@5" if group == "locomo" else (" ×cosine r@5" if group not in ("chat",) else "")
+        extra = " cat1/2/3/4 any@5" if group == "locomo" else (
+            " ×cosine r@5" if group not in ("chat", "longmemeval") else "")
         out(f"{'arm':24s} " + " ".join(f"{c:>20s}" for c in cols) + extra)
         for arm, groups in table.items():
             g = groups[group]
             line = f"{arm:24s} " + " ".join(f"{_fmt(g[c]):>20s}" for c in cols)
             if group == "locomo":
                 line += " " + "/".join(f"{g[f'cat{c}_any@5']:.3f}" for c in (1, 2, 3, 4))
-            elif group != "chat":
+            elif group not in ("chat", "longmemeval"):
                 line += f" {g['recall@5'][0] / max(table['cosine'][group]['recall@5'][0], 1e-9):.3f}"
             out(line)
     out("## the cross-validation objective over all corpora (bench/fusion_cv/cv.py; (CV) arms: held-out)")
     out("  ".join(f"{arm} {v:.3f}" for arm, v in res["objective"].items()))
-    out("## parameters chosen (per held-out fold; fit = on every corpus)")
+    out("## parameters chosen (per held-out benchmark or corpus; fit = on every corpus)")
     for family, ch in res["chosen"].items():
         settings: dict[str, list[str]] = {}
         for fold, params in ch["per_fold"].items():
@@ -124,16 +131,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--path", type=lambda s: __import__("pathlib").Path(s), default=DEFAULT_PATH.resolve())
     ap.add_argument("--chat-histories", type=int, default=12)
     ap.add_argument("--families", type=lambda s: s.split(","), default=[*arms.FAMILIES, "learned"])
+    ap.add_argument("--longmemeval", type=lambda s: __import__("pathlib").Path(s), default=LME_DIR,
+                    help="a directory of LongMemEval-S question files (default: the development split)")
+    ap.add_argument("--longmemeval-questions", type=int, default=None, help="only the first N of them")
+    ap.add_argument("--no-longmemeval", action="store_true")
+    ap.add_argument("--leave", choices=("benchmark", "corpus"), default="benchmark",
+                    help="what cross-validation leaves out together (default: a whole benchmark)")
     args = ap.parse_args(argv)
     if not args.path.is_file():
         ap.error(f"no LoCoMo file at {args.path}: give its path with --path")
     started = time.perf_counter()
     machine = machine_info(None, ("onnxruntime", "fastembed"))
     res = run(args)
+    lme = None if args.no_longmemeval else str(args.longmemeval)
     print_tables(res)
     machine["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     emit("fusion_cv", {"machine": machine, "params": {"path": str(args.path), "chat_histories": args.chat_histories,
-                                                      "families": args.families},
+                                                      "families": args.families, "leave": args.leave,
+                                                      "longmemeval": lme,
+                                                      "longmemeval_questions": args.longmemeval_questions},
                        "total_seconds": round(time.perf_counter() - started, 1), **res})
     return 0
 

@@ -16,6 +16,13 @@ ranking with a given relevance (`through_scoring`: the relevance goes through
 - `soft`: cosine + w · coverage · (1 − cosine)^p: words count less for a candidate whose
   meaning already matches (MiniLM's cosine already rises with shared words);
 - `topn`: cosine + w · coverage^p for the n nearest candidates by cosine only;
+- `lenmix`: as `mix`, with the first term's coverage length-normalised and saturated as BM25
+  weighs a word (`bm25_coverage`: one occurrence in an entry of the candidates' mean length
+  counts 1, more occurrences up to k1 + 1, a long entry less);
+- `bm25n`: cosine + w · (BM25 / the best candidate's BM25)^p · reach (score fusion with
+  FTS5's own BM25, damped when no candidate holds much of the query);
+- `session`: the shipped relevance plus λ × the best relevance of another candidate of the
+  same event time (a session's date on the chat benchmarks): session context;
 - `shipped`: the daemon's `fusion.relevance` as the code now stands.
 """
 
@@ -118,6 +125,55 @@ def shipped(q: QueryFeatures) -> np.ndarray:
     return np.array([fusion.relevance(float(c), float(v), q.reach) for c, v in zip(q.cosine, q.coverage, strict=True)])
 
 
+def bm25_coverage(q: QueryFeatures, b: float, k1: float = 1.2) -> np.ndarray:
+    """Per candidate: Σ idf(s) · sat(tf_s) / Σ idf(s) over the query's stems, sat(tf) = tf · (k1 + 1) /
+    (tf + k1 · (1 − b + b · len / mean len)): BM25's term weight, 1 for one occurrence at the
+    candidates' mean length."""
+    total = sum(q.weights.values())
+    if not len(q.keys) or total <= 0:
+        return np.zeros(len(q.keys))
+    avg = max(float(q.lengths.mean()), 1.0)
+    out = np.zeros(len(q.keys))
+    for i, (tf, n) in enumerate(zip(q.tf, q.lengths, strict=True)):
+        norm = k1 * (1.0 - b + b * n / avg)
+        out[i] = sum(q.weights[s] * t * (k1 + 1.0) / (t + norm) for s, t in tf.items()) / total
+    return out
+
+
+def lenmix(a: float, pa: float, hb: float, b: float) -> Relevance:
+    def rel(q: QueryFeatures) -> np.ndarray:
+        cov = np.minimum(bm25_coverage(q, b), 1.5)
+        out: np.ndarray = _cos(q) + a * cov ** pa + hb * held_coverage(q) ** fusion.HELD_POWER
+        return out
+    return rel
+
+
+def bm25n(w: float, p: float) -> Relevance:
+    def rel(q: QueryFeatures) -> np.ndarray:
+        best = float(q.bm25.max()) if len(q.bm25) else 0.0
+        norm = q.bm25 / best if best > 0 else np.zeros(len(q.bm25))
+        out: np.ndarray = shipped(q) + w * norm ** p * q.reach
+        return out
+    return rel
+
+
+def session(lam: float) -> Relevance:
+    def rel(q: QueryFeatures) -> np.ndarray:
+        base = shipped(q)
+        out = base.copy()
+        for t in np.unique(q.event):
+            idx = np.flatnonzero(q.event == t)
+            if len(idx) < 2:
+                continue
+            vals = base[idx]
+            top2 = np.sort(vals)[-2:]
+            for j, v in zip(idx, vals, strict=True):
+                other = top2[0] if v == top2[1] else top2[1]
+                out[j] += lam * other
+        return out
+    return rel
+
+
 W = (0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8)
 FAMILIES: dict[str, tuple[Callable[..., Relevance], dict[str, Sequence[float]]]] = {
     "fixed": (fixed, {"w": (0.0, *W)}),
@@ -129,6 +185,10 @@ FAMILIES: dict[str, tuple[Callable[..., Relevance], dict[str, Sequence[float]]]]
                   "pb": (2.0, 3.0)}),
     "soft": (soft, {"w": W, "p": (1.0, 2.0, 3.0)}),
     "topn": (topn, {"w": W, "n": (5, 10, 20, 40), "p": (1.0, 1.5, 2.0)}),
+    "lenmix": (lenmix, {"a": (0.1, 0.2, 0.3, 0.45, 0.6), "pa": (1.0, 1.5), "hb": (0.0, 0.2, 0.45),
+                        "b": (0.25, 0.5, 0.75)}),
+    "bm25n": (bm25n, {"w": W, "p": (1.0, 2.0, 3.0)}),
+    "session": (session, {"lam": (0.0, 0.02, 0.05, 0.1, 0.2, 0.3)}),
 }
 
 

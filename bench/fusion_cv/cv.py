@@ -1,15 +1,17 @@
-"""Leave-one-corpus-out cross-validation of the fusion families, and the held-out tables.
+"""Leave-one-benchmark-out cross-validation of the fusion families, and the held-out tables.
 
-Every corpus is a fold: a LoCoMo conversation, a keyword-disjoint corpus, a chat history. For
-each fold, each family's parameters are chosen on all the *other* corpora (`objective`) and the
-held-out corpus is ranked with them; a family's figure on a corpus group is then pooled over
-its held-out folds only (for LoCoMo: 5-fold by conversation; for chat: by history; for the
-keyword-disjoint corpora: each one judged with parameters fitted without it).
+Every corpus is a fold (a LoCoMo conversation, a keyword-disjoint corpus, a chat history, a
+LongMemEval question), and folds are left out a whole **benchmark** at a time (`leave="benchmark"`,
+the default): each family's parameters are chosen on the *other* benchmarks (`objective`) and
+every corpus of the held-out benchmark is ranked with them. A choice fitted on LoCoMo and the
+chat sets is judged on LongMemEval, and so on: what holds only on the data it was chosen on
+shows up. `leave="corpus"` is step 20's leave-one-corpus-out (a LoCoMo conversation judged with
+parameters fitted on the other four): kept for comparison.
 
 The objective, over the training corpora, is the mean of one score per kind present:
-LoCoMo (any@5 + recall@10) / 2 pooled over questions; chat (any@1 + any@5) / 2; keyword-disjoint
-the mean over its corpora of min(recall@5 / raw-cosine recall@5, 1) minus 5 × the shortfall
-below 0.98 of each (the goal is a floor, not a trade).
+LoCoMo (any@5 + recall@10) / 2 pooled over questions; chat (any@1 + any@5) / 2; LongMemEval
+(any@1 + recall@10) / 2; keyword-disjoint the mean over its corpora of min(recall@5 / raw-cosine
+recall@5, 1) minus 5 × the shortfall below 0.98 of each (the goal is a floor, not a trade).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ FLOOR = 0.98
 @dataclass(frozen=True)
 class Fold:
     name: str
-    kind: str  # locomo, disjoint, chat
+    kind: str  # locomo, disjoint, chat, longmemeval
     questions: list[QueryFeatures]
 
 
@@ -71,6 +73,10 @@ def objective(per_fold: dict[str, np.ndarray], cosine: dict[str, np.ndarray], fo
     if chat:
         m = np.concatenate(chat).mean(axis=0)
         parts.append((m[0] + m[1]) / 2)
+    lme = [per_fold[f.name] for f in folds if f.kind == "longmemeval"]
+    if lme:
+        m = np.concatenate(lme).mean(axis=0)
+        parts.append((m[0] + m[4]) / 2)
     dis = [f for f in folds if f.kind == "disjoint"]
     if dis:
         ratios = [per_fold[f.name][:, 3].mean() / max(cosine[f.name][:, 3].mean(), 1e-9) for f in dis]
@@ -78,12 +84,22 @@ def objective(per_fold: dict[str, np.ndarray], cosine: dict[str, np.ndarray], fo
     return float(np.mean(parts))
 
 
-def crossvalidate(folds: Sequence[Fold], family: str,
-                  progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
-    """Leave-one-corpus-out over `folds` for one family: {"heldout": {fold: per-question
-    METRICS}, "chosen": {fold: params}, "fit": params chosen on every fold, "fit_rows"}."""
+def held_out_groups(folds: Sequence[Fold], leave: str) -> dict[str, list[Fold]]:
+    """What is left out together: a whole benchmark (`leave="benchmark"`) or one corpus."""
+    groups: dict[str, list[Fold]] = {}
+    for f in folds:
+        groups.setdefault(f.kind if leave == "benchmark" else f.name, []).append(f)
+    return groups
+
+
+def crossvalidate(folds: Sequence[Fold], family: str, progress: Callable[[str], None] = lambda _: None,
+                  *, leave: str = "benchmark") -> dict[str, Any]:
+    """Leave-one-benchmark-out (or one corpus: `leave="corpus"`) over `folds` for one family:
+    {"heldout": {fold: per-question METRICS}, "chosen": {held-out group: params}, "fit": params
+    chosen on every fold, "fit_rows"}."""
+    groups = held_out_groups(folds, leave)
     if family == "learned":
-        return _learned(folds, progress)
+        return _learned(folds, groups, progress)
     cosine = {f.name: ranked(f, "cosine") for f in folds}
     table: list[tuple[dict[str, Any], dict[str, np.ndarray]]] = []
     for params, rel in arms.grid(family):
@@ -91,23 +107,28 @@ def crossvalidate(folds: Sequence[Fold], family: str,
     progress(f"  {family}: {len(table)} settings ranked")
     heldout: dict[str, np.ndarray] = {}
     chosen: dict[str, dict[str, Any]] = {}
-    for f in folds:
-        train = [g for g in folds if g.name != f.name]
+    for group, members in groups.items():
+        left = {f.name for f in members}
+        train = [g for g in folds if g.name not in left]
         best = max(table, key=lambda pt: objective(pt[1], cosine, train))
-        chosen[f.name], heldout[f.name] = best[0], best[1][f.name]
+        chosen[group] = best[0]
+        for f in members:
+            heldout[f.name] = best[1][f.name]
     fit = max(table, key=lambda pt: objective(pt[1], cosine, folds))
     return {"heldout": heldout, "chosen": chosen, "fit": fit[0], "fit_rows": fit[1]}
 
 
-def _learned(folds: Sequence[Fold], progress: Callable[[str], None]) -> dict[str, Any]:
+def _learned(folds: Sequence[Fold], groups: dict[str, list[Fold]], progress: Callable[[str], None]) -> dict[str, Any]:
     heldout: dict[str, np.ndarray] = {}
     chosen: dict[str, dict[str, Any]] = {}
-    for f in folds:
-        beta = learned.fit([(g.kind, q) for g in folds if g.name != f.name for q in g.questions])
-        chosen[f.name] = {n: round(float(b / beta[0]), 3) for n, b in zip(learned.NAMES, beta, strict=True)}
-        heldout[f.name] = ranked(f, learned.relevance(beta))
+    for group, members in groups.items():
+        left = {f.name for f in members}
+        beta = learned.fit([(g.kind, q) for g in folds if g.name not in left for q in g.questions])
+        chosen[group] = {n: round(float(b / beta[0]), 3) for n, b in zip(learned.NAMES, beta, strict=True)}
+        for f in members:
+            heldout[f.name] = ranked(f, learned.relevance(beta))
     beta = learned.fit([(g.kind, q) for g in folds for q in g.questions])
-    progress(f"  learned: fitted {len(folds) + 1} times")
+    progress(f"  learned: fitted {len(groups) + 1} times")
     return {"heldout": heldout, "chosen": chosen,
             "fit": {n: round(float(b / beta[0]), 4) for n, b in zip(learned.NAMES, beta, strict=True)},
             "fit_rows": {f.name: ranked(f, learned.relevance(beta)) for f in folds}}

@@ -31,7 +31,7 @@ from daemon.grimoire.store import Grimoire, wall_clock_ms
 __all__ = ["CACHE", "QueryFeatures", "corpus_features", "embed_cached"]
 
 CACHE = Path(tempfile.gettempdir()) / "clade-fusion-cv"
-VERSION = 3  # bump when what is extracted changes
+VERSION = 4  # bump when what is extracted changes
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,10 @@ class QueryFeatures:
     reach: float  # lexical.reach: the share of its IDF mass some candidate holds
     cosine_top: tuple[str, ...]  # raw cosine over the whole corpus, best 100
     bm25_top: tuple[str, ...]  # FTS5 BM25 over the whole corpus, best 100
+    weights: dict[str, float]  # the query's informative stems and their IDF (what coverage weighs)
+    tf: tuple[dict[str, int], ...]  # per candidate: how often each query stem occurs in it
+    lengths: np.ndarray  # per candidate: how many informative words (stop words dropped)
+    event: np.ndarray  # per candidate: its event time (Unix ms; its session's date on chat benchmarks)
 
 
 def embed_cached(embedder: Embedder, texts: list[str]) -> np.ndarray:
@@ -111,6 +115,7 @@ def corpus_features(corpus: Corpus, model: str = DEFAULT_MODEL) -> list[QueryFea
                 fs = [factors_of(c, 0.0, None, now) for c, _ in rows]
                 cos = [float(vectors[c.id] @ v) if c.id in vectors else 0.0 for c, _ in rows]
                 order = np.argsort(-(docs @ v), kind="stable")[:100]
+                counted = [lexical.stem_counts(t) for _, t in rows]
                 out.append(QueryFeatures(
                     evidence=q.evidence, category=q.category, keys=tuple(key_of[c.id] for c, _ in rows),
                     cosine=np.array(cos), coverage=np.array([lexical.coverage(found.weights, held[c.id])
@@ -120,7 +125,11 @@ def corpus_features(corpus: Corpus, model: str = DEFAULT_MODEL) -> list[QueryFea
                     pad=np.array([f.pad for f in fs]), source=np.array([f.source for f in fs]),
                     idf_mass=float(sum(found.weights.values())), stems=len(found.weights),
                     reach=lexical.reach(found.weights, held.values()),
-                    cosine_top=tuple(corpus.docs[i].key for i in order), bm25_top=tuple(b)))
+                    cosine_top=tuple(corpus.docs[i].key for i in order), bm25_top=tuple(b),
+                    weights=dict(found.weights),
+                    tf=tuple({s: n for s, n in c.items() if s in found.weights} for c in counted),
+                    lengths=np.array([sum(c.values()) for c in counted], dtype=float),
+                    event=np.array([c.event_ms for c, _ in rows], dtype=float)))
         finally:
             store.close()
     path.write_bytes(pickle.dumps(out))

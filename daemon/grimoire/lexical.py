@@ -19,7 +19,7 @@ from functools import lru_cache
 
 from py_rust_stemmers import SnowballStemmer  # type: ignore[import-untyped]  # fastembed's own dependency
 
-__all__ = ["STOPWORDS", "coverage", "idf", "reach", "stem", "stem_sets", "stems", "words"]
+__all__ = ["STOPWORDS", "coverage", "idf", "reach", "stem", "stem_counts", "stem_sets", "stems", "words"]
 
 # Function words: they match nearly everything, slow FTS5 down and add only noise.
 STOPWORDS = frozenset({
@@ -51,6 +51,17 @@ def stems(text: str) -> list[str]:
     """The distinct stems of `text`'s informative words, in order of first appearance."""
     words = (w.lower() for w in _WORD.findall(text))
     return list(dict.fromkeys(stem(w) for w in words if w not in STOPWORDS))
+
+
+def stem_counts(text: str) -> dict[str, int]:
+    """How often each stem of `text`'s informative words occurs in it (stop words dropped)."""
+    counts: dict[str, int] = {}
+    for w in _WORD.findall(text):
+        low = w.lower()
+        if low not in STOPWORDS:
+            s = stem(low)
+            counts[s] = counts.get(s, 0) + 1
+    return counts
 
 
 def stem_sets(texts: Mapping[str, str]) -> dict[str, set[str]]:
