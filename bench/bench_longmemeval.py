@@ -39,7 +39,7 @@ from bench.common.daemon import CLADE, Daemon
 from bench.common.machine import CLK_TCK, proc_cpu_ticks
 from bench.fusion_cv.cv import bootstrap
 from bench.fusion_cv.features import embed_cached
-from bench.longmemeval import DEFAULT_DIR, TYPES, load, session_metrics
+from bench.longmemeval import DEFAULT_DIR, TYPES, load, session_metrics, turn_of
 from daemon.embedding.embedder import DEFAULT_MODEL, get_embedder
 from daemon.grimoire.retrieval import RecallQuery, Retriever
 from daemon.grimoire.store import Grimoire
@@ -122,8 +122,10 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             f.unlink(missing_ok=True)
         types.append(TYPES[q.category - 1])
         sessions = loaded.answer_sessions[corpus.name]
-        for arm, top in rankings.items():
-            rows.setdefault(arm, []).append({**turn_metrics(q.evidence, top), **session_metrics(top, sessions)})
+        evidence = frozenset(turn_of(k) for k in q.evidence)
+        for arm, ranking in rankings.items():
+            top = list(dict.fromkeys(turn_of(k) for k in ranking))  # a long turn's pieces count once
+            rows.setdefault(arm, []).append({**turn_metrics(evidence, top), **session_metrics(top, sessions)})
         if n % 10 == 0:
             progress(f"{n}/{len(loaded.corpora)} questions")
     res: dict[str, Any] = {"questions": len(loaded.corpora), "skipped": loaded.skipped,

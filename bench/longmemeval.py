@@ -10,7 +10,10 @@ content and its session's date as the event time (`occurred_at`); the assistant'
 the model's words, not the golem's memory. The evidence of a question is its user turns marked
 `has_answer`; a question whose evidence is only in assistant turns has nothing to find and is
 left out (counted). A turn's key is `<session id>#<turn index>`, so its session is known
-(`session_of`): session recall@k is the share of the question's evidence sessions
+(`session_of`). A turn over an entry's 4,096 bytes (113 of the 26,546 development turns; one
+evidence turn) is stored as several entries split at whitespace, keys `<turn key>~<n>` after
+the first, all of them evidence when the turn is (`turn_of` maps a piece back to its turn,
+and the harness counts a turn once). Session recall@k is the share of the question's evidence sessions
 (`answer_session_ids`) among the first k distinct sessions of the turn ranking.
 """
 
@@ -24,8 +27,10 @@ from datetime import datetime
 from pathlib import Path
 
 from bench.bench_locomo import Corpus, Doc, Question
+from crdt.body import MAX_CONTENT_BYTES
 
-__all__ = ["DEFAULT_DIR", "TYPES", "Loaded", "load", "question_time", "session_metrics", "session_of"]
+__all__ = ["DEFAULT_DIR", "TYPES", "Loaded", "load", "pieces", "question_time", "session_metrics", "session_of",
+           "turn_of"]
 
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "longmemeval-dev"
 # LongMemEval's question types, numbered for `Question.category`.
@@ -43,6 +48,24 @@ class Loaded:
 
 def session_of(key: str) -> str:
     return key.rsplit("#", 1)[0]
+
+
+def turn_of(key: str) -> str:
+    return key.split("~", 1)[0]
+
+
+def pieces(text: str, limit: int = MAX_CONTENT_BYTES) -> list[str]:
+    """`text` in pieces of at most `limit` bytes of UTF-8, split after whitespace where there
+    is some (else mid-word, on a character boundary); one piece when it fits."""
+    out: list[str] = []
+    rest = text
+    while len(rest.encode()) > limit:
+        cut = len(rest.encode()[:limit].decode(errors="ignore"))
+        space = rest.rfind(" ", 0, cut)
+        cut = space + 1 if space > cut // 2 else cut
+        out.append(rest[:cut])
+        rest = rest[cut:]
+    return [*out, rest] if rest.strip() else out
 
 
 def question_time(text: object) -> str | None:
@@ -88,10 +111,11 @@ def load(directory: Path, limit: int | None = None) -> Loaded:
             for i, turn in enumerate(turns):
                 if turn.get("role") != "user" or not str(turn.get("content", "")).strip():
                     continue
-                key = f"{sid}#{i}"
-                docs.append(Doc(key, str(turn["content"]), {} if when is None else {"occurred_at": when}))
-                if turn.get("has_answer"):
-                    evidence.add(key)
+                for n, piece in enumerate(pieces(str(turn["content"]))):
+                    key = f"{sid}#{i}" + (f"~{n}" if n else "")
+                    docs.append(Doc(key, piece, {} if when is None else {"occurred_at": when}))
+                    if turn.get("has_answer"):
+                        evidence.add(key)
         qtype = str(q["question_type"])
         if not evidence:
             skipped["evidence only in assistant turns"] = skipped.get("evidence only in assistant turns", 0) + 1

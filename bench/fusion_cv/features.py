@@ -31,7 +31,7 @@ from daemon.grimoire.store import Grimoire, wall_clock_ms
 __all__ = ["CACHE", "QueryFeatures", "corpus_features", "embed_cached"]
 
 CACHE = Path(tempfile.gettempdir()) / "clade-fusion-cv"
-VERSION = 4  # bump when what is extracted changes
+VERSION = 5  # bump when what is extracted changes
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 information an entry's words cover.
 
 `stems` lowercases the words (letters and digits, as FTS5's unicode61 splits them), drops
-function words (`STOPWORDS`) and reduces each to its Snowball (Porter 2) stem, so
+function words and the words that frame a question (`STOPWORDS`) and reduces each to its Snowball (Porter 2) stem, so
 "painted" and "painting" meet at "paint". `idf` is BM25's inverse document frequency.
 `coverage` is the share of the query's IDF mass whose stems the entry holds: 1.0 when the
 entry has every informative word of the query, near 0 when it shares only a common one.
@@ -19,16 +19,24 @@ from functools import lru_cache
 
 from py_rust_stemmers import SnowballStemmer  # type: ignore[import-untyped]  # fastembed's own dependency
 
-__all__ = ["STOPWORDS", "coverage", "idf", "reach", "stem", "stem_counts", "stem_sets", "stems", "words"]
+__all__ = ["FUNCTION_WORDS", "QUESTION_FRAMING", "STOPWORDS", "coverage", "idf", "reach", "stem", "stem_counts", "stem_sets", "stems", "words"]
 
 # Function words: they match nearly everything, slow FTS5 down and add only noise.
-STOPWORDS = frozenset({
+FUNCTION_WORDS = frozenset({
     "a", "an", "and", "are", "as", "at", "be", "been", "but", "by", "can", "could", "do", "does", "for",
     "from", "had", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "no", "not",
     "of", "on", "or", "our", "should", "so", "than", "that", "the", "their", "them", "then", "there", "these",
     "they", "this", "to", "was", "we", "were", "what", "when", "where", "which", "while", "who", "why", "will",
     "with", "would", "you", "your",
 })
+# Words that frame a question and say nothing of what it asks about: "How many …", "How much …",
+# "When did …", "… how long ago". What a golem remembers is statements, which seldom hold them,
+# so in a long chat history their IDF is the highest of the question's words: "did" weighed
+# 4.2 where "cashback" weighed 4.15, and a turn sharing only the framing outranked the one
+# holding the fact (LongMemEval dev any@1 0.546 with them, 0.630 without; LoCoMo any@5 0.638 →
+# 0.652, the keyword-disjoint corpora unchanged: bench/bench_fusion_cv.py, bench/RESULTS.md).
+QUESTION_FRAMING = frozenset({"did", "many", "much", "am", "ago", "ever", "whom", "whose"})
+STOPWORDS = FUNCTION_WORDS | QUESTION_FRAMING
 # The one tokenizer of every keyword path (query words, stems, coverage, pinned lookups): runs of
 # letters and digits, as FTS5's unicode61 splits them — an underscore separates ("gas_price" is
 # "gas" and "price"), so no query word can be one the index never holds.

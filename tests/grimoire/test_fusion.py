@@ -10,12 +10,20 @@ from daemon.grimoire import fusion, lexical
 
 
 def test_stems_drop_function_words_and_meet_at_the_stem() -> None:
-    assert lexical.stems("What did Melanie paint? She painted, and is painting!") == ["did", "melani", "paint", "she"]
+    assert lexical.stems("What did Melanie paint? She painted, and is painting!") == ["melani", "paint", "she"]
     assert lexical.stems("the of and") == []
     assert lexical.stems("Studies: the study_group") == ["studi", "group"]  # underscore splits, as in FTS5
     text = "Caroline: I went to the LGBTQ support group, researching adoption agencies [image: a poster]"
     assert lexical.stem_sets({"a": text, "b": "the"}) == {"a": set(lexical.stems(text)), "b": set()}
     assert lexical.stem_sets({}) == {}
+
+
+def test_the_words_that_frame_a_question_are_not_what_it_asks_about() -> None:
+    # The framing ("many", "ago", "did") is dropped; what it asks about stays, "weeks" included.
+    assert lexical.stems("How many weeks ago did I start using the cashback app Ibotta?") == [
+        "week", "start", "use", "cashback", "app", "ibotta"]
+    assert lexical.stems("How much is it worth? Have you ever been? To whom, and whose?") == ["worth"]
+    assert lexical.stem_counts("Ibotta, Ibotta and the cashback app") == {"ibotta": 2, "cashback": 1, "app": 1}
 
 
 def test_idf_is_bm25s_and_falls_with_frequency() -> None:
