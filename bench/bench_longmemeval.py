@@ -6,7 +6,8 @@ Each question (bench/longmemeval.py) is its own golem: a fresh data directory wh
 the question's ~240 user turns (event time: the session's date), the turns' vectors computed
 once by the bench with the configured model (as bench_locomo does, so the daemon need not embed
 them again; cached under /tmp by text), then `clade run` and one `POST /v1/memory/search` of
-the question (top_k 50), the daemon's CPU (with its model process) counted around it.
+the question (top_k 50), its latency as the client sees it. (One search is a few clock ticks of
+CPU: the daemon's CPU per search is bench_recall_daemon's figure, over hundreds of searches.)
 
 In the same run and over the same texts: raw cosine with the same model, BM25 (FTS5 porter,
 the question's words minus stop words OR-ed) and their RRF (k = 60) over the whole haystack
@@ -36,7 +37,6 @@ import numpy as np
 from bench.bench_locomo import IDENTITY, bm25_rankings, build_store, rrf
 from bench.common import emit, machine_info, out, progress, summary, workdir
 from bench.common.daemon import CLADE, Daemon
-from bench.common.machine import CLK_TCK, proc_cpu_ticks
 from bench.fusion_cv.cv import bootstrap
 from bench.fusion_cv.features import embed_cached
 from bench.longmemeval import DEFAULT_DIR, TYPES, load, session_metrics, turn_of
@@ -59,9 +59,9 @@ def turn_metrics(evidence: frozenset[str], top: Sequence[str]) -> dict[str, floa
 
 
 def through_daemon(name: str, db: Path, key_of: dict[str, str], root: Path, model: str,
-                   question: str) -> tuple[list[str], float, float]:
-    """A fresh `clade run` on a copy of `db`; the question's top TOP turns, the search's client
-    latency and the daemon's CPU for it (its model process included), both in seconds."""
+                   question: str) -> tuple[list[str], float]:
+    """A fresh `clade run` on a copy of `db`; the question's top TOP turns and the search's
+    client latency in seconds."""
     env = {"CLADE_EMBEDDING__MODEL": model, "CLADE_P2P__ENABLED": "false"}
     data = root / f"data-{name}"
     subprocess.run([CLADE, "--data-dir", str(data), "init"], check=True, capture_output=True,
@@ -70,16 +70,13 @@ def through_daemon(name: str, db: Path, key_of: dict[str, str], root: Path, mode
     daemon = Daemon(data, root / f"notify-{name}.sock", env)
     try:
         daemon.wait_ready()
-        assert daemon.proc is not None
         with daemon.open_client() as client:
             client.post("/v1/memory/search", json={"query": "warm up the model and the index"}).raise_for_status()
-            ticks = proc_cpu_ticks(daemon.proc.pid)
             t = time.perf_counter()
             r = client.post("/v1/memory/search", json={"query": question, "top_k": TOP})
             latency = time.perf_counter() - t
-            cpu = (proc_cpu_ticks(daemon.proc.pid) - ticks) / CLK_TCK
             r.raise_for_status()
-            return [key_of[h["id"]] for h in r.json()["results"]], latency, cpu
+            return [key_of[h["id"]] for h in r.json()["results"]], latency
     finally:
         shutil.rmtree(data, ignore_errors=True)
         daemon.stop(timeout=60)
@@ -102,7 +99,6 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     rows: dict[str, list[dict[str, float]]] = {}
     types: list[str] = []
     latencies: list[float] = []
-    cpu: list[float] = []
     for n, corpus in enumerate(loaded.corpora, 1):
         q = corpus.questions[0]
         docs = embed_cached(embedder, [d.content for d in corpus.docs])
@@ -114,9 +110,8 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         db = root / f"{corpus.name}.db"
         key_of = build_store(corpus, db, root / "embedder", args.model, docs)
         if not args.no_daemon:
-            rankings["clade"], lat, used = through_daemon(corpus.name, db, key_of, root, args.model, q.text)
+            rankings["clade"], lat = through_daemon(corpus.name, db, key_of, root, args.model, q.text)
             latencies.append(lat)
-            cpu.append(used)
         rankings["in-process"] = in_process(db, key_of, root / "embedder", args.model, q.text)
         for f in (db, db.with_suffix(".copy.db")):
             f.unlink(missing_ok=True)
@@ -142,8 +137,6 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         res["arms"][arm] = table
     if latencies:
         res["search_latency"] = summary(latencies)
-        res["search_cpu"] = summary(cpu)
-        res["search_cpu_mean_ms"] = round(1000 * float(np.mean(cpu)), 2)
     return res
 
 
@@ -163,7 +156,7 @@ def print_tables(res: dict[str, Any]) -> None:
             f" n={table[g]['n']:<3d}".rjust(24) for g in groups))
     if "search_latency" in res:
         out(f"## through the daemon: search latency p50 {res['search_latency']['p50_ms']} ms, "
-            f"daemon CPU per search mean {res['search_cpu_mean_ms']} ms (model process included)")
+            f"p99 {res['search_latency']['p99_ms']} ms (load {os.getloadavg()[0]:.2f})")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -29,6 +29,9 @@ def store(tmp_path: Path) -> Grimoire:
 def test_query_words_are_plain_distinct_words_without_function_words() -> None:
     assert query_words('The "gas" OR gas* NEAR(bridge)') == ["gas", "near", "bridge"]
     assert query_words("the of") == ["the", "of"]  # nothing else to search by
+    # The words that frame a question are not searched by: "did" and "ago" matched turns sharing only them.
+    assert query_words("How many weeks ago did I start using Ibotta?") == ["weeks", "start", "using", "ibotta"]
+    assert query_words("how much did") == ["how", "much", "did"]  # nothing else to search by
     with pytest.raises(UsageError):
         query_words("  -- ")
 
