@@ -39,6 +39,11 @@ chat any@1 0.992 (BM25 0.975, step 15 0.942), keyword-disjoint recall@5 1.01×, 
 0.94× raw cosine (step 15: 0.97×, 1.00×, 0.81×). bench/RESULTS.md has the table with the
 other families tried, docs/design/retrieval.md the reasoning.
 
+Step 28 left whole benchmarks out (LongMemEval-S's development questions added,
+bench/bench_longmemeval.py): with the words that frame a question stopped (lexical.QUESTION_FRAMING)
+the same constants are chosen whenever LoCoMo, LongMemEval or the chat sets are left out —
+LongMemEval turn any@1 0.630 (BM25 0.611), LoCoMo any@5 0.652 held out.
+
 Every ranked read goes through `relevance`: `recall.rank` (so `clade recall`,
 `POST /v1/memory/search`, the digest and the agent's memory tools). The four ranking
 factors and the provenance weights (`scoring`) apply to the result afterwards.

@@ -19,7 +19,8 @@ from functools import lru_cache
 
 from py_rust_stemmers import SnowballStemmer  # type: ignore[import-untyped]  # fastembed's own dependency
 
-__all__ = ["FUNCTION_WORDS", "QUESTION_FRAMING", "STOPWORDS", "coverage", "idf", "reach", "stem", "stem_counts", "stem_sets", "stems", "words"]
+__all__ = ["FUNCTION_WORDS", "QUESTION_FRAMING", "STOPWORDS", "coverage", "idf", "reach", "stem", "stem_counts",
+           "stem_sets", "stems", "words"]
 
 # Function words: they match nearly everything, slow FTS5 down and add only noise.
 FUNCTION_WORDS = frozenset({
