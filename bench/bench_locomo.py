@@ -188,9 +188,10 @@ def evaluate(questions: Sequence[Question], rankings: Sequence[Sequence[str]]) -
 
 
 def through_daemon(corpus: Corpus, db: Path, key_of: dict[str, str], root: Path,
-                   model: str) -> tuple[list[list[str]], list[float]]:
+                   model: str, *, top_k: int = 10) -> tuple[list[list[str]], list[float]]:
     """Start `clade run` on a fresh data directory holding a copy of `db`, ask every question
-    with `POST /v1/memory/search`; (rankings, client-side latencies in seconds)."""
+    with `POST /v1/memory/search` (its best `top_k`); (rankings, client-side latencies in
+    seconds). The data directory is removed afterwards (bench_longmemeval starts one per question)."""
     env = {"CLADE_EMBEDDING__MODEL": model, "CLADE_P2P__ENABLED": "false"}
     data = root / f"data-{corpus.name}"
     subprocess.run([CLADE, "--data-dir", str(data), "init"], check=True, capture_output=True,
@@ -204,13 +205,14 @@ def through_daemon(corpus: Corpus, db: Path, key_of: dict[str, str], root: Path,
             rankings, lat = [], []
             for q in corpus.questions:
                 t = time.perf_counter()
-                r = client.post("/v1/memory/search", json={"query": q.text, "top_k": 10})
+                r = client.post("/v1/memory/search", json={"query": q.text, "top_k": top_k})
                 lat.append(time.perf_counter() - t)
                 r.raise_for_status()
                 rankings.append([key_of[h["id"]] for h in r.json()["results"]])
         return rankings, lat
     finally:
         daemon.stop(timeout=60)
+        shutil.rmtree(data, ignore_errors=True)
 
 
 def build_store(corpus: Corpus, db: Path, model_dir: Path, model: str, vectors: np.ndarray) -> dict[str, str]:
@@ -233,8 +235,9 @@ def build_store(corpus: Corpus, db: Path, model_dir: Path, model: str, vectors: 
 
 
 def in_process(corpus: Corpus, db: Path, key_of: dict[str, str], model_dir: Path, model: str,
-               weights: Sequence[float]) -> dict[str, list[list[str]]]:
-    """`Retriever.recall` on a copy of the store, once per lexical weight (w=0: cosine under the four factors)."""
+               weights: Sequence[float], *, k: int = 10) -> dict[str, list[list[str]]]:
+    """`Retriever.recall` (its best `k`) on a copy of the store, once per lexical weight (w=0:
+    cosine under the four factors); the copy is removed afterwards."""
     copy = db.with_suffix(".variants.db")
     shutil.copyfile(db, copy)
     store = Grimoire.open(copy)
@@ -243,12 +246,13 @@ def in_process(corpus: Corpus, db: Path, key_of: dict[str, str], model_dir: Path
         out_: dict[str, list[list[str]]] = {}
         for w in weights:
             retriever.lexical_weight = w
-            out_[f"w={w:g}"] = [[key_of[h.entry.id] for h in retriever.recall(RecallQuery(text=q.text, k=10),
+            out_[f"w={w:g}"] = [[key_of[h.entry.id] for h in retriever.recall(RecallQuery(text=q.text, k=k),
                                                                                embed_limit=0)]
                                 for q in corpus.questions]
         return out_
     finally:
         store.close()
+        copy.unlink(missing_ok=True)
 
 
 def _kind(d: Doc) -> Any:

@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,15 +32,13 @@ from typing import Any
 
 import numpy as np
 
-from bench.bench_locomo import IDENTITY, bm25_rankings, build_store, rrf
+from bench.bench_locomo import IDENTITY, bm25_rankings, build_store, in_process, rrf, through_daemon
 from bench.common import emit, machine_info, out, progress, summary, workdir
-from bench.common.daemon import CLADE, Daemon
 from bench.fusion_cv.cv import bootstrap
 from bench.fusion_cv.features import embed_cached
 from bench.longmemeval import DEFAULT_DIR, TYPES, load, session_metrics, turn_of
 from daemon.embedding.embedder import DEFAULT_MODEL, get_embedder
-from daemon.grimoire.retrieval import RecallQuery, Retriever
-from daemon.grimoire.store import Grimoire
+from daemon.grimoire.fusion import LEXICAL_WEIGHT
 
 __all__ = ["IDENTITY", "main"]
 
@@ -56,41 +52,6 @@ def turn_metrics(evidence: frozenset[str], top: Sequence[str]) -> dict[str, floa
             "any@10": float(bool(evidence & set(top[:10]))),
             "recall@5": len(evidence & set(top[:5])) / len(evidence),
             "recall@10": len(evidence & set(top[:10])) / len(evidence)}
-
-
-def through_daemon(name: str, db: Path, key_of: dict[str, str], root: Path, model: str,
-                   question: str) -> tuple[list[str], float]:
-    """A fresh `clade run` on a copy of `db`; the question's top TOP turns and the search's
-    client latency in seconds."""
-    env = {"CLADE_EMBEDDING__MODEL": model, "CLADE_P2P__ENABLED": "false"}
-    data = root / f"data-{name}"
-    subprocess.run([CLADE, "--data-dir", str(data), "init"], check=True, capture_output=True,
-                   env={**os.environ, **env})
-    shutil.copyfile(db, data / "grimoire.db")
-    daemon = Daemon(data, root / f"notify-{name}.sock", env)
-    try:
-        daemon.wait_ready()
-        with daemon.open_client() as client:
-            client.post("/v1/memory/search", json={"query": "warm up the model and the index"}).raise_for_status()
-            t = time.perf_counter()
-            r = client.post("/v1/memory/search", json={"query": question, "top_k": TOP})
-            latency = time.perf_counter() - t
-            r.raise_for_status()
-            return [key_of[h["id"]] for h in r.json()["results"]], latency
-    finally:
-        shutil.rmtree(data, ignore_errors=True)
-        daemon.stop(timeout=60)
-
-
-def in_process(db: Path, key_of: dict[str, str], model_dir: Path, model: str, question: str) -> list[str]:
-    copy = db.with_suffix(".copy.db")
-    shutil.copyfile(db, copy)
-    store = Grimoire.open(copy)
-    try:
-        retriever = Retriever(store, lambda: get_embedder(model_dir, model))
-        return [key_of[h.entry.id] for h in retriever.recall(RecallQuery(text=question, k=TOP), embed_limit=0)]
-    finally:
-        store.close()
 
 
 def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
@@ -110,11 +71,12 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         db = root / f"{corpus.name}.db"
         key_of = build_store(corpus, db, root / "embedder", args.model, docs)
         if not args.no_daemon:
-            rankings["clade"], lat = through_daemon(corpus.name, db, key_of, root, args.model, q.text)
-            latencies.append(lat)
-        rankings["in-process"] = in_process(db, key_of, root / "embedder", args.model, q.text)
-        for f in (db, db.with_suffix(".copy.db")):
-            f.unlink(missing_ok=True)
+            found, lat = through_daemon(corpus, db, key_of, root, args.model, top_k=TOP)
+            rankings["clade"] = found[0]
+            latencies += lat
+        rankings["in-process"] = in_process(corpus, db, key_of, root / "embedder", args.model,
+                                            [LEXICAL_WEIGHT], k=TOP)[f"w={LEXICAL_WEIGHT:g}"][0]
+        db.unlink(missing_ok=True)
         types.append(TYPES[q.category - 1])
         sessions = loaded.answer_sessions[corpus.name]
         evidence = frozenset(turn_of(k) for k in q.evidence)

@@ -157,23 +157,6 @@ def bm25n(w: float, p: float) -> Relevance:
     return rel
 
 
-def bm25x(w: float, p: float, r: float, drop: float) -> Relevance:
-    """`bm25n` with the reach damping to the power `r` (0: none) and, with `drop`, the `FRAMING`
-    stems left out of coverage and reach."""
-    stems = FRAMING_SETS[drop]
-
-    def rel(q: QueryFeatures) -> np.ndarray:
-        cov, reach = without(q, stems)
-        heldc = np.array([fusion.held_coverage(float(v), reach) for v in cov])
-        base = (_cos(q) + fusion.LEXICAL_WEIGHT * cov ** fusion.COVERAGE_POWER
-                + fusion.HELD_WEIGHT * heldc ** fusion.HELD_POWER)
-        best = float(q.bm25.max()) if len(q.bm25) else 0.0
-        norm = q.bm25 / best if best > 0 else np.zeros(len(q.bm25))
-        out: np.ndarray = base + w * norm ** p * reach ** r
-        return out
-    return rel
-
-
 def session(lam: float) -> Relevance:
     def rel(q: QueryFeatures) -> np.ndarray:
         base = shipped(q)
@@ -187,39 +170,6 @@ def session(lam: float) -> Relevance:
             for j, v in zip(idx, vals, strict=True):
                 other = top2[0] if v == top2[1] else top2[1]
                 out[j] += lam * other
-        return out
-    return rel
-
-
-# Words that frame a question rather than say what it is about (a candidate sharing one shares
-# only the framing): what the `framing` family drops from the query's stems before coverage.
-FRAMING = frozenset({"did", "mani", "much", "am", "ago", "whom", "whose", "ever", "rememb", "remind", "recal",
-                     "mention", "tell", "told", "know", "current", "recent", "last"})
-
-
-FRAMING_CORE = frozenset({"did", "mani", "much", "am", "ago", "whom", "whose", "ever"})
-FRAMING_SETS = {0.0: frozenset(), 1.0: FRAMING, 2.0: FRAMING_CORE,
-                3.0: FRAMING_CORE | {"rememb", "remind", "recal", "mention", "tell", "told"}}
-
-
-def without(q: QueryFeatures, drop: frozenset[str]) -> tuple[np.ndarray, float]:
-    """Coverage and reach recomputed with the stems `drop` left out of the query's weights."""
-    weights = {s: w for s, w in q.weights.items() if s not in drop}
-    total = sum(weights.values())
-    if total <= 0 or len(weights) == len(q.weights):
-        return q.coverage, q.reach
-    cov = np.array([sum(w for s, w in weights.items() if s in tf) / total for tf in q.tf])
-    union = set().union(*q.tf) if q.tf else set()
-    return cov, sum(w for s, w in weights.items() if s in union) / total
-
-
-def framing(a: float, b: float, drop: float) -> Relevance:
-    stems = FRAMING_SETS[drop]
-
-    def rel(q: QueryFeatures) -> np.ndarray:
-        cov, reach = without(q, stems)
-        heldc = np.array([fusion.held_coverage(float(v), reach) for v in cov])
-        out: np.ndarray = _cos(q) + a * cov ** fusion.COVERAGE_POWER + b * heldc ** fusion.HELD_POWER
         return out
     return rel
 
@@ -239,9 +189,6 @@ FAMILIES: dict[str, tuple[Callable[..., Relevance], dict[str, Sequence[float]]]]
                         "b": (0.25, 0.5, 0.75)}),
     "bm25n": (bm25n, {"w": W, "p": (1.0, 2.0, 3.0)}),
     "session": (session, {"lam": (0.0, 0.02, 0.05, 0.1, 0.2, 0.3)}),
-    "bm25x": (bm25x, {"w": (0.05, 0.1, 0.15, 0.2, 0.25, 0.3), "p": (2.0, 3.0, 4.0, 6.0), "r": (0.0, 1.0, 2.0),
-                      "drop": (0.0, 1.0)}),
-    "framing": (framing, {"a": (0.3,), "b": (0.45,), "drop": (0.0, 1.0, 2.0, 3.0)}),
 }
 
 
