@@ -35,6 +35,7 @@ from daemon.datadir import DataDir
 from daemon.errors import ConfigError, DaemonError
 from daemon.grimoire import atomic_write
 from daemon.grimoire.storage_faults import sole_cause, storage_refusal
+from daemon.native_memory import limit_arenas
 from daemon.presence import DaemonLock, DataDirLocked, recorded_pid
 from daemon.service.backup_schedule import run_backups
 from daemon.service.clock import Clock
@@ -444,6 +445,7 @@ def run_daemon(data: DataDir, *, api: ApiFactory, config_path: Path | None = Non
     `p2p_overrides` (from `clade run --listen/--bootstrap/--no-mdns`) replace those keys of
     the `[p2p]` section, also across SIGHUP reloads.
     """
+    limit_arenas()  # before the store, p2p and worker threads allocate (daemon/native_memory.py)
     path = config_path or data.config_path
     daemon = DaemonRuntime(data, path, Notifier(), api, p2p_overrides)
     try:

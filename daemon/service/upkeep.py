@@ -28,6 +28,7 @@ from daemon.grimoire.curator.cycle import CycleReport, RewriteVectors, apply_llm
 from daemon.grimoire.episodes import has_episodes
 from daemon.grimoire.records import NewEntry
 from daemon.grimoire.write_door import Prepared
+from daemon.native_memory import release_free_memory
 from daemon.service.backup import create_backup, default_recipients, report_json
 from daemon.service.backup_schedule import BackupSchedule
 from daemon.service.curation import (
@@ -90,6 +91,7 @@ class Upkeep:
             self.data, clade_keys=clade_keys, x25519_recipients=publics, recipient_names=names,
             golem=self.identity.peer_id, include_identity=include_identity, keep=config.backup.keep,
             now_ms=self.now_ms()))
+        await trio.to_thread.run_sync(release_free_memory)  # the snapshot's and zstd's buffers (native_memory.py)
         doc = report_json(report)
         self.publish("backup_written", doc)
         styx = config.styx
@@ -174,10 +176,14 @@ class Upkeep:
             self.local_write()
         # The episode ANN index (built past 100k rows, re-merged as rows arrive) takes tens of
         # seconds: build it here, in the background, never on a request and never on the writer thread.
-        try:
-            await trio.to_thread.run_sync(lambda: self.data.open_episodes().ensure_index())
+        try:  # no episode ever appended: no index to build, and LanceDB is not imported for it
+            if has_episodes(self.data.episodes_path):
+                await trio.to_thread.run_sync(lambda: self.data.open_episodes().ensure_index())
         except Exception as exc:  # noqa: BLE001 - an index build failure must not stop the cycle
             log.warning("curator: episode index maintenance failed: %s", exc)
+        # What the cycle freed (every live entry read, the vectors' mapping) back to the kernel:
+        # glibc keeps freed heap mapped, and the holes grew with the store (native_memory.py).
+        await trio.to_thread.run_sync(release_free_memory)
         report.duration_ms = round((time.monotonic() - started) * 1000)
         for reason, count in report.promotion_refused.items():  # why fresh knowledge did not cross at once
             self.counters[f"promotion_refused_{reason}"] += count

@@ -17,7 +17,7 @@ import pytest
 from daemon.datadir import DataDir
 from daemon.embedding.embedder import _package_dir, get_embedder, unload
 from daemon.grimoire.episodes import Episode, EpisodeLog, has_episodes
-from daemon.native_memory import resident
+from daemon.native_memory import limit_arenas, resident
 from daemon.testing.process import DaemonProc
 from tests.helpers.cli import CliRunner
 from tests.helpers.daemon import search_by_meaning
@@ -137,6 +137,18 @@ def test_resident_reads_proc_status(tmp_path: Path) -> None:
     assert resident(status).to_json() == {"rss_mib": 100.0, "peak_rss_mib": 200.0}
     assert resident(tmp_path / "absent").rss_bytes == 0
     assert resident().rss_bytes > 0
+
+
+def test_limit_arenas_keeps_the_environments_choice(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+    assert limit_arenas() is False
+
+
+def test_a_curator_cycle_without_episodes_leaves_lancedb_unloaded(daemon: DaemonProc) -> None:
+    daemon.call("POST", "/v1/memory", json={"content": ENTRY, "memory_type": "insight"})
+    daemon.call("POST", "/v1/curator/run")
+    # No episode was ever appended: the episode index has nothing to build (LanceDB: ~60 MiB resident).
+    assert "_lancedb" not in _maps(daemon.pid)
 
 
 def test_unload_forgets_the_model_and_the_next_use_loads_it_again(tmp_path: Path) -> None:
