@@ -243,7 +243,10 @@ def test_pad_ranks_mood_congruent_entries_higher_in_search_digest_and_tools(shar
 
     plain = search()
     assert [i for i, _ in plain] == [tense, calm]
-    assert search(pad=None) == plain  # no pad: nothing changes
+    # no pad: nothing changes (the scores up to the recency that decays between the two searches)
+    unpadded = search(pad=None)
+    assert [i for i, _ in unpadded] == [i for i, _ in plain]
+    assert [s for _, s in unpadded] == pytest.approx([s for _, s in plain], abs=1e-4)
     assert [i for i, _ in search(pad=CALM)] == [calm, tense]
     assert [i for i, _ in search(pad=TENSE)] == [tense, calm]
 
