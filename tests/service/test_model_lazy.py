@@ -99,6 +99,10 @@ def test_the_model_loads_on_first_need_and_leaves_when_unused(quick_unload: None
     assert host is not None and status["memory"]["model_rss_mib"] > 0
     assert "onnxruntime" in _maps(host)
     assert not [lib for lib in ("onnxruntime", "tokenizers") if lib in _maps(daemon.pid)]
+    # A curator cycle (answered once it has run) in a golem that never stored an episode leaves
+    # LanceDB unloaded: its episode index has nothing to build (LanceDB: ~60 MiB resident).
+    daemon.call("POST", "/v1/curator/run")
+    assert "_lancedb" not in _maps(daemon.pid)
     # Unused for a second, the embedder service unloads it at its next idle turn (every 2 s): the process ends.
     unloaded = _wait_status(daemon, lambda s: not s["memory"]["model_loaded"])
     assert unloaded["counters"]["embedding_model_unloads"] >= 1
@@ -142,13 +146,6 @@ def test_resident_reads_proc_status(tmp_path: Path) -> None:
 def test_limit_arenas_keeps_the_environments_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
     assert limit_arenas() is False
-
-
-def test_a_curator_cycle_without_episodes_leaves_lancedb_unloaded(daemon: DaemonProc) -> None:
-    daemon.call("POST", "/v1/memory", json={"content": ENTRY, "memory_type": "insight"})
-    daemon.call("POST", "/v1/curator/run")
-    # No episode was ever appended: the episode index has nothing to build (LanceDB: ~60 MiB resident).
-    assert "_lancedb" not in _maps(daemon.pid)
 
 
 def test_unload_forgets_the_model_and_the_next_use_loads_it_again(tmp_path: Path) -> None:
