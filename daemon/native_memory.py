@@ -12,7 +12,8 @@ does for the embedding process. glibc gives threads arenas of their own, up to 8
 each keeps the holes its freed chunks leave: the daemon's worker threads come and go (trio's
 thread cache, backup stages), each landing on one of 16 arenas on 2 cores, and the freed-but-
 kept heap grew with the store (bench/RESULTS.md, "The daemon's RSS under load"). Two arenas
-and a trim after each curator cycle and backup (`release_free_memory`) cut that growth by ~80 %.
+and a trim after each curator cycle and backup (`release_free_memory`) cut that growth by
+about two-thirds while entries arrive, and to nothing once they stop.
 """
 
 from __future__ import annotations
@@ -56,17 +57,16 @@ def resident(status: Path = Path("/proc/self/status")) -> Resident:
     return Resident(fields.get("VmRSS", 0), fields.get("VmHWM", 0))
 
 
-def _libc(symbol: str) -> Callable[..., int] | None:
-    name = ctypes.util.find_library("c")
-    try:
-        fn: Callable[..., int] = getattr(ctypes.CDLL(name or "libc.so.6"), symbol)
-    except (OSError, AttributeError):
+def _load_libc() -> ctypes.CDLL | None:
+    try:  # find_library runs ldconfig: once per process, at import
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:
         return None
-    return fn
 
 
-_TRIM = _libc("malloc_trim")
-_MALLOPT = _libc("mallopt")
+_LIBC = _load_libc()
+_TRIM: Callable[[int], int] | None = getattr(_LIBC, "malloc_trim", None)
+_MALLOPT: Callable[[int, int], int] | None = getattr(_LIBC, "mallopt", None)
 
 
 def limit_arenas(count: int = ARENAS) -> bool:
