@@ -12,6 +12,7 @@ import dataclasses
 import enum
 import json
 import os
+import sqlite3
 import sys
 import typing
 from collections.abc import Callable, Sequence
@@ -47,6 +48,7 @@ from daemon.errors import DaemonError, UsageError
 from daemon.grimoire import Episode, wall_clock_ms
 from daemon.grimoire.episode_recall import EpisodeQuery, recall_episodes
 from daemon.grimoire.fields import cli_options, parse_event_time
+from daemon.grimoire.storage_faults import storage_refusal
 
 __all__ = ["build_parser", "main"]
 
@@ -466,13 +468,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, InvalidValue, MembershipError, VaultError) as exc:
         return _fail(2, str(exc))
     except (DaemonError, CryptoError) as exc:
-        return _fail(1, str(exc))
+        return _fail(1, _with_remedy(exc))
     except BrokenPipeError:
         # `clade list | head`: the reader went away; not an error of ours.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except (OSError, sqlite3.Error) as exc:
+        if storage_refusal(exc) is None:
+            raise
+        return _fail(1, _with_remedy(exc))  # a full or read-only disk: what to do, not a traceback
     except KeyboardInterrupt:
         return 130
+
+
+def _with_remedy(exc: BaseException) -> str:
+    """The error's text, and what to do when the storage refused (a full or read-only disk)."""
+    refusal = storage_refusal(exc)
+    return str(exc) if refusal is None else f"{exc}; {refusal.detail}"
 
 
 def _fail(code: int, message: str) -> int:

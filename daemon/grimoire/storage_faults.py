@@ -20,6 +20,9 @@ _SQLITE_READONLY = 8
 _SQLITE_IOERR = 10
 _SQLITE_FULL = 13
 _SQLITE_CANTOPEN = 14
+# Growing the WAL's shared-memory file failed: a full filesystem (SQLite says "disk I/O error";
+# a read-only one fails earlier, with SQLITE_READONLY_*). Seen on a full tmpfs when a backup opens the store.
+_SQLITE_IOERR_SHMSIZE = 4874
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,12 +46,26 @@ _IO = StorageRefusal(503, "storage_unavailable",
 
 
 def storage_refusal(exc: BaseException) -> StorageRefusal | None:
-    """The refusal `exc` stands for, or None when it is not a storage failure."""
+    """The refusal `exc` stands for, or None when it is not a storage failure. An error raised
+    *from* a storage failure (`raise DaemonError("cannot snapshot …") from exc`) stands for that
+    failure: its explicit causes are followed."""
+    cause: BaseException | None = exc
+    for _ in range(8):  # a cause chain is short; a cycle must not spin
+        if cause is None:
+            return None
+        refusal = _refusal(cause)
+        if refusal is not None:
+            return refusal
+        cause = cause.__cause__
+    return None
+
+
+def _refusal(exc: BaseException) -> StorageRefusal | None:
     if isinstance(exc, sqlite3.Error):
         code = getattr(exc, "sqlite_errorcode", None)
         primary = None if code is None else int(code) & 0xFF
         text = str(exc).lower()
-        if primary == _SQLITE_FULL or "disk is full" in text:
+        if primary == _SQLITE_FULL or code == _SQLITE_IOERR_SHMSIZE or "disk is full" in text:
             return _FULL
         if primary == _SQLITE_READONLY or "readonly database" in text:
             return _READ_ONLY

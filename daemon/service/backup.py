@@ -133,7 +133,9 @@ def create_backup(
     """Write an encrypted backup of `data`; returns where and how big. `now_ms`: when it is
     made (its name, manifest and file times: the daemon passes its clock's; default the wall clock).
 
-    Raises `VaultError` without recipients, `DaemonError` if the store cannot be read.
+    Raises `VaultError` without recipients, `DaemonError` if the store cannot be read (raised
+    from SQLite's error, so `storage_refusal` still sees a full or read-only disk), `OSError`
+    if the backup cannot be written; nothing partial is left either way.
     """
     started = time.monotonic()
     now_ms = wall_clock_ms() if now_ms is None else now_ms
@@ -154,7 +156,8 @@ def create_backup(
             source.close()
             target.close()
         except sqlite3.Error as exc:
-            raise DaemonError(f"cannot snapshot {data.db_path}: {exc}") from None
+            # `from exc`: a full or read-only disk stays recognisable (the API answers 507/503)
+            raise DaemonError(f"cannot snapshot {data.db_path}: {exc}") from exc
         lance_files, lance_version = _lance_snapshot(data.episodes_path)
         manifest = {
             "format": 1, "golem": golem, "created_ms": now_ms, "episodes_version": lance_version,

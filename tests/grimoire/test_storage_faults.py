@@ -55,3 +55,20 @@ def test_a_sync_the_storage_refused_is_counted_not_reported_as_a_bug() -> None:
     except KeyError:
         internal_error(counters, "sync with %s", "peer")
     assert counters == Counter(sync_storage_refused=1, internal_errors=1)
+
+
+def test_an_error_raised_from_a_storage_failure_stands_for_it() -> None:
+    from daemon.errors import DaemonError
+
+    try:
+        try:
+            raise sqlite3.OperationalError("database or disk is full")
+        except sqlite3.Error as exc:
+            raise DaemonError(f"cannot snapshot: {exc}") from exc
+    except DaemonError as wrapped:
+        refusal = storage_refusal(wrapped)
+    assert refusal is not None and refusal.status == 507
+    assert storage_refusal(DaemonError("cannot snapshot: bad header")) is None
+    looped = DaemonError("a")
+    looped.__cause__ = looped  # a cycle ends, it does not spin
+    assert storage_refusal(looped) is None

@@ -3,6 +3,7 @@ constant memory on a 1 GiB store, and the CLI flows."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -10,6 +11,7 @@ import random
 import secrets
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import nacl.public
@@ -357,3 +359,68 @@ def test_verify_streams_large_files(tmp_path: Path) -> None:
                     "from daemon.service.backup import verify_backup; "
                     "verify_backup(Path(sys.argv[1]), VaultKeys(clade_key=bytes(range(32))))", str(path))
     assert peak < 150, f"verify peaked at {peak} MB for a 96 MiB file"
+
+
+@pytest.fixture
+def full_volume(tmp_path: Path) -> Iterator[Path]:
+    """A 4 MiB tmpfs (root only: else skipped, and said so), unmounted after the test."""
+    volume = tmp_path / "volume"
+    volume.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(volume)],
+                             capture_output=True, check=False)
+    if mounted.returncode != 0:
+        pytest.skip("a full disk needs a tmpfs of its own: mount needs root")
+    try:
+        yield volume
+    finally:
+        subprocess.run(["umount", "-l", str(volume)], capture_output=True, check=False)
+
+
+def _fill(volume: Path) -> Path:
+    """A file taking every free byte of `volume`."""
+    filler = volume / "filler.bin"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        for size in (1 << 16, 512, 1):
+            with contextlib.suppress(OSError):
+                while True:
+                    os.write(fd, b"\0" * size)
+    finally:
+        os.close(fd)
+    return filler
+
+
+def test_a_backup_on_a_full_disk_is_a_storage_refusal_not_a_bug(
+        full_volume: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The soak's one server error: SQLite's snapshot failing for a full disk was wrapped in a
+    plain `DaemonError`, so the API answered 500, not 507. Now the refusal is seen through the
+    wrapper (the API's handler calls `storage_refusal`), the CLI says what to do without a
+    traceback, nothing partial is left, and the next backup after space is freed succeeds."""
+    from daemon.cli.main import main
+    from daemon.errors import DaemonError
+    from daemon.grimoire.storage_faults import storage_refusal
+
+    data = DataDir(full_volume / "golem")
+    data.init()
+    ident = data.load_identity()
+    with data.open_store(identity=ident) as store:
+        seed(store, [NewEntry(kind=Kind.WARNING, content=f"Warning {i}: pool {i} drains at dawn " + "x" * 300)
+                     for i in range(200)], identity=ident)
+    filler = _fill(full_volume)
+    recipient = nacl.public.PrivateKey.generate().public_key.encode()
+    with pytest.raises(DaemonError, match="cannot snapshot") as caught:
+        create_backup(data, clade_keys=[], x25519_recipients=[recipient], recipient_names=["owner"],
+                      golem=ident.peer_id)
+    refusal = storage_refusal(caught.value)
+    assert refusal is not None and (refusal.status, refusal.error) == (507, "insufficient_storage")
+
+    code = main(["--data-dir", str(data.root), "backup", "--recipient", ident.peer_id])
+    err = capsys.readouterr().err
+    assert code == 1 and "free space" in err and "Traceback" not in err, err
+    assert not list(data.backups_path.glob("*")) if data.backups_path.exists() else True
+    assert not [p for p in data.root.iterdir() if p.name.startswith(".backup-")]
+
+    filler.unlink()
+    report = create_backup(data, clade_keys=[], x25519_recipients=[recipient], recipient_names=["owner"],
+                           golem=ident.peer_id)
+    assert report.path.exists() and report.bytes > 0
