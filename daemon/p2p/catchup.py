@@ -40,11 +40,13 @@ from .peers import PeerBook, PeerRecord
 from .ports import DaemonPort, Links, Stream, announce_received, internal_error
 from .sync import ROUND_DELTAS, PullResult, pull, serve
 
-__all__ = ["SYNC_PROTOCOL", "CatchUp"]
+__all__ = ["SYNC_PROTOCOL", "SYNC_PROTOCOLS", "SYNC_V2_PROTOCOL", "CatchUp"]
 
 log = logging.getLogger("clade.p2p")
 
-SYNC_PROTOCOL = "/clade/sync/1.0.0"
+SYNC_PROTOCOL = "/clade/sync/1.0.0"  # contexts whole: still served, for daemons before sync v2
+SYNC_V2_PROTOCOL = "/clade/sync/2.0.0"  # contexts reconciled by their difference (crdt.summary)
+SYNC_PROTOCOLS = (SYNC_V2_PROTOCOL, SYNC_PROTOCOL)  # what a pull offers, most preferred first
 STORE_ERRORS = (sqlite3.Error, StoreError, OSError)  # the store could not answer (disk, lock)
 
 
@@ -85,9 +87,10 @@ class CatchUp(NodePart):
         stream: Stream | None = None
         started = trio.current_time()
         try:
-            stream = await self.links.open_stream(peer_id, SYNC_PROTOCOL)
+            stream, protocol = await self.links.open_stream_of(peer_id, SYNC_PROTOCOLS)
             result = await pull(stream, local_context=self._local_context,
-                                apply=functools.partial(self._apply_sync_round, sender=peer_id))
+                                apply=functools.partial(self._apply_sync_round, sender=peer_id),
+                                version=2 if protocol == SYNC_V2_PROTOCOL else 1)
         except SyncRefused as exc:
             self.counters["sync_refused_by_peer"] += 1
             log.warning("sync with %s refused: %s", peer_id, exc)
@@ -217,14 +220,15 @@ class CatchUp(NodePart):
             announce_received(self.daemon, sender, report, via="sync")
         self.daemon.publish("sync_progress", {"peer_id": sender, "applied": report.applied, "bytes": frame.size})
 
-    async def serve_sync(self, stream: Stream, peer_id: str) -> None:
-        """Answer a sibling's pull on `stream` (the node's stream handler). Never raises."""
+    async def serve_sync(self, stream: Stream, peer_id: str, *, version: int = 2) -> None:
+        """Answer a sibling's pull on `stream` (the node's stream handler: `version` 2 on
+        SYNC_V2_PROTOCOL, 1 on SYNC_PROTOCOL). Never raises."""
         record = self.book.get(peer_id)
         try:
             if not record.member:
                 self.counters["sync_refused_not_member"] += 1
                 await stream.write(encode_frame(messages.encode(
-                    messages.Refused("not_a_member", "say hello with a valid certificate first"))))
+                    messages.Refused("not_a_member", "say hello with a valid certificate first"), version)))
                 return
 
             def on_round(remote: CausalContext, local: CausalContext, more: bool) -> None:
@@ -234,7 +238,8 @@ class CatchUp(NodePart):
                 # it would send us from the dots of its private ops (`crdt.withheld.gap`).
                 record.ahead = remote.missing_count(local) if more else 0
 
-            figures = await serve(stream, extract=self._extract, on_round=on_round)
+            figures = await serve(stream, extract=self._extract, on_round=on_round,
+                                  local_context=self._local_context, version=version)
             self.book.note_traffic(peer_id, sent=figures.bytes_out, received=figures.bytes_in,
                                    msgs_out=figures.rounds, msgs_in=figures.rounds, now_ms=self.daemon.now_ms())
             self._count_traffic(sent=figures.bytes_out, received=figures.bytes_in, msgs_out=figures.rounds,

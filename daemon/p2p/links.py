@@ -10,6 +10,7 @@ catches them counts a failure and backs off; anything else is a bug (`ports.inte
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 import trio
 from libp2p.abc import IHost
@@ -94,6 +95,15 @@ class HostLinks:
         with trio.fail_after(DIAL_TIMEOUT_S):
             stream: Stream = await self.host.new_stream(ID.from_base58(peer_id), [TProtocol(protocol)])
         return stream
+
+    async def open_stream_of(self, peer_id: str, protocols: Sequence[str]) -> tuple[Stream, str]:
+        with trio.fail_after(DIAL_TIMEOUT_S):
+            stream = await self.host.new_stream(ID.from_base58(peer_id), [TProtocol(p) for p in protocols])
+        chosen = stream.get_protocol()
+        if chosen is None or chosen not in protocols:  # multistream-select agreed on one of ours, or failed
+            await stream.reset()
+            raise OSError(f"no protocol of {list(protocols)} was agreed with {peer_id}")
+        return stream, str(chosen)
 
     async def publish(self, topic: str, data: bytes) -> None:
         await self.pubsub.publish(topic, data)

@@ -7,6 +7,15 @@
     delta   = ["clade.delta", 1, encoded delta]           (crdt.codec)
     end     = ["clade.end", 1, more, context]             (this round is over; more = ask again)
 
+`/clade/sync/2.0.0` (`crdt.summary`: contexts reconciled by their difference) has the same
+`refused` and `delta` (version 2) and instead of v1's want and end:
+
+    want    = ["clade.want", 2, nonce (8 B), "rows", [[tag, vv, cloud], …]]   (a small context, whole)
+            | ["clade.want", 2, nonce, "buckets", [fingerprint (8 B), …]]     (a power of two of them)
+    ask     = ["clade.ask", 2, [bucket, …]]               (responder: these buckets differ, send their rows)
+    rows    = ["clade.rows", 2, [[tag, vv, cloud], …]]   (asker: the rows of the asked buckets)
+    end     = ["clade.end", 2, more, [[tag or peer id, vv, cloud], …]]   (the responder's rows that differ)
+
 Each message is one frame (`frames`). Decoding is strict (`crdt.ops.unpack_strict`: caps on
 every length, no maps, no extensions) and raises `RemoteProtocolError` with a counter
 label; the certificate and revocation list are only *parsed* here, checked by the node.
@@ -20,14 +29,26 @@ from typing import Any
 import msgpack
 
 from crdt import CausalContext, RemoteProtocolError
-from crdt.codec import MAX_CLOUD, decode_context, encode_context
+from crdt.codec import MAX_CLOUD, MAX_REPLICAS, decode_context, encode_context
 from crdt.ops import unpack_strict
+from crdt.summary import (
+    NONCE_BYTES,
+    TAG_BYTES,
+    TaggedRow,
+    WireRow,
+    check_buckets,
+    decode_rows,
+    decode_tagged_rows,
+    encode_rows,
+)
 
 from .frames import MAX_FRAME_BYTES
 
-__all__ = ["DeltaFrame", "End", "Hello", "Message", "Refused", "Want", "decode", "encode"]
+__all__ = ["SYNC_V2", "Ask", "DeltaFrame", "End", "EndDiff", "Hello", "Message", "Refused", "Rows", "Want",
+           "WantSummary", "decode", "encode"]
 
 VERSION = 1
+SYNC_V2 = 2
 MAX_ADDRS = 16
 MAX_ADDR_CHARS = 256
 MAX_SIBLINGS = 64
@@ -69,22 +90,57 @@ class End:
     context: CausalContext
 
 
-Message = Hello | Refused | Want | DeltaFrame | End
+@dataclass(frozen=True, slots=True)
+class WantSummary:
+    """v2's want: the asker's rows (`rows`, a small context) or its bucket fingerprints."""
+
+    nonce: bytes
+    rows: tuple[TaggedRow, ...] | None = None
+    fingerprints: tuple[bytes, ...] = ()
 
 
-def encode(message: Message) -> bytes:
-    """The frame payload of a message."""
+@dataclass(frozen=True, slots=True)
+class Ask:
+    buckets: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Rows:
+    rows: tuple[TaggedRow, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class EndDiff:
+    more: bool
+    rows: tuple[WireRow, ...]
+
+
+Message = Hello | Refused | Want | DeltaFrame | End | WantSummary | Ask | Rows | EndDiff
+
+
+def encode(message: Message, version: int = VERSION) -> bytes:
+    """The frame payload of a message (`version`: the sync stream's, for refused and delta)."""
     body: list[Any]
     match message:
+        case WantSummary(rows=None):
+            body = ["clade.want", SYNC_V2, message.nonce, "buckets", list(message.fingerprints)]
+        case WantSummary():
+            body = ["clade.want", SYNC_V2, message.nonce, "rows", encode_rows(message.rows or ())]
+        case Ask():
+            body = ["clade.ask", SYNC_V2, list(message.buckets)]
+        case Rows():
+            body = ["clade.rows", SYNC_V2, encode_rows(message.rows)]
+        case EndDiff():
+            body = ["clade.end", SYNC_V2, message.more, encode_rows(message.rows)]
         case Hello():
             body = ["clade.hello", VERSION, bytes.fromhex(message.clade_id), message.certificate,
                     message.revocations, list(message.addrs), list(message.siblings)]
         case Refused():
-            body = ["clade.refused", VERSION, message.reason, message.detail[:512]]
+            body = ["clade.refused", version, message.reason, message.detail[:512]]
         case Want():
             body = ["clade.want", VERSION, encode_context(message.context)]
         case DeltaFrame():
-            body = ["clade.delta", VERSION, message.delta]
+            body = ["clade.delta", version, message.delta]
         case End():
             body = ["clade.end", VERSION, message.more, encode_context(message.context)]
     return bytes(msgpack.packb(body, use_bin_type=True))
@@ -94,15 +150,18 @@ def _bad(detail: str) -> RemoteProtocolError:
     return RemoteProtocolError("malformed", detail)
 
 
-def decode(data: bytes) -> Message:
-    """Parse one message from a peer; raises `RemoteProtocolError` (malformed, unknown_version)."""
+def decode(data: bytes, version: int = VERSION) -> Message:
+    """Parse one message from a peer on a stream of `version` (1, or SYNC_V2 on
+    `/clade/sync/2.0.0`); raises `RemoteProtocolError` (malformed, unknown_version)."""
     fields = unpack_strict(data, max_len=MAX_FRAME_BYTES, max_array=MAX_CLOUD)
     if not isinstance(fields, list) or len(fields) < 2 or not isinstance(fields[0], str):
         raise _bad("a message is [tag, version, …]")
-    tag, version = fields[0], fields[1]
-    if type(version) is not int or version != VERSION:
-        raise RemoteProtocolError("unknown_version", f"{tag} version {version!r} (this daemon speaks {VERSION})")
+    tag, got = fields[0], fields[1]
+    if type(got) is not int or got != version:
+        raise RemoteProtocolError("unknown_version", f"{tag} version {got!r} (this stream speaks {version})")
     rest = fields[2:]
+    if version == SYNC_V2:
+        return _decode_v2(tag, rest)
     if tag == "clade.hello" and len(rest) == 5:
         clade, cert, revocations, addrs, siblings = rest
         if not (isinstance(clade, bytes) and len(clade) == 16 and isinstance(cert, bytes)
@@ -118,4 +177,32 @@ def decode(data: bytes) -> Message:
         return DeltaFrame(rest[0])
     if tag == "clade.end" and len(rest) == 2 and isinstance(rest[0], bool):
         return End(rest[0], decode_context(rest[1]))
+    raise _bad(f"unknown message {tag[:32]!r} or wrong field count")
+
+
+def _decode_v2(tag: str, rest: list[Any]) -> Message:
+    if tag == "clade.refused" and len(rest) == 2 and all(isinstance(x, str) for x in rest):
+        return Refused(rest[0][:64], rest[1][:512])
+    if tag == "clade.delta" and len(rest) == 1 and isinstance(rest[0], bytes):
+        return DeltaFrame(rest[0])
+    if tag == "clade.want" and len(rest) == 3 and isinstance(rest[0], bytes) and len(rest[0]) == NONCE_BYTES:
+        nonce, form, payload = rest
+        if form == "rows":
+            return WantSummary(nonce, rows=tuple(decode_tagged_rows(payload, max_rows=MAX_REPLICAS,
+                                                                    max_cloud=MAX_CLOUD)))
+        if form == "buckets" and isinstance(payload, list):
+            check_buckets(len(payload))
+            if not all(isinstance(f, bytes) and len(f) == TAG_BYTES for f in payload):
+                raise _bad(f"a bucket fingerprint is {TAG_BYTES} bytes")
+            return WantSummary(nonce, fingerprints=tuple(payload))
+        raise _bad("a want is [nonce, 'rows', rows] or [nonce, 'buckets', fingerprints]")
+    if tag == "clade.ask" and len(rest) == 1 and isinstance(rest[0], list):
+        asked = rest[0]
+        if not all(type(b) is int and b >= 0 for b in asked) or len(set(asked)) != len(asked):
+            raise _bad("an ask is a list of distinct bucket numbers")
+        return Ask(tuple(asked))
+    if tag == "clade.rows" and len(rest) == 1:
+        return Rows(tuple(decode_tagged_rows(rest[0], max_rows=MAX_REPLICAS, max_cloud=MAX_CLOUD)))
+    if tag == "clade.end" and len(rest) == 2 and isinstance(rest[0], bool):
+        return EndDiff(rest[0], tuple(decode_rows(rest[1], names=True, max_rows=MAX_REPLICAS, max_cloud=MAX_CLOUD)))
     raise _bad(f"unknown message {tag[:32]!r} or wrong field count")

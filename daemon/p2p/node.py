@@ -49,10 +49,11 @@ from .neighbourhood import DEFAULT_TARGET
 from .peers import PeerBook, PeerRecord
 from .ports import DaemonPort, log
 
-__all__ = ["HELLO_PROTOCOL", "SYNC_PROTOCOL", "ConnectionNotifee", "P2PNode", "parse_peer_addr", "topic_of"]
+__all__ = ["HELLO_PROTOCOL", "SYNC_PROTOCOL", "SYNC_V2_PROTOCOL", "ConnectionNotifee", "P2PNode", "parse_peer_addr", "topic_of"]
 
 HELLO_PROTOCOL = TProtocol(admission.HELLO_PROTOCOL)
 SYNC_PROTOCOL = TProtocol(catchup.SYNC_PROTOCOL)
+SYNC_V2_PROTOCOL = TProtocol(catchup.SYNC_V2_PROTOCOL)
 
 
 GOSSIP_GATE_WAIT_S = 60.0  # a peer's pubsub stream waits for its hello at most this long (see gate)
@@ -209,7 +210,10 @@ class P2PNode:
         await self.admission.serve_hello(stream, stream.muxed_conn.peer_id.to_base58())
 
     async def _sync_handler(self, stream: INetStream) -> None:
-        await self.catchup.serve_sync(stream, stream.muxed_conn.peer_id.to_base58())
+        await self.catchup.serve_sync(stream, stream.muxed_conn.peer_id.to_base58(), version=1)
+
+    async def _sync_v2_handler(self, stream: INetStream) -> None:
+        await self.catchup.serve_sync(stream, stream.muxed_conn.peer_id.to_base58(), version=2)
 
     def _discovered(self, info: PeerInfo) -> None:
         self.dialing.discovered(info.peer_id.to_base58(), [str(a) for a in info.addrs])
@@ -248,6 +252,7 @@ class P2PNode:
                         self.pubsub.set_topic_validator(self.topic, self.broadcast.validate, True)
                         self.host.set_stream_handler(HELLO_PROTOCOL, self._hello_handler)
                         self.host.set_stream_handler(SYNC_PROTOCOL, self._sync_handler)
+                        self.host.set_stream_handler(SYNC_V2_PROTOCOL, self._sync_v2_handler)
                         subscription = await self.pubsub.subscribe(self.topic)
                         self.pubsub.set_topic_validator(self.vector_topic, self.broadcast.validate_with_vectors, True)
                         with_vectors = await self.pubsub.subscribe(self.vector_topic)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -101,6 +101,11 @@ class Links(Protocol):
 
     async def open_stream(self, peer_id: str, protocol: str) -> Stream:
         """A new stream to a connected peer, within a deadline."""
+        ...
+
+    async def open_stream_of(self, peer_id: str, protocols: Sequence[str]) -> tuple[Stream, str]:
+        """A new stream speaking the first of `protocols` (most preferred first) the peer
+        supports, and which one, within a deadline."""
         ...
 
     async def publish(self, topic: str, data: bytes) -> None:

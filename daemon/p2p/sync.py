@@ -21,7 +21,16 @@ from crdt import ApplyReport, CausalContext
 from . import messages
 from .errors import SyncRefused
 from .frames import encode_frame, read_frame
-from .sync_state import ROUND_DELTAS, DeltaArrived, PeerRefused, PullState, RoundEnded, ServeState, WantReceived
+from .sync_state import (
+    ROUND_DELTAS,
+    DeltaArrived,
+    PeerRefused,
+    PullState,
+    RoundEnded,
+    ServeState,
+    SummaryReceived,
+    WantReceived,
+)
 
 __all__ = ["READ_TIMEOUT_S", "ROUND_DELTAS", "Apply", "PullResult", "ServeResult", "SyncStream", "pull", "serve"]
 
@@ -67,16 +76,16 @@ class ServeResult:
 async def _flush(stream: SyncStream, state: PullState | ServeState) -> int:
     sent = 0
     while (message := state.next_message()) is not None:
-        frame = encode_frame(messages.encode(message))
+        frame = encode_frame(messages.encode(message, state.version))
         await stream.write(frame)
         sent += len(frame)
     return sent
 
 
-async def _receive(stream: SyncStream, timeout_s: float) -> tuple[messages.Message, int]:
+async def _receive(stream: SyncStream, timeout_s: float, version: int) -> tuple[messages.Message, int]:
     with trio.fail_after(timeout_s):
         payload = await read_frame(stream)
-    return messages.decode(payload), len(payload)
+    return messages.decode(payload, version), len(payload)
 
 
 async def pull(
@@ -85,11 +94,13 @@ async def pull(
     local_context: Callable[[], Awaitable[CausalContext]],
     apply: Apply,
     read_timeout_s: float = READ_TIMEOUT_S,
+    version: int = 1,
 ) -> PullResult:
     """Ask until the responder has nothing we lack; `apply` joins each round's deltas while
     the round is still arriving. Joined deltas stay joined whatever is raised (see the
-    module docstring for what may be), those of a round cut short included."""
-    state = PullState()
+    module docstring for what may be), those of a round cut short included. `version`: the
+    stream's protocol (1, or 2 on `/clade/sync/2.0.0`: `sync_state`)."""
+    state = PullState(version=version)
     result = PullResult()
     started = trio.current_time()
     state.start(await local_context())
@@ -158,7 +169,7 @@ async def _alongside(task: Callable[[], Awaitable[None]], main: Callable[[], Awa
 async def _read_round(stream: SyncStream, state: PullState, send: trio.MemorySendChannel[bytes],
                       result: PullResult, read_timeout_s: float) -> RoundEnded:
     while True:
-        message, size = await _receive(stream, read_timeout_s)
+        message, size = await _receive(stream, read_timeout_s, state.version)
         result.bytes_in += size
         for event in state.receive(message):
             if isinstance(event, PeerRefused):
@@ -167,6 +178,7 @@ async def _read_round(stream: SyncStream, state: PullState, send: trio.MemorySen
                 await send.send(event.delta)
             else:
                 return event
+        result.bytes_out += await _flush(stream, state)  # v2: the rows an ask named
 
 
 async def serve(
@@ -174,21 +186,29 @@ async def serve(
     *,
     extract: Extract,
     on_round: Callable[[CausalContext, CausalContext, bool], None],
+    local_context: Callable[[], Awaitable[CausalContext]] | None = None,
     read_timeout_s: float = READ_TIMEOUT_S,
+    version: int = 1,
 ) -> ServeResult:
     """Answer wants until the asker closes its end; returns traffic figures.
 
-    `on_round(asker's context, ours, more)` is called after each round is extracted."""
-    state = ServeState()
+    `on_round(asker's context, ours, more)` is called after each round is extracted.
+    `version` 2 needs `local_context` (our context, to reconcile the asker's summary with)."""
+    if version != 1 and local_context is None:
+        raise ValueError("sync v2 serves with local_context")
+    state = ServeState(version=version)
     result = ServeResult()
     while not state.closed:
         try:
-            message, size = await _receive(stream, read_timeout_s)
+            message, size = await _receive(stream, read_timeout_s, version)
         except EOFError:
             events = state.receive_eof()
         else:
             result.bytes_in += size
             events = state.receive(message)
+        if any(isinstance(event, SummaryReceived) for event in events):
+            assert local_context is not None
+            events = state.reconcile(await local_context())
         for event in events:
             if isinstance(event, WantReceived):
                 more, local = await _serve_round(stream, state, extract, event.context, result)

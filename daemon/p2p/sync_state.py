@@ -62,6 +62,15 @@ ROUND_DELTAS deltas; a real host says `more` when it has further ones):
 >>> serve.receive_eof()                                          # the asker closes its end
 [Closed()]
 
+Version 2 (`/clade/sync/2.0.0`, `PullState(version=2)` / `ServeState(version=2)`) reconciles
+the contexts by their difference (`crdt.summary`) instead of sending them whole. A want
+carries the asker's rows (a small context) or its bucket fingerprints; the responder's state
+asks the host for its context (`SummaryReceived` → `reconcile(context)`), and, when buckets
+differ, asks for their rows (`ask` → the asker's state answers `rows` by itself). The events
+the host sees are otherwise the same: `WantReceived` with the asker's context (as far as the
+responder has its writers), `RoundEnded` with the responder's whole context, rebuilt from
+the rows of its `end` that differ.
+
 Error contract (h11's): a method raises `RemoteProtocolError` (from `crdt`, its `reason` a
 counter label) when the peer broke the protocol — a message out of turn, too many deltas in
 a round, a stalled responder — and `LocalProtocolError` when the host called it out of turn.
@@ -71,12 +80,25 @@ Nothing else escapes. After either, the state is FAILED and every further call r
 
 from __future__ import annotations
 
+import secrets
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
 from crdt import CausalContext, RemoteProtocolError
+from crdt.summary import (
+    NONCE_BYTES,
+    ROWS_AT_MOST,
+    AskerView,
+    Tagged,
+    asker_view,
+    bucket_count,
+    bucket_of,
+    diff_rows,
+    differing,
+    responder_context,
+)
 
 from . import messages
 from .errors import LocalProtocolError
@@ -93,6 +115,7 @@ __all__ = [
     "RoundEnded",
     "ServePhase",
     "ServeState",
+    "SummaryReceived",
     "WantReceived",
 ]
 
@@ -109,6 +132,11 @@ class WantReceived:
     """Serve side: the asker wants what it lacks. Extract a round for `context`, then `answer`."""
 
     context: CausalContext
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryReceived:
+    """Serve side, v2: a want came as a summary. Call `reconcile` with our causal context."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +172,7 @@ class Closed:
 
 
 PullEvent = DeltaArrived | RoundEnded | PeerRefused
-ServeEvent = WantReceived | Closed
+ServeEvent = WantReceived | SummaryReceived | Closed
 
 
 def _name(message: messages.Message) -> str:
@@ -179,7 +207,14 @@ class PullState:
     - `refusal`: the responder's refusal, if it refused.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, version: int = 1, nonces: Callable[[], bytes] | None = None) -> None:
+        if version not in (1, messages.SYNC_V2):
+            raise LocalProtocolError(f"sync version {version} (1 or {messages.SYNC_V2})")
+        self.version = version
+        self._nonces = nonces or (lambda: secrets.token_bytes(NONCE_BYTES))
+        self._sent: Tagged | None = None  # v2: the last want's context, as tagged
+        self._buckets = 0  # v2: the last want's bucket count (0: it sent its rows)
+        self._answered_ask = False
         self.phase = PullPhase.START
         self.rounds = 0
         self.deltas = 0
@@ -220,7 +255,18 @@ class PullState:
     def _want(self, context: CausalContext) -> None:
         self.last_want = context
         self.round_deltas = 0
-        self._outbox.append(messages.Want(context))
+        if self.version == 1:
+            self._outbox.append(messages.Want(context))
+        else:
+            sent = self._sent = Tagged.of(context, self._nonces())
+            self._answered_ask = False
+            if len(sent.rows) <= ROWS_AT_MOST:
+                self._buckets = 0
+                self._outbox.append(messages.WantSummary(sent.nonce, rows=tuple(sent.rows_in(None))))
+            else:
+                self._buckets = bucket_count(len(sent.rows))
+                self._outbox.append(messages.WantSummary(sent.nonce, fingerprints=tuple(
+                    sent.fingerprints(self._buckets))))
         self.phase = PullPhase.AWAITING
 
     def next_message(self) -> messages.Message | None:
@@ -243,17 +289,30 @@ class PullState:
             self.round_deltas += 1
             self.deltas += 1
             return [DeltaArrived(message.delta)]
-        if isinstance(message, messages.End):
-            self.rounds += 1
-            self.remote_context = message.context
-            self.more = message.more
-            self.phase = PullPhase.APPLYING
-            return [RoundEnded(deltas=self.round_deltas, more=message.more, context=message.context)]
+        if isinstance(message, messages.End) and self.version == 1:
+            return self._ended(message.more, message.context)
+        if isinstance(message, messages.EndDiff) and self._sent is not None:
+            return self._ended(message.more, responder_context(self._sent, message.rows))
+        if isinstance(message, messages.Ask) and self._sent is not None:
+            if not self._buckets or self._answered_ask or self.round_deltas:
+                raise self._remote("malformed", "an ask must come first, once, and only after buckets were sent")
+            if any(b >= self._buckets for b in message.buckets):
+                raise self._remote("malformed", f"an ask names a bucket ≥ {self._buckets}")
+            self._answered_ask = True
+            self._outbox.append(messages.Rows(tuple(self._sent.rows_in(message.buckets, self._buckets))))
+            return []
         if isinstance(message, messages.Refused):
             self.phase = PullPhase.REFUSED
             self.refusal = PeerRefused(reason=message.reason, detail=message.detail)
             return [self.refusal]
         raise self._remote("malformed", f"unexpected {_name(message)} in a sync round")
+
+    def _ended(self, more: bool, remote: CausalContext) -> list[PullEvent]:
+        self.rounds += 1
+        self.remote_context = remote
+        self.more = more
+        self.phase = PullPhase.APPLYING
+        return [RoundEnded(deltas=self.round_deltas, more=more, context=remote)]
 
     def round_applied(self, context: CausalContext) -> None:
         """The host joined the last round's deltas; `context` is our causal context now. Queues the
@@ -276,6 +335,8 @@ class PullState:
 
 class ServePhase(Enum):
     IDLE = "idle"  # waiting for a want (or the asker closing its end)
+    RECONCILING = "reconciling"  # v2: a summary came; the host calls `reconcile` with its context
+    ASKED = "asked"  # v2: we asked for the rows of the buckets that differ
     EXTRACTING = "extracting"  # a want came: the host extracts a round and calls `answer`
     CLOSED = "closed"  # the asker closed its end: the exchange is over
     FAILED = "failed"  # a protocol error was raised: the state is dead
@@ -293,7 +354,14 @@ class ServeState:
     - `round_deltas`: delta frames queued for the pending want.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, version: int = 1) -> None:
+        if version not in (1, messages.SYNC_V2):
+            raise LocalProtocolError(f"sync version {version} (1 or {messages.SYNC_V2})")
+        self.version = version
+        self._summary: messages.WantSummary | None = None
+        self._own: Tagged | None = None
+        self._asked: tuple[int, ...] = ()
+        self._view: AskerView | None = None
         self.phase = ServePhase.IDLE
         self.rounds = 0
         self.want: CausalContext | None = None
@@ -320,13 +388,15 @@ class ServeState:
             raise LocalProtocolError("serving already failed")
         if self.phase is ServePhase.CLOSED:
             raise self._local("the asker already closed the stream")
-        if self.phase is ServePhase.EXTRACTING:
+        if self.phase in (ServePhase.EXTRACTING, ServePhase.RECONCILING):
             raise self._local("answer the pending want before receiving more")
 
     def receive(self, message: messages.Message) -> list[ServeEvent]:
         """Take one message from the asker. A want gives `WantReceived`; anything else raises
         `RemoteProtocolError("malformed")`. `LocalProtocolError` if a want is still unanswered."""
         self._ready()
+        if self.version == messages.SYNC_V2:
+            return self._receive_v2(message)
         if not isinstance(message, messages.Want):
             self.phase = ServePhase.FAILED
             self._outbox.clear()
@@ -335,6 +405,51 @@ class ServeState:
         self.round_deltas = 0
         self.phase = ServePhase.EXTRACTING
         return [WantReceived(context=message.context)]
+
+    def _fail(self, detail: str) -> RemoteProtocolError:
+        self.phase = ServePhase.FAILED
+        self._outbox.clear()
+        return RemoteProtocolError("malformed", detail)
+
+    def _receive_v2(self, message: messages.Message) -> list[ServeEvent]:
+        if self.phase is ServePhase.ASKED:
+            if not isinstance(message, messages.Rows):
+                raise self._fail(f"expected the asked rows, got {_name(message)}")
+            assert self._summary is not None and self._own is not None
+            buckets = len(self._summary.fingerprints)
+            if any(bucket_of(tag, buckets) not in self._asked for tag, _, _ in message.rows):
+                raise self._fail("rows of a bucket that was not asked for")
+            return self._extract(asker_view(self._own, rows=message.rows, asked=self._asked, buckets=buckets))
+        if not isinstance(message, messages.WantSummary):
+            raise self._fail(f"expected a want, got {_name(message)}")
+        self._summary = message
+        self.round_deltas = 0
+        self.phase = ServePhase.RECONCILING
+        return [SummaryReceived()]
+
+    def reconcile(self, context: CausalContext) -> list[ServeEvent]:
+        """v2: our causal context, for the summary that came. Returns `WantReceived` when the
+        asker's context is known (extract for it, then `answer`), or nothing when the rows of
+        the buckets that differ were asked for (`receive` gives `WantReceived` once they come).
+        Raises `LocalProtocolError` if no summary is pending."""
+        if self.phase is not ServePhase.RECONCILING or self._summary is None:
+            raise self._local(f"no summary to reconcile: serving is {self.phase.value}")
+        summary = self._summary
+        own = self._own = Tagged.of(context, summary.nonce)
+        if summary.rows is not None:
+            return self._extract(asker_view(own, rows=summary.rows, asked=None))
+        self._asked = tuple(differing(own, summary.fingerprints))
+        if not self._asked:  # every bucket equal: the asker has exactly our context
+            return self._extract(asker_view(own, rows=(), asked=(), buckets=len(summary.fingerprints)))
+        self._outbox.append(messages.Ask(self._asked))
+        self.phase = ServePhase.ASKED
+        return []
+
+    def _extract(self, view: AskerView) -> list[ServeEvent]:
+        self._view = view
+        self.want = view.context
+        self.phase = ServePhase.EXTRACTING
+        return [WantReceived(context=view.context)]
 
     def receive_eof(self) -> list[ServeEvent]:
         """The asker closed its end (between rounds: the normal end of a pull)."""
@@ -360,7 +475,11 @@ class ServeState:
         Raises `LocalProtocolError` if no want is pending."""
         if self.phase is not ServePhase.EXTRACTING:
             raise self._local(f"no want to answer: serving is {self.phase.value}")
-        self._outbox.append(messages.End(more, context))
+        if self.version == 1:
+            self._outbox.append(messages.End(more, context))
+        else:
+            assert self._view is not None
+            self._outbox.append(messages.EndDiff(more, tuple(diff_rows(context, self._view))))
         self.rounds += 1
         self.phase = ServePhase.IDLE
 

@@ -15,6 +15,7 @@ import msgpack
 import multiaddr
 import trio
 from libp2p.abc import INetStream
+from libp2p.custom_types import TProtocol
 from libp2p.network.stream.exceptions import StreamEOF, StreamError, StreamReset
 from libp2p.peer.id import ID
 from libp2p.peer.peerinfo import info_from_p2p_addr
@@ -208,10 +209,10 @@ class Mallory:
 
     # -- mallory as the asker (the victim serves) ---------------------------------------------
 
-    async def sync_raw(self, data: bytes) -> None:
-        """Open a sync stream, send `data`, half-close, read whatever comes back."""
+    async def sync_raw(self, data: bytes, protocol: str = SYNC_PROTOCOL) -> None:
+        """Open a sync stream (v1 unless told), send `data`, half-close, read whatever comes back."""
         with trio.fail_after(WAIT_S):
-            stream = await self.host.new_stream(self.victim_info.peer_id, [SYNC_PROTOCOL])
+            stream = await self.host.new_stream(self.victim_info.peer_id, [TProtocol(protocol)])
             try:
                 await stream.write(data)
                 await stream.close()

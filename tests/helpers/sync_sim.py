@@ -19,6 +19,7 @@ from daemon.p2p.sync_state import (
     RoundEnded,
     ServePhase,
     ServeState,
+    SummaryReceived,
     WantReceived,
 )
 from tests.helpers.crdt_sim import IDENTITIES, SimReplica
@@ -38,18 +39,30 @@ def extract_round(responder: SimReplica, context: CausalContext, *, max_ops: int
     return out[:ROUND_DELTAS], len(out) > ROUND_DELTAS
 
 
-def drive(asker: SimReplica, responder: SimReplica, *, max_ops: int = 4096) -> tuple[PullState, ServeState]:
-    """The whole exchange by hand, message by message, the way the docstring example does."""
-    pull_state, serve_state = PullState(), ServeState()
+def drive(asker: SimReplica, responder: SimReplica, *, max_ops: int = 4096, version: int = 1,
+          wire: list[int] | None = None) -> tuple[PullState, ServeState]:
+    """The whole exchange by hand, message by message, the way the docstring example does;
+    `wire` collects each message's encoded size."""
+    pull_state, serve_state = PullState(version=version), ServeState(version=version)
     pull_state.start(asker.state.context.copy())
+
+    def sent(message: messages.Message) -> messages.Message:
+        data = messages.encode(message, version)
+        if wire is not None:
+            wire.append(len(data))
+        return messages.decode(data, version)  # what crosses is what the peer reads
+
     while not pull_state.done:
         while (message := pull_state.next_message()) is not None:
-            for event in serve_state.receive(message):
-                assert isinstance(event, WantReceived)
-                deltas, more = extract_round(responder, event.context, max_ops=max_ops)
+            events = serve_state.receive(sent(message))
+            if any(isinstance(event, SummaryReceived) for event in events):
+                events = serve_state.reconcile(responder.state.context.copy())
+            for served in events:
+                assert isinstance(served, WantReceived)
+                deltas, more = extract_round(responder, served.context, max_ops=max_ops)
                 serve_state.answer(deltas, more=more, context=responder.state.context.copy())
         while (message := serve_state.next_message()) is not None:
-            for event in pull_state.receive(message):
+            for event in pull_state.receive(sent(message)):
                 if isinstance(event, DeltaArrived):
                     assert not asker.receive(event.delta).rejected
                 else:

@@ -52,6 +52,7 @@ from crdt.ops import DOMAIN
 from crypto import Certificate, Identity, OwnerKey
 from daemon.p2p import messages
 from daemon.p2p.frames import encode_frame, read_frame
+from daemon.p2p.node import SYNC_V2_PROTOCOL
 from daemon.p2p.peers import PeerBook
 from daemon.testing.harness import LoopbackClade
 from tests.helpers.mallory import (
@@ -137,6 +138,20 @@ async def test_hostile_member_is_refused_and_counted_and_the_victim_loses_nothin
             ]
             for what, reason, data in sync_attacks:
                 await referee.expect(what, {f"sync_rejected_{reason}": 1}, functools.partial(mallory.sync_raw, data))
+                await still_serving()
+            # sync v2 (contexts reconciled by their difference): its own messages, as hostile
+            tag = b"\x01" * 8
+            v2_attacks: list[tuple[str, str, list[object]]] = [
+                ("sync v2: a v1 want", "unknown_version", ["clade.want", 1, []]),
+                ("sync v2: a nonce of 7 bytes", "malformed", ["clade.want", 2, b"\x00" * 7, "rows", []]),
+                ("sync v2: three buckets", "malformed", ["clade.want", 2, b"\x00" * 8, "buckets", [tag] * 3]),
+                ("sync v2: a writer's row twice", "malformed",
+                 ["clade.want", 2, b"\x00" * 8, "rows", [[tag, 1, []], [tag, 2, []]]]),
+                ("sync v2: rows instead of a want", "malformed", ["clade.rows", 2, [[tag, 1, []]]]),
+            ]
+            for what, reason, body in v2_attacks:
+                await referee.expect(what, {f"sync_rejected_{reason}": 1}, functools.partial(
+                    mallory.sync_raw, encode_frame(msgpack.packb(body, use_bin_type=True)), SYNC_V2_PROTOCOL))
                 await still_serving()
 
             # -- the sync protocol, the victim pulling from mallory: lying answers ----------------

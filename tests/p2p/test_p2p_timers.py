@@ -101,6 +101,9 @@ class FakeLinks:
     async def open_stream(self, peer_id: str, protocol: str) -> Any:
         raise self.stream_error
 
+    async def open_stream_of(self, peer_id: str, protocols: Any) -> Any:
+        raise self.stream_error
+
     async def publish(self, topic: str, data: bytes) -> None:
         pass
 
