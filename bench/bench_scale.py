@@ -5,7 +5,8 @@ bounded neighbourhood connects them.
     .venv/bin/python -m bench.bench_scale [--sizes 5,10,20,50,100,200] [--ops 60] [--seeds 3]
                                           [--profiles loopback,wan] [--loss 0.01] [--neighbours 12]
                                           [--rotate-s 60] [--sync-interval-s 30] [--partition-s 30]
-                                          [--heal-s 900] [--arms flood,mesh] [--out DIR]
+                                          [--heal-s 900] [--arms flood,mesh,flood-sync1] [--history 1]
+                                          [--out DIR]
 
 What is real, per golem: its Ed25519 identity and owner-issued certificate, `GossipCodec`
 (seal: encode the delta, sign, encrypt with the clade key; open: decrypt, the certificate,
@@ -48,6 +49,11 @@ is the anchor: its figures are printed beside the real ones). Byte counts are pa
 
 `--arms flood,mesh` runs both arms on one world per seed (the same identities,
 neighbourhood, mesh and writers at the first write: asserted) and prints them side by side.
+An arm suffixed `-sync1` pulls anti-entropy with sync v1 (contexts sent whole, the daemons
+before `/clade/sync/2.0.0`) instead of the daemon's v2 (contexts reconciled by their
+difference, `crdt.summary`). `--history N`: before the run every golem has written N warnings
+that every golem holds (a clade that has been running: each causal context has a row per
+golem, which is what a pull's context costs).
 Reported per size, profile and arm (intervals over seeds): convergence of an op (write to applied
 at every golem) p50/p99 and per delivery, its ratio to the 5-golem figure of the same run;
 mean hops against log_D(n); bytes per op per golem (payload, control) and its ratio to
@@ -90,7 +96,7 @@ from daemon.p2p.admission import SETTLE_PULLS_S
 from daemon.p2p.dialing import IDLE_WAKE_S
 from daemon.p2p.gossip import GossipCodec
 from daemon.p2p.neighbourhood import PartnerCycle, cap_for, plan
-from daemon.p2p.sync_state import DeltaArrived, PullState, RoundEnded, ServeState, WantReceived
+from daemon.p2p.sync_state import DeltaArrived, PullState, RoundEnded, ServeState, SummaryReceived, WantReceived
 
 D, D_LO, D_HI = 6, 4, 12  # daemon/p2p/host.py
 HEARTBEAT_S = 1.0
@@ -145,8 +151,9 @@ class Sim:
 
     def __init__(self, n: int, *, seed: int, profile: str, loss: float, hop_cpu_s: float, hop_wait_s: float,
                  root: Path, owner: OwnerKey, target: int = 12, rotate_s: float = 60.0,
-                 sync_interval_s: float = 30.0, flood: bool = True, degree: int = D) -> None:
+                 sync_interval_s: float = 30.0, flood: bool = True, degree: int = D, sync_version: int = 2) -> None:
         self.rng = random.Random(seed)
+        self.sync_version = sync_version  # anti-entropy: 2 (the daemon's) or 1 (contexts whole)
         # the mesh degree: the daemon's D=6, D_lo=4, D_hi=12; another D (a what-if) keeps D_lo = D - 2
         self.d, self.d_lo, self.d_hi = degree, degree - 2, max(D_HI, 2 * degree)
         self.flood = flood  # flood publishing of own messages (daemon/p2p/flood.py)
@@ -172,6 +179,23 @@ class Sim:
         self.pulls = 0
         self.sync_bytes = 0
         self.epoch_ms = int(time.time() * 1000)  # the codec's wall clock: now, moved with sim time
+
+    def history(self, per_golem: int) -> None:
+        """Every golem has written `per_golem` warnings and every golem holds them all (joined
+        in one delta per store; not in `written`, not gossip's)."""
+        if per_golem <= 0:
+            return
+        ops = []
+        for g in self.golems:
+            for i in range(per_golem):
+                seed_entry(g.store, NewEntry(kind=Kind.WARNING, content=f"{g.index}'s old warning {i}: the bridge "
+                                                                        f"queue stalls at the epoch", confidence=0.8),
+                           g.identity)
+            g.published_seq = g.store.local_top(g.peer_id)
+            ops.extend(g.store.ops_of(g.peer_id, 0))
+        for g in self.golems:
+            g.store.apply_delta(Delta(tuple(op for op in ops if op.writer != g.peer_id), CausalContext()),
+                                local_replica=g.peer_id, max_skew_ms=86_400_000)
 
     def _golem(self, i: int, root: Path, owner: OwnerKey, seed: int) -> Golem:
         identity = Identity(random.Random(seed * 1000 + i).randbytes(32))
@@ -394,16 +418,20 @@ class Sim:
         """One anti-entropy pull, the real protocol states, extraction through the gate and join;
         frames cross the simulated link (one latency per message, both ways) and cost CPU."""
         self.pulls += 1
-        pull, serve = PullState(), ServeState()
+        version = self.sync_version
+        pull, serve = PullState(version=version), ServeState(version=version)
         pull.start(asker.store.causal_context())
         t = self.now
         while not pull.done:
             t0 = time.process_time()
             while (message := pull.next_message()) is not None:
-                frame = messages.encode(message)
+                frame = messages.encode(message, version)
                 asker.bytes_payload += len(frame) + RPC_OVERHEAD
                 self.sync_bytes += len(frame) + RPC_OVERHEAD
-                for served in serve.receive(message):
+                events = serve.receive(messages.decode(frame, version))
+                if any(isinstance(e, SummaryReceived) for e in events):
+                    events = serve.reconcile(responder.store.causal_context())
+                for served in events:
                     if isinstance(served, WantReceived):
                         deltas = responder.store.iter_deltas(served.context, gate=responder.store.sync_gate(
                             responder.peer_id))
@@ -419,10 +447,10 @@ class Sim:
             t = self.cpu(asker, t, time.process_time() - t0, 0.0) + self.latency()
             t0 = time.process_time()
             while (message := serve.next_message()) is not None:
-                frame = messages.encode(message)
+                frame = messages.encode(message, version)
                 responder.bytes_payload += len(frame) + RPC_OVERHEAD
                 self.sync_bytes += len(frame) + RPC_OVERHEAD
-                for event in pull.receive(message):
+                for event in pull.receive(messages.decode(frame, version)):
                     if isinstance(event, DeltaArrived):
                         delta, rejected = decode_delta(event.delta, signature_ok)
                         asker.store.apply_delta(delta, rejected=rejected, local_replica=asker.peer_id,
@@ -487,7 +515,7 @@ def world(sim: Sim, writes: Sequence[tuple[float, int]]) -> str:
 
 
 def one_run(n: int, *, seed: int, profile: str, args: argparse.Namespace, owner: OwnerKey,
-            flood: bool = True) -> dict[str, Any]:
+            flood: bool = True, sync_version: int = 2) -> dict[str, Any]:
     """Form the neighbourhood and the mesh, write `--ops` warnings from random golems at
     `--rate`/s, let them spread; then (with `--partition`) cut the clade in two (each golem
     refills its neighbourhood on its side), start rotation and the anti-entropy timers, write
@@ -498,8 +526,9 @@ def one_run(n: int, *, seed: int, profile: str, args: argparse.Namespace, owner:
         sim = Sim(n, seed=seed, profile=profile, loss=args.loss, hop_cpu_s=args.hop_cpu_ms / 1000,
                   hop_wait_s=args.hop_wait_ms / 1000, root=Path(tmp), owner=owner, target=args.neighbours,
                   rotate_s=args.rotate_s, sync_interval_s=args.sync_interval_s, flood=flood,
-                  degree=args.degree)
+                  degree=args.degree, sync_version=sync_version)
         try:
+            sim.history(args.history)
             for _ in range(4):  # each golem's dialer, from the siblings it knows, until all are full
                 for g in sim.rng.sample(sim.golems, n):
                     sim.tend(g)
@@ -514,7 +543,8 @@ def one_run(n: int, *, seed: int, profile: str, args: argparse.Namespace, owner:
                                                              f"delay swaps (seed {seed})"))
             digest = world(sim, writes)
             sim.run_until(start + args.ops / args.rate + 10.0)
-            out = {"profile": profile, "seed": seed, "arm": "flood" if flood else "mesh", "world": digest,
+            out = {"profile": profile, "seed": seed, "arm": ("flood" if flood else "mesh")
+                   + ("" if sync_version == 2 else "-sync1"), "world": digest,
                    **sim.figures(list(sim.written))}
             if args.partition:
                 half = set(range(n // 2))
@@ -609,7 +639,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     for arm in args.arms:
                         progress(f"[{profile}/{arm}] {n} golems, seed {s + 1}/{args.seeds}")
                         by_arm[arm].append(one_run(n, seed=args.seed + s, profile=profile, args=args, owner=owner,
-                                                   flood=arm == "flood"))
+                                                   flood=arm.startswith("flood"),
+                                                   sync_version=1 if arm.endswith("-sync1") else 2))
                     if len({by_arm[arm][-1]["world"] for arm in args.arms}) != 1:
                         raise AssertionError(f"{profile}/{n} seed {args.seed + s}: the arms' worlds differ")
                 for arm, runs in by_arm.items():
@@ -731,6 +762,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--arms", type=lambda s: s.split(","), default=["flood"],
                     help="flood (own messages to every neighbour: the daemon) and/or mesh (py-libp2p's "
                          "GossipSub: to the mesh only); both run on one world per seed")
+    ap.add_argument("--history", type=int, default=1,
+                    help="warnings every golem wrote before the run, held by every golem (contexts: a row per golem)")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--seed", type=int, default=20_261_128)
     ap.add_argument("--out", type=Path, default=None)
