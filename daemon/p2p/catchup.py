@@ -88,6 +88,7 @@ class CatchUp(NodePart):
         started = trio.current_time()
         try:
             stream, protocol = await self.links.open_stream_of(peer_id, SYNC_PROTOCOLS)
+            record.sync_protocol = protocol  # a sibling still on v1 shows here (upgrading a clade)
             result = await pull(stream, local_context=self._local_context,
                                 apply=functools.partial(self._apply_sync_round, sender=peer_id),
                                 version=2 if protocol == SYNC_V2_PROTOCOL else 1)
@@ -230,6 +231,7 @@ class CatchUp(NodePart):
                 await stream.write(encode_frame(messages.encode(
                     messages.Refused("not_a_member", "say hello with a valid certificate first"), version)))
                 return
+            record.sync_protocol = SYNC_V2_PROTOCOL if version == 2 else SYNC_PROTOCOL
 
             def on_round(remote: CausalContext, local: CausalContext, more: bool) -> None:
                 self.counters["sync_rounds_served"] += 1

@@ -49,7 +49,8 @@ from .neighbourhood import DEFAULT_TARGET
 from .peers import PeerBook, PeerRecord
 from .ports import DaemonPort, log
 
-__all__ = ["HELLO_PROTOCOL", "SYNC_PROTOCOL", "SYNC_V2_PROTOCOL", "ConnectionNotifee", "P2PNode", "parse_peer_addr", "topic_of"]
+__all__ = ["HELLO_PROTOCOL", "SYNC_PROTOCOL", "SYNC_V2_PROTOCOL", "ConnectionNotifee", "P2PNode", "parse_peer_addr",
+           "topic_of"]
 
 HELLO_PROTOCOL = TProtocol(admission.HELLO_PROTOCOL)
 SYNC_PROTOCOL = TProtocol(catchup.SYNC_PROTOCOL)

@@ -44,6 +44,7 @@ class PeerRecord:
     next_dial: float = 0.0  # trio.current_time(): do not redial before this
     dial: bool = False  # a sibling we keep a connection to (bootstrap, seen member)
     last_sync_ms: int | None = None
+    sync_protocol: str | None = None  # the anti-entropy protocol of our last sync with it (either way)
 
     def note_rtt(self, sample_ms: float) -> None:
         self.rtt_ms = sample_ms if self.rtt_ms is None else round(0.7 * self.rtt_ms + 0.3 * sample_ms, 3)
@@ -56,6 +57,7 @@ class PeerRecord:
             "rtt_ms": None if self.rtt_ms is None else round(self.rtt_ms, 3),
             "msgs_in": self.msgs_in, "msgs_out": self.msgs_out, "bytes_in": self.bytes_in,
             "bytes_out": self.bytes_out, "refused": self.refused, "last_sync": self.last_sync_ms,
+            "sync_protocol": self.sync_protocol,
         }
 
 
