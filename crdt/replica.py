@@ -104,6 +104,10 @@ class Backend(Protocol):
         if `bodies`, else only the others."""
         ...
 
+    def dots_after(self, writer: str, seq: int) -> Iterable[tuple[int, str]]:
+        """(seq, entry id) of the same ops as `ops_after` (both kinds), without opening them."""
+        ...
+
 
 def wins(incoming: Op, current: Op | None) -> bool:
     """The slot order: higher seq wins; equal seqs (equivocation) by bytes, deterministically."""
@@ -350,22 +354,22 @@ def extract_deltas(
 
 def sendable(backend: Backend, peer: CausalContext, *, gate: Gate = may_cross) -> int:
     """How many ops `extract_deltas(backend, peer, gate=gate)` would send (the ops the peer
-    lacks that pass `gate`), counted without building deltas. Reads what extraction reads."""
+    lacks that pass `gate`), counted without building deltas or opening an op: each op's dot
+    and entry, and each entry's body once, for the gate."""
     local = backend.context
-    bodies: dict[str, EntryBody | None] = {}
+    passes: dict[str, bool] = {}
     count = 0
     for writer in local.replicas():
         if _covers(peer, local, writer):
             continue
-        for phase_bodies in (True, False):
-            for op in backend.ops_after(writer, peer.vv(writer), bodies=phase_bodies):
-                if op.dot in peer:
-                    continue
-                if op.entry_id not in bodies:
-                    bodies[op.entry_id] = op.value if isinstance(op.value, EntryBody) else backend.body(op.entry_id)
-                body = bodies[op.entry_id]
-                if body is not None and gate(body):
-                    count += 1
+        cloud = peer.cloud(writer)
+        for seq, entry_id in backend.dots_after(writer, peer.vv(writer)):
+            if seq in cloud:
+                continue
+            if entry_id not in passes:
+                body = backend.body(entry_id)
+                passes[entry_id] = body is not None and gate(body)
+            count += passes[entry_id]
     return count
 
 
@@ -431,6 +435,10 @@ class MemoryBackend:
     def ops_after(self, writer: str, seq: int, *, bodies: bool) -> Iterable[Op]:
         ops = self._by_writer.get(writer, {})
         return [ops[s] for s in sorted(ops) if s > seq and (ops[s].slot is SlotKind.BODY) == bodies]
+
+    def dots_after(self, writer: str, seq: int) -> Iterable[tuple[int, str]]:
+        ops = self._by_writer.get(writer, {})
+        return [(s, ops[s].entry_id) for s in sorted(ops) if s > seq]
 
     def ops(self) -> list[Op]:
         """Every slot-holding op, sorted by slot."""

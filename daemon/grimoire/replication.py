@@ -208,6 +208,11 @@ class SqliteBackend:
         for row in cursor:
             yield _load_op(row)
 
+    def dots_after(self, writer: str, seq: int) -> Iterator[tuple[int, str]]:
+        self._write_deferred()
+        yield from self._conn.execute("SELECT seq, entry_id FROM ops WHERE writer = ? AND seq > ? ORDER BY seq",
+                                      (writer, seq))
+
     def put(self, op: Op, replaces: Op | None) -> None:
         self.written.append(op)
         self._put[op.key] = op
