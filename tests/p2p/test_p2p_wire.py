@@ -263,7 +263,8 @@ def test_rtt_is_smoothed_and_json_is_rounded() -> None:
     shown = record.to_json()
     assert shown["rtt_ms"] == 1.235 and shown["peer_id"] == PEER[0] and shown["refused"] is None
     assert set(shown) == {"peer_id", "addrs", "connected", "member", "last_seen", "behind", "ahead", "withheld",
-                          "rtt_ms", "msgs_in", "msgs_out", "bytes_in", "bytes_out", "refused", "last_sync"}
+                          "rtt_ms", "msgs_in", "msgs_out", "bytes_in", "bytes_out", "refused", "last_sync",
+                          "sync_protocol"}
     assert "hold_until" not in shown and "failures" not in shown  # internal dialing state stays inside
 
 
