@@ -292,6 +292,7 @@ def extract_deltas(
     gate: Gate = may_cross,
     max_ops: int = MAX_BATCH_OPS,
     max_bytes: int = MAX_BATCH_BYTES,
+    first_max_ops: int | None = None,
 ) -> Iterator[Delta]:
     """Every op the peer lacks that passes `gate`, in bounded deltas.
 
@@ -299,6 +300,8 @@ def extract_deltas(
     their dots are covered by the context (they will never cross, so the peer may treat
     them as seen). Each delta holds at most `max_ops` ops and encodes (`codec`) to at most
     `max_bytes` bytes: the size is counted with the codec's framing, not estimated.
+    `first_max_ops`: a smaller cap for the first delta only, so a streaming receiver can
+    start joining while the rest is still read (catch-up's first delta).
     """
     local = backend.context
     bodies: dict[str, EntryBody | None] = {}
@@ -320,14 +323,15 @@ def extract_deltas(
     covered: list[str] = []
     grouped: set[str] = set()
     size = DELTA_FRAMING
+    cap = min(max_ops, first_max_ops) if first_max_ops else max_ops
 
     def fits(extra: int) -> bool:
-        return (not batch and not covered) or (len(batch) < max_ops and size + extra <= max_bytes)
+        return (not batch and not covered) or (len(batch) < cap and size + extra <= max_bytes)
 
     def flush() -> Delta:
-        nonlocal batch, covered, grouped, size
+        nonlocal batch, covered, grouped, size, cap
         delta = Delta(tuple(batch), local.restricted(covered))
-        batch, covered, grouped, size = [], [], set(), DELTA_FRAMING
+        batch, covered, grouped, size, cap = [], [], set(), DELTA_FRAMING, max_ops
         return delta
 
     for phase_bodies in (True, False):

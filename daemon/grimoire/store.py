@@ -469,14 +469,17 @@ class Grimoire(EntryReads, RoomWrites, StyxRoom):
         gate: Gate = may_cross,
         max_ops: int = MAX_BATCH_OPS,
         max_bytes: int = MAX_BATCH_BYTES,
+        first_max_ops: int | None = None,
     ) -> Generator[Delta, None, None]:
-        """The delta-intervals a peer with context `peer` lacks, from one read snapshot.
+        """The delta-intervals a peer with context `peer` lacks, from one read snapshot
+        (`crdt.extract_deltas`: `first_max_ops` caps the first one).
 
         Consume it promptly: the snapshot (a read transaction) stays open until the
         iterator is exhausted or closed.
         """
         with self._snapshot() as backend:
-            yield from extract_deltas(backend, peer, gate=gate, max_ops=max_ops, max_bytes=max_bytes)
+            yield from extract_deltas(backend, peer, gate=gate, max_ops=max_ops, max_bytes=max_bytes,
+                                      first_max_ops=first_max_ops)
 
     def state_digest(self, gate: Gate | None = None, *, context: bool = True) -> str:
         """Canonical hash of ops and context: equal on replicas that have converged.

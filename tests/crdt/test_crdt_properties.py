@@ -182,6 +182,29 @@ def test_every_delta_encodes_within_its_caps(rng: random.Random, max_bytes: int,
     assert target.digest() == writers[0].digest()
 
 
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rng=RANDOMS, first=st.integers(1, 20), max_ops=st.integers(1, 50))
+def test_a_smaller_first_delta_then_the_usual_cap_and_the_same_ops(rng: random.Random, first: int,
+                                                                   max_ops: int) -> None:
+    """`first_max_ops` (catch-up's first delta, streamed early) caps the first delta only; the
+    deltas carry exactly the ops of the uncapped extraction, and converge the same."""
+    writers = [SimReplica(IDENTITIES[i]) for i in range(3)]
+    for i in range(rng.randrange(10, 40)):
+        w = rng.choice(writers)
+        w.create(f"the bridge stalls at epoch {i}", Kind.WARNING)
+        sync(w, writers[0]) if w is not writers[0] else None
+    target = SimReplica(IDENTITIES[4])
+    plain = list(extract_deltas(writers[0].state, target.state.context.copy(), max_ops=max_ops))
+    ramped = list(extract_deltas(writers[0].state, target.state.context.copy(), max_ops=max_ops,
+                                 first_max_ops=first))
+    assert len(ramped[0].ops) <= min(first, max_ops)
+    assert all(len(d.ops) <= max_ops for d in ramped[1:])
+    assert [op.dot for d in ramped for op in d.ops] == [op.dot for d in plain for op in d.ops]
+    for delta in ramped:
+        target.receive(__import__("crdt").encode_delta(delta))
+    assert target.digest() == writers[0].digest()
+
+
 def test_deltas_landing_exactly_on_the_one_mib_cap_still_encode() -> None:
     """Regression: ~1 KiB body ops used to fill a delta to 1 MiB plus the group framing."""
     from crdt import encode_delta
