@@ -50,6 +50,11 @@ def test_unit_has_the_required_settings() -> None:
                     "RestrictNamespaces=yes", "LockPersonality=yes", "MemoryDenyWriteExecute=yes",
                     "SystemCallFilter=@system-service", "CapabilityBoundingSet=\n", "UMask=0077", "MemoryMax="):
         assert setting in text, setting
+    # @resources is refused, then setpriority alone let back in (lowering a thread's own priority: the
+    # background embedder's nice +10); the order matters, a later line amends the earlier ones
+    filters = [line for line in text.splitlines() if line.startswith("SystemCallFilter=")]
+    assert filters == ["SystemCallFilter=@system-service", "SystemCallFilter=~@privileged @resources",
+                       "SystemCallFilter=setpriority"], filters
 
 
 MDWE_PROBE = """
