@@ -421,7 +421,8 @@ def quiet_curators(golems: Sequence[Golem], styx: StyxServer, args: argparse.Nam
     """Stop every curator from cycling (config without cycles, SIGHUP), then wait out a cycle
     that was already scheduled under the old period: after this no golem writes an op by itself."""
     for golem in golems:
-        golem.data.config_path.write_text(golem_config(styx, args, cycle_ticks=10**7))
+        # the config's most ticks (about a day at 1 s ticks): a larger value is refused, and the reload with it
+        golem.data.config_path.write_text(golem_config(styx, args, cycle_ticks=100_000))
         if golem.proc is not None and golem.proc.poll() is None:
             golem.proc.send_signal(signal.SIGHUP)
     time.sleep(args.cycle_s + 5.0)  # the schedule's own pacing: one old period, then the curators are quiet
