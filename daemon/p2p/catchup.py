@@ -47,11 +47,11 @@ log = logging.getLogger("clade.p2p")
 SYNC_PROTOCOL = "/clade/sync/1.0.0"  # contexts whole: still served, for daemons before sync v2
 SYNC_V2_PROTOCOL = "/clade/sync/2.0.0"  # contexts reconciled by their difference (crdt.summary)
 SYNC_PROTOCOLS = (SYNC_V2_PROTOCOL, SYNC_PROTOCOL)  # what a pull offers, most preferred first
-STORE_ERRORS = (sqlite3.Error, StoreError, OSError)
+STORE_ERRORS = (sqlite3.Error, StoreError, OSError)  # the store could not answer (disk, lock)
 # A round's first delta is small: the asker starts verifying and joining it (two verifier pieces
 # of `ingest.PIECE_OPS`) while the rest of the round is still read and sent, instead of waiting
 # for a whole 4,096-op delta to be extracted and cross first.
-FIRST_DELTA_OPS = 512  # the store could not answer (disk, lock)
+FIRST_DELTA_OPS = 512
 
 
 class CatchUp(NodePart):

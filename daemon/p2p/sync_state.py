@@ -392,7 +392,8 @@ class ServeState:
             raise self._local("answer the pending want before receiving more")
 
     def receive(self, message: messages.Message) -> list[ServeEvent]:
-        """Take one message from the asker. A want gives `WantReceived`; anything else raises
+        """Take one message from the asker. A want gives `WantReceived` (v2: `SummaryReceived`,
+        then `reconcile`; the asked rows give `WantReceived`); anything else raises
         `RemoteProtocolError("malformed")`. `LocalProtocolError` if a want is still unanswered."""
         self._ready()
         if self.version == messages.SYNC_V2:
