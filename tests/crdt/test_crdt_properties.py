@@ -182,7 +182,7 @@ def test_every_delta_encodes_within_its_caps(rng: random.Random, max_bytes: int,
     assert target.digest() == writers[0].digest()
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rng=RANDOMS, first=st.integers(1, 20), max_ops=st.integers(1, 50))
 def test_a_smaller_first_delta_then_the_usual_cap_and_the_same_ops(rng: random.Random, first: int,
                                                                    max_ops: int) -> None:

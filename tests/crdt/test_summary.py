@@ -49,7 +49,7 @@ def check(asker: CausalContext, responder: CausalContext, later: CausalContext, 
     assert responder_context(sent, diff_rows(ours, view)) == ours
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(data=st.data(), nonce=st.binary(min_size=8, max_size=8), buckets=st.sampled_from([None, 1, 2, 8, 64]))
 def test_both_sides_rebuild_the_other_context_exactly(data: st.DataObject, nonce: bytes, buckets: int | None) -> None:
     pool = WRITERS[: data.draw(st.integers(1, 300))]
