@@ -86,6 +86,7 @@ def test_read_your_writes_through_the_api_200_times(daemon: DaemonProc) -> None:
         assert daemon.request("DELETE", f"/v1/entries/{entry_id}").status_code == 200
 
 
+@pytest.mark.slow  # ~50 s of CLI calls: `make test`'s longest test (the API form above stays there)
 def test_read_your_writes_through_the_cli_200_times(daemon: DaemonProc, capsys: pytest.CaptureFixture[str]) -> None:
     def cli(*args: str) -> dict[str, object]:
         capsys.readouterr()
