@@ -15,7 +15,8 @@ its end:
 
 The pipe is `DEPTH` pieces deep, so memory stays bounded whichever side is slower. Only the
 unpacker iterates the frames; it tells the writer each frame's size with its start.
-Each frame is one transaction (`Grimoire.join_delta`), committed after its last piece: a
+Each frame is one transaction (`Grimoire.join_delta`), committed after its last piece
+without waiting for the disk (what siblings sent: grimoire/store.py's durability contract): a
 frame whose structure is bad raises `RemoteProtocolError` when the writer reaches it, after
 the frames before it are committed (as applying them one by one did). The writer closes the
 pipe whatever happens, which stops the unpacker; the pool's unstarted pieces are cancelled.
@@ -28,17 +29,19 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from crdt import ApplyReport, CausalContext, Verifier
+from crdt import ApplyReport, CausalContext, Delta, Verifier
 from crdt.codec import open_ops, unpack_delta
+from daemon.embedding.shipped import Shipped, VectorShipping
 
 from .replication import Piece
 from .store import DEFAULT_MAX_SKEW_MS, Grimoire
+from .vectors import accept_shipped_vectors
 
-__all__ = ["DEPTH", "PIECE_OPS", "VERIFIERS", "FrameReport", "RoundJoin", "apply_frames"]
+__all__ = ["DEPTH", "PIECE_OPS", "VERIFIERS", "FrameReport", "RoundJoin", "apply_frames", "join_gossip"]
 
 PIECE_OPS = 256
 DEPTH = 16
@@ -182,7 +185,7 @@ class RoundJoin:
             if not isinstance(start, _Start):
                 raise RuntimeError("the delta unpacker sent a piece before its frame's start")
             report = store.join_delta(start.context, _pieces(self._pipe), local_replica=self._local_replica,
-                                      max_skew_ms=self._max_skew_ms, sender=self._sender)
+                                      max_skew_ms=self._max_skew_ms, sender=self._sender, durable=False)
             self.joined += 1
             reports.append(FrameReport(report, start.size))
             if self._on_frame is not None:
@@ -217,3 +220,15 @@ def apply_frames(store: Grimoire, frames: Iterable[bytes], verify: Verifier, *, 
         return join.join_added(store)
     finally:
         join.close()
+
+
+def join_gossip(store: Grimoire, delta: Delta, *, withheld: CausalContext, local_replica: str, max_skew_ms: int,
+                shipping: VectorShipping | None, shipped: Sequence[tuple[str, Shipped]]) -> tuple[ApplyReport, int]:
+    """Join gossip's verified ops and its senders' withheld declarations, then store the
+    vectors their authors shipped, in one transaction that does not wait for the disk (what
+    siblings sent: grimoire/store.py's durability contract). Returns the join's report and
+    how many vectors were used. Run on the store's writer thread."""
+    with store._write(durable=False):
+        report = store.apply_delta(delta, local_replica=local_replica, max_skew_ms=max_skew_ms, withheld=withheld)
+        used = accept_shipped_vectors(store, shipping, shipped, salt=local_replica) if shipping and shipped else 0
+    return report, used

@@ -2,7 +2,11 @@
 
 Durability contract: a write method returns only after COMMIT with `synchronous=FULL` in
 WAL mode, so an acknowledged write survives kill -9 and power loss; a write is one
-transaction, so a crash never leaves half an entry. Writers take the lock up front
+transaction, so a crash never leaves half an entry. What siblings sent (joined gossip and
+catch-up frames, their shipped vectors) commits without waiting for the disk
+(`synchronous=NORMAL`, `durable=False`): it survives kill -9, and a power loss may roll back
+only a tail of those transactions, whole, with the causal context that records them, so
+anti-entropy fetches them again; the next durable commit syncs them with it. Writers take the lock up front
 (`BEGIN IMMEDIATE`) and wait up to the busy timeout for another writer; readers never
 block writers (WAL). Methods are synchronous: the daemon runs them on its writer thread or a
 reader thread (`DaemonState.on_writer` / `on_reader`, over `trio.to_thread.run_sync`). The
@@ -87,6 +91,7 @@ class Grimoire(EntryReads, RoomWrites, StyxRoom):
         # Called with (this store, ops, local replica) inside every local write's transaction,
         # before it commits: the Styx outbox (daemon/styx/outbox.py) when Styx is enabled.
         self.outbox: Callable[[Grimoire, Sequence[Op], str], None] | None = None
+        self._open_writes = 0  # `_write`s open on this connection (the outer one is the transaction)
 
     @classmethod
     def open(
@@ -194,19 +199,46 @@ class Grimoire(EntryReads, RoomWrites, StyxRoom):
 
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """One IMMEDIATE transaction: commit on success, roll back on any exception."""
+    def _write(self, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
+        """One IMMEDIATE transaction: commit on success, roll back on any exception. With
+        `durable=False` the commit does not wait for the disk (the module docstring: only for
+        what siblings sent). Inside another `_write` it is a savepoint of that transaction
+        (released, or rolled back to on an exception), and durable as the outer one is."""
+        if self._open_writes:
+            name = f"write_{self._open_writes}"
+            self._conn.execute(f"SAVEPOINT {name}")
+            self._open_writes += 1
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute(f"ROLLBACK TO {name}")
+                self._conn.execute(f"RELEASE {name}")
+                raise
+            else:
+                self._conn.execute(f"RELEASE {name}")
+            finally:
+                self._open_writes -= 1
+            return
+        if not durable:
+            self._conn.execute("PRAGMA synchronous = NORMAL")  # set outside a transaction, as SQLite asks
         try:
-            self._conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            raise StoreError(f"{self.path}: {exc}; another writer holds the lock, retry later") from None
-        try:
-            yield self._conn
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            raise
-        else:
-            self._conn.execute("COMMIT")
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                raise StoreError(f"{self.path}: {exc}; another writer holds the lock, retry later") from None
+            self._open_writes = 1
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            else:
+                self._conn.execute("COMMIT")
+            finally:
+                self._open_writes = 0
+        finally:
+            if not durable:
+                self._conn.execute("PRAGMA synchronous = FULL")
 
     def _next_timestamp(self, conn: sqlite3.Connection) -> Timestamp:
         """A fresh HLC reading above every one this file has issued (call inside `_write`)."""
@@ -436,8 +468,10 @@ class Grimoire(EntryReads, RoomWrites, StyxRoom):
         max_skew_ms: int = DEFAULT_MAX_SKEW_MS,
         sender: str | None = None,
         withheld: CausalContext | None = None,
+        durable: bool = True,
     ) -> ApplyReport:
-        """Join a verified delta from a sibling in one transaction (all or nothing on crash).
+        """Join a verified delta from a sibling in one transaction (all or nothing on crash;
+        `durable=False`: committed without waiting for the disk, see the module docstring).
 
         `sender` is the authenticated peer the delta came from (see `crdt.apply_delta`).
         Ops stamped more than `max_skew_ms` ahead of our clock are refused (`clock_skew`),
@@ -447,14 +481,14 @@ class Grimoire(EntryReads, RoomWrites, StyxRoom):
         """
         dropped = [(None, reason) for reason, n in (rejected or Counter()).items() for _ in range(n)]
         return self.join_delta(delta.context, [(bodies_first(delta.ops), dropped)], local_replica=local_replica,
-                               max_skew_ms=max_skew_ms, sender=sender, withheld=withheld)
+                               max_skew_ms=max_skew_ms, sender=sender, withheld=withheld, durable=durable)
 
     def join_delta(self, context: CausalContext, pieces: Iterable[Piece], *, local_replica: str | None = None,
                    max_skew_ms: int = DEFAULT_MAX_SKEW_MS, sender: str | None = None,
-                   withheld: CausalContext | None = None) -> ApplyReport:
+                   withheld: CausalContext | None = None, durable: bool = True) -> ApplyReport:
         """`apply_delta` for a delta whose ops arrive in pieces as they are verified
         (`daemon.grimoire.ingest`); one transaction, committed after the last piece."""
-        with self._write() as conn:
+        with self._write(durable=durable) as conn:
             return join_delta(conn, context, pieces, local_replica=local_replica, now_ms=self._wall_ms(),
                               max_skew_ms=max_skew_ms, sender=sender, withheld=withheld)
 

@@ -7,6 +7,8 @@ benchmark can measure the transport's own delivery time next to the full path.
 waiting for delivery, the queue into the applier, and how far our own ops were published.
 A failed publish or join loses nothing (anti-entropy delivers it) and is counted
 (`gossip_publish_failed`, `gossip_apply_failed`); anything else is a bug (`internal_errors`).
+Gossip refused for the time it carries (a clock that stepped, ours or the publisher's:
+`REFUSED_FOR_ITS_TIME`) has the node pull from its publisher at once (`CatchUp.pull_soon`).
 
 Own gossip also declares the seqs it will never send (`crdt.withheld`: private, held or
 already superseded ops), so siblings' contexts close over them without pulling from us: in
@@ -23,20 +25,21 @@ import json
 import logging
 import sqlite3
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import trio
 from libp2p.peer.id import ID
 
-from crdt import ApplyReport, CausalContext, Delta, EntryBody, Op, RemoteProtocolError
+from crdt import CausalContext, Delta, EntryBody, Op, RemoteProtocolError
 from crdt.replica import MAX_BATCH_BYTES, MAX_BATCH_OPS
 from crdt.withheld import WITHHELD_PER_MESSAGE, declared_withheld, withheld_context, withheld_seqs
-from daemon.embedding.shipped import Shipped, VectorShipping, encode_section
+from daemon.embedding.shipped import VectorShipping, encode_section
 from daemon.errors import StoreError
 from daemon.grimoire import Grimoire
-from daemon.grimoire.vectors import accept_shipped_vectors, own_vectors
+from daemon.grimoire.ingest import join_gossip
+from daemon.grimoire.vectors import own_vectors
 
 from .gossip import GossipCodec, Opened
 from .links import TRANSPORT_ERRORS
@@ -61,6 +64,10 @@ RECENT_MESSAGES = 4096  # message ids kept in `_accepted` and in `_delivered`
 PENDING_PER_SENDER_BYTES = 16 * 1024 * 1024
 PENDING_TOTAL_BYTES = 64 * 1024 * 1024
 V = TypeVar("V")
+# Gossip refused for the time it carries, against our clock: sent too long ago or ahead
+# (`stale`), a certificate or key epoch not valid now. Either clock may be the one that
+# stepped; the publisher's ops are good, and a pull (which compares no wall clocks) brings them.
+REFUSED_FOR_ITS_TIME = frozenset({"stale", "not_a_member", "epoch_expired"})
 STORE_ERRORS = (sqlite3.Error, StoreError, OSError)  # the store could not do it (disk, lock): retried later
 PUBLISH_ERRORS: tuple[type[Exception], ...] = (*TRANSPORT_ERRORS, *STORE_ERRORS)
 
@@ -103,6 +110,9 @@ class Broadcast(NodePart):
         self.topic, self.probe_topic = topic, probe_topic
         self.vector_topic = vector_topic  # gossip that also carries the sender's vectors (node.topic_of)
         self.max_skew_ms = max_skew_ms
+        # Told the publisher of gossip refused for its time (REFUSED_FOR_ITS_TIME): the node
+        # wires it to `CatchUp.pull_soon`.
+        self.on_refused_for_its_time: Callable[[str], None] = lambda publisher: None
         self._accepted: OrderedDict[bytes, Opened] = OrderedDict()  # validated, not delivered yet
         # Message ids delivered lately: py-libp2p checks "seen" before it verifies the
         # libp2p signature, so a copy that passed that check while the first was being validated
@@ -183,6 +193,8 @@ class Broadcast(NodePart):
         except RemoteProtocolError as exc:
             self.counters[f"gossip_rejected_{exc.reason}"] += 1
             log.info("gossip from %s (via %s) rejected: %s", publisher, forwarded_by, exc)
+            if exc.reason in REFUSED_FOR_ITS_TIME:
+                self.on_refused_for_its_time(publisher)
             return False
         finally:
             self._validating.discard(key)
@@ -252,7 +264,7 @@ class Broadcast(NodePart):
                 self.pending.release(opened.sender, opened.size)
             try:
                 report, used = await self.daemon.on_writer(functools.partial(
-                    _join, delta=delta, withheld=withheld, me=self.me, max_skew_ms=self.max_skew_ms,
+                    join_gossip, delta=delta, withheld=withheld, local_replica=self.me, max_skew_ms=self.max_skew_ms,
                     shipping=shipping, shipped=shipped))
             except STORE_ERRORS as exc:  # a failed apply loses nothing: anti-entropy resends
                 self.counters["gossip_apply_failed"] += 1
@@ -349,15 +361,6 @@ class Broadcast(NodePart):
                 self.book.note_traffic(record.peer_id, sent=len(data), now_ms=self.daemon.now_ms())
                 self.counters["gossip_msgs_out"] += 1
                 self.counters["gossip_bytes_out"] += len(data)
-
-
-def _join(store: Grimoire, *, delta: Delta, withheld: CausalContext, me: str, max_skew_ms: int,
-          shipping: VectorShipping | None, shipped: list[tuple[str, Shipped]]) -> tuple[ApplyReport, int]:
-    """Join gossip's ops and its senders' withheld declarations, then store the vectors their
-    authors shipped (in the writer thread); returns the join's report and how many vectors were used."""
-    report = store.apply_delta(delta, local_replica=me, max_skew_ms=max_skew_ms, withheld=withheld)
-    used = accept_shipped_vectors(store, shipping, shipped, salt=me) if shipping is not None and shipped else 0
-    return report, used
 
 
 def _remember(recent: OrderedDict[bytes, V], key: bytes, value: V) -> list[V]:

@@ -1,7 +1,7 @@
 """The node's side of anti-entropy (`sync_state` is the protocol, `sync` its trio loop):
 pull from a sibling on every new connection and every `sync_interval_s` (the connected
-siblings in turn), and answer
-siblings' pulls from a read snapshot, through the promotion gate.
+siblings in turn), out of turn from a sibling whose gossip was refused for its time
+(`pull_soon`), and answer siblings' pulls from a read snapshot, through the promotion gate.
 
 `CatchUp` owns the sync side of the peer book (`behind`, `ahead`, `withheld`,
 `last_sync_ms`, the round-trip estimate from a quick sync) and the set of siblings it is
@@ -34,7 +34,7 @@ from . import messages
 from .errors import SyncRefused
 from .frames import close_quietly, encode_frame
 from .links import TRANSPORT_ERRORS
-from .neighbourhood import PartnerCycle
+from .neighbourhood import PartnerCycle, PromptedPulls
 from .part import NodePart
 from .peers import PeerBook, PeerRecord
 from .ports import DaemonPort, Links, Stream, announce_received, internal_error
@@ -66,6 +66,8 @@ class CatchUp(NodePart):
         self.rng = rng
         self._syncing: set[str] = set()  # siblings a pull is running from
         self._partners = PartnerCycle(rng)
+        self._prompted = PromptedPulls()
+        self._prompt_send, self._prompt_receive = trio.open_memory_channel[str](64)
 
     @property
     def syncing(self) -> frozenset[str]:
@@ -74,12 +76,33 @@ class CatchUp(NodePart):
 
     async def run(self) -> None:
         """Every `sync_interval_s` (× U(0.8, 1.2)), pull from the next connected sibling in
-        turn (`neighbourhood.PartnerCycle`: each once per cycle, shuffled per cycle)."""
-        while True:
-            await trio.sleep(self.sync_interval_s * self.rng.uniform(0.8, 1.2))
-            partner = self._partners.next([r.peer_id for r in self.book.members() if r.peer_id not in self._syncing])
-            if partner is not None:
-                await self.sync_with(partner)
+        turn (`neighbourhood.PartnerCycle`: each once per cycle, shuffled per cycle); and
+        whenever asked, from a sibling out of turn (`pull_soon`)."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._prompted_pulls)
+            while True:
+                await trio.sleep(self.sync_interval_s * self.rng.uniform(0.8, 1.2))
+                partner = self._partners.next([r.peer_id for r in self.book.members()
+                                               if r.peer_id not in self._syncing])
+                if partner is not None:
+                    await self.sync_with(partner)
+
+    def pull_soon(self, peer_id: str) -> None:
+        """Pull from `peer_id` now, out of its turn, if it is a member (at most once per
+        `neighbourhood.PROMPT_GAP_S`): Broadcast refused its gossip for the time the message
+        carries, so it holds ops we lack, which a pull (no wall clock in it) brings."""
+        record = self.book.find(peer_id)
+        if record is None or not record.member or not self._prompted.due(peer_id, trio.current_time()):
+            return
+        try:
+            self._prompt_send.send_nowait(peer_id)
+        except trio.WouldBlock:  # 64 waiting already: the regular turns bring the rest
+            self.counters["sync_prompts_dropped"] += 1
+
+    async def _prompted_pulls(self) -> None:
+        async for peer_id in self._prompt_receive:
+            self.counters["sync_pulls_prompted"] += 1
+            await self.sync_with(peer_id)
 
     async def sync_with(self, peer_id: str) -> dict[str, Any] | None:
         """Pull everything `peer_id` has that we lack; a summary, or None if it could not run

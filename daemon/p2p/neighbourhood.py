@@ -29,9 +29,10 @@ from collections.abc import Collection, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT_TARGET", "PartnerCycle", "Plan", "cap_for", "plan"]
+__all__ = ["DEFAULT_TARGET", "PROMPT_GAP_S", "PartnerCycle", "Plan", "PromptedPulls", "cap_for", "plan"]
 
 DEFAULT_TARGET = 12
+PROMPT_GAP_S = 5.0  # a sibling is pulled out of turn at most once in this many seconds
 
 
 def cap_for(target: int) -> int:
@@ -112,3 +113,25 @@ class PartnerCycle:
         self._queue = sorted(eligible)
         self.rng.shuffle(self._queue)
         return self._queue.pop()
+
+
+class PromptedPulls:
+    """Pulls out of turn, at most one per sibling per `gap_s`: a sibling whose gossip we had
+    to refuse for the time it carries (its clock or ours stepped: `stale`, a certificate not
+    valid at our time) has ops we lack that its next gossip will not bring, and its turn in
+    the `PartnerCycle` may be a whole cycle away. The caller passes the time (trio's clock)."""
+
+    def __init__(self, gap_s: float = PROMPT_GAP_S, *, remember: int = 1024) -> None:
+        self.gap_s = gap_s
+        self.remember = remember
+        self._last: dict[str, float] = {}
+
+    def due(self, peer: str, now: float) -> bool:
+        """True (and remembered) if `peer` was not prompted within `gap_s` before `now`."""
+        last = self._last.get(peer)
+        if last is not None and now - last < self.gap_s:
+            return False
+        if len(self._last) >= self.remember:  # bounded: forget the prompts whose gap is over
+            self._last = {p: t for p, t in self._last.items() if now - t < self.gap_s}
+        self._last[peer] = now
+        return True

@@ -150,6 +150,7 @@ class P2PNode:
         self.broadcast = Broadcast(daemon, self.links, self.book, me=me, codec=codec, topic=self.topic,
                                    vector_topic=self.vector_topic, probe_topic=self.probe_topic,
                                    max_skew_ms=max_skew_ms)
+        self.broadcast.on_refused_for_its_time = self.catchup.pull_soon
         self.listen_addrs: list[str] = []
         for addr in bootstrap:
             self.dialing.add_bootstrap(addr)

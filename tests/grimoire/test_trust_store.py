@@ -20,6 +20,7 @@ from daemon.embedding.shipped import Shipped, VectorShipping
 from daemon.grimoire import Grimoire, NewEntry
 from daemon.grimoire.curator.bequest import bequest, inherit
 from daemon.grimoire.digest import build_digest
+from daemon.grimoire.ingest import join_gossip
 from daemon.grimoire.retrieval import RecallQuery, Retriever
 from daemon.grimoire.trust import Release, TrustPolicy
 from daemon.grimoire.trust_store import author_views, quarantine, record_suspects, set_distrust
@@ -313,6 +314,53 @@ def test_shipped_vectors_are_kept_only_for_their_authors_unembedded_entries(stor
     todo = shipped_to_check(store, info, limit=10)
     assert [(i, a) for i, _, a, _ in todo] == [(x1, X.peer_id)]
     assert store.connection.execute("SELECT embedding FROM entries WHERE id = ?", (g1,)).fetchone()[0] is None
+
+
+def test_gossip_and_its_shipped_vectors_join_in_one_transaction_that_does_not_wait_for_the_disk(
+        store: Grimoire) -> None:
+    """join_gossip: X's entry and the vector X shipped for it commit together, once, under
+    `synchronous = NORMAL` (what siblings sent: store.py's durability contract); the
+    connection is back at FULL afterwards, for the golem's own writes."""
+    info = expected_info("sentence-transformers/all-MiniLM-L6-v2")
+    assert info is not None
+    shipping = VectorShipping(info, check_rate=0.0)
+    stamp = Timestamp(NOW)
+    body = EntryBody(author=X.peer_id, kind=Kind.WARNING, content="X: the bridge at 0xdef pauses", created=stamp)
+    seq = _SEQ[X.peer_id]
+    ops = Mutator(X.peer_id, X.sign, next_seq=lambda: next(seq), now=lambda: stamp).create(body, 0.9)
+    vec = np.full(info.dim, 1 / np.sqrt(info.dim), dtype=np.float32)
+    statements: list[str] = []
+    store.connection.set_trace_callback(statements.append)
+    try:
+        report, used = join_gossip(store, Delta(tuple(ops), CausalContext()), withheld=CausalContext(),
+                                   local_replica=ME.peer_id, max_skew_ms=60_000, shipping=shipping,
+                                   shipped=[(X.peer_id, Shipped(shipping.space, {body.id: vec}))])
+    finally:
+        store.connection.set_trace_callback(None)
+    assert report.applied == len(ops) and used == 1
+    assert [s for s in statements if s in ("BEGIN IMMEDIATE", "COMMIT")] == ["BEGIN IMMEDIATE", "COMMIT"]
+    assert statements.index("PRAGMA synchronous = NORMAL") < statements.index("BEGIN IMMEDIATE")
+    assert statements.index("COMMIT") < statements.index("PRAGMA synchronous = FULL")
+    assert store.connection.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    row = store.connection.execute("SELECT embedding_source FROM entries WHERE id = ?", (body.id,)).fetchone()
+    assert row[0] == "author"
+
+
+def test_a_write_inside_a_write_is_a_savepoint_rolled_back_alone(store: Grimoire) -> None:
+    """Grimoire._write nested: an inner failure undoes only the inner write; the outer one
+    commits what it did, and a failed non-durable write leaves the connection at FULL."""
+    with store._transaction() as conn:
+        conn.execute("INSERT INTO meta (key, value) VALUES ('outer', x'01')")
+        with pytest.raises(RuntimeError), store._transaction() as inner:
+            inner.execute("INSERT INTO meta (key, value) VALUES ('inner', x'02')")
+            raise RuntimeError("the inner write fails")
+    keys = {k for (k,) in store.connection.execute("SELECT key FROM meta WHERE key IN ('outer', 'inner')")}
+    assert keys == {"outer"}
+    with pytest.raises(RuntimeError), store._write(durable=False) as conn:
+        conn.execute("INSERT INTO meta (key, value) VALUES ('lost', x'03')")
+        raise RuntimeError("the whole write fails")
+    assert store.connection.execute("SELECT count(*) FROM meta WHERE key = 'lost'").fetchone()[0] == 0
+    assert store.connection.execute("PRAGMA synchronous").fetchone()[0] == 2 and not store.in_transaction
 
 
 def test_a_forged_shipped_vector_is_replaced_and_its_author_suspect_until_trusted(store: Grimoire,

@@ -10,7 +10,7 @@ from collections import deque
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon.p2p.neighbourhood import PartnerCycle, cap_for, plan
+from daemon.p2p.neighbourhood import PartnerCycle, PromptedPulls, cap_for, plan
 
 
 def peers(prefix: str, n: int) -> list[str]:
@@ -174,3 +174,18 @@ def test_a_partner_that_left_is_skipped_and_one_that_joined_waits_for_the_next_c
     assert cycle.next([str(first), staying, "d"]) == staying  # `gone` left: skipped; `d` joined: not yet
     assert cycle.next([str(first), staying, "d"]) in ("a", "b", "c", "d")  # a new cycle, `d` in it
     assert "d" in {cycle.next(["a", "b", "c", "d"]) for _ in range(3)}
+
+
+def test_a_sibling_is_prompted_at_most_once_per_gap_each_sibling_apart() -> None:
+    prompts = PromptedPulls(gap_s=5.0)
+    assert prompts.due("a", 100.0) and prompts.due("b", 100.5)
+    assert not prompts.due("a", 104.9) and not prompts.due("b", 105.0)
+    assert prompts.due("a", 105.0) and not prompts.due("a", 106.0)
+
+
+def test_prompts_remembered_stay_bounded_by_the_siblings_prompted_within_one_gap() -> None:
+    prompts = PromptedPulls(gap_s=5.0, remember=8)
+    for i in range(100):
+        assert prompts.due(f"p{i}", float(i))  # one a second: only the last five are within the gap
+    assert len(prompts._last) <= 8
+    assert not prompts.due("p99", 100.0) and prompts.due("p90", 100.0)
