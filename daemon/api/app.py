@@ -79,7 +79,7 @@ from daemon.contract.responses import (
     errors,
 )
 from daemon.embedding.embedder import ModelIntegrityError
-from daemon.errors import Conflict, NotFound, UsageError
+from daemon.errors import Conflict, DaemonError, NotFound, UsageError
 from daemon.grimoire import Episode
 from daemon.grimoire.fields import event_ms
 from daemon.grimoire.storage_faults import sole_cause, storage_refusal
@@ -173,7 +173,9 @@ def create_app(state: DaemonState) -> FastAPI:
             raise exc
         return found
 
-    for kind in (sqlite3.Error, OSError, ExceptionGroup):
+    # DaemonError too: one raised from a storage failure (`cannot snapshot …` of a full disk) is a
+    # refusal (the soak's backup during its disk-full fault answered 507 but logged a traceback).
+    for kind in (sqlite3.Error, OSError, ExceptionGroup, DaemonError):
         app.add_exception_handler(kind, not_a_bug)
 
     @app.exception_handler(Exception)
