@@ -54,9 +54,10 @@ async def test_gossip_refused_for_its_time_is_pulled_from_its_publisher_at_once(
             mallory.sync_reply = serve_entry  # from now on a pull from her brings the entry
             await mallory.publish(mallory.seal(ops, sent_ms=now_ms() - 11 * 60_000))
 
-            async def arrived() -> bool:
+            async def arrived() -> bool:  # ops count as each delta commits; the pull itself when it ends
                 now = await counters(victim)
-                return now["gossip_rejected_stale"] == 1 and now["sync_ops_applied"] == len(ops)
+                return (now["gossip_rejected_stale"] == 1 and now["sync_ops_applied"] == len(ops)
+                        and now["sync_pulls"] > before["sync_pulls"])
 
             await wait_until("the stale gossip refused, then its ops pulled", arrived)
             after = await counters(victim)
