@@ -88,6 +88,10 @@ class StyxConfig(Section):
     backoff_base_s: float = Field(1.0, gt=0, le=600)
     backoff_cap_s: float = Field(60.0, gt=0, le=3600)
     timeout_s: float = Field(10.0, gt=0, le=600)
+    backup_wait_s: float = Field(20.0, ge=0, le=600, description="how long `POST /v1/backup` waits for the vault "
+                                                                 "upload before answering `styx_pending` (the "
+                                                                 "upload goes on; `backup_pushed` or "
+                                                                 "`backup_push_failed` follows)")
     outbox_warn: int = Field(10_000, ge=1, description="say so (status, event, log) past this many waiting items")
     budget: StyxBudgetConfig = Field(default_factory=StyxBudgetConfig)
     prices: StyxPricesConfig = Field(default_factory=StyxPricesConfig)

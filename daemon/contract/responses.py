@@ -446,6 +446,8 @@ class BackupOut(_Out):
     pruned: list[str]
     styx: dict[str, Any] | None = Field(None, description="the vault upload (when Styx and its vault are on)")
     styx_error: str | None = Field(None, description="why the upload failed (the backup is kept)")
+    styx_pending: bool = Field(False, description="the upload was still going after `[styx] backup_wait_s`: "
+                                                  "the event `backup_pushed` or `backup_push_failed` follows")
 
 
 class ToolsOut(_Out):

@@ -180,8 +180,11 @@ class DaemonRuntime:
             if self.data.membership_path.exists():
                 await state.backup(include_identity=False)
 
-        await run_backups(state.backup_schedule, interval_s=lambda: state.config.backup.interval_hours * 3600,
-                          backup=scheduled, stop=self.stop)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(state.upkeep.vault_pushes.run)  # the vault uploads, behind the backups (vault_push.py)
+            await run_backups(state.backup_schedule, interval_s=lambda: state.config.backup.interval_hours * 3600,
+                              backup=scheduled, stop=self.stop)
+            nursery.cancel_scope.cancel()
 
     async def p2p_service(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """The libp2p node, rebuilt from scratch each time the supervisor restarts it."""

@@ -43,6 +43,7 @@ from daemon.service.embedding import Embedding
 from daemon.service.index import SharedIndex
 from daemon.service.store_access import StoreAccess
 from daemon.service.styx_link import StyxLink
+from daemon.service.vault_push import VaultPushes
 from daemon.styx.vault import VaultPushError
 
 __all__ = ["Upkeep"]
@@ -77,12 +78,15 @@ class Upkeep:
         # for the repeat hold, computed off the store's thread. None: rewrites go unchecked.
         self.prepare = prepare
         self.backup_schedule = BackupSchedule()  # run by the runtime's backup service
+        self.vault_pushes = VaultPushes(self._upload, publish=publish, counters=counters)  # run by it too
         self.last_curator: dict[str, Any] | None = None
 
     async def backup(self, *, include_identity: bool) -> dict[str, Any]:
         """Write a backup sealed to the owner and this golem (`backup.default_recipients`;
         `UsageError` before joining); publishes `backup_written`, and with Styx's vault layer on
-        pushes it (`backup_pushed`, or `styx_error` in the report: the local backup stands either way)."""
+        queues its upload (`vault_push.py`): the report says how it went (`styx`, `styx_error`), or
+        that it is still going after `[styx] backup_wait_s` (`styx_pending`; `backup_pushed` or
+        `backup_push_failed` follows). The local backup stands either way."""
         config = self.config()
         clade_keys, publics, names = default_recipients(self.data, share_with_clade=config.backup.share_with_clade)
         if not publics:
@@ -94,19 +98,16 @@ class Upkeep:
         await trio.to_thread.run_sync(release_free_memory)  # the snapshot's and zstd's buffers (native_memory.py)
         doc = report_json(report)
         self.publish("backup_written", doc)
-        styx = config.styx
-        pusher = self.styx.pusher
-        if pusher is not None and styx.vault_enabled:
-            try:
-                pushed = await pusher.upload(Path(str(doc["path"])), peer=self.identity.peer_id,
-                                             timeout_s=max(60.0, styx.timeout_s))
-                doc["styx"] = pushed
-                self.publish("backup_pushed", pushed)
-            except (VaultPushError, DaemonError) as exc:
-                doc["styx_error"] = str(exc)
-                self.counters["styx_vault_failed"] += 1
-                log.warning("styx: %s", exc)
+        if self.styx.pusher is not None and config.styx.vault_enabled:
+            doc.update(await self.vault_pushes.push(Path(str(doc["path"])), wait_s=config.styx.backup_wait_s))
         return doc
+
+    async def _upload(self, path: Path) -> dict[str, object]:
+        """One backup's vault upload (`VaultPushes` calls it); `VaultPushError` if Styx is off by now."""
+        pusher = self.styx.pusher
+        if pusher is None:
+            raise VaultPushError(f"Styx is off: {path.name} was not uploaded; it is kept at {path}")
+        return await pusher.upload(path, peer=self.identity.peer_id, timeout_s=max(60.0, self.config().styx.timeout_s))
 
     def _count_door(self, report: CycleReport) -> None:
         """What the write door did to the curator's own entries: a rewrite held as a repeat is

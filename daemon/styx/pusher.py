@@ -126,9 +126,11 @@ class Pusher:
         self.budget.charge_upload(cost, month=month)
         if cost:
             await self._db(lambda s: s.styx_record_spend(Spend(month, cost, calls=1)))
+        # Abandoned when cancelled (the daemon stopping): a hanging Styx must not hold the stop for
+        # minutes; the thread ends with the process and the backup stays where it was written.
         return await trio.to_thread.run_sync(lambda: push_backup(
             path, url=self.url, token=self.token, peer=peer, timeout_s=timeout_s, attempts=attempts, base_s=base_s,
-            cap_s=cap_s))
+            cap_s=cap_s), abandon_on_cancel=True)
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         await self.load_spend()

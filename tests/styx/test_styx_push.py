@@ -160,12 +160,22 @@ def test_the_daemons_backups_go_to_the_vault(cli: CliRunner, data_dir: DataDir, 
     bundle = tmp_path / "g.bundle"
     assert cli("owner", "admit", peer, "--owner-dir", str(owner), "--out", str(bundle)).code == 0
     assert clade_subprocess(["--data-dir", str(data_dir.root), "join", str(bundle)]).returncode == 0
-    daemon = DaemonProc(data_dir, env={**_env(styx), "CLADE_P2P__ENABLED": "false"})
+    daemon = DaemonProc(data_dir, env={**_env(styx), "CLADE_P2P__ENABLED": "false", "CLADE_STYX__BACKUP_WAIT_S": "2"})
     try:
         doc = daemon.request("POST", "/v1/backup", json={}).json()
-        assert doc["styx"]["attempts"] == 1 and doc.get("styx_error") is None
+        assert doc["styx"]["attempts"] == 1 and doc.get("styx_error") is None and doc["styx_pending"] is False
         path = Path(doc["path"])
         assert (tmp_path / "vault" / peer / path.name).read_bytes() == path.read_bytes()
+        # Styx hangs: the request is answered after backup_wait_s (the soak's waited 90 s), the
+        # upload goes on behind it and lands once Styx answers again.
+        styx.set_faults(hang=True, times=1)
+        pending = daemon.request("POST", "/v1/backup", json={}, timeout=30).json()
+        assert pending["styx_pending"] is True and pending.get("styx") is None
+        assert not (tmp_path / "vault" / peer / Path(pending["path"]).name).exists()
+        styx.clear_faults()  # the hung attempt is reset; the retry succeeds
+        late = tmp_path / "vault" / peer / Path(pending["path"]).name
+        eventually(lambda: late.exists() and late.read_bytes() == Path(pending["path"]).read_bytes(), timeout=30,
+                   what="the pending upload to land in the vault")
     finally:
         assert daemon.stop() == 0
 
