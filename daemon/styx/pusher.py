@@ -130,7 +130,7 @@ class Pusher:
         # minutes; the thread ends with the process and the backup stays where it was written.
         return await trio.to_thread.run_sync(lambda: push_backup(
             path, url=self.url, token=self.token, peer=peer, timeout_s=timeout_s, attempts=attempts, base_s=base_s,
-            cap_s=cap_s), abandon_on_cancel=True)
+            cap_s=cap_s), abandon_on_cancel=True)  # type: ignore[call-arg]
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         await self.load_spend()
