@@ -3,6 +3,7 @@ the backup scheduler behind `next_due_ms` (on MockClock), and the `[tui]` config
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -58,11 +59,13 @@ def test_next_backup_shown_is_when_the_scheduler_runs_a_full_interval_after_the_
     schedule = BackupSchedule()
     runs: list[tuple[float, float]] = []
     shown: list[int | None] = []
+    finished_send, finished = trio.open_memory_channel[None](math.inf)  # one item per backup run
 
     async def backup() -> None:
         started = trio.current_time()
-        await trio.sleep(took)
+        await trio.sleep(took)  # the backup's work: 10 minutes, on the MockClock below
         runs.append((started, trio.current_time()))
+        finished_send.send_nowait(None)
 
     async def main() -> None:
         stop = trio.Event()
@@ -73,8 +76,8 @@ def test_next_backup_shown_is_when_the_scheduler_runs_a_full_interval_after_the_
                 await trio.sleep_until(t0 + 1 if n == 0 else runs[-1][1] + 1)
                 now = trio.current_time()
                 shown.append(schedule.due_ms(now=now, now_ms=round(now * 1000)))
-                while len(runs) <= n:
-                    await trio.sleep(60)
+                with trio.fail_after(2 * (hour + took)):  # mock time: the run is a whole cycle late
+                    await finished.receive()
             stop.set()
         assert schedule.due is None  # stopped: nothing scheduled
         starts = [round(a - t0) for a, _ in runs]

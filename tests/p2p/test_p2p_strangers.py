@@ -7,6 +7,7 @@ knows the topic name. Every "nothing arrived" is checked after a marker that cam
 
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -29,6 +30,7 @@ from daemon.testing.harness import Golem, LoopbackClade
 from tests.helpers.stranger import call, counters, hosting, plain_pubsub, wait_until
 
 WAIT_S = 15.0
+DEAD_DIALS = 4  # failed dials of an address where nothing listens: ≥ 0.5 + 1 + 2 s of the dialer's passes
 ENV = {"CLADE_P2P__SYNC_INTERVAL_S": "3600"}
 
 
@@ -196,10 +198,13 @@ async def _has_entries(golem: Golem, n: int) -> bool:
 
 @pytest.mark.slow
 async def test_a_refused_peer_that_keeps_listening_is_not_dialed_during_its_hold(tmp_path: Path) -> None:
-    """The daemon dials a stranger (an operator named it), which answers the hello with garbage:
-    refused and held for 5 minutes. Over the next seconds — many rounds of py-libp2p's pubsub
-    stream retry (every 0.5 s) — it is dialed 0 times; the marker is a second stranger, named
-    later, that the daemon does dial and greet."""
+    """The daemon dials a stranger (an operator named it, so it is pinned), which answers the
+    hello with garbage: refused and held for 5 minutes. It is dialed 0 times over the window
+    that follows, which the dialer itself marks: a pinned address where nothing listens, named
+    after the refusal, is dialed again after each failure with backoff (0.5–1 s, 1–2 s, 2–4 s),
+    so its fourth failed dial comes at least 3.5 s later, and every one of those dialer passes
+    went over the held stranger's record too. The last marker is a second stranger, named after
+    that, which the daemon does dial and greet."""
     async with two_siblings(tmp_path) as (_clade, a, _b):
         first, second = Stranger(clade_id(a)), Stranger(clade_id(a))
         async with first.running(), second.running():
@@ -209,12 +214,22 @@ async def test_a_refused_peer_that_keeps_listening_is_not_dialed_during_its_hold
             (hello,) = first.hellos
             assert isinstance(hello, messages.Hello)
             assert hello.addrs == () and hello.siblings == ()  # a bare hello: no address of a's or b's
-            await trio.sleep(3.0)  # the window observed (not a synchronization)
+            with socket.socket() as dead:  # bound, never listening: a dial to it is refused at once
+                dead.bind(("127.0.0.1", 0))
+                before = await counters(a)
+                dead_addr = f"/ip4/127.0.0.1/tcp/{dead.getsockname()[1]}/p2p/{Identity.generate().peer_id}"
+                await call(a, "POST", "/v1/peers/connect", json={"addr": dead_addr})
+                await wait_until(f"a's dialer fails {DEAD_DIALS} times on the dead address (the window)",
+                                 lambda: _counter_grew(a, "dials_failed", before, DEAD_DIALS))
             await call(a, "POST", "/v1/peers/connect", json={"addr": second.addr})
             await wait_until("a greets the second stranger", lambda: _hello_count(second, 1))
             assert first.conns.inbound == 1, f"the held stranger was dialed {first.conns.inbound - 1} more times"
             status = await counters(a)
             assert status["hello_refused_malformed"] == 2
+
+
+async def _counter_grew(golem: Golem, name: str, before: Any, by: int) -> bool:
+    return bool((await counters(golem))[name] - before[name] >= by)
 
 
 async def _refused(golem: Golem, peer_id: str) -> bool:

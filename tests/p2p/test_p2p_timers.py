@@ -79,6 +79,7 @@ class FakeLinks:
         self.on_dialed: Callable[[str], None] = lambda peer: None
         self.stream_error: Exception = OSError("no route")
         self.admitted_peers: set[str] = set()
+        self._changed = trio.Event()  # set (and renewed) by `admit`, `forget` and `drop`
 
     def listen_addrs(self) -> list[str]:
         return []
@@ -88,7 +89,7 @@ class FakeLinks:
 
     async def dial(self, peer_id: str, addrs: list[str]) -> None:
         self.dials.append(trio.current_time())
-        await trio.sleep(0)
+        await trio.sleep(0)  # a checkpoint, as a real dial has (no time passes)
         if self.error is not None:
             raise self.error
         self.up.add(peer_id)
@@ -97,6 +98,7 @@ class FakeLinks:
     async def drop(self, peer_id: str) -> None:
         self.dropped.append((trio.current_time(), peer_id))
         self.up.discard(peer_id)
+        self._changed_now()
 
     async def open_stream(self, peer_id: str, protocol: str) -> Any:
         raise self.stream_error
@@ -115,17 +117,24 @@ class FakeLinks:
 
     def admit(self, peer_id: str) -> None:
         self.admitted_peers.add(peer_id)
+        self._changed_now()
 
     def forget(self, peer_id: str) -> None:
         self.admitted_peers.discard(peer_id)
+        self._changed_now()
 
     def admitted(self, peer_id: str) -> bool:
         return peer_id in self.admitted_peers and peer_id in self.up
 
+    def _changed_now(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
     async def wait_admitted(self, peer_id: str, timeout_s: float) -> bool:
+        """Woken by `admit`, `forget` and `drop` (a test that edits `up` itself wakes nobody)."""
         with trio.move_on_after(timeout_s):
             while not self.admitted(peer_id) and peer_id in self.up:
-                await trio.sleep(0.01)
+                await self._changed.wait()
         return self.admitted(peer_id)
 
     async def open_gossip(self, peer_id: str) -> None:

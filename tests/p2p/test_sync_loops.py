@@ -300,15 +300,19 @@ async def test_a_delta_is_joined_while_the_responder_still_extracts_the_round() 
 
 async def test_serve_loop_stops_extracting_when_the_asker_hangs_up_mid_round() -> None:
     """The asker goes away after the first delta: sending fails, the extraction waiting to
-    hand over more is stopped (its channel breaks) rather than left hanging."""
+    hand over more is stopped (its channel breaks) rather than left hanging. The extraction
+    goes on only once the asker is gone, and has more to hand over than the channel holds:
+    it cannot end on its own."""
     mine, theirs = pair()
     extraction_ended: list[BaseException] = []
+    hung_up = trio.Event()
 
     async def extract(context: CausalContext, send: trio.MemorySendChannel[bytes]) -> tuple[bool, CausalContext]:
         try:
-            for i in range(ROUND_DELTAS):
+            await send.send(bytes([0]) * 100_000)
+            await hung_up.wait()
+            for i in range(1, 2 * ROUND_DELTAS + 2):  # more than the channel's ROUND_DELTAS
                 await send.send(bytes([i]) * 100_000)
-                await trio.sleep(0.01)
         except BaseException as exc:
             extraction_ended.append(exc)
             raise
@@ -318,6 +322,7 @@ async def test_serve_loop_stops_extracting_when_the_asker_hangs_up_mid_round() -
         await mine.write(frame(WANT))
         await read_frame(mine)  # the first delta
         await mine.inner.aclose()  # gone, mid-round
+        hung_up.set()
 
     with trio.fail_after(10), pytest.raises(trio.BrokenResourceError):
         await beside(lambda: serve(theirs, extract=extract, on_round=lambda *_: None), asker)

@@ -85,7 +85,7 @@ async def test_the_backlog_waits_for_a_catch_up_join_but_only_so_long(tmp_path: 
 
         async def round_of(seconds: float) -> None:
             with state.ingesting():
-                await trio.sleep(seconds)
+                await trio.sleep(seconds)  # a round that lasts `seconds` of mock time (autojump_clock)
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(round_of, 3)
