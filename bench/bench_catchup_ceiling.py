@@ -5,7 +5,9 @@
 The ops are those of `--ops`/2 warnings (body + author slot each, as `POST /v1/memory` makes
 them), encoded in catch-up's frames, joined into a fresh store two ways interleaved in each
 repeat (bench.common.ceiling): `serial` (decode + verify + `Grimoire.apply_delta` on one
-thread) and `pipelined` (`daemon.grimoire.ingest.apply_frames`, the daemon's catch-up path).
+thread), `pipelined` (`daemon.grimoire.ingest.apply_frames`, the daemon's catch-up path, on
+sync v2's frames: a signature check per op) and `sealed` (the same on sync v3's frames, with
+the writer's seals: a signature check per block of 256 ops).
 The ratio pipelined/serial is the figure that travels between machines; the stage costs
 (thread CPU per op of the signature check, of opening an op without it and of the join) say
 where the time goes. bench_clade `--catchup` measures the same against two real daemons.
@@ -48,6 +50,11 @@ def report(res: dict[str, Any]) -> None:
         ("pipelined: ingest.apply_frames, best (ops/s)", f"{c['ops_per_s_best']:,}"),
         ("pipelined: median (ops/s); CPU / wall", f"{c['ops_per_s_median']:,}; {c['cpu_per_wall']}"),
         ("pipelined / serial (best)", f"{c['ops_per_s_best'] / c['serial']['ops_per_s_best']:.2f}"),
+        ("sealed (sync v3 frames): best; median (ops/s); CPU / wall",
+         f"{c['sealed']['ops_per_s_best']:,}; {c['sealed']['ops_per_s_median']:,}; {c['sealed']['cpu_per_wall']}"),
+        ("sealed / pipelined (median); bytes per op sealed vs not",
+         f"{c['sealed']['ops_per_s_median'] / c['ops_per_s_median']:.2f}; {c['sealed_bytes_per_op']} vs "
+         f"{c['encoded_bytes_per_op']}"),
         ("stage: signature check (us/op, thread CPU)", f"{st['verify_us']}"),
         ("stage: open without it (checks + decode) (us/op)", f"{st['open_us']}"),
         ("stage: join_delta (us/op)", f"{st['join_us']}"),

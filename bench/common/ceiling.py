@@ -6,7 +6,10 @@ each); `bench_ceiling` joins them into a fresh store two ways, interleaved in ea
 - serial: decode + verify + `Grimoire.apply_delta`, one frame after the other on one thread
   (the receive path before the pipeline);
 - pipelined: `daemon.grimoire.ingest.apply_frames`, the daemon's catch-up path (a verifier
-  thread opens the next ops while the caller joins the ones already opened).
+  thread opens the next ops while the caller joins the ones already opened), frames as sync v2
+  sends them (every op's signature checked);
+- sealed: the same path on the frames sync v3 sends (`crdt.seals`: each frame carries the
+  writer's seals of the blocks it brings, so one signature is checked per block of 256 ops).
 
 Both report ops/s (best and median) and the process CPU over the wall time (1.0: no
 overlap; up to 2.0 on two cores). `stage_costs` times each stage of one op alone, in thread
@@ -20,7 +23,8 @@ from __future__ import annotations
 import random
 import statistics
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,15 +33,24 @@ from bench.common.workload import encode_batches
 from crdt import EntryBody, HybridClock, Kind, Mutator, Op, decode_delta
 from crdt.codec import open_ops, unpack_delta
 from crdt.ops import DOMAIN
+from crdt.seals import BLOCK_OPS, Seal, block_of, leaf, make_seal
 from crypto import Identity, signature_ok
 from daemon.grimoire import Grimoire
 from daemon.grimoire.ingest import PIECE_OPS, apply_frames
+from daemon.grimoire.seal_store import SEAL_MIN_OPS
+from daemon.p2p.catchup import SEALED_OPS_BYTES, SEALS_PER_DELTA
 
-__all__ = ["bench_ceiling", "stage_costs", "warning_ops"]
+__all__ = ["bench_ceiling", "sealed_frames", "stage_costs", "warning_ops", "warning_writer"]
 
 
 def warning_ops(n_ops: int, rng: random.Random, content: Callable[[random.Random, str, int], str]) -> list[Op]:
     """Signed ops of n_ops/2 warnings (body + author slot each), like `POST /v1/memory` writes."""
+    return warning_writer(n_ops, rng, content)[1]
+
+
+def warning_writer(n_ops: int, rng: random.Random, content: Callable[[random.Random, str, int], str]
+                   ) -> tuple[Identity, list[Op]]:
+    """`warning_ops`, and the writer that signed them."""
     identity = Identity(rng.randbytes(32))
     clock = HybridClock(lambda: time.time_ns() // 1_000_000)
     seq = [0]
@@ -52,7 +65,25 @@ def warning_ops(n_ops: int, rng: random.Random, content: Callable[[random.Random
         body = EntryBody(author=identity.peer_id, kind=Kind.WARNING, content=content(rng, "ceiling", i),
                          created=clock.now())
         ops.extend(mutator.create(body, 0.7))
-    return ops
+    return identity, ops
+
+
+def sealed_frames(identity: Identity, ops: list[Op]) -> list[tuple[int, bytes]]:
+    """`ops` in the frames a sync v3 responder sends (`CatchUp._extract` with seals): within
+    SEALED_OPS_BYTES, each with the writer's seals of the blocks it brings at least SEAL_MIN_OPS
+    ops of (at most SEALS_PER_DELTA), the seals made as the store makes them (`seal_own_blocks`)."""
+    leaves: dict[int, dict[int, bytes]] = {}
+    for op in ops:
+        leaves.setdefault(block_of(op.seq), {})[op.seq] = leaf(op.signed, op.signature)
+    top = max(op.seq for op in ops)
+    seals = {b: make_seal(identity.peer_id, b, by_seq, identity.sign) for b, by_seq in leaves.items()
+             if (b + 1) * BLOCK_OPS <= top}
+
+    def covering(batch: Sequence[Op]) -> list[Seal]:
+        counts = Counter(block_of(op.seq) for op in batch)
+        return [seals[b] for b, n in counts.most_common() if n >= SEAL_MIN_OPS and b in seals][:SEALS_PER_DELTA]
+
+    return encode_batches(ops, max_bytes=SEALED_OPS_BYTES, seals=covering)
 
 
 def _serial(store: Grimoire, frames: list[bytes]) -> int:
@@ -67,6 +98,10 @@ def _pipelined(store: Grimoire, frames: list[bytes]) -> int:
     return sum(f.report.applied for f in apply_frames(store, frames, signature_ok))
 
 
+def _sealed(store: Grimoire, frames: list[bytes]) -> int:
+    return sum(f.report.applied for f in apply_frames(store, frames, signature_ok, sealed=True))
+
+
 def _summary(n_ops: int, runs: list[tuple[float, float]]) -> dict[str, Any]:
     walls = [w for w, _ in runs]
     best = min(walls)
@@ -79,15 +114,18 @@ def bench_ceiling(root: Path, n_ops: int, repeats: int, rng: random.Random,
                   content: Callable[[random.Random, str, int], str]) -> dict[str, Any]:
     """Join n_ops fresh ops `repeats` times each way (see the module docstring)."""
     progress(f"[2] ceiling: building {n_ops:,} signed warning ops")
-    batches = encode_batches(warning_ops(n_ops, rng, content))
+    identity, ops = warning_writer(n_ops, rng, content)
+    batches = encode_batches(ops)
     frames = [data for _, data in batches]
-    runs: dict[str, list[tuple[float, float]]] = {"serial": [], "pipelined": []}
+    sealed = [data for _, data in sealed_frames(identity, ops)]
+    runs: dict[str, list[tuple[float, float]]] = {"serial": [], "pipelined": [], "sealed": []}
     for rep in range(repeats):
-        for name, join in (("serial", _serial), ("pipelined", _pipelined)):
+        for name, join, given in (("serial", _serial, frames), ("pipelined", _pipelined, frames),
+                                  ("sealed", _sealed, sealed)):
             path = root / f"ceiling-{name}-{rep}.db"
             with Grimoire.open(path, create=True) as store:
                 cpu0, t0 = time.process_time(), time.perf_counter()
-                applied = join(store, frames)
+                applied = join(store, given)
                 seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
             if applied != n_ops:
                 raise SystemExit(f"ceiling ({name}): applied {applied} of {n_ops} ops")
@@ -97,7 +135,9 @@ def bench_ceiling(root: Path, n_ops: int, repeats: int, rng: random.Random,
     wire = sum(len(f) for f in frames)
     return {"ops": n_ops, "batches": len(frames), "ops_per_batch": [n for n, _ in batches][:3],
             "encoded_bytes_per_op": round(wire / n_ops, 1),
-            "serial": _summary(n_ops, runs["serial"]), **_summary(n_ops, runs["pipelined"])}
+            "sealed_bytes_per_op": round(sum(len(f) for f in sealed) / n_ops, 1),
+            "serial": _summary(n_ops, runs["serial"]), "sealed": _summary(n_ops, runs["sealed"]),
+            **_summary(n_ops, runs["pipelined"])}
 
 
 def _yes(writer: str, message: bytes, signature: bytes) -> bool:

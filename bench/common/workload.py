@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from crdt import CausalContext, Delta, EntryBody, Kind, Op, Pad, Timestamp, encode_delta
 from crdt.body import Category, Sensitivity
 from crdt.replica import MAX_BATCH_BYTES, MAX_BATCH_OPS
+from crdt.seals import Seal
 from daemon.grimoire import Episode, NewEntry
 from daemon.grimoire.episodes import EMBEDDING_DIM
 
@@ -304,17 +305,20 @@ def defi_texts(gen: Generator, n: int, lo: int = 50, hi: int = 300) -> list[str]
     return out
 
 
-def encode_batches(ops: Sequence[Op]) -> list[tuple[int, bytes]]:
-    """Encoded gossip deltas in the given order, cut at 4,096 ops or ~1 MiB, whichever comes first
-    (the codec's caps): (ops in the delta, `encode_delta` bytes) each."""
-    budget = MAX_BATCH_BYTES - 16 * 1024  # room for the per-writer group headers
+def encode_batches(ops: Sequence[Op], *, max_bytes: int = MAX_BATCH_BYTES,
+                   seals: Callable[[Sequence[Op]], Sequence[Seal]] | None = None) -> list[tuple[int, bytes]]:
+    """Encoded gossip deltas in the given order, cut at 4,096 ops or ~`max_bytes`, whichever comes
+    first (the codec's caps): (ops in the delta, `encode_delta` bytes) each; with `seals`, each
+    delta carries `seals(its ops)` (sync v3's form)."""
+    budget = max_bytes - 16 * 1024  # room for the per-writer group headers
     out: list[tuple[int, bytes]] = []
     batch: list[Op] = []
     size = 0
     for op in [*ops, None]:
         if op is None or len(batch) >= MAX_BATCH_OPS or size + op.wire_size > budget:
             if batch:
-                out.append((len(batch), encode_delta(Delta(tuple(batch), CausalContext()))))
+                delta = Delta(tuple(batch), CausalContext())
+                out.append((len(batch), encode_delta(delta, None if seals is None else seals(batch))))
             batch, size = [], 0
         if op is not None:
             batch.append(op)

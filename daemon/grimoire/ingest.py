@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 from crdt import ApplyReport, CausalContext, Delta, Verifier
 from crdt.codec import open_ops, unpack_delta
+from crdt.seals import Seal, SealedOps, sealed_verifier
 from daemon.embedding.shipped import Shipped, VectorShipping
 
 from .replication import Piece
@@ -51,16 +52,22 @@ _STALL_S = 300.0  # an unpacker that sends nothing this long is stuck (a bug): t
 
 @dataclass(slots=True)
 class FrameReport:
-    """What joining one frame did (`report`), and its size on the wire."""
+    """What joining one frame did (`report`), its size on the wire, how many of its ops a seal
+    vouched for (no signature check of their own) and how many seals it brought (checked)."""
 
     report: ApplyReport
     size: int
+    sealed_ops: int = 0
+    seals: int = 0
 
 
 @dataclass(slots=True)
 class _Start:
     context: CausalContext
     size: int
+    seals: list[Seal] = field(default_factory=list)  # checked
+    bad_seals: int = 0
+    sealed: SealedOps = field(default_factory=SealedOps)  # their leaves: what they vouch for
 
 
 @dataclass(slots=True)
@@ -104,18 +111,29 @@ class _Pipe:
             raise RuntimeError(f"the delta unpacker sent nothing for {_STALL_S:.0f} s") from None
 
 
-def _unpack(frames: Iterable[bytes], verify: Verifier, pipe: _Pipe, pool: ThreadPoolExecutor) -> None:
-    """The unpacking thread: per frame a start (its context and size), the pieces of its ops
-    as the verifiers' futures (in order), an end."""
+def _check_seals(seals: list[Seal], verify: Verifier) -> tuple[list[Seal], int]:
+    good = [seal for seal in seals if seal.check(verify)]
+    return good, len(seals) - len(good)
+
+
+def _unpack(frames: Iterable[bytes], verify: Verifier, pipe: _Pipe, pool: ThreadPoolExecutor,
+            accept_seals: bool) -> None:
+    """The unpacking thread: per frame a start (its context, size and checked seals), the
+    pieces of its ops as the verifiers' futures (in order), an end. A frame's seals are
+    checked (on the pool) before its ops, which are then checked against them
+    (`crdt.seals.sealed_verifier`): an op a seal covers costs a hash, not a signature check."""
     try:
         for frame in frames:
             if pipe.closed.is_set():
                 return
-            packed = unpack_delta(frame)
-            pipe.put(_Start(packed.context, len(frame)))
+            packed = unpack_delta(frame, sealed=accept_seals)
+            seals, bad = pool.submit(_check_seals, packed.seals, verify).result() if packed.seals else ([], 0)
+            sealed = SealedOps(seals)
+            pipe.put(_Start(packed.context, len(frame), seals, bad, sealed))
+            check = sealed_verifier(sealed, verify)
             raw = packed.raw_ops
             for at in range(0, len(raw), PIECE_OPS):
-                pipe.put(pool.submit(open_ops, raw[at:at + PIECE_OPS], verify))
+                pipe.put(pool.submit(open_ops, raw[at:at + PIECE_OPS], check))
             pipe.put(_End())
     except _Closed:
         return
@@ -149,14 +167,15 @@ class RoundJoin:
     """
 
     def __init__(self, verify: Verifier, *, local_replica: str | None = None, max_skew_ms: int = DEFAULT_MAX_SKEW_MS,
-                 sender: str | None = None, on_frame: Callable[[FrameReport], None] | None = None) -> None:
+                 sender: str | None = None, on_frame: Callable[[FrameReport], None] | None = None,
+                 sealed: bool = False) -> None:
         self._local_replica, self._max_skew_ms, self._sender = local_replica, max_skew_ms, sender
         self._on_frame = on_frame
         self._frames: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self._pipe = _Pipe()
         self._pool = ThreadPoolExecutor(VERIFIERS, thread_name_prefix="clade-verify")
         self._unpacker = threading.Thread(target=_unpack, args=(iter(self._frames.get, None), verify, self._pipe,
-                                                                self._pool),
+                                                                self._pool, sealed),
                                           name="clade-verify-unpack", daemon=True)
         self._unpacker.start()
         self.added = 0
@@ -185,9 +204,12 @@ class RoundJoin:
             if not isinstance(start, _Start):
                 raise RuntimeError("the delta unpacker sent a piece before its frame's start")
             report = store.join_delta(start.context, _pieces(self._pipe), local_replica=self._local_replica,
-                                      max_skew_ms=self._max_skew_ms, sender=self._sender, durable=False)
+                                      max_skew_ms=self._max_skew_ms, sender=self._sender, durable=False,
+                                      seals=start.seals)
+            if start.bad_seals:
+                report.rejected["bad_seal"] += start.bad_seals
             self.joined += 1
-            reports.append(FrameReport(report, start.size))
+            reports.append(FrameReport(report, start.size, start.sealed.hits, len(start.seals)))
             if self._on_frame is not None:
                 self._on_frame(reports[-1])
         return reports
@@ -204,7 +226,7 @@ class RoundJoin:
 
 def apply_frames(store: Grimoire, frames: Iterable[bytes], verify: Verifier, *, local_replica: str | None = None,
                  max_skew_ms: int = DEFAULT_MAX_SKEW_MS, sender: str | None = None,
-                 on_frame: Callable[[FrameReport], None] | None = None) -> list[FrameReport]:
+                 on_frame: Callable[[FrameReport], None] | None = None, sealed: bool = False) -> list[FrameReport]:
     """Unpack, verify and join `frames` in order, one transaction each (see the module doc):
     a `RoundJoin` given them all at once.
 
@@ -213,7 +235,8 @@ def apply_frames(store: Grimoire, frames: Iterable[bytes], verify: Verifier, *, 
     it stay joined); ops that fail their own checks are counted in the frame's report, as
     `Grimoire.apply_delta` counts them.
     """
-    join = RoundJoin(verify, local_replica=local_replica, max_skew_ms=max_skew_ms, sender=sender, on_frame=on_frame)
+    join = RoundJoin(verify, local_replica=local_replica, max_skew_ms=max_skew_ms, sender=sender, on_frame=on_frame,
+                     sealed=sealed)
     try:
         for frame in frames:
             join.add(frame)

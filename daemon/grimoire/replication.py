@@ -37,9 +37,11 @@ from crdt import (
     Timestamp,
     open_stored_op,
 )
+from crdt.seals import Seal
 
 from .evidence_store import record_evidence
 from .records import dumps_list
+from .seal_store import put_seals
 from .trust_store import record_endorsement
 
 __all__ = ["CLADE_LOCAL_CONFIDENCE", "Piece", "SqliteBackend", "join_delta", "load_context", "raise_clock_floor"]
@@ -350,9 +352,10 @@ class SqliteBackend:
 
 def join_delta(conn: sqlite3.Connection, context: CausalContext, pieces: Iterable[Piece], *,
                local_replica: str | None, now_ms: int, max_skew_ms: int, sender: str | None,
-               withheld: CausalContext | None = None) -> ApplyReport:
+               withheld: CausalContext | None = None, seals: Sequence[Seal] = ()) -> ApplyReport:
     """Join one delta from a sibling inside the caller's transaction, piece by piece as its
-    ops are verified (`crdt.DeltaJoin`), then its `context`.
+    ops are verified (`crdt.DeltaJoin`), then its `context`; `seals` (checked) are kept
+    (`seal_store.put_seals`) to serve on.
 
     Ops stamped more than `max_skew_ms` ahead of `now_ms` are refused (`clock_skew`), and
     so is the context row of their writers; the local HLC floor moves past every accepted op.
@@ -373,6 +376,8 @@ def join_delta(conn: sqlite3.Connection, context: CausalContext, pieces: Iterabl
         join.add(kept)
     report = join.finish(context, withheld=withheld)
     backend.flush()
+    if seals:
+        put_seals(conn, seals)
     if report.applied_ops:
         raise_clock_floor(conn, max(op.hlc for op in report.applied_ops))
     return report

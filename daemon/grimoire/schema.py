@@ -378,10 +378,23 @@ CREATE INDEX entries_vector_to_check ON entries (rid) WHERE embedding_source = '
 ALTER TABLE author_trust ADD COLUMN forged_vector_ms INTEGER;
 """
 
+_V20_SEALS = """
+-- Seals (crdt/seals.py): a writer's signature over the leaves of one block of 256 of its seqs,
+-- so catch-up checks one signature per block instead of one per op (sync v3). Our own blocks
+-- are sealed in the write that completes them; siblings' are kept as they arrive, to serve on.
+CREATE TABLE seals (
+    writer    TEXT NOT NULL,
+    block     INTEGER NOT NULL CHECK (block >= 0),
+    leaves    BLOB NOT NULL CHECK (length(leaves) = 4096),
+    signature BLOB NOT NULL CHECK (length(signature) = 64),
+    PRIMARY KEY (writer, block)
+) STRICT, WITHOUT ROWID;
+"""
+
 MIGRATIONS: tuple[str, ...] = (_V1_ENTRIES, _V2_FTS, _V3_OPS, _V4_RETRIEVAL, _V5_VECTOR_MODEL, _V6_PROMOTION,
                                _V7_AGENT_MEMORY, _V8_UNEMBEDDED, _V9_CURATOR, _V10_STYX_OUTBOX, _V11_STYX_SPEND,
                                _V12_INGEST, _V13_OUTCOMES, _V14_TRUST, _V15_EVIDENCE, _V16_LIVE_SEQ,
-                               _V17_EVENT_TIME, _V18_VECTOR_CLEARED, _V19_SHIPPED_VECTORS)
+                               _V17_EVENT_TIME, _V18_VECTOR_CLEARED, _V19_SHIPPED_VECTORS, _V20_SEALS)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -43,6 +43,7 @@ from crdt import (
 )
 from crdt.ops import SlotKind
 from crdt.replica import MAX_BATCH_BYTES, MAX_BATCH_OPS, Gate, context_digest, sendable
+from crdt.seals import Seal
 from daemon.errors import NotFound, StoreError
 
 from .belief import Belief
@@ -56,6 +57,7 @@ from .replication import Piece, SqliteBackend, join_delta, load_context
 from .rooms import RoomWrites
 from .rows import ENTRY_COLUMNS, entry_from_row
 from .schema import SCHEMA_VERSION, NewerSchema, migrate, user_version
+from .seal_store import seal_asks, seal_own_blocks, seals_after, seals_covering
 from .styx_store import StyxRoom
 from .trust import TrustPolicy
 
@@ -274,6 +276,8 @@ class Grimoire(EntryReads, RoomWrites, StyxRoom):
             yield backend, mutator
             backend.flush()
             _set_meta(conn, seq_key, last[0])
+            if backend.written:  # a block of ours this write completed gets its seal (crdt/seals.py)
+                seal_own_blocks(conn, identity.peer_id, last[0], identity.sign)
             if self.outbox is not None and backend.written:
                 self.outbox(self, backend.written, identity.peer_id)
 
@@ -485,12 +489,26 @@ class Grimoire(EntryReads, RoomWrites, StyxRoom):
 
     def join_delta(self, context: CausalContext, pieces: Iterable[Piece], *, local_replica: str | None = None,
                    max_skew_ms: int = DEFAULT_MAX_SKEW_MS, sender: str | None = None,
-                   withheld: CausalContext | None = None, durable: bool = True) -> ApplyReport:
+                   withheld: CausalContext | None = None, durable: bool = True,
+                   seals: Sequence[Seal] = ()) -> ApplyReport:
         """`apply_delta` for a delta whose ops arrive in pieces as they are verified
-        (`daemon.grimoire.ingest`); one transaction, committed after the last piece."""
+        (`daemon.grimoire.ingest`); one transaction, committed after the last piece, with the
+        delta's checked `seals` (kept to serve on)."""
         with self._write(durable=durable) as conn:
             return join_delta(conn, context, pieces, local_replica=local_replica, now_ms=self._wall_ms(),
-                              max_skew_ms=max_skew_ms, sender=sender, withheld=withheld)
+                              max_skew_ms=max_skew_ms, sender=sender, withheld=withheld, seals=seals)
+
+    def seals_covering(self, ops: Sequence[Op], *, limit: int) -> list[Seal]:
+        """The seals a delta of `ops` should carry when served (`seal_store.seals_covering`)."""
+        return seals_covering(self._conn, ops, limit=limit)
+
+    def seal_asks(self, me: str | None, skip: Callable[[str, int], bool]) -> list[tuple[str, int, int]]:
+        """Whose seals this store lacks, for a sync v3 want (`seal_store.seal_asks`)."""
+        return seal_asks(self._conn, self.causal_context(), me=me, skip=skip)
+
+    def seals_after(self, asks: Iterable[tuple[str, int]], *, limit: int) -> list[Seal]:
+        """The seals held for a sync v3 want's asks (`seal_store.seals_after`)."""
+        return seals_after(self._conn, asks, limit=limit)
 
     def causal_context(self) -> CausalContext:
         """The local causal context (what this replica has seen)."""

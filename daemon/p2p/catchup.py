@@ -22,8 +22,10 @@ from typing import Any
 
 import trio
 
-from crdt import ApplyReport, CausalContext, RemoteProtocolError
+from crdt import ApplyReport, CausalContext, Delta, RemoteProtocolError
 from crdt.codec import encode_delta
+from crdt.replica import MAX_BATCH_BYTES
+from crdt.seals import SEAL_WIRE_BYTES
 from crdt.withheld import gap
 from crypto.identity import signature_ok
 from daemon.errors import StoreError
@@ -40,13 +42,20 @@ from .peers import PeerBook, PeerRecord
 from .ports import DaemonPort, Links, Stream, announce_received, internal_error
 from .sync import ROUND_DELTAS, PullResult, pull, serve
 
-__all__ = ["SYNC_PROTOCOL", "SYNC_PROTOCOLS", "SYNC_V2_PROTOCOL", "CatchUp"]
+__all__ = ["SYNC_PROTOCOL", "SYNC_PROTOCOLS", "SYNC_V2_PROTOCOL", "SYNC_V3_PROTOCOL", "CatchUp"]
 
 log = logging.getLogger("clade.p2p")
 
 SYNC_PROTOCOL = "/clade/sync/1.0.0"  # contexts whole: still served, for daemons before sync v2
 SYNC_V2_PROTOCOL = "/clade/sync/2.0.0"  # contexts reconciled by their difference (crdt.summary)
-SYNC_PROTOCOLS = (SYNC_V2_PROTOCOL, SYNC_PROTOCOL)  # what a pull offers, most preferred first
+SYNC_V3_PROTOCOL = "/clade/sync/3.0.0"  # v2 whose deltas carry seals (crdt.seals): a signature check a block
+SYNC_PROTOCOLS = (SYNC_V3_PROTOCOL, SYNC_V2_PROTOCOL, SYNC_PROTOCOL)  # what a pull offers, most preferred first
+_VERSIONS = {SYNC_PROTOCOL: 1, SYNC_V2_PROTOCOL: 2, SYNC_V3_PROTOCOL: 3}
+_PROTOCOLS = {v: p for p, v in _VERSIONS.items()}
+# Seals in a served v3 delta: at most this many (~4.2 kB each), within the delta's byte cap.
+SEALS_PER_DELTA = 32
+SEALED_OPS_BYTES = MAX_BATCH_BYTES - SEALS_PER_DELTA * SEAL_WIRE_BYTES
+SEALS_ASKED = 128  # seals answering a want's asks, in one delta of no op (~540 kB)
 STORE_ERRORS = (sqlite3.Error, StoreError, OSError)  # the store could not answer (disk, lock)
 # A round's first delta is small: the asker starts verifying and joining it (two verifier pieces
 # of `ingest.PIECE_OPS`) while the rest of the round is still read and sent, instead of waiting
@@ -68,6 +77,9 @@ class CatchUp(NodePart):
         self._partners = PartnerCycle(rng)
         self._prompted = PromptedPulls()
         self._prompt_send, self._prompt_receive = trio.open_memory_channel[str](64)
+        # (writer, sibling) → the writer's complete blocks when that sibling had none of the
+        # seals we asked of it: not asked of it again until the writer completes another block.
+        self._seals_in_vain: dict[tuple[str, str], int] = {}
 
     @property
     def syncing(self) -> frozenset[str]:
@@ -116,9 +128,13 @@ class CatchUp(NodePart):
         try:
             stream, protocol = await self.links.open_stream_of(peer_id, SYNC_PROTOCOLS)
             record.sync_protocol = protocol  # a sibling still on v1 shows here (upgrading a clade)
+            version = _VERSIONS[protocol]
+            asks = await self._seal_asks(peer_id) if version >= 3 else []
             result = await pull(stream, local_context=self._local_context,
-                                apply=functools.partial(self._apply_sync_round, sender=peer_id),
-                                version=2 if protocol == SYNC_V2_PROTOCOL else 1)
+                                apply=functools.partial(self._apply_sync_round, sender=peer_id, sealed=version >= 3),
+                                version=version, seal_asks=tuple((w, first) for w, first, _ in asks))
+            if asks:
+                await self._note_seals_in_vain(peer_id, asks)
         except SyncRefused as exc:
             self.counters["sync_refused_by_peer"] += 1
             log.warning("sync with %s refused: %s", peer_id, exc)
@@ -157,6 +173,29 @@ class CatchUp(NodePart):
         self.daemon.publish("sync_complete", summary)
         return summary
 
+    async def _seal_asks(self, peer_id: str) -> list[tuple[str, int, int]]:
+        """Whose seals we lack and have not asked `peer_id` for in vain (`seal_store.seal_asks`)."""
+        def skip(writer: str, complete: int) -> bool:
+            return self._seals_in_vain.get((writer, peer_id)) == complete
+        try:
+            return await self.daemon.on_reader(lambda s: s.seal_asks(self.me, skip))
+        except STORE_ERRORS as exc:
+            log.warning("reading which seals we lack failed: %r", exc)
+            return []
+
+    async def _note_seals_in_vain(self, peer_id: str, asked: list[tuple[str, int, int]]) -> None:
+        """After a pull: a writer whose seals we still lack from the same block was asked in vain."""
+        try:
+            after = {w: first for w, first, _ in await self.daemon.on_reader(lambda s: s.seal_asks(self.me,
+                                                                                                 lambda *_: False))}
+        except STORE_ERRORS:
+            return
+        if len(self._seals_in_vain) > 65_536:  # bounded: forgetting only means asking again
+            self._seals_in_vain.clear()
+        for writer, first, complete in asked:
+            if after.get(writer) == first:
+                self._seals_in_vain[(writer, peer_id)] = complete
+
     async def _note_gap(self, record: PeerRecord, result: PullResult) -> None:
         """Set `behind`, `ahead`, `withheld` from a pull (`crdt.withheld.gap`). What we would send
         it is counted on a reader, and only when it lacks anything at all; if the store cannot
@@ -186,7 +225,8 @@ class CatchUp(NodePart):
     async def _local_context(self) -> CausalContext:
         return await self.daemon.on_writer(lambda s: s.causal_context())
 
-    async def _apply_sync_round(self, arrivals: trio.MemoryReceiveChannel[bytes], *, sender: str) -> ApplyReport:
+    async def _apply_sync_round(self, arrivals: trio.MemoryReceiveChannel[bytes], *, sender: str,
+                                sealed: bool = False) -> ApplyReport:
         """Join a round's deltas as they arrive (`ingest.RoundJoin`): each is handed to the
         verifier threads the moment it arrives, even while the store's writer thread joins an
         earlier one, and the writer joins whatever has arrived. The writer never waits for the
@@ -211,7 +251,7 @@ class CatchUp(NodePart):
             async for frame in arrivals:
                 if round_join is None:  # the threads start with the round's first delta
                     round_join = RoundJoin(signature_ok, local_replica=self.me, max_skew_ms=self.max_skew_ms,
-                                           sender=sender, on_frame=committed)
+                                           sender=sender, on_frame=committed, sealed=sealed)
                 round_join.add(frame)
                 arrived.set()
             all_arrived = True
@@ -242,6 +282,8 @@ class CatchUp(NodePart):
     def _count_joined(self, frame: FrameReport, sender: str) -> None:
         report = frame.report
         self.counters["sync_ops_applied"] += report.applied
+        self.counters["sync_ops_sealed"] += frame.sealed_ops
+        self.counters["sync_seals_received"] += frame.seals
         for reason, n in report.rejected.items():
             self.counters[f"sync_rejected_{reason}"] += n
         if report.applied:
@@ -249,8 +291,8 @@ class CatchUp(NodePart):
         self.daemon.publish("sync_progress", {"peer_id": sender, "applied": report.applied, "bytes": frame.size})
 
     async def serve_sync(self, stream: Stream, peer_id: str, *, version: int = 2) -> None:
-        """Answer a sibling's pull on `stream` (the node's stream handler: `version` 2 on
-        SYNC_V2_PROTOCOL, 1 on SYNC_PROTOCOL). Never raises."""
+        """Answer a sibling's pull on `stream` (the node's stream handler: `version` 3 on
+        SYNC_V3_PROTOCOL, 2 on SYNC_V2_PROTOCOL, 1 on SYNC_PROTOCOL). Never raises."""
         record = self.book.get(peer_id)
         try:
             if not record.member:
@@ -258,7 +300,7 @@ class CatchUp(NodePart):
                 await stream.write(encode_frame(messages.encode(
                     messages.Refused("not_a_member", "say hello with a valid certificate first"), version)))
                 return
-            record.sync_protocol = SYNC_V2_PROTOCOL if version == 2 else SYNC_PROTOCOL
+            record.sync_protocol = _PROTOCOLS[version]
 
             def on_round(remote: CausalContext, local: CausalContext, more: bool) -> None:
                 self.counters["sync_rounds_served"] += 1
@@ -267,8 +309,10 @@ class CatchUp(NodePart):
                 # it would send us from the dots of its private ops (`crdt.withheld.gap`).
                 record.ahead = remote.missing_count(local) if more else 0
 
-            figures = await serve(stream, extract=self._extract, on_round=on_round,
-                                  local_context=self._local_context, version=version)
+            sealed = version >= 3
+            figures = await serve(stream, extract=functools.partial(self._extract, sealed=sealed), on_round=on_round,
+                                  local_context=self._local_context, version=version,
+                                  extract_seals=self._extract_seals if sealed else None)
             self.book.note_traffic(peer_id, sent=figures.bytes_out, received=figures.bytes_in,
                                    msgs_out=figures.rounds, msgs_in=figures.rounds, now_ms=self.daemon.now_ms())
             self._count_traffic(sent=figures.bytes_out, received=figures.bytes_in, msgs_out=figures.rounds,
@@ -284,15 +328,18 @@ class CatchUp(NodePart):
         finally:
             await close_quietly(stream)
 
-    async def _extract(self, peer: CausalContext, send: trio.MemorySendChannel[bytes]) -> tuple[bool, CausalContext]:
+    async def _extract(self, peer: CausalContext, send: trio.MemorySendChannel[bytes], *,
+                       sealed: bool = False) -> tuple[bool, CausalContext]:
         """Extract a round for `peer` from a read snapshot (writes go on meanwhile), handing
         each delta to `send` as soon as it is encoded, so the first is on the wire while the
-        next is read; whether there are more, and our context."""
+        next is read; whether there are more, and our context. `sealed` (sync v3): each delta
+        carries the seals we hold of the blocks it brings most of (`Grimoire.seals_covering`)."""
         me = self.me
         token = trio.lowlevel.current_trio_token()
 
         def run(store: Grimoire) -> tuple[bool, CausalContext]:
-            deltas = store.iter_deltas(peer, gate=store.sync_gate(me), first_max_ops=FIRST_DELTA_OPS)
+            deltas = store.iter_deltas(peer, gate=store.sync_gate(me), first_max_ops=FIRST_DELTA_OPS,
+                                       max_bytes=SEALED_OPS_BYTES if sealed else MAX_BATCH_BYTES)
             sent = 0
             more = False
             try:
@@ -300,10 +347,19 @@ class CatchUp(NodePart):
                     if sent == ROUND_DELTAS:
                         more = True
                         break
-                    trio.from_thread.run(send.send, encode_delta(delta), trio_token=token)
+                    seals = store.seals_covering(delta.ops, limit=SEALS_PER_DELTA) if sealed else None
+                    trio.from_thread.run(send.send, encode_delta(delta, seals), trio_token=token)
                     sent += 1
             finally:
                 deltas.close()  # ends the read snapshot
             return more, store.causal_context()
 
         return await self.daemon.on_reader(run)
+
+    async def _extract_seals(self, asks: tuple[tuple[str, int], ...], send: trio.MemorySendChannel[bytes]) -> None:
+        """Sync v3: the seals a want asked for that we hold, as one delta of no op (none if we
+        hold none of them)."""
+        seals = await self.daemon.on_reader(lambda s: s.seals_after(asks, limit=SEALS_ASKED))
+        if seals:
+            self.counters["sync_seals_served"] += len(seals)
+            await send.send(encode_delta(Delta((), CausalContext()), seals))

@@ -49,12 +49,13 @@ from .neighbourhood import DEFAULT_TARGET
 from .peers import PeerBook, PeerRecord
 from .ports import DaemonPort, log
 
-__all__ = ["HELLO_PROTOCOL", "SYNC_PROTOCOL", "SYNC_V2_PROTOCOL", "ConnectionNotifee", "P2PNode", "parse_peer_addr",
-           "topic_of"]
+__all__ = ["HELLO_PROTOCOL", "SYNC_PROTOCOL", "SYNC_V2_PROTOCOL", "SYNC_V3_PROTOCOL", "ConnectionNotifee", "P2PNode",
+           "parse_peer_addr", "topic_of"]
 
 HELLO_PROTOCOL = TProtocol(admission.HELLO_PROTOCOL)
 SYNC_PROTOCOL = TProtocol(catchup.SYNC_PROTOCOL)
 SYNC_V2_PROTOCOL = TProtocol(catchup.SYNC_V2_PROTOCOL)
+SYNC_V3_PROTOCOL = TProtocol(catchup.SYNC_V3_PROTOCOL)
 
 
 GOSSIP_GATE_WAIT_S = 60.0  # a peer's pubsub stream waits for its hello at most this long (see gate)
@@ -217,6 +218,9 @@ class P2PNode:
     async def _sync_v2_handler(self, stream: INetStream) -> None:
         await self.catchup.serve_sync(stream, stream.muxed_conn.peer_id.to_base58(), version=2)
 
+    async def _sync_v3_handler(self, stream: INetStream) -> None:
+        await self.catchup.serve_sync(stream, stream.muxed_conn.peer_id.to_base58(), version=3)
+
     def _discovered(self, info: PeerInfo) -> None:
         self.dialing.discovered(info.peer_id.to_base58(), [str(a) for a in info.addrs])
 
@@ -255,6 +259,7 @@ class P2PNode:
                         self.host.set_stream_handler(HELLO_PROTOCOL, self._hello_handler)
                         self.host.set_stream_handler(SYNC_PROTOCOL, self._sync_handler)
                         self.host.set_stream_handler(SYNC_V2_PROTOCOL, self._sync_v2_handler)
+                        self.host.set_stream_handler(SYNC_V3_PROTOCOL, self._sync_v3_handler)
                         subscription = await self.pubsub.subscribe(self.topic)
                         self.pubsub.set_topic_validator(self.vector_topic, self.broadcast.validate_with_vectors, True)
                         with_vectors = await self.pubsub.subscribe(self.vector_topic)

@@ -10,6 +10,7 @@ round), `trio.TooSlowError` (no frame for READ_TIMEOUT_S) and whatever the strea
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -32,7 +33,8 @@ from .sync_state import (
     WantReceived,
 )
 
-__all__ = ["READ_TIMEOUT_S", "ROUND_DELTAS", "Apply", "PullResult", "ServeResult", "SyncStream", "pull", "serve"]
+__all__ = ["READ_TIMEOUT_S", "ROUND_DELTAS", "Apply", "ExtractSeals", "PullResult", "ServeResult", "SyncStream", "pull",
+           "serve"]
 
 READ_TIMEOUT_S = 60.0
 
@@ -44,6 +46,9 @@ early: join what came."""
 Extract = Callable[[CausalContext, trio.MemorySendChannel[bytes]], Awaitable[tuple[bool, CausalContext]]]
 """Serve side: send the deltas (≤ ROUND_DELTAS) the asker's context lacks through the
 channel, each as soon as it is encoded; then whether there are more, and our context."""
+
+ExtractSeals = Callable[[tuple[tuple[str, int], ...], trio.MemorySendChannel[bytes]], Awaitable[None]]
+"""Serve side, v3: send at most one delta holding the seals a want asked for (and no op)."""
 
 
 class SyncStream(Protocol):
@@ -95,12 +100,14 @@ async def pull(
     apply: Apply,
     read_timeout_s: float = READ_TIMEOUT_S,
     version: int = 1,
+    seal_asks: tuple[tuple[str, int], ...] = (),
 ) -> PullResult:
     """Ask until the responder has nothing we lack; `apply` joins each round's deltas while
     the round is still arriving. Joined deltas stay joined whatever is raised (see the
     module docstring for what may be), those of a round cut short included. `version`: the
-    stream's protocol (1, or 2 on `/clade/sync/2.0.0`: `sync_state`)."""
-    state = PullState(version=version)
+    stream's protocol (1, 2 on `/clade/sync/2.0.0`, 3 on `/clade/sync/3.0.0`: `sync_state`);
+    `seal_asks` (v3): whose seals we lack, sent with the first want."""
+    state = PullState(version=version, seal_asks=seal_asks)
     result = PullResult()
     started = trio.current_time()
     state.start(await local_context())
@@ -189,11 +196,13 @@ async def serve(
     local_context: Callable[[], Awaitable[CausalContext]] | None = None,
     read_timeout_s: float = READ_TIMEOUT_S,
     version: int = 1,
+    extract_seals: ExtractSeals | None = None,
 ) -> ServeResult:
     """Answer wants until the asker closes its end; returns traffic figures.
 
     `on_round(asker's context, ours, more)` is called after each round is extracted.
-    `version` 2 needs `local_context` (our context, to reconcile the asker's summary with)."""
+    `version` 2 needs `local_context` (our context, to reconcile the asker's summary with);
+    on version 3, `extract_seals` answers a want's seal asks first, in its round."""
     if version != 1 and local_context is None:
         raise ValueError("sync v2 serves with local_context")
     state = ServeState(version=version)
@@ -211,7 +220,9 @@ async def serve(
             events = state.reconcile(await local_context())
         for event in events:
             if isinstance(event, WantReceived):
-                more, local = await _serve_round(stream, state, extract, event.context, result)
+                seals = functools.partial(extract_seals, event.seal_asks) \
+                    if extract_seals is not None and event.seal_asks else None
+                more, local = await _serve_round(stream, state, extract, event.context, result, seals)
                 on_round(event.context, local, more)
                 state.end(more=more, context=local)
             # Closed: the loop ends (`state.closed`)
@@ -221,7 +232,8 @@ async def serve(
 
 
 async def _serve_round(stream: SyncStream, state: ServeState, extract: Extract, context: CausalContext,
-                       result: ServeResult) -> tuple[bool, CausalContext]:
+                       result: ServeResult, seals: Callable[[trio.MemorySendChannel[bytes]], Awaitable[None]] | None,
+                       ) -> tuple[bool, CausalContext]:
     """Send each delta `extract` hands over while it extracts the next; its answer (more, our
     context). If sending fails, `extract` is stopped (its channel breaks) and the sending
     error raised; if `extract` fails, sending stops and its error is raised."""
@@ -231,6 +243,8 @@ async def _serve_round(stream: SyncStream, state: ServeState, extract: Extract, 
     async def produce() -> None:
         nonlocal answer
         async with send:
+            if seals is not None:
+                await seals(send)
             answer = await extract(context, send)
 
     async def deliver() -> None:

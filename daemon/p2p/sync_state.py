@@ -71,6 +71,11 @@ the host sees are otherwise the same: `WantReceived` with the asker's context (a
 responder has its writers), `RoundEnded` with the responder's whole context, rebuilt from
 the rows of its `end` that differ.
 
+Version 3 (`/clade/sync/3.0.0`) is version 2 whose deltas may carry seals (`crdt.seals`). Its
+first want also names the writers whose seals the asker lacks (`PullState(seal_asks=…)`, from
+`seal_store.seal_asks`); `WantReceived.seal_asks` hands them to the host, which may answer with
+one more delta in that round than ROUND_DELTAS: the seals it holds, and no op.
+
 Error contract (h11's): a method raises `RemoteProtocolError` (from `crdt`, its `reason` a
 counter label) when the peer broke the protocol — a message out of turn, too many deltas in
 a round, a stalled responder — and `LocalProtocolError` when the host called it out of turn.
@@ -124,6 +129,13 @@ MAX_ROUNDS = 10_000  # a pull stops after this many rounds (the next sync resume
 STALL_ROUNDS = 3  # rounds in a row that say "more" but bring nothing: the responder is stuck or lying
 
 
+
+
+def _round_cap(version: int) -> int:
+    """Deltas a round may bring: v3 one more, the seals a want asked for."""
+    return ROUND_DELTAS + (1 if version >= messages.SYNC_V3 else 0)
+
+
 # -- events ------------------------------------------------------------------------------------
 
 
@@ -132,6 +144,7 @@ class WantReceived:
     """Serve side: the asker wants what it lacks. Extract a round for `context`, then `answer`."""
 
     context: CausalContext
+    seal_asks: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,10 +220,15 @@ class PullState:
     - `refusal`: the responder's refusal, if it refused.
     """
 
-    def __init__(self, *, version: int = 1, nonces: Callable[[], bytes] | None = None) -> None:
-        if version not in (1, messages.SYNC_V2):
-            raise LocalProtocolError(f"sync version {version} (1 or {messages.SYNC_V2})")
+    def __init__(self, *, version: int = 1, nonces: Callable[[], bytes] | None = None,
+                 seal_asks: Sequence[tuple[str, int]] = ()) -> None:
+        if version not in (1, messages.SYNC_V2, messages.SYNC_V3):
+            raise LocalProtocolError(f"sync version {version} (1, {messages.SYNC_V2} or {messages.SYNC_V3})")
+        if seal_asks and version < messages.SYNC_V3:
+            raise LocalProtocolError(f"seal asks need sync version {messages.SYNC_V3}")
         self.version = version
+        self._seal_asks = tuple(seal_asks)  # sent with the first want only
+        self._round_cap = _round_cap(version)
         self._nonces = nonces or (lambda: secrets.token_bytes(NONCE_BYTES))
         self._sent: Tagged | None = None  # v2: the last want's context, as tagged
         self._buckets = 0  # v2: the last want's bucket count (0: it sent its rows)
@@ -262,11 +280,13 @@ class PullState:
             self._answered_ask = False
             if len(sent.rows) <= ROWS_AT_MOST:
                 self._buckets = 0
-                self._outbox.append(messages.WantSummary(sent.nonce, rows=tuple(sent.rows_in(None))))
+                self._outbox.append(messages.WantSummary(sent.nonce, rows=tuple(sent.rows_in(None)),
+                                                         seal_asks=self._seal_asks))
             else:
                 self._buckets = bucket_count(len(sent.rows))
                 self._outbox.append(messages.WantSummary(sent.nonce, fingerprints=tuple(
-                    sent.fingerprints(self._buckets))))
+                    sent.fingerprints(self._buckets)), seal_asks=self._seal_asks))
+            self._seal_asks = ()
         self.phase = PullPhase.AWAITING
 
     def next_message(self) -> messages.Message | None:
@@ -284,8 +304,8 @@ class PullState:
         if self.phase is not PullPhase.AWAITING:
             raise self._local(f"no reply is due: the pull is {self.phase.value}")
         if isinstance(message, messages.DeltaFrame):
-            if self.round_deltas >= ROUND_DELTAS:
-                raise self._remote("oversized", f"more than {ROUND_DELTAS} deltas in one round")
+            if self.round_deltas >= self._round_cap:
+                raise self._remote("oversized", f"more than {self._round_cap} deltas in one round")
             self.round_deltas += 1
             self.deltas += 1
             return [DeltaArrived(message.delta)]
@@ -355,9 +375,10 @@ class ServeState:
     """
 
     def __init__(self, *, version: int = 1) -> None:
-        if version not in (1, messages.SYNC_V2):
-            raise LocalProtocolError(f"sync version {version} (1 or {messages.SYNC_V2})")
+        if version not in (1, messages.SYNC_V2, messages.SYNC_V3):
+            raise LocalProtocolError(f"sync version {version} (1, {messages.SYNC_V2} or {messages.SYNC_V3})")
         self.version = version
+        self._round_cap = _round_cap(version)
         self._summary: messages.WantSummary | None = None
         self._own: Tagged | None = None
         self._asked: tuple[int, ...] = ()
@@ -396,7 +417,7 @@ class ServeState:
         then `reconcile`; the asked rows give `WantReceived`); anything else raises
         `RemoteProtocolError("malformed")`. `LocalProtocolError` if a want is still unanswered."""
         self._ready()
-        if self.version == messages.SYNC_V2:
+        if self.version >= messages.SYNC_V2:
             return self._receive_v2(message)
         if not isinstance(message, messages.Want):
             self.phase = ServePhase.FAILED
@@ -450,7 +471,8 @@ class ServeState:
         self._view = view
         self.want = view.context
         self.phase = ServePhase.EXTRACTING
-        return [WantReceived(context=view.context)]
+        asks = self._summary.seal_asks if self._summary is not None else ()
+        return [WantReceived(context=view.context, seal_asks=asks)]
 
     def receive_eof(self) -> list[ServeEvent]:
         """The asker closed its end (between rounds: the normal end of a pull)."""
@@ -464,8 +486,8 @@ class ServeState:
         Raises `LocalProtocolError` if no want is pending or the round has ROUND_DELTAS."""
         if self.phase is not ServePhase.EXTRACTING:
             raise self._local(f"no want to answer: serving is {self.phase.value}")
-        if self.round_deltas >= ROUND_DELTAS:
-            raise self._local(f"more than {ROUND_DELTAS} deltas in one round")
+        if self.round_deltas >= self._round_cap:
+            raise self._local(f"more than {self._round_cap} deltas in one round")
         self._outbox.append(messages.DeltaFrame(delta))
         self.round_deltas += 1
         self.deltas += 1
@@ -489,8 +511,8 @@ class ServeState:
 
         Raises `LocalProtocolError` if no want is pending or `deltas` exceeds ROUND_DELTAS
         (then nothing is sent: the state fails)."""
-        if self.phase is ServePhase.EXTRACTING and self.round_deltas + len(deltas) > ROUND_DELTAS:
-            raise self._local(f"{len(deltas)} deltas in one round (at most {ROUND_DELTAS})")
+        if self.phase is ServePhase.EXTRACTING and self.round_deltas + len(deltas) > self._round_cap:
+            raise self._local(f"{len(deltas)} deltas in one round (at most {self._round_cap})")
         for delta in deltas:
             self.send_delta(delta)
         self.end(more=more, context=context)

@@ -109,17 +109,24 @@ def test_private_sensitive_unpromoted_and_episodes_never_leave(clade3: LoopbackC
 
 
 def test_catch_up_after_restart_without_new_writes(clade3: LoopbackClade) -> None:
+    """c catches up 520 ops on restart. a and b have each written a block of 256 ops, sealed
+    (sync v3): c checks a signature per sealed block, not per op, and a and b, which got each
+    other's ops by gossip (no seal), ask each other for the seals at their next pull."""
     a, b, c = clade3.golems
     c.stop()
-    for i in range(125):  # 2 ops each: 250 on a, 250 on b
+    for i in range(130):  # 2 ops each: 260 on a, 260 on b
         write(a, f"a warning {i} while c is down")
         write(b, f"b warning {i} while c is down")
     clade3.start(c, bootstrap=[a])
     LoopbackClade.wait_connected(clade3.golems)
-    eventually(lambda: len(ids_on(c)) == 250, what="all 250 entries on c")
+    eventually(lambda: len(ids_on(c)) == 260, what="all 260 entries on c")
     eventually(lambda: converged(clade3.golems), what="identical shared digests")
     got = counters(c)  # GossipSub's message cache may replay the last seconds of gossip on reconnect
-    assert got["sync_ops_applied"] > 0 and got["sync_ops_applied"] + got.get("gossip_ops_applied", 0) == 500
+    assert got["sync_ops_applied"] > 0 and got["sync_ops_applied"] + got.get("gossip_ops_applied", 0) == 520
+    assert got["sync_ops_sealed"] > 0 and got["sync_seals_received"] >= 1
+    assert got.get("sync_rejected_bad_seal", 0) == 0
+    for relay in (a, b):  # the other's seal, asked for (converged() pulled everywhere once more)
+        assert counters(relay)["sync_seals_received"] >= 1, counters(relay)
 
 
 def test_catch_up_survives_sigkill_mid_sync(clade3: LoopbackClade) -> None:
