@@ -46,7 +46,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import statistics
 import threading
 import time
 from collections import Counter
@@ -60,16 +59,19 @@ from bench.common.ceiling import bench_ceiling
 from bench.common.clade import (
     Api,
     DaemonCpu,
+    SyncWatch,
     Watch,
     content,
     paced,
     report_odd,
+    sample_steady,
     start_clade,
     wait_embedded,
     writes_by_day_count,
 )
-from bench.common.machine import CLK_TCK, proc_cpu_ticks, proc_status_kib, tree_status_kib
+from bench.common.machine import CLK_TCK, proc_cpu_ticks
 from bench.common.profile import start_profiles, stop_profiles
+from bench.common.report import floats, ints
 from daemon.testing.harness import EventLog, Golem, LoopbackClade
 
 # -- 1. propagation latency --------------------------------------------------------------------
@@ -326,24 +328,9 @@ def bench_catchup(root: Path, args: argparse.Namespace, rng: random.Random, resu
         log = EventLog(laggard.socket).start()
         progress(f"[2] {laggard.name} restarted ({ready - launched:.0f} ms to ready); waiting for the pull")
         expected = 2 * warnings
-        deadline = time.monotonic() + args.catchup_timeout
-        syncs: list[tuple[float, dict[str, Any]]] = []
-        committed: list[float] = []
-        progress_at: list[float] = []  # each delta's commit (`sync_progress`), wall ms
-        seen = 0
-        while time.monotonic() < deadline:
-            events = log.events[seen:]
-            seen += len(events)
-            for at, name, data in events:
-                if name == "sync_complete":
-                    syncs.append((at, data))
-                elif name == "entries_received" and data.get("via") == "sync":
-                    committed.append(float(data["committed_ms"]))
-                elif name == "sync_progress":
-                    progress_at.append(at)
-            if sum(int(s["applied"]) for _, s in syncs) >= expected:
-                break
-            time.sleep(0.02)
+        synced = SyncWatch(log)
+        synced.wait(expected, args.catchup_timeout)
+        syncs, committed, progress_at = synced.syncs, synced.committed, synced.progress_at
         cpu_s = [(proc_cpu_ticks(proc.pid) - t0) / CLK_TCK
                  for proc, t0 in zip((laggard.proc, writer.proc), cpu_at_ready, strict=True)]
         profiled = stop_profiles(profiles)
@@ -441,54 +428,6 @@ def bench_catchup(root: Path, args: argparse.Namespace, rng: random.Random, resu
 # -- 4. steady state ---------------------------------------------------------------------------
 
 
-def sample_steady(golems: Sequence[Golem], seconds: float, load: float, rng: random.Random) -> dict[str, Any]:
-    pids = {g.name: g.proc.pid for g in golems if g.proc is not None}
-    ticks0 = {n: proc_cpu_ticks(p) for n, p in pids.items()}  # with the daemon's embedding process
-    own0 = {n: proc_cpu_ticks(p, children=False) for n, p in pids.items()}
-    rss: dict[str, list[int]] = {n: [] for n in pids}
-    own_rss: dict[str, list[int]] = {n: [] for n in pids}
-    stop = threading.Event()
-    writes = [0]
-    api = Api(golems[0])
-
-    def writer() -> None:
-        i = 0
-        t0 = time.monotonic()
-        while not stop.is_set():
-            api.call("POST", "/v1/memory", json={"content": content(rng, "steady", i), "memory_type": "warning"})
-            writes[0] += 1
-            i += 1
-            stop.wait(max(0.0, t0 + i / load - time.monotonic()))
-
-    thread = threading.Thread(target=writer, daemon=True) if load > 0 else None
-    t0 = time.monotonic()
-    if thread is not None:
-        thread.start()
-    while time.monotonic() - t0 < seconds:
-        for n, p in pids.items():
-            rss[n].append(tree_status_kib(p, "VmRSS"))
-            own_rss[n].append(proc_status_kib(p, "VmRSS"))
-        time.sleep(min(1.0, max(0.0, seconds - (time.monotonic() - t0))))
-    elapsed = time.monotonic() - t0
-    ticks1 = {n: proc_cpu_ticks(p) for n, p in pids.items()}
-    own1 = {n: proc_cpu_ticks(p, children=False) for n, p in pids.items()}
-    stop.set()
-    if thread is not None:
-        thread.join(10)
-    api.close()
-    per = {n: {"cpu_pct": round((ticks1[n] - ticks0[n]) / CLK_TCK / elapsed * 100, 2),
-               "rss_mib_mean": round(statistics.fmean(rss[n]) / 1024, 1),
-               "rss_mib_max": round(max(rss[n]) / 1024, 1),
-               "own_cpu_pct": round((own1[n] - own0[n]) / CLK_TCK / elapsed * 100, 2),
-               "own_rss_mib_mean": round(statistics.fmean(own_rss[n]) / 1024, 1)} for n in pids}
-    cpus = [v["cpu_pct"] for v in per.values()]
-    rsss = [v["rss_mib_mean"] for v in per.values()]
-    return {"seconds": round(elapsed, 1), "load_per_s": load, "writes": writes[0], "per_daemon": per,
-            "cpu_pct_median": round(statistics.median(cpus), 2), "cpu_pct_max": max(cpus),
-            "cpu_pct_total": round(sum(cpus), 1), "rss_mib_median": round(statistics.median(rsss), 1),
-            "rss_mib_max": max(v["rss_mib_max"] for v in per.values())}
-
-
 def bench_steady(clade: LoopbackClade, args: argparse.Namespace, rng: random.Random,
                  results: dict[str, Any]) -> None:
     golems = clade.golems
@@ -520,12 +459,6 @@ def bench_steady(clade: LoopbackClade, args: argparse.Namespace, rng: random.Ran
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    def ints(s: str) -> list[int]:
-        return [int(x) for x in s.split(",") if x]
-
-    def floats(s: str) -> list[float]:
-        return [float(x) for x in s.split(",") if x]
-
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", type=ints, default=[5, 10], help="clade sizes for the latency runs (default 5,10)")
     p.add_argument("--rates", type=floats, default=[10.0, 50.0], help="writes per second (default 10,50)")

@@ -31,10 +31,8 @@ from __future__ import annotations
 import argparse
 import cProfile
 import gc
-import pstats
 import sqlite3
 import statistics
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -64,8 +62,9 @@ from bench.common.ops import (
     build_workload,
     join_batches,
 )
-from bench.common.report import ROOT, add_common_args, at_least, main_in_workdir
-from bench.common.workload import encode_batches
+from bench.common.profile import top_functions
+from bench.common.report import add_common_args, at_least, main_in_workdir
+from bench.common.workload import encode_batches, encoded_size
 from crdt import (
     CausalContext,
     Delta,
@@ -74,7 +73,6 @@ from crdt import (
     Op,
     SlotKind,
 )
-from crdt.codec import DELTA_VERSION, encode_context
 from crdt.replica import MAX_BATCH_BYTES, MAX_BATCH_OPS, NEVER_CROSS
 from daemon.grimoire import Grimoire
 
@@ -189,15 +187,6 @@ def lagging_peer(ctx: CausalContext, behind: dict[str, int]) -> CausalContext:
     if any(cloud for _, _, cloud in rows):
         raise SystemExit("expected a gap-free causal context")
     return CausalContext({r: vv - behind.get(r, 0) for r, vv, _ in rows})
-
-
-def encoded_size(delta: Delta) -> int:
-    """len(encode_delta(delta)) without its 1 MiB check (extract_deltas can overshoot the cap)."""
-    groups: dict[str, list[list[bytes]]] = {}
-    for op in delta.ops:
-        groups.setdefault(op.writer, []).append([op.signed, op.signature])
-    return len(msgpack.packb([DELTA_VERSION, [[w, g] for w, g in groups.items()], encode_context(delta.context)],
-                             use_bin_type=True))
 
 
 def drain(extract: Callable[[CausalContext], Iterable[Delta]], peer: CausalContext) -> list[Delta]:
@@ -333,23 +322,6 @@ def bench_wire(workload: Workload) -> dict[str, Any]:
 # -- profiling -----------------------------------------------------------------------------------
 
 
-def top_functions(prof: cProfile.Profile, n: int, by: str) -> list[dict[str, Any]]:
-    """The n functions with the most `by` time ("cumulative" or "self"), leaving out this file."""
-    stats = pstats.Stats(prof)
-    rows = []
-    for (filename, line, func), (_, calls, own, cumulative, _) in stats.stats.items():  # type: ignore[attr-defined]
-        if filename == __file__ or func in ("<lambda>",) or "disable" in func:
-            continue
-        name = filename
-        for prefix in (str(ROOT) + "/", sys.prefix + "/", sys.base_prefix + "/"):
-            if name.startswith(prefix):
-                name = name[len(prefix):]
-        rows.append({"function": f"{name}:{line}({func})" if line else func, "calls": calls,
-                     "cumulative_s": round(cumulative, 3), "self_s": round(own, 3)})
-    rows.sort(key=lambda r: -r[f"{by}_s"])
-    return rows[:n]
-
-
 def profile_paths(workdir: Path, wire: Sequence[tuple[int, bytes]], store_path: Path,
                   peer: CausalContext) -> dict[str, Any]:
     progress(f"profiling: end to end on {PROFILE_BATCHES} batches, and extraction for the lagging peer")
@@ -363,8 +335,8 @@ def profile_paths(workdir: Path, wire: Sequence[tuple[int, bytes]], store_path: 
             ops += apply_wire(store, data)[0]
         prof.disable()
         out["end_to_end"] = {"ops": ops, "seconds": round(time.perf_counter() - t0, 3),
-                             "top": top_functions(prof, PROFILE_TOP, "cumulative"),
-                             "top_self": top_functions(prof, PROFILE_TOP, "self")}
+                             "top": top_functions(prof, PROFILE_TOP, "cumulative", __file__),
+                             "top_self": top_functions(prof, PROFILE_TOP, "self", __file__)}
     with Grimoire.open(store_path) as store:
         prof = cProfile.Profile()
         t0 = time.perf_counter()
@@ -372,8 +344,8 @@ def profile_paths(workdir: Path, wire: Sequence[tuple[int, bytes]], store_path: 
         deltas = list(store.iter_deltas(peer))
         prof.disable()
         out["iter_deltas"] = {"ops": sum(len(d.ops) for d in deltas), "seconds": round(time.perf_counter() - t0, 3),
-                              "top": top_functions(prof, PROFILE_TOP, "cumulative"),
-                              "top_self": top_functions(prof, PROFILE_TOP, "self")}
+                              "top": top_functions(prof, PROFILE_TOP, "cumulative", __file__),
+                              "top_self": top_functions(prof, PROFILE_TOP, "self", __file__)}
     return out
 
 

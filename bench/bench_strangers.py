@@ -53,7 +53,6 @@ JSON result line (bench.common). Other processes' CPU is recorded per phase.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import random
 import subprocess
@@ -66,9 +65,10 @@ from typing import Any
 
 from bench.common import HostLoad, dist, machine_info, out, progress
 from bench.common.clade import Api, Watch, content, paced
-from bench.common.machine import CLK_TCK, proc_cpu_ticks, proc_status_kib
+from bench.common.machine import CLK_TCK, open_fds, proc_cpu_ticks, proc_status_kib
 from bench.common.report import main_in_workdir
 from bench.strangers.report import print_phase, report
+from bench.strangers.sampler import Sampler
 from bench.strangers_worker import (
     KINDS,
     PUBSUB_MARKERS,
@@ -84,54 +84,6 @@ STRANGER_COUNTERS = ("hello_not_sent", "connections_refused_held")
 
 
 # -- the daemon side ----------------------------------------------------------------------------------
-
-
-class Sampler:
-    """A's RSS and open fds every `every` s, and the size of its peer book every other sample."""
-
-    def __init__(self, a: Golem, api: Api, every: float = 1.0) -> None:
-        assert a.proc is not None
-        self.pid = a.proc.pid
-        self.api = api
-        self.every = every
-        self.rss_kib: list[int] = []
-        self.fds: list[int] = []
-        self.peers: list[int] = []
-        self.strangers: list[int] = []
-        self.stranger_members: set[str] = set()
-        self.member_ids: set[str] = set()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def start(self, members: set[str]) -> Sampler:
-        self.member_ids = members
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        i = 0
-        while not self._stop.is_set():
-            with contextlib.suppress(OSError, RuntimeError, ValueError):
-                self.rss_kib.append(proc_status_kib(self.pid, "VmRSS"))
-                self.fds.append(len(os.listdir(f"/proc/{self.pid}/fd")))
-                if i % 2 == 0:
-                    self.note_peers(self.api.call("GET", "/v1/peers")["peers"])
-            i += 1
-            self._stop.wait(self.every)
-
-    def note_peers(self, peers: list[dict[str, Any]]) -> None:
-        self.peers.append(len(peers))
-        self.strangers.append(sum(1 for p in peers if not p["member"] and p["peer_id"] not in self.member_ids))
-        self.stranger_members.update(p["peer_id"] for p in peers if p["member"] and p["peer_id"] not in self.member_ids)
-
-    def stop(self) -> dict[str, Any]:
-        self._stop.set()
-        self._thread.join(10)
-        self.api.close()
-        return {"rss_mib_max": round(max(self.rss_kib, default=0) / 1024, 1),
-                "fds_max": max(self.fds, default=0), "fds_min": min(self.fds, default=0),
-                "peers_max": max(self.peers, default=0), "strangers_in_book_max": max(self.strangers, default=0),
-                "samples": len(self.rss_kib)}
 
 
 def stranger_counters(counters: dict[str, int]) -> dict[str, int]:
@@ -234,7 +186,7 @@ def run_phase(name: str, kind: str | None, ctx: dict[str, Any], args: argparse.N
     assert a.proc is not None and b.proc is not None
     pid_a, pid_b = a.proc.pid, b.proc.pid
     rss0 = proc_status_kib(pid_a, "VmRSS")
-    fds0 = len(os.listdir(f"/proc/{pid_a}/fd"))
+    fds0 = open_fds(pid_a)
     peers0 = len(api.call("GET", "/v1/peers")["peers"])
     c0 = stranger_counters(api.call("GET", "/v1/status")["counters"])
     procs: list[subprocess.Popen[str]] = []
@@ -273,7 +225,7 @@ def run_phase(name: str, kind: str | None, ctx: dict[str, Any], args: argparse.N
         "b_cpu_pct": round(cpu_b / window * 100, 1), "a_counters_delta": delta, "shed": shed,
         "shed_per_s": round(shed / seconds, 1),
         "rss_mib_before": round(rss0 / 1024, 1), "rss_mib_after": round(proc_status_kib(pid_a, "VmRSS") / 1024, 1),
-        "fds_before": fds0, "fds_after": len(os.listdir(f"/proc/{pid_a}/fd")), "peers_before": peers0,
+        "fds_before": fds0, "fds_after": open_fds(pid_a), "peers_before": peers0,
         "peers_after": len(peers), "sampled": samples, "stranger_members": sorted(sampler.stranger_members),
         "host": load, "worker_problems": problems,
     }

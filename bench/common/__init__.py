@@ -18,7 +18,8 @@
   bench_clade, bench_strangers, bench_recovery);
 - `rusage`: a measured step in a child process (RSS sampled, peak RSS and CPU from wait4);
 - `profile`: py-spy recordings of running daemons and a summary of where their CPU went
-  (ours against py-libp2p, trio, the model…; bench_clade `--profile DIR`);
+  (ours against py-libp2p, trio, the model…; bench_clade `--profile DIR`), and the top
+  functions of an in-process cProfile run (bench_crdt `--profile`);
 - `vectors`: the recall benches' stores of generated entries with perturbed real
   embeddings, and their RSS probe (bench_recall, bench_recall_options).
 

@@ -8,6 +8,8 @@ bench_clade, bench_strangers and bench_recovery start their golems with
 - `Watch`: deliveries (`entries_received`, `probe_received`) from the siblings' event streams;
 - `wait_embedded`: until every daemon's embedder has caught up; `DaemonCpu`: the daemons' CPU
   over a section; `odd_counters` / `report_odd`: counters that signal trouble;
+- `SyncWatch`: a catching-up golem's pulls from its event stream (`sync_complete`, synced commits);
+- `sample_steady`: every daemon's CPU % and RSS over a window, idle or under a light write load;
 - `start_clade`: `start_all`, saying who lacks whom when it times out.
 """
 
@@ -26,11 +28,11 @@ from typing import Any
 from daemon.client import ApiError, DaemonClient
 from daemon.testing.harness import EventLog, Golem, LoopbackClade
 
-from .machine import CLK_TCK, proc_cpu_ticks
+from .machine import CLK_TCK, proc_cpu_ticks, proc_status_kib, tree_status_kib
 from .report import out
 
-__all__ = ["WORDS", "Api", "DaemonCpu", "Watch", "content", "odd_counters", "paced", "report_odd",
-           "start_clade", "wait_embedded", "writes_by_day_count"]
+__all__ = ["WORDS", "Api", "DaemonCpu", "SyncWatch", "Watch", "content", "odd_counters", "paced", "report_odd",
+           "sample_steady", "start_clade", "wait_embedded", "writes_by_day_count"]
 
 WORDS = (
     "gas", "spike", "slippage", "oracle", "lag", "depeg", "liquidation", "cascade", "bridge", "delay", "mev",
@@ -204,6 +206,45 @@ class Watch:
             time.sleep(0.05)
 
 
+@dataclass
+class SyncWatch:
+    """Follows a catching-up golem's event stream: each pull it ran (`sync_complete`: wall ms,
+    data), each synced entry's commit (`entries_received` via sync: its `committed_ms`) and each
+    delta's commit (`sync_progress`: wall ms)."""
+
+    log: EventLog
+    syncs: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
+    committed: list[float] = field(default_factory=list)
+    progress_at: list[float] = field(default_factory=list)
+    seen: int = 0
+
+    @property
+    def applied(self) -> int:
+        """Ops applied, as the pulls' `sync_complete` events report them."""
+        return sum(int(s["applied"]) for _, s in self.syncs)
+
+    def scan(self) -> None:
+        events = self.log.events[self.seen:]
+        self.seen += len(events)
+        for at, name, data in events:
+            if name == "sync_complete":
+                self.syncs.append((at, data))
+            elif name == "entries_received" and data.get("via") == "sync":
+                self.committed.append(float(data["committed_ms"]))
+            elif name == "sync_progress":
+                self.progress_at.append(at)
+
+    def wait(self, expected: int, timeout: float) -> int:
+        """Until the pulls report `expected` ops applied, or `timeout`; returns the ops applied."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.scan()
+            if self.applied >= expected:
+                break
+            time.sleep(0.02)
+        return self.applied
+
+
 class DaemonCpu:
     """CPU % (of one core) of each daemon between construction and `report()`; golem 0 = writer.
     Each daemon's figure includes its child processes' (the embedding model runs in one:
@@ -229,6 +270,57 @@ class DaemonCpu:
         used = [(proc_cpu_ticks(p) - t) / CLK_TCK for p, t in zip(self.pids, self.ticks0, strict=True)]
         own = [(proc_cpu_ticks(p, children=False) - t) / CLK_TCK for p, t in zip(self.pids, self.own0, strict=True)]
         return {**self._figures(used, elapsed, messages), "own": self._figures(own, elapsed, messages)}
+
+
+def sample_steady(golems: Sequence[Golem], seconds: float, load: float, rng: random.Random) -> dict[str, Any]:
+    """Every daemon's CPU % (of one core) and RSS (VmRSS, sampled each second) over `seconds`, both
+    with its child processes' (the embedding process) and, as `own_*`, the daemon's alone; golem 0
+    takes `load` warnings/s meanwhile (0: idle)."""
+    pids = {g.name: g.proc.pid for g in golems if g.proc is not None}
+    ticks0 = {n: proc_cpu_ticks(p) for n, p in pids.items()}  # with the daemon's embedding process
+    own0 = {n: proc_cpu_ticks(p, children=False) for n, p in pids.items()}
+    rss: dict[str, list[int]] = {n: [] for n in pids}
+    own_rss: dict[str, list[int]] = {n: [] for n in pids}
+    stop = threading.Event()
+    writes = [0]
+    api = Api(golems[0])
+
+    def writer() -> None:
+        i = 0
+        t0 = time.monotonic()
+        while not stop.is_set():
+            api.call("POST", "/v1/memory", json={"content": content(rng, "steady", i), "memory_type": "warning"})
+            writes[0] += 1
+            i += 1
+            stop.wait(max(0.0, t0 + i / load - time.monotonic()))
+
+    thread = threading.Thread(target=writer, daemon=True) if load > 0 else None
+    t0 = time.monotonic()
+    if thread is not None:
+        thread.start()
+    while time.monotonic() - t0 < seconds:
+        for n, p in pids.items():
+            rss[n].append(tree_status_kib(p, "VmRSS"))
+            own_rss[n].append(proc_status_kib(p, "VmRSS"))
+        time.sleep(min(1.0, max(0.0, seconds - (time.monotonic() - t0))))
+    elapsed = time.monotonic() - t0
+    ticks1 = {n: proc_cpu_ticks(p) for n, p in pids.items()}
+    own1 = {n: proc_cpu_ticks(p, children=False) for n, p in pids.items()}
+    stop.set()
+    if thread is not None:
+        thread.join(10)
+    api.close()
+    per = {n: {"cpu_pct": round((ticks1[n] - ticks0[n]) / CLK_TCK / elapsed * 100, 2),
+               "rss_mib_mean": round(statistics.fmean(rss[n]) / 1024, 1),
+               "rss_mib_max": round(max(rss[n]) / 1024, 1),
+               "own_cpu_pct": round((own1[n] - own0[n]) / CLK_TCK / elapsed * 100, 2),
+               "own_rss_mib_mean": round(statistics.fmean(own_rss[n]) / 1024, 1)} for n in pids}
+    cpus = [v["cpu_pct"] for v in per.values()]
+    rsss = [v["rss_mib_mean"] for v in per.values()]
+    return {"seconds": round(elapsed, 1), "load_per_s": load, "writes": writes[0], "per_daemon": per,
+            "cpu_pct_median": round(statistics.median(cpus), 2), "cpu_pct_max": max(cpus),
+            "cpu_pct_total": round(sum(cpus), 1), "rss_mib_median": round(statistics.median(rsss), 1),
+            "rss_mib_max": max(v["rss_mib_max"] for v in per.values())}
 
 
 def start_clade(clade: LoopbackClade, timeout: float) -> float:

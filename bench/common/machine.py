@@ -34,6 +34,7 @@ __all__ = [
     "cpu_model",
     "disk_info",
     "machine_info",
+    "open_fds",
     "own_cpu_seconds",
     "proc_cpu_ticks",
     "proc_status_kib",
@@ -154,6 +155,11 @@ def rss_kib(field_name: str = "VmRSS", pid: int | str = "self") -> int:
 def proc_status_kib(pid: int, key: str) -> int:
     """A /proc/<pid>/status field in KiB; 0 if absent."""
     return max(0, rss_kib(key, pid))
+
+
+def open_fds(pid: int) -> int:
+    """How many files process `pid` holds open (the entries of /proc/<pid>/fd)."""
+    return len(os.listdir(f"/proc/{pid}/fd"))
 
 
 def _stat_fields(pid: int) -> list[str]:

@@ -1,5 +1,6 @@
 """Sampling profiles of running daemons with py-spy, and a summary that says where the CPU went:
-our code (crdt, crypto, daemon) against py-libp2p, trio, the embedding model and the rest.
+our code (crdt, crypto, daemon) against py-libp2p, trio, the embedding model and the rest; and
+the top functions of an in-process `cProfile` run (`top_functions`, bench_crdt `--profile`).
 
 `Profiles(out_dir).record(name, pid)` starts `py-spy record --pid PID` (raw collapsed stacks,
 full file names, the process's own CPU only: idle threads are not sampled); `stop()` ends every
@@ -10,6 +11,8 @@ figures are taken in a separate run from the ones quoted as CPU per message.
 
 from __future__ import annotations
 
+import cProfile
+import pstats
 import shutil
 import signal
 import subprocess
@@ -20,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.common.report import out, progress
+from bench.common.report import ROOT, out, progress
 
-__all__ = ["Profiles", "Summary", "pyspy_path", "start_profiles", "stop_profiles", "summarize"]
+__all__ = ["Profiles", "Summary", "pyspy_path", "start_profiles", "stop_profiles", "summarize", "top_functions"]
 
 SAMPLE_RATE = 200  # per second
 # Where a frame's file lives -> the group it is counted in (first match wins).
@@ -183,3 +186,21 @@ def stop_profiles(profiles: Profiles | None) -> dict[str, Any]:
                             "self_by_group": dict(summary.self_by_group.most_common()),
                             "by_our_caller": dict(summary.by_our_caller.most_common(20))}
     return found
+
+
+def top_functions(prof: cProfile.Profile, n: int, by: str, skip: str = "") -> list[dict[str, Any]]:
+    """The n functions with the most `by` time ("cumulative" or "self"), leaving out the file
+    `skip` (the bench's own) and lambdas; file names shortened to the repository's or Python's."""
+    stats = pstats.Stats(prof)
+    rows = []
+    for (filename, line, func), (_, calls, own, cumulative, _) in stats.stats.items():  # type: ignore[attr-defined]
+        if filename == skip or func in ("<lambda>",) or "disable" in func:
+            continue
+        name = filename
+        for prefix in (str(ROOT) + "/", sys.prefix + "/", sys.base_prefix + "/"):
+            if name.startswith(prefix):
+                name = name[len(prefix):]
+        rows.append({"function": f"{name}:{line}({func})" if line else func, "calls": calls,
+                     "cumulative_s": round(cumulative, 3), "self_s": round(own, 3)})
+    rows.sort(key=lambda r: -r[f"{by}_s"])
+    return rows[:n]

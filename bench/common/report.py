@@ -25,6 +25,8 @@ __all__ = [
     "bench_command",
     "disk_row",
     "emit",
+    "floats",
+    "ints",
     "machine_rows",
     "main_in_workdir",
     "not_empty",
@@ -184,6 +186,16 @@ def at_least(minimum: int) -> Callable[[str], int]:
 
     parse.__name__ = f"an integer >= {minimum}"
     return parse
+
+
+def ints(text: str) -> list[int]:
+    """An argparse `type`: a comma-separated list of ints ("5,10,20"; empty items skipped)."""
+    return [int(x) for x in text.split(",") if x]
+
+
+def floats(text: str) -> list[float]:
+    """An argparse `type`: a comma-separated list of floats ("10,50"; empty items skipped)."""
+    return [float(x) for x in text.split(",") if x]
 
 
 def main_in_workdir(bench: str, args: argparse.Namespace, run: Callable[[argparse.Namespace, Path], dict[str, Any]],

@@ -1,4 +1,5 @@
-"""Seeded, DeFi-flavoured workloads: the vocabulary, entries, episodes, entry bodies, queries.
+"""Seeded, DeFi-flavoured workloads: the vocabulary, entries, episodes, entry bodies, queries;
+and their ops in the wire form (`encode_batches`, `encoded_size`).
 
 Every bench draws its data from `Generator`, so two runs with the same seed write the same
 contents. The draw order of each method is part of its contract: changing it changes what
@@ -13,8 +14,11 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import msgpack
+
 from crdt import CausalContext, Delta, EntryBody, Kind, Op, Pad, Timestamp, encode_delta
 from crdt.body import Category, Sensitivity
+from crdt.codec import DELTA_VERSION, encode_context
 from crdt.replica import MAX_BATCH_BYTES, MAX_BATCH_OPS
 from crdt.seals import Seal
 from daemon.grimoire import Episode, NewEntry
@@ -28,6 +32,7 @@ __all__ = [
     "Generator",
     "defi_texts",
     "encode_batches",
+    "encoded_size",
     "short_queries",
 ]
 
@@ -324,3 +329,12 @@ def encode_batches(ops: Sequence[Op], *, max_bytes: int = MAX_BATCH_BYTES,
             batch.append(op)
             size += op.wire_size
     return out
+
+
+def encoded_size(delta: Delta) -> int:
+    """len(encode_delta(delta)) without its 1 MiB check (extract_deltas can overshoot the cap)."""
+    groups: dict[str, list[list[bytes]]] = {}
+    for op in delta.ops:
+        groups.setdefault(op.writer, []).append([op.signed, op.signature])
+    return len(msgpack.packb([DELTA_VERSION, [[w, g] for w, g in groups.items()], encode_context(delta.context)],
+                             use_bin_type=True))

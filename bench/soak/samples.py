@@ -3,7 +3,6 @@ outbox depth, every `every` s."""
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.common.machine import db_size, tree_status_kib
+from bench.common.machine import db_size, open_fds, tree_status_kib
 from daemon.testing.harness import Golem
 
 from .load import Load, now
@@ -25,7 +24,7 @@ def proc_figures(pid: int) -> dict[str, float]:
     status = Path(f"/proc/{pid}/status").read_text()
     fields = {line.split(":")[0]: line.split(":")[1].strip() for line in status.splitlines() if ":" in line}
     return {"rss_mib": tree_status_kib(pid, "VmRSS") / 1024, "own_rss_mib": int(fields["VmRSS"].split()[0]) / 1024,
-            "threads": float(fields["Threads"]), "fds": float(len(os.listdir(f"/proc/{pid}/fd")))}
+            "threads": float(fields["Threads"]), "fds": float(open_fds(pid))}
 
 
 @dataclass
