@@ -367,9 +367,9 @@ async def test_a_lying_member_cannot_make_the_victim_skip_a_siblings_ops(tmp_pat
 
             await wait_until("the victim pulls from the sibling", pulled_from_sibling)
             protocols = {p["peer_id"]: p["sync_protocol"] for p in (await call(victim, "GET", "/v1/peers"))["peers"]}
-            # two daemons of this version speak sync v2; mallory (a py-libp2p host that offers v1 only)
+            # two daemons of this version speak sync v3; mallory (a py-libp2p host that offers v1 only)
             # was pulled from on v1: what a clade mid-upgrade shows
-            assert protocols[sibling.peer_id] == "/clade/sync/2.0.0", protocols
+            assert protocols[sibling.peer_id] == "/clade/sync/3.0.0", protocols
             assert protocols[mallory.me] == "/clade/sync/1.0.0", protocols
             have = set(await entries(victim))
         missing = [i for i, entry_id in enumerate(written) if entry_id not in have]
