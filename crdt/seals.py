@@ -36,8 +36,8 @@ import msgpack
 from .errors import RemoteProtocolError
 from .ops import DOMAIN, SIGNATURE_BYTES, Signer, Verifier
 
-__all__ = ["BLOCK_OPS", "EMPTY_LEAF", "LEAF_BYTES", "SEAL_DOMAIN", "SEAL_WIRE_BYTES", "Seal", "SealedOps", "block_of",
-           "block_seqs", "decode_seals", "leaf", "make_seal", "sealed_verifier"]
+__all__ = ["BLOCK_OPS", "EMPTY_LEAF", "LEAF_BYTES", "SEAL_DOMAIN", "SEAL_WIRE_BYTES", "Seal", "SealTally", "SealedOps",
+           "block_of", "block_seqs", "decode_seals", "leaf", "make_seal", "sealed_verifier"]
 
 BLOCK_OPS = 256
 LEAF_BYTES = 16
@@ -121,12 +121,12 @@ def decode_seals(writer: str, raw: object, *, limit: int) -> list[Seal]:
 
 
 class SealedOps:
-    """The leaves of checked seals, by writer: which ops they vouch for."""
+    """The leaves of checked seals, by writer: which ops they vouch for. One serves a whole
+    catch-up round: a seal that came with an earlier delta of the round vouches for the ops of
+    the later ones too (the responder sends each seal once a round)."""
 
     def __init__(self, seals: Iterable[Seal] = ()) -> None:
         self._leaves: dict[bytes, str] = {}
-        self._hits = 0
-        self._lock = threading.Lock()  # verifier threads share one
         for seal in seals:
             self.add(seal)
 
@@ -143,25 +143,33 @@ class SealedOps:
 
     def covers(self, writer: str, message: bytes, signature: bytes) -> bool:
         """True iff a checked seal of `writer` holds this op's leaf (`message`: DOMAIN ‖ signed)."""
-        if self._leaves.get(_leaf_of_message(message, signature)) == writer:
-            with self._lock:
-                self._hits += 1
-            return True
-        return False
+        return self._leaves.get(_leaf_of_message(message, signature)) == writer
+
+
+class SealTally:
+    """How many ops seals vouched for (verifier threads share one)."""
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._lock = threading.Lock()
+
+    def add(self) -> None:
+        with self._lock:
+            self._count += 1
 
     @property
-    def hits(self) -> int:
-        """Ops `covers` has vouched for so far."""
-        return self._hits
+    def count(self) -> int:
+        return self._count
 
 
-def sealed_verifier(sealed: SealedOps, verify: Verifier) -> Verifier:
-    """A `Verifier` that takes an op a seal covers as signed, and checks any other with `verify`."""
-    if not len(sealed):
-        return verify
+def sealed_verifier(sealed: SealedOps, verify: Verifier, tally: SealTally | None = None) -> Verifier:
+    """A `Verifier` that takes an op a seal covers as signed (counted in `tally`), and checks any
+    other with `verify`."""
 
     def check(writer: str, message: bytes, signature: bytes) -> bool:
-        if type(signature) is bytes and sealed.covers(writer, message, signature):
+        if type(signature) is bytes and len(sealed) and sealed.covers(writer, message, signature):
+            if tally is not None:
+                tally.add()
             return True
         return verify(writer, message, signature)
 

@@ -79,9 +79,13 @@ def sealed_frames(identity: Identity, ops: list[Op]) -> list[tuple[int, bytes]]:
     seals = {b: make_seal(identity.peer_id, b, by_seq, identity.sign) for b, by_seq in leaves.items()
              if (b + 1) * BLOCK_OPS <= top}
 
+    sent: set[int] = set()  # each seal once: the asker keeps a round's seals for its later frames
+
     def covering(batch: Sequence[Op]) -> list[Seal]:
         counts = Counter(block_of(op.seq) for op in batch)
-        return [seals[b] for b, n in counts.most_common() if n >= SEAL_MIN_OPS and b in seals][:SEALS_PER_DELTA]
+        chosen = [seals[b] for b, n in counts.most_common() if n >= SEAL_MIN_OPS and b in seals and b not in sent]
+        sent.update(s.block for s in chosen[:SEALS_PER_DELTA])
+        return chosen[:SEALS_PER_DELTA]
 
     return encode_batches(ops, max_bytes=SEALED_OPS_BYTES, seals=covering)
 

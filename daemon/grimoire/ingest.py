@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 from crdt import ApplyReport, CausalContext, Delta, Verifier
 from crdt.codec import open_ops, unpack_delta
-from crdt.seals import Seal, SealedOps, sealed_verifier
+from crdt.seals import Seal, SealedOps, SealTally, sealed_verifier
 from daemon.embedding.shipped import Shipped, VectorShipping
 
 from .replication import Piece
@@ -67,7 +67,7 @@ class _Start:
     size: int
     seals: list[Seal] = field(default_factory=list)  # checked
     bad_seals: int = 0
-    sealed: SealedOps = field(default_factory=SealedOps)  # their leaves: what they vouch for
+    tally: SealTally = field(default_factory=SealTally)  # the frame's ops a seal of the round vouched for
 
 
 @dataclass(slots=True)
@@ -118,19 +118,23 @@ def _check_seals(seals: list[Seal], verify: Verifier) -> tuple[list[Seal], int]:
 
 def _unpack(frames: Iterable[bytes], verify: Verifier, pipe: _Pipe, pool: ThreadPoolExecutor,
             accept_seals: bool) -> None:
+    sealed = SealedOps()  # the round's checked seals: one may vouch for ops of a later frame
     """The unpacking thread: per frame a start (its context, size and checked seals), the
     pieces of its ops as the verifiers' futures (in order), an end. A frame's seals are
-    checked (on the pool) before its ops, which are then checked against them
-    (`crdt.seals.sealed_verifier`): an op a seal covers costs a hash, not a signature check."""
+    checked (on the pool) before its ops, which are then checked against them and the round's
+    earlier seals (`crdt.seals.sealed_verifier`): an op a seal covers costs a hash, not a
+    signature check."""
     try:
         for frame in frames:
             if pipe.closed.is_set():
                 return
             packed = unpack_delta(frame, sealed=accept_seals)
             seals, bad = pool.submit(_check_seals, packed.seals, verify).result() if packed.seals else ([], 0)
-            sealed = SealedOps(seals)
-            pipe.put(_Start(packed.context, len(frame), seals, bad, sealed))
-            check = sealed_verifier(sealed, verify)
+            for seal in seals:
+                sealed.add(seal)
+            tally = SealTally()
+            pipe.put(_Start(packed.context, len(frame), seals, bad, tally))
+            check = sealed_verifier(sealed, verify, tally)
             raw = packed.raw_ops
             for at in range(0, len(raw), PIECE_OPS):
                 pipe.put(pool.submit(open_ops, raw[at:at + PIECE_OPS], check))
@@ -209,7 +213,7 @@ class RoundJoin:
             if start.bad_seals:
                 report.rejected["bad_seal"] += start.bad_seals
             self.joined += 1
-            reports.append(FrameReport(report, start.size, start.sealed.hits, len(start.seals)))
+            reports.append(FrameReport(report, start.size, start.tally.count, len(start.seals)))
             if self._on_frame is not None:
                 self._on_frame(reports[-1])
         return reports

@@ -7,7 +7,9 @@
 - `put_seals`: keep checked seals a sibling sent (the first of a block wins: a writer seals a
   block once; another seal of it could only come from the writer sealing twice).
 - `seals_covering`: the seals a delta being served should carry: of the blocks it holds at
-  least `SEAL_MIN_OPS` ops of, those with the most ops first, at most `limit`.
+  least `SEAL_MIN_OPS` ops of and whose seal went with no earlier delta of the round, those
+  with the most ops first, at most `limit` (a writer's bodies are extracted before its other
+  ops, so a round brings most blocks in two deltas).
 - `seal_asks` / `seals_after`: the asker's "which writers' seals I lack" and the responder's
   answer (sync v3's want).
 """
@@ -17,7 +19,7 @@ from __future__ import annotations
 import random
 import sqlite3
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 
 from crdt import CausalContext, Op
 from crdt.seals import BLOCK_OPS, Seal, block_of, leaf, make_seal
@@ -59,10 +61,12 @@ def _load(rows: Iterable[tuple[str, int, bytes, bytes]]) -> list[Seal]:
     return [Seal(writer, block, leaves, signature) for writer, block, leaves, signature in rows]
 
 
-def seals_covering(conn: sqlite3.Connection, ops: Sequence[Op], *, limit: int) -> list[Seal]:
-    """The seals to send with `ops` (the module doc)."""
+def seals_covering(conn: sqlite3.Connection, ops: Sequence[Op], *, limit: int,
+                   sent: Collection[tuple[str, int]] = ()) -> list[Seal]:
+    """The seals to send with `ops` (the module doc), but those of the blocks in `sent` (sent
+    earlier in the round: the asker still holds them)."""
     counts = Counter((op.writer, block_of(op.seq)) for op in ops)
-    wanted = [key for key, n in counts.most_common() if n >= SEAL_MIN_OPS]
+    wanted = [key for key, n in counts.most_common() if n >= SEAL_MIN_OPS and key not in sent]
     seals: list[Seal] = []
     for writer, block in wanted:
         if len(seals) == limit:

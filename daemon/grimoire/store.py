@@ -498,9 +498,10 @@ class Grimoire(EntryReads, RoomWrites, StyxRoom):
             return join_delta(conn, context, pieces, local_replica=local_replica, now_ms=self._wall_ms(),
                               max_skew_ms=max_skew_ms, sender=sender, withheld=withheld, seals=seals)
 
-    def seals_covering(self, ops: Sequence[Op], *, limit: int) -> list[Seal]:
+    def seals_covering(self, ops: Sequence[Op], *, limit: int, sent: Collection[tuple[str, int]] = ()
+                       ) -> list[Seal]:
         """The seals a delta of `ops` should carry when served (`seal_store.seals_covering`)."""
-        return seals_covering(self._conn, ops, limit=limit)
+        return seals_covering(self._conn, ops, limit=limit, sent=sent)
 
     def seal_asks(self, me: str | None, skip: Callable[[str, int], bool]) -> list[tuple[str, int, int]]:
         """Whose seals this store lacks, for a sync v3 want (`seal_store.seal_asks`)."""

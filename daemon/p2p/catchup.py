@@ -342,12 +342,15 @@ class CatchUp(NodePart):
                                        max_bytes=SEALED_OPS_BYTES if sealed else MAX_BATCH_BYTES)
             sent = 0
             more = False
+            sealed_blocks: set[tuple[str, int]] = set()  # each seal once a round: the asker keeps it for the round
             try:
                 for delta in deltas:
                     if sent == ROUND_DELTAS:
                         more = True
                         break
-                    seals = store.seals_covering(delta.ops, limit=SEALS_PER_DELTA) if sealed else None
+                    seals = store.seals_covering(delta.ops, limit=SEALS_PER_DELTA, sent=sealed_blocks) \
+                        if sealed else None
+                    sealed_blocks.update((s.writer, s.block) for s in seals or ())
                     trio.from_thread.run(send.send, encode_delta(delta, seals), trio_token=token)
                     sent += 1
             finally:

@@ -18,6 +18,7 @@ from crdt.seals import (
     LEAF_BYTES,
     Seal,
     SealedOps,
+    SealTally,
     block_of,
     block_seqs,
     decode_seals,
@@ -90,10 +91,10 @@ def test_ops_a_seal_covers_skip_their_own_check_and_every_other_op_is_checked() 
     golem, ops = _writer_ops()
     raw = [(op.writer, op.signed, op.signature) for op in ops]
     counting = _Counting()
-    sealed = SealedOps([_seal()])
-    opened, refused = open_ops(raw, sealed_verifier(sealed, counting))
+    sealed, tally = SealedOps([_seal()]), SealTally()
+    opened, refused = open_ops(raw, sealed_verifier(sealed, counting, tally))
     assert len(opened) == 300 and not refused
-    assert counting.calls == 300 - BLOCK_OPS and sealed.hits == BLOCK_OPS
+    assert counting.calls == 300 - BLOCK_OPS and tally.count == BLOCK_OPS
     forged = [(op.writer, op.signed, op.signature[:-1] + bytes([op.signature[-1] ^ 1])) for op in ops[:1]]
     opened, refused = open_ops(forged, sealed_verifier(sealed, counting))
     assert not opened and refused == [(golem.peer_id, "bad_signature")]

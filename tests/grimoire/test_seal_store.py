@@ -88,6 +88,28 @@ def test_catch_up_checks_a_signature_a_sealed_block_and_serves_the_seals_on(stor
     assert asker.state_digest() == writer.state_digest()
 
 
+def test_a_seal_goes_once_a_round_and_vouches_for_the_rounds_later_deltas(stores: tuple[Grimoire, ...]) -> None:
+    """A writer's bodies are extracted before its other ops, so a round brings each block in two
+    deltas: the responder sends each seal with the first (as `CatchUp._extract` does) and the
+    asker's round keeps it for the second."""
+    writer, relay, _ = stores
+    seed(writer, _news(300), identity=WRITER)
+    sent: set[tuple[str, int]] = set()
+    frames: list[bytes] = []
+    deltas = list(writer.iter_deltas(relay.causal_context(), max_ops=300))
+    assert len(deltas) >= 2
+    for delta in deltas:
+        seals = writer.seals_covering(delta.ops, limit=32, sent=sent)
+        sent.update((s.writer, s.block) for s in seals)
+        frames.append(encode_delta(delta, seals))
+    counting = _Counting()
+    reports = apply_frames(relay, frames, counting, local_replica=RELAY.peer_id, sealed=True)
+    assert [r.seals for r in reports][:2] == [2, 0] and sum(r.seals for r in reports) == 2
+    assert sum(r.sealed_ops for r in reports) == 2 * BLOCK_OPS
+    assert counting.calls == 600 - 2 * BLOCK_OPS + 2
+    assert relay.state_digest() == writer.state_digest()
+
+
 def test_a_forged_op_under_a_seal_is_refused_and_the_rest_joins(stores: tuple[Grimoire, ...]) -> None:
     writer, relay, _ = stores
     seed(writer, _news(130), identity=WRITER)
