@@ -27,7 +27,7 @@ from crdt.seals import (
     sealed_verifier,
 )
 from crypto import Identity, signature_ok
-from tests.helpers.crdt_sim import IDENTITIES, SimReplica
+from tests.helpers.crdt_sim import IDENTITIES, CountingVerifier, SimReplica
 
 
 @functools.cache
@@ -45,16 +45,6 @@ def _seal(block: int = 0, *, skip: frozenset[int] = frozenset()) -> Seal:
     leaves = {op.seq: leaf(op.signed, op.signature) for op in ops if op.seq not in skip}
     return make_seal(golem.peer_id, block, leaves, golem.identity.sign)
 
-
-class _Counting:
-    """signature_ok, counting its calls."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def __call__(self, writer: str, message: bytes, signature: bytes) -> bool:
-        self.calls += 1
-        return signature_ok(writer, message, signature)
 
 
 def test_blocks_are_256_seqs_from_seq_one() -> None:
@@ -90,7 +80,7 @@ def test_ops_a_seal_covers_skip_their_own_check_and_every_other_op_is_checked() 
     covered, is checked, and fails."""
     golem, ops = _writer_ops()
     raw = [(op.writer, op.signed, op.signature) for op in ops]
-    counting = _Counting()
+    counting = CountingVerifier()
     sealed, tally = SealedOps([_seal()]), SealTally()
     opened, refused = open_ops(raw, sealed_verifier(sealed, counting, tally))
     assert len(opened) == 300 and not refused
@@ -107,7 +97,7 @@ def test_another_writers_seal_vouches_for_nothing() -> None:
     stolen = make_seal(mallory.peer_id, 0, {i + 1: seal.leaves[i * 16:(i + 1) * 16] for i in range(BLOCK_OPS)},
                        mallory.sign)
     assert stolen.check(signature_ok)  # a seal of Mallory's own, over another writer's leaves
-    counting = _Counting()
+    counting = CountingVerifier()
     opened, _ = open_ops([(op.writer, op.signed, op.signature) for op in ops[:10]],
                          sealed_verifier(SealedOps([stolen]), counting))
     assert len(opened) == 10 and counting.calls == 10  # each checked under its real writer

@@ -17,7 +17,7 @@ from crypto import Identity, signature_ok
 from daemon.grimoire import Grimoire, NewEntry
 from daemon.grimoire.ingest import apply_frames
 from daemon.grimoire.seal_store import SEAL_ASKS
-from tests.helpers.crdt_sim import IDENTITIES
+from tests.helpers.crdt_sim import IDENTITIES, CountingVerifier
 from tests.helpers.seed import seed
 
 WRITER, RELAY, ASKER = IDENTITIES[0], IDENTITIES[1], IDENTITIES[2]
@@ -35,14 +35,6 @@ def stores(tmp_path: Path) -> Iterator[tuple[Grimoire, Grimoire, Grimoire]]:
     for store in opened:
         store.close()
 
-
-class _Counting:
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def __call__(self, writer: str, message: bytes, signature: bytes) -> bool:
-        self.calls += 1
-        return signature_ok(writer, message, signature)
 
 
 def _seals(store: Grimoire, writer: Identity) -> list[int]:
@@ -75,14 +67,14 @@ def test_catch_up_checks_a_signature_a_sealed_block_and_serves_the_seals_on(stor
         return [encode_delta(d, source.seals_covering(d.ops, limit=32))
                 for d in source.iter_deltas(to.causal_context())]
 
-    counting = _Counting()
+    counting = CountingVerifier()
     reports = apply_frames(relay, frames(writer, relay), counting, local_replica=RELAY.peer_id, sealed=True)
     assert sum(r.report.applied for r in reports) == 600 and not any(r.report.rejected for r in reports)
     assert sum(r.sealed_ops for r in reports) == 2 * BLOCK_OPS
     assert counting.calls == 600 - 2 * BLOCK_OPS + 2
     assert _seals(relay, WRITER) == [0, 1]
 
-    counting = _Counting()
+    counting = CountingVerifier()
     apply_frames(asker, frames(relay, asker), counting, local_replica=ASKER.peer_id, sealed=True)
     assert counting.calls == 600 - 2 * BLOCK_OPS + 2
     assert asker.state_digest() == writer.state_digest()
@@ -102,7 +94,7 @@ def test_a_seal_goes_once_a_round_and_vouches_for_the_rounds_later_deltas(stores
         seals = writer.seals_covering(delta.ops, limit=32, sent=sent)
         sent.update((s.writer, s.block) for s in seals)
         frames.append(encode_delta(delta, seals))
-    counting = _Counting()
+    counting = CountingVerifier()
     reports = apply_frames(relay, frames, counting, local_replica=RELAY.peer_id, sealed=True)
     assert [r.seals for r in reports][:2] == [2, 0] and sum(r.seals for r in reports) == 2
     assert sum(r.sealed_ops for r in reports) == 2 * BLOCK_OPS
@@ -130,7 +122,7 @@ def test_a_bad_seal_is_counted_and_its_ops_are_checked_one_by_one(stores: tuple[
     (delta,) = list(writer.iter_deltas(relay.causal_context()))
     (seal,) = writer.seals_covering(delta.ops, limit=32)
     forged = type(seal)(seal.writer, seal.block, seal.leaves, bytes(64))
-    counting = _Counting()
+    counting = CountingVerifier()
     (report,) = apply_frames(relay, [encode_delta(delta, [forged])], counting, local_replica=RELAY.peer_id,
                              sealed=True)
     assert report.report.rejected == {"bad_seal": 1} and report.report.applied == len(delta.ops)

@@ -30,6 +30,17 @@ from crypto import Identity, signature_ok
 IDENTITIES = [Identity(bytes([i + 1]) * 32) for i in range(8)]
 
 
+class CountingVerifier:
+    """`signature_ok`, counting its calls (how many ops a seal spared a check)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, writer: str, message: bytes, signature: bytes) -> bool:
+        self.calls += 1
+        return signature_ok(writer, message, signature)
+
+
 @dataclass
 class SimReplica:
     identity: Identity
