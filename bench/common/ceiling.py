@@ -23,7 +23,6 @@ from __future__ import annotations
 import random
 import statistics
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,8 +36,7 @@ from crdt.seals import BLOCK_OPS, Seal, block_of, leaf, make_seal
 from crypto import Identity, signature_ok
 from daemon.grimoire import Grimoire
 from daemon.grimoire.ingest import PIECE_OPS, apply_frames
-from daemon.grimoire.seal_store import SEAL_MIN_OPS
-from daemon.p2p.catchup import SEALED_OPS_BYTES, SEALS_PER_DELTA
+from daemon.grimoire.seal_store import SEALED_OPS_BYTES, SEALS_PER_DELTA, blocks_to_seal
 
 __all__ = ["bench_ceiling", "sealed_frames", "stage_costs", "warning_ops", "warning_writer"]
 
@@ -70,8 +68,8 @@ def warning_writer(n_ops: int, rng: random.Random, content: Callable[[random.Ran
 
 def sealed_frames(identity: Identity, ops: list[Op]) -> list[tuple[int, bytes]]:
     """`ops` in the frames a sync v3 responder sends (`CatchUp._extract` with seals): within
-    SEALED_OPS_BYTES, each with the writer's seals of the blocks it brings at least SEAL_MIN_OPS
-    ops of (at most SEALS_PER_DELTA), the seals made as the store makes them (`seal_own_blocks`)."""
+    SEALED_OPS_BYTES, each with the writer's seals chosen as the store chooses them
+    (`seal_store.blocks_to_seal`, at most SEALS_PER_DELTA), made as it makes them (`seal_own_blocks`)."""
     leaves: dict[int, dict[int, bytes]] = {}
     for op in ops:
         leaves.setdefault(block_of(op.seq), {})[op.seq] = leaf(op.signed, op.signature)
@@ -79,13 +77,12 @@ def sealed_frames(identity: Identity, ops: list[Op]) -> list[tuple[int, bytes]]:
     seals = {b: make_seal(identity.peer_id, b, by_seq, identity.sign) for b, by_seq in leaves.items()
              if (b + 1) * BLOCK_OPS <= top}
 
-    sent: set[int] = set()  # each seal once: the asker keeps a round's seals for its later frames
+    sent: set[tuple[str, int]] = set()  # each seal once: the asker keeps a round's seals for its later frames
 
     def covering(batch: Sequence[Op]) -> list[Seal]:
-        counts = Counter(block_of(op.seq) for op in batch)
-        chosen = [seals[b] for b, n in counts.most_common() if n >= SEAL_MIN_OPS and b in seals and b not in sent]
-        sent.update(s.block for s in chosen[:SEALS_PER_DELTA])
-        return chosen[:SEALS_PER_DELTA]
+        chosen = [seals[b] for _, b in blocks_to_seal(batch, sent=sent) if b in seals][:SEALS_PER_DELTA]
+        sent.update((s.writer, s.block) for s in chosen)
+        return chosen
 
     return encode_batches(ops, max_bytes=SEALED_OPS_BYTES, seals=covering)
 

@@ -121,7 +121,7 @@ def _unpack(frames: Iterable[bytes], verify: Verifier, pipe: _Pipe, pool: Thread
     sealed = SealedOps()  # the round's checked seals: one may vouch for ops of a later frame
     """The unpacking thread: per frame a start (its context, size and checked seals), the
     pieces of its ops as the verifiers' futures (in order), an end. A frame's seals are
-    checked (on the pool) before its ops, which are then checked against them and the round's
+    checked here before its ops are handed out, which are then checked against them and the round's
     earlier seals (`crdt.seals.sealed_verifier`): an op a seal covers costs a hash, not a
     signature check."""
     try:
@@ -129,7 +129,7 @@ def _unpack(frames: Iterable[bytes], verify: Verifier, pipe: _Pipe, pool: Thread
             if pipe.closed.is_set():
                 return
             packed = unpack_delta(frame, sealed=accept_seals)
-            seals, bad = pool.submit(_check_seals, packed.seals, verify).result() if packed.seals else ([], 0)
+            seals, bad = _check_seals(packed.seals, verify)  # a few per frame; libsodium runs without the GIL
             for seal in seals:
                 sealed.add(seal)
             tally = SealTally()

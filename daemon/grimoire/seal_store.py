@@ -22,14 +22,19 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
 
 from crdt import CausalContext, Op
-from crdt.seals import BLOCK_OPS, Seal, block_of, leaf, make_seal
+from crdt.replica import MAX_BATCH_BYTES
+from crdt.seals import BLOCK_OPS, SEAL_WIRE_BYTES, Seal, block_of, leaf, make_seal
 
-__all__ = ["SEAL_ASKS", "SEAL_MIN_OPS", "SEAL_PER_WRITE", "put_seals", "seal_asks", "seal_own_blocks",
-           "seals_after", "seals_covering"]
+__all__ = ["SEALED_OPS_BYTES", "SEALS_PER_DELTA", "SEAL_ASKS", "SEAL_MIN_OPS", "SEAL_PER_WRITE", "blocks_to_seal",
+           "put_seals", "seal_asks", "seal_own_blocks", "seals_after", "seals_covering"]
 
 SEAL_PER_WRITE = 64  # own blocks sealed by one write at most (an upgraded store catches up over a few)
 SEAL_MIN_OPS = 16  # a seal (4.2 kB) rides with a delta only for a block it carries this many ops of
 SEAL_ASKS = 16  # writers a want asks seals of, at most
+# Seals in a served delta: at most this many (~4.2 kB each), within the delta's byte cap, which
+# leaves its ops SEALED_OPS_BYTES.
+SEALS_PER_DELTA = 32
+SEALED_OPS_BYTES = MAX_BATCH_BYTES - SEALS_PER_DELTA * SEAL_WIRE_BYTES
 
 
 def seal_own_blocks(conn: sqlite3.Connection, writer: str, top_seq: int, sign: Callable[[bytes], bytes]) -> int:
@@ -61,14 +66,18 @@ def _load(rows: Iterable[tuple[str, int, bytes, bytes]]) -> list[Seal]:
     return [Seal(writer, block, leaves, signature) for writer, block, leaves, signature in rows]
 
 
+def blocks_to_seal(ops: Sequence[Op], *, sent: Collection[tuple[str, int]] = ()) -> list[tuple[str, int]]:
+    """(writer, block) of the blocks `ops` bring at least SEAL_MIN_OPS ops of, most ops first,
+    but those in `sent` (sent earlier in the round: the asker still holds them). Pure."""
+    counts = Counter((op.writer, block_of(op.seq)) for op in ops)
+    return [key for key, n in counts.most_common() if n >= SEAL_MIN_OPS and key not in sent]
+
+
 def seals_covering(conn: sqlite3.Connection, ops: Sequence[Op], *, limit: int,
                    sent: Collection[tuple[str, int]] = ()) -> list[Seal]:
-    """The seals to send with `ops` (the module doc), but those of the blocks in `sent` (sent
-    earlier in the round: the asker still holds them)."""
-    counts = Counter((op.writer, block_of(op.seq)) for op in ops)
-    wanted = [key for key, n in counts.most_common() if n >= SEAL_MIN_OPS and key not in sent]
+    """The seals we hold of `blocks_to_seal(ops, sent=sent)`, at most `limit` (the module doc)."""
     seals: list[Seal] = []
-    for writer, block in wanted:
+    for writer, block in blocks_to_seal(ops, sent=sent):
         if len(seals) == limit:
             break
         seals += _load(conn.execute("SELECT writer, block, leaves, signature FROM seals WHERE writer = ? AND block = ?",

@@ -25,12 +25,12 @@ import trio
 from crdt import ApplyReport, CausalContext, Delta, RemoteProtocolError
 from crdt.codec import encode_delta
 from crdt.replica import MAX_BATCH_BYTES
-from crdt.seals import SEAL_WIRE_BYTES
 from crdt.withheld import gap
 from crypto.identity import signature_ok
 from daemon.errors import StoreError
 from daemon.grimoire import Grimoire
 from daemon.grimoire.ingest import FrameReport, RoundJoin
+from daemon.grimoire.seal_store import SEALED_OPS_BYTES, SEALS_PER_DELTA
 
 from . import messages
 from .errors import SyncRefused
@@ -52,9 +52,6 @@ SYNC_V3_PROTOCOL = "/clade/sync/3.0.0"  # v2 whose deltas carry seals (crdt.seal
 SYNC_PROTOCOLS = (SYNC_V3_PROTOCOL, SYNC_V2_PROTOCOL, SYNC_PROTOCOL)  # what a pull offers, most preferred first
 _VERSIONS = {SYNC_PROTOCOL: 1, SYNC_V2_PROTOCOL: 2, SYNC_V3_PROTOCOL: 3}
 _PROTOCOLS = {v: p for p, v in _VERSIONS.items()}
-# Seals in a served v3 delta: at most this many (~4.2 kB each), within the delta's byte cap.
-SEALS_PER_DELTA = 32
-SEALED_OPS_BYTES = MAX_BATCH_BYTES - SEALS_PER_DELTA * SEAL_WIRE_BYTES
 SEALS_ASKED = 128  # seals answering a want's asks, in one delta of no op (~540 kB)
 STORE_ERRORS = (sqlite3.Error, StoreError, OSError)  # the store could not answer (disk, lock)
 # A round's first delta is small: the asker starts verifying and joining it (two verifier pieces
