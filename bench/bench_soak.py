@@ -62,7 +62,7 @@ from bench.common.report import main_in_workdir, print_table, progress
 from bench.common.stats import slope_per_hour
 from bench.soak.faults import Volume, hold, probe, styx_drained
 from bench.soak.load import Load, Tally, now
-from bench.soak.samples import Sampler
+from bench.soak.samples import HEAP_KEYS, Sampler
 from daemon.testing.harness import CLADE, Golem, LoopbackClade
 from daemon.testing.styx_server import StyxServer
 
@@ -382,9 +382,9 @@ def resources(sampler: Sampler, *, warmup: float, settle: float) -> dict[str, An
         out[name] = {
             "samples": len(rows),
             **{f"{k}_first_last": [round(first.get(k, 0), 1), round(last.get(k, 0), 1)]
-               for k in ("rss_mib", "own_rss_mib", "fds", "threads", "store_mib", "outbox")},
+               for k in ("rss_mib", "own_rss_mib", "fds", "threads", "store_mib", "outbox", *HEAP_KEYS)},
             **{f"{k}_slope_pct_per_h": slope_per_hour([(r["t_s"], r[k]) for r in late if k in r])
-               for k in ("rss_mib", "own_rss_mib", "fds", "threads")},
+               for k in ("rss_mib", "own_rss_mib", "fds", "threads", *HEAP_KEYS)},
             "max_outbox": max((r.get("outbox", 0) for r in rows), default=0),
         }
     return out

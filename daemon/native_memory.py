@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ARENAS", "Resident", "limit_arenas", "release_free_memory", "resident"]
+__all__ = ["ARENAS", "Heap", "Resident", "heap", "limit_arenas", "release_free_memory", "resident"]
 
 MIB = 1024 * 1024
 ARENAS = 2  # glibc malloc arenas of the daemon process (`limit_arenas`)
@@ -57,6 +57,28 @@ def resident(status: Path = Path("/proc/self/status")) -> Resident:
     return Resident(fields.get("VmRSS", 0), fields.get("VmHWM", 0))
 
 
+@dataclass(frozen=True, slots=True)
+class Heap:
+    """What glibc's malloc holds (`mallinfo2`) and what SQLite has allocated, in bytes: told
+    apart, a leak (`in_use` grows) is not fragmentation (`free` grows) nor a cache filling
+    (`sqlite` grows to its caps)."""
+
+    in_use: int  # allocated and not freed, in the arenas (uordblks)
+    free: int  # freed but kept by malloc inside its arenas (fordblks)
+    mmapped: int  # large blocks in their own mappings (hblkhd)
+    sqlite: int  # sqlite3_memory_used(): page caches, statements, lookaside
+
+    def to_json(self) -> dict[str, float]:
+        return {"heap_in_use_mib": round(self.in_use / MIB, 1), "heap_free_mib": round(self.free / MIB, 1),
+                "heap_mmapped_mib": round(self.mmapped / MIB, 1), "sqlite_mib": round(self.sqlite / MIB, 1)}
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+                 "keepcost")]
+
+
 def _load_libc() -> ctypes.CDLL | None:
     try:  # find_library runs ldconfig: once per process, at import
         return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
@@ -67,6 +89,34 @@ def _load_libc() -> ctypes.CDLL | None:
 _LIBC = _load_libc()
 _TRIM: Callable[[int], int] | None = getattr(_LIBC, "malloc_trim", None)
 _MALLOPT: Callable[[int, int], int] | None = getattr(_LIBC, "mallopt", None)
+
+
+def _load_sqlite() -> ctypes.CDLL | None:
+    """The SQLite library Python's sqlite3 module is linked to (the same handle: its counters)."""
+    import _sqlite3
+
+    try:
+        return ctypes.CDLL(getattr(_sqlite3, "__file__", None) or "libsqlite3.so.0")
+    except OSError:
+        return None
+
+
+_MALLINFO2: Callable[[], _MallInfo2] | None = getattr(_LIBC, "mallinfo2", None)
+if _MALLINFO2 is not None:
+    _MALLINFO2.restype = _MallInfo2  # type: ignore[attr-defined]
+_SQLITE = _load_sqlite()
+_SQLITE_USED: Callable[[], int] | None = getattr(_SQLITE, "sqlite3_memory_used", None)
+if _SQLITE_USED is not None:
+    _SQLITE_USED.restype = ctypes.c_int64  # type: ignore[attr-defined]
+
+
+def heap() -> Heap:
+    """malloc's and SQLite's figures now (zeros where the C library or SQLite lacks them)."""
+    info = _MALLINFO2() if _MALLINFO2 is not None else None
+    sqlite = int(_SQLITE_USED()) if _SQLITE_USED is not None else 0
+    if info is None:
+        return Heap(0, 0, 0, sqlite)
+    return Heap(int(info.uordblks), int(info.fordblks), int(info.hblkhd), sqlite)
 
 
 def limit_arenas(count: int = ARENAS) -> bool:

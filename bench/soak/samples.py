@@ -15,7 +15,9 @@ from daemon.testing.harness import Golem
 
 from .load import Load, now
 
-__all__ = ["Sampler", "proc_figures"]
+__all__ = ["HEAP_KEYS", "Sampler", "proc_figures"]
+
+HEAP_KEYS = ("heap_in_use_mib", "heap_free_mib", "heap_mmapped_mib", "sqlite_mib")
 
 
 def proc_figures(pid: int) -> dict[str, float]:
@@ -50,6 +52,10 @@ class Sampler:
                 status = golem.call("GET", "/v1/status")
                 styx = status.get("styx") or {}
                 figures["outbox"] = float(styx.get("queue_depth", 0) or 0)
+                memory = status.get("memory") or {}
+                for key in HEAP_KEYS:  # where the daemon's own memory is: in use, kept free, mapped, SQLite
+                    if isinstance(memory.get(key), (int, float)):
+                        figures[key] = float(memory[key])
             except (RuntimeError, httpx.HTTPError, ValueError):
                 pass
             self.samples.setdefault(golem.name, []).append(figures)

@@ -227,6 +227,14 @@ class TrustAlertsOut(_Out):
 class MemoryStatusOut(_Out):
     rss_mib: float = Field(description="the daemon's resident memory now (VmRSS), MiB")
     peak_rss_mib: float = Field(description="its highest resident memory since it started (VmHWM), MiB")
+    heap_in_use_mib: float = Field(0.0, description="bytes malloc has handed out and not had back (glibc "
+                                   "`mallinfo2`; 0 where the C library does not say), MiB")
+    heap_free_mib: float = Field(0.0, description="freed bytes malloc keeps inside its heap (fragmentation, "
+                                 "returned by the trims after curator cycles and backups), MiB")
+    heap_mmapped_mib: float = Field(0.0, description="large blocks malloc maps on their own (numpy arrays, "
+                                    "SQLite's bigger buffers), MiB")
+    sqlite_mib: float = Field(0.0, description="what SQLite has allocated (`sqlite3_memory_used`: page caches, "
+                              "statements), MiB; part of heap_in_use_mib")
     model_pid: int | None = Field(None, description="the embedding process's id while it runs (the model and its "
                                   "runtime live there; null: not running)")
     model_rss_mib: float | None = Field(None, description="the embedding process's resident memory now, MiB (null: "

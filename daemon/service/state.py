@@ -36,7 +36,7 @@ from daemon.grimoire import Episode, Grimoire, NewEntry
 from daemon.grimoire.episode_recall import EpisodeHit, EpisodeQuery
 from daemon.grimoire.records import Entry
 from daemon.grimoire.vectors import checks_pending, embedding_backlog
-from daemon.native_memory import resident
+from daemon.native_memory import heap, resident
 from daemon.p2p.ports import P2PControl
 from daemon.service.backup_schedule import BackupSchedule
 from daemon.service.clock import Clock
@@ -298,7 +298,8 @@ class DaemonState:
             "counters": dict(self.counters),
             "death": await trio.to_thread.run_sync(death_status, self.data),
             "trust": asdict(await self.on_reader(lambda r: r.trust_alerts())),
-            "memory": {**resident().to_json(), **self.embedding.host_memory(), "model_loaded": self.embedding.loaded,
+            "memory": {**resident().to_json(), **heap().to_json(), **self.embedding.host_memory(),
+                       "model_loaded": self.embedding.loaded,
                        "model_error": self.embedding.model_error,
                        "drift": await self.embedding.drift_doc()},
         }
