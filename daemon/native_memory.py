@@ -25,11 +25,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ARENAS", "Heap", "Resident", "heap", "limit_arenas", "release_free_memory", "resident"]
+__all__ = ["ARENAS", "MMAP_THRESHOLD", "Heap", "Resident", "heap", "limit_arenas", "pin_mmap_threshold",
+           "release_free_memory", "resident"]
 
 MIB = 1024 * 1024
 ARENAS = 2  # glibc malloc arenas of the daemon process (`limit_arenas`)
-_M_ARENA_MAX = -8  # mallopt's parameter number, from glibc's malloc.h
+MMAP_THRESHOLD = 128 * 1024  # blocks this large or larger get mappings of their own (`pin_mmap_threshold`)
+_M_ARENA_MAX = -8  # mallopt's parameter numbers, from glibc's malloc.h
+_M_MMAP_THRESHOLD = -3
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +129,21 @@ def limit_arenas(count: int = ARENAS) -> bool:
     if _MALLOPT is None or "MALLOC_ARENA_MAX" in os.environ:
         return False
     return bool(_MALLOPT(_M_ARENA_MAX, count))
+
+
+def pin_mmap_threshold(size: int = MMAP_THRESHOLD) -> bool:
+    """Give every block of `size` bytes or more a mapping of its own, returned to the kernel when
+    freed, for the rest of the process; kept as it is when the environment sets
+    `MALLOC_MMAP_THRESHOLD_`. False where it is not possible (musl, macOS).
+
+    glibc starts at 128 KiB but raises the threshold to the size of each mapped block freed
+    (up to 32 MiB): after one transient large buffer (a backup's zstd window, a grown index, a
+    SQLite sort), blocks up to that size come from the heap instead, where small long-lived
+    blocks allocated beside them pin their pages. Pinned, the large transient buffers never
+    enter the heap."""
+    if _MALLOPT is None or "MALLOC_MMAP_THRESHOLD_" in os.environ:
+        return False
+    return bool(_MALLOPT(_M_MMAP_THRESHOLD, size))
 
 
 def release_free_memory() -> bool:

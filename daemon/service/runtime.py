@@ -35,7 +35,7 @@ from daemon.datadir import DataDir
 from daemon.errors import ConfigError, DaemonError
 from daemon.grimoire import atomic_write
 from daemon.grimoire.storage_faults import sole_cause, storage_refusal
-from daemon.native_memory import limit_arenas
+from daemon.native_memory import limit_arenas, pin_mmap_threshold
 from daemon.presence import DaemonLock, DataDirLocked, recorded_pid
 from daemon.service.backup_schedule import run_backups
 from daemon.service.clock import Clock
@@ -449,6 +449,7 @@ def run_daemon(data: DataDir, *, api: ApiFactory, config_path: Path | None = Non
     the `[p2p]` section, also across SIGHUP reloads.
     """
     limit_arenas()  # before the store, p2p and worker threads allocate (daemon/native_memory.py)
+    pin_mmap_threshold()
     path = config_path or data.config_path
     daemon = DaemonRuntime(data, path, Notifier(), api, p2p_overrides)
     try:
