@@ -96,6 +96,14 @@ class SnapshotCollector(Collector):
                                 "The embedding process's resident memory (the model and its runtime run there; "
                                 "0 while it is not running): the golem's memory is this plus "
                                 "process_resident_memory_bytes.", value=s.model_rss_bytes)
+        yield GaugeMetricFamily(_name("malloc_in_use_bytes"), "Bytes glibc's malloc has handed out in the daemon "
+                                "and not had back (0 where the C library does not say).", value=s.heap.in_use)
+        yield GaugeMetricFamily(_name("malloc_free_bytes"), "Freed bytes malloc keeps inside the daemon's heap "
+                                "(fragmentation; trimmed after curator cycles and backups).", value=s.heap.free)
+        yield GaugeMetricFamily(_name("malloc_mapped_bytes"), "Large blocks malloc maps on their own in the "
+                                "daemon.", value=s.heap.mmapped)
+        yield GaugeMetricFamily(_name("sqlite_memory_bytes"), "What SQLite has allocated in the daemon (page "
+                                "caches, statements; part of clade_malloc_in_use_bytes).", value=s.heap.sqlite)
         yield from self._store()
         yield from self._peers()
         yield from self._styx()

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from daemon.grimoire.mortality import PHASES
 from daemon.metrics.observations import Observations
-from daemon.native_memory import resident
+from daemon.native_memory import Heap, heap, resident
 from daemon.service.backup import BackupFile, backup_files
 from daemon.styx import ledger
 
@@ -90,6 +90,7 @@ class Snapshot:
     model_loaded: bool = False  # the embedding model is in memory (daemon/service/embedding.py)
     peak_rss_bytes: int = 0  # VmHWM (VmRSS is prometheus_client's process_resident_memory_bytes)
     model_rss_bytes: int = 0  # the embedding process's VmRSS (0: not running; daemon/embedding/remote.py)
+    heap: Heap = field(default_factory=lambda: Heap(0, 0, 0, 0))  # malloc's and SQLite's (native_memory)
 
 
 def read_store(store: Grimoire, *, styx: bool, now_ms: int) -> StoreFigures:
@@ -154,4 +155,5 @@ async def gather(state: DaemonState, observations: Observations) -> Snapshot:
         model_loaded=state.embedding.loaded,
         peak_rss_bytes=resident().peak_bytes,
         model_rss_bytes=state.embedding.host_rss_bytes(),
+        heap=heap(),
     )

@@ -78,6 +78,9 @@ def test_no_model_search_and_digest_answer_from_keywords(broken_model: None, dae
     assert "clade_searches_keyword_only_total 3.0" in metrics
     assert "clade_embedding_model_loaded 0.0" in metrics
     assert "process_resident_memory_bytes " in metrics
+    sqlite = [line for line in metrics.splitlines() if line.startswith("clade_sqlite_memory_bytes ")]
+    assert sqlite and float(sqlite[0].split()[1]) > 0, sqlite  # the store's connections are open
+    assert "clade_malloc_in_use_bytes " in metrics and "clade_malloc_free_bytes " in metrics
 
 
 def test_the_model_loads_on_first_need_and_leaves_when_unused(quick_unload: None, daemon: DaemonProc,
@@ -85,6 +88,8 @@ def test_the_model_loads_on_first_need_and_leaves_when_unused(quick_unload: None
     daemon.call("POST", "/v1/memory", json={"content": ENTRY, "memory_type": "insight"})
     first = daemon.call("GET", "/v1/status")
     assert first["memory"]["rss_mib"] > 0 and first["memory"]["peak_rss_mib"] >= first["memory"]["rss_mib"]
+    # Where its own memory is: malloc's heap (SQLite's part of it, its connections open) beside the mapped blocks.
+    assert first["memory"]["heap_in_use_mib"] > first["memory"]["sqlite_mib"] > 0
     shown = cli("status")
     assert "MiB resident (peak" in shown.out, shown.out  # `clade status` asks the running daemon
     assert cli("status", "--json").json()["daemon_memory"]["rss_mib"] > 0
