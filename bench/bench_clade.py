@@ -329,7 +329,8 @@ def bench_catchup(root: Path, args: argparse.Namespace, rng: random.Random, resu
         progress(f"[2] {laggard.name} restarted ({ready - launched:.0f} ms to ready); waiting for the pull")
         expected = 2 * warnings
         synced = SyncWatch(log)
-        synced.wait(expected, args.catchup_timeout)
+        synced.wait(expected, args.catchup_timeout,
+                    caught_up=lambda: laggard.call("GET", "/v1/state-digest")["shared"] == writer_digest)
         syncs, committed, progress_at = synced.syncs, synced.committed, synced.progress_at
         cpu_s = [(proc_cpu_ticks(proc.pid) - t0) / CLK_TCK
                  for proc, t0 in zip((laggard.proc, writer.proc), cpu_at_ready, strict=True)]
@@ -337,7 +338,7 @@ def bench_catchup(root: Path, args: argparse.Namespace, rng: random.Random, resu
         counters = laggard.call("GET", "/v1/status")["counters"]
         applied_counter = int(counters.get("sync_ops_applied", 0))
         applied_events = sum(int(s["applied"]) for _, s in syncs)
-        if applied_events < expected:
+        if applied_events < expected and laggard.call("GET", "/v1/state-digest")["shared"] != writer_digest:
             out(f"  !! sync_complete events report {applied_events} ops applied after {args.catchup_timeout} s "
                 f"(counter sync_ops_applied={applied_counter}, expected {expected}); forcing POST /v1/sync")
             out(f"     forced sync: {laggard.call('POST', '/v1/sync', json={})}")

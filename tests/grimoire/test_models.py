@@ -33,6 +33,7 @@ def test_mpnet_is_prepared_once_and_a_corrupt_file_is_prepared_again(tmp_path: P
     assert sha256_file(model) == marker["onnx_sha256"]  # prepared again, byte for byte the same
 
 
+@pytest.mark.slow  # loads MPNet (~20 s of one worker): `make test` stays under its 8 minutes
 def test_the_fused_cosine_is_the_mean_of_the_two_models(tmp_path: Path) -> None:
     fused = get_embedder(tmp_path / "embedder", FUSED)
     mini = get_embedder(tmp_path / "embedder", MINILM)
