@@ -382,9 +382,10 @@ def resources(sampler: Sampler, *, warmup: float, settle: float) -> dict[str, An
         out[name] = {
             "samples": len(rows),
             **{f"{k}_first_last": [round(first.get(k, 0), 1), round(last.get(k, 0), 1)]
-               for k in ("rss_mib", "own_rss_mib", "fds", "threads", "store_mib", "outbox", *HEAP_KEYS)},
+               for k in ("rss_mib", "own_rss_mib", "fds", "file_fds", "socket_fds", "threads", "store_mib", "outbox",
+                         *HEAP_KEYS)},
             **{f"{k}_slope_pct_per_h": slope_per_hour([(r["t_s"], r[k]) for r in late if k in r])
-               for k in ("rss_mib", "own_rss_mib", "fds", "threads", *HEAP_KEYS)},
+               for k in ("rss_mib", "own_rss_mib", "fds", "file_fds", "socket_fds", "threads", *HEAP_KEYS)},
             "max_outbox": max((r.get("outbox", 0) for r in rows), default=0),
         }
     return out

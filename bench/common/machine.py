@@ -162,6 +162,19 @@ def open_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def fd_kinds(pid: int) -> dict[str, int]:
+    """Process `pid`'s open files by kind: `socket`, `pipe`, `anon_inode`, `file` (a path)."""
+    kinds = {"socket": 0, "pipe": 0, "anon_inode": 0, "file": 0}
+    for name in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{name}")
+        except OSError:  # closed meanwhile
+            continue
+        kind = target.split(":", 1)[0]
+        kinds[kind if kind in kinds else "file"] += 1
+    return kinds
+
+
 def _stat_fields(pid: int) -> list[str]:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()  # fields[0] is stat's field 3
 

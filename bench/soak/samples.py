@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.common.machine import db_size, open_fds, tree_status_kib
+from bench.common.machine import db_size, fd_kinds, open_fds, tree_status_kib
 from daemon.testing.harness import Golem
 
 from .load import Load, now
@@ -25,8 +25,11 @@ def proc_figures(pid: int) -> dict[str, float]:
     and alone (`own_rss_mib`), its threads and open fds."""
     status = Path(f"/proc/{pid}/status").read_text()
     fields = {line.split(":")[0]: line.split(":")[1].strip() for line in status.splitlines() if ":" in line}
+    kinds = fd_kinds(pid)  # files and pipes held apart from sockets, whose count follows connections in flight
     return {"rss_mib": tree_status_kib(pid, "VmRSS") / 1024, "own_rss_mib": int(fields["VmRSS"].split()[0]) / 1024,
-            "threads": float(fields["Threads"]), "fds": float(open_fds(pid))}
+            "threads": float(fields["Threads"]), "fds": float(open_fds(pid)),
+            "file_fds": float(kinds["file"] + kinds["pipe"] + kinds["anon_inode"]),
+            "socket_fds": float(kinds["socket"])}
 
 
 @dataclass
