@@ -23,6 +23,7 @@ forwards from another member we are not connected to still passes.
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -90,6 +91,13 @@ class GatedPubsub(Pubsub):
     def __init__(self, *args: Any, gate: MemberGate, wait_s: float, counters: Counter[str] | None = None,
                  **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # A message's id is its publisher and seqno, and every sibling remembers ids it has seen
+        # for `seen_ttl` (600 s). py-libp2p starts the seqno at the time in whole seconds and adds
+        # one per message, so a golem that published faster than once a second and restarted
+        # reused its own recent ids: its siblings dropped its next messages as already seen,
+        # for minutes (a burst of 150 before a restart: no probe through in 90 s). Nanoseconds,
+        # as go-libp2p starts it, put each run's seqnos past every earlier run's.
+        self.counter = time.time_ns()
         self.gate = gate
         self.wait_s = wait_s
         self.counters: Counter[str] = Counter() if counters is None else counters

@@ -99,3 +99,15 @@ async def test_publish_queues_one_copy_per_flooded_peer() -> None:
         rpc: Any = await w.queues[peer].pop()
         assert [bytes(m.data) for m in rpc.publish] == [b"own op"]
     await trio.lowlevel.checkpoint()
+
+
+def test_a_restarted_golems_seqnos_are_past_every_earlier_runs() -> None:
+    """A message's id is (publisher, seqno), remembered by siblings for the seen cache's ten
+    minutes: a run that published 10,000 messages and the run that replaces it a moment later
+    (the same identity) must not share an id, or the siblings drop the new run's messages as
+    seen. py-libp2p's own start (the time in whole seconds, plus one per message) did."""
+    key_pair = create_new_key_pair()
+    first = build_pubsub(new_host(key_pair=key_pair), MemberGate(lambda peer: frozenset({1})), wait_s=1.0)[1]
+    last = max(int.from_bytes(first._next_seqno(), "big") for _ in range(10_000))
+    second = build_pubsub(new_host(key_pair=key_pair), MemberGate(lambda peer: frozenset({1})), wait_s=1.0)[1]
+    assert int.from_bytes(second._next_seqno(), "big") > last

@@ -77,11 +77,15 @@ def _synced_since(golem: Golem, other: Golem, ms: float) -> bool:
 
 def test_gossip_from_a_restarted_sibling_comes_back(tmp_path: Path) -> None:
     """B keeps A's old pubsub stream when A comes back before B noticed it die: B must drop it
-    and open a new one, or A never learns B's subscription and its gossip never reaches B."""
+    and open a new one, or A never learns B's subscription and its gossip never reaches B. And
+    A published a burst before each stop: its next run's message ids must not be ones B has
+    seen (py-libp2p's seqnos started at the time in seconds: B dropped them as seen)."""
     clade = _clade(tmp_path, 2)
     a, b = clade.golems
     try:
         for round_, how in enumerate((signal.SIGKILL, signal.SIGTERM, signal.SIGTERM)):
+            for k in range(150):  # faster than one a second: the next run's seqnos must still be new to b
+                a.call("POST", "/v1/p2p/probe", json={"id": f"burst {round_} {k}"})
             a.stop(how)  # a clean stop also PRUNEs b with a back-off: the new a must still be grafted
             restarted_ms = time.time() * 1000
             clade.start(a, bootstrap=[b], env=NO_TIMER)
