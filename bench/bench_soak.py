@@ -460,12 +460,18 @@ def report(res: dict[str, Any]) -> None:
     rows.append(("convergence after the last fault (acknowledged warnings)", json.dumps(res.get("convergence"))))
     rows.append(("after one sync round, curators quiet: gated ops; context",
                  json.dumps(res.get("after_one_sync_round"))))
-    rows.append(("## daemon", "RSS MiB first→last (slope %/h); fds; threads; store MiB; max outbox"))
+    rows.append(("## daemon", "RSS MiB first→last (slope %/h); fds (files and pipes); threads; store MiB; max outbox"))
     for name, r in sorted(res.get("resources", {}).items()):
         rows.append((name, f"{r['rss_mib_first_last'][0]}→{r['rss_mib_first_last'][1]} "
                            f"({r['rss_mib_slope_pct_per_h']}); {r['fds_first_last'][0]}→{r['fds_first_last'][1]} "
-                           f"({r['fds_slope_pct_per_h']}); {r['threads_first_last'][0]}→"
+                           f"({r['fds_slope_pct_per_h']}; files {r['file_fds_first_last'][0]}→"
+                           f"{r['file_fds_first_last'][1]}); {r['threads_first_last'][0]}→"
                            f"{r['threads_first_last'][1]}; {r['store_mib_first_last'][1]}; {r['max_outbox']}"))
+    rows.append(("## daemon's own memory", "first→last MiB (slope %/h): own RSS; malloc in use; free kept; "
+                 "mapped; SQLite"))
+    for name, r in sorted(res.get("resources", {}).items()):
+        rows.append((name, "; ".join(f"{r[k + '_first_last'][0]}→{r[k + '_first_last'][1]} "
+                                     f"({r.get(k + '_slope_pct_per_h')})" for k in ("own_rss_mib", *HEAP_KEYS))))
     rows.append(("integrity_check", ", ".join(f"{k} {v}" for k, v in res.get("integrity", {}).items())))
     rows.append(("vault backup verify (newest)", str(res.get("vault_restore"))))
     rows.append(("secrets found", ", ".join(res.get("secrets_found", [])) or "none"))

@@ -302,11 +302,15 @@ def client_costs(ctx: dict[str, Any], args: argparse.Namespace) -> dict[str, Any
 
 
 ENV = {"CLADE_P2P__SYNC_INTERVAL_S": "30"}
+WARM_UPS = ("warm-up: gas spike, delay swaps", "warm-up: the Curve pool's oracle lags the market by a block",
+            "warm-up: a bridge paused withdrawals on Arbitrum", "warm-up: USDC depegged to 0.97 on one DEX",
+            "warm-up: an RPC provider returns stale blocks", "warm-up: a lending market froze new borrows")
 
 
 def warm_up(ctx: dict[str, Any], args: argparse.Namespace) -> None:
     """One warning A -> B, then the embedders settle: each daemon loads its model on first use."""
-    made = ctx["api"].call("POST", "/v1/memory", json={"content": "warm-up: gas spike, delay swaps",
+    n = len(ctx.setdefault("gossip_resumed_s", []))  # each warm-up's own text: a repeat is held, not gossiped
+    made = ctx["api"].call("POST", "/v1/memory", json={"content": WARM_UPS[n % len(WARM_UPS)],
                                                        "memory_type": "warning"})
     ctx["watch"].wait({(ctx["b"].name, made["id"])}, "entries", args.drain)
     time.sleep(0.5)
