@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from crdt import RemoteProtocolError
 from daemon.embedding.shipped import (
     MATCH_COSINE,
+    CheckBatcher,
     decode_section,
     dequantize,
     encode_section,
@@ -95,3 +96,29 @@ def test_a_vector_of_another_text_does_not_match() -> None:
     near = (a + 0.05 * b).astype(np.float32)
     near /= np.linalg.norm(near)
     assert float(near @ a) >= MATCH_COSINE and matches(near, a)
+
+
+def test_checks_wait_for_a_batch_while_more_arrive() -> None:
+    batcher = CheckBatcher(batch=16, wait_s=30.0)
+    assert not batcher.due(0, 0.0)  # nothing pending
+    assert not batcher.due(3, 1.0)  # arriving: wait for more
+    assert not batcher.due(9, 3.0)
+    assert batcher.due(16, 5.0)  # a full batch
+    assert not batcher.due(2, 7.0)  # the next batch starts filling
+
+
+def test_checks_run_once_arrivals_pause_or_the_first_waited_long_enough() -> None:
+    paused = CheckBatcher(batch=16, wait_s=30.0)
+    assert not paused.due(2, 0.0)
+    assert paused.due(2, 2.0)  # as many as at the last look: nothing more is coming soon
+    trickle = CheckBatcher(batch=16, wait_s=30.0)
+    assert not any(trickle.due(n, float(2 * n)) for n in range(1, 15))  # one more at every look, for 28 s
+    assert trickle.due(15, 32.0)  # the first (at 2 s) has waited 30 s
+
+
+def test_a_check_batch_wait_ends_when_nothing_is_pending() -> None:
+    batcher = CheckBatcher(batch=16, wait_s=30.0)
+    assert not batcher.due(5, 0.0)
+    assert not batcher.due(0, 10.0)  # checked elsewhere (or gone): the wait starts over
+    assert not batcher.due(1, 31.0)
+    assert batcher.due(1, 33.0)
