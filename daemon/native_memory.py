@@ -69,11 +69,13 @@ class Heap:
     in_use: int  # allocated and not freed, in the arenas (uordblks)
     free: int  # freed but kept by malloc inside its arenas (fordblks)
     mmapped: int  # large blocks in their own mappings (hblkhd)
-    sqlite: int  # sqlite3_memory_used(): page caches, statements, lookaside
+    sqlite: int  # sqlite3_memory_used(): page caches, statements, schemas, lookaside
+    sqlite_page_cache: int = 0  # the page caches' part of it (SQLITE_STATUS_PAGECACHE_OVERFLOW)
 
     def to_json(self) -> dict[str, float]:
         return {"heap_in_use_mib": round(self.in_use / MIB, 1), "heap_free_mib": round(self.free / MIB, 1),
-                "heap_mmapped_mib": round(self.mmapped / MIB, 1), "sqlite_mib": round(self.sqlite / MIB, 1)}
+                "heap_mmapped_mib": round(self.mmapped / MIB, 1), "sqlite_mib": round(self.sqlite / MIB, 1),
+                "sqlite_page_cache_mib": round(self.sqlite_page_cache / MIB, 1)}
 
 
 class _MallInfo2(ctypes.Structure):
@@ -111,15 +113,27 @@ _SQLITE = _load_sqlite()
 _SQLITE_USED: Callable[[], int] | None = getattr(_SQLITE, "sqlite3_memory_used", None)
 if _SQLITE_USED is not None:
     _SQLITE_USED.restype = ctypes.c_int64  # type: ignore[attr-defined]
+_SQLITE_STATUS: Callable[..., int] | None = getattr(_SQLITE, "sqlite3_status64", None)
+_SQLITE_STATUS_PAGECACHE_OVERFLOW = 2  # page cache bytes from malloc (sqlite3.h)
+
+
+def _sqlite_page_cache() -> int:
+    if _SQLITE_STATUS is None:
+        return 0
+    current, peak = ctypes.c_int64(0), ctypes.c_int64(0)
+    if _SQLITE_STATUS(_SQLITE_STATUS_PAGECACHE_OVERFLOW, ctypes.byref(current), ctypes.byref(peak), 0) != 0:
+        return 0
+    return int(current.value)
 
 
 def heap() -> Heap:
     """malloc's and SQLite's figures now (zeros where the C library or SQLite lacks them)."""
     info = _MALLINFO2() if _MALLINFO2 is not None else None
     sqlite = int(_SQLITE_USED()) if _SQLITE_USED is not None else 0
+    cache = _sqlite_page_cache()
     if info is None:
-        return Heap(0, 0, 0, sqlite)
-    return Heap(int(info.uordblks), int(info.fordblks), int(info.hblkhd), sqlite)
+        return Heap(0, 0, 0, sqlite, cache)
+    return Heap(int(info.uordblks), int(info.fordblks), int(info.hblkhd), sqlite, cache)
 
 
 def limit_arenas(count: int = ARENAS) -> bool:

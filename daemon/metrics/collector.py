@@ -104,6 +104,8 @@ class SnapshotCollector(Collector):
                                 "daemon.", value=s.heap.mmapped)
         yield GaugeMetricFamily(_name("sqlite_memory_bytes"), "What SQLite has allocated in the daemon (page "
                                 "caches, statements; part of clade_malloc_in_use_bytes).", value=s.heap.sqlite)
+        yield GaugeMetricFamily(_name("sqlite_page_cache_bytes"), "The page caches' part of "
+                                "clade_sqlite_memory_bytes.", value=s.heap.sqlite_page_cache)
         yield from self._store()
         yield from self._peers()
         yield from self._styx()
