@@ -16,6 +16,7 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 
 from .belief import Belief, BeliefPolicy, SiblingEvidence, pooled_belief, writer_weight
+from .id_lists import IN_LIST, as_list
 from .trust_store import TrustView
 
 __all__ = ["BELIEF", "beliefs", "clade_record", "date_refuted", "record_evidence", "refute_turns", "refuted_candidates"]
@@ -49,14 +50,13 @@ def beliefs(conn: sqlite3.Connection, entry_ids: Sequence[str], view: TrustView 
     slots: dict[str, list[SiblingEvidence]] = {}
     for start in range(0, len(ids), 500):
         chunk = ids[start:start + 500]
-        marks = ", ".join("?" * len(chunk))
         for entry_id, stated, pos, neg in conn.execute(
-                f"SELECT id, confidence, outcomes_positive, outcomes_negative FROM entries WHERE id IN ({marks})",
-                chunk):
+                f"SELECT id, confidence, outcomes_positive, outcomes_negative FROM entries WHERE id IN {IN_LIST}",
+                (as_list(chunk),)):
             facts[entry_id] = (float(stated), int(pos), int(neg))
         for entry_id, writer, pos, neg in conn.execute(
-                f"SELECT entry_id, writer, positive, negative FROM evidence WHERE local = 0 AND entry_id IN ({marks})",
-                chunk):
+                f"SELECT entry_id, writer, positive, negative FROM evidence WHERE local = 0 AND entry_id IN {IN_LIST}",
+                (as_list(chunk),)):
             slots.setdefault(entry_id, []).append(
                 SiblingEvidence(writer, int(pos), int(neg), _weight(view, writer, policy)))
     return {i: pooled_belief(stated, pos, neg, slots.get(i, ()), policy) for i, (stated, pos, neg) in facts.items()}

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from daemon.errors import UsageError
 
+from .id_lists import IN_LIST, as_list
 from .lexical import STOPWORDS, idf, stem, words
 
 __all__ = ["MAX_POSTINGS", "STOPWORDS", "QueryTerms", "StemPostings", "affordable", "query_terms", "query_words",
@@ -149,8 +150,7 @@ def searchable_texts(conn: sqlite3.Connection, ids: list[str]) -> dict[str, str]
     out: dict[str, str] = {}
     for start in range(0, len(ids), 500):
         chunk = ids[start:start + 500]
-        marks = ", ".join("?" * len(chunk))
         for entry_id, content, tags, protocols in conn.execute(
-                f"SELECT id, content, tags, protocols FROM entries WHERE id IN ({marks})", chunk):
+                f"SELECT id, content, tags, protocols FROM entries WHERE id IN {IN_LIST}", (as_list(chunk),)):
             out[str(entry_id)] = searchable_text(content, tags, protocols)
     return out

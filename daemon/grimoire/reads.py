@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
     from daemon.embedding.embedder import EmbeddingInfo
+from .id_lists import IN_LIST, as_list
 from .vitality import Vitality, read_vitality
 
 __all__ = ["EntryReads", "RecallHit", "StoreCounts"]
@@ -133,7 +134,7 @@ class EntryReads:
         for start in range(0, len(entry_ids), 500):
             chunk = list(entry_ids[start:start + 500])
             for row in self._conn.execute(f"SELECT {RANK_COLUMNS}, content, tags, protocols FROM entries "
-                                          f"WHERE id IN ({', '.join('?' * len(chunk))})", chunk):
+                                          f"WHERE id IN {IN_LIST}", (as_list(chunk),)):
                 out.append((rank_fields(row), searchable_text(*row[RANK_COLUMN_COUNT:RANK_COLUMN_COUNT + 3])))
         return out
 
@@ -144,7 +145,7 @@ class EntryReads:
         for start in range(0, len(entry_ids), 500):
             chunk = list(entry_ids[start:start + 500])
             rows.extend(self._named(
-                f"SELECT {columns} FROM entries WHERE id IN ({', '.join('?' * len(chunk))})", chunk))
+                f"SELECT {columns} FROM entries WHERE id IN {IN_LIST}", (as_list(chunk),)))
         return rows
 
     def trust_view(self, policy: TrustPolicy, *, now_ms: int) -> TrustView | None:
@@ -331,8 +332,8 @@ class EntryReads:
         where = where.replace("WHERE", "AND", 1) if where else ""
         where += " AND e.status = 'active'"
         if categories:
-            where += f" AND e.category IN ({', '.join('?' * len(categories))})"
-            params.extend(Category(c).value for c in categories)
+            where += f" AND e.category IN {IN_LIST}"
+            params.append(as_list(Category(c).value for c in categories))
         if not include_sensitive:
             where += " AND e.sensitivity != 'sensitive'"
         # `n`: how many matches the inner ranking kept (all of them when fewer than 4×k exist).
@@ -386,8 +387,8 @@ def _filters(
     if not include_archived:
         clauses.append(f"{p}archived = 0")
     if kinds:
-        clauses.append(f"{p}kind IN ({', '.join('?' * len(kinds))})")
-        params.extend(Kind(k).value for k in kinds)
+        clauses.append(f"{p}kind IN {IN_LIST}")
+        params.append(as_list(Kind(k).value for k in kinds))
     if min_importance is not None:
         clauses.append(f"{p}importance >= ?")
         params.append(float(min_importance))

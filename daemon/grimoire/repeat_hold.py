@@ -16,6 +16,7 @@ from crdt import Kind, Timestamp
 from daemon.embedding.embedder import EmbeddingInfo
 
 from .admission import max_similarity
+from .id_lists import IN_LIST, as_list
 from .promotion import WARNING_REPEAT, figures
 from .records import NewEntry
 from .store import Grimoire, LocalIdentity
@@ -84,9 +85,9 @@ def add_checked(conn: sqlite3.Connection, add: Callable[[NewEntry], str], new: N
         for first in range(0, len(close), 500):
             chunk = [entry_id for entry_id, _ in close[first:first + 500]]
             rows = conn.execute(
-                f"SELECT id, content FROM entries WHERE id IN ({', '.join('?' * len(chunk))}) AND author = ? "
+                f"SELECT id, content FROM entries WHERE id IN {IN_LIST} AND author = ? "
                 "AND kind IN ('warning', 'anti_knowledge') AND crossing_hold IS NULL AND created_hlc >= ? "
-                f"AND {clause}", (*chunk, identity.peer_id, since, *params)).fetchall()
+                f"AND {clause}", (as_list(chunk), identity.peer_id, since, *params)).fetchall()
             found = [cosine[i] for i, content in rows if figures(content) == stated]
             if found:
                 similarity = max(found)  # `close` is best first: no later chunk is closer

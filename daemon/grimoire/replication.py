@@ -40,6 +40,7 @@ from crdt import (
 from crdt.seals import Seal
 
 from .evidence_store import record_evidence
+from .id_lists import IN_LIST, as_list
 from .records import dumps_list
 from .seal_store import put_seals
 from .trust_store import record_endorsement
@@ -276,11 +277,11 @@ class SqliteBackend:
         existing: set[str] = set()
         for at in range(0, len(ordered), _IN_CHUNK):
             chunk = ordered[at:at + _IN_CHUNK]
-            marks = ", ".join("?" * len(chunk))
+            listed = (as_list(chunk),)
             for entry, slot, writer, seq, signed, signature in self._conn.execute(
-                    f"SELECT entry_id, slot, {_OP_COLUMNS} FROM ops WHERE entry_id IN ({marks})", chunk):
+                    f"SELECT entry_id, slot, {_OP_COLUMNS} FROM ops WHERE entry_id IN {IN_LIST}", listed):
                 found[(entry, slot, writer)] = (writer, seq, signed, signature)
-            existing.update(r[0] for r in self._conn.execute(f"SELECT id FROM entries WHERE id IN ({marks})", chunk))
+            existing.update(r[0] for r in self._conn.execute(f"SELECT id FROM entries WHERE id IN {IN_LIST}", listed))
         for key in keys:
             row = found.get(key)
             self._slots[key] = None if row is None else _load_op(row)

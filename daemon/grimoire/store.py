@@ -48,6 +48,7 @@ from daemon.errors import NotFound, StoreError
 
 from .belief import Belief
 from .evidence_store import date_refuted, refute_turns, refuted_candidates
+from .id_lists import IN_LIST, as_list
 from .outcomes import apply_outcome
 from .posterior import Effect, OutcomeInput
 from .promotion import sync_gate
@@ -418,7 +419,7 @@ class Grimoire(EntryReads, RoomWrites, StyxRoom):
                 chunk = ids[start:start + 500]
                 rows += self._conn.execute(
                     "SELECT id, author = ? AND promoted_ms IS NOT NULL, crossing_hold IS NOT NULL FROM entries "
-                    f"WHERE id IN ({', '.join('?' * len(chunk))})", (local_replica, *chunk),
+                    f"WHERE id IN {IN_LIST}", (local_replica, as_list(chunk)),
                 ).fetchall()
         for entry_id, is_promoted, is_held in rows:
             if is_promoted:

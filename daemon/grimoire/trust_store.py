@@ -22,6 +22,7 @@ from typing import Any
 
 from crdt import Kind
 
+from .id_lists import IN_LIST, as_list
 from .trust import (
     AuthorEvidence,
     AuthorView,
@@ -141,7 +142,7 @@ def entry_states(conn: sqlite3.Connection, entry_ids: Sequence[str], view: Trust
         chunk = ids[start:start + 500]
         for row in conn.execute(
                 "SELECT id, author, kind, provenance, stored_ms, outcomes_positive, outcomes_negative "
-                f"FROM entries WHERE id IN ({', '.join('?' * len(chunk))})", chunk):
+                f"FROM entries WHERE id IN {IN_LIST}", (as_list(chunk),)):
             confirms, contradicts = view.vouched.get(row[0], (0, 0))
             facts = EntryFacts(row[0], row[1], Kind(row[2]), row[3] == "clade", row[4], row[5], row[6],
                                confirms, contradicts)

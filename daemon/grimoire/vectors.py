@@ -17,6 +17,7 @@ import numpy as np
 from daemon.embedding.embedder import EmbeddingInfo
 from daemon.embedding.shipped import Shipped, VectorShipping, sampled
 
+from .id_lists import IN_LIST, as_list
 from .store import Grimoire, wall_clock_ms
 from .trust_store import record_forged_vector
 
@@ -112,10 +113,9 @@ def own_vectors(store: Grimoire, info: EmbeddingInfo, author: str, ids: Sequence
     out: dict[str, NDArray[np.float32]] = {}
     for start in range(0, len(ids), 500):
         chunk = list(ids[start:start + 500])
-        marks = ",".join("?" * len(chunk))
         for entry_id, blob in store.connection.execute(
-                f"SELECT id, embedding FROM entries WHERE id IN ({marks}) AND author = ? AND embedding IS NOT NULL "
-                f"AND embedding_source IS NULL AND {clause}", (*chunk, author, *params)):
+                f"SELECT id, embedding FROM entries WHERE id IN {IN_LIST} AND author = ? AND embedding IS NOT NULL "
+                f"AND embedding_source IS NULL AND {clause}", (as_list(chunk), author, *params)):
             vec = np.frombuffer(blob, dtype=np.float32)
             if vec.shape[0] == info.dim:
                 out[str(entry_id)] = vec
