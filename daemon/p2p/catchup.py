@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import random
 import sqlite3
 from typing import Any
@@ -58,6 +59,8 @@ STORE_ERRORS = (sqlite3.Error, StoreError, OSError)  # the store could not answe
 # of `ingest.PIECE_OPS`) while the rest of the round is still read and sent, instead of waiting
 # for a whole 4,096-op delta to be extracted and cross first.
 FIRST_DELTA_OPS = 512
+_WAKE = ""  # on the prompt channel: not a sibling, a new owed pull to wait for
+OWED_RETRY_S = 1.0  # a prompted pull that met a pull from the same sibling running looks again this much later
 
 
 class CatchUp(NodePart):
@@ -98,20 +101,39 @@ class CatchUp(NodePart):
 
     def pull_soon(self, peer_id: str) -> None:
         """Pull from `peer_id` now, out of its turn, if it is a member (at most once per
-        `neighbourhood.PROMPT_GAP_S`): Broadcast refused its gossip for the time the message
-        carries, so it holds ops we lack, which a pull (no wall clock in it) brings."""
+        `neighbourhood.PROMPT_GAP_S`; a prompt within the gap is owed, and pulled when the gap
+        ends): Broadcast refused its gossip for the time the message carries, so it holds ops
+        we lack, which a pull (no wall clock in it) brings."""
         record = self.book.find(peer_id)
-        if record is None or not record.member or not self._prompted.due(peer_id, trio.current_time()):
+        if record is None or not record.member:
             return
+        owed = self._prompted.next_owed()
+        if self._prompted.due(peer_id, trio.current_time()):
+            self._prompt(peer_id)
+        elif self._prompted.next_owed() != owed:
+            self._prompt(_WAKE)  # an owed pull came due earlier: the loop looks at the time again
+
+    def _prompt(self, peer_id: str) -> None:
         try:
             self._prompt_send.send_nowait(peer_id)
         except trio.WouldBlock:  # 64 waiting already: the regular turns bring the rest
             self.counters["sync_prompts_dropped"] += 1
 
     async def _prompted_pulls(self) -> None:
-        async for peer_id in self._prompt_receive:
-            self.counters["sync_pulls_prompted"] += 1
-            await self.sync_with(peer_id)
+        """Run the prompted pulls as they come, and the owed ones (`PromptedPulls`) when due."""
+        while True:
+            due = self._prompted.next_owed()
+            prompted: str | None = None
+            with trio.move_on_at(math.inf if due is None else due):
+                prompted = await self._prompt_receive.receive()
+            if prompted == _WAKE:
+                continue
+            for peer_id in [prompted] if prompted is not None else self._prompted.take_owed(trio.current_time()):
+                self.counters["sync_pulls_prompted"] += 1
+                if peer_id in self._syncing:  # a pull from it is running, begun maybe before what prompted this
+                    self._prompted.owe(peer_id, trio.current_time() + OWED_RETRY_S)
+                    continue
+                await self.sync_with(peer_id)
 
     async def sync_with(self, peer_id: str) -> dict[str, Any] | None:
         """Pull everything `peer_id` has that we lack; a summary, or None if it could not run

@@ -119,19 +119,45 @@ class PromptedPulls:
     """Pulls out of turn, at most one per sibling per `gap_s`: a sibling whose gossip we had
     to refuse for the time it carries (its clock or ours stepped: `stale`, a certificate not
     valid at our time) has ops we lack that its next gossip will not bring, and its turn in
-    the `PartnerCycle` may be a whole cycle away. The caller passes the time (trio's clock)."""
+    the `PartnerCycle` may be a whole cycle away. A prompt within the gap is not dropped but
+    *owed*: the pull runs once the gap is over (`next_owed`, `take_owed`), since the refused
+    message may hold an op the last pull, begun before it, did not bring — the soak's clock
+    fault waited 53 s for the next turn for one such op. The caller passes the time (trio's
+    clock)."""
 
     def __init__(self, gap_s: float = PROMPT_GAP_S, *, remember: int = 1024) -> None:
         self.gap_s = gap_s
         self.remember = remember
         self._last: dict[str, float] = {}
+        self._owed: dict[str, float] = {}  # sibling -> when its owed pull is due
 
     def due(self, peer: str, now: float) -> bool:
-        """True (and remembered) if `peer` was not prompted within `gap_s` before `now`."""
+        """True (and remembered) if `peer` was not prompted within `gap_s` before `now`;
+        otherwise its pull is owed for when the gap ends."""
         last = self._last.get(peer)
         if last is not None and now - last < self.gap_s:
+            if peer in self._owed or len(self._owed) < self.remember:
+                self._owed.setdefault(peer, last + self.gap_s)
             return False
         if len(self._last) >= self.remember:  # bounded: forget the prompts whose gap is over
             self._last = {p: t for p, t in self._last.items() if now - t < self.gap_s}
+        self._owed.pop(peer, None)
         self._last[peer] = now
         return True
+
+    def owe(self, peer: str, at: float) -> None:
+        """Pull from `peer` at `at` (a prompted pull that could not run: one from it was running)."""
+        if peer in self._owed or len(self._owed) < self.remember:
+            self._owed[peer] = min(at, self._owed.get(peer, at))
+
+    def next_owed(self) -> float | None:
+        """When the earliest owed pull is due (None: none is owed)."""
+        return min(self._owed.values(), default=None)
+
+    def take_owed(self, now: float) -> list[str]:
+        """The siblings whose owed pull is due at `now` (each then counts as prompted now)."""
+        ready = sorted(p for p, at in self._owed.items() if at <= now)
+        for peer in ready:
+            del self._owed[peer]
+            self._last[peer] = now
+        return ready

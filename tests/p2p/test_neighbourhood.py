@@ -189,3 +189,24 @@ def test_prompts_remembered_stay_bounded_by_the_siblings_prompted_within_one_gap
         assert prompts.due(f"p{i}", float(i))  # one a second: only the last five are within the gap
     assert len(prompts._last) <= 8
     assert not prompts.due("p99", 100.0) and prompts.due("p90", 100.0)
+
+
+def test_a_prompt_within_the_gap_is_owed_and_pulled_when_the_gap_ends() -> None:
+    prompts = PromptedPulls(gap_s=5.0)
+    assert prompts.due("a", 100.0)
+    assert prompts.next_owed() is None
+    assert not prompts.due("a", 102.0) and not prompts.due("a", 103.0)  # owed once, not twice
+    assert prompts.next_owed() == 105.0
+    assert prompts.take_owed(104.9) == []
+    assert prompts.take_owed(105.0) == ["a"]  # the gap is over: pulled now, and counted as prompted
+    assert prompts.next_owed() is None and not prompts.due("a", 106.0)
+    assert prompts.take_owed(110.0) == ["a"]  # the prompt at 106 was owed in turn
+
+
+def test_an_owed_pull_that_met_a_running_one_is_owed_again() -> None:
+    prompts = PromptedPulls(gap_s=5.0)
+    prompts.owe("b", 50.0)
+    prompts.owe("b", 52.0)  # the earlier time stands
+    assert prompts.take_owed(50.0) == ["b"]
+    assert prompts.due("b", 56.0)  # a prompt after the gap runs at once: nothing owed
+    assert prompts.next_owed() is None

@@ -433,3 +433,25 @@ async def test_a_peer_that_breaks_the_hello_is_held_off_for_hold_s_then_accepted
     links.up.add(PEER)  # the hold is over: this connection is greeted
     assert part.on_connected(PEER)
     assert daemon.counters["connections_refused_held"] == 1
+
+
+async def test_a_pull_prompted_within_the_gap_runs_when_the_gap_ends(autojump_clock: trio.testing.MockClock) -> None:
+    """Gossip refused for its time prompts a pull from its publisher; a second refusal within the
+    gap (5 s) must not be dropped — the refused message may hold an op the first pull missed —
+    but pulled when the gap ends."""
+    links = FakeLinks()
+    part, daemon = catchup(links, 3600.0)
+    attempts: list[float] = []
+    links.stream_error = OSError("no route")
+
+    async def prompts() -> None:
+        part.pull_soon(PEER)
+        await trio.sleep(1.0)
+        part.pull_soon(PEER)  # within the gap: owed
+        part.pull_soon(PEER)  # still one pull owed, not two
+        await trio.sleep(20.0)
+        attempts.append(daemon.counters["sync_failed"])
+
+    await run_for(30.0, soon=(part.run, prompts))
+    assert attempts == [2]  # at 0 s and at 5 s (the sync ticker waits an hour)
+    assert daemon.counters["sync_pulls_prompted"] == 2
