@@ -453,6 +453,7 @@ class Embedding:
         now = self.now_ms()
         await self.access.on_writer(lambda s: settle_checks(s, info, matched, forged, now_ms=now))
         self.counters["shipped_vectors_checked"] += len(todo)
+        self.counters["shipped_vector_check_batches"] += 1
         if forged:
             self.counters["shipped_vectors_forged"] += len(forged)
             for entry_id, author, _ in forged:
