@@ -50,7 +50,10 @@ def words(text: str) -> list[str]:
     return _WORD.findall(text)
 
 
-@lru_cache(maxsize=65_536)
+# A hit saves ~0.4 µs against the stemmer itself (0.48 against 0.07 µs a word). Full, 65,536
+# words held 13 MiB, and every entry's numbers and names are new words: the cache filled for
+# hours in the soak and read as the daemon's memory growing. 4,096 words hold ~0.8 MiB.
+@lru_cache(maxsize=4_096)
 def stem(word: str) -> str:
     """The Snowball stem of one lowercase word."""
     return str(_STEMMER.stem_word(word))
