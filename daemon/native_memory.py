@@ -21,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,11 +72,12 @@ class Heap:
     mmapped: int  # large blocks in their own mappings (hblkhd)
     sqlite: int  # sqlite3_memory_used(): page caches, statements, schemas, lookaside
     sqlite_page_cache: int = 0  # the page caches' part of it (SQLITE_STATUS_PAGECACHE_OVERFLOW)
+    python_blocks: int = 0  # memory blocks Python's allocator holds (sys.getallocatedblocks): objects, mostly
 
     def to_json(self) -> dict[str, float]:
         return {"heap_in_use_mib": round(self.in_use / MIB, 1), "heap_free_mib": round(self.free / MIB, 1),
                 "heap_mmapped_mib": round(self.mmapped / MIB, 1), "sqlite_mib": round(self.sqlite / MIB, 1),
-                "sqlite_page_cache_mib": round(self.sqlite_page_cache / MIB, 1)}
+                "sqlite_page_cache_mib": round(self.sqlite_page_cache / MIB, 1), "python_blocks": self.python_blocks}
 
 
 class _MallInfo2(ctypes.Structure):
@@ -130,10 +132,10 @@ def heap() -> Heap:
     """malloc's and SQLite's figures now (zeros where the C library or SQLite lacks them)."""
     info = _MALLINFO2() if _MALLINFO2 is not None else None
     sqlite = int(_SQLITE_USED()) if _SQLITE_USED is not None else 0
-    cache = _sqlite_page_cache()
+    cache, blocks = _sqlite_page_cache(), sys.getallocatedblocks()
     if info is None:
-        return Heap(0, 0, 0, sqlite, cache)
-    return Heap(int(info.uordblks), int(info.fordblks), int(info.hblkhd), sqlite, cache)
+        return Heap(0, 0, 0, sqlite, cache, blocks)
+    return Heap(int(info.uordblks), int(info.fordblks), int(info.hblkhd), sqlite, cache, blocks)
 
 
 def limit_arenas(count: int = ARENAS) -> bool:

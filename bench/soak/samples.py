@@ -17,7 +17,8 @@ from .load import Load, now
 
 __all__ = ["HEAP_KEYS", "Sampler", "proc_figures"]
 
-HEAP_KEYS = ("heap_in_use_mib", "heap_free_mib", "heap_mmapped_mib", "sqlite_mib", "sqlite_page_cache_mib")
+HEAP_KEYS = ("heap_in_use_mib", "heap_free_mib", "heap_mmapped_mib", "sqlite_mib", "sqlite_page_cache_mib",
+             "python_blocks")
 
 
 def proc_figures(pid: int) -> dict[str, float]:

@@ -237,6 +237,8 @@ class MemoryStatusOut(_Out):
                               "statements), MiB; part of heap_in_use_mib")
     sqlite_page_cache_mib: float = Field(0.0, description="the page caches' part of sqlite_mib (each connection "
                                          "keeps up to ~2 MB of the database's pages), MiB")
+    python_blocks: int = Field(0, description="memory blocks Python's own allocator holds (objects, mostly): "
+                               "steady once warm unless something keeps objects")
     model_pid: int | None = Field(None, description="the embedding process's id while it runs (the model and its "
                                   "runtime live there; null: not running)")
     model_rss_mib: float | None = Field(None, description="the embedding process's resident memory now, MiB (null: "

@@ -58,4 +58,5 @@ def test_heap_reports_malloc_and_sqlite() -> None:
     assert now.in_use > 0 and now.sqlite > now.sqlite_page_cache > 1 << 20  # 2 MB of rows in its page cache
     figures = now.to_json()
     assert set(figures) == {"heap_in_use_mib", "heap_free_mib", "heap_mmapped_mib", "sqlite_mib",
-                            "sqlite_page_cache_mib"}
+                            "sqlite_page_cache_mib", "python_blocks"}
+    assert now.python_blocks > 10_000  # this interpreter's objects
