@@ -59,10 +59,9 @@ import httpx
 
 from bench.common.machine import HostLoad, machine_info
 from bench.common.report import main_in_workdir, print_table, progress
-from bench.common.stats import slope_per_hour
 from bench.soak.faults import Volume, hold, probe, styx_drained
 from bench.soak.load import Load, Tally, now
-from bench.soak.samples import HEAP_KEYS, Sampler
+from bench.soak.samples import HEAP_KEYS, Sampler, resources
 from daemon.testing.harness import CLADE, Golem, LoopbackClade
 from daemon.testing.styx_server import StyxServer
 
@@ -366,28 +365,6 @@ def gated_ops_after_one_round(golems: Sequence[Golem], *, timeout: float) -> dic
             out["contexts_distinct"] = len(set(contexts.values()))
             break
         time.sleep(1)  # poll pacing
-    return out
-
-
-def resources(sampler: Sampler, *, warmup: float, settle: float) -> dict[str, Any]:
-    """Per daemon: first and last samples, and the slope per hour after the warm-up (`warmup` s
-    from the start, or `settle` s after the daemon's last restart: a restarted daemon warms up
-    again), so growth is told from warm-up."""
-    out: dict[str, Any] = {}
-    for name, rows in sampler.samples.items():
-        restarted = sampler.restarts.get(name)
-        since = max(warmup, 0.0 if restarted is None else restarted + settle)
-        late = [r for r in rows if r["t_s"] >= since]
-        first, last = rows[0], rows[-1]
-        out[name] = {
-            "samples": len(rows),
-            **{f"{k}_first_last": [round(first.get(k, 0), 1), round(last.get(k, 0), 1)]
-               for k in ("rss_mib", "own_rss_mib", "fds", "file_fds", "socket_fds", "threads", "store_mib", "outbox",
-                         *HEAP_KEYS)},
-            **{f"{k}_slope_pct_per_h": slope_per_hour([(r["t_s"], r[k]) for r in late if k in r])
-               for k in ("rss_mib", "own_rss_mib", "fds", "file_fds", "socket_fds", "threads", *HEAP_KEYS)},
-            "max_outbox": max((r.get("outbox", 0) for r in rows), default=0),
-        }
     return out
 
 

@@ -7,15 +7,17 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from bench.common.machine import db_size, fd_kinds, open_fds, tree_status_kib
+from bench.common.stats import slope_per_hour
 from daemon.testing.harness import Golem
 
 from .load import Load, now
 
-__all__ = ["HEAP_KEYS", "Sampler", "proc_figures"]
+__all__ = ["HEAP_KEYS", "Sampler", "proc_figures", "resources"]
 
 HEAP_KEYS = ("heap_in_use_mib", "heap_free_mib", "heap_mmapped_mib", "sqlite_mib", "sqlite_page_cache_mib",
              "python_blocks")
@@ -67,3 +69,25 @@ class Sampler:
     def run(self, t0: float) -> None:
         while not self.stop.wait(self.every):
             self.sample(t0)
+
+
+def resources(sampler: Sampler, *, warmup: float, settle: float) -> dict[str, Any]:
+    """Per daemon: first and last samples, and the slope per hour after the warm-up (`warmup` s
+    from the start, or `settle` s after the daemon's last restart: a restarted daemon warms up
+    again), so growth is told from warm-up."""
+    out: dict[str, Any] = {}
+    for name, rows in sampler.samples.items():
+        restarted = sampler.restarts.get(name)
+        since = max(warmup, 0.0 if restarted is None else restarted + settle)
+        late = [r for r in rows if r["t_s"] >= since]
+        first, last = rows[0], rows[-1]
+        out[name] = {
+            "samples": len(rows),
+            **{f"{k}_first_last": [round(first.get(k, 0), 1), round(last.get(k, 0), 1)]
+               for k in ("rss_mib", "own_rss_mib", "fds", "file_fds", "socket_fds", "threads", "store_mib", "outbox",
+                         *HEAP_KEYS)},
+            **{f"{k}_slope_pct_per_h": slope_per_hour([(r["t_s"], r[k]) for r in late if k in r])
+               for k in ("rss_mib", "own_rss_mib", "fds", "file_fds", "socket_fds", "threads", *HEAP_KEYS)},
+            "max_outbox": max((r.get("outbox", 0) for r in rows), default=0),
+        }
+    return out

@@ -21,6 +21,7 @@ from daemon.errors import NotFound
 from .belief import Belief, BeliefPolicy
 from .drift_store import DriftState, read_baseline, read_drift_state
 from .evidence_store import BELIEF, beliefs
+from .id_lists import IN_LIST, as_list
 from .keywords import QueryTerms, affordable, query_words, searchable_text
 from .lexical import words as lexical_words
 from .records import Entry
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
     from daemon.embedding.embedder import EmbeddingInfo
-from .id_lists import IN_LIST, as_list
 from .vitality import Vitality, read_vitality
 
 __all__ = ["EntryReads", "RecallHit", "StoreCounts"]
