@@ -77,6 +77,7 @@ class DaemonState:
 
         counters, now_ms = self.counters, self.now_ms
         self.access = StoreAccess(store, busy_timeout_ms=lambda: self.config.store.busy_timeout_ms, wall_ms=now_ms)
+        self.access.open_readers()  # open files fixed from the start (closed in `close`)
         self.hub = EventHub(counters)
         self.peering = Peering(data, config=settings, counters=counters, publish=self.hub.publish)
         self.styx_link = StyxLink(self.access, config=settings, counters=counters, golem=identity.peer_id,

@@ -61,6 +61,19 @@ class StoreAccess:
 
         return await trio.to_thread.run_sync(run, limiter=self._writer)
 
+    def open_readers(self) -> None:
+        """Open the `READERS` read connections now rather than on first need (the daemon calls
+        this at start): its open files are then fixed from the start, not a count that creeps
+        up the first few times reads happen to run side by side (the soak read that as growth).
+        Raises `StoreError` if the store cannot be opened for reading."""
+        while len(self._all_readers) < READERS:
+            reader = self._open_reader()
+            self._all_readers.append(reader)
+            self._readers.put(reader)
+
+    def _open_reader(self) -> Grimoire:
+        return Grimoire.open_reader(self.store.path, busy_timeout_ms=self._busy_timeout_ms(), wall_ms=self._wall_ms)
+
     async def on_reader(self, fn: Callable[[Grimoire], T]) -> T:
         """Run `fn(reader)` on a reader thread, over a read-only connection of its own (opened on
         first need, then reused); never queued behind the writer. `fn` must not write: the
@@ -69,8 +82,7 @@ class StoreAccess:
             try:
                 reader = self._readers.get_nowait()
             except queue.Empty:
-                reader = Grimoire.open_reader(self.store.path, busy_timeout_ms=self._busy_timeout_ms(),
-                                               wall_ms=self._wall_ms)
+                reader = self._open_reader()
                 self._all_readers.append(reader)
             try:
                 return fn(reader)

@@ -17,7 +17,7 @@ from crdt import Kind
 from crypto import Identity
 from daemon.grimoire import Grimoire, NewEntry
 from daemon.service.hub import SUBSCRIBER_BUFFER, EventHub
-from daemon.service.store_access import StoreAccess
+from daemon.service.store_access import READERS, StoreAccess
 from tests.helpers.seed import seed_one
 
 
@@ -105,6 +105,55 @@ async def test_a_reader_refuses_to_write_and_never_waits_for_the_writer(store: G
         assert counts.entries == 0
     finally:
         access.close()
+
+
+def _files_open_on(db: Path) -> int:
+    """How many of this process's file descriptors are `db` or its WAL."""
+    names = {str(db), f"{db}-wal"}
+    count = 0
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            count += str(fd.readlink()) in names
+        except OSError:
+            continue  # closed while we looked
+    return count
+
+
+async def test_the_readers_open_at_start_and_reads_open_no_more(store: Grimoire) -> None:
+    """The soak read a reader pool that filled on first need as open files growing for an hour;
+    opened at start, the count is fixed before the first read and stays there under load."""
+    seed_one(store, NewEntry(kind=Kind.INSIGHT, content="one note"), identity=Identity.generate())
+    before = _files_open_on(store.path)
+    access = StoreAccess(store, busy_timeout_ms=lambda: 1_000)
+    try:
+        access.open_readers()
+        opened = _files_open_on(store.path)
+        assert opened > before  # each reader holds the database (and its WAL once it reads)
+        access.open_readers()  # a second call opens nothing more
+        assert _files_open_on(store.path) == opened
+        def read(r: Grimoire) -> int:
+            return r.counts().entries
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(4 * READERS):
+                nursery.start_soon(access.on_reader, read)
+        counted = await access.on_reader(lambda r: r.counts().entries)
+        assert counted == 1
+        after = _files_open_on(store.path)
+        assert after <= opened + READERS  # a WAL each reader may open at its first read, no more
+        assert len({id(r) for r in access._all_readers}) == READERS
+    finally:
+        access.close()
+    # SQLite keeps a closed connection's descriptors while another connection of the process
+    # has the file open (closing one would drop the others' POSIX locks) and reuses them: a
+    # pool opened again holds no more than the first did.
+    again = StoreAccess(store, busy_timeout_ms=lambda: 1_000)
+    try:
+        again.open_readers()
+        await again.on_reader(lambda r: r.counts().entries)
+        assert _files_open_on(store.path) <= after
+    finally:
+        again.close()
 
 
 def test_recall_follows_a_reload_of_the_trust_section(store: Grimoire, tmp_path: Path) -> None:
