@@ -1,0 +1,1 @@
+"""bench_clade's parts (the catch-up phase)."""

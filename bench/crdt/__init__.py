@@ -1,0 +1,1 @@
+"""bench_crdt's parts (the report)."""
