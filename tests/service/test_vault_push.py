@@ -25,6 +25,8 @@ class _Styx:
         self.release = trio.Event()
         self.hold = False
         self.uploaded: list[Path] = []
+        self.all_uploaded = trio.Event()  # set once `expect` uploads have ended
+        self.expect = 0
 
     async def upload(self, path: Path) -> dict[str, object]:
         if self.hold:
@@ -33,6 +35,8 @@ class _Styx:
         if self.fail:
             raise VaultPushError(self.fail)
         self.uploaded.append(path)
+        if self.expect and len(self.uploaded) >= self.expect:
+            self.all_uploaded.set()
         return {"url": f"styx/{path.name}", "bytes": 1, "attempts": 1}
 
 
@@ -89,6 +93,7 @@ async def test_a_failed_upload_is_counted_and_published(autojump_clock: trio.tes
 async def test_backups_beyond_the_queue_are_refused_with_the_reason(autojump_clock: trio.testing.MockClock) -> None:
     styx = _Styx()
     styx.hold = True
+    styx.expect = QUEUED + 1
     pushes, events, counters = _pushes(styx)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(pushes.run)
@@ -101,8 +106,7 @@ async def test_backups_beyond_the_queue_are_refused_with_the_reason(autojump_clo
         assert counters["styx_vault_queue_full"] == 1
         styx.release.set()
         with trio.fail_after(60):
-            while len(styx.uploaded) < QUEUED + 1:
-                await trio.sleep(0.1)
+            await styx.all_uploaded.wait()
         nursery.cancel_scope.cancel()
     assert [p.name for p in styx.uploaded] == [f"{i}.clade-backup" for i in range(QUEUED + 1)]
     assert [e for e, _ in events] == ["backup_pushed"] * (QUEUED + 1)
