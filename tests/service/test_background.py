@@ -41,6 +41,8 @@ async def test_starved_work_runs_again_at_normal_priority_until_relaxed(
     nice +10 thread no CPU; here it is held) is run at normal priority, and so is every later
     call until `relax()`; then the low-priority thread takes work again."""
     before = _nice()
+    if min(19, before + BACKGROUND_NICE) == before:
+        pytest.skip(f"the tests run at nice {before}: the background thread cannot be told apart by its priority")
     held = threading.Event()
     calls: list[tuple[str, int]] = []
 
