@@ -111,3 +111,33 @@ def test_a_restarted_golems_seqnos_are_past_every_earlier_runs() -> None:
     last = max(int.from_bytes(first._next_seqno(), "big") for _ in range(10_000))
     second = build_pubsub(new_host(key_pair=key_pair), MemberGate(lambda peer: frozenset({1})), wait_s=1.0)[1]
     assert int.from_bytes(second._next_seqno(), "big") > last
+
+
+def test_delivery_times_do_not_pile_up_with_adaptive_gossip_off() -> None:
+    """py-libp2p appends a delivery time per message it routes and trims them only in the adaptive
+    health update (off in the daemon): the router's heartbeat cleanup forgets them."""
+    world = _World()
+    router = world.router
+    assert not router.adaptive_gossip_enabled
+    router.recent_message_deliveries[TOPIC].extend([1.0] * 5_000)
+    router._periodic_security_cleanup()
+    assert sum(len(times) for times in router.recent_message_deliveries.values()) == 0
+
+
+def test_equivocation_check_keeps_a_digest_not_the_message() -> None:
+    """The same publisher and seqno with the same content passes, with other content is refused;
+    the router keeps 32 bytes per message, not the parsed message."""
+    from libp2p.pubsub.pb import rpc_pb2
+
+    router = _World().router
+    publisher = _peer()
+    first = rpc_pb2.Message(from_id=publisher.to_bytes(), seqno=b"\x00" * 8, data=b"op" * 900, topicIDs=[TOPIC])
+    same = rpc_pb2.Message(from_id=publisher.to_bytes(), seqno=b"\x00" * 8, data=b"op" * 900, topicIDs=[TOPIC])
+    other = rpc_pb2.Message(from_id=publisher.to_bytes(), seqno=b"\x00" * 8, data=b"po" * 900, topicIDs=[TOPIC])
+    moved = rpc_pb2.Message(from_id=publisher.to_bytes(), seqno=b"\x00" * 8, data=b"op" * 900, topicIDs=["/x"])
+    assert router._check_equivocation(first)
+    assert router._check_equivocation(same)
+    assert not router._check_equivocation(other)
+    assert not router._check_equivocation(moved)
+    kept = router.equivocation_detection[first.from_id + first.seqno]
+    assert isinstance(kept, bytes) and len(kept) == 32
