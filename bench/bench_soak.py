@@ -449,6 +449,12 @@ def report(res: dict[str, Any]) -> None:
     for name, r in sorted(res.get("resources", {}).items()):
         rows.append((name, "; ".join(f"{r[k + '_first_last'][0]}→{r[k + '_first_last'][1]} "
                                      f"({r.get(k + '_slope_pct_per_h')})" for k in ("own_rss_mib", *HEAP_KEYS))))
+    rows.append(("## own RSS per entry stored", "entries first→last; stored per hour and own RSS KiB per entry "
+                 "after the warm-up (the vector index alone: 1.5 KiB an entry)"))
+    for name, r in sorted(res.get("resources", {}).items()):
+        first_last = r.get("entries_first_last") or [None, None]
+        rows.append((name, f"{first_last[0]}→{first_last[1]}; {r.get('entries_per_h')}/h; "
+                           f"{r.get('own_rss_kib_per_entry')} KiB"))
     rows.append(("integrity_check", ", ".join(f"{k} {v}" for k, v in res.get("integrity", {}).items())))
     rows.append(("vault backup verify (newest)", str(res.get("vault_restore"))))
     rows.append(("secrets found", ", ".join(res.get("secrets_found", [])) or "none"))

@@ -58,6 +58,8 @@ class Sampler:
                 status = golem.call("GET", "/v1/status")
                 styx = status.get("styx") or {}
                 figures["outbox"] = float(styx.get("queue_depth", 0) or 0)
+                if isinstance(status.get("entries"), int):  # stored: live and archived (the index holds both)
+                    figures["entries"] = float(status["entries"] + int(status.get("archived") or 0))
                 memory = status.get("memory") or {}
                 for key in HEAP_KEYS:  # where the daemon's own memory is: in use, kept free, mapped, SQLite
                     if isinstance(memory.get(key), (int, float)):
@@ -71,10 +73,22 @@ class Sampler:
             self.sample(t0)
 
 
+def _per(points: Sequence[tuple[float, float]]) -> float | None:
+    """Least-squares slope of y over x (None with fewer than 3 points or no spread in x)."""
+    if len(points) < 3:
+        return None
+    n = len(points)
+    mx, my = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    return None if sxx == 0 else sum((x - mx) * (y - my) for x, y in points) / sxx
+
+
 def resources(sampler: Sampler, *, warmup: float, settle: float) -> dict[str, Any]:
     """Per daemon: first and last samples, and the slope per hour after the warm-up (`warmup` s
     from the start, or `settle` s after the daemon's last restart: a restarted daemon warms up
-    again), so growth is told from warm-up."""
+    again), so growth is told from warm-up. And the daemon's own RSS against the entries it
+    stores after the warm-up (`own_rss_kib_per_entry`, least squares; its vector index alone
+    is 1.5 KiB an entry): what a store that grows costs, told from growth with time."""
     out: dict[str, Any] = {}
     for name, rows in sampler.samples.items():
         restarted = sampler.restarts.get(name)
@@ -89,5 +103,10 @@ def resources(sampler: Sampler, *, warmup: float, settle: float) -> dict[str, An
             **{f"{k}_slope_pct_per_h": slope_per_hour([(r["t_s"], r[k]) for r in late if k in r])
                for k in ("rss_mib", "own_rss_mib", "fds", "file_fds", "socket_fds", "threads", *HEAP_KEYS)},
             "max_outbox": max((r.get("outbox", 0) for r in rows), default=0),
+            "entries_first_last": [int(first.get("entries", 0)), int(last.get("entries", 0))],
         }
+        per_entry = _per([(r["entries"], r["own_rss_mib"]) for r in late if "entries" in r])
+        per_hour = _per([(r["t_s"] / 3600, r["entries"]) for r in late if "entries" in r])
+        out[name]["own_rss_kib_per_entry"] = None if per_entry is None else round(per_entry * 1024, 2)
+        out[name]["entries_per_h"] = None if per_hour is None else round(per_hour)
     return out

@@ -46,6 +46,8 @@ def test_short_soak_under_faults(tmp_path: Path) -> None:
     assert res["convergence"]["seconds"] is not None, res["convergence"]  # every acknowledged warning everywhere
     rounded = res["after_one_sync_round"]  # what must converge: equal after one sync round, curators quiet
     assert rounded["gated_ops_equal"], rounded
+    for name, figures in res["resources"].items():  # the store's growth is sampled, for RSS per entry stored
+        assert figures["entries_first_last"][1] > figures["entries_first_last"][0], (name, figures)
     # Not asserted: the 30 s recovery goal and the slopes (timings, measured by the bench and
     # quoted in bench/RESULTS.md), and the contexts' convergence (reported apart: withheld dots
     # are learnt from the writer's gossip or a direct pull, not in one round).
