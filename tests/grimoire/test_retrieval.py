@@ -375,6 +375,37 @@ def test_the_index_drops_cleared_vectors_and_compacts_without_touching_published
     assert len(second) == 39 and np.array_equal(second.matrix[second.row_of[ids[1]]], eye[1])
 
 
+def test_a_snapshot_never_sees_what_was_added_or_moved_after_it(store: Grimoire) -> None:
+    """Snapshots share the writer's ids and id map (no copy per write): one published before
+    new entries, a re-embedding and a cleared vector still answers as of its publish — by
+    lookup, membership, length and iteration."""
+    info = EmbeddingInfo(model="test/space", model_version="1", preprocess_hash="h", dim=4)
+    eye = np.eye(4, dtype=np.float32)
+    ids = [write(store, f"entry {i}") for i in range(6)]
+    write_vectors(store, info, ids, np.stack([eye[i % 4] for i in range(6)]))
+    index = VectorIndex(info)
+    before = index.refresh(store)
+    rows_before = {i: before.row_of[i] for i in ids}
+    later = [write(store, f"later {i}") for i in range(3)]
+    write_vectors(store, info, later, np.stack([eye[3]] * 3))  # appended past `before`'s rows
+    write_vectors(store, info, [ids[0]], eye[1][None, :])  # re-embedded: a new row
+    with raw_write(store) as conn:
+        conn.execute("UPDATE entries SET embedding = NULL WHERE id = ?", (ids[1],))  # cleared
+    after = index.refresh(store)
+    assert all(i not in before.row_of and before.row_of.get(i) is None for i in later)
+    with pytest.raises(KeyError):
+        before.row_of[later[0]]
+    assert len(before) == 6 and sorted(before.row_of) == sorted(ids) and len(list(before.row_of)) == 6
+    assert {i: before.row_of[i] for i in ids} == rows_before
+    assert np.array_equal(before.vector(ids[0]), eye[0]) and np.array_equal(after.vector(ids[0]), eye[1])
+    assert before.vector(ids[1]) is not None and after.vector(ids[1]) is None
+    assert len(after) == 8 and set(after.row_of) == (set(ids) - {ids[1]}) | set(later)
+    ranked_before = [i for i, _ in before.nearest(eye[3], 9)]
+    assert ranked_before[0] == ids[3] and set(ranked_before) == set(ids)  # none of `later`
+    assert {i for i, _ in after.nearest(eye[3], 4)} == {ids[3], *later}
+    assert list(before.ids) == ids and len(after.ids) == 10  # rows: 6 + 3 + the re-embedding's
+
+
 def test_entry_factory_for_typing() -> None:
     assert Entry is not None
 
