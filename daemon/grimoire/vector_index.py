@@ -17,8 +17,8 @@ How the rows stay immutable without copying the matrix (73 MB at 50,000 MiniLM v
 every commit: rows are append-only. A new vector goes into the next free row of the buffer,
 past the end of every published snapshot, so no reader ever sees a row being written; a
 re-embedded entry takes a new row and its old row is masked out; per publish the writer copies
-only the masks (bytes: ~0.1 ms at 50,000). The ids and the id → row map are shared with the
-snapshots, not copied (a copy was ~1.5 ms and ~3 MB of garbage per write at 50,000 entries):
+only the masks (~0.01 ms a write at 50,000). The ids and the id → row map are shared with the
+snapshots, not copied (a copy was ~1 ms and ~3 MB of garbage a write at 50,000 entries):
 both only gain entries past every published snapshot's last row, which a snapshot does not
 see (`_Rows`); before the writer changes or removes an existing entry's row (a re-embedding, a
 cleared vector) it takes a private copy of the map if a snapshot holds it (copy on write). A
