@@ -14,6 +14,7 @@ __all__ = [
     "dist",
     "holm",
     "latency_summary",
+    "least_squares_slope",
     "mean_interval",
     "paired",
     "percentile",
@@ -157,15 +158,21 @@ def holm(pvalues: dict[str, float | None]) -> dict[str, float | None]:
     return out
 
 
-def slope_per_hour(points: Sequence[tuple[float, float]]) -> float | None:
-    """Least-squares slope of value over time, per hour, as % of the mean value."""
+def least_squares_slope(points: Sequence[tuple[float, float]]) -> float | None:
+    """Least-squares slope of y over x (None with fewer than 3 points or no spread in x)."""
     if len(points) < 3:
         return None
     n = len(points)
-    mt = sum(t for t, _ in points) / n
-    mv = sum(v for _, v in points) / n
-    den = sum((t - mt) ** 2 for t, _ in points)
-    if den == 0 or mv == 0:
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    den = sum((x - mx) ** 2 for x, _ in points)
+    return None if den == 0 else sum((x - mx) * (y - my) for x, y in points) / den
+
+
+def slope_per_hour(points: Sequence[tuple[float, float]]) -> float | None:
+    """Least-squares slope of value over time (s), per hour, as % of the mean value."""
+    slope = least_squares_slope(points)
+    mean = sum(v for _, v in points) / len(points) if points else 0.0
+    if slope is None or mean == 0:
         return None
-    slope = sum((t - mt) * (v - mv) for t, v in points) / den
-    return round(slope * 3600 / mv * 100, 2)
+    return round(slope * 3600 / mean * 100, 2)

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 
 from bench.common.machine import db_size, fd_kinds, open_fds, tree_status_kib
-from bench.common.stats import slope_per_hour
+from bench.common.stats import least_squares_slope, slope_per_hour
 from daemon.testing.harness import Golem
 
 from .load import Load, now
@@ -73,16 +73,6 @@ class Sampler:
             self.sample(t0)
 
 
-def _per(points: Sequence[tuple[float, float]]) -> float | None:
-    """Least-squares slope of y over x (None with fewer than 3 points or no spread in x)."""
-    if len(points) < 3:
-        return None
-    n = len(points)
-    mx, my = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
-    sxx = sum((x - mx) ** 2 for x, _ in points)
-    return None if sxx == 0 else sum((x - mx) * (y - my) for x, y in points) / sxx
-
-
 def resources(sampler: Sampler, *, warmup: float, settle: float) -> dict[str, Any]:
     """Per daemon: first and last samples, and the slope per hour after the warm-up (`warmup` s
     from the start, or `settle` s after the daemon's last restart: a restarted daemon warms up
@@ -105,8 +95,8 @@ def resources(sampler: Sampler, *, warmup: float, settle: float) -> dict[str, An
             "max_outbox": max((r.get("outbox", 0) for r in rows), default=0),
             "entries_first_last": [int(first.get("entries", 0)), int(last.get("entries", 0))],
         }
-        per_entry = _per([(r["entries"], r["own_rss_mib"]) for r in late if "entries" in r])
-        per_hour = _per([(r["t_s"] / 3600, r["entries"]) for r in late if "entries" in r])
+        per_entry = least_squares_slope([(r["entries"], r["own_rss_mib"]) for r in late if "entries" in r])
+        per_hour = least_squares_slope([(r["t_s"] / 3600, r["entries"]) for r in late if "entries" in r])
         out[name]["own_rss_kib_per_entry"] = None if per_entry is None else round(per_entry * 1024, 2)
         out[name]["entries_per_h"] = None if per_hour is None else round(per_hour)
     return out
