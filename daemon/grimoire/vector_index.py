@@ -102,8 +102,9 @@ class _Rows(Mapping[str, int]):
 
     __slots__ = ("_count", "_ids", "_n", "_rows", "_valid")
 
-    def __init__(self, rows: dict[str, int], ids: list[str], valid: NDArray[np.bool_], count: int) -> None:
-        self._rows, self._ids, self._valid, self._n, self._count = rows, ids, valid, valid.shape[0], count
+    def __init__(self, rows: dict[str, int], ids: list[str], valid: NDArray[np.bool_]) -> None:
+        self._rows, self._ids, self._valid, self._n = rows, ids, valid, valid.shape[0]
+        self._count = int(np.count_nonzero(valid))  # each id's current row is its one valid row
 
     def __getitem__(self, entry_id: str) -> int:
         row = self._rows.get(entry_id)
@@ -356,7 +357,7 @@ class VectorIndex:
         self.current = IndexSnapshot(
             self.info, _Ids(self._ids, n), _frozen(self._buffer[:n]), _frozen(self._kind[:n]),
             _frozen(self._category[:n]), _frozen(self._sensitive[:n]), valid,
-            _frozen(self._live[:n].copy()), _Rows(self._row, self._ids, valid, len(self._row)),
+            _frozen(self._live[:n].copy()), _Rows(self._row, self._ids, valid),
             dict(self._categories))
         self._row_shared = True
         self.published += 1
