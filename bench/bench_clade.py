@@ -58,6 +58,7 @@ from bench.common.clade import (
     Api,
     DaemonCpu,
     Watch,
+    clear_for_checks,
     content,
     paced,
     report_odd,
@@ -93,6 +94,7 @@ def run_rate(writer: Api, siblings: list[Golem], watch: Watch, *, rate: float, c
     host_w = HostLoad()
     cpu_w = DaemonCpu(everyone)
     published0 = writer.call("GET", "/v1/status")["counters"].get("gossip_published", 0)
+    checks0 = [s.call("GET", "/v1/status")["counters"].get("shipped_vectors_checked", 0) for s in siblings]
     pace_w = paced(count, rate, write)
     keys = {(n, i) for n in names for i in acks}
     missing_w = watch.wait(keys, "entries", timeout)
@@ -120,6 +122,8 @@ def run_rate(writer: Api, siblings: list[Golem], watch: Watch, *, rate: float, c
     daemons_w["writer_cpu_ms_per_msg"] = after_drain["writer_cpu_ms_per_msg"]
     for key in ("sibling_cpu_ms_per_msg", "writer_cpu_ms_per_msg"):
         daemons_w["own"][key] = after_drain["own"][key]
+    checks = [s.call("GET", "/v1/status")["counters"].get("shipped_vectors_checked", 0) - c
+              for s, c in zip(siblings, checks0, strict=True)]
     profiled = stop_profiles(profiles)
     progress(f"  {tag}: {count} probes at {rate:g}/s from {writer.golem.name}")
     host_p = HostLoad()
@@ -146,6 +150,7 @@ def run_rate(writer: Api, siblings: list[Golem], watch: Watch, *, rate: float, c
                      "negative_deliveries": sum(1 for x in per_delivery if x < 0),
                      "p50_ms_by_quarter": by_quarter, "host": load_w, "daemon_cpu": daemons_w,
                      "gossip_messages_published": published,
+                     "shipped_checks_by_sibling": checks,
                      "missing_by_sibling": dict(Counter(k[0] for k in keys if k not in watch.entries))},
         "profiles": profiled,
         "probes": {"pace": pace_p, "probe_http_ms": dist(probe_rtts), "per_probe_ms": dist(per_probe),
@@ -208,7 +213,8 @@ def print_rate(n: int, r: dict[str, Any]) -> None:
         [f"CPU per message: warning {w['daemon_cpu']['sibling_cpu_ms_per_msg']:.1f} ms per sibling (median), "
          f"{w['daemon_cpu']['writer_cpu_ms_per_msg']:.1f} ms on the writer; probe "
          f"{p['daemon_cpu']['sibling_cpu_ms_per_msg']:.1f} ms per sibling; the writer published "
-         f"{w['gossip_messages_published']} gossip messages for {r['count']} warnings"],
+         f"{w['gossip_messages_published']} gossip messages for {r['count']} warnings",
+         f"siblings re-embedded {w['shipped_checks_by_sibling']} shipped vectors to check them"],
     ]
     if w["pace"]["achieved_per_s"] < 0.9 * r["rate"]:
         lines[0].append(f"writes completed at only {w['pace']['achieved_per_s']:.1f}/s")
@@ -244,6 +250,12 @@ def bench_propagation(root: Path, n: int, args: argparse.Namespace, rng: random.
             out(f"  warm-up (not in the figures): one warning reached all siblings in {warm['delivered_ms']:.0f} ms; "
                 f"every daemon had loaded its embedding model and embedded it {warm['embedded_s']:.1f} s after the "
                 "write (cold start: the model loads on first use)")
+            if args.clearance:
+                warm["clearance"] = clear_for_checks(api, siblings, rng, rate=max(args.rates), timeout=args.drain)
+                c = warm["clearance"]
+                out(f"  clearance (not in the figures): {c['warnings']} warnings in {c['seconds']:.0f} s until "
+                    f"{'every' if c['cleared'] else 'NOT every'} sibling checked the writer's shipped vectors at the "
+                    "cleared share (an established author; --screening measures a new one's)")
         print_rate_header()
         rows = []
         for phase, rate in enumerate(args.rates):
@@ -312,6 +324,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--settle", type=float, default=2.0, help="seconds between connecting and measuring")
     p.add_argument("--no-warmup", dest="warmup", action="store_false",
                    help="measure from cold: no warm-up warning (the embedding model then loads mid-run)")
+    p.add_argument("--screening", dest="clearance", action="store_false",
+                   help="no clearance in the warm-up: siblings check a share of the writer's shipped vectors as "
+                        "for a new author ([embedding] check_shipped) instead of an established one's")
     p.add_argument("--drain", type=float, default=120.0,
                    help="before each measured phase, wait up to this long for every embedder to catch up")
     p.add_argument("--catchup", type=int, default=10_000, help="ops to catch up (2 per warning; 0 skips)")

@@ -85,6 +85,34 @@ def writes_by_day_count(t0: float, finished: Sequence[float], window: int = 100)
     return {"first_100": round(first, 1), "last_100": round(last, 1), "ratio": round(last / first, 2)}
 
 
+def clear_for_checks(writer: Api, siblings: Sequence[Golem], rng: random.Random, *, rate: float,
+                     timeout: float) -> dict[str, Any]:
+    """Warnings from `writer` at `rate`/s until every sibling checks its shipped vectors at the
+    cleared share (status `vector_check_authors_cleared` ≥ 1: the writer's last checks there
+    all matched, daemon/embedding/check_plan.py), so a measured phase sees the siblings of an
+    established author, not a new one's screening; at most `timeout` s. Returns the warnings
+    written, the seconds and whether all cleared."""
+    apis = [Api(g) for g in siblings]
+    waiting = list(apis)
+    t0 = time.monotonic()
+    written = 0
+    try:
+        while waiting and time.monotonic() - t0 < timeout:
+            second = max(1, int(rate))
+            batch_t0 = time.monotonic()
+            for i in range(second):
+                writer.call("POST", "/v1/memory", json={"content": content(rng, "clearance", written + i),
+                                                        "memory_type": "warning"})
+                time.sleep(max(0.0, batch_t0 + (i + 1) / rate - time.monotonic()))  # pacing, not waiting on state
+            written += second
+            waiting = [a for a in waiting
+                       if int(a.call("GET", "/v1/status").get("vector_check_authors_cleared", 0)) < 1]
+    finally:
+        for api in apis:
+            api.close()
+    return {"warnings": written, "seconds": round(time.monotonic() - t0, 1), "cleared": not waiting}
+
+
 def wait_embedded(golems: Sequence[Golem], timeout: float) -> tuple[float, bool]:
     """Until every daemon's embedder has caught up (counters entries_embedded + gossip_vectors_used
     >= its entries, which holds for daemons that wrote or received every entry in this run: a

@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from crdt import Kind
+from daemon.embedding.check_plan import CLEARANCE, CLEARED_RATE
 from daemon.grimoire.trust import TrustPolicy
 
 from .sections import Section
@@ -100,6 +101,14 @@ class EmbeddingConfig(Section):
                                              "priority to check them (a fixed draw per entry); one that does not "
                                              "match its text is replaced and makes its author suspect. 1: check "
                                              "every one (costs what embedding them here did)")
+    check_shipped_clearance: int = Field(CLEARANCE, ge=1, le=1_000_000,
+                                         description="after this many checks in a row of one author's shipped "
+                                                     "vectors have matched here, its vectors are checked at "
+                                                     "`check_shipped_cleared` instead; a mismatch starts the count "
+                                                     "again (a continuous sampling plan, CSP-1)")
+    check_shipped_cleared: float = Field(CLEARED_RATE, ge=0.0, le=1.0,
+                                         description="the share checked of a cleared author's shipped vectors (never "
+                                                     "more than `check_shipped`; equal to it: no clearing)")
 
     @property
     def space(self) -> str:

@@ -87,7 +87,9 @@ DEFAULT_CONFIG_TOML = """\
 #   or "all-MiniLM-L6-v2+all-mpnet-base-v2": better recall, ~8x the CPU per entry, MemoryMax=2G
 # unload_after_s = 300.0   # the model leaves memory after this long unused (0: never)
 # ship_vectors = true      # gossip own entries with their vector; use siblings' instead of embedding theirs
-# check_shipped = 0.125    # the share of siblings' shipped vectors re-embedded here to check them
+# check_shipped = 0.125    # the share of a sibling's shipped vectors re-embedded here to check them…
+# check_shipped_clearance = 24  # …until this many checks of its vectors in a row matched, then…
+# check_shipped_cleared = 0.015625  # …this share (1/64); a mismatch starts the count again
 
 [digest]
 # pinned_tags = []         # e.g. ["risk-limits"]: tagged entries always enter the digest first

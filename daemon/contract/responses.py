@@ -272,6 +272,9 @@ class StatusOut(_Out):
     by_kind: dict[str, int]
     vector_checks_pending: int = Field(0, description="siblings' shipped vectors drawn for a check that this "
                                        "golem's model has not re-embedded yet ([embedding] check_shipped)")
+    vector_check_authors_cleared: int = Field(0, description="siblings whose shipped vectors are checked at the "
+                                              "cleared share: their last `[embedding] check_shipped_clearance` "
+                                              "checks here all matched")
     embedding_backlog: int = Field(0, description="entries (archived too) still without a vector: found by "
                                                   "keywords only until the embedder reaches them")
     clade: CladeRef | None

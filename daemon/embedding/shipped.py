@@ -10,6 +10,8 @@ priority (`sampled`, `matches`): a vector that does not match its text (below
 the author can have shipped it (the section rides in the author's signed envelope, and a
 vector is accepted only for an entry of the envelope's sender).
 
+How many are checked follows a continuous sampling plan per author (check_plan.py).
+
 Quantisation: symmetric per vector, `q = round(v / max|v| * 127)`, scale `max|v| / 127`;
 dequantised and renormalised, the cosine with the original is above 0.9999 for MiniLM's
 unit vectors (tests/embedding/test_shipped.py), so recall does not move (bench_locomo).
@@ -33,6 +35,7 @@ import numpy as np
 
 from crdt import RemoteProtocolError
 
+from .check_plan import CheckPlan
 from .embedder import EmbeddingInfo
 
 if TYPE_CHECKING:
@@ -59,11 +62,11 @@ CHECK_WAIT_S = 30.0
 
 @dataclass(frozen=True, slots=True)
 class VectorShipping:
-    """What gossip ships and accepts: vectors of `info`'s space; `check_rate` of the accepted
-    ones are checked here (`sampled`)."""
+    """What gossip ships and accepts: vectors of `info`'s space; of the accepted ones, the
+    share `plan` gives for their author's record is checked here (`sampled`)."""
 
     info: EmbeddingInfo
-    check_rate: float
+    plan: CheckPlan
 
     @property
     def space(self) -> str:

@@ -391,10 +391,21 @@ CREATE TABLE seals (
 ) STRICT, WITHOUT ROWID;
 """
 
+_V21_VECTOR_CHECK_RUNS = """
+-- Per author, how many checks of its shipped vectors matched here in a row since its last
+-- mismatch (daemon/embedding/shipped.py CheckPlan: fewer are checked once it has enough).
+-- Local, never replicated; a mismatch sets it back to 0.
+CREATE TABLE vector_check_runs (
+    author TEXT PRIMARY KEY,
+    clean  INTEGER NOT NULL CHECK (clean >= 0)
+) STRICT, WITHOUT ROWID;
+"""
+
 MIGRATIONS: tuple[str, ...] = (_V1_ENTRIES, _V2_FTS, _V3_OPS, _V4_RETRIEVAL, _V5_VECTOR_MODEL, _V6_PROMOTION,
                                _V7_AGENT_MEMORY, _V8_UNEMBEDDED, _V9_CURATOR, _V10_STYX_OUTBOX, _V11_STYX_SPEND,
                                _V12_INGEST, _V13_OUTCOMES, _V14_TRUST, _V15_EVIDENCE, _V16_LIVE_SEQ,
-                               _V17_EVENT_TIME, _V18_VECTOR_CLEARED, _V19_SHIPPED_VECTORS, _V20_SEALS)
+                               _V17_EVENT_TIME, _V18_VECTOR_CLEARED, _V19_SHIPPED_VECTORS, _V20_SEALS,
+                               _V21_VECTOR_CHECK_RUNS)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -8,12 +8,15 @@ so entries need no ANN index; episodes (up to millions) use LanceDB's.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from daemon.embedding.check_plan import CheckPlan
 from daemon.embedding.embedder import EmbeddingInfo
 from daemon.embedding.shipped import Shipped, VectorShipping, sampled
 
@@ -24,9 +27,9 @@ from .trust_store import record_forged_vector
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-__all__ = ["accept_shipped", "accept_shipped_vectors", "checks_pending", "embedding_backlog", "missing_vectors",
-           "model_clause", "own_vectors", "put_vectors", "settle_checks", "shipped_to_check", "stored_vectors",
-           "vector_report", "write_vectors"]
+__all__ = ["accept_shipped", "accept_shipped_vectors", "authors_cleared", "checks_pending", "clean_checks",
+           "embedding_backlog", "missing_vectors", "model_clause", "own_vectors", "put_vectors", "settle_checks",
+           "shipped_to_check", "stored_vectors", "vector_report", "write_vectors"]
 
 
 def model_clause(info: EmbeddingInfo) -> tuple[str, tuple[str, str, str]]:
@@ -142,20 +145,39 @@ def accept_shipped(conn: sqlite3.Connection, info: EmbeddingInfo, author: str,
     return conn.total_changes - before
 
 
+def clean_checks(conn: sqlite3.Connection, author: str) -> int:
+    """How many checks of `author`'s shipped vectors matched here in a row since its last mismatch."""
+    row = conn.execute("SELECT clean FROM vector_check_runs WHERE author = ?", (author,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def authors_cleared(store: Grimoire, plan: CheckPlan) -> int:
+    """How many authors' shipped vectors are checked at the plan's `cleared` share now."""
+    if plan.cleared >= plan.screening:
+        return 0
+    (n,) = store.connection.execute("SELECT count(*) FROM vector_check_runs WHERE clean >= ?",
+                                    (max(1, plan.clearance),)).fetchone()
+    return int(n)
+
+
 def accept_shipped_vectors(store: Grimoire, shipping: VectorShipping, shipped: Sequence[tuple[str, Shipped]], *,
                            salt: str) -> int:
     """`accept_shipped` of each sender's vectors (the sender is the entries' author: the
     codec kept no other), in one transaction; a section of another space is ignored (its
-    entries are embedded here as before). `salt`: this golem's id, for the checks' draw."""
-    def check(entry_id: str) -> bool:
-        return sampled(entry_id, salt, shipping.check_rate)
-
+    entries are embedded here as before). Each is drawn for a check at the share the plan
+    gives for its author's record here (`clean_checks`). `salt`: this golem's id, for the draw."""
     used = 0
     with store._transaction() as conn:
         for author, section in shipped:
             if section.space == shipping.space:
-                used += accept_shipped(conn, shipping.info, author, section.vectors, check=check)
+                rate = shipping.plan.rate(clean_checks(conn, author))
+                used += accept_shipped(conn, shipping.info, author, section.vectors,
+                                       check=functools.partial(_drawn, salt=salt, rate=rate))
     return used
+
+
+def _drawn(entry_id: str, *, salt: str, rate: float) -> bool:
+    return sampled(entry_id, salt, rate)
 
 
 def shipped_to_check(store: Grimoire, info: EmbeddingInfo, *, limit: int
@@ -170,17 +192,28 @@ def shipped_to_check(store: Grimoire, info: EmbeddingInfo, *, limit: int
     return out
 
 
-def settle_checks(store: Grimoire, info: EmbeddingInfo, matched: Sequence[str],
+def settle_checks(store: Grimoire, info: EmbeddingInfo, matched: Sequence[tuple[str, str]],
                   forged: Sequence[tuple[str, str, NDArray[np.float32]]], *, now_ms: int) -> None:
-    """Record checks in one transaction: `matched` ids become 'checked'; each (id, author, own
-    vector) in `forged` takes this golem's own vector and makes its author suspect
-    (trust_store.record_forged_vector)."""
+    """Record checks in one transaction: each (id, author) in `matched` becomes 'checked' and
+    lengthens its author's clean run; each (id, author, own vector) in `forged` takes this
+    golem's own vector, sets its author's run back to 0 (a batch with both: 0) and makes the
+    author suspect (trust_store.record_forged_vector)."""
     with store._transaction() as conn:
-        conn.executemany("UPDATE entries SET embedding_source = 'checked' WHERE id = ? AND embedding_source = "
-                         "'to_check'", [(i,) for i in matched])
+        changed = conn.total_changes
+        runs: Counter[str] = Counter()
+        for entry_id, author in matched:
+            conn.execute("UPDATE entries SET embedding_source = 'checked' WHERE id = ? AND embedding_source = "
+                         "'to_check'", (entry_id,))
+            if conn.total_changes > changed:  # a check settled twice counts once
+                runs[author] += 1
+                changed = conn.total_changes
+        conn.executemany("INSERT INTO vector_check_runs (author, clean) VALUES (?, ?) "
+                         "ON CONFLICT (author) DO UPDATE SET clean = clean + excluded.clean", sorted(runs.items()))
         if forged:
             put_vectors(conn, info, [i for i, _, _ in forged], np.stack([v for _, _, v in forged]))
             for author in sorted({a for _, a, _ in forged}):
+                conn.execute("INSERT INTO vector_check_runs (author, clean) VALUES (?, 0) "
+                             "ON CONFLICT (author) DO UPDATE SET clean = 0", (author,))
                 record_forged_vector(conn, author, now_ms=now_ms)
 
 

@@ -37,6 +37,7 @@ import trio
 
 from daemon.config import Config
 from daemon.embedding.catalogue import MINILM
+from daemon.embedding.check_plan import CheckPlan
 from daemon.embedding.drift import REFERENCE_DOCS, measure
 from daemon.embedding.embedder import (
     EPISODE_MODEL,
@@ -235,7 +236,8 @@ class Embedding:
         info = expected_info(config.space) if config.ship_vectors else None
         if info is None or self.writes_paused:
             return None
-        return VectorShipping(info, config.check_shipped)
+        return VectorShipping(info, CheckPlan(screening=config.check_shipped, cleared=config.check_shipped_cleared,
+                                              clearance=config.check_shipped_clearance))
 
     @property
     def writes_paused(self) -> bool:
@@ -426,8 +428,9 @@ class Embedding:
 
     async def check_shipped(self, *, limit: int) -> int:
         """Check up to `limit` of the siblings' shipped vectors drawn for a check (shipped.py):
-        re-embed their texts on the low-priority thread; one that matches is marked checked,
-        one that does not takes this golem's own vector and makes its author suspect
+        re-embed their texts on the low-priority thread; one that matches is marked checked
+        and lengthens its author's clean run (check_plan.py), one that does not takes this
+        golem's own vector, sets the run back to 0 and makes its author suspect
         (`forged_vector`: counted, logged, published). Returns how many were checked."""
         shipping = self.vector_shipping()
         if shipping is None:
@@ -443,11 +446,11 @@ class Embedding:
                 return 0
             with self._use():
                 own = await self._background.run(lambda: embedder.embed([content for _, content, _, _ in todo]))
-        matched: list[str] = []
+        matched: list[tuple[str, str]] = []
         forged: list[tuple[str, str, NDArray[np.float32]]] = []
         for (entry_id, _, author, vec), mine in zip(todo, own, strict=True):
             if matches(vec, mine):
-                matched.append(entry_id)
+                matched.append((entry_id, author))
             else:
                 forged.append((entry_id, author, mine))
         now = self.now_ms()

@@ -20,6 +20,7 @@ hands the call to the part that owns it; `status` alone reads them all.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
@@ -35,7 +36,7 @@ from daemon.embedding.shipped import VectorShipping
 from daemon.grimoire import Episode, Grimoire, NewEntry
 from daemon.grimoire.episode_recall import EpisodeHit, EpisodeQuery
 from daemon.grimoire.records import Entry
-from daemon.grimoire.vectors import checks_pending, embedding_backlog
+from daemon.grimoire.vectors import authors_cleared, checks_pending, embedding_backlog
 from daemon.native_memory import heap, resident
 from daemon.p2p.ports import P2PControl
 from daemon.service.backup_schedule import BackupSchedule
@@ -290,6 +291,8 @@ class DaemonState:
             "by_kind": counts.by_kind,
             "embedding_backlog": await self.on_reader(embedding_backlog),
             "vector_checks_pending": await self.on_reader(checks_pending),
+            "vector_check_authors_cleared": 0 if (shipping := self.vector_shipping()) is None
+            else await self.on_reader(functools.partial(authors_cleared, plan=shipping.plan)),
             "clade": None if membership is None else {"name": membership.clade_name, "id": membership.clade_id},
             "peers": len(self.peers()),
             "p2p": None if self.p2p is None else self.p2p.status(),

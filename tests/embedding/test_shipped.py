@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from crdt import RemoteProtocolError
+from daemon.embedding.check_plan import CheckPlan
 from daemon.embedding.shipped import (
     MATCH_COSINE,
     CheckBatcher,
@@ -122,3 +123,16 @@ def test_a_check_batch_wait_ends_when_nothing_is_pending() -> None:
     assert not batcher.due(0, 10.0)  # checked elsewhere (or gone): the wait starts over
     assert not batcher.due(1, 31.0)
     assert batcher.due(1, 33.0)
+
+
+def test_the_check_plan_screens_an_author_until_its_clean_run_clears_it() -> None:
+    """CSP-1 per author: the screening share until `clearance` clean checks in a row, then the
+    cleared share, never above the screening one; `flat` never clears."""
+    plan = CheckPlan(screening=0.125, cleared=1 / 64, clearance=24)
+    assert [plan.rate(n) for n in (0, 23, 24, 500)] == [0.125, 0.125, 1 / 64, 1 / 64]
+    assert not plan.is_cleared(23) and plan.is_cleared(24)
+    upside_down = CheckPlan(screening=0.1, cleared=0.5, clearance=2)
+    assert upside_down.rate(5) == 0.1 and not upside_down.is_cleared(5)
+    flat = CheckPlan.flat(1.0)
+    assert flat.rate(0) == flat.rate(10_000) == 1.0 and not flat.is_cleared(10_000)
+    assert CheckPlan(screening=0.5, cleared=0.0, clearance=0).rate(1) == 0.0  # clearance below 1 means 1

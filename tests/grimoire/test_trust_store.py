@@ -15,6 +15,7 @@ import pytest
 
 from crdt import CausalContext, Delta, EntryBody, Kind, Mutator, Timestamp
 from crypto import Identity
+from daemon.embedding.check_plan import CheckPlan
 from daemon.embedding.embedder import expected_info, get_embedder
 from daemon.embedding.shipped import Shipped, VectorShipping
 from daemon.grimoire import Grimoire, NewEntry
@@ -24,7 +25,14 @@ from daemon.grimoire.ingest import join_gossip
 from daemon.grimoire.retrieval import RecallQuery, Retriever
 from daemon.grimoire.trust import Release, TrustPolicy
 from daemon.grimoire.trust_store import author_views, quarantine, record_suspects, set_distrust
-from daemon.grimoire.vectors import accept_shipped_vectors, put_vectors, settle_checks, shipped_to_check
+from daemon.grimoire.vectors import (
+    accept_shipped_vectors,
+    authors_cleared,
+    clean_checks,
+    put_vectors,
+    settle_checks,
+    shipped_to_check,
+)
 from tests.helpers.seed import raw_write, seed_one
 
 ME = Identity(b"\x21" * 32)
@@ -300,7 +308,7 @@ def test_shipped_vectors_are_kept_only_for_their_authors_unembedded_entries(stor
     that already has a vector are left alone."""
     info = expected_info("sentence-transformers/all-MiniLM-L6-v2")
     assert info is not None
-    shipping = VectorShipping(info, check_rate=1.0)
+    shipping = VectorShipping(info, CheckPlan.flat(1.0))
     x1, x2 = sibling(store, X, "X one: gas spikes at noon"), sibling(store, X, "X two: oracle lags on Base")
     g1 = sibling(store, G, "G one: bridge delays on Arbitrum")
     vec = np.full(info.dim, 1 / np.sqrt(info.dim), dtype=np.float32)
@@ -323,7 +331,7 @@ def test_gossip_and_its_shipped_vectors_join_in_one_transaction_that_does_not_wa
     connection is back at FULL afterwards, for the golem's own writes."""
     info = expected_info("sentence-transformers/all-MiniLM-L6-v2")
     assert info is not None
-    shipping = VectorShipping(info, check_rate=0.0)
+    shipping = VectorShipping(info, CheckPlan.flat(0.0))
     stamp = Timestamp(NOW)
     body = EntryBody(author=X.peer_id, kind=Kind.WARNING, content="X: the bridge at 0xdef pauses", created=stamp)
     seq = _SEQ[X.peer_id]
@@ -367,14 +375,14 @@ def test_a_forged_shipped_vector_is_replaced_and_its_author_suspect_until_truste
                                                                                   clock: Clock) -> None:
     info = expected_info("sentence-transformers/all-MiniLM-L6-v2")
     assert info is not None
-    shipping = VectorShipping(info, check_rate=1.0)
+    shipping = VectorShipping(info, CheckPlan.flat(1.0))
     good, bad = sibling(store, X, "X: gas spikes at noon"), sibling(store, X, "X: oracle lags on Base")
     vec = np.full(info.dim, 1 / np.sqrt(info.dim), dtype=np.float32)
     accept_shipped_vectors(store, shipping, [(X.peer_id, Shipped(shipping.space, {good: vec, bad: vec}))],
                            salt=ME.peer_id)
     assert not author_views(store.connection, now_ms=clock.ms, policy=P).authors[X.peer_id].suspect
     own = -vec
-    settle_checks(store, info, [good], [(bad, X.peer_id, own)], now_ms=clock.ms)
+    settle_checks(store, info, [(good, X.peer_id)], [(bad, X.peer_id, own)], now_ms=clock.ms)
     assert shipped_to_check(store, info, limit=10) == []
     rows = dict(store.connection.execute("SELECT id, embedding_source FROM entries WHERE id IN (?, ?)", (good, bad)))
     assert rows == {good: "checked", bad: None}
@@ -385,3 +393,44 @@ def test_a_forged_shipped_vector_is_replaced_and_its_author_suspect_until_truste
     with store._transaction() as conn:
         set_distrust(conn, X.peer_id, distrusted=False, now_ms=clock.ms)  # the operator trusts X again
     assert "forged_vector" not in author_views(store.connection, now_ms=clock.ms, policy=P).authors[X.peer_id].reasons
+
+
+def test_an_authors_clean_checks_clear_it_to_the_smaller_share_and_a_mismatch_screens_it_again(
+        store: Grimoire, clock: Clock) -> None:
+    """check_plan.py over the store: every shipped vector of X is drawn while X is screened
+    (screening 1); once 3 checks in a row matched, none is (cleared 0); a mismatch puts X back
+    to 0 and every vector is drawn again. A check settled twice counts once; Y's run is its own."""
+    info = expected_info("sentence-transformers/all-MiniLM-L6-v2")
+    assert info is not None
+    shipping = VectorShipping(info, CheckPlan(screening=1.0, cleared=0.0, clearance=3))
+    vec = np.full(info.dim, 1 / np.sqrt(info.dim), dtype=np.float32)
+
+    def ship(who: Identity, *texts: str) -> list[str]:
+        ids = [sibling(store, who, t) for t in texts]
+        accept_shipped_vectors(store, shipping, [(who.peer_id, Shipped(shipping.space, {i: vec for i in ids}))],
+                               salt=ME.peer_id)
+        return ids
+
+    def drawn() -> set[str]:
+        return {i for i, *_ in shipped_to_check(store, info, limit=100)}
+
+    first = ship(X, "X: a", "X: b")
+    assert drawn() == set(first) and clean_checks(store.connection, X.peer_id) == 0
+    settle_checks(store, info, [(first[0], X.peer_id), (first[0], X.peer_id), (first[1], X.peer_id)], [],
+                  now_ms=clock.ms)
+    assert clean_checks(store.connection, X.peer_id) == 2  # the repeated settle did not count
+    third = ship(X, "X: c")
+    settle_checks(store, info, [(third[0], X.peer_id)], [], now_ms=clock.ms)
+    assert clean_checks(store.connection, X.peer_id) == 3 and authors_cleared(store, shipping.plan) == 1
+    cleared = ship(X, "X: d", "X: e", "X: f")
+    assert drawn() == set()  # cleared: at share 0 none of X's is drawn
+    y = ship(Y, "Y: a")
+    assert drawn() == set(y)  # Y is screened on its own record
+    settle_checks(store, info, [], [(y[0], Y.peer_id, -vec)], now_ms=clock.ms)
+    assert clean_checks(store.connection, Y.peer_id) == 0 and clean_checks(store.connection, X.peer_id) == 3
+    with store._transaction() as conn:  # X's vector of d is found forged (by any later check): back to screening
+        conn.execute("UPDATE entries SET embedding_source = 'to_check' WHERE id = ?", (cleared[0],))
+    settle_checks(store, info, [(cleared[1], X.peer_id)], [(cleared[0], X.peer_id, -vec)], now_ms=clock.ms)
+    assert clean_checks(store.connection, X.peer_id) == 0 and authors_cleared(store, shipping.plan) == 0
+    again = ship(X, "X: g")
+    assert drawn() == set(again)
