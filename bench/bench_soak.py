@@ -454,7 +454,9 @@ def report(res: dict[str, Any]) -> None:
     for name, r in sorted(res.get("resources", {}).items()):
         first_last = r.get("entries_first_last") or [None, None]
         rows.append((name, f"{first_last[0]}→{first_last[1]}; {r.get('entries_per_h')}/h; "
-                           f"{r.get('own_rss_kib_per_entry')} KiB"))
+                           f"{r.get('own_rss_kib_per_entry')} KiB; slope in the window's later half: RSS "
+                           f"{r.get('rss_mib_slope_pct_per_h_later_half')} %/h, own "
+                           f"{r.get('own_rss_mib_slope_pct_per_h_later_half')} %/h"))
     rows.append(("integrity_check", ", ".join(f"{k} {v}" for k, v in res.get("integrity", {}).items())))
     rows.append(("vault backup verify (newest)", str(res.get("vault_restore"))))
     rows.append(("secrets found", ", ".join(res.get("secrets_found", [])) or "none"))

@@ -92,6 +92,11 @@ def resources(sampler: Sampler, *, warmup: float, settle: float) -> dict[str, An
                          *HEAP_KEYS)},
             **{f"{k}_slope_pct_per_h": slope_per_hour([(r["t_s"], r[k]) for r in late if k in r])
                for k in ("rss_mib", "own_rss_mib", "fds", "file_fds", "socket_fds", "threads", *HEAP_KEYS)},
+            # The later half of the window alone: a growth that slows there is a cache filling
+            # to its bound (SQLite's pages), one that holds is steady.
+            **{f"{k}_slope_pct_per_h_later_half": slope_per_hour(
+                [(r["t_s"], r[k]) for r in late if k in r and r["t_s"] >= (since + rows[-1]["t_s"]) / 2])
+               for k in ("rss_mib", "own_rss_mib")},
             "max_outbox": max((r.get("outbox", 0) for r in rows), default=0),
             "entries_first_last": [int(first.get("entries", 0)), int(last.get("entries", 0))],
         }

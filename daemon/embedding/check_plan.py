@@ -7,7 +7,7 @@ MiniLM embedding of the entry's text (~12 ms of CPU on a 2-vCPU Xeon, even in a 
 1/8 it was ~1.5 ms of a sibling's ~12 ms per received warning; a cleared author's vectors
 cost 1/64 of an embedding each. The price: an author that behaves until it is cleared and
 then forges is checked, per forged vector and receiver, with probability `cleared` instead of
-`screening` (docs/design/vectors.md).
+`screening` (docs/design/security.md, "A compromised member").
 
 Pure and light (no numpy): the config imports the defaults.
 """
