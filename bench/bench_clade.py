@@ -31,9 +31,14 @@ Every CPU and RSS figure of a daemon includes its child processes' (the embeddin
 in one: daemon/embedding/remote.py; bench.common.machine.proc_cpu_ticks, tree_status_kib);
 the JSON also holds the daemon process's own (`own`, `own_cpu_pct`, `own_rss_mib_mean`).
 
-Every daemon embeds every entry it writes or receives (ONNX model, in its embedding process): on a small
-machine that CPU work competes with sync, so each measured phase first waits until every
-embedder has caught up (`--drain`). Each section also reports how much CPU *other* processes
+Every daemon embeds every entry it writes (ONNX model, in its embedding process) and takes its
+siblings' vectors as shipped, re-embedding a share of them to check them: on a small machine
+that CPU work competes with sync, so each measured phase first waits until every embedder has
+caught up and checked what it drew (`--drain`); the checks' CPU is in the figures. The warm-up
+loads every model and then writes warnings at the fastest rate until every sibling has
+*cleared* the writer (checks its shipped vectors at `[embedding] check_shipped_cleared`, as for
+an author with a clean record: daemon/embedding/check_plan.py); `--screening` skips that and
+measures siblings of a new author (`check_shipped`). Each section also reports how much CPU *other* processes
 took meanwhile (from /proc/stat): on a shared machine that skews every figure.
 
 Figures are printed as they are measured (progress goes to stderr); the last line is the
