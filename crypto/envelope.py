@@ -32,6 +32,7 @@ from enum import StrEnum
 import nacl.exceptions
 import nacl.secret
 
+from .cert_cache import VerifiedCertificates
 from .errors import CryptoError, Refused
 from .identity import Identity, signature_ok
 from .membership import Certificate, Membership, MembershipError, Reason, RevocationList
@@ -151,11 +152,14 @@ def open_envelope(
     now_ms: int,
     revocations: RevocationList | None = None,
     replay: ReplayGuard | None = None,
+    certificates: VerifiedCertificates | None = None,
 ) -> Envelope:
     """Decrypt and check an envelope; raises `EnvelopeError` with the reason to count.
 
     `clade_key` is the key to try, or a function from the envelope's key epoch to its key
-    (`KeyRing.key_for`, which raises `unknown_epoch` / `epoch_expired`)."""
+    (`KeyRing.key_for`, which raises `unknown_epoch` / `epoch_expired`). `certificates`: the
+    sender certificates whose owner signature was verified before (same verdicts, the
+    signature checked once per distinct certificate; its standing at `now_ms` every time)."""
     epoch = envelope_epoch(data)
     key = clade_key(epoch) if callable(clade_key) else clade_key
     body = data[1:] if epoch == 0 else data[1 + _EPOCH.size:]
@@ -185,8 +189,12 @@ def open_envelope(
     if env_clade.hex() != clade_id:
         raise EnvelopeError(EnvelopeReason.OTHER_CLADE, f"envelope for clade {env_clade.hex()}")
     try:
-        certificate = Certificate.from_bytes(cert_bytes)
-        certificate.verify(owner_public_key, clade_id, now=now_ms // 1000, revocations=revocations)
+        if certificates is None:
+            certificate = Certificate.from_bytes(cert_bytes)
+            certificate.verify(owner_public_key, clade_id, now=now_ms // 1000, revocations=revocations)
+        else:
+            certificate = certificates.admit(cert_bytes, owner_public_key, clade_id, now=now_ms // 1000,
+                                             revocations=revocations)
     except MembershipError as exc:
         reason = {Reason.REVOKED: EnvelopeReason.REVOKED, Reason.OTHER_CLADE: EnvelopeReason.OTHER_CLADE}.get(
             exc.reason, EnvelopeReason.NOT_A_MEMBER)
