@@ -44,6 +44,7 @@ from daemon.grimoire.vectors import own_vectors
 from .gossip import GossipCodec, Opened
 from .links import TRANSPORT_ERRORS
 from .part import NodePart
+from .peer_names import base58_of
 from .peers import PeerBook
 from .ports import DaemonPort, Links, announce_received, internal_error
 
@@ -161,7 +162,7 @@ class Broadcast(NodePart):
         return await self._validate(forwarder, msg, with_vectors=True)
 
     async def _validate(self, forwarder: ID, msg: Any, *, with_vectors: bool) -> bool:
-        publisher = ID(msg.from_id).to_base58() if msg.from_id else ""
+        publisher = base58_of(bytes(msg.from_id)) if msg.from_id else ""
         if publisher == self.me:
             return True
         forwarded_by = forwarder.to_base58()
@@ -218,14 +219,14 @@ class Broadcast(NodePart):
         return True
 
     def validate_probe(self, forwarder: ID, msg: Any) -> bool:
-        publisher = ID(msg.from_id).to_base58() if msg.from_id else ""
+        publisher = base58_of(bytes(msg.from_id)) if msg.from_id else ""
         record = self.book.find(publisher)
         return publisher == self.me or (len(msg.data) <= 256 and record is not None and record.member)
 
     async def _drain_probes(self, subscription: Any) -> None:
         while True:
             msg = await subscription.get()
-            if ID(msg.from_id).to_base58() == self.me:
+            if base58_of(bytes(msg.from_id)) == self.me:
                 continue
             try:
                 probe = json.loads(bytes(msg.data))

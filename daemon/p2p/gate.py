@@ -34,6 +34,8 @@ from libp2p.exceptions import ValidationError
 from libp2p.peer.id import ID
 from libp2p.pubsub.pubsub import Pubsub
 
+from .peer_names import name_of
+
 __all__ = ["GatedPubsub", "MemberGate"]
 
 log = logging.getLogger("clade.p2p")
@@ -136,7 +138,7 @@ class GatedPubsub(Pubsub):
     def is_peer_blacklisted(self, peer_id: ID) -> bool:
         if peer_id in self.blacklisted_peers:
             return True
-        return self._connected(peer_id) and not self.gate.admitted(peer_id.to_base58())
+        return self._connected(peer_id) and not self.gate.admitted(name_of(peer_id))
 
     async def stream_handler(self, stream: INetStream) -> None:
         """Read a peer's pubsub stream only once the peer is admitted; reset it otherwise."""
