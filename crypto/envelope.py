@@ -28,10 +28,12 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import ClassVar
 
 import nacl.exceptions
 import nacl.secret
 
+from .cert_cache import VerifiedCertificates
 from .errors import CryptoError, Refused
 from .identity import Identity, signature_ok
 from .membership import Certificate, Membership, MembershipError, Reason, RevocationList
@@ -122,12 +124,20 @@ def envelope_epoch(data: bytes) -> int:
 class ReplayGuard:
     """Refuses an envelope seen before, and any older than the window it remembers.
 
-    Pure: the caller passes the time. Memory is bounded by the traffic of one window.
+    Pure: the caller passes the time. Envelopes sent before the window are forgotten (they are
+    refused as stale whatever is remembered), in one pass once the count has doubled since the
+    last: memory is bounded by twice the traffic of one window (at least `PRUNE_ABOVE`
+    envelopes), and a check costs O(1) amortised. (Pruning whenever more than `PRUNE_ABOVE`
+    were remembered re-read every one on each check once a window's traffic passed it: ~0.6 ms
+    a message at 10 messages a second.)
     """
+
+    PRUNE_ABOVE: ClassVar[int] = 1024
 
     window_ms: int = 10 * 60 * 1000
     max_future_ms: int = 60 * 1000
     _seen: dict[bytes, int] = field(default_factory=dict)
+    _prune_above: int = PRUNE_ABOVE  # the count past which the next check prunes
 
     def check(self, envelope_id: bytes, sent_ms: int, now_ms: int) -> None:
         """Raise `EnvelopeError` (stale or replayed); otherwise remember the envelope."""
@@ -137,8 +147,9 @@ class ReplayGuard:
             raise EnvelopeError(EnvelopeReason.STALE, f"sent {sent_ms - now_ms} ms in the future")
         if envelope_id in self._seen:
             raise EnvelopeError(EnvelopeReason.REPLAYED, "this envelope was already received")
-        if len(self._seen) > 1024:
+        if len(self._seen) > self._prune_above:
             self._seen = {k: t for k, t in self._seen.items() if t >= now_ms - self.window_ms}
+            self._prune_above = max(self.PRUNE_ABOVE, 2 * len(self._seen))
         self._seen[envelope_id] = sent_ms
 
 
@@ -151,11 +162,14 @@ def open_envelope(
     now_ms: int,
     revocations: RevocationList | None = None,
     replay: ReplayGuard | None = None,
+    certificates: VerifiedCertificates | None = None,
 ) -> Envelope:
     """Decrypt and check an envelope; raises `EnvelopeError` with the reason to count.
 
     `clade_key` is the key to try, or a function from the envelope's key epoch to its key
-    (`KeyRing.key_for`, which raises `unknown_epoch` / `epoch_expired`)."""
+    (`KeyRing.key_for`, which raises `unknown_epoch` / `epoch_expired`). `certificates`: the
+    sender certificates whose owner signature was verified before (same verdicts, the
+    signature checked once per distinct certificate; its standing at `now_ms` every time)."""
     epoch = envelope_epoch(data)
     key = clade_key(epoch) if callable(clade_key) else clade_key
     body = data[1:] if epoch == 0 else data[1 + _EPOCH.size:]
@@ -185,8 +199,12 @@ def open_envelope(
     if env_clade.hex() != clade_id:
         raise EnvelopeError(EnvelopeReason.OTHER_CLADE, f"envelope for clade {env_clade.hex()}")
     try:
-        certificate = Certificate.from_bytes(cert_bytes)
-        certificate.verify(owner_public_key, clade_id, now=now_ms // 1000, revocations=revocations)
+        if certificates is None:
+            certificate = Certificate.from_bytes(cert_bytes)
+            certificate.verify(owner_public_key, clade_id, now=now_ms // 1000, revocations=revocations)
+        else:
+            certificate = certificates.admit(cert_bytes, owner_public_key, clade_id, now=now_ms // 1000,
+                                             revocations=revocations)
     except MembershipError as exc:
         reason = {Reason.REVOKED: EnvelopeReason.REVOKED, Reason.OTHER_CLADE: EnvelopeReason.OTHER_CLADE}.get(
             exc.reason, EnvelopeReason.NOT_A_MEMBER)

@@ -222,8 +222,19 @@ class Certificate:
 
     def verify(self, owner_public_key: bytes, clade_id: str, *, now: int,
                revocations: RevocationList | None = None) -> None:
-        """Raise `MembershipError` unless this certificate admits its peer to `clade_id` now."""
+        """Raise `MembershipError` unless this certificate admits its peer to `clade_id` now:
+        the owner's signature (`verify_signature`), then `check_standing`."""
+        self.verify_signature(owner_public_key)
+        self.check_standing(clade_id, now=now, revocations=revocations)
+
+    def verify_signature(self, owner_public_key: bytes) -> None:
+        """Raise `MembershipError` (bad_signature) unless `owner_public_key` signed this certificate."""
         _verify(owner_public_key, self.signed, self.signature, "certificate")
+
+    def check_standing(self, clade_id: str, *, now: int, revocations: RevocationList | None = None) -> None:
+        """Every check of `verify` but the signature: the clade, the validity window at `now`
+        (Unix seconds) and revocation. Raises `MembershipError` (other_clade, not_yet_valid,
+        expired, revoked)."""
         if self.clade_id != clade_id:
             raise MembershipError(Reason.OTHER_CLADE, f"certificate is for clade {self.clade_id}, not {clade_id}")
         if now < self.not_before:

@@ -44,6 +44,7 @@ from daemon.grimoire.vectors import own_vectors
 from .gossip import GossipCodec, Opened
 from .links import TRANSPORT_ERRORS
 from .part import NodePart
+from .peer_names import base58_of
 from .peers import PeerBook
 from .ports import DaemonPort, Links, announce_received, internal_error
 
@@ -160,17 +161,52 @@ class Broadcast(NodePart):
         """`validate` for the vectors topic (the batch also carries the sender's vectors)."""
         return await self._validate(forwarder, msg, with_vectors=True)
 
+    def validate_inline(self, forwarder: ID, msg: Any) -> bool | None:
+        """`validate` without waiting (`GatedPubsub.set_inline_validator`): its verdict when it
+        is reached on this thread, the same one with the same counts; None, with nothing noted
+        or counted, when the envelope is to be opened on a worker thread (`validate` then does
+        the whole check)."""
+        return self._validate_now(forwarder, msg, with_vectors=False)
+
+    def validate_inline_with_vectors(self, forwarder: ID, msg: Any) -> bool | None:
+        """`validate_inline` for the vectors topic."""
+        return self._validate_now(forwarder, msg, with_vectors=True)
+
     async def _validate(self, forwarder: ID, msg: Any, *, with_vectors: bool) -> bool:
-        publisher = ID(msg.from_id).to_base58() if msg.from_id else ""
+        verdict = self._validate_now(forwarder, msg, with_vectors=with_vectors)
+        if verdict is not None:
+            return verdict
+        # Several at once or a large batch: opened on worker threads, where libsodium runs
+        # without the GIL. Shielded: the envelope's id enters the replay guard when it is
+        # opened, so an open that Pubsub's timeout cancelled halfway would turn the next copy
+        # into a false "replayed". It finishes, and its result waits in `_accepted` for that copy.
+        publisher, key = _publisher_of(msg), _key_of(msg)
+        forwarded_by = self._arrived(forwarder, msg)
+        self._validating.add(key)
+        data = bytes(msg.data)
+        try:
+            with trio.CancelScope(shield=True):
+                opened = await trio.to_thread.run_sync(lambda: self._open(data, publisher, with_vectors))
+        except RemoteProtocolError as exc:
+            return self._refused(exc, publisher, forwarded_by)
+        finally:
+            self._validating.discard(key)
+        return self._keep(key, opened)
+
+    def _validate_now(self, forwarder: ID, msg: Any, *, with_vectors: bool) -> bool | None:
+        """The verdict on `msg` if it is reached here: our own message, a duplicate, or a small
+        message with no other being checked (a golem's usual gossip), opened on this thread as a
+        thread hand-off costs more than the open (~0.3 ms of libsodium). None, before anything is
+        noted, for a message to open on a worker thread (`_validate`)."""
+        publisher = _publisher_of(msg)
         if publisher == self.me:
             return True
-        forwarded_by = forwarder.to_base58()
-        self.book.note_traffic(forwarded_by, received=len(msg.data), now_ms=self.daemon.now_ms())
-        self.counters["gossip_msgs_in"] += 1  # the operator's traffic rates (tui/), gossip apart from sync
-        self.counters["gossip_bytes_in"] += len(msg.data)
+        key = _key_of(msg)
+        if (self._validating or len(msg.data) > INLINE_OPEN_BYTES) and not self._seen(key):
+            return None
+        forwarded_by = self._arrived(forwarder, msg)
         # py-libp2p marks a message seen only after validation: the same message arriving from
         # a second mesh peer meanwhile is a GossipSub duplicate, not a replay by anyone.
-        key = bytes(msg.from_id) + bytes(msg.seqno)
         if key in self._accepted:
             # Opened before and not delivered yet: a copy racing the first one's delivery, or
             # a retransmission after Pubsub gave up waiting for our first answer (its
@@ -182,34 +218,40 @@ class Broadcast(NodePart):
             # the first one's validation, or one that slipped past py-libp2p's seen check.
             self.counters["gossip_duplicates"] += 1
             return False
-        alone = not self._validating
         self._validating.add(key)
-        data = bytes(msg.data)
-
-        def open_envelope() -> Opened:
-            return self.codec.open(data, publisher=publisher, now_ms=self.daemon.now_ms(), with_vectors=with_vectors)
-
         try:
-            if alone and len(data) <= INLINE_OPEN_BYTES:
-                # A small message with no other being checked (a golem's usual gossip): opened
-                # here, as a thread hand-off costs more than the open (~0.3 ms of libsodium).
-                opened = open_envelope()
-            else:
-                # Several at once or a large batch: on worker threads, where libsodium runs
-                # without the GIL. Shielded: the envelope's id enters the replay guard when it
-                # is opened, so an open that Pubsub's timeout cancelled halfway would turn the
-                # next copy into a false "replayed". It finishes, and its result waits in
-                # `_accepted` for that copy.
-                with trio.CancelScope(shield=True):
-                    opened = await trio.to_thread.run_sync(open_envelope)
+            opened = self._open(bytes(msg.data), publisher, with_vectors)
         except RemoteProtocolError as exc:
-            self.counters[f"gossip_rejected_{exc.reason}"] += 1
-            log.info("gossip from %s (via %s) rejected: %s", publisher, forwarded_by, exc)
-            if exc.reason in REFUSED_FOR_ITS_TIME:
-                self.on_refused_for_its_time(publisher)
-            return False
+            return self._refused(exc, publisher, forwarded_by)
         finally:
             self._validating.discard(key)
+        return self._keep(key, opened)
+
+    def _seen(self, key: bytes) -> bool:
+        """A copy of a message opened, being opened or delivered (a duplicate)."""
+        return key in self._accepted or key in self._validating or key in self._delivered
+
+    def _arrived(self, forwarder: ID, msg: Any) -> str:
+        """Note a message's traffic (the operator's rates, tui/: gossip apart from sync); returns
+        its forwarder's name."""
+        forwarded_by = forwarder.to_base58()
+        self.book.note_traffic(forwarded_by, received=len(msg.data), now_ms=self.daemon.now_ms())
+        self.counters["gossip_msgs_in"] += 1
+        self.counters["gossip_bytes_in"] += len(msg.data)
+        return forwarded_by
+
+    def _open(self, data: bytes, publisher: str, with_vectors: bool) -> Opened:
+        return self.codec.open(data, publisher=publisher, now_ms=self.daemon.now_ms(), with_vectors=with_vectors)
+
+    def _refused(self, exc: RemoteProtocolError, publisher: str, forwarded_by: str) -> bool:
+        self.counters[f"gossip_rejected_{exc.reason}"] += 1
+        log.info("gossip from %s (via %s) rejected: %s", publisher, forwarded_by, exc)
+        if exc.reason in REFUSED_FOR_ITS_TIME:
+            self.on_refused_for_its_time(publisher)
+        return False
+
+    def _keep(self, key: bytes, opened: Opened) -> bool:
+        """Hold an opened message for delivery, within the pending bounds; valid either way."""
         if not self.pending.take(opened.sender, opened.size):
             self.counters["gossip_dropped_over_budget"] += 1  # valid: forwarded, not kept; anti-entropy brings it
             return True
@@ -218,14 +260,14 @@ class Broadcast(NodePart):
         return True
 
     def validate_probe(self, forwarder: ID, msg: Any) -> bool:
-        publisher = ID(msg.from_id).to_base58() if msg.from_id else ""
+        publisher = base58_of(bytes(msg.from_id)) if msg.from_id else ""
         record = self.book.find(publisher)
         return publisher == self.me or (len(msg.data) <= 256 and record is not None and record.member)
 
     async def _drain_probes(self, subscription: Any) -> None:
         while True:
             msg = await subscription.get()
-            if ID(msg.from_id).to_base58() == self.me:
+            if base58_of(bytes(msg.from_id)) == self.me:
                 continue
             try:
                 probe = json.loads(bytes(msg.data))
@@ -373,6 +415,16 @@ class Broadcast(NodePart):
                 self.book.note_traffic(record.peer_id, sent=len(data), now_ms=self.daemon.now_ms())
                 self.counters["gossip_msgs_out"] += 1
                 self.counters["gossip_bytes_out"] += len(data)
+
+
+def _publisher_of(msg: Any) -> str:
+    """The base58 name of a GossipSub message's publisher ("" if it names none)."""
+    return base58_of(bytes(msg.from_id)) if msg.from_id else ""
+
+
+def _key_of(msg: Any) -> bytes:
+    """A GossipSub message's id: its publisher and seqno (the publisher's signature covers both)."""
+    return bytes(msg.from_id) + bytes(msg.seqno)
 
 
 def _remember(recent: OrderedDict[bytes, V], key: bytes, value: V) -> list[V]:

@@ -32,11 +32,15 @@ import trio
 from libp2p.abc import INetStream
 from libp2p.exceptions import ValidationError
 from libp2p.peer.id import ID
-from libp2p.pubsub.pubsub import Pubsub
+from libp2p.pubsub.pubsub import Pubsub, ValidationResult
 
-__all__ = ["GatedPubsub", "MemberGate"]
+from .peer_names import name_of
+
+__all__ = ["GatedPubsub", "InlineValidator", "MemberGate"]
 
 log = logging.getLogger("clade.p2p")
+
+InlineValidator = Callable[[ID, Any], "bool | None"]  # GatedPubsub.set_inline_validator
 
 
 class MemberGate:
@@ -90,6 +94,7 @@ class GatedPubsub(Pubsub):
 
     def __init__(self, *args: Any, gate: MemberGate, wait_s: float, counters: Counter[str] | None = None,
                  **kwargs: Any) -> None:
+        self.inline_validators: dict[str, InlineValidator] = {}  # before Pubsub's own set-up, which may set validators
         super().__init__(*args, **kwargs)
         # A message's id is its publisher and seqno, and every sibling remembers ids it has seen
         # for `seen_ttl` (600 s). py-libp2p starts the seqno at the time in whole seconds and adds
@@ -103,10 +108,36 @@ class GatedPubsub(Pubsub):
         self.counters: Counter[str] = Counter() if counters is None else counters
         self._connected: Callable[[ID], bool] = lambda pid: bool(self.host.get_network().get_connections(pid))
 
+    def set_topic_validator(self, topic: str, validator: Any, is_async_validator: bool) -> None:
+        """Pubsub's, and forget `topic`'s inline validator (it went with the one replaced)."""
+        self.inline_validators.pop(topic, None)
+        super().set_topic_validator(topic, validator, is_async_validator)
+
+    def remove_topic_validator(self, topic: str) -> None:
+        self.inline_validators.pop(topic, None)
+        super().remove_topic_validator(topic)
+
+    def set_inline_validator(self, topic: str, inline: InlineValidator) -> None:
+        """Give `topic`'s async topic validator a synchronous first try: `inline(forwarder, msg)`
+        returns the verdict that validator would give (and does what it would do), or None,
+        having done nothing, to leave the message to it. Set it after the topic validator."""
+        self.inline_validators[topic] = inline
+
     async def validate_msg(self, msg_forwarder: ID, msg: Any) -> None:
-        """Pubsub's validation, except that a timeout (our validator still busy on a loaded
-        machine) is not remembered as a verdict: Pubsub would refuse every later copy of the
-        message for five minutes, and gossip would lose it to anti-entropy."""
+        """Pubsub's validation, with two changes.
+
+        A message of one validated topic that has an inline validator (`set_inline_validator`)
+        is first judged by it, without a checkpoint: when it answers, its verdict is cached as
+        Pubsub caches a validator's and no task, nursery or timeout is made for it. So no other
+        copy of the message reaches validation meanwhile (Pubsub marks a message seen only once
+        it is validated: copies from other mesh peers raced an async validation, and each was
+        delivered and forwarded again).
+
+        A timeout (our validator still busy on a loaded machine) is not remembered as a
+        verdict: Pubsub would refuse every later copy of the message for five minutes, and
+        gossip would lose it to anti-entropy."""
+        if self._inline_verdict(msg_forwarder, msg):
+            return
         try:
             await super().validate_msg(msg_forwarder, msg)
         except ValidationError:
@@ -116,6 +147,26 @@ class GatedPubsub(Pubsub):
                 self.validation_cache._remove(msg_id)
                 self.counters["gossip_validation_timeouts"] += 1
             raise
+
+    def _inline_verdict(self, msg_forwarder: ID, msg: Any) -> bool:
+        """True if the inline validator judged `msg` valid; raises `ValidationError` if it judged
+        it invalid; False if there is none for it, the verdict is cached already (Pubsub answers
+        from its cache), or the validator left it to the async one."""
+        topics = [topic for topic in msg.topicIDs if topic in self.topic_validators]
+        inline = self.inline_validators.get(topics[0]) if len(topics) == 1 else None
+        if inline is None:
+            return False
+        msg_id = self._msg_id_constructor(msg)
+        if self.validation_cache.get(msg_id) is not None:
+            return False
+        verdict = inline(msg_forwarder, msg)
+        if verdict is None:
+            return False
+        self.validation_cache.put(msg_id, ValidationResult(
+            is_valid=verdict, timestamp=time.time(), error_message=None if verdict else "Inline validation failed"))
+        if not verdict:
+            raise ValidationError("Inline validation failed")
+        return True
 
     async def _teardown_if_connected(self, peer_id: ID) -> None:
         """Pubsub's teardown of a peer just blacklisted, except that the peer may be gone by the
@@ -136,7 +187,7 @@ class GatedPubsub(Pubsub):
     def is_peer_blacklisted(self, peer_id: ID) -> bool:
         if peer_id in self.blacklisted_peers:
             return True
-        return self._connected(peer_id) and not self.gate.admitted(peer_id.to_base58())
+        return self._connected(peer_id) and not self.gate.admitted(name_of(peer_id))
 
     async def stream_handler(self, stream: INetStream) -> None:
         """Read a peer's pubsub stream only once the peer is admitted; reset it otherwise."""

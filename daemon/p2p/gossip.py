@@ -36,6 +36,7 @@ from crypto import (
     open_envelope,
     seal_envelope,
 )
+from crypto.cert_cache import VerifiedCertificates
 from crypto.identity import signature_ok
 from daemon.embedding.shipped import MAX_SHIPPED, Shipped, decode_section
 
@@ -85,6 +86,7 @@ class GossipCodec:
         self.revocations = revocations
         self.max_skew_ms = max_skew_ms
         self.replay = ReplayGuard()
+        self.certificates = VerifiedCertificates()  # senders' certificates, owner signature checked once each
 
     def seal(self, delta: Delta, *, now_ms: int, vectors: list[Any] | None = None) -> bytes:
         """Seal `delta` for the clade; with `vectors` (a `shipped.encode_section`), in the
@@ -109,7 +111,8 @@ class GossipCodec:
         try:
             envelope = open_envelope(data, clade_key=key_of, owner_public_key=self.membership.owner_public_key,
                                      clade_id=self.membership.clade_id, now_ms=now_ms,
-                                     revocations=self.revocations(), replay=self.replay)
+                                     revocations=self.revocations(), replay=self.replay,
+                                     certificates=self.certificates)
         except EnvelopeError as exc:
             raise RemoteProtocolError(exc.reason.value, exc.detail) from None
         if envelope.sender != publisher:

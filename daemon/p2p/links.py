@@ -23,6 +23,7 @@ from libp2p.tools.anyio_service.exceptions import ServiceException
 
 from .gate import GatedPubsub, MemberGate
 from .host import parse_multiaddr
+from .peer_names import id_of
 from .ports import Stream
 
 __all__ = ["DIAL_TIMEOUT_S", "TRANSPORT_ERRORS", "HostLinks", "parse_peer_id"]
@@ -43,11 +44,8 @@ TRANSPORT_ERRORS: tuple[type[Exception], ...] = (
 
 
 def parse_peer_id(peer_id: str) -> ID | None:
-    """The libp2p ID of a base58 peer id, None if it does not parse."""
-    try:
-        return ID.from_base58(peer_id)
-    except ValueError:
-        return None
+    """The libp2p ID of a base58 peer id, None if it does not parse (`peer_names.id_of`: remembered)."""
+    return id_of(peer_id)
 
 
 class HostLinks:

@@ -203,3 +203,58 @@ def test_pending_bytes_hold_both_bounds() -> None:
     assert pending.take("b", 5) and not pending.take("c", 1)  # the total
     pending.release("a", 10)
     assert pending.take("c", 1) and pending.by_sender == {"b": 5, "c": 1} and pending.total == 6
+
+
+async def test_an_inline_verdict_is_pubsubs_verdict_without_a_checkpoint() -> None:
+    """GatedPubsub's fast path: a topic's inline validator answers without a checkpoint (so no
+    other copy of the message reaches validation meanwhile), its verdict cached as Pubsub caches
+    one; None leaves the message to the async validator; a new topic validator drops it."""
+    host = new_host(key_pair=create_new_key_pair())
+    _, pubsub = build_pubsub(host, MemberGate(lambda peer: frozenset()), wait_s=1.0)
+    verdicts: dict[int, bool | None] = {1: True, 2: False, 3: None}
+    inline_calls: list[int] = []
+    async_calls: list[int] = []
+
+    def inline(forwarder: ID, msg: rpc_pb2.Message) -> bool | None:
+        inline_calls.append(int.from_bytes(msg.seqno, "big"))
+        return verdicts[int.from_bytes(msg.seqno, "big")]
+
+    async def slow(forwarder: ID, msg: rpc_pb2.Message) -> bool:
+        async_calls.append(int.from_bytes(msg.seqno, "big"))
+        await trio.lowlevel.checkpoint()
+        return True
+
+    pubsub.set_topic_validator("t", slow, is_async_validator=True)
+    pubsub.set_inline_validator("t", inline)
+    with trio.testing.assert_no_checkpoints():
+        await pubsub.validate_msg(_peer_id(), _message(1))
+        with pytest.raises(ValidationError):
+            await pubsub.validate_msg(_peer_id(), _message(2))
+    assert inline_calls == [1, 2] and async_calls == []
+    await pubsub.validate_msg(_peer_id(), _message(1))  # cached: judged once
+    with pytest.raises(ValidationError):
+        await pubsub.validate_msg(_peer_id(), _message(2))
+    assert inline_calls == [1, 2]
+    await pubsub.validate_msg(_peer_id(), _message(3))  # left to the async validator
+    assert inline_calls == [1, 2, 3] and async_calls == [3]
+    pubsub.set_topic_validator("t", slow, is_async_validator=True)
+    await pubsub.validate_msg(_peer_id(), _message(4))
+    assert inline_calls == [1, 2, 3] and async_calls == [3, 4]
+
+
+async def test_validate_inline_leaves_thread_opens_to_validate_untouched() -> None:
+    """Broadcast.validate_inline gives `validate`'s verdict and counts for a small message with
+    none other being opened; with another being opened (on a worker thread) it answers None
+    and notes nothing, and `validate` then does the whole check."""
+    broadcast, daemon = _broadcast()
+    assert broadcast.validate_inline(_peer_id(), _message(1)) is True
+    assert daemon.counters["gossip_msgs_in"] == 1 and len(broadcast._accepted) == 1
+    assert broadcast.validate_inline(_peer_id(), _message(1)) is True  # a copy: counted a duplicate
+    assert daemon.counters["gossip_duplicates"] == 1 and daemon.counters["gossip_msgs_in"] == 2
+    broadcast._validating.add(b"another message being opened")
+    second = _message(2, "Compound oracle lags 40 s behind Chainlink")
+    assert broadcast.validate_inline(_peer_id(), second) is None
+    assert daemon.counters["gossip_msgs_in"] == 2 and len(broadcast._accepted) == 1
+    assert await broadcast.validate(_peer_id(), second) is True
+    assert daemon.counters["gossip_msgs_in"] == 3 and len(broadcast._accepted) == 2
+    assert daemon.counters["gossip_duplicates"] == 1
