@@ -15,6 +15,7 @@ bench_clade, bench_strangers and bench_recovery start their golems with
 
 from __future__ import annotations
 
+import functools
 import random
 import statistics
 import threading
@@ -85,6 +86,10 @@ def writes_by_day_count(t0: float, finished: Sequence[float], window: int = 100)
     return {"first_100": round(first, 1), "last_100": round(last, 1), "ratio": round(last / first, 2)}
 
 
+def _write_warning(writer: Api, rng: random.Random, tag: str, base: int, i: int) -> None:
+    writer.call("POST", "/v1/memory", json={"content": content(rng, tag, base + i), "memory_type": "warning"})
+
+
 def clear_for_checks(writer: Api, siblings: Sequence[Golem], rng: random.Random, *, rate: float,
                      timeout: float) -> dict[str, Any]:
     """Warnings from `writer` at `rate`/s until every sibling checks its shipped vectors at the
@@ -99,11 +104,7 @@ def clear_for_checks(writer: Api, siblings: Sequence[Golem], rng: random.Random,
     try:
         while waiting and time.monotonic() - t0 < timeout:
             second = max(1, int(rate))
-            batch_t0 = time.monotonic()
-            for i in range(second):
-                writer.call("POST", "/v1/memory", json={"content": content(rng, "clearance", written + i),
-                                                        "memory_type": "warning"})
-                time.sleep(max(0.0, batch_t0 + (i + 1) / rate - time.monotonic()))  # pacing, not waiting on state
+            paced(second, rate, functools.partial(_write_warning, writer, rng, "clearance", written))
             written += second
             waiting = [a for a in waiting
                        if int(a.call("GET", "/v1/status").get("vector_check_authors_cleared", 0)) < 1]

@@ -38,12 +38,12 @@ class CheckPlan:
     def flat(cls, rate: float) -> CheckPlan:
         return cls(screening=rate, cleared=rate, clearance=1)
 
+    def clears_at(self) -> int | None:
+        """The clean run from which an author is checked at `cleared`; None when clearing
+        lowers nothing (`cleared` not below `screening`)."""
+        return max(1, self.clearance) if self.cleared < self.screening else None
+
     def rate(self, clean_in_a_row: int) -> float:
         """The share to check of an author whose last `clean_in_a_row` checks here matched."""
-        if clean_in_a_row >= max(1, self.clearance):
-            return min(self.cleared, self.screening)
-        return self.screening
-
-    def is_cleared(self, clean_in_a_row: int) -> bool:
-        """Whether an author with this record is checked at the `cleared` share."""
-        return clean_in_a_row >= max(1, self.clearance) and self.cleared < self.screening
+        at = self.clears_at()
+        return self.cleared if at is not None and clean_in_a_row >= at else self.screening

@@ -153,10 +153,9 @@ def clean_checks(conn: sqlite3.Connection, author: str) -> int:
 
 def authors_cleared(store: Grimoire, plan: CheckPlan) -> int:
     """How many authors' shipped vectors are checked at the plan's `cleared` share now."""
-    if plan.cleared >= plan.screening:
+    if (at := plan.clears_at()) is None:
         return 0
-    (n,) = store.connection.execute("SELECT count(*) FROM vector_check_runs WHERE clean >= ?",
-                                    (max(1, plan.clearance),)).fetchone()
+    (n,) = store.connection.execute("SELECT count(*) FROM vector_check_runs WHERE clean >= ?", (at,)).fetchone()
     return int(n)
 
 

@@ -130,9 +130,9 @@ def test_the_check_plan_screens_an_author_until_its_clean_run_clears_it() -> Non
     cleared share, never above the screening one; `flat` never clears."""
     plan = CheckPlan(screening=0.125, cleared=1 / 64, clearance=24)
     assert [plan.rate(n) for n in (0, 23, 24, 500)] == [0.125, 0.125, 1 / 64, 1 / 64]
-    assert not plan.is_cleared(23) and plan.is_cleared(24)
+    assert plan.clears_at() == 24
     upside_down = CheckPlan(screening=0.1, cleared=0.5, clearance=2)
-    assert upside_down.rate(5) == 0.1 and not upside_down.is_cleared(5)
+    assert upside_down.rate(5) == 0.1 and upside_down.clears_at() is None
     flat = CheckPlan.flat(1.0)
-    assert flat.rate(0) == flat.rate(10_000) == 1.0 and not flat.is_cleared(10_000)
+    assert flat.rate(0) == flat.rate(10_000) == 1.0 and flat.clears_at() is None
     assert CheckPlan(screening=0.5, cleared=0.0, clearance=0).rate(1) == 0.0  # clearance below 1 means 1
