@@ -263,18 +263,28 @@ class SyncWatch:
             elif name == "sync_progress":
                 self.progress_at.append(at)
 
-    def wait(self, expected: int, timeout: float, *, caught_up: Callable[[], bool] | None = None) -> int:
-        """Until the pulls report `expected` ops applied, or `caught_up()` (checked every half
-        second: ops that gossip replayed to the restarted golem arrive outside the pulls, which
-        then never count `expected`), or `timeout`; returns the ops applied by the pulls."""
+    def wait(self, expected: int, timeout: float, *, caught_up: Callable[[], bool] | None = None,
+             quiet_s: float = 1.0) -> int:
+        """Until the pulls report `expected` ops applied, or `caught_up()`, or `timeout`; returns
+        the ops applied by the pulls. Ops that gossip replayed to the restarted golem arrive
+        outside the pulls, which then never count `expected`: `caught_up()` settles that, but
+        only once the pulls have gone quiet (a `sync_complete` after the last `sync_progress`, or
+        no event for `quiet_s`). It is asked of the daemon being measured (a state digest reads
+        every op, ~0.1 s of its CPU and the GIL at 10,000 ops), so it must not run during the
+        catch-up it would slow."""
         deadline = time.monotonic() + timeout
-        checked = time.monotonic()
+        last_event = asked = time.monotonic()
         while time.monotonic() < deadline:
+            seen = self.seen
             self.scan()
+            now = time.monotonic()
+            if self.seen > seen:
+                last_event = now
             if self.applied >= expected:
                 break
-            if caught_up is not None and time.monotonic() - checked >= 0.5:
-                checked = time.monotonic()
+            ended = bool(self.syncs) and (not self.progress_at or self.syncs[-1][0] >= self.progress_at[-1])
+            if caught_up is not None and (ended or now - last_event >= quiet_s) and now - asked >= 0.5:
+                asked = now
                 if caught_up():
                     self.scan()
                     break
