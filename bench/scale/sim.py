@@ -80,11 +80,17 @@ class Sim:
 
     def __init__(self, n: int, *, seed: int, profile: str, loss: float, hop_cpu_s: float, hop_wait_s: float,
                  root: Path, owner: OwnerKey, target: int = 12, rotate_s: float = 60.0,
-                 sync_interval_s: float = 30.0, flood: bool = True, degree: int = D, sync_version: int = 2) -> None:
+                 sync_interval_s: float = 30.0, flood: bool = True, degree: int = D, sync_version: int = 2,
+                 send_share: float = 0.5, relay_flood: bool = False) -> None:
         self.rng = random.Random(seed)
         self.sync_version = sync_version  # anti-entropy: 2 (the daemon's) or 1 (contexts whole)
         # the mesh degree: the daemon's D=6, D_lo=4, D_hi=12; another D (a what-if) keeps D_lo = D - 2
         self.d, self.d_lo, self.d_hi = degree, degree - 2, max(D_HI, 2 * degree)
+        # what-ifs for the frontier (bench_scale --send-share, --relay-flood): the share of a copy's
+        # transport CPU paid by its sender, and whether a golem that got a message straight from its
+        # origin forwards it to every neighbour (not only its mesh): a second flooded hop
+        self.send_share = send_share
+        self.relay_flood = relay_flood
         self.flood = flood  # flood publishing of own messages (daemon/p2p/flood.py)
         self.target = target
         self.cap = cap_for(target)
@@ -173,7 +179,7 @@ class Sim:
             src.bytes_control += size + RPC_OVERHEAD
         else:
             src.bytes_payload += size + RPC_OVERHEAD
-        sent = self.cpu(src, self.now, 0.0, self.hop_cpu_s / 2)
+        sent = self.cpu(src, self.now, 0.0, self.hop_cpu_s * self.send_share)
         if not self.up(src.index, dst.index) or self.rng.random() < self.loss:
             return
         self.at(sent + self.latency() + self.hop_wait_s, deliver)
@@ -322,7 +328,7 @@ class Sim:
         g.copies_in += 1
         if mid in g.data or mid in g.seen:
             g.duplicates += 1
-            self.cpu(g, self.now, 0.0, self.hop_cpu_s / 2)
+            self.cpu(g, self.now, 0.0, self.hop_cpu_s * (1 - self.send_share))
             return
         g.data[mid] = data  # seen from now on (py-libp2p: after validation; copies meanwhile are duplicates too)
         origin = self.golems[int(mid.split(":")[0])]
@@ -331,10 +337,13 @@ class Sim:
             opened = g.codec.open(data, publisher=origin.peer_id, now_ms=self.clock_ms)
         except RemoteProtocolError as exc:
             raise AssertionError(f"a valid message was refused: {exc}") from None
-        validated = self.cpu(g, self.now, time.process_time() - t0, self.hop_cpu_s / 2)
+        validated = self.cpu(g, self.now, time.process_time() - t0, self.hop_cpu_s * (1 - self.send_share))
         g.window[0].append(mid)
         g.hops[mid] = hops if hops != 99 else g.hops.get(mid, 99)
-        for p in g.mesh - {forwarder.index, origin.index}:
+        relay = g.mesh
+        if forwarder is origin and self.relay_flood:
+            relay = {p for p in g.conns if self.up(g.index, p)}
+        for p in relay - {forwarder.index, origin.index}:
             self.at(validated, partial(self.send, g, self.golems[p], len(data),
                                        partial(self.receive, self.golems[p], g, mid, data, hops + 1)))
         t1 = time.process_time()
