@@ -42,6 +42,7 @@ from crypto import Identity
 
 from .flood import FloodPublishGossipSub
 from .gate import GatedPubsub, MemberGate
+from .peer_records import install as install_record_checks
 
 __all__ = ["GOSSIP_MAX_BYTES", "InboundClosed", "build_host", "build_pubsub", "disable_auto_connector",
            "parse_multiaddr", "release_inbound_slots"]
@@ -120,6 +121,7 @@ def disable_auto_connector(host: IHost) -> None:
 
 def build_pubsub(host: IHost, gate: MemberGate, *, wait_s: float,
                  counters: Counter[str] | None = None) -> tuple[FloodPublishGossipSub, GatedPubsub]:
+    install_record_checks()  # a peer record checked once, not on every RPC (peer_records.py)
     router = FloodPublishGossipSub(
         protocols=[PROTOCOL_ID_V11],
         degree=6, degree_low=4, degree_high=12,
