@@ -21,7 +21,10 @@ all connected to each other before anything is measured. Measures:
    restarts (bootstrap: the writer) and pulls them by anti-entropy. Time from
    "restart ready" (socket up, p2p listening) to the commit of the synced ops, ops/s; then
    the ceiling: decode + verify + `Grimoire.apply_delta` of as many locally built signed
-   warning ops into a fresh store, in the same process, and the ratio.
+   warning ops into a fresh store, in the same process, and the ratio. Nothing is asked of
+   the laggard while its pulls run: ops gossip replayed to it (outside the pulls) are settled
+   by comparing state digests only once the pulls have gone quiet (a digest reads every op and
+   holds the GIL: asked every half second, it took ~15 % of the laggard's CPU from the catch-up).
 3. Bytes on the wire per synced op during that catch-up (sync `bytes_in` / ops applied).
 4. Steady state with the largest clade: CPU % (utime+stime from /proc/<pid>/stat) and RSS
    (VmRSS, sampled each second) per daemon over `--cpu-seconds` idle, then with a light
