@@ -87,6 +87,12 @@ def _load_op(row: tuple[str, int, bytes, bytes]) -> Op:
     return open_stored_op(writer, signed, signature)
 
 
+def stored_body(writer: str, signed: bytes, signature: bytes) -> EntryBody | None:
+    """The entry body a stored slot-0 op holds (None if it holds none)."""
+    value = open_stored_op(writer, signed, signature).value
+    return value if isinstance(value, EntryBody) else None
+
+
 def load_context(conn: sqlite3.Connection) -> CausalContext:
     """The causal context stored in grimoire.db."""
     rows = conn.execute("SELECT replica, vv, cloud FROM causal_context").fetchall()
@@ -345,10 +351,18 @@ class SqliteBackend:
                 self._first_new_rid = cursor.lastrowid
 
     def all_ops(self) -> list[Op]:
-        """Every slot-holding op (for digests and tests)."""
+        """Every slot-holding op (for tests; digests read `signed_rows`)."""
         self._write_deferred()
         rows = self._conn.execute(f"SELECT {_OP_COLUMNS} FROM ops ORDER BY entry_id, slot, writer").fetchall()
         return [_load_op(r) for r in rows]
+
+    def signed_rows(self) -> list[tuple[str, int, str, bytes, bytes]]:
+        """Every slot-holding op as stored, (entry id, slot, writer, signed bytes, signature), in
+        `Op.key` order, none decoded (`crdt.signed_digest`; `stored_body` decodes a body row)."""
+        self._write_deferred()
+        rows: list[tuple[str, int, str, bytes, bytes]] = self._conn.execute(
+            "SELECT entry_id, slot, writer, signed, signature FROM ops ORDER BY entry_id, slot, writer").fetchall()
+        return rows
 
 
 def join_delta(conn: sqlite3.Connection, context: CausalContext, pieces: Iterable[Piece], *,

@@ -37,12 +37,11 @@ from crdt import (
     Timestamp,
     apply_op,
     bodies_first,
-    digest,
     extract_deltas,
     may_cross,
 )
 from crdt.ops import SlotKind
-from crdt.replica import MAX_BATCH_BYTES, MAX_BATCH_OPS, Gate, context_digest, sendable
+from crdt.replica import MAX_BATCH_BYTES, MAX_BATCH_OPS, Gate, context_digest, sendable, signed_digest
 from crdt.seals import Seal
 from daemon.errors import NotFound, StoreError
 
@@ -54,7 +53,7 @@ from .posterior import Effect, OutcomeInput
 from .promotion import sync_gate
 from .reads import EntryReads, RecallHit, StoreCounts
 from .records import Entry, NewEntry
-from .replication import Piece, SqliteBackend, join_delta, load_context
+from .replication import Piece, SqliteBackend, join_delta, load_context, stored_body
 from .rooms import RoomWrites
 from .rows import ENTRY_COLUMNS, entry_from_row
 from .schema import SCHEMA_VERSION, NewerSchema, migrate, user_version
@@ -544,10 +543,10 @@ class Grimoire(EntryReads, RoomWrites, StyxRoom):
         even while one has not yet seen the dots of another's private ops (`context_digest`).
         """
         with self._snapshot() as backend:
-            ops = backend.all_ops()
+            rows = backend.signed_rows()
             if gate is not None:
-                ops = [op for op in ops if (body := backend.body(op.entry_id)) is not None and gate(body)]
-            return digest(ops, backend.context if context else None)
+                rows = _gated_rows(rows, gate)
+            return signed_digest(((w, s, sig) for _, _, w, s, sig in rows), backend.context if context else None)
 
     def context_digest(self) -> str:
         """Canonical hash of the causal context alone: equal once two replicas have seen the same
@@ -566,10 +565,10 @@ class Grimoire(EntryReads, RoomWrites, StyxRoom):
         whatever private ops each wrote), `context` (the causal context alone: equal once every
         withheld dot is known too) and `all` (every op and the context)."""
         with self._snapshot() as backend:
-            ops = backend.all_ops()
-            gated = [op for op in ops if (body := backend.body(op.entry_id)) is not None and gate(body)]
-            return {"shared": digest(gated, None), "context": context_digest(backend.context),
-                    "all": digest(ops, backend.context)}
+            rows = backend.signed_rows()
+            return {"shared": signed_digest(((w, s, sig) for _, _, w, s, sig in _gated_rows(rows, gate)), None),
+                    "context": context_digest(backend.context),
+                    "all": signed_digest(((w, s, sig) for _, _, w, s, sig in rows), backend.context)}
 
     def forget(self, entry_id: str) -> bool:
         """Archive an entry locally (no op crosses). False if it was already archived.
@@ -612,6 +611,18 @@ class Grimoire(EntryReads, RoomWrites, StyxRoom):
     def checkpoint(self) -> None:
         """Fold the WAL into the main file (on clean shutdown)."""
         self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def _gated_rows(rows: list[tuple[str, int, str, bytes, bytes]], gate: Gate) -> list[tuple[str, int, str, bytes, bytes]]:
+    """The rows (`SqliteBackend.signed_rows`) of entries whose body passes `gate`, as
+    `backend.body(entry_id)` then `gate` would choose them, with each entry's body op decoded
+    once; an op of an entry whose body is not held never passes."""
+    passes: dict[str, bool] = {}
+    for entry_id, slot, writer, signed, signature in rows:
+        if slot == 0 and entry_id not in passes:
+            body = stored_body(writer, signed, signature)
+            passes[entry_id] = body is not None and gate(body)
+    return [row for row in rows if passes.get(row[0], False)]
 
 
 def _enable_wal(conn: sqlite3.Connection, path: Path, busy_timeout_ms: int) -> None:

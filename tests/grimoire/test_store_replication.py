@@ -19,6 +19,7 @@ from crdt import (
     SlotKind,
     Timestamp,
     decode_delta,
+    digest,
     encode_delta,
     make_op,
 )
@@ -394,3 +395,29 @@ def test_sendable_count_is_what_extraction_sends(tmp_path: Path, seed: int) -> N
         sent = sum(len(delta.ops) for delta in store.iter_deltas(peer, gate=gate))
         assert store.sendable_count(peer, gate=gate) == sent, peer
     store.close()
+
+
+def test_state_digests_read_from_stored_bytes_equal_the_hash_of_the_decoded_ops(
+        golems: tuple[Grimoire, Grimoire, Identity, Identity]) -> None:
+    """The digests are read from the ops' stored bytes (`signed_rows`, one body decoded per
+    entry for the gate); they must equal `crdt.digest` of the decoded ops, the gate applied to
+    each op's entry body, on a store holding two writers' ops and private entries."""
+    a, b, ida, idb = golems
+    for i in range(6):
+        seed_one(a, NewEntry(kind=Kind.WARNING, content=f"Gas above {90 + i} gwei on chain {i}: delay swaps"),
+                 identity=ida)
+        seed_one(b, NewEntry(kind=Kind.WARNING, content=f"Pool {i} drains after oracle updates"), identity=idb)
+        seed_one(a, NewEntry(kind=Kind.INSIGHT, content=f"Private: fill {i} slipped 3 bps"), identity=ida)
+    sync(b, a, ida.peer_id)
+    gate = a.sync_gate(ida.peer_id)
+    with a._snapshot() as backend:
+        ops = backend.all_ops()
+        assert len({op.writer for op in ops}) == 2
+        gated = [op for op in ops if (body := backend.body(op.entry_id)) is not None and gate(body)]
+        context = backend.context
+    assert 0 < len(gated) < len(ops)  # the private insights stay out
+    digests = a.state_digests(gate)
+    assert digests["shared"] == digest(gated, None)
+    assert digests["all"] == digest(ops, context)
+    assert a.state_digest(gate, context=False) == digest(gated, None)
+    assert a.state_digest() == digest(ops, context)
