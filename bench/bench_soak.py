@@ -444,11 +444,12 @@ def report(res: dict[str, Any]) -> None:
                            f"({r['fds_slope_pct_per_h']}; files {r['file_fds_first_last'][0]}→"
                            f"{r['file_fds_first_last'][1]}); {r['threads_first_last'][0]}→"
                            f"{r['threads_first_last'][1]}; {r['store_mib_first_last'][1]}; {r['max_outbox']}"))
-    rows.append(("## daemon's own memory", "first→last (slope %/h): own RSS; malloc in use; free kept; "
-                 "mapped; SQLite; its page caches (MiB); Python's allocated blocks"))
+    rows.append(("## daemon's own memory", "first→last (slope %/h): own RSS; of it anonymous, files; malloc in "
+                 "use; free kept; mapped; SQLite; its page caches (MiB); Python's allocated blocks"))
     for name, r in sorted(res.get("resources", {}).items()):
         rows.append((name, "; ".join(f"{r[k + '_first_last'][0]}→{r[k + '_first_last'][1]} "
-                                     f"({r.get(k + '_slope_pct_per_h')})" for k in ("own_rss_mib", *HEAP_KEYS))))
+                                     f"({r.get(k + '_slope_pct_per_h')})"
+                                     for k in ("own_rss_mib", "own_anon_mib", "own_file_mib", *HEAP_KEYS))))
     rows.append(("## own RSS per entry stored", "entries first→last; stored per hour and own RSS KiB per entry "
                  "after the warm-up (the vector index alone: 1.5 KiB an entry)"))
     for name, r in sorted(res.get("resources", {}).items()):

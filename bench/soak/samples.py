@@ -25,14 +25,22 @@ HEAP_KEYS = ("heap_in_use_mib", "heap_free_mib", "heap_mmapped_mib", "sqlite_mib
 
 def proc_figures(pid: int) -> dict[str, float]:
     """The daemon's RSS with its child processes' (`rss_mib`: the embedding model runs in one)
-    and alone (`own_rss_mib`), its threads and open fds."""
+    and alone (`own_rss_mib`; of it, anonymous memory `own_anon_mib` — heap, arenas, Python's
+    objects, the vector index — and mapped files `own_file_mib` — libraries, models), its
+    threads and open fds."""
     status = Path(f"/proc/{pid}/status").read_text()
     fields = {line.split(":")[0]: line.split(":")[1].strip() for line in status.splitlines() if ":" in line}
     kinds = fd_kinds(pid)  # files and pipes held apart from sockets, whose count follows connections in flight
     return {"rss_mib": tree_status_kib(pid, "VmRSS") / 1024, "own_rss_mib": int(fields["VmRSS"].split()[0]) / 1024,
+            "own_anon_mib": _kib(fields.get("RssAnon")) / 1024, "own_file_mib": _kib(fields.get("RssFile")) / 1024,
             "threads": float(fields["Threads"]), "fds": float(open_fds(pid)),
             "file_fds": float(kinds["file"] + kinds["pipe"] + kinds["anon_inode"]),
             "socket_fds": float(kinds["socket"])}
+
+
+def _kib(field: str | None) -> float:
+    """A /proc status size ("123 kB") in KiB; 0 where the kernel does not report it."""
+    return float(field.split()[0]) if field else 0.0
 
 
 @dataclass
@@ -88,10 +96,11 @@ def resources(sampler: Sampler, *, warmup: float, settle: float) -> dict[str, An
         out[name] = {
             "samples": len(rows),
             **{f"{k}_first_last": [round(first.get(k, 0), 1), round(last.get(k, 0), 1)]
-               for k in ("rss_mib", "own_rss_mib", "fds", "file_fds", "socket_fds", "threads", "store_mib", "outbox",
-                         *HEAP_KEYS)},
+               for k in ("rss_mib", "own_rss_mib", "own_anon_mib", "own_file_mib", "fds", "file_fds", "socket_fds",
+                         "threads", "store_mib", "outbox", *HEAP_KEYS)},
             **{f"{k}_slope_pct_per_h": slope_per_hour([(r["t_s"], r[k]) for r in late if k in r])
-               for k in ("rss_mib", "own_rss_mib", "fds", "file_fds", "socket_fds", "threads", *HEAP_KEYS)},
+               for k in ("rss_mib", "own_rss_mib", "own_anon_mib", "own_file_mib", "fds", "file_fds", "socket_fds",
+                         "threads", *HEAP_KEYS)},
             # The later half of the window alone: a growth that slows there is a cache filling
             # to its bound (SQLite's pages), one that holds is steady.
             **{f"{k}_slope_pct_per_h_later_half": slope_per_hour(
