@@ -204,8 +204,7 @@ class SqliteBackend:
             row = self._conn.execute(
                 f"SELECT {_OP_COLUMNS} FROM ops WHERE entry_id = ? AND slot = 0", (entry_id,)
             ).fetchone()
-            body = None if row is None else _load_op(row).value
-            self._bodies[entry_id] = body if isinstance(body, EntryBody) else None
+            self._bodies[entry_id] = None if row is None else stored_body(row[0], row[2], row[3])
         return self._bodies[entry_id]
 
     def ops_after(self, writer: str, seq: int, *, bodies: bool) -> Iterator[Op]:

@@ -546,7 +546,7 @@ class Grimoire(EntryReads, RoomWrites, StyxRoom):
             rows = backend.signed_rows()
             if gate is not None:
                 rows = _gated_rows(rows, gate)
-            return signed_digest(((w, s, sig) for _, _, w, s, sig in rows), backend.context if context else None)
+            return signed_digest(_signed(rows), backend.context if context else None)
 
     def context_digest(self) -> str:
         """Canonical hash of the causal context alone: equal once two replicas have seen the same
@@ -566,9 +566,8 @@ class Grimoire(EntryReads, RoomWrites, StyxRoom):
         withheld dot is known too) and `all` (every op and the context)."""
         with self._snapshot() as backend:
             rows = backend.signed_rows()
-            return {"shared": signed_digest(((w, s, sig) for _, _, w, s, sig in _gated_rows(rows, gate)), None),
-                    "context": context_digest(backend.context),
-                    "all": signed_digest(((w, s, sig) for _, _, w, s, sig in rows), backend.context)}
+            return {"shared": signed_digest(_signed(_gated_rows(rows, gate)), None),
+                    "context": context_digest(backend.context), "all": signed_digest(_signed(rows), backend.context)}
 
     def forget(self, entry_id: str) -> bool:
         """Archive an entry locally (no op crosses). False if it was already archived.
@@ -611,6 +610,11 @@ class Grimoire(EntryReads, RoomWrites, StyxRoom):
     def checkpoint(self) -> None:
         """Fold the WAL into the main file (on clean shutdown)."""
         self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def _signed(rows: list[tuple[str, int, str, bytes, bytes]]) -> Iterator[tuple[str, bytes, bytes]]:
+    """(writer, signed bytes, signature) of each row (`SqliteBackend.signed_rows`), in order."""
+    return ((writer, signed, signature) for _, _, writer, signed, signature in rows)
 
 
 def _gated_rows(rows: list[tuple[str, int, str, bytes, bytes]], gate: Gate) -> list[tuple[str, int, str, bytes, bytes]]:
