@@ -165,6 +165,20 @@ class Grimoire(EntryReads, RoomWrites, StyxRoom):
             raise StoreError(f"cannot open {path} for reading: {exc}") from None
         return cls(conn, path, wall_ms)
 
+    def copy_to(self, target: Path) -> None:
+        """Write a consistent copy of the whole store to `target` (a new file) through this
+        connection: SQLite's online backup in one step, so one read transaction (in WAL mode
+        writers go on meanwhile). The daemon's backups copy through a reader it already holds
+        (`StoreAccess.on_reader`): a connection opened and closed beside the others would leave
+        its descriptor open (SQLite keeps it while other connections hold locks on the file).
+        Raises `sqlite3.Error` (a full or read-only disk stays recognisable)."""
+        copy = sqlite3.connect(target)
+        try:
+            with copy:
+                self._conn.backup(copy)
+        finally:
+            copy.close()
+
     def close(self) -> None:
         self._conn.close()
 

@@ -27,9 +27,10 @@ import sqlite3
 import tarfile
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import IO, BinaryIO, TypedDict, cast
 
@@ -118,6 +119,21 @@ class _CountingSink:
         self.fh.flush()
 
 
+def _copy_store(db_path: Path, target: Path) -> None:
+    """A consistent copy of the store at `db_path` into `target`, over a read-only connection
+    opened for it (consistent even while another process writes)."""
+    source = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        copy = sqlite3.connect(target)
+        try:
+            with source, copy:
+                source.backup(copy)
+        finally:
+            copy.close()
+    finally:
+        source.close()
+
+
 def create_backup(
     data: DataDir,
     *,
@@ -129,9 +145,13 @@ def create_backup(
     include_identity: bool = False,
     keep: int | None = None,
     now_ms: int | None = None,
+    copy_store: Callable[[Path], None] | None = None,
 ) -> BackupReport:
     """Write an encrypted backup of `data`; returns where and how big. `now_ms`: when it is
     made (its name, manifest and file times: the daemon passes its clock's; default the wall clock).
+    `copy_store(path)` writes a consistent copy of the store at `path` (the daemon's copies
+    through a read connection it holds: `Grimoire.copy_to`); by default a read-only connection
+    of its own is opened for it and closed (the CLI's backup of a stopped golem).
 
     Raises `VaultError` without recipients, `DaemonError` if the store cannot be read (raised
     from SQLite's error, so `storage_refusal` still sees a full or read-only disk), `OSError`
@@ -149,12 +169,7 @@ def create_backup(
     with tempfile.TemporaryDirectory(dir=data.root, prefix=".backup-") as staging:
         snapshot_db = Path(staging) / "grimoire.db"
         try:
-            source = sqlite3.connect(f"file:{data.db_path}?mode=ro", uri=True)
-            target = sqlite3.connect(snapshot_db)
-            with source, target:
-                source.backup(target)  # consistent even while another process writes
-            source.close()
-            target.close()
+            (copy_store or partial(_copy_store, data.db_path))(snapshot_db)
         except sqlite3.Error as exc:
             # `from exc`: a full or read-only disk stays recognisable (the API answers 507/503)
             raise DaemonError(f"cannot snapshot {data.db_path}: {exc}") from exc

@@ -91,10 +91,13 @@ class Upkeep:
         clade_keys, publics, names = default_recipients(self.data, share_with_clade=config.backup.share_with_clade)
         if not publics:
             raise UsageError("this golem has not joined a clade: use `clade backup --recipient …` from the CLI")
+        def copy_store(target: Path) -> None:  # on a reader already open: no descriptor left behind (Grimoire.copy_to)
+            trio.from_thread.run(self.access.on_reader, lambda reader: reader.copy_to(target))
+
         report = await trio.to_thread.run_sync(lambda: create_backup(
             self.data, clade_keys=clade_keys, x25519_recipients=publics, recipient_names=names,
             golem=self.identity.peer_id, include_identity=include_identity, keep=config.backup.keep,
-            now_ms=self.now_ms()))
+            now_ms=self.now_ms(), copy_store=copy_store))
         await trio.to_thread.run_sync(release_free_memory)  # the snapshot's and zstd's buffers (native_memory.py)
         doc = report_json(report)
         self.publish("backup_written", doc)
