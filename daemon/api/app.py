@@ -342,7 +342,7 @@ def create_app(state: DaemonState) -> FastAPI:
         they have also seen the same dots, withheld ones included; `all` (every op and the
         context) also covers this golem's private entries."""
         me = state.identity.peer_id
-        return await state.on_reader(lambda r: r.state_digests(r.sync_gate(me)))
+        return await state.on_reader(lambda r: r.sync_digests(me))
 
     @app.post("/v1/sync", response_model=SyncOut, responses=errors(409))
     async def sync_now(body: SyncIn | None = None) -> dict[str, Any]:

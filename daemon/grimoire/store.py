@@ -94,6 +94,8 @@ class Grimoire(EntryReads, RoomWrites, StyxRoom):
         # before it commits: the Styx outbox (daemon/styx/outbox.py) when Styx is enabled.
         self.outbox: Callable[[Grimoire, Sequence[Op], str], None] | None = None
         self._open_writes = 0  # `_write`s open on this connection (the outer one is the transaction)
+        self._read_only = False  # a reader (`open_reader`): every commit it sees is another connection's
+        self._digests: tuple[int, str, dict[str, str]] | None = None  # (data_version, replica, digests)
 
     @classmethod
     def open(
@@ -163,7 +165,9 @@ class Grimoire(EntryReads, RoomWrites, StyxRoom):
             conn.execute("PRAGMA query_only = ON")
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open {path} for reading: {exc}") from None
-        return cls(conn, path, wall_ms)
+        reader = cls(conn, path, wall_ms)
+        reader._read_only = True
+        return reader
 
     def copy_to(self, target: Path) -> None:
         """Write a consistent copy of the whole store to `target` (a new file) through this
@@ -582,6 +586,22 @@ class Grimoire(EntryReads, RoomWrites, StyxRoom):
             rows = backend.signed_rows()
             return {"shared": signed_digest(_signed(_gated_rows(rows, gate)), None),
                     "context": context_digest(backend.context), "all": signed_digest(_signed(rows), backend.context)}
+
+    def sync_digests(self, local_replica: str) -> dict[str, str]:
+        """`state_digests` under this golem's sync gate (`GET /v1/state-digest`). On a reader
+        they are kept until another connection commits (SQLite's `data_version`), so asking a
+        store that has not changed costs one pragma, not a read of every op. Exact: no commit
+        lands between the version read and the snapshot the kept digests were computed on
+        without changing the version."""
+        if not self._read_only:
+            return self.state_digests(self.sync_gate(local_replica))
+        (version,) = self._conn.execute("PRAGMA data_version").fetchone()
+        kept = self._digests
+        if kept is not None and kept[0] == version and kept[1] == local_replica:
+            return dict(kept[2])
+        digests = self.state_digests(self.sync_gate(local_replica))
+        self._digests = (int(version), local_replica, digests)
+        return dict(digests)
 
     def forget(self, entry_id: str) -> bool:
         """Archive an entry locally (no op crosses). False if it was already archived.

@@ -24,7 +24,7 @@ from crdt import (
     make_op,
 )
 from crdt.ops import AuthorValue
-from crdt.replica import bodies_first
+from crdt.replica import Gate, bodies_first
 from crypto import Identity, signature_ok
 from daemon.datadir import DataDir
 from daemon.grimoire import Grimoire, NewEntry, wall_clock_ms
@@ -362,6 +362,38 @@ def test_state_digests_tell_gated_ops_from_context(golems: tuple[Grimoire, Grimo
     assert after["context"] != before["context"] and after["all"] != before["all"]
     assert after["shared"] == a.state_digest(a.sync_gate(ida.peer_id), context=False)
     assert after["context"] == a.context_digest()
+
+
+def test_a_reader_keeps_its_digests_until_another_connection_commits(
+        golems: tuple[Grimoire, Grimoire, Identity, Identity], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`sync_digests` on a reader reads every op again only after a commit: polled on a store
+    that has not changed it answers the same digests without computing them; after a write
+    (a private one too: it moves `all` and `context`) they are computed once and are the
+    store's own."""
+    a, _, ida, _ = golems
+    seed_one(a, NewEntry(kind=Kind.WARNING, content="Sequencer stalls on Base: delay swaps"), identity=ida)
+    reader = Grimoire.open_reader(a.path)
+    try:
+        first = reader.sync_digests(ida.peer_id)
+        assert first == a.state_digests(a.sync_gate(ida.peer_id))
+        computed: list[int] = []
+        real = reader.state_digests
+
+        def counted(gate: Gate) -> dict[str, str]:
+            computed.append(1)
+            return real(gate)
+
+        monkeypatch.setattr(reader, "state_digests", counted)
+        assert reader.sync_digests(ida.peer_id) == first and not computed
+        seed_one(a, NewEntry(kind=Kind.INSIGHT, content="Private: my fills slip 3 bps after 14:00"), identity=ida)
+        after = reader.sync_digests(ida.peer_id)
+        assert len(computed) == 1 and after != first and after["shared"] == first["shared"]
+        assert after == a.state_digests(a.sync_gate(ida.peer_id))
+        assert reader.sync_digests(ida.peer_id) == after and len(computed) == 1
+        assert reader.sync_digests(IDENTITIES[1].peer_id) == a.state_digests(a.sync_gate(IDENTITIES[1].peer_id))
+        assert len(computed) == 2  # another replica's gate is not the kept one
+    finally:
+        reader.close()
 
 
 @pytest.mark.parametrize("seed", range(6))
