@@ -37,7 +37,9 @@ the JSON also holds the daemon process's own (`own`, `own_cpu_pct`, `own_rss_mib
 Every daemon embeds every entry it writes (ONNX model, in its embedding process) and takes its
 siblings' vectors as shipped, re-embedding a share of them to check them: on a small machine
 that CPU work competes with sync, so each measured phase first waits until every embedder has
-caught up and checked what it drew (`--drain`); the checks' CPU is in the figures. The warm-up
+caught up and checked what it drew (`--drain`); the checks' CPU is in the figures. Each
+phase's CPU window (warnings, probes) starts after the bench's own status reads and ends with
+the same round of them (the drain's), so the bench's requests weigh on both alike. The warm-up
 loads every model and then writes warnings at the fastest rate until every sibling has
 *cleared* the writer (checks its shipped vectors at `[embedding] check_shipped_cleared`, as for
 an author with a clean record: daemon/embedding/check_plan.py); `--screening` skips that and
@@ -100,9 +102,9 @@ def run_rate(writer: Api, siblings: list[Golem], watch: Watch, *, rate: float, c
     progress(f"  {tag}: {count} warnings at {rate:g}/s from {writer.golem.name}")
     profiles = start_profiles(profile_dir, {f"{tag}-writer": writer.golem.proc, f"{tag}-sibling": siblings[0].proc})
     host_w = HostLoad()
-    cpu_w = DaemonCpu(everyone)
     published0 = writer.call("GET", "/v1/status")["counters"].get("gossip_published", 0)
     checks0 = [s.call("GET", "/v1/status")["counters"].get("shipped_vectors_checked", 0) for s in siblings]
+    cpu_w = DaemonCpu(everyone)  # after the bench's own status reads: they cost the daemons CPU too
     pace_w = paced(count, rate, write)
     keys = {(n, i) for n in names for i in acks}
     missing_w = watch.wait(keys, "entries", timeout)
@@ -139,6 +141,7 @@ def run_rate(writer: Api, siblings: list[Golem], watch: Watch, *, rate: float, c
     pace_p = paced(count, rate, probe)
     pkeys = {(n, p) for n in names for p in sent}
     missing_p = watch.wait(pkeys, "probes", timeout)
+    wait_embedded(everyone, drain)  # the status round that ends the warnings' window: both carry it alike
     daemons_p = cpu_p.report(count)
     load_p = host_p.report("probes", quiet=True)
     in_order = sorted(acks, key=acks.__getitem__)
