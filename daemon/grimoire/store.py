@@ -590,9 +590,9 @@ class Grimoire(EntryReads, RoomWrites, StyxRoom):
     def sync_digests(self, local_replica: str) -> dict[str, str]:
         """`state_digests` under this golem's sync gate (`GET /v1/state-digest`). On a reader
         they are kept until another connection commits (SQLite's `data_version`), so asking a
-        store that has not changed costs one pragma, not a read of every op. Exact: no commit
-        lands between the version read and the snapshot the kept digests were computed on
-        without changing the version."""
+        store that has not changed costs one pragma, not a read of every op. Exact: the kept
+        digests are of a snapshot begun after their version was read, and the same version
+        read again means nothing was committed since."""
         if not self._read_only:
             return self.state_digests(self.sync_gate(local_replica))
         (version,) = self._conn.execute("PRAGMA data_version").fetchone()
