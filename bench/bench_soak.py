@@ -27,7 +27,9 @@ must be 0); requests by outcome (refused with 507/503 and the reason given, serv
 probe warning written on the faulted golem is on every sibling (Styx faults: until every outbox
 is empty again); RSS, open fds, threads and store size per daemon sampled over the run, with the
 slope per hour (least squares after the warm-up, as % of the mean; goal under 1 %/h; every
-sample is in the JSON result, `samples`); the
+sample is in the JSON result, `samples`; descriptors are judged as files and pipes by that
+slope, and as sockets — connections, which come and go with the load — by the slope of their
+median in each quarter of the window, so a burst's API connections are not read as growth); the
 outbox depth; convergence after the last fault (every acknowledged warning on every golem);
 then what must converge, with the load stopped and every curator quiet: after one sync round
 (each golem pulls once from each sibling) the ops that may cross (`GET /v1/state-digest`
@@ -408,10 +410,13 @@ def check(res: dict[str, Any]) -> None:
     if rounded and not rounded.get("gated_ops_equal"):
         failed.append(f"gated ops differ after one sync round ({rounded.get('gated_ops_distinct')} distinct)")
     for name, figures in res.get("resources", {}).items():
-        for k in ("rss_mib", "fds"):
+        # Descriptors: files, pipes and anon inodes by their slope; sockets (connections, which
+        # come and go with the load) by the slope of their quarter medians (samples.resources).
+        for k, what in (("rss_mib", "rss_mib"), ("file_fds", "file_fds"),
+                        ("socket_fds_median", "socket_fds (quarter medians)")):
             slope = figures.get(f"{k}_slope_pct_per_h")
             if slope is not None and slope >= 1.0 and res["params"]["minutes"] >= 30:
-                failed.append(f"{name} {k} grows {slope} %/h (goal under 1 %/h)")
+                failed.append(f"{name} {what} grows {slope} %/h (goal under 1 %/h)")
     for name, verdict in res.get("integrity", {}).items():
         if verdict != "ok":
             failed.append(f"{name} integrity_check: {verdict}")
@@ -437,13 +442,16 @@ def report(res: dict[str, Any]) -> None:
     rows.append(("convergence after the last fault (acknowledged warnings)", json.dumps(res.get("convergence"))))
     rows.append(("after one sync round, curators quiet: gated ops; context",
                  json.dumps(res.get("after_one_sync_round"))))
-    rows.append(("## daemon", "RSS MiB first→last (slope %/h); fds (files and pipes); threads; store MiB; max outbox"))
+    rows.append(("## daemon", "RSS MiB first→last (slope %/h); fds (slope); files, pipes (slope); sockets' "
+                 "quarter medians (their slope); threads; store MiB; max outbox"))
     for name, r in sorted(res.get("resources", {}).items()):
         rows.append((name, f"{r['rss_mib_first_last'][0]}→{r['rss_mib_first_last'][1]} "
                            f"({r['rss_mib_slope_pct_per_h']}); {r['fds_first_last'][0]}→{r['fds_first_last'][1]} "
-                           f"({r['fds_slope_pct_per_h']}; files {r['file_fds_first_last'][0]}→"
-                           f"{r['file_fds_first_last'][1]}); {r['threads_first_last'][0]}→"
-                           f"{r['threads_first_last'][1]}; {r['store_mib_first_last'][1]}; {r['max_outbox']}"))
+                           f"({r['fds_slope_pct_per_h']}); files {r['file_fds_first_last'][0]}→"
+                           f"{r['file_fds_first_last'][1]} ({r['file_fds_slope_pct_per_h']}); sockets "
+                           f"{r.get('socket_fds_quarter_medians')} ({r.get('socket_fds_median_slope_pct_per_h')}); "
+                           f"{r['threads_first_last'][0]}→{r['threads_first_last'][1]}; "
+                           f"{r['store_mib_first_last'][1]}; {r['max_outbox']}"))
     rows.append(("## daemon's own memory", "first→last (slope %/h): own RSS; of it anonymous, files; malloc in "
                  "use; free kept; mapped; SQLite; its page caches (MiB); Python's allocated blocks"))
     for name, r in sorted(res.get("resources", {}).items()):

@@ -3,6 +3,7 @@ outbox depth, every `every` s."""
 
 from __future__ import annotations
 
+import statistics
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -81,6 +82,16 @@ class Sampler:
             self.sample(t0)
 
 
+def quarter_medians(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The window's points cut into four quarters by count: each quarter's middle time and its
+    median value (no quarters with fewer than 8 points)."""
+    if len(points) < 8:
+        return []
+    n = len(points)
+    parts = [points[q * n // 4:(q + 1) * n // 4] for q in range(4)]
+    return [(statistics.median(t for t, _ in part), statistics.median(v for _, v in part)) for part in parts]
+
+
 def resources(sampler: Sampler, *, warmup: float, settle: float) -> dict[str, Any]:
     """Per daemon: first and last samples, and the slope per hour after the warm-up (`warmup` s
     from the start, or `settle` s after the daemon's last restart: a restarted daemon warms up
@@ -109,6 +120,12 @@ def resources(sampler: Sampler, *, warmup: float, settle: float) -> dict[str, An
             "max_outbox": max((r.get("outbox", 0) for r in rows), default=0),
             "entries_first_last": [int(first.get("entries", 0)), int(last.get("entries", 0))],
         }
+        # Sockets are connections: they follow the neighbourhood and whichever API clients are
+        # connected at the sample (a burst's dozens), so a least-squares line through them reads
+        # spikes as growth. Their median in each quarter of the window rises only if they leak.
+        medians = quarter_medians([(r["t_s"], r["socket_fds"]) for r in late if "socket_fds" in r])
+        out[name]["socket_fds_quarter_medians"] = [m for _, m in medians]
+        out[name]["socket_fds_median_slope_pct_per_h"] = slope_per_hour(medians)
         per_entry = least_squares_slope([(r["entries"], r["own_rss_mib"]) for r in late if "entries" in r])
         per_hour = least_squares_slope([(r["t_s"] / 3600, r["entries"]) for r in late if "entries" in r])
         out[name]["own_rss_kib_per_entry"] = None if per_entry is None else round(per_entry * 1024, 2)
