@@ -176,12 +176,7 @@ class Grimoire(EntryReads, RoomWrites, StyxRoom):
         (`StoreAccess.on_reader`): a connection opened and closed beside the others would leave
         its descriptor open (SQLite keeps it while other connections hold locks on the file).
         Raises `sqlite3.Error` (a full or read-only disk stays recognisable)."""
-        copy = sqlite3.connect(target)
-        try:
-            with copy:
-                self._conn.backup(copy)
-        finally:
-            copy.close()
+        copy_database(self._conn, target)
 
     def close(self) -> None:
         self._conn.close()
@@ -644,6 +639,17 @@ class Grimoire(EntryReads, RoomWrites, StyxRoom):
     def checkpoint(self) -> None:
         """Fold the WAL into the main file (on clean shutdown)."""
         self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def copy_database(source: sqlite3.Connection, target: Path) -> None:
+    """A consistent copy of `source`'s database into the new file `target` (SQLite's online
+    backup in one step: one read transaction). Raises `sqlite3.Error`."""
+    copy = sqlite3.connect(target)
+    try:
+        with copy:
+            source.backup(copy)
+    finally:
+        copy.close()
 
 
 def _signed(rows: list[tuple[str, int, str, bytes, bytes]]) -> Iterator[tuple[str, bytes, bytes]]:

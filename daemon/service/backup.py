@@ -42,7 +42,7 @@ from crypto.keyring import MAX_KEYRING_BYTES
 from crypto.vault import DecryptingReader, EncryptingWriter, VaultError, VaultHeader, VaultKeys
 from daemon.datadir import DataDir
 from daemon.errors import DaemonError, UsageError
-from daemon.grimoire.store import wall_clock_ms
+from daemon.grimoire.store import copy_database, wall_clock_ms
 from daemon.presence import recorded_pid
 from daemon.service.pipeline import BLOCK_BYTES, ReadStage, Stages, WriteStage
 
@@ -124,12 +124,7 @@ def _copy_store(db_path: Path, target: Path) -> None:
     opened for it (consistent even while another process writes)."""
     source = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
     try:
-        copy = sqlite3.connect(target)
-        try:
-            with source, copy:
-                source.backup(copy)
-        finally:
-            copy.close()
+        copy_database(source, target)
     finally:
         source.close()
 
