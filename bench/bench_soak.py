@@ -411,7 +411,7 @@ def check(res: dict[str, Any]) -> None:
         failed.append(f"gated ops differ after one sync round ({rounded.get('gated_ops_distinct')} distinct)")
     for name, figures in res.get("resources", {}).items():
         # Descriptors: files, pipes and anon inodes by their slope; sockets (connections, which
-        # come and go with the load) by the slope of their quarter medians (samples.resources).
+        # come and go with the load) by the slope of their quarter medians (samples.resources, stats.quarter_medians).
         for k, what in (("rss_mib", "rss_mib"), ("file_fds", "file_fds"),
                         ("socket_fds_median", "socket_fds (quarter medians)")):
             slope = figures.get(f"{k}_slope_pct_per_h")

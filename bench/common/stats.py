@@ -176,3 +176,13 @@ def slope_per_hour(points: Sequence[tuple[float, float]]) -> float | None:
     if slope is None or mean == 0:
         return None
     return round(slope * 3600 / mean * 100, 2)
+
+
+def quarter_medians(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The window's points cut into four quarters by count: each quarter's middle time and its
+    median value (no quarters with fewer than 8 points)."""
+    if len(points) < 8:
+        return []
+    n = len(points)
+    parts = [points[q * n // 4:(q + 1) * n // 4] for q in range(4)]
+    return [(statistics.median(t for t, _ in part), statistics.median(v for _, v in part)) for part in parts]

@@ -3,7 +3,6 @@ outbox depth, every `every` s."""
 
 from __future__ import annotations
 
-import statistics
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -13,7 +12,7 @@ from typing import Any
 import httpx
 
 from bench.common.machine import db_size, fd_kinds, open_fds, tree_status_kib
-from bench.common.stats import least_squares_slope, slope_per_hour
+from bench.common.stats import least_squares_slope, quarter_medians, slope_per_hour
 from daemon.testing.harness import Golem
 
 from .load import Load, now
@@ -80,16 +79,6 @@ class Sampler:
     def run(self, t0: float) -> None:
         while not self.stop.wait(self.every):
             self.sample(t0)
-
-
-def quarter_medians(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """The window's points cut into four quarters by count: each quarter's middle time and its
-    median value (no quarters with fewer than 8 points)."""
-    if len(points) < 8:
-        return []
-    n = len(points)
-    parts = [points[q * n // 4:(q + 1) * n // 4] for q in range(4)]
-    return [(statistics.median(t for t, _ in part), statistics.median(v for _, v in part)) for part in parts]
 
 
 def resources(sampler: Sampler, *, warmup: float, settle: float) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """The soak's verdict on descriptors (bench/bench_soak.py `check`, bench/soak/samples.py
-`resources`), on samples made up here: files and pipes are judged by their slope, sockets —
+`resources`, `bench.common.stats.quarter_medians`), on samples made up here: files and pipes are judged by their slope, sockets —
 connections, which come and go with the load — by the slope of their quarter medians, so a
 burst's API connections are not read as growth but sockets that pile up are."""
 
@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import Any, cast
 
 from bench import bench_soak
+from bench.common.stats import quarter_medians
 from bench.soak.load import Load
-from bench.soak.samples import Sampler, quarter_medians, resources
+from bench.soak.samples import Sampler, resources
 
 HOUR = 3600.0
 
