@@ -1,7 +1,8 @@
 """The soak's verdict on descriptors (bench/bench_soak.py `check`, bench/soak/samples.py
-`resources`, `bench.common.stats.quarter_medians`), on samples made up here: files and pipes are judged by their slope, sockets —
-connections, which come and go with the load — by the slope of their quarter medians, so a
-burst's API connections are not read as growth but sockets that pile up are."""
+`resources`, bench/common/stats.py `quarter_medians`), on samples made up here: files and pipes
+are judged by their slope, sockets — connections, which come and go with the load — by the slope
+of their quarter medians, so a burst's API connections are not read as growth but sockets that
+pile up are."""
 
 from __future__ import annotations
 
