@@ -7,7 +7,7 @@ that names the bad value and what to do next.
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "Conflict", "DaemonError", "NotFound", "StoreError", "UsageError"]
+__all__ = ["ConfigError", "Conflict", "DaemonError", "NotFound", "StoreBusy", "StoreError", "UsageError"]
 
 
 class DaemonError(Exception):
@@ -37,3 +37,8 @@ class ConfigError(UsageError):
 
 class StoreError(DaemonError):
     """The Grimoire could not be opened or used (corrupt, newer schema, locked)."""
+
+
+class StoreBusy(StoreError):
+    """A write could not begin: another connection holds the store's write lock (past the busy
+    timeout, or at once where the caller chose not to wait). Nothing was written."""

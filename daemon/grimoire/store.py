@@ -43,7 +43,7 @@ from crdt import (
 from crdt.ops import SlotKind
 from crdt.replica import MAX_BATCH_BYTES, MAX_BATCH_OPS, Gate, context_digest, sendable, signed_digest
 from crdt.seals import Seal
-from daemon.errors import NotFound, StoreError
+from daemon.errors import NotFound, StoreBusy, StoreError
 
 from .belief import Belief
 from .evidence_store import date_refuted, refute_turns, refuted_candidates
@@ -75,6 +75,9 @@ class LocalIdentity(Protocol):
     def peer_id(self) -> str: ...
 
     def sign(self, message: bytes) -> bytes: ...
+
+
+WAL_AUTOCHECKPOINT_PAGES = 1_000  # SQLite's default: a commit past this many WAL pages checkpoints
 
 
 def wall_clock_ms() -> int:
@@ -240,7 +243,8 @@ class Grimoire(EntryReads, RoomWrites, StyxRoom):
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as exc:
-                raise StoreError(f"{self.path}: {exc}; another writer holds the lock, retry later") from None
+                error = StoreBusy if _is_busy(exc) else StoreError
+                raise error(f"{self.path}: {exc}; another writer holds the lock, retry later") from None
             self._open_writes = 1
             try:
                 yield self._conn
@@ -254,6 +258,23 @@ class Grimoire(EntryReads, RoomWrites, StyxRoom):
         finally:
             if not durable:
                 self._conn.execute("PRAGMA synchronous = FULL")
+
+    @contextmanager
+    def not_waiting(self) -> Iterator[None]:
+        """Within, outside any transaction: this connection does not wait for a lock another
+        connection holds (busy timeout 0: a write that cannot begin raises `StoreBusy` at once,
+        nothing written) and does not checkpoint the WAL when it commits (the next commit
+        outside does, past SQLite's usual `WAL_AUTOCHECKPOINT_PAGES`). With `durable=False`
+        writes, nothing within waits for the disk either: what the daemon may run on its event
+        loop's own thread (service/store_access.py, `on_writer_short`)."""
+        (busy_ms,) = self._conn.execute("PRAGMA busy_timeout").fetchone()
+        self._conn.execute("PRAGMA busy_timeout = 0")
+        self._conn.execute("PRAGMA wal_autocheckpoint = 0")
+        try:
+            yield
+        finally:
+            self._conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
+            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
 
     def _next_timestamp(self, conn: sqlite3.Connection) -> Timestamp:
         """A fresh HLC reading above every one this file has issued (call inside `_write`)."""

@@ -56,6 +56,7 @@ __all__ = ["APPLY_BATCH", "Broadcast", "PendingBytes"]
 log = logging.getLogger("clade.p2p")
 
 APPLY_BATCH = 64  # gossip messages joined in one transaction at most
+SHORT_JOIN_OPS = 8  # a join of this many ops or fewer runs on the trio thread (`on_writer_short`)
 INLINE_OPEN_BYTES = 8 * 1024  # a message this small, alone, is opened on the trio thread (`_validate`)
 WITHHELD_ALONE_S = 1.0  # a declaration with no op waits this long after our last publish (batches private writes)
 RECENT_MESSAGES = 4096  # message ids kept in `_accepted` and in `_delivered`
@@ -316,8 +317,11 @@ class Broadcast(NodePart):
                        if opened.shipped is not None and opened.shipped.vectors]
             for _, opened in batch:  # out of the queue: the ops above are all that is held now
                 self.pending.release(opened.sender, opened.size)
+            # A golem's usual gossip (a warning is two ops) is joined on this thread: handing it
+            # to the writer thread cost more than the join (StoreAccess.on_writer_short).
+            on_writer = self.daemon.on_writer_short if len(ops) <= SHORT_JOIN_OPS else self.daemon.on_writer
             try:
-                report, used = await self.daemon.on_writer(functools.partial(
+                report, used = await on_writer(functools.partial(
                     join_gossip, delta=delta, withheld=withheld, local_replica=self.me, max_skew_ms=self.max_skew_ms,
                     shipping=shipping, shipped=shipped))
             except STORE_ERRORS as exc:  # a failed apply loses nothing: anti-entropy resends

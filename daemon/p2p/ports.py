@@ -52,6 +52,11 @@ class DaemonPort(Protocol):
         """Run `fn(store)` on the single writer thread (one call at a time, in order)."""
         ...
 
+    async def on_writer_short(self, fn: Callable[[Grimoire], T]) -> T:
+        """`on_writer` for a short join that does not wait for the disk (a few gossip ops): run
+        on the calling thread once the writer is free (service/store_access.py)."""
+        ...
+
     async def on_reader(self, fn: Callable[[Grimoire], T]) -> T:
         """Run `fn(reader)` on a reader thread, over a read-only connection, never behind the
         writer (`fn` must not write)."""

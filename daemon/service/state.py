@@ -144,6 +144,11 @@ class DaemonState:
         """Run `fn(store)` on the single writer thread (see `StoreAccess.on_writer`)."""
         return await self.access.on_writer(fn)
 
+    async def on_writer_short(self, fn: Callable[[Grimoire], T]) -> T:
+        """Run a short, non-durable `fn(store)` on this thread once the writer is free (see
+        `StoreAccess.on_writer_short`)."""
+        return await self.access.on_writer_short(fn)
+
     async def on_reader(self, fn: Callable[[Grimoire], T]) -> T:
         """Run `fn(reader)` on a reader thread, read-only (see `StoreAccess.on_reader`)."""
         return await self.access.on_reader(fn)

@@ -1,26 +1,32 @@
 """The store behind its two doors: one writer thread and a few reader threads.
 
 SQLite sees one writer: every write runs through `on_writer`, on a worker thread with a
-capacity of one, so the trio loop never blocks on disk (nor on anything else `fn` does).
+capacity of one, so the trio loop never blocks on disk (nor on anything else `fn` does). The
+one exception is `on_writer_short`: a join of a few gossip ops, which commits without waiting
+for the disk, runs on the loop's own thread once the writer is free, as handing it to the
+worker thread and back costs more CPU than the join itself.
 Reads (search, digest, status, listings) run through `on_reader`, on read-only connections of
 their own: in WAL mode they never wait for the writer, and up to `READERS` run side by side.
 """
 
 from __future__ import annotations
 
+import functools
 import queue
 from collections.abc import Callable
 from typing import TypeVar
 
 import trio
 
+from daemon.errors import StoreBusy
 from daemon.grimoire import Grimoire
 from daemon.grimoire.store import wall_clock_ms
 
-__all__ = ["READERS", "StoreAccess"]
+__all__ = ["READERS", "SHORT_WRITES_PER_CHECKPOINT", "StoreAccess"]
 
 T = TypeVar("T")
 READERS = 3  # read connections; 2 cores: more only queue
+SHORT_WRITES_PER_CHECKPOINT = 32  # every this many `on_writer_short` calls, one runs on the writer thread
 
 
 class StoreAccess:
@@ -37,9 +43,12 @@ class StoreAccess:
         self._readers: queue.SimpleQueue[Grimoire] = queue.SimpleQueue()
         self._all_readers: list[Grimoire] = []
         self._after_write: list[Callable[[Grimoire], None]] = []
+        self._short_writes = 0
+        self.short_writes_on_thread = 0  # `on_writer_short` calls run on the writer thread instead (every 32nd, locked)
 
     def after_write(self, hook: Callable[[Grimoire], None]) -> None:
-        """Call `hook(store)` on the writer thread after every `on_writer` call, once its work is
+        """Call `hook(store)` after every `on_writer` call, on the writer thread (after an
+        `on_writer_short` call, on the thread that ran it), once its work is
         committed (the vector index publishes what changed: service/index.py). A hook must not
         raise."""
         self._after_write.append(hook)
@@ -51,15 +60,43 @@ class StoreAccess:
         sees every write of the calls before it. Waiting callers can be cancelled; a call
         already running finishes (SQLite work is never abandoned halfway). The `after_write`
         hooks run in the same call, after `fn`, whether it wrote or failed."""
-        def run() -> T:
-            try:
-                return fn(self.store)
-            finally:
-                if not self.store.in_transaction:
-                    for hook in self._after_write:
-                        hook(self.store)
+        return await trio.to_thread.run_sync(functools.partial(self._run, fn), limiter=self._writer)
 
-        return await trio.to_thread.run_sync(run, limiter=self._writer)
+    async def on_writer_short(self, fn: Callable[[Grimoire], T]) -> T:
+        """`on_writer` for a short write that does not wait for the disk (a few gossip ops
+        joined with `durable=False`): once the writer is free, `fn(store)` and the
+        `after_write` hooks run on the calling (trio) thread, in turn with `on_writer` calls.
+        Handing a received warning's join to the writer thread and back cost ~0.4 ms of CPU,
+        more than a third of the join (bench/RESULTS.md, 2026-11-30 "A received warning joined
+        on the loop's thread").
+
+        Meanwhile the connection neither waits for a lock nor checkpoints the WAL
+        (`Grimoire.not_waiting`). If another process holds the store's lock, the call runs on
+        the writer thread instead, which waits the busy timeout; so does every
+        `SHORT_WRITES_PER_CHECKPOINT`-th call, whose commit checkpoints as usual, so a golem
+        that only receives still keeps its WAL short. `fn` must be short, must not wait for
+        the disk, and must leave nothing behind when it raises (one transaction): it may run
+        twice."""
+        self._short_writes += 1
+        async with self._writer:
+            if self._short_writes % SHORT_WRITES_PER_CHECKPOINT:
+                try:
+                    with self.store.not_waiting():
+                        return self._run(fn)
+                except StoreBusy:
+                    pass  # another process holds the lock: wait for it off the loop
+            self.short_writes_on_thread += 1
+            # The limiter is held here, so the writer thread is ours: no limiter of its own.
+            return await trio.to_thread.run_sync(functools.partial(self._run, fn))
+
+    def _run(self, fn: Callable[[Grimoire], T]) -> T:
+        """`fn(store)`, then the `after_write` hooks once no transaction is open."""
+        try:
+            return fn(self.store)
+        finally:
+            if not self.store.in_transaction:
+                for hook in self._after_write:
+                    hook(self.store)
 
     def open_readers(self) -> None:
         """Open the `READERS` read connections now rather than on first need (the daemon calls

@@ -45,6 +45,9 @@ class _Clock:
     async def on_writer(self, fn: Any) -> Any:
         raise AssertionError("the validator does not touch the store")
 
+    async def on_writer_short(self, fn: Any) -> Any:
+        raise AssertionError("the validator does not touch the store")
+
     async def on_reader(self, fn: Any) -> Any:
         raise AssertionError("the validator does not touch the store")
 

@@ -59,6 +59,9 @@ class FakeDaemon:
     async def on_writer(self, fn: Callable[[Any], Any]) -> Any:
         raise AssertionError("the store is not used here")
 
+    async def on_writer_short(self, fn: Callable[[Any], Any]) -> Any:
+        raise AssertionError("the store is not used here")
+
     async def on_reader(self, fn: Callable[[Any], Any]) -> Any:
         raise AssertionError("the store is not used here")
 

@@ -1,23 +1,29 @@
 """Two of the daemon's parts on their own (daemon/service/hub.py, daemon/service/store_access.py):
-the event hub's delivery, counting and dropping; the writer's order and the readers' refusal to write."""
+the event hub's delivery, counting and dropping; the writer's order, short joins on the loop's
+thread, and the readers' refusal to write."""
 
 from __future__ import annotations
 
+import functools
+import itertools
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
-from crdt import Kind
+from crdt import CausalContext, Delta, EntryBody, Kind, Mutator, Timestamp
 from crypto import Identity
 from daemon.grimoire import Grimoire, NewEntry
+from daemon.grimoire.ingest import join_gossip
+from daemon.grimoire.store import WAL_AUTOCHECKPOINT_PAGES, wall_clock_ms
 from daemon.service.hub import SUBSCRIBER_BUFFER, EventHub
-from daemon.service.store_access import READERS, StoreAccess
+from daemon.service.store_access import READERS, SHORT_WRITES_PER_CHECKPOINT, StoreAccess
 from tests.helpers.seed import seed_one
 
 
@@ -89,6 +95,78 @@ async def test_writes_run_one_at_a_time_off_the_trio_thread(store: Grimoire) -> 
     assert most == 1  # never two writes at once
     assert len(ids) == 10 and {e.id for e in listed} == set(ids)
     assert threads and threading.get_ident() not in threads  # never on the trio thread
+
+
+ME = Identity(b"\x21" * 32)
+SIB = Identity(b"\x33" * 32)
+_SEQ = itertools.count(1)
+
+
+def _gossip(content: str) -> tuple[str, Callable[[Grimoire], object]]:
+    """A sibling's new entry as gossip brings it: its id, and its join (two ops, not durable)."""
+    now = Timestamp(wall_clock_ms())  # within the join's allowed skew
+    body = EntryBody(author=SIB.peer_id, kind=Kind.WARNING, content=content, created=now)
+    ops = Mutator(SIB.peer_id, SIB.sign, next_seq=lambda: next(_SEQ), now=lambda: now).create(body, 0.8)
+    return body.id, functools.partial(join_gossip, delta=Delta(tuple(ops), CausalContext()),
+                                      withheld=CausalContext(), local_replica=ME.peer_id, max_skew_ms=60_000,
+                                      shipping=None, shipped=())
+
+
+async def test_a_short_join_runs_on_the_loops_thread_and_every_32nd_on_the_writers(store: Grimoire) -> None:
+    access = StoreAccess(store, busy_timeout_ms=lambda: 1_000)
+    ran_on: list[int] = []
+    hooked_on: list[int] = []
+    access.after_write(lambda s: hooked_on.append(threading.get_ident()))
+
+    def join(fn: Callable[[Grimoire], object], s: Grimoire) -> object:
+        ran_on.append(threading.get_ident())
+        return fn(s)
+
+    ids = []
+    try:
+        for n in range(2 * SHORT_WRITES_PER_CHECKPOINT):
+            entry_id, fn = _gossip(f"pool {n} drained by a sandwich")
+            ids.append(entry_id)
+            await access.on_writer_short(functools.partial(join, fn))
+        stored = {e.id for e in await access.on_reader(lambda r: r.list_entries(limit=1_000))}
+    finally:
+        access.close()
+    loop = threading.get_ident()
+    assert stored == set(ids)
+    off_loop = [n + 1 for n, thread in enumerate(ran_on) if thread != loop]
+    assert off_loop == [SHORT_WRITES_PER_CHECKPOINT, 2 * SHORT_WRITES_PER_CHECKPOINT]
+    assert access.short_writes_on_thread == 2
+    assert hooked_on == ran_on  # each call's hooks, where it ran
+    # Back to the store's own settings after each short write on the loop.
+    assert store.connection.execute("PRAGMA busy_timeout").fetchone()[0] == 10_000
+    assert store.connection.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == WAL_AUTOCHECKPOINT_PAGES
+
+
+async def test_a_short_join_on_a_store_another_process_locked_waits_off_the_loop(store: Grimoire) -> None:
+    """The loop never waits the busy timeout: the join goes to the writer thread, which does,
+    and lands once the other writer lets go."""
+    access = StoreAccess(store, busy_timeout_ms=lambda: 1_000)
+    other = sqlite3.connect(store.path, isolation_level=None)
+    entry_id, fn = _gossip("a router that front-runs")
+    done = trio.Event()
+
+    async def join() -> None:
+        await access.on_writer_short(fn)
+        done.set()
+
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        with trio.fail_after(5):  # the store's busy timeout is 10 s: waiting on the loop would trip this
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(join)
+                await trio.testing.wait_all_tasks_blocked()
+                assert not done.is_set() and access.short_writes_on_thread == 1
+                assert await access.on_reader(lambda r: r.rows_by_id("id", [entry_id])) == []
+                other.execute("COMMIT")
+        assert (await access.on_reader(lambda r: r.get(entry_id))).id == entry_id
+    finally:
+        other.close()
+        access.close()
 
 
 async def test_a_reader_refuses_to_write_and_never_waits_for_the_writer(store: Grimoire) -> None:
