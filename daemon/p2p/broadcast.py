@@ -318,7 +318,7 @@ class Broadcast(NodePart):
             for _, opened in batch:  # out of the queue: the ops above are all that is held now
                 self.pending.release(opened.sender, opened.size)
             # A golem's usual gossip (a warning is two ops) is joined on this thread: handing it
-            # to the writer thread cost more than the join (StoreAccess.on_writer_short).
+            # to the writer thread and back took longer than the join (StoreAccess.on_writer_short).
             on_writer = self.daemon.on_writer_short if len(ops) <= SHORT_JOIN_OPS else self.daemon.on_writer
             try:
                 report, used = await on_writer(functools.partial(

@@ -3,8 +3,8 @@
 SQLite sees one writer: every write runs through `on_writer`, on a worker thread with a
 capacity of one, so the trio loop never blocks on disk (nor on anything else `fn` does). The
 one exception is `on_writer_short`: a join of a few gossip ops, which commits without waiting
-for the disk, runs on the loop's own thread once the writer is free, as handing it to the
-worker thread and back costs more CPU than the join itself.
+for the disk, runs on the loop's own thread once the writer is free: handing it to the worker
+thread and back held each received warning ~3 ms longer than the join itself takes (~1 ms).
 Reads (search, digest, status, listings) run through `on_reader`, on read-only connections of
 their own: in WAL mode they never wait for the writer, and up to `READERS` run side by side.
 """
@@ -66,9 +66,10 @@ class StoreAccess:
         """`on_writer` for a short write that does not wait for the disk (a few gossip ops
         joined with `durable=False`): once the writer is free, `fn(store)` and the
         `after_write` hooks run on the calling (trio) thread, in turn with `on_writer` calls.
-        Handing a received warning's join to the writer thread and back cost ~0.4 ms of CPU,
-        more than a third of the join (bench/RESULTS.md, 2026-11-30 "A received warning joined
-        on the loop's thread").
+        A received warning's join takes ~1 ms; handing it to the writer thread and back held
+        the warning ~3 ms longer (the worker waits for the GIL while the loop runs) for the
+        same CPU: a sibling's p50 went from 1.75–2.28× the raw GossipSub probe to 1.33–1.44×
+        (bench/RESULTS.md, 2026-11-30, "received gossip joined on the loop's thread").
 
         Meanwhile the connection neither waits for a lock nor checkpoints the WAL
         (`Grimoire.not_waiting`). If another process holds the store's lock, the call runs on
