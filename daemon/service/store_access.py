@@ -67,9 +67,9 @@ class StoreAccess:
         joined with `durable=False`): once the writer is free, `fn(store)` and the
         `after_write` hooks run on the calling (trio) thread, in turn with `on_writer` calls.
         A received warning's join takes ~1 ms; handing it to the writer thread and back held
-        the warning ~3 ms longer (the worker waits for the GIL while the loop runs) for the
-        same CPU: a sibling's p50 went from 1.75–2.28× the raw GossipSub probe to 1.33–1.44×
-        (bench/RESULTS.md, 2026-11-30, "received gossip joined on the loop's thread").
+        the warning ~3 ms longer for the same CPU: a sibling's p50 went from 1.75–2.28× the
+        raw GossipSub probe to 1.33–1.44× (bench/RESULTS.md, 2026-11-30, "received gossip
+        joined on the loop's thread").
 
         Meanwhile the connection neither waits for a lock nor checkpoints the WAL
         (`Grimoire.not_waiting`). If another process holds the store's lock, the call runs on
@@ -79,8 +79,9 @@ class StoreAccess:
         the disk, and must leave nothing behind when it raises (one transaction): it may run
         twice."""
         self._short_writes += 1
+        turn = self._short_writes
         async with self._writer:
-            if self._short_writes % SHORT_WRITES_PER_CHECKPOINT:
+            if turn % SHORT_WRITES_PER_CHECKPOINT:
                 try:
                     with self.store.not_waiting():
                         return self._run(fn)
