@@ -254,6 +254,11 @@ class VectorIndex:
                 self._publish()
             return self.current
 
+    def headroom(self) -> int:
+        """Rows that can be added before the buffer is replaced (`_room_for`: a copy of every
+        row, or a compaction)."""
+        return int(self._buffer.shape[0]) - len(self._ids)
+
     def _read_changes(self, store: Grimoire) -> bool:
         clause, params = model_clause(self.info)
         conn = store.connection

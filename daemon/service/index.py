@@ -28,9 +28,10 @@ if TYPE_CHECKING:
     from daemon.grimoire import Grimoire
     from daemon.service.store_access import StoreAccess
 
-__all__ = ["SharedIndex"]
+__all__ = ["SHORT_ROOM", "SharedIndex"]
 
 log = logging.getLogger("clade.search")
+SHORT_ROOM = 64  # index rows a short write's refresh may add without a new buffer (it adds ≤ 8)
 
 
 class SharedIndex:
@@ -45,6 +46,7 @@ class SharedIndex:
         self._missed = False
         self._load_lock = trio.Lock()
         access.after_write(self.after_write)
+        access.short_while(self.refresh_is_short)
 
     def current(self) -> IndexSnapshot | None:
         """The current snapshot, None before the first load."""
@@ -64,6 +66,14 @@ class SharedIndex:
                 await self.access.on_reader(lambda r: self._refresh(fresh, r))
                 self.counters["vector_index_loads"] += 1
             return fresh.current
+
+    def refresh_is_short(self) -> bool:
+        """Whether the refresh after a short write (`StoreAccess.on_writer_short`, ≤ 8 ops
+        joined on the loop's thread) stays short: not when fewer than `SHORT_ROOM` rows are left
+        before the index replaces its buffer (a copy of every vector: ~73 MB and tens of
+        milliseconds at 50,000 entries), which then happens on the writer thread."""
+        index = self._index
+        return index is None or not index.published or index.headroom() >= SHORT_ROOM
 
     def after_write(self, store: Grimoire) -> None:
         """After a commit, on the writer thread: publish what changed (no index loaded yet: nothing

@@ -43,8 +43,10 @@ class StoreAccess:
         self._readers: queue.SimpleQueue[Grimoire] = queue.SimpleQueue()
         self._all_readers: list[Grimoire] = []
         self._after_write: list[Callable[[Grimoire], None]] = []
+        self._short_while: list[Callable[[], bool]] = []
         self._short_writes = 0
         self.short_writes_on_thread = 0  # `on_writer_short` calls run on the writer thread instead (every 32nd, locked)
+        self.short_writes_held_long = 0  # of which because a hook's next call would be long (`short_while`)
 
     def after_write(self, hook: Callable[[Grimoire], None]) -> None:
         """Call `hook(store)` after every `on_writer` call, on the writer thread (after an
@@ -52,6 +54,14 @@ class StoreAccess:
         committed (the vector index publishes what changed: service/index.py). A hook must not
         raise."""
         self._after_write.append(hook)
+
+    def short_while(self, check: Callable[[], bool]) -> None:
+        """An `on_writer_short` call runs on the loop's thread only while `check()` is true,
+        else on the writer thread: how a hook says its work after the next short write would not
+        be short (the vector index's next row needs a new buffer: a copy of every vector, tens of
+        milliseconds at 50,000 entries, service/index.py). Called on the loop's thread, with
+        the writer held; must be cheap and must not raise."""
+        self._short_while.append(check)
 
     async def on_writer(self, fn: Callable[[Grimoire], T]) -> T:
         """Run `fn(store)` on the single writer thread and return its result.
@@ -77,11 +87,13 @@ class StoreAccess:
         `SHORT_WRITES_PER_CHECKPOINT`-th call, whose commit checkpoints as usual, so a golem
         that only receives still keeps its WAL short. `fn` must be short, must not wait for
         the disk, and must leave nothing behind when it raises (one transaction): it may run
-        twice."""
+        twice. So does every call made while a `short_while` check says no."""
         self._short_writes += 1
         turn = self._short_writes
         async with self._writer:
-            if turn % SHORT_WRITES_PER_CHECKPOINT:
+            short = all(check() for check in self._short_while)
+            self.short_writes_held_long += not short
+            if short and turn % SHORT_WRITES_PER_CHECKPOINT:
                 try:
                     with self.store.not_waiting():
                         return self._run(fn)

@@ -13,16 +13,21 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import trio
 import trio.testing
 
 from crdt import CausalContext, Delta, EntryBody, Kind, Mutator, Timestamp
 from crypto import Identity
+from daemon.embedding.check_plan import CheckPlan
+from daemon.embedding.embedder import expected_info
+from daemon.embedding.shipped import Shipped, VectorShipping
 from daemon.grimoire import Grimoire, NewEntry
 from daemon.grimoire.ingest import join_gossip
 from daemon.grimoire.store import WAL_AUTOCHECKPOINT_PAGES, wall_clock_ms
 from daemon.service.hub import SUBSCRIBER_BUFFER, EventHub
+from daemon.service.index import SHORT_ROOM, SharedIndex
 from daemon.service.store_access import READERS, SHORT_WRITES_PER_CHECKPOINT, StoreAccess
 from tests.helpers.seed import seed_one
 
@@ -102,14 +107,19 @@ SIB = Identity(b"\x33" * 32)
 _SEQ = itertools.count(1)
 
 
-def _gossip(content: str) -> tuple[str, Callable[[Grimoire], object]]:
-    """A sibling's new entry as gossip brings it: its id, and its join (two ops, not durable)."""
+def _gossip(content: str, shipping: VectorShipping | None = None) -> tuple[str, Callable[[Grimoire], object]]:
+    """A sibling's new entry as gossip brings it: its id, and its join (two ops, not durable;
+    with `shipping`, the vector its author shipped, a random unit one)."""
     now = Timestamp(wall_clock_ms())  # within the join's allowed skew
     body = EntryBody(author=SIB.peer_id, kind=Kind.WARNING, content=content, created=now)
     ops = Mutator(SIB.peer_id, SIB.sign, next_seq=lambda: next(_SEQ), now=lambda: now).create(body, 0.8)
+    shipped: tuple[tuple[str, Shipped], ...] = ()
+    if shipping is not None:
+        vec = np.random.default_rng(next(_SEQ)).standard_normal(shipping.info.dim).astype(np.float32)
+        shipped = ((SIB.peer_id, Shipped(shipping.space, {body.id: vec / np.linalg.norm(vec)})),)
     return body.id, functools.partial(join_gossip, delta=Delta(tuple(ops), CausalContext()),
                                       withheld=CausalContext(), local_replica=ME.peer_id, max_skew_ms=60_000,
-                                      shipping=None, shipped=())
+                                      shipping=shipping, shipped=shipped)
 
 
 async def test_a_short_join_runs_on_the_loops_thread_and_every_32nd_on_the_writers(store: Grimoire) -> None:
@@ -140,6 +150,41 @@ async def test_a_short_join_runs_on_the_loops_thread_and_every_32nd_on_the_write
     # Back to the store's own settings after each short write on the loop.
     assert store.connection.execute("PRAGMA busy_timeout").fetchone()[0] == 10_000
     assert store.connection.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == WAL_AUTOCHECKPOINT_PAGES
+
+
+async def test_a_short_join_whose_index_refresh_needs_a_new_buffer_runs_on_the_writers_thread(
+        store: Grimoire) -> None:
+    """Replacing the vector index's buffer copies every vector: the short join that would need
+    it is handed to the writer thread, and the joins after it, with room again, stay on the loop."""
+    info = expected_info("sentence-transformers/all-MiniLM-L6-v2")
+    assert info is not None
+    shipping = VectorShipping(info, CheckPlan.flat(0.0))
+    access = StoreAccess(store, busy_timeout_ms=lambda: 1_000)
+    index = SharedIndex(access, Counter())
+    ran_on: list[int] = []
+
+    def join(fn: Callable[[Grimoire], object], s: Grimoire) -> object:
+        ran_on.append(threading.get_ident())
+        return fn(s)
+
+    try:
+        for n in range(SHORT_ROOM + 6):  # stored before the index loads: the load sizes it to fit them
+            await access.on_writer(_gossip(f"stored {n}", shipping)[1])
+        loaded = await index.loaded(info)
+        assert index._index is not None and index._index.headroom() == 0 and len(loaded) == SHORT_ROOM + 6
+        ids = []
+        for n in range(3):
+            entry_id, fn = _gossip(f"joined {n}", shipping)
+            ids.append(entry_id)
+            await access.on_writer_short(functools.partial(join, fn))
+        current = index.current()
+    finally:
+        access.close()
+    loop = threading.get_ident()
+    assert [thread == loop for thread in ran_on] == [False, True, True]
+    assert access.short_writes_held_long == 1 and access.short_writes_on_thread == 1
+    assert current is not None and all(current.vector(i) is not None for i in ids)  # each refresh published it
+    assert index._index.headroom() >= SHORT_ROOM
 
 
 async def test_a_short_join_on_a_store_another_process_locked_waits_off_the_loop(store: Grimoire) -> None:
