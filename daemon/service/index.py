@@ -70,8 +70,8 @@ class SharedIndex:
     def refresh_is_short(self) -> bool:
         """Whether the refresh after a short write (`StoreAccess.on_writer_short`, ≤ 8 ops
         joined on the loop's thread) stays short: not when fewer than `SHORT_ROOM` rows are left
-        before the index replaces its buffer (a copy of every vector: ~73 MB and tens of
-        milliseconds at 50,000 entries), which then happens on the writer thread."""
+        before the index replaces its buffer (a copy of every vector: 73 MiB and 37–468 ms at
+        50,000 entries, bench/RESULTS.md), which then happens on the writer thread."""
         index = self._index
         return index is None or not index.published or index.headroom() >= SHORT_ROOM
 

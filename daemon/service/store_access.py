@@ -58,8 +58,8 @@ class StoreAccess:
     def short_while(self, check: Callable[[], bool]) -> None:
         """An `on_writer_short` call runs on the loop's thread only while `check()` is true,
         else on the writer thread: how a hook says its work after the next short write would not
-        be short (the vector index's next row needs a new buffer: a copy of every vector, tens of
-        milliseconds at 50,000 entries, service/index.py). Called on the loop's thread, with
+        be short (the vector index's next row needs a new buffer: a copy of every vector, 37–468 ms
+        at 50,000 entries, service/index.py). Called on the loop's thread, with
         the writer held; must be cheap and must not raise."""
         self._short_while.append(check)
 
