@@ -91,9 +91,11 @@ class StoreAccess:
         self._short_writes += 1
         turn = self._short_writes
         async with self._writer:
-            short = all(check() for check in self._short_while)
-            self.short_writes_held_long += not short
-            if short and turn % SHORT_WRITES_PER_CHECKPOINT:
+            short = bool(turn % SHORT_WRITES_PER_CHECKPOINT)
+            if short and not all(check() for check in self._short_while):
+                short = False
+                self.short_writes_held_long += 1
+            if short:
                 try:
                     with self.store.not_waiting():
                         return self._run(fn)
