@@ -72,6 +72,12 @@ class Sampler:
                 for key in HEAP_KEYS:  # where the daemon's own memory is: in use, kept free, mapped, SQLite
                     if isinstance(memory.get(key), (int, float)):
                         figures[key] = float(memory[key])
+                # Connections to siblings, and siblings with more than one (a simultaneous dial's):
+                # what the socket count should follow.
+                peers = golem.call("GET", "/v1/peers").get("peers") or []
+                counts = [int(p.get("connections") or 0) for p in peers if isinstance(p, dict)]
+                figures["connections"] = float(sum(counts))
+                figures["doubled_peers"] = float(sum(1 for c in counts if c > 1))
             except (RuntimeError, httpx.HTTPError, ValueError):
                 pass
             self.samples.setdefault(golem.name, []).append(figures)

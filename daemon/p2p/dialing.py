@@ -31,7 +31,7 @@ import trio
 
 from daemon.grimoire import atomic_write
 
-from .neighbourhood import DEFAULT_TARGET, cap_for, plan
+from .neighbourhood import DEFAULT_TARGET, cap_for, duplicates_to_close, plan
 from .part import NodePart
 from .peers import PeerBook, PeerRecord, redial_delay
 from .ports import DaemonPort, Links, internal_error
@@ -84,14 +84,18 @@ class Dialing(NodePart):
     `ValueError` if it cannot; `dial_errors` are the exceptions a failed dial may raise.
     `target` and `rotate_s` shape the neighbourhood (`[p2p] neighbours`, `rotate_s`);
     `busy()` names the siblings a pull is running from (dropped last; the node wires it to
-    catch-up).
+    catch-up). `regreet(peer)` says hello again over the connection left after a duplicate
+    was closed, and pulls (the node wires it to admission): the proof of membership each end
+    holds may have been made on the closed one (`gate.MemberGate`), and a gossip message
+    written into a stream on it as it closed is lost to that peer.
     """
 
     def __init__(self, daemon: DaemonPort, links: Links, book: PeerBook, *, me: str, known_path: Path,
                  rng: random.Random, parse_addr: Callable[[str], tuple[str, str]],
                  dial_errors: tuple[type[Exception], ...], target: int = DEFAULT_TARGET,
                  rotate_s: float = DEFAULT_ROTATE_S,
-                 busy: Callable[[], AbstractSet[str]] = frozenset) -> None:
+                 busy: Callable[[], AbstractSet[str]] = frozenset,
+                 regreet: Callable[[str], None] = lambda peer_id: None) -> None:
         super().__init__(daemon, links, book)
         self.me = me
         self.known_path = known_path
@@ -102,10 +106,13 @@ class Dialing(NodePart):
         self.cap = cap_for(target)
         self.rotate_s = rotate_s
         self.busy = busy
+        self.regreet = regreet
         self.pinned: set[str] = set()  # the operator's `clade peers connect`: always dialed, never dropped
         self._connected_at: dict[str, float] = {}  # trio.current_time() a sibling's connection opened
         self._dropping: set[str] = set()  # neighbours the policy is closing
         self._dialing: set[str] = set()  # peer ids with a dial in flight
+        self._duplicated_at: dict[str, float] = {}  # trio.current_time() a second connection was first seen
+        self._closing_duplicates: set[str] = set()  # peers whose duplicate connection is being closed
         self._wake = trio.Event()  # set when the book changed in a way the dialer must see
         self._nursery: trio.Nursery | None = None
         self._save_lock = trio.Lock()  # one `save_known` writes at a time
@@ -303,9 +310,45 @@ class Dialing(NodePart):
                 for peer_id in decided.drop:
                     self._dropping.add(peer_id)
                     nursery.start_soon(self._let_go, peer_id, rotate and bool(decided.dial))
+                wait = min(wait, self._settle_duplicates(now, nursery))
                 self._wake = trio.Event()
                 with trio.move_on_after(max(wait, 0.05)):
                     await self._wake.wait()
+
+    def _settle_duplicates(self, now: float, nursery: trio.Nursery) -> float:
+        """Close the connections `neighbourhood.duplicates_to_close` names, once a neighbour has
+        had two for `FRESH_S` (its hellos and first pulls are over by then); returns how long
+        until the next one is due (`IDLE_WAKE_S` if none is)."""
+        wait = IDLE_WAKE_S
+        doubled = set()
+        for peer_id in self.neighbours():
+            connections = self.links.connections(peer_id)
+            if len(connections) < 2:
+                continue
+            doubled.add(peer_id)
+            since = self._duplicated_at.setdefault(peer_id, now)
+            if now - since < FRESH_S:
+                wait = min(wait, since + FRESH_S - now)
+                continue
+            close = duplicates_to_close(self.me, peer_id, connections)
+            if close and peer_id not in self._closing_duplicates:
+                self._closing_duplicates.add(peer_id)
+                nursery.start_soon(self._close_duplicates, peer_id, close)
+        for peer_id in set(self._duplicated_at) - doubled:
+            del self._duplicated_at[peer_id]
+        return wait
+
+    async def _close_duplicates(self, peer_id: str, keys: list[int]) -> None:
+        try:
+            for key in keys:
+                await self.links.close_connection(peer_id, key)
+                self.counters["duplicate_connections_closed"] += 1
+            log.debug("closed %d duplicate connection(s) to %s", len(keys), peer_id)
+            if self.links.connected(peer_id):
+                self.regreet(peer_id)
+        finally:
+            self._closing_duplicates.discard(peer_id)
+            self._wake.set()
 
     async def _let_go(self, peer_id: str, rotated: bool) -> None:
         """Close a neighbour the plan dropped; it rests `rotate_s` before this golem dials it

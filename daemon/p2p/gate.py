@@ -208,10 +208,20 @@ class GatedPubsub(Pubsub):
         Pubsub noticed the old one die) is dropped first: Pubsub would otherwise keep writing
         into it and never send the peer our subscriptions, so the peer would leave us out of
         its mesh and gossip from it would stop until the next restart."""
-        stream = self.peers.get(peer_id)
-        if stream is not None:
-            live = {id(conn.muxed_conn) for conn in self.host.get_network().get_connections(peer_id)}
-            if id(stream.muxed_conn) not in live:
-                self.counters["gossip_stale_streams"] += 1
-                self._handle_dead_peer(peer_id)
+        self.drop_stale_stream(peer_id)
         return await self.ensure_peer_stream(peer_id, timeout=10.0)
+
+    def drop_stale_stream(self, peer_id: ID) -> bool:
+        """Drop our pubsub stream to `peer_id` if the connection it ran on is closed; True if
+        it did. Pubsub then opens a new one on a connection still open (its dead-peer handling),
+        and meanwhile writes nothing into the dead one. Pubsub itself notices only when a write
+        fails (that message is lost) or the peer's last connection closes."""
+        stream = self.peers.get(peer_id)
+        if stream is None:
+            return False
+        live = {id(conn.muxed_conn) for conn in self.host.get_network().get_connections(peer_id)}
+        if id(stream.muxed_conn) in live:
+            return False
+        self.counters["gossip_stale_streams"] += 1
+        self._handle_dead_peer(peer_id)
+        return True

@@ -23,6 +23,7 @@ from libp2p.tools.anyio_service.exceptions import ServiceException
 
 from .gate import GatedPubsub, MemberGate
 from .host import parse_multiaddr
+from .neighbourhood import Connection
 from .peer_names import id_of
 from .ports import Stream
 
@@ -68,6 +69,39 @@ class HostLinks:
         if pid is None:
             return frozenset()
         return frozenset(id(conn.muxed_conn) for conn in self.host.get_network().get_connections(pid))
+
+    def connections(self, peer_id: str) -> list[Connection]:
+        pid = parse_peer_id(peer_id)
+        if pid is None:
+            return []
+        gossip = {str(p) for p in self.pubsub.protocols}
+        found = []
+        for conn in self.host.get_network().get_connections(pid):
+            muxed = conn.muxed_conn
+            if getattr(muxed, "is_closed", False):
+                continue
+            busy = any(str(stream.get_protocol()) not in gossip for stream in conn.get_streams())
+            found.append(Connection(key=id(muxed), outbound=bool(getattr(muxed, "is_initiator", False)), busy=busy))
+        return found
+
+    async def close_connection(self, peer_id: str, key: int) -> None:
+        pid = parse_peer_id(peer_id)
+        if pid is None:
+            return
+        for conn in self.host.get_network().get_connections(pid):
+            if id(conn.muxed_conn) != key:
+                continue
+            try:
+                with trio.move_on_after(5):
+                    await conn.close()
+            except TRANSPORT_ERRORS as exc:  # a half-closed connection may fail to close: it is gone
+                log.debug("closing a connection to %s: %r", peer_id, exc)
+        self.drop_stale_gossip(peer_id)
+
+    def drop_stale_gossip(self, peer_id: str) -> None:
+        pid = parse_peer_id(peer_id)
+        if pid is not None:
+            self.pubsub.drop_stale_stream(pid)
 
     async def dial(self, peer_id: str, addrs: list[str]) -> None:
         pid = ID.from_base58(peer_id)

@@ -16,6 +16,13 @@ views:
   candidate, so over time every member is a neighbour of every other and a partition
   that healed is bridged again.
 
+Two golems that dial each other at the same moment (both ends of a healed partition, whose
+holds end together) get two connections, one dialed by each; py-libp2p's per-peer limit
+spares both (each is inside its grace period when the other arrives) and keeps them for
+good. `duplicates_to_close` settles that: the golem with the smaller peer id keeps the
+connection it dialed and closes the ones its peer dialed; the other golem does nothing, so
+the two never close different ones and leave none.
+
 What the policy never drops: a pinned peer (the operator's `clade peers connect`). What it
 drops last: a peer it is syncing with (`busy`), then one just connected (`fresh`: its
 hello and first pulls are still running). Strangers (not siblings) are not its business:
@@ -29,7 +36,8 @@ from collections.abc import Collection, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT_TARGET", "PROMPT_GAP_S", "PartnerCycle", "Plan", "PromptedPulls", "cap_for", "plan"]
+__all__ = ["DEFAULT_TARGET", "PROMPT_GAP_S", "Connection", "PartnerCycle", "Plan", "PromptedPulls", "cap_for",
+           "duplicates_to_close", "plan"]
 
 DEFAULT_TARGET = 12
 PROMPT_GAP_S = 5.0  # a sibling is pulled out of turn at most once in this many seconds
@@ -39,6 +47,26 @@ def cap_for(target: int) -> int:
     """The hard cap on connections for a `target`: a third above it, at least 2 above
     (12 → 16; 2 → 4). The slack lets inbound connections in without a drop each time."""
     return target + max(2, target // 3)
+
+
+@dataclass(frozen=True)
+class Connection:
+    """One open connection to a peer, as `duplicates_to_close` sees it."""
+
+    key: int  # which one (`Links.connections`), to close it by
+    outbound: bool  # this golem dialed it
+    busy: bool  # a stream other than gossip's is open on it (a hello, a pull)
+
+
+def duplicates_to_close(me: str, peer: str, connections: Sequence[Connection]) -> list[int]:
+    """The connections to `peer` this golem should close (their keys): when it has the smaller
+    peer id (`me < peer`, the same comparison at both ends) and dialed one of them, every idle
+    one the peer dialed. Nothing otherwise: at the other end, with one connection, or when
+    this golem dialed none (two dials from one side: py-libp2p's per-peer limit trims those).
+    A busy connection waits for a later look (closing it would break a hello or a pull)."""
+    if me >= peer or len(connections) < 2 or not any(c.outbound for c in connections):
+        return []
+    return [c.key for c in connections if not c.outbound and not c.busy]
 
 
 @dataclass(frozen=True)

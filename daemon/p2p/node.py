@@ -138,7 +138,8 @@ class P2PNode:
         self.book.on_evict = self._evicted
         self.dialing = Dialing(daemon, self.links, self.book, me=me, known_path=known_path, rng=self.rng,
                                parse_addr=parse_peer_addr, dial_errors=(*TRANSPORT_ERRORS, ValueError),
-                               target=neighbours, rotate_s=rotate_s, busy=lambda: self.catchup.syncing)
+                               target=neighbours, rotate_s=rotate_s, busy=lambda: self.catchup.syncing,
+                               regreet=lambda peer_id: self.admission.greet(peer_id))
         self.catchup = CatchUp(daemon, self.links, self.book, me=me, max_skew_ms=max_skew_ms,
                                sync_interval_s=sync_interval_s, rng=self.rng)
         self.admission = Admission(daemon, self.links, self.book, membership=membership, revocations=revocations,
@@ -159,7 +160,9 @@ class P2PNode:
     # -- P2PControl ------------------------------------------------------------------------------
 
     def peers(self) -> list[dict[str, Any]]:
-        return [r.to_json() for r in self.book.all()]
+        """The peer book's records, each with how many connections to it are open now."""
+        return [{**r.to_json(), "connections": len(self.links.connections(r.peer_id)) if r.connected else 0}
+                for r in self.book.all()]
 
     def siblings(self) -> list[str]:
         return [r.peer_id for r in self.book.members()]
@@ -202,6 +205,8 @@ class P2PNode:
             else:
                 if not self.links.connected(peer_id):
                     self.admission.forget(peer_id)
+                else:  # one of two closed (a duplicate, `Dialing._settle_duplicates`): gossip on the other
+                    self.links.drop_stale_gossip(peer_id)
                 self.dialing.on_disconnected(peer_id)
 
     def _evicted(self, record: PeerRecord) -> None:

@@ -24,6 +24,8 @@ from crdt import ApplyReport
 from crypto import RevocationList
 from daemon.grimoire.storage_faults import sole_cause, storage_refusal
 
+from .neighbourhood import Connection
+
 if TYPE_CHECKING:
     from daemon.embedding.shipped import VectorShipping
     from daemon.grimoire import Grimoire
@@ -92,6 +94,20 @@ class Links(Protocol):
 
     def connected(self, peer_id: str) -> bool:
         """True while a connection to `peer_id` is open. Never raises."""
+        ...
+
+    def connections(self, peer_id: str) -> list[Connection]:
+        """The open connections to `peer_id` (usually one; two after a simultaneous dial). Never raises."""
+        ...
+
+    async def close_connection(self, peer_id: str, key: int) -> None:
+        """Close one connection to `peer_id` (a key from `connections`; gone already: nothing),
+        within a few seconds, then `drop_stale_gossip`. A transport error while closing is swallowed."""
+        ...
+
+    def drop_stale_gossip(self, peer_id: str) -> None:
+        """One of `peer_id`'s connections closed while another is open: if GossipSub's stream
+        to it ran on the closed one, open a new one on the open one. Never raises."""
         ...
 
     async def dial(self, peer_id: str, addrs: list[str]) -> None:

@@ -10,7 +10,7 @@ from collections import deque
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon.p2p.neighbourhood import PartnerCycle, PromptedPulls, cap_for, plan
+from daemon.p2p.neighbourhood import Connection, PartnerCycle, PromptedPulls, cap_for, duplicates_to_close, plan
 
 
 def peers(prefix: str, n: int) -> list[str]:
@@ -155,6 +155,36 @@ def test_a_small_target_still_reaches_every_member_over_time() -> None:
         overlay.step(rotate=False)
         assert overlay.max_degree <= 4
     assert all(len(ever) == 5 for ever in overlay.ever)
+
+
+def test_of_a_simultaneous_dial_only_the_smaller_id_acts_and_it_closes_the_connection_its_peer_dialed() -> None:
+    # One connection each way, as each end sees them: key 1 dialed by "A…", key 2 by "B…".
+    at_a = [Connection(1, outbound=True, busy=False), Connection(2, outbound=False, busy=False)]
+    at_b = [Connection(1, outbound=False, busy=False), Connection(2, outbound=True, busy=False)]
+    assert duplicates_to_close("12D3KooWA", "12D3KooWB", at_a) == [2]
+    assert duplicates_to_close("12D3KooWB", "12D3KooWA", at_b) == []
+    busy = [Connection(1, outbound=True, busy=False), Connection(2, outbound=False, busy=True)]
+    assert duplicates_to_close("12D3KooWA", "12D3KooWB", busy) == []  # a hello or a pull on it: later
+    assert duplicates_to_close("12D3KooWA", "12D3KooWB", at_a[:1]) == []  # one connection: nothing to settle
+    both_theirs = [Connection(1, outbound=False, busy=False), Connection(2, outbound=False, busy=False)]
+    assert duplicates_to_close("12D3KooWA", "12D3KooWB", both_theirs) == []  # libp2p's per-peer limit's case
+
+
+@given(a=st.text(min_size=1, max_size=8), b=st.text(min_size=1, max_size=8),
+       dialed_by_a=st.lists(st.booleans(), min_size=1, max_size=5),
+       busy=st.lists(st.booleans(), min_size=5, max_size=5))
+def test_both_ends_together_never_close_every_connection_and_leave_one_dialed_by_the_smaller(
+        a: str, b: str, dialed_by_a: list[bool], busy: list[bool]) -> None:
+    if a == b:
+        return
+    at_a = [Connection(k, outbound=d, busy=busy[k]) for k, d in enumerate(dialed_by_a)]
+    at_b = [Connection(k, outbound=not d, busy=busy[k]) for k, d in enumerate(dialed_by_a)]
+    closed = set(duplicates_to_close(a, b, at_a)) | set(duplicates_to_close(b, a, at_b))
+    left = [k for k in range(len(dialed_by_a)) if k not in closed]
+    assert left
+    smaller_dialed = {k for k, d in enumerate(dialed_by_a) if d == (a < b)}
+    if closed:
+        assert set(left) >= smaller_dialed and closed.isdisjoint(smaller_dialed)
 
 
 def test_partners_are_pulled_in_turn_each_once_per_cycle_in_a_fresh_order() -> None:

@@ -32,6 +32,7 @@ from daemon.p2p.catchup import CatchUp
 from daemon.p2p.dialing import CANDIDATE_DIALS, Dialing
 from daemon.p2p.frames import encode_frame
 from daemon.p2p.links import TRANSPORT_ERRORS
+from daemon.p2p.neighbourhood import Connection
 from daemon.p2p.peers import PeerBook
 
 PEER = "12D3KooWPeerUnderTest"
@@ -82,6 +83,8 @@ class FakeLinks:
         self.on_dialed: Callable[[str], None] = lambda peer: None
         self.stream_error: Exception = OSError("no route")
         self.admitted_peers: set[str] = set()
+        self.conns: dict[str, list[Connection]] = {}  # set by a test: a peer's connections beyond `up`
+        self.closed: list[tuple[float, str, int]] = []
         self._changed = trio.Event()  # set (and renewed) by `admit`, `forget` and `drop`
 
     def listen_addrs(self) -> list[str]:
@@ -89,6 +92,16 @@ class FakeLinks:
 
     def connected(self, peer_id: str) -> bool:
         return peer_id in self.up
+
+    def connections(self, peer_id: str) -> list[Connection]:
+        return list(self.conns.get(peer_id, ()))
+
+    def drop_stale_gossip(self, peer_id: str) -> None:
+        pass
+
+    async def close_connection(self, peer_id: str, key: int) -> None:
+        self.closed.append((trio.current_time(), peer_id, key))
+        self.conns[peer_id] = [c for c in self.conns.get(peer_id, ()) if c.key != key]
 
     async def dial(self, peer_id: str, addrs: list[str]) -> None:
         self.dials.append(trio.current_time())
@@ -279,6 +292,33 @@ async def test_inbound_beyond_the_cap_is_trimmed_to_it_keeping_the_newcomers_and
         assert pinned in links.up and len(links.up) == 6  # dialed though full; another made room
         await trio.sleep(600.0)  # ten rotations: the pin is never the one swapped out
         assert pinned in links.up and pinned not in {p for _, p in links.dropped}
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_second_connection_is_closed_after_the_fresh_period_by_the_smaller_id_only_when_idle_then_hello(
+        autojump_clock: trio.testing.MockClock, tmp_path: Path) -> None:
+    links = FakeLinks(refuse=False)
+    part, siblings = neighbourhood(links, tmp_path, 1)
+    smaller = "12D3KooWAlpha"  # sorts before "12D3KooWMe": that end closes, not this one
+    record = part.book.add_addr(smaller, "/ip4/127.0.0.1/tcp/4200")
+    record.dial = record.member = True
+    larger = siblings[0]
+    greeted: list[str] = []
+    part.regreet = greeted.append
+    async with trio.open_nursery() as nursery:
+        await nursery.start(part.run)
+        await trio.sleep(1.0)
+        assert links.up == {larger, smaller}
+        links.conns[larger] = [Connection(1, outbound=True, busy=False), Connection(2, outbound=False, busy=True)]
+        links.conns[smaller] = [Connection(3, outbound=True, busy=False), Connection(4, outbound=False, busy=False)]
+        start = trio.current_time()
+        await trio.sleep(dialing_module.FRESH_S + 2.0)
+        assert links.closed == [] and greeted == []  # its inbound one is busy; the other is not ours to close
+        links.conns[larger][1] = Connection(2, outbound=False, busy=False)
+        await trio.sleep(dialing_module.IDLE_WAKE_S + 0.1)
+        assert [(p, k) for _, p, k in links.closed] == [(larger, 2)] and greeted == [larger]
+        assert links.closed[0][0] - start >= dialing_module.FRESH_S
+        assert part.counters["duplicate_connections_closed"] == 1 and len(links.conns[smaller]) == 2
         nursery.cancel_scope.cancel()
 
 
