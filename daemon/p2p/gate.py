@@ -32,6 +32,7 @@ import trio
 from libp2p.abc import INetStream
 from libp2p.exceptions import ValidationError
 from libp2p.peer.id import ID
+from libp2p.pubsub.pb import rpc_pb2
 from libp2p.pubsub.pubsub import Pubsub, ValidationResult
 
 from .peer_names import name_of
@@ -215,7 +216,12 @@ class GatedPubsub(Pubsub):
         """Drop our pubsub stream to `peer_id` if the connection it ran on is closed; True if
         it did. Pubsub then opens a new one on a connection still open (its dead-peer handling),
         and meanwhile writes nothing into the dead one. Pubsub itself notices only when a write
-        fails (that message is lost) or the peer's last connection closes."""
+        fails (that message is lost) or the peer's last connection closes.
+
+        The peer's subscriptions are kept: they came on *its* stream to us, which runs on a
+        connection of its own choosing and is replaced, if it ran on the closed one, by a new
+        stream that sends them again. Pubsub's dead-peer handling forgets them, and a peer
+        whose own stream lives on is never asked again: we would send it nothing."""
         stream = self.peers.get(peer_id)
         if stream is None:
             return False
@@ -223,5 +229,8 @@ class GatedPubsub(Pubsub):
         if id(stream.muxed_conn) in live:
             return False
         self.counters["gossip_stale_streams"] += 1
+        topics = [topic for topic, peers in self.peer_topics.items() if peer_id in peers]
         self._handle_dead_peer(peer_id)
+        for topic in topics:
+            self.handle_subscription(peer_id, rpc_pb2.RPC.SubOpts(subscribe=True, topicid=topic))
         return True
