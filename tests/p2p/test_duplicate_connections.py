@@ -69,3 +69,8 @@ async def test_a_gossip_stream_left_on_a_closed_duplicate_connection_is_replaced
             with trio.fail_after(10):
                 message = await subscriptions[0].get()
             assert message.data == b"after the duplicate closed"
+            for host, other in ((a, b_id), (b, a_id)):  # closed here: py-libp2p's teardown leaves a socket to the GC
+                for conn in list(host.get_network().get_connections(other)):
+                    await conn.close()
+            await wait_for(lambda: not a.get_network().get_connections(b_id)
+                           and not b.get_network().get_connections(a_id), "every connection closed")
