@@ -30,7 +30,8 @@ slope per hour (least squares after the warm-up, as % of the mean; goal under 1 
 sample is in the JSON result, `samples`; descriptors are judged as files and pipes by that
 slope, and as sockets — connections, which come and go with the load — by the slope of their
 median in each quarter of the window, so a burst's API connections are not read as growth); the
-outbox depth; convergence after the last fault (every acknowledged warning on every golem);
+outbox depth; convergence (every acknowledged warning on every golem, from the load's end and
+from the last fault's);
 then what must converge, with the load stopped and every curator quiet: after one sync round
 (each golem pulls once from each sibling) the ops that may cross (`GET /v1/state-digest`
 `shared`) equal on every golem at once, and, reported apart, the seconds until the causal
@@ -325,7 +326,8 @@ def report(res: dict[str, Any]) -> None:
     for f in res.get("faults", []):
         extra = f" (skipped: {f['skipped']})" if "skipped" in f else ""
         rows.append((f"{f['fault']} at {f['at_s']} s for {f['duration_s']} s{extra}", str(f.get("recovered_s"))))
-    rows.append(("convergence after the last fault (acknowledged warnings)", json.dumps(res.get("convergence"))))
+    rows.append(("convergence: every acknowledged warning on every golem (`after_load_s` from the load's end, "
+                 "`seconds` from the last fault's, the load after it included)", json.dumps(res.get("convergence"))))
     rows.append(("after one sync round, curators quiet: gated ops; context",
                  json.dumps(res.get("after_one_sync_round"))))
     rows.append(("## daemon", "RSS MiB first→last (slope %/h); fds (slope); files, pipes (slope); sockets' "

@@ -22,10 +22,13 @@ __all__ = ["converge", "gated_ops_after_one_round", "integrity", "secrets_found"
 
 
 def converge(golems: Sequence[Golem], tally: Tally, last_end: float, *, timeout: float) -> dict[str, Any]:
-    """Seconds from the last fault's end until every acknowledged warning (not held as a repeat)
-    is on every golem; else what was still missing."""
+    """When every acknowledged warning (not held as a repeat) is on every golem, looked at once
+    the load has stopped: `after_load_s` from then (the convergence itself) and `seconds` from
+    the last fault's end (which also counts the load that ran after it); else what was still
+    missing."""
     warnings = [a.entry_id for a in tally.acks if a.kind == "warning"]
-    deadline = now() + timeout
+    started = now()
+    deadline = started + timeout
     state: dict[str, Any] = {}
     while now() < deadline:
         try:
@@ -40,7 +43,8 @@ def converge(golems: Sequence[Golem], tally: Tally, last_end: float, *, timeout:
         state = {"missing": {k: len(v) for k, v in missing.items() if v},
                  "missing_ids": {k: v[:5] for k, v in missing.items() if v}}
         if not any(missing.values()):
-            return {"seconds": round(now() - last_end, 1), "held_warnings": len(held)}
+            return {"seconds": round(now() - last_end, 1), "after_load_s": round(now() - started, 1),
+                    "held_warnings": len(held)}
         time.sleep(1)  # poll pacing
     return {"seconds": None, **state}
 

@@ -44,6 +44,7 @@ def test_short_soak_under_faults(tmp_path: Path) -> None:
     assert res["secrets_found"] == []
     assert res["tracebacks"] == 0
     assert res["convergence"]["seconds"] is not None, res["convergence"]  # every acknowledged warning everywhere
+    assert 0 <= res["convergence"]["after_load_s"] <= res["convergence"]["seconds"]  # the load after the fault apart
     rounded = res["after_one_sync_round"]  # what must converge: equal after one sync round, curators quiet
     assert rounded["gated_ops_equal"], rounded
     for name, figures in res["resources"].items():  # the store's growth is sampled, for RSS per entry stored
