@@ -216,12 +216,8 @@ class GatedPubsub(Pubsub):
         """Drop our pubsub stream to `peer_id` if the connection it ran on is closed; True if
         it did. Pubsub then opens a new one on a connection still open (its dead-peer handling),
         and meanwhile writes nothing into the dead one. Pubsub itself notices only when a write
-        fails (that message is lost) or the peer's last connection closes.
-
-        The peer's subscriptions are kept: they came on *its* stream to us, which runs on a
-        connection of its own choosing and is replaced, if it ran on the closed one, by a new
-        stream that sends them again. Pubsub's dead-peer handling forgets them, and a peer
-        whose own stream lives on is never asked again: we would send it nothing."""
+        fails (that message is lost) or the peer's last connection closes. The peer's
+        subscriptions are kept (`_handle_dead_peer`)."""
         stream = self.peers.get(peer_id)
         if stream is None:
             return False
@@ -229,8 +225,20 @@ class GatedPubsub(Pubsub):
         if id(stream.muxed_conn) in live:
             return False
         self.counters["gossip_stale_streams"] += 1
-        topics = [topic for topic, peers in self.peer_topics.items() if peer_id in peers]
         self._handle_dead_peer(peer_id)
-        for topic in topics:
-            self.handle_subscription(peer_id, rpc_pb2.RPC.SubOpts(subscribe=True, topicid=topic))
         return True
+
+    def _handle_dead_peer(self, peer_id: ID) -> None:
+        """Pubsub's, except that a peer still connected keeps its subscriptions.
+
+        Our stream to a peer dies while the peer stays connected when the connection it ran on
+        closes and another is open (a duplicate closed: `drop_stale_stream`, or a write into the
+        dead stream failed first, as GossipSub's heartbeat may). Pubsub then opens a new stream,
+        but forgets the peer's subscriptions, which came on the peer's *own* stream: if that one
+        runs on the connection left, the peer never sends them again, and we would send that
+        peer nothing, for good. If the peer's stream died too, its new one sends them again."""
+        keep = [topic for topic, peers in self.peer_topics.items() if peer_id in peers] \
+            if self._connected(peer_id) else []
+        super()._handle_dead_peer(peer_id)
+        for topic in keep:
+            self.handle_subscription(peer_id, rpc_pb2.RPC.SubOpts(subscribe=True, topicid=topic))

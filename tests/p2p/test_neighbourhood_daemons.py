@@ -107,7 +107,9 @@ def test_two_golems_that_dial_each_other_at_once_keep_one_connection_and_gossip_
         ids = [write(g, f"regime shift seen by {g.name}: funding on venue {i} flips", kind="regime_shift")
                for i, g in enumerate(pair)]
         eventually(lambda: ids[0] in ids_on(pair[1]) and ids[1] in ids_on(pair[0]), what="both writes crossed",
-                   timeout=20)
+                   timeout=20, state=lambda: {"crossed": [ids[0] in ids_on(pair[1]), ids[1] in ids_on(pair[0])],
+                                              **{g.name: {k: v for k, v in counters(g).items() if "gossip" in k}
+                                                 for g in pair}})
         assert [counters(g).get("gossip_ops_applied", 0) > b for g, b in zip(pair, before, strict=True)] == [True, True]
         assert [peer_row(g, o)["connections"] for g, o in (pair, pair[::-1])] == [1, 1]
     finally:
