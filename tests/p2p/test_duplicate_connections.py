@@ -8,7 +8,7 @@ Noise, yamux) and the daemon's gated Pubsub on 127.0.0.1."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -21,17 +21,9 @@ from libp2p.tools.anyio_service import background_trio_service
 from crypto import Identity
 from daemon.p2p.gate import GatedPubsub, MemberGate
 from daemon.p2p.host import build_host, build_pubsub, parse_multiaddr
+from tests.helpers.polling import eventually_async
 
 TOPIC = "/clade/test-duplicates/v1"
-
-
-async def wait_for(check: Callable[[], Any], what: str, timeout: float = 10.0) -> None:
-    """Poll `check()` (every 20 ms) until it is true; fail naming `what` after `timeout` s."""
-    with trio.move_on_after(timeout):
-        while not check():
-            await trio.sleep(0.02)
-        return
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @dataclass
@@ -54,8 +46,8 @@ class Pair:
     async def b_stream_on_the_connection_left(self) -> None:
         a, b = self.hosts
         live = b.get_network().get_connections(a.get_id())[0].muxed_conn
-        await wait_for(lambda: getattr(self.pubsubs[1].peers.get(a.get_id()), "muxed_conn", None) is live,
-                       "b's new stream to a, on the connection left")
+        await eventually_async(lambda: getattr(self.pubsubs[1].peers.get(a.get_id()), "muxed_conn", None) is live,
+                               what="b's new stream to a, on the connection left", timeout=10)
 
 
 @asynccontextmanager
@@ -80,15 +72,17 @@ async def duplicated_pair() -> AsyncIterator[Pair]:
             nursery.start_soon(a.connect, PeerInfo(b_id, b.get_addrs()))
             nursery.start_soon(b.connect, PeerInfo(a_id, a.get_addrs()))
         assert len(a.get_network().get_connections(b_id)) == 2  # py-libp2p keeps both
-        await wait_for(lambda: a_id in pubsubs[1].peers and b_id in pubsubs[0].peers
-                       and a_id in pubsubs[1].peer_topics.get(TOPIC, ())
-                       and b_id in pubsubs[0].peer_topics.get(TOPIC, ()), "gossip streams both ways")
+        await eventually_async(lambda: a_id in pubsubs[1].peers and b_id in pubsubs[0].peers
+                               and a_id in pubsubs[1].peer_topics.get(TOPIC, ())
+                               and b_id in pubsubs[0].peer_topics.get(TOPIC, ()),
+                               what="gossip streams both ways", timeout=10)
         yield Pair(hosts, pubsubs, subscriptions)
         for host, other in ((a, b_id), (b, a_id)):  # closed here: py-libp2p's teardown leaves a socket to the GC
             for conn in list(host.get_network().get_connections(other)):
                 await conn.close()
-        await wait_for(lambda: not a.get_network().get_connections(b_id)
-                       and not b.get_network().get_connections(a_id), "every connection closed")
+        await eventually_async(lambda: not a.get_network().get_connections(b_id)
+                               and not b.get_network().get_connections(a_id),
+                               what="every connection closed", timeout=10)
 
 
 async def test_a_gossip_stream_left_on_a_closed_duplicate_is_replaced_when_the_close_is_seen() -> None:
