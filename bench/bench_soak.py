@@ -32,6 +32,10 @@ slope, and as sockets — connections, which come and go with the load — by th
 median in each quarter of the window, so a burst's API connections are not read as growth); the
 outbox depth; convergence (every acknowledged warning on every golem, from the load's end and
 from the last fault's);
+with `--still-minutes M`, then M minutes in which every golem goes on (searches, digests,
+backups, curator cycles, sync) but nothing is written: RSS and descriptors over that phase
+(after its first `STILL_SETTLE_S`), the memory that grows when the stores do not (goal under
+1 %/h, judged when M is at least 20);
 then what must converge, with the load stopped and every curator quiet: after one sync round
 (each golem pulls once from each sibling) the ops that may cross (`GET /v1/state-digest`
 `shared`) equal on every golem at once, and, reported apart, the seconds until the causal
@@ -68,6 +72,7 @@ from daemon.testing.styx_server import StyxServer
 TOKEN = "soak-api-token-" + "5" * 32
 SECRET_TEXT = "soak-sensitive-marker: the vault passphrase is lilac-orbit-7731"
 STYX_TOKEN = "soak-styx-token"
+STILL_SETTLE_S = 120.0  # the still phase's own warm-up: the last writes' index refresh, caches, a curator cycle
 
 
 # -- the run -----------------------------------------------------------------------------------
@@ -229,11 +234,14 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         if wait > 0:
             time.sleep(wait)  # the load runs on after the faults
         load.close()
-        sampler.stop.set()
         sampler.sample(t0)
+        load_end = now() - t0
         res["faults"] = faults
         res["convergence"] = converge(clade.golems, tally, last_end, timeout=args.timeout)
         res["convergence_after_last_fault_s"] = res["convergence"]["seconds"]
+        if args.still_minutes > 0:
+            res["still"] = still_phase(clade.golems, args, tally, sampler, t0)
+        sampler.stop.set()
         quiet_curators(clade.golems, styx, args)
         res["after_one_sync_round"] = gated_ops_after_one_round(clade.golems, timeout=args.timeout)
         lost = [a.entry_id for a in tally.acks if g[a.golem].request("GET", f"/v1/entries/{a.entry_id}").status_code
@@ -243,7 +251,11 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         res["refusals"] = dict(tally.refusals)
         res["server_errors"] = tally.server_errors[:20]
         res["timeouts"] = tally.timeouts[:20]
-        res["resources"] = resources(sampler, warmup=min(1800.0, 0.25 * total), settle=min(600.0, 0.1 * total))
+        res["resources"] = resources(sampler, warmup=min(1800.0, 0.25 * total), settle=min(600.0, 0.1 * total),
+                                     until=load_end)
+        if "still" in res:
+            begin, end = res["still"]["window_s"]
+            res["still"]["resources"] = resources(sampler, warmup=begin, settle=0.0, start=begin, until=end)
         # Every sample, per daemon, with its restarts: warm-up is told from growth by the curve, not only its slope.
         res["samples"] = {"rows": sampler.samples, "restarts_s": dict(sampler.restarts)}
         for golem in clade.golems:
@@ -266,6 +278,25 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     res["host"] = host.report("soak", quiet=True)
     check(res)
     return res
+
+
+def still_phase(golems: Sequence[Golem], args: argparse.Namespace, tally: Tally, sampler: Sampler,
+                t0: float) -> dict[str, Any]:
+    """`--still-minutes` after the load: every golem goes on as before (searches, digests,
+    backups, its curator's cycles, sync) but nothing is written, so the stores stop growing and
+    what memory still grows is not the data's. The window judged starts `STILL_SETTLE_S` in."""
+    acked = len(tally.acks)
+    start = now() - t0
+    progress(f"  t={start:.0f} s: {args.still_minutes:g} min with no writes")
+    reads = Load(golems, args, tally)
+    reads.start(writes=False)
+    time.sleep(args.still_minutes * 60)  # the phase's own length
+    reads.close()
+    sampler.sample(t0)
+    end = now() - t0
+    return {"minutes": args.still_minutes, "window_s": [round(start + min(STILL_SETTLE_S, 0.2 * (end - start)), 1),
+                                                         round(end, 1)],
+            "writes_acknowledged": len(tally.acks) - acked}
 
 
 def quiet_curators(golems: Sequence[Golem], styx: StyxServer, args: argparse.Namespace) -> None:
@@ -304,6 +335,14 @@ def check(res: dict[str, Any]) -> None:
             slope = figures.get(f"{k}_slope_pct_per_h")
             if slope is not None and slope >= 1.0 and res["params"]["minutes"] >= 30:
                 failed.append(f"{name} {what} grows {slope} %/h (goal under 1 %/h)")
+    still = res.get("still") or {}
+    if still.get("minutes", 0) >= 20:
+        for name, figures in still.get("resources", {}).items():
+            slope = figures.get("rss_mib_slope_pct_per_h")
+            if slope is not None and slope >= 1.0:
+                failed.append(f"{name} rss_mib grows {slope} %/h with no writes (goal under 1 %/h)")
+    if still.get("writes_acknowledged"):
+        failed.append(f"{still['writes_acknowledged']} writes acknowledged in the phase with no writes")
     for name, verdict in res.get("integrity", {}).items():
         if verdict != "ok":
             failed.append(f"{name} integrity_check: {verdict}")
@@ -354,6 +393,18 @@ def report(res: dict[str, Any]) -> None:
                            f"{r.get('own_rss_kib_per_entry')} KiB; slope in the window's later half: RSS "
                            f"{r.get('rss_mib_slope_pct_per_h_later_half')} %/h, own "
                            f"{r.get('own_rss_mib_slope_pct_per_h_later_half')} %/h"))
+    still = res.get("still")
+    if still:
+        rows.append(("## no writes", f"{still['minutes']:g} min, judged over {still['window_s'][0]}–"
+                                     f"{still['window_s'][1]} s: RSS MiB first→last (slope %/h); own RSS (slope); "
+                                     "files, pipes (slope); sockets' quarter medians; entries first→last"))
+        for name, r in sorted(still.get("resources", {}).items()):
+            rows.append((name, f"{r['rss_mib_first_last'][0]}→{r['rss_mib_first_last'][1]} "
+                               f"({r['rss_mib_slope_pct_per_h']}); {r['own_rss_mib_first_last'][0]}→"
+                               f"{r['own_rss_mib_first_last'][1]} ({r['own_rss_mib_slope_pct_per_h']}); "
+                               f"{r['file_fds_first_last'][0]}→{r['file_fds_first_last'][1]} "
+                               f"({r['file_fds_slope_pct_per_h']}); {r.get('socket_fds_quarter_medians')}; "
+                               f"{r['entries_first_last'][0]}→{r['entries_first_last'][1]}"))
     rows.append(("integrity_check", ", ".join(f"{k} {v}" for k, v in res.get("integrity", {}).items())))
     rows.append(("vault backup verify (newest)", str(res.get("vault_restore"))))
     rows.append(("secrets found", ", ".join(res.get("secrets_found", [])) or "none"))
@@ -377,6 +428,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--request-timeout", type=float, default=20.0)
     p.add_argument("--start-timeout", type=float, default=180.0, help="for a daemon's READY (a loaded machine is slow)")
     p.add_argument("--timeout", type=float, default=180.0, help="wait this long for convergence")
+    p.add_argument("--still-minutes", type=float, default=0.0,
+                   help="after the load, this long with no writes (reads, backups, curators, sync go on): "
+                        "what memory grows when the stores do not")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", type=Path, default=None, help="keep the data directories here")
     args = p.parse_args(argv)

@@ -5,6 +5,7 @@ backups, every request on a fresh client of the golem (`DaemonProcess.open_clien
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import threading
 import time
@@ -117,9 +118,9 @@ class Load:
             return entry_id
         return None
 
-    def _golem_loop(self, golem: Golem, seed: int) -> None:
+    def _golem_loop(self, golem: Golem, seed: int, writes: bool) -> None:
         rng = random.Random(seed)
-        next_write = now() + rng.expovariate(self.args.writes_per_min / 60)
+        next_write = now() + rng.expovariate(self.args.writes_per_min / 60) if writes else math.inf
         next_read = now() + rng.uniform(0, self.args.read_every)
         reads = 0
         while not self.stop.is_set():
@@ -138,8 +139,8 @@ class Load:
                     self.request(golem, "POST", "/v1/digest", json={"query": query, "budget_tokens": 600})
                 next_read = now() + self.args.read_every
 
-    def _extras_loop(self) -> None:
-        next_burst = now() + self.args.burst_every
+    def _extras_loop(self, writes: bool) -> None:
+        next_burst = now() + self.args.burst_every if writes else math.inf
         next_backup = now() + self.args.backup_every / 2
         while not self.stop.is_set():
             if self.stop.wait(max(0.0, min(next_burst, next_backup) - now())):
@@ -156,12 +157,14 @@ class Load:
                 self.request(self.rng.choice(up), "POST", "/v1/backup", timeout=90.0)
                 next_backup = now() + self.args.backup_every
 
-    def start(self) -> None:
+    def start(self, *, writes: bool = True) -> None:
+        """Run the load; `writes=False`: everything but writes and bursts (searches, digests,
+        backups), for a phase where the stores stop growing."""
         for i, golem in enumerate(self.golems):
-            t = threading.Thread(target=self._golem_loop, args=(golem, self.args.seed * 100 + i), daemon=True)
+            t = threading.Thread(target=self._golem_loop, args=(golem, self.args.seed * 100 + i, writes), daemon=True)
             t.start()
             self.threads.append(t)
-        t = threading.Thread(target=self._extras_loop, daemon=True)
+        t = threading.Thread(target=self._extras_loop, args=(writes,), daemon=True)
         t.start()
         self.threads.append(t)
 

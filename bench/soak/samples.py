@@ -87,14 +87,20 @@ class Sampler:
             self.sample(t0)
 
 
-def resources(sampler: Sampler, *, warmup: float, settle: float) -> dict[str, Any]:
+def resources(sampler: Sampler, *, warmup: float, settle: float, start: float = 0.0,
+              until: float | None = None) -> dict[str, Any]:
     """Per daemon: first and last samples, and the slope per hour after the warm-up (`warmup` s
     from the start, or `settle` s after the daemon's last restart: a restarted daemon warms up
     again), so growth is told from warm-up. And the daemon's own RSS against the entries it
     stores after the warm-up (`own_rss_kib_per_entry`, least squares; its vector index alone
-    is 1.5 KiB an entry): what a store that grows costs, told from growth with time."""
+    is 1.5 KiB an entry): what a store that grows costs, told from growth with time. `start`,
+    `until`: only the samples taken between them (s from the run's start; first and last are
+    theirs)."""
     out: dict[str, Any] = {}
-    for name, rows in sampler.samples.items():
+    for name, every in sampler.samples.items():
+        rows = [r for r in every if r["t_s"] >= start and (until is None or r["t_s"] <= until)]
+        if not rows:
+            continue
         restarted = sampler.restarts.get(name)
         since = max(warmup, 0.0 if restarted is None else restarted + settle)
         late = [r for r in rows if r["t_s"] >= since]

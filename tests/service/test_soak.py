@@ -5,7 +5,8 @@ stepped an hour back and forward (libfaketime), a write flood at the budget's li
 answering 302, 503 and never. Asserts what the issue's goals name: no acknowledged write lost,
 no server error or hang, a disk fault refused with 507/503 and a reason, every fault recovered,
 no traceback in any log, the stores intact, the vault backup verified, no secret anywhere, and
-the gated ops equal on every golem after one sync round with the curators quiet."""
+the gated ops equal on every golem after one sync round with the curators quiet; and that a
+phase with no writes after the load (`--still-minutes`) writes nothing and is sampled."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.slow
 # the garbage collector, which pytest reports as an unraisable ResourceWarning at a random point.
 @pytest.mark.filterwarnings("ignore::ResourceWarning", "ignore::pytest.PytestUnraisableExceptionWarning")
 def test_short_soak_under_faults(tmp_path: Path) -> None:
-    args = bench_soak.parse_args(["--short", "--minutes", "3"])
+    args = bench_soak.parse_args(["--short", "--minutes", "3", "--still-minutes", "0.5"])
     res = bench_soak.run(args, tmp_path)
     bench_soak.report(res)
     assert res["writes"]["acknowledged"] > 50 and res["writes"]["lost"] == 0
@@ -49,6 +50,11 @@ def test_short_soak_under_faults(tmp_path: Path) -> None:
     assert rounded["gated_ops_equal"], rounded
     for name, figures in res["resources"].items():  # the store's growth is sampled, for RSS per entry stored
         assert figures["entries_first_last"][1] > figures["entries_first_last"][0], (name, figures)
+    still = res["still"]  # then half a minute of reads, backups and sync with no writes, sampled
+    assert still["writes_acknowledged"] == 0, still
+    assert set(still["resources"]) == set(res["resources"]), still
+    for name, figures in still["resources"].items():
+        assert figures["samples"] >= 3, (name, figures)
     # Not asserted: the 30 s recovery goal and the slopes (timings, measured by the bench and
     # quoted in bench/RESULTS.md), and the contexts' convergence (reported apart: withheld dots
     # are learnt from the writer's gossip or a direct pull, not in one round).
