@@ -1,7 +1,7 @@
 """Benchmark a clade of real `clade run` daemons on loopback (`daemon.testing.harness`, driven
 with bench/common/clade.py).
 
-    .venv/bin/python -m bench.bench_clade [--sizes 5,10] [--count 200] [--rates 10,50] [--catchup 10000]
+    .venv/bin/python -m bench.bench_clade [--sizes 5,10] [--count 200] [--rates 10,50] [--repeats 1] [--catchup 10000]
                                            [--catchup-golems 2] [--cpu-seconds 30] [--cpu-load 1] [--out DIR]
 
 Every daemon is a separate process (`clade run --listen /ip4/127.0.0.1/tcp/0 --no-mdns`),
@@ -15,7 +15,10 @@ all connected to each other before anything is measured. Measures:
    not included). Per warning: the max over all siblings; per delivery: every (warning,
    sibling) pair. Then `--count` raw GossipSub probes (`POST /v1/p2p/probe`, no envelope,
    no store) at the same rate: latency = `received_ms - sent_ms` per sibling, the transport
-   floor. Reports p50/p99/max, missing deliveries and the warning/probe p50 ratio.
+   floor. Reports p50/p99/max, missing deliveries and the warning/probe p50 ratio. With
+   `--repeats N` each rate's warnings and probes run N times in the same clade, and each
+   ratio (sibling CPU, p50, p99) is also given as its mean over the repeats with a 95 %
+   t-interval: one phase's sibling CPU ratio moves by ~0.1× with the machine.
 2. Catch-up: a fresh clade of `--catchup-golems`; one golem stops, another writes
    `--catchup` ops' worth of warnings (2 ops each: body + author slot), the stopped one
    restarts (bootstrap: the writer) and pulls them by anti-entropy. Time from
@@ -78,6 +81,7 @@ from bench.common.clade import (
 )
 from bench.common.profile import start_profiles, stop_profiles
 from bench.common.report import floats, ints
+from bench.common.stats import mean_interval
 from daemon.testing.harness import EventLog, Golem, LoopbackClade
 
 # -- 1. propagation latency --------------------------------------------------------------------
@@ -190,6 +194,46 @@ def warm_up(writer: Api, siblings: list[Golem], watch: Watch, drain: float) -> d
             "embedded_s": round((time.time() * 1000 - t0) / 1000, 1), "drained": drained}
 
 
+def _ratio(num: float, den: float) -> float | None:
+    return num / den if den else None
+
+
+def repeats_summary(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per rate, over its repeats (one clade, back to back): the mean of each ratio to the
+    probe with its 95 % t-interval (`mean_interval`): a single phase's sibling CPU ratio moves
+    by ~0.1× with the machine, so the figure of record is the mean over repeats."""
+    by_rate: dict[float, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_rate.setdefault(r["rate"], []).append(r)
+    out_rows = []
+    for rate, runs in by_rate.items():
+        def ratios(get: Callable[[dict[str, Any]], float | None], runs: list[dict[str, Any]] = runs) -> dict[str, Any]:
+            return {k: v if k == "n" or v is None else round(v, 3)
+                    for k, v in mean_interval(get(x) for x in runs).items()}
+        out_rows.append({
+            "rate": rate, "repeats": len(runs),
+            "sibling_cpu": ratios(lambda x: _ratio(x["warnings"]["daemon_cpu"]["sibling_cpu_ms_per_msg"],
+                                                   x["probes"]["daemon_cpu"]["sibling_cpu_ms_per_msg"])),
+            "sibling_cpu_own": ratios(lambda x: _ratio(x["warnings"]["daemon_cpu"]["own"]["sibling_cpu_ms_per_msg"],
+                                                       x["probes"]["daemon_cpu"]["own"]["sibling_cpu_ms_per_msg"])),
+            "p50_msg": ratios(lambda x: x.get("ratio_p50_msg")),
+            "p50_delivery": ratios(lambda x: x.get("ratio_p50_delivery")),
+            "p99_msg": ratios(lambda x: _ratio(x["warnings"]["per_warning_ms"]["p99"],
+                                               x["probes"]["per_probe_ms"]["p99"]))})
+    return out_rows
+
+
+def print_repeats(n: int, summary: Sequence[dict[str, Any]]) -> None:
+    for s in summary:
+        def show(k: str, s: dict[str, Any] = s) -> str:
+            m = s[k]
+            return "n/a" if m["mean"] is None else (
+                f"{m['mean']:.2f}x" + ("" if m["lo"] is None else f" ({m['lo']:.2f}-{m['hi']:.2f})"))
+        out(f"  {n:>7} {s['rate']:>6g} -> over {s['repeats']} repeats, mean (95 % interval) of warning/probe: "
+            f"sibling CPU {show('sibling_cpu')} (daemon alone {show('sibling_cpu_own')}); p50 per message "
+            f"{show('p50_msg')}, per delivery {show('p50_delivery')}; p99 {show('p99_msg')}")
+
+
 def print_rate_header() -> None:
     out(f"  {'daemons':>7} {'rate/s':>6} {'what':<8} {'sent':>5} {'achvd/s':>7} {'deliv':>6} {'miss':>5} "
         f"{'msg p50':>8} {'msg p99':>8} {'msg max':>8} {'dlv p50':>8} {'dlv p99':>8} {'dlv max':>8}")
@@ -270,10 +314,17 @@ def bench_propagation(root: Path, n: int, args: argparse.Namespace, rng: random.
         print_rate_header()
         rows = []
         for phase, rate in enumerate(args.rates):
-            r = run_rate(api, siblings, watch, rate=rate, count=args.count, timeout=args.timeout, rng=rng,
-                         tag=f"n{n}p{phase}r{rate:g}", drain=args.drain, profile_dir=args.profile)
-            print_rate(n, r)
-            rows.append(r)
+            for repeat in range(args.repeats):
+                tag = f"n{n}p{phase}r{rate:g}" + (f"x{repeat + 1}" if args.repeats > 1 else "")
+                r = run_rate(api, siblings, watch, rate=rate, count=args.count, timeout=args.timeout, rng=rng,
+                             tag=tag, drain=args.drain, profile_dir=args.profile)
+                r["repeat"] = repeat + 1
+                print_rate(n, r)
+                rows.append(r)
+        if args.repeats > 1:
+            summary = repeats_summary(rows)
+            print_repeats(n, summary)
+            results.setdefault("repeats", []).append({"daemons": n, "by_rate": summary})
         if watch.truncated:
             out(f"  !! {watch.truncated} entries_received events listed fewer ids than entries (ids capped at 100)")
         odd = report_odd(clade.golems, f"{n} daemons after the latency runs")
@@ -330,6 +381,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--sizes", type=ints, default=[5, 10], help="clade sizes for the latency runs (default 5,10)")
     p.add_argument("--rates", type=floats, default=[10.0, 50.0], help="writes per second (default 10,50)")
     p.add_argument("--count", type=int, default=200, help="warnings (and probes) per size and rate (default 200)")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="run each rate's warnings and probes this many times in the same clade and report each "
+                        "ratio's mean over them with its 95 %% interval (a single phase moves by ~0.1x)")
     p.add_argument("--timeout", type=float, default=30.0, help="wait this long for deliveries after the last write")
     p.add_argument("--connect-timeout", type=float, default=180.0, help="for all daemons to connect")
     p.add_argument("--settle", type=float, default=2.0, help="seconds between connecting and measuring")
