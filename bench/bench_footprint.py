@@ -20,7 +20,10 @@ the daemons through PYTHONPATH):
    VmRSS once it did. Each figure twice: the daemon process's own (`rss_*`) and with its child
    processes (`total_*`: the embedding process, where the model runs since step 27);
 4. at `--entries` entries: a store of generated entries with perturbed real MiniLM vectors
-   (bench.common.vectors, built once and copied), p2p off: VmRSS idle, after 30 searches
+   (bench.common.vectors, built once and copied) under a golem joined to a one-golem clade,
+   p2p on as a golem runs (`store`; until 2026-12-01 this was measured with p2p off, which
+   leaves libp2p out), and again with p2p off (`store_p2p_off`), each with its model directory
+   ready as after a first load (the lean graph in place): VmRSS idle, after 30 searches
    (model and vector index loaded; search p50/p99), and after the unload (own and total); after
    the searches also both processes' PSS (`total_pss_searched_mib`: the libraries both map
    counted once, as the unit's cgroup charges them);
@@ -30,7 +33,7 @@ the daemons through PYTHONPATH):
 
 The result (`bench: "footprint"`): components {tree: [{step, rss_mib, delta_mib}], peak};
 cold_start {tree: [{ready_s, first_meaning_s, attempts}]}; idle {tree: [{rss_idle_mib,
-rss_used_mib, rss_unloaded_mib, total_*}]}; store {tree: {rss_idle_mib, rss_searched_mib,
+rss_used_mib, rss_unloaded_mib, total_*}]}; store and store_p2p_off {tree: {rss_idle_mib, rss_searched_mib,
 rss_unloaded_mib, total_*, search p50/p99 ms}}; ipc {in_process, embedding_process: {p50_ms,
 p99_ms}}; the machine's load (other processes' CPU) throughout.
 """
@@ -206,10 +209,26 @@ def build_store(path: Path, n: int, seed: int, model_dir: Path) -> dict[str, Any
     return made
 
 
-def at_store(root: Path, tree: Path, env: dict[str, str], store: Path, args: argparse.Namespace) -> dict[str, Any]:
-    golem = _golem(root, "store", joined=False)
-    shutil.copyfile(store, golem.data.root / "grimoire.db")
-    golem.spawn(env={**env, "PYTHONPATH": str(tree), "CLADE_P2P__ENABLED": "false"})
+def at_store(root: Path, tree: Path, env: dict[str, str], store: Path, args: argparse.Namespace, *,
+             p2p: bool) -> dict[str, Any]:
+    """A golem over a copy of the built store: `p2p`, joined to a one-golem clade with libp2p
+    listening on loopback, as a golem runs (the figure of record); else p2p off (what the
+    network stack adds, by difference). Its model directory is prepared first, lean graph
+    included, as a golem's is after its first model load."""
+    from daemon.embedding.embedder import assemble_default_model
+
+    golem = _golem(root, "store" if p2p else "store-p2p-off", joined=p2p)
+    db = golem.data.db_path
+    for path in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+        path.unlink(missing_ok=True)
+    shutil.copyfile(store, db)
+    # The model as a golem loads it from its second load on: the lean graph (daemon/embedding/
+    # lean_graph.py) in place, which the first load only starts writing (33 MiB more until then).
+    assemble_default_model(golem.data.root / "embedder", wait_for_lean=True)
+    if p2p:
+        golem.spawn(P2P_ARGS, env={**env, "PYTHONPATH": str(tree)})
+    else:
+        golem.spawn(env={**env, "PYTHONPATH": str(tree), "CLADE_P2P__ENABLED": "false"})
     try:
         golem.wait_ready(args.timeout)
         time.sleep(args.idle)  # the measurement: an untouched daemon over a full store
@@ -287,7 +306,8 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     res: dict[str, Any] = {"machine": machine_info(root, ("onnxruntime", "fastembed", "lancedb")),
                            "params": {"rounds": args.rounds, "entries": args.entries, "idle_s": args.idle,
                                       "unload_after_s": args.unload, "trees": {k: str(v) for k, v in trees.items()}},
-                           "components": {}, "cold_start": {}, "idle": {}, "store": {}, "ipc": None, "failed": []}
+                           "components": {}, "cold_start": {}, "idle": {}, "store": {}, "store_p2p_off": {},
+                           "ipc": None, "failed": []}
     load = HostLoad()
     model_dir = root / "model"
     for name, tree in trees.items():
@@ -309,7 +329,8 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             res["store_build"] = build_store(store, args.entries, args.seed, model_dir)
         for name, tree in trees.items():
             progress(f"[store] {name}")
-            res["store"][name] = at_store(root / f"{name}-store", tree, envs[name], store, args)
+            res["store"][name] = at_store(root / f"{name}-store", tree, envs[name], store, args, p2p=True)
+            res["store_p2p_off"][name] = at_store(root / f"{name}-store", tree, envs[name], store, args, p2p=False)
     res["host_load"] = load.report("whole run", quiet=True)
     res["loadavg_end"] = list(os.getloadavg())
     return res
@@ -338,9 +359,11 @@ def report(res: dict[str, Any]) -> None:
              ", ".join(f"{i.get('total_idle_mib')} / {i.get('total_used_mib')} / {i.get('total_unloaded_mib')}"
                        for i in ids)),
         ])
-        if t in res["store"]:
-            s = res["store"][t]
-            print_table([(f"{t}: at {s['entries']:,} entries RSS MiB (idle / searched / unloaded)",
+        for key, how in (("store", "joined, p2p on"), ("store_p2p_off", "p2p off")):
+            if t not in res.get(key, {}):
+                continue
+            s = res[key][t]
+            print_table([(f"{t}: at {s['entries']:,} entries, {how}: RSS MiB (idle / searched / unloaded)",
                           f"{s['rss_idle_mib']} / {s['rss_searched_mib']} / {s['rss_unloaded_mib']}"),
                          (f"{t}: the same with its child processes",
                           f"{s.get('total_idle_mib')} / {s.get('total_searched_mib')} / {s.get('total_unloaded_mib')}"),
