@@ -382,9 +382,8 @@ def report(res: dict[str, Any]) -> None:
     rows.append(("## daemon's own memory", "first→last (slope %/h): own RSS; of it anonymous, files; malloc in "
                  "use; free kept; mapped; SQLite; its page caches (MiB); Python's allocated blocks"))
     for name, r in sorted(res.get("resources", {}).items()):
-        rows.append((name, "; ".join(f"{r[k + '_first_last'][0]}→{r[k + '_first_last'][1]} "
-                                     f"({r.get(k + '_slope_pct_per_h')})"
-                                     for k in ("own_rss_mib", "own_anon_mib", "own_file_mib", *HEAP_KEYS))))
+        own = ("own_rss_mib", "own_anon_mib", "own_file_mib", *HEAP_KEYS)
+        rows.append((name, "; ".join(_trend(r, k) for k in own)))
     rows.append(("## own RSS per entry stored", "entries first→last; stored per hour and own RSS KiB per entry "
                  "after the warm-up (the vector index alone: 1.5 KiB an entry)"))
     for name, r in sorted(res.get("resources", {}).items()):
@@ -396,21 +395,25 @@ def report(res: dict[str, Any]) -> None:
     still = res.get("still")
     if still:
         rows.append(("## no writes", f"{still['minutes']:g} min, judged over {still['window_s'][0]}–"
-                                     f"{still['window_s'][1]} s: RSS MiB first→last (slope %/h); own RSS (slope); "
-                                     "files, pipes (slope); sockets' quarter medians; entries first→last"))
+                                     f"{still['window_s'][1]} s, first→last (slope %/h): RSS; own RSS; malloc in "
+                                     "use; Python's allocated blocks; files, pipes; sockets' quarter medians; entries"))
         for name, r in sorted(still.get("resources", {}).items()):
-            rows.append((name, f"{r['rss_mib_first_last'][0]}→{r['rss_mib_first_last'][1]} "
-                               f"({r['rss_mib_slope_pct_per_h']}); {r['own_rss_mib_first_last'][0]}→"
-                               f"{r['own_rss_mib_first_last'][1]} ({r['own_rss_mib_slope_pct_per_h']}); "
-                               f"{r['file_fds_first_last'][0]}→{r['file_fds_first_last'][1]} "
-                               f"({r['file_fds_slope_pct_per_h']}); {r.get('socket_fds_quarter_medians')}; "
-                               f"{r['entries_first_last'][0]}→{r['entries_first_last'][1]}"))
+            rows.append((name, "; ".join(_trend(r, k) for k in ("rss_mib", "own_rss_mib", "heap_in_use_mib",
+                                                                 "python_blocks", "file_fds"))
+                         + f"; {r.get('socket_fds_quarter_medians')}; "
+                           f"{r['entries_first_last'][0]}→{r['entries_first_last'][1]}"))
     rows.append(("integrity_check", ", ".join(f"{k} {v}" for k, v in res.get("integrity", {}).items())))
     rows.append(("vault backup verify (newest)", str(res.get("vault_restore"))))
     rows.append(("secrets found", ", ".join(res.get("secrets_found", [])) or "none"))
     rows.append(("host", json.dumps(res.get("host"))))
     rows.append(("failed", "; ".join(res["failed"]) or "none"))
     print_table(rows)
+
+
+def _trend(figures: dict[str, Any], key: str) -> str:
+    """A resource's first→last sample and its slope: "138.5→157.1 (3.53)"."""
+    first, last = figures[key + "_first_last"]
+    return f"{first}→{last} ({figures.get(key + '_slope_pct_per_h')})"
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
