@@ -209,22 +209,26 @@ def build_store(path: Path, n: int, seed: int, model_dir: Path) -> dict[str, Any
     return made
 
 
-def at_store(root: Path, tree: Path, env: dict[str, str], store: Path, args: argparse.Namespace, *,
-             p2p: bool) -> dict[str, Any]:
-    """A golem over a copy of the built store: `p2p`, joined to a one-golem clade with libp2p
-    listening on loopback, as a golem runs (the figure of record); else p2p off (what the
-    network stack adds, by difference). Its model directory is prepared first, lean graph
-    included, as a golem's is after its first model load."""
+def ready_model_dir(target: Path) -> Path:
+    """A golem's model directory as after its first model load: the lean graph
+    (daemon/embedding/lean_graph.py) in place, which that load only starts writing (33 MiB more
+    until then). Built once; each store golem gets a copy."""
     from daemon.embedding.embedder import assemble_default_model
 
+    return assemble_default_model(target, wait_for_lean=True)
+
+
+def at_store(root: Path, tree: Path, env: dict[str, str], store: Path, model: Path, args: argparse.Namespace, *,
+             p2p: bool) -> dict[str, Any]:
+    """A golem over a copy of the built store and of `model` (`ready_model_dir`): `p2p`, joined
+    to a one-golem clade with libp2p listening on loopback, as a golem runs (the figure of
+    record); else p2p off (what the network stack adds, by difference)."""
     golem = _golem(root, "store" if p2p else "store-p2p-off", joined=p2p)
     db = golem.data.db_path
     for path in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
         path.unlink(missing_ok=True)
     shutil.copyfile(store, db)
-    # The model as a golem loads it from its second load on: the lean graph (daemon/embedding/
-    # lean_graph.py) in place, which the first load only starts writing (33 MiB more until then).
-    assemble_default_model(golem.data.root / "embedder", wait_for_lean=True)
+    shutil.copytree(model, golem.data.root / "embedder", dirs_exist_ok=True)
     if p2p:
         golem.spawn(P2P_ARGS, env={**env, "PYTHONPATH": str(tree)})
     else:
@@ -327,10 +331,12 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         if not store.exists():
             progress(f"[store] building {args.entries:,} entries")
             res["store_build"] = build_store(store, args.entries, args.seed, model_dir)
+        model = ready_model_dir(root / "store-model")
         for name, tree in trees.items():
             progress(f"[store] {name}")
-            res["store"][name] = at_store(root / f"{name}-store", tree, envs[name], store, args, p2p=True)
-            res["store_p2p_off"][name] = at_store(root / f"{name}-store", tree, envs[name], store, args, p2p=False)
+            res["store"][name] = at_store(root / f"{name}-store", tree, envs[name], store, model, args, p2p=True)
+            res["store_p2p_off"][name] = at_store(root / f"{name}-store", tree, envs[name], store, model, args,
+                                                  p2p=False)
     res["host_load"] = load.report("whole run", quiet=True)
     res["loadavg_end"] = list(os.getloadavg())
     return res
